@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Install and start what paddlecd needs on a Debian/Ubuntu machine, idempotently:
+#   up        apt packages (docker.io, docker-registry, debootstrap, skopeo, openssl), dockerd, the
+#             project venv (.venv with paddlecd[test]) and the embedded registry on 127.0.0.1:5000
+#   engine    only the packages, dockerd and the venv (what the tests need; they start their own registries)
+#   down      stop the embedded registry (dockerd is left running)
+# Needs root (or sudo) for apt and dockerd. Never prompts (CI=true, no stdin).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STATE=${PADDLECD_STATE_DIR:-$ROOT/.paddlecd}
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
+log() { printf '\033[1m[stack]\033[0m %s\n' "$*"; }
+
+install_packages() {
+  local need=()
+  command -v dockerd >/dev/null || need+=(docker.io)
+  command -v docker-registry >/dev/null || need+=(docker-registry)
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+  command -v skopeo >/dev/null || need+=(skopeo)
+  command -v openssl >/dev/null || need+=(openssl)
+  python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+  if [ ${#need[@]} -gt 0 ]; then
+    log "installing ${need[*]}"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+}
+
+start_dockerd() {
+  if docker_ok; then log "docker engine already running"; return; fi
+  log "starting dockerd (log: /var/log/paddlecd-dockerd.log)"
+  $SUDO sh -c 'nohup dockerd >/var/log/paddlecd-dockerd.log 2>&1 &'
+  for _ in $(seq 60); do docker_ok && { log "docker engine ready"; return; }; sleep 1; done
+  log "dockerd did not come up; last log lines:"; tail -20 /var/log/paddlecd-dockerd.log; exit 1
+}
+
+docker_ok() { [ -S /var/run/docker.sock ] && python3 - <<'PY' 2>/dev/null
+import socket; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect("/var/run/docker.sock")
+s.sendall(b"GET /_ping HTTP/1.0\r\n\r\n"); assert b"OK" in s.recv(1024)
+PY
+}
+
+make_venv() {
+  mkdir -p "$STATE"
+  if [ ! -x .venv/bin/invoke ] || [ pyproject.toml -nt .venv/.installed ]; then
+    log "installing paddlecd into .venv"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --upgrade pip >/dev/null
+    .venv/bin/pip install -q -e '.[test]' >"$STATE/pip-install.log" 2>&1 || { cat "$STATE/pip-install.log"; exit 1; }
+    touch .venv/.installed
+  fi
+}
+
+start_registry() {
+  mkdir -p "$STATE/registry"
+  if .venv/bin/python -c 'import requests,sys; sys.exit(requests.get("http://127.0.0.1:5000/v2/",timeout=2).status_code!=200)' 2>/dev/null; then
+    log "registry already answering on 127.0.0.1:5000"; return
+  fi
+  log "starting the embedded registry on 127.0.0.1:5000 (data: $STATE/registry)"
+  nohup .venv/bin/python -m paddlecd.localstack --port 5000 --root "$STATE/registry" >"$STATE/registry/serve.log" 2>&1 &
+  echo $! >"$STATE/registry/pid"
+  for _ in $(seq 30); do
+    .venv/bin/python -c 'import requests; requests.get("http://127.0.0.1:5000/v2/",timeout=2)' 2>/dev/null && return
+    sleep 1
+  done
+  log "registry did not start:"; cat "$STATE/registry/serve.log"; exit 1
+}
+
+case "${1:-up}" in
+  up) install_packages; start_dockerd; make_venv; start_registry ;;
+  engine) install_packages; start_dockerd; make_venv ;;
+  down) [ -f "$STATE/registry/pid" ] && kill "$(cat "$STATE/registry/pid")" 2>/dev/null || true ;;
+  *) echo "usage: $0 [up|engine|down]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,112 @@
+"""One error root for paddlecd, typed subclasses, stable exit codes.
+
+Every failure a user can meet is raised as a :class:`PaddlecdError` subclass carrying a one-line
+``cause`` (what failed, naming the input) and a ``hint`` (what to do). ``tasks.py`` is the single
+catch site: it prints ``error: <cause>`` / ``hint: <hint>`` and exits with ``exit_code``.
+The pattern follows cibuildwheel's ``errors.py``. Exit codes are part of the public interface
+and never change meaning:
+
+====  =====================================
+code  meaning
+====  =====================================
+2     configuration / bad input (YAML, flags, variant, version, job file)
+3     base lock missing or drifted
+4     container engine failure (daemon down, build failed)
+5     registry failure (down, auth, manifest, push)
+6     verification failed (a smoke check failed, or evidence missing)
+7     promotion refused (evidence, clobber, precedence)
+8     object storage failure
+9     cluster / job failure
+10    pipeline failure (a stage failed, resume impossible)
+11    doctor found a blocking problem
+====  =====================================
+"""
+
+from __future__ import annotations
+
+
+class PaddlecdError(Exception):
+    """Root of all paddlecd errors.
+
+    Args:
+        cause: one line saying what failed and naming the input (file, reference, variant…).
+        hint: one line saying what to do about it; optional.
+    """
+
+    exit_code = 1
+
+    def __init__(self, cause: str, hint: str | None = None):
+        super().__init__(cause)
+        self.cause = cause
+        self.hint = hint
+
+    def __str__(self) -> str:  # one line, as the CLI prints it
+        return self.cause
+
+
+class ConfigError(PaddlecdError):
+    """Bad configuration or input: YAML, unknown keys, unknown variant, bad flag values."""
+
+    exit_code = 2
+
+
+class LockError(PaddlecdError):
+    """A base image is not locked, or the lock no longer matches images/variants.yaml."""
+
+    exit_code = 3
+
+
+class EngineError(PaddlecdError):
+    """The container engine failed: daemon unreachable, build error, run error."""
+
+    exit_code = 4
+
+
+class RegistryError(PaddlecdError):
+    """The registry failed or refused: unreachable, auth, missing manifest, push error."""
+
+    exit_code = 5
+
+
+class RegistryAuthError(RegistryError):
+    """The registry rejected the credentials (401/403), or none were found."""
+
+
+class NotFoundError(RegistryError):
+    """A repository, tag, manifest or blob does not exist in the registry."""
+
+
+class VerifyError(PaddlecdError):
+    """A smoke check failed inside the image, or verification could not run."""
+
+    exit_code = 6
+
+
+class PromotionError(PaddlecdError):
+    """A promotion or rollback was refused or failed part-way."""
+
+    exit_code = 7
+
+
+class StorageError(PaddlecdError):
+    """Object storage failed or refused (bucket, credentials, integrity)."""
+
+    exit_code = 8
+
+
+class ClusterError(PaddlecdError):
+    """A training job could not be rendered, submitted, or it failed."""
+
+    exit_code = 9
+
+
+class PipelineError(PaddlecdError):
+    """A pipeline definition is invalid, a stage failed, or a resume is impossible."""
+
+    exit_code = 10
+
+
+class DoctorError(PaddlecdError):
+    """``doctor`` found a problem that would stop the pipeline."""
+
+    exit_code = 11
