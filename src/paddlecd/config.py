@@ -202,8 +202,9 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-# Variables read elsewhere (debug switches), not settings.
-_IGNORED_ENV = {"debug", "keep", "log_format"}
+# Variables read elsewhere (debug switches), not settings. Registry credentials are read by
+# paddlecd.registry_auth straight from the environment: secrets are never stored in Settings.
+_IGNORED_ENV = {"debug", "keep", "log_format", "registry_username", "registry_password"}
 
 
 def _all_keys() -> list[str]:
