@@ -98,6 +98,8 @@ class Settings:
 
     root: Path = Path(".")
     state_dir: str = ".paddlecd"
+    variants_file: str = "images/variants.yaml"
+    lock_file: str = "images/lock.yaml"
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     build: BuildSettings = field(default_factory=BuildSettings)
     verify: VerifySettings = field(default_factory=VerifySettings)
@@ -110,6 +112,11 @@ class Settings:
         """Absolute state folder (evidence, logs, records, local registry data, file store)."""
         p = Path(self.state_dir)
         return p if p.is_absolute() else (self.root / p).resolve()
+
+    def path(self, rel: str) -> Path:
+        """``rel`` resolved against the project root (absolute paths pass through)."""
+        p = Path(rel)
+        return p if p.is_absolute() else self.root / p
 
     @property
     def candidate_repo(self) -> str:

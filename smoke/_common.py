@@ -1,0 +1,109 @@
+"""Shared smoke code: the expectations, the tiny model, deterministic data, and the launcher helper.
+
+Imported both by the pytest process and by the worker scripts started with
+``python -m paddle.distributed.launch`` (which get ``PYTHONPATH`` pointing at this folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+SMOKE_DIR = Path(__file__).resolve().parent
+
+# Model and data sizes: small enough for 2 CPU cores, big enough that the loss curve means something.
+D_IN, D_HIDDEN, N_SAMPLES = 8, 32, 512
+STEPS, LR = 200, 0.1
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What the image must provide, from ``PADDLECD_*`` variables (see smoke/README.md)."""
+
+    device: str
+    paddle: str | None
+    cuda: str | None
+    cudnn: str | None
+    gpus: int
+    cpu_ranks: int
+    out: Path
+
+    @property
+    def ranks(self) -> int:
+        """World size of the collective checks: all cards on GPU, ``cpu_ranks`` processes on CPU."""
+        return self.gpus if self.device == "gpu" else self.cpu_ranks
+
+    @classmethod
+    def from_env(cls) -> Expect:
+        out = Path(os.environ.get("PADDLECD_OUT") or tempfile.mkdtemp(prefix="smoke-out-"))
+        return cls(
+            device=os.environ.get("PADDLECD_DEVICE", "cpu"),
+            paddle=os.environ.get("PADDLECD_EXPECT_PADDLE") or None,
+            cuda=os.environ.get("PADDLECD_EXPECT_CUDA") or None,
+            cudnn=os.environ.get("PADDLECD_EXPECT_CUDNN") or None,
+            gpus=int(os.environ.get("PADDLECD_GPUS", "0")),
+            cpu_ranks=int(os.environ.get("PADDLECD_CPU_RANKS", "2")),
+            out=out,
+        )
+
+
+def is_gpu_run() -> bool:
+    """True when the image under test is a GPU variant (``PADDLECD_DEVICE=gpu``)."""
+    return os.environ.get("PADDLECD_DEVICE", "cpu") == "gpu"
+
+
+def make_data(rank: int = 0, world_size: int = 1):
+    """Deterministic regression data ``(x [N/ws, D_IN], y [N/ws, 1])`` float32; rank ``r`` gets rows r::ws."""
+    import numpy as np
+
+    rng = np.random.default_rng(20261129)
+    x = rng.standard_normal((N_SAMPLES, D_IN)).astype("float32")
+    w1 = rng.standard_normal((D_IN, 4)).astype("float32")
+    y = (np.tanh(x @ w1) @ np.ones((4, 1), "float32") * 0.5).astype("float32")
+    return x[rank::world_size], y[rank::world_size]
+
+
+def make_model():
+    """A 2-layer MLP with seeded initialisation (identical on every rank and in single-process runs)."""
+    import paddle
+
+    paddle.seed(7)
+    return paddle.nn.Sequential(paddle.nn.Linear(D_IN, D_HIDDEN), paddle.nn.Tanh(), paddle.nn.Linear(D_HIDDEN, 1))
+
+
+def set_device(expect_device: str, local_rank: int = 0) -> str:
+    """Select the device for this process: ``gpu:<local_rank>`` on GPU images, ``cpu`` otherwise."""
+    import paddle
+
+    if expect_device == "gpu":  # GPU-only
+        return paddle.set_device(f"gpu:{local_rank}")
+    return paddle.set_device("cpu")
+
+
+def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dict:
+    """Run ``script`` under ``paddle.distributed.launch`` on ``expect.ranks`` processes; return rank 0's JSON.
+
+    On CPU paddle.distributed.launch picks gloo; on GPU it uses NCCL over the listed cards.
+
+    Raises:
+        AssertionError: the launch failed; the message carries rank 0's log tail.
+    """
+    work = Path(tempfile.mkdtemp(prefix=f"launch-{Path(script).stem}-"))
+    result = work / "result.json"
+    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(work / "log"),
+           "--nproc_per_node", str(expect.ranks)]
+    if expect.device == "gpu":  # GPU-only: every card given to the container
+        cmd += ["--devices", ",".join(str(i) for i in range(expect.gpus))]
+    cmd += [str(SMOKE_DIR / "workers" / script), "--out", str(result), "--device", expect.device, *args]
+    env = {**os.environ, "PYTHONPATH": f"{SMOKE_DIR}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=work)
+    if proc.returncode != 0 or not result.exists():
+        logs = sorted((work / "log").glob("workerlog.*"))
+        tail = "\n".join(p.read_text(errors="replace")[-1500:] for p in logs[:2]) or proc.stdout[-1500:]
+        raise AssertionError(f"paddle.distributed.launch {script} failed (exit {proc.returncode}):\n{tail}")
+    return json.loads(result.read_text())

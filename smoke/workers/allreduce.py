@@ -1,0 +1,67 @@
+"""AllReduce worker, started by paddle.distributed.launch (NCCL on GPU, gloo on CPU).
+
+Every rank fills element i with (rank+1)·(i mod 13 + 1); after a SUM all-reduce each element must be
+exactly (i mod 13 + 1)·n(n+1)/2 — small integers, exact in every dtype tested. Bandwidth follows
+nccl-tests' definitions (doc/PERFORMANCE.md): algbw = S / t with S the message size in bytes, and
+busbw = algbw · 2(n−1)/n for all-reduce.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import paddle
+import paddle.distributed as dist
+
+from _common import set_device
+
+CPU_SIZES = [1, 1024, 65536, 1 << 20]          # elements
+GPU_SIZES = [1, 1024, 1 << 20, 16 << 20]       # GPU-only: larger messages
+DTYPES = ["float32", "float64", "int32", "int64"]
+
+
+def busbw(algbw: float, world_size: int) -> float:
+    """All-reduce bus bandwidth from algorithm bandwidth (nccl-tests PERFORMANCE.md)."""
+    return algbw * 2 * (world_size - 1) / world_size
+
+
+def one(size: int, dtype: str, rank: int, n: int, iters: int) -> dict:
+    base = (np.arange(size) % 13 + 1).astype(dtype)
+    expected = base * (n * (n + 1) // 2)
+    x = paddle.to_tensor(base * (rank + 1))
+    dist.all_reduce(x)  # correctness pass
+    wrong = int(np.count_nonzero(x.numpy() != expected))
+    y = paddle.to_tensor(base)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(y)
+    paddle.device.synchronize() if paddle.is_compiled_with_cuda() else None
+    seconds = (time.perf_counter() - start) / iters
+    nbytes = size * np.dtype(dtype).itemsize
+    algbw = nbytes / seconds / 1e9
+    return {"elements": size, "dtype": dtype, "bytes": nbytes, "wrong": wrong, "time_us": seconds * 1e6,
+            "algbw_GBps": algbw, "busbw_GBps": busbw(algbw, n)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    set_device(args.device, dist.ParallelEnv().local_rank)
+    dist.init_parallel_env()
+    rank, n = dist.get_rank(), dist.get_world_size()
+    sizes = GPU_SIZES if args.device == "gpu" else CPU_SIZES
+    results = [one(s, d, rank, n, iters=5 if s >= 1 << 20 else 20) for s in sizes for d in DTYPES]
+    backend = "nccl" if args.device == "gpu" else "gloo"
+    if rank == 0:
+        with open(args.out, "w") as fh:
+            json.dump({"world_size": n, "backend": backend, "results": results}, fh)
+
+
+if __name__ == "__main__":
+    main()
