@@ -77,7 +77,7 @@ def _bytes_bar(total: int | None = None):
     return bar, bar.add_task("bytes", total=total)
 
 
-@task(help={
+@task(positional=[], help={
     "model_dir": "folder given to paddle.jit.save (holds <prefix>.json|.pdmodel + <prefix>.pdiparams)",
     "name": "model name: lowercase letters, digits, '-' (a DNS label), e.g. ocr-det",
     "version": "model version, semver: 1.4.0, 2.0.0-rc.1",
@@ -89,8 +89,8 @@ def _bytes_bar(total: int | None = None):
     "dry_run": "print the plan, write nothing",
 })
 @guarded
-def artifacts_upload(c, model_dir, name, version, to=None, image=None, metrics=None, paddle_version=None,
-                     overwrite=False, dry_run=False):
+def artifacts_upload(c, model_dir=None, name=None, version=None, to=None, image=None, metrics=None,
+                     paddle_version=None, overwrite=False, dry_run=False):
     """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
 
     The folder must be one complete export (Paddle 3.x <prefix>.json or 2.x <prefix>.pdmodel, plus
@@ -103,7 +103,11 @@ def artifacts_upload(c, model_dir, name, version, to=None, image=None, metrics=N
     Example: invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
     from paddlecd import artifact_manifest, artifacts as arts
+    from paddlecd.errors import ConfigError
 
+    missing = [f"--{k}" for k, v in (("model-dir", model_dir), ("name", name), ("version", version)) if not v]
+    if missing:
+        raise ConfigError(f"upload needs {' '.join(missing)}", "see: invoke --help upload")
     cfg = settings()
     store = arts.store_for(cfg, to)
     plan = arts.plan_upload(store, Path(model_dir), name=name, version=version, image=image,

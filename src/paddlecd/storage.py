@@ -80,7 +80,7 @@ def parse_url(url: str) -> Location:
         raise ConfigError(f"store URL '{url}': scheme must be s3:// or file://",
                           "e.g. s3://models/paddle or file:///srv/models")
     if not parsed.netloc:
-        raise ConfigError(f"store URL '{url}' has no bucket", "write s3://BUCKET[/prefix]")
+        raise ConfigError(f"store URL '{url}' has no bucket", "write s3://BUCKET or s3://BUCKET/PREFIX")
     _check_bucket(parsed.netloc, url)
     return Location("s3", parsed.netloc, parsed.path.strip("/"))
 
