@@ -49,3 +49,73 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+# ------------------------------------------------------------ artifacts (object storage), issue 4
+_JIT_SAVE = """
+import sys, paddle
+from paddle.static import InputSpec
+paddle.seed(int(sys.argv[3]))
+paddle.jit.save(paddle.nn.Linear(4, int(sys.argv[2])), sys.argv[1] + "/inference",
+                input_spec=[InputSpec([None, 4], "float32")])
+"""
+
+
+def jit_save(dest: Path, *, out_features: int = 2, seed: int = 0) -> Path:
+    """A real ``paddle.jit.save`` export of ``paddle.nn.Linear(4, out_features)`` (InputSpec [None, 4])
+    written to ``dest`` by Paddle on the host CPU, in a subprocess to keep Paddle out of this one.
+    Parameters take 20 * out_features bytes (float32 weight [4, N] + bias [N])."""
+    import subprocess
+    import sys
+
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-c", _JIT_SAVE, str(dest), str(out_features), str(seed)],
+                   check=True, capture_output=True)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def jit_exports(tmp_path_factory):
+    """Three real exports: ``tiny`` (Linear(4, 2)), ``tiny2`` (same shape, other weights) and ``big``
+    (Linear(4, 786432): ~15.7 MB of parameters, above a 5 MiB multipart threshold)."""
+    root = tmp_path_factory.mktemp("jit")
+    return {"tiny": jit_save(root / "tiny"), "tiny2": jit_save(root / "tiny2", seed=1),
+            "big": jit_save(root / "big", out_features=786432)}
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server over real HTTP on 127.0.0.1 (ThreadedMotoServer, one per xdist worker).
+    ``s3_server.endpoint`` is its URL; ``s3_server.requests`` records every request line it served
+    (from werkzeug's access log) so tests can count PutObject/UploadPart calls server-side."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.requests = []
+
+    class _Log(logging.Handler):
+        def emit(self, record):
+            server.requests.append(record.getMessage())
+
+    logging.getLogger("werkzeug").addHandler(_Log(logging.INFO))
+    logging.getLogger("werkzeug").setLevel(logging.INFO)
+    server.start()
+    host, port = server.get_host_and_port()
+    server.endpoint = f"http://{host}:{port}"
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch, tmp_path):
+    """Environment pointing paddlecd (and subprocesses) at ``s3_server`` with test credentials."""
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "aws-config"),
+                        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-credentials"),
+                        "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    return s3_server

@@ -1,0 +1,215 @@
+"""Artifacts against a real S3 protocol server: moto's ThreadedMotoServer over HTTP on 127.0.0.1,
+the real boto3 client, and real ``paddle.jit.save`` exports made by Paddle on the CPU (issue 4).
+
+Requests are counted server-side, from the server's access log (``s3_server.requests``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+import requests
+from botocore.config import Config
+
+from paddlecd import artifacts
+from paddlecd.config import StorageSettings
+from paddlecd.errors import StorageError
+from paddlecd.storage import open_store
+
+
+def _client(endpoint: str, key: str = "testing", secret: str = "testing", service: str = "s3"):
+    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key,
+                        aws_secret_access_key=secret, config=Config(s3={"addressing_style": "path"}))
+
+
+@pytest.fixture
+def bucket(s3_env) -> str:
+    """A fresh bucket on the server (unique per test, so xdist workers never collide)."""
+    name = f"models-{uuid.uuid4().hex[:10]}"
+    _client(s3_env.endpoint).create_bucket(Bucket=name)
+    return name
+
+
+def _store(server, bucket: str, **knobs):
+    return open_store(f"s3://{bucket}/paddle", StorageSettings(endpoint_url=server.endpoint, **knobs))
+
+
+def _writes(server, bucket: str, since: int) -> list[str]:
+    """Request lines that wrote to ``bucket`` (PutObject, UploadPart, CreateMultipartUpload, ...)."""
+    return [r for r in server.requests[since:] if re.search(rf'"(PUT|POST|DELETE) /{bucket}/', r)]
+
+
+def _upload(store, model_dir: Path, version: str = "1.4.0", **kw):
+    plan = artifacts.plan_upload(store, model_dir, name="ocr-det", version=version, **kw)
+    return artifacts.upload(store, plan)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_upload_real_export_path_style_manifest_last(s3_env, bucket, jit_exports):
+    store, since = _store(s3_env, bucket), len(s3_env.requests)
+    _upload(store, jit_exports["tiny"], image="reg/paddle@sha256:" + "a" * 64)
+
+    s3 = _client(s3_env.endpoint)
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert keys == [f"paddle/ocr-det/1.4.0/{n}" for n in ("inference.json", "inference.pdiparams", "manifest.json")]
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key="paddle/ocr-det/1.4.0/manifest.json")["Body"].read())
+    for f in manifest["files"]:
+        assert f["sha256"] == _sha256((jit_exports["tiny"] / f["path"]).read_bytes())
+    assert manifest["image"]["digest"] == "sha256:" + "a" * 64
+    puts = [r for r in _writes(s3_env, bucket, since) if '"PUT ' in r]
+    assert len(puts) == 3 and "manifest.json" in puts[-1]  # path-style URLs, manifest written last
+
+
+def test_reupload_of_same_model_moves_no_bytes(s3_env, bucket, jit_exports):
+    store = _store(s3_env, bucket)
+    _upload(store, jit_exports["tiny"])
+    since = len(s3_env.requests)
+    plan = _upload(store, jit_exports["tiny"])
+    assert (plan.action, plan.bytes_to_move) == ("unchanged", 0)
+    assert _writes(s3_env, bucket, since) == []  # no PutObject / UploadPart / CreateMultipartUpload
+    assert len(s3_env.requests) > since  # the server did see the reads
+
+
+def test_different_model_refused_then_overwritten(s3_env, bucket, jit_exports, tmp_path):
+    store = _store(s3_env, bucket)
+    _upload(store, jit_exports["tiny"])
+    key = "paddle/ocr-det/1.4.0/manifest.json"
+    before = _client(s3_env.endpoint).get_object(Bucket=bucket, Key=key)["Body"].read()
+    since = len(s3_env.requests)
+    with pytest.raises(StorageError, match=r"already holds a different model \(differs in inference.pdiparams\)"):
+        _upload(store, jit_exports["tiny2"])
+    assert _writes(s3_env, bucket, since) == []
+    assert _client(s3_env.endpoint).get_object(Bucket=bucket, Key=key)["Body"].read() == before
+
+    plan = _upload(store, jit_exports["tiny2"], overwrite=True)
+    assert plan.action == "overwrite" and [e.path for e in plan.put] == ["inference.pdiparams"]  # json unchanged
+    doc = artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+    assert doc["files"][1]["sha256"] == _sha256((jit_exports["tiny2"] / "inference.pdiparams").read_bytes())
+
+
+def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans(s3_env, bucket, jit_exports,
+                                                                                tmp_path):
+    store = _store(s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=1)
+    big = jit_exports["big"]
+    plan = artifacts.plan_upload(store, big, name="ocr-det", version="2.0.0")
+    moved = 0
+
+    def fail_half_way(n: int) -> None:  # injected failure: the "network" dies mid-multipart upload
+        nonlocal moved
+        moved += n
+        if moved > plan.bytes_to_move // 2:
+            raise ConnectionAbortedError("injected failure half-way")
+
+    with pytest.raises(ConnectionAbortedError):
+        artifacts.upload(store, plan, progress=fail_half_way)
+    s3 = _client(s3_env.endpoint)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/2.0.0/").get("Contents", [])}
+    assert keys == {"paddle/ocr-det/2.0.0/inference.json"}  # half a model, and no manifest
+    assert artifacts.list_versions(store, "ocr-det") == [{"version": "2.0.0", "complete": False}]
+    with pytest.raises(StorageError, match="no manifest.json"):
+        artifacts.download(store, "ocr-det", "2.0.0", tmp_path / "dl")
+
+    # the next run, of a model saved under another prefix, deletes the leftover and completes
+    other = tmp_path / "other"
+    other.mkdir()
+    for f in big.iterdir():
+        (other / f.name.replace("inference", "model")).write_bytes(f.read_bytes())
+    plan = artifacts.plan_upload(store, other, name="ocr-det", version="2.0.0")
+    assert plan.stale == ["ocr-det/2.0.0/inference.json"]
+    artifacts.upload(store, plan)
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/2.0.0/")["Contents"])
+    assert keys == [f"paddle/ocr-det/2.0.0/{n}" for n in ("manifest.json", "model.json", "model.pdiparams")]
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # boto3 aborted the broken one
+
+
+def test_multipart_with_small_parts_and_verified_download(s3_env, bucket, jit_exports, tmp_path):
+    store = _store(s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=2)
+    params = jit_exports["big"] / "inference.pdiparams"
+    since = len(s3_env.requests)
+    _upload(store, jit_exports["big"])
+    writes = _writes(s3_env, bucket, since)
+    parts = -(-params.stat().st_size // (5 * 1024 * 1024))
+    assert parts >= 3
+    assert sum("?uploads" in w for w in writes) == 1  # CreateMultipartUpload
+    assert sum("partNumber=" in w for w in writes) == parts  # UploadPart, 5 MiB each
+    head = _client(s3_env.endpoint).head_object(Bucket=bucket, Key="paddle/ocr-det/1.4.0/inference.pdiparams")
+    assert head["ETag"].strip('"').endswith(f"-{parts}")  # a multipart ETag: not an MD5, hence sha256
+
+    doc = artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+    assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == params.read_bytes()
+    assert json.loads((tmp_path / "dl" / "manifest.json").read_text()) == doc
+
+
+def test_download_detects_a_corrupted_object(s3_env, bucket, jit_exports, tmp_path):
+    store = _store(s3_env, bucket)
+    _upload(store, jit_exports["tiny"])
+    key = "paddle/ocr-det/1.4.0/inference.pdiparams"
+    data = bytearray(_client(s3_env.endpoint).get_object(Bucket=bucket, Key=key)["Body"].read())
+    data[-1] ^= 0xFF
+    _client(s3_env.endpoint).put_object(Bucket=bucket, Key=key, Body=bytes(data))
+    with pytest.raises(StorageError, match=rf"integrity check failed for s3://{bucket}/paddle/ocr-det/1.4.0/inference"):
+        artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+    assert not (tmp_path / "dl").exists() and list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_missing_bucket_is_one_clear_error_and_writes_nothing(s3_env, jit_exports):
+    store, since = _store(s3_env, "no-such-bucket-4"), len(s3_env.requests)
+    with pytest.raises(StorageError) as e:
+        _upload(store, jit_exports["tiny"])
+    assert e.value.cause == f"opening s3://no-such-bucket-4: bucket 'no-such-bucket-4' does not exist at {s3_env.endpoint}"
+    assert "create the bucket" in e.value.hint
+    assert _writes(s3_env, "no-such-bucket-4", since) == []
+
+
+def test_unreachable_endpoint_names_it(s3_env, jit_exports):
+    from paddlecd.localstack import free_port
+
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    store = open_store("s3://models/paddle", StorageSettings(endpoint_url=endpoint))
+    with pytest.raises(StorageError, match=f"cannot reach endpoint {endpoint}"):
+        _upload(store, jit_exports["tiny"])
+
+
+@pytest.fixture
+def auth_on(s3_env):
+    """Turn on moto's IAM authentication (process-wide, restored after the test) with one IAM user
+    allowed s3:*; returns its (key id, secret)."""
+    iam = _client(s3_env.endpoint, service="iam")
+    user = f"ci-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="s3", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    requests.post(f"{s3_env.endpoint}/moto-api/reset-auth", data=b"0").raise_for_status()
+    yield key["AccessKeyId"], key["SecretAccessKey"]
+    requests.post(f"{s3_env.endpoint}/moto-api/reset-auth", data=b"inf").raise_for_status()
+
+
+@pytest.mark.parametrize("wrong", ["secret", "key id"])
+def test_wrong_credentials_are_refused_and_never_printed(s3_env, bucket, auth_on, jit_exports, monkeypatch, wrong):
+    key_id, secret = auth_on
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    _upload(_store(s3_env, bucket), jit_exports["tiny"])  # the right key works: auth is really checked
+
+    bad_id, bad_secret = (key_id, "WrongSecret0000") if wrong == "secret" else ("AKIAWRONGWRONGWRONG1", secret)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", bad_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", bad_secret)
+    store, since = _store(s3_env, bucket), len(s3_env.requests)
+    with pytest.raises(StorageError) as e:
+        _upload(store, jit_exports["tiny2"], version="1.5.0")
+    assert e.value.cause.startswith(f"opening s3://{bucket}: access denied")
+    assert "credentials" in e.value.hint
+    assert all(s not in f"{e.value.cause} {e.value.hint}" for s in (bad_id, bad_secret, secret))
+    assert _writes(s3_env, bucket, since) == []
+    with pytest.raises(StorageError, match=r"listing s3://.*: access denied \((InvalidAccessKeyId|SignatureDoesNotMatch)\)"):
+        artifacts.list_versions(store, "ocr-det")
