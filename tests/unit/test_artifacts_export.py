@@ -1,0 +1,59 @@
+"""Detecting a paddle.jit.save export folder (issue 4). Files are stand-ins: only names matter here;
+tests/integration uses real exports written by Paddle."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddlecd.artifact_manifest import find_export
+from paddlecd.errors import ConfigError
+
+
+def _folder(tmp_path, *names):
+    for n in names:
+        (tmp_path / n).write_bytes(b"x")
+    return tmp_path
+
+
+def test_paddle3_export_with_json_program(tmp_path):
+    e = find_export(_folder(tmp_path, "inference.json", "inference.pdiparams", "README.md"))
+    assert (e.prefix, e.format, e.files) == ("inference", "paddle-pir-json", ("inference.json", "inference.pdiparams"))
+
+
+def test_paddle2_export_with_info_file(tmp_path):
+    e = find_export(_folder(tmp_path, "model.pdmodel", "model.pdiparams", "model.pdiparams.info"))
+    assert (e.prefix, e.format) == ("model", "paddle-program")
+    assert e.files == ("model.pdmodel", "model.pdiparams", "model.pdiparams.info")
+
+
+def test_unrelated_json_next_to_a_paddle2_export_is_not_uploaded(tmp_path):
+    e = find_export(_folder(tmp_path, "inference.pdmodel", "inference.pdiparams", "config.json"))
+    assert e.files == ("inference.pdmodel", "inference.pdiparams")
+
+
+@pytest.mark.parametrize(("names", "missing"), [
+    (["inference.json"], "missing inference.pdiparams"),
+    (["inference.pdmodel"], "missing inference.pdiparams"),
+    (["inference.pdiparams"], "missing inference.json (Paddle 3.x) or inference.pdmodel (Paddle 2.x)"),
+    (["inference.pdiparams", "other.json"], "missing inference.json"),
+])
+def test_incomplete_export_names_what_is_missing(tmp_path, names, missing):
+    with pytest.raises(ConfigError, match="incomplete jit.save export") as e:
+        find_export(_folder(tmp_path, *names))
+    assert missing in e.value.cause and str(tmp_path) in e.value.cause
+
+
+def test_not_an_export(tmp_path):
+    with pytest.raises(ConfigError, match=r"is not a paddle.jit.save export: no <prefix>.pdiparams") as e:
+        find_export(_folder(tmp_path, "weights.bin", "a.json", "b.json"))
+    assert "paddle.jit.save(" in e.value.hint
+
+
+def test_several_exports_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="holds several exports: a, b"):
+        find_export(_folder(tmp_path, "a.json", "a.pdiparams", "b.pdmodel", "b.pdiparams"))
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        find_export(tmp_path / "nope")

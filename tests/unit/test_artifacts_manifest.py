@@ -1,0 +1,105 @@
+"""Building and validating the artifact manifest against its JSON schema (issue 4)."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+import json
+import re
+
+import pytest
+
+from paddlecd import artifact_manifest as am
+from paddlecd.errors import ConfigError, StorageError
+
+DIGEST = "sha256:" + "b" * 64
+
+
+@pytest.fixture
+def export(tmp_path):
+    (tmp_path / "inference.json").write_bytes(b'{"program": 1}')
+    (tmp_path / "inference.pdiparams").write_bytes(bytes(range(256)) * 4)
+    return am.find_export(tmp_path)
+
+
+def _manifest(export, **kw):
+    entries = [am.hash_file(export.folder / f) for f in export.files]
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    return am.build_manifest(export, entries, name="ocr-det", version="1.4.0", created=when, **kw)
+
+
+def test_hash_file_gives_size_and_sha256(tmp_path):
+    p = tmp_path / "x.pdiparams"
+    p.write_bytes(b"a" * 3_000_000)
+    e = am.hash_file(p, chunk=1 << 16)
+    assert (e.path, e.size, e.sha256) == ("x.pdiparams", 3_000_000, hashlib.sha256(b"a" * 3_000_000).hexdigest())
+
+
+def test_build_manifest_records_everything(export):
+    doc = _manifest(export, image=am.parse_image(f"reg.example/paddle@{DIGEST}"), paddle_version="3.0.0",
+                    git_revision="0123abc", metrics={"hmean": 0.83})
+    assert doc["files"] == [
+        {"path": "inference.json", "size": 14, "sha256": hashlib.sha256(b'{"program": 1}').hexdigest()},
+        {"path": "inference.pdiparams", "size": 1024,
+         "sha256": hashlib.sha256(bytes(range(256)) * 4).hexdigest()}]
+    assert doc["image"] == {"reference": f"reg.example/paddle@{DIGEST}", "digest": DIGEST}
+    assert (doc["created"], doc["format"], doc["model_prefix"]) == ("2026-01-02T03:04:05Z", "paddle-pir-json", "inference")
+    assert (doc["schema_version"], doc["metrics"], doc["git_revision"]) == (1, {"hmean": 0.83}, "0123abc")
+
+
+def test_manifest_bytes_are_canonical(export):
+    doc = _manifest(export)
+    raw = am.manifest_bytes(doc)
+    assert raw.endswith(b"\n") and json.loads(raw) == doc
+    assert raw == am.manifest_bytes(json.loads(raw))
+
+
+@pytest.mark.parametrize(("change", "where"), [
+    (lambda d: d["files"][0].update(sha256="XYZ"), "files/0/sha256"),
+    (lambda d: d["files"][0].update(path="../escape"), "files/0/path"),
+    (lambda d: d["files"].append({"path": "manifest.json", "size": 1, "sha256": "0" * 64}), "files/2/path"),
+    (lambda d: d.update(version="1.4"), "version"),
+    (lambda d: d.update(name="OCR_det"), "name"),
+    (lambda d: d.update(image={"reference": "r", "digest": "sha256:short"}), "image"),
+    (lambda d: d.update(metrics={"hmean": "high"}), "metrics"),
+    (lambda d: d.update(extra=1), "(top)"),
+    (lambda d: d.pop("created"), "(top)"),
+    (lambda d: d.update(files=d["files"][:1]), "files"),
+])
+def test_schema_rejects_bad_manifests(export, change, where):
+    doc = copy.deepcopy(_manifest(export))
+    change(doc)
+    with pytest.raises(StorageError, match=f"invalid manifest at {re.escape(where)}"):
+        am.validate_manifest(doc, where="s3://b/ocr-det/1.4.0/manifest.json", error=StorageError)
+
+
+def test_entries_of_round_trip(export):
+    doc = _manifest(export)
+    entries = am.entries_of(doc)
+    assert set(entries) == {"inference.json", "inference.pdiparams"}
+    assert entries["inference.json"] == am.hash_file(export.folder / "inference.json")
+
+
+def test_image_reference_needs_a_digest():
+    assert am.parse_image(None) is None
+    with pytest.raises(ConfigError, match="image reference 'reg/paddle:3.0' has no digest"):
+        am.parse_image("reg/paddle:3.0")
+
+
+def test_metrics_file(tmp_path):
+    good = tmp_path / "m.json"
+    good.write_text('{"hmean": 0.83, "fps": 120}')
+    assert am.load_metrics(good) == {"hmean": 0.83, "fps": 120}
+    for bad in ('["x"]', '{"ok": true}', '{"a": "1"}', "not json"):
+        good.write_text(bad)
+        with pytest.raises(ConfigError, match=f"metrics file {good}"):
+            am.load_metrics(good)
+    with pytest.raises(ConfigError, match="metrics file"):
+        am.load_metrics(tmp_path / "missing.json")
+
+
+def test_git_revision_outside_a_checkout_is_none(tmp_path, project_root):
+    assert am.git_revision(tmp_path) is None
+    rev = am.git_revision(project_root)
+    assert rev is None or len(rev) == 40
