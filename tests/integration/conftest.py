@@ -89,6 +89,7 @@ def s3_server():
     ``s3_server.endpoint`` is its URL; ``s3_server.requests`` records every request line it served
     (from werkzeug's access log) so tests can count PutObject/UploadPart calls server-side."""
     import logging
+    import re
 
     from moto.server import ThreadedMotoServer
 
@@ -96,8 +97,8 @@ def s3_server():
     server.requests = []
 
     class _Log(logging.Handler):
-        def emit(self, record):
-            server.requests.append(record.getMessage())
+        def emit(self, record):  # werkzeug colours 4xx/5xx lines: strip the ANSI codes
+            server.requests.append(re.sub(r"\x1b\[[0-9;]*m", "", record.getMessage()))
 
     logging.getLogger("werkzeug").addHandler(_Log(logging.INFO))
     logging.getLogger("werkzeug").setLevel(logging.INFO)
