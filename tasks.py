@@ -56,7 +56,134 @@ def say(msg: str) -> None:
 # ============================================================== image: lock, bootstrap, build, push, verify
 # (section owned by the main-job work)
 
+VARIANT_HELP = ("image variant from images/variants.yaml (default: cpu). Given once on a command line it "
+                "applies to every task there, so `invoke build push verify --variant cu126` works")
+
+
+def _variant(value: str | None) -> str:
+    """The variant for this task: its own flag, else a --variant given to another task on the same
+    command line (invoke binds flags to the task they follow), else ``cpu``."""
+    if value:
+        return value
+    argv = sys.argv
+    for i, arg in enumerate(argv):
+        if arg in ("--variant", "-v") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--variant="):
+            return arg.split("=", 1)[1]
+    return "cpu"
+
+
+@task(help={"variant": "lock only this variant (repeatable); default: all variants",
+            "dry_run": "resolve and show the digests without writing images/lock.yaml"}, iterable=["variant"])
+@guarded
+def lock(c, variant=None, dry_run=False):
+    """Pin base images: resolve each variant's base tag to its manifest digest (registry API, no pull).
+
+    Writes images/lock.yaml; `build` only ever uses base@sha256 from it. All-or-nothing: when one base
+    cannot be resolved (e.g. Docker Hub unreachable from an air-gapped machine) nothing is written.
+    Examples: invoke lock --variant cpu     invoke lock   (all variants)
+    """
+    from paddlecd import lock as lockmod, registry as reg, variants as var
+
+    s = settings()
+    if dry_run:
+        for v in ([var.get(s, n) for n in variant] if variant else var.load(s).values()):
+            r = reg.parse_reference(v.base)
+            say(f"{v.name}: {v.base} -> {reg.client_for(s, r.registry).resolve(r.repository, r.tag or 'latest').digest}")
+        say("dry run: images/lock.yaml not written")
+        return
+    entries = lockmod.lock(s, variant or None, on_progress=say)
+    say(f"locked {len(entries)} base(s) in {s.lock_file}")
+
+
+@task(help={"variant": "variant whose base to bootstrap (needs a 'bootstrap:' block; default cpu)",
+            "force": "rebuild and push even when the registry already has the base",
+            "lock": "also lock the variant afterwards (default: yes)"})
+@guarded
+def bootstrap(c, variant="cpu", force=False, lock=True):
+    """Build the CPU Paddle base locally (debootstrap + PyPI paddlepaddle) and push it to the registry.
+
+    The air-gapped path: no image hub needed. Skipped when the registry already holds the base
+    (cached; use --force to rebuild). Needs root for debootstrap. Then locks the variant.
+    """
+    from paddlecd import bootstrap as boot, lock as lockmod
+
+    s = settings()
+    digest = boot.bootstrap(s, variant, force=force, on_line=say)
+    say(f"base of '{variant}' " + (f"pushed: {digest}" if digest else "already in the registry (use --force to rebuild)"))
+    if lock:
+        for entry in lockmod.lock(s, [variant]).values():
+            say(f"locked {entry.variant}: {entry.pinned}")
+
+
+@task(help={"variant": VARIANT_HELP, "no_cache": "build without the layer cache"})
+@guarded
+def build(c, variant=None, no_cache=False):
+    """Build a variant's image FROM its locked base digest (BuildKit), tagged <registry>/<repo>:<variant>-<gitsha>.
+
+    Adds OCI labels (source, revision, created, version, base.name, base.digest) and paddle/cuda/cudnn/
+    variant labels; the CA bundle and index URL enter as BuildKit secrets. Progress is shown; the full
+    log is kept under .paddlecd/logs/. Refuses an unlocked or drifted base (run `invoke lock`).
+    """
+    from paddlecd import builder
+
+    built = builder.build(settings(), _variant(variant), on_line=say, no_cache=no_cache)
+    say(f"built {built.tag} ({built.image_id[:19]}) with {built.builder} in {built.seconds:.1f}s; log: {built.log}")
+
+
+@task(help={"variant": VARIANT_HELP, "dry_run": "show what would be pushed and where, push nothing"})
+@guarded
+def push(c, variant=None, dry_run=False):
+    """Push the variant's last build to the registry and read its digest back.
+
+    Credentials: Docker's config.json (docker login) or PADDLECD_REGISTRY_USERNAME/PASSWORD.
+    Transient failures are retried with backoff; every chunk of the push stream is checked. The pushed
+    repo@sha256:... is recorded as the variant's candidate for verify and promote.
+    """
+    import json as _json
+
+    from paddlecd import publish
+
+    s = settings()
+    name = _variant(variant)
+    if dry_run:
+        record = s.state / "builds" / f"{name}.json"
+        tag = _json.loads(record.read_text())["tag"] if record.exists() else "(no build yet)"
+        say(f"dry run: would push {tag} to {s.registry.url}")
+        return
+    pushed = publish.push(s, name, on_progress=lambda m: None)
+    say(f"pushed {pushed.tag}\n  reference: {pushed.reference}")
+
+
+@task(help={"variant": VARIANT_HELP, "image": "verify this image instead (repo@sha256:..., or a tag resolved once)",
+            "out": "output folder for junit.xml, evidence copy, smoke.log, model/ (default .paddlecd/verify/...)"})
+@guarded
+def verify(c, variant=None, image=None, out=None):
+    """Run the smoke suite inside the pushed image (by digest) and record evidence keyed by that digest.
+
+    Checks: paddle imports as the non-root default user with the labelled version; CUDA as the variant
+    says; AllReduce over all cards (NCCL) or 2 CPU processes (gloo) with exact sums and busbw; a short
+    training run converges and 2-rank data parallel matches 1 process; paddle.jit.save export reloads
+    (jit.load and paddle.inference) within 1e-5. Exits 6 if any check fails.
+    """
+    from paddlecd import verify as ver
+    from paddlecd.errors import VerifyError
+
+    s = settings()
+    result = ver.verify(s, variant=None if image else _variant(variant), image=image,
+                        out_dir=Path(out) if out else None, on_line=say)
+    say(f"evidence: {result.evidence_path}\njunit: {result.out_dir / 'junit.xml'}")
+    if not result.passed:
+        failed = "; ".join(f"{c['name']}: {c['message'].splitlines()[0] if c['message'] else 'failed'}" for c in result.failed)
+        raise VerifyError(f"verify failed for {result.reference}: {failed or 'smoke suite exited non-zero'}",
+                          f"see {result.out_dir / 'smoke.log'}")
+    say(f"verified {result.reference}: {len(result.record['checks'])} checks passed")
+
+
 image = Collection("image")
+for _t in (lock, bootstrap, build, push, verify):
+    image.add_task(_t)
 smoke = Collection("smoke")
 
 # ============================================================== release (promotion)
@@ -184,6 +311,8 @@ pipeline = Collection("pipeline")
 
 # ============================================================== namespace
 ns = Collection()
+for _t in (lock, build, push, verify):  # short verbs (image section)
+    ns.add_task(_t)
 for _sub in (image, smoke, release, artifacts, cluster, pipeline):
     ns.add_collection(_sub)
 ns.add_task(artifacts_upload, name="upload")  # short verb (artifacts section)
