@@ -1,0 +1,287 @@
+"""Release management (issue 3): promote a verified digest to a semver release, roll back, look up.
+
+A promotion runs as named, timed phases (promo-tools' pipeline; STYLE.md §10):
+
+``plan`` → ``check evidence`` → ``copy`` → ``write ledger`` → ``write tags`` → ``verify digests``
+
+* copy: the image goes into the release repository by digest only — blobs mounted within one
+  registry (no bytes move), streamed across registries only when missing (crane ``copy``);
+* write ledger *before* the tags: the ledger record is the intent, and the tags are materialised from
+  the ledger's :func:`~paddlecd.semver_policy.fold`. So a crash anywhere converges on re-run (the
+  re-run plans only what is missing), and two concurrent promoters agree on every moving tag
+  because each reconciles the tags against the fold of *all* records after its own writes;
+* verify digests: re-read every tag of the version and the ledger; drift is re-written and re-checked.
+
+A failure names its phase. Promotions of one variant from one machine are also serialised by a
+file lock under the state folder (CI runners on one host), which keeps the registry traffic simple.
+Library code never prints: progress goes to the ``report`` callback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import filelock
+import semver
+
+from . import ledger, variants
+from .config import Settings
+from .errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
+from .ledger import Record
+from .release_plan import Plan, actions_of, current, desired, plan_promotion, plan_rollback, target
+from .semver_policy import fold, moving_tags, parse_version
+
+Report = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    """What a promotion or rollback did: its ``plan``, ``phases`` [(name, seconds)], blob ``copied``
+    counts (present/mounted/copied), ``bytes_uploaded`` into the target, tags ``written``."""
+
+    plan: Plan | None = None
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    copied: Counter[str] = field(default_factory=Counter)
+    bytes_uploaded: int = 0
+    written: list[str] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def phase(self, name: str, report: Report) -> Iterator[None]:
+        """Time phase ``name``; re-raise any failure as the same error type naming the phase."""
+        start = time.monotonic()
+        try:
+            yield
+        except PaddlecdError as e:
+            raise type(e)(f"phase '{name}' failed: {e.cause}", e.hint) from e
+        except Exception as e:  # noqa: BLE001 - anything else is still reported with its phase
+            raise PromotionError(f"phase '{name}' failed: {type(e).__name__}: {e}",
+                                 "fix the cause and re-run the same command: promotion converges") from e
+        finally:
+            self.phases.append((name, time.monotonic() - start))
+        report(f"phase {name}: {self.phases[-1][1]:.2f} s")
+
+
+@contextlib.contextmanager
+def _locked(settings: Settings, variant: str, timeout: float = 600) -> Iterator[None]:
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", f"{settings.release_repo}-{variant}")
+    path = settings.state / "locks" / f"release-{slug}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with filelock.FileLock(str(path), timeout=timeout):
+            yield
+    except filelock.Timeout as e:
+        raise PromotionError(f"another promotion of {variant} held {path} for {timeout:.0f} s",
+                             "wait for it to finish; remove the lock file only if no promotion runs") from e
+
+
+def promote(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,
+            digest: str | None = None, force: bool = False, reason: str | None = None,
+            execute: bool = False, report: Report = lambda line: None) -> Outcome:
+    """Promote a verified digest of ``variant`` to release ``version`` (or the next ``part`` bump).
+
+    Without ``execute`` it stops after the evidence check (``--dry-run``, or no ``--yes``).
+
+    Args:
+        digest: ``sha256:…`` in the candidate repository; default: the variant's last candidate
+            (``<state>/candidates/<variant>.json``).
+        force, reason: promote despite missing/failed/stale evidence; ``reason`` is required and recorded.
+        report: receives the plan lines and progress.
+
+    Raises:
+        ConfigError: bad flags, invalid version, unknown variant, a tag given as a digest.
+        PromotionError: no candidate, digest not in the repository, clobber, evidence refused, a
+            failed phase (named in the message).
+        RegistryError: the registry failed during planning.
+    """
+    if bool(version) == bool(part):
+        raise ConfigError("pass exactly one of --version X.Y.Z and --bump major|minor|patch",
+                          "e.g. invoke promote --variant cpu --version 1.4.0 --dry-run")
+    if force and not (reason or "").strip():
+        raise ConfigError("--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"')
+    outcome = Outcome()
+    with _locked(settings, variant) if execute else contextlib.nullcontext():
+        with outcome.phase("plan", report):
+            plan = outcome.plan = plan_promotion(settings, variant=variant, version=version, part=part,
+                                                 digest=digest, forced=force, reason=reason)
+        for line in plan.describe():
+            report(line)
+        if plan.noop:
+            return outcome
+        with outcome.phase("check evidence", report):
+            if plan.evidence_problem and not force:
+                raise PromotionError(f"refused: {plan.evidence_problem}",
+                                     f"run: invoke verify --variant {variant}; or --force --reason '…' (recorded)")
+        if execute:
+            _apply(plan, outcome, report)
+    return outcome
+
+
+def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False,
+             report: Report = lambda line: None) -> Outcome:
+    """Re-point the moving tags of release ``to`` of ``variant`` back to it (recorded as a rollback).
+
+    Raises:
+        ConfigError: invalid version, pre-release, unknown variant.
+        PromotionError: ``to`` is not a release; a failed phase (named).
+    """
+    outcome = Outcome()
+    with _locked(settings, variant) if execute else contextlib.nullcontext():
+        with outcome.phase("plan", report):
+            plan = outcome.plan = plan_rollback(settings, variant=variant, to=to)
+        for line in plan.describe():
+            report(line)
+        if execute and not plan.noop:
+            _apply(plan, outcome, report)
+    return outcome
+
+
+def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
+    assert plan.src and plan.dst
+    dst, repo = plan.dst, plan.repository
+    if plan.action == "promote":
+        with outcome.phase("copy", report):
+            before = dst.stats["bytes_uploaded"]
+            outcome.copied = dst.copy_image(plan.src, _repo_of(plan.source), plan.digest, repo)
+            outcome.bytes_uploaded = dst.stats["bytes_uploaded"] - before
+            report(f"copied: {dict(outcome.copied)}, {outcome.bytes_uploaded} bytes uploaded")
+    with outcome.phase("write ledger", report):
+        if plan.record:
+            ledger.append(dst, repo, plan.record)
+            report(f"ledger record {plan.record.id}")
+    with outcome.phase("write tags", report):
+        for w in plan.writes:
+            _write_tag(plan, w.tag, w.digest)
+            outcome.written.append(w.tag)
+            report(f"wrote {plan.target}:{w.tag} → {w.digest}")
+    with outcome.phase("verify digests", report):
+        _reconcile(plan, outcome, report)
+
+
+def _repo_of(reference: str) -> str:
+    return reference.split("@")[0].split("/", 1)[1]
+
+
+def _write_tag(plan: Plan, tag: str, digest: str) -> None:
+    assert plan.dst
+    manifest = plan.dst.get_manifest(plan.repository, digest)
+    plan.dst.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
+
+
+def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) -> None:
+    """Check every tag of the version against the fold of all ledger records; rewrite drift."""
+    assert plan.dst
+    version = semver.Version.parse(plan.version)
+    for _ in range(rounds):
+        state = fold(actions_of(ledger.read(plan.dst, plan.repository, plan.variant)), plan.variant)
+        if plan.action == "promote" and state.releases.get(version) != plan.digest:
+            raise PromotionError(f"{plan.version}-{plan.variant} was claimed first by {state.releases.get(version)}",
+                                 "a concurrent promotion took this version; promote yours as another version")
+        drift = {t: d for t, d in desired(state, version, plan.variant).items()
+                 if current(plan.dst, plan.repository, t) != d}
+        if not drift:
+            return
+        for tag, digest in drift.items():
+            _write_tag(plan, tag, digest)
+            outcome.written.append(tag)
+            report(f"reconciled {plan.target}:{tag} → {digest}")
+    raise PromotionError(f"tags of {plan.version}-{plan.variant} kept changing under this promotion",
+                         "another promotion is running; re-run when it has finished")
+
+
+# ------------------------------------------------------------------ lookups
+
+
+@dataclass(frozen=True)
+class Release:
+    """A release: ``version``, ``variant``, ``digest`` and ``reference`` (``host/repo@sha256:…``)."""
+
+    version: str
+    variant: str
+    digest: str
+    reference: str
+
+
+def split_release_tag(settings: Settings, tag: str) -> tuple[semver.Version, str]:
+    """``"1.4.0-cu126"`` → (1.4.0, ``cu126``) using the known variants.
+
+    Raises:
+        ConfigError: no known variant suffix, a moving tag (``1.4-cu126``, ``latest-cu126``), bad version.
+    """
+    names = sorted(variants.load(settings), key=len, reverse=True)
+    variant = next((n for n in names if tag.endswith(f"-{n}") and len(tag) > len(n) + 1), None)
+    if variant is None:
+        raise ConfigError(f"'{tag}' names no known variant", "a release is X.Y.Z-<variant>, variants: " + ", ".join(names))
+    prefix = tag[: -len(variant) - 1]
+    if prefix == "latest" or re.fullmatch(r"\d+(\.\d+)?", prefix):
+        raise ConfigError(f"'{tag}' is a moving tag, not a release",
+                          f"pass the immutable release tag X.Y.Z-{variant} (see invoke release.list)")
+    return parse_version(prefix), variant
+
+
+def find(settings: Settings, release: str) -> Release:
+    """The release named ``release`` (``"1.4.0-cu126"``), resolved in the release repository.
+
+    Raises:
+        ConfigError: not a release tag (see :func:`split_release_tag`), or no such release.
+    """
+    version, variant = split_release_tag(settings, release)
+    client, ref = target(settings)
+    try:
+        digest = client.resolve(ref.repository, release).digest
+    except NotFoundError as e:
+        raise ConfigError(f"unknown release {release} in {ref.name}", "see: invoke release.list") from e
+    return Release(str(version), variant, digest, str(ref.by_digest(digest)))
+
+
+def history(settings: Settings, variant: str | None = None) -> list[Record]:
+    """Every ledger record of the release repository (of ``variant``), oldest first."""
+    client, ref = target(settings)
+    return ledger.read(client, ref.repository, variant)
+
+
+def list_releases(settings: Settings, variant: str | None = None) -> list[tuple[Record, list[str]]]:
+    """Releases as (promotion record, moving tags pointing at it now by the ledger), by variant then version."""
+    records = history(settings, variant)
+    out = []
+    for name in sorted({r.variant for r in records}):
+        mine = [r for r in records if r.variant == name]
+        state = fold(actions_of(mine), name)
+        for r in mine:
+            v = semver.Version.parse(r.version)
+            if r.action == "promote" and r.id not in state.void and r == _first(mine, r):
+                out.append((r, sorted(t for t, tv in state.moving.items() if tv == v)))
+    return sorted(out, key=lambda x: (x[0].variant, semver.Version.parse(x[0].version)))
+
+
+def _first(records: list[Record], r: Record) -> Record:
+    return next(x for x in records if x.action == "promote" and x.version == r.version and x.digest == r.digest)
+
+
+def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list[Record]]]:
+    """Release ``version`` (``1.4.0`` or ``1.4.0-cpu``) per variant: (record, moving tags, its history).
+
+    Raises:
+        ConfigError: invalid version, or no such release.
+    """
+    wanted_variant = None
+    if "-" in version:  # 1.4.0-cpu names a variant; 1.5.0-rc.1 alone is a pre-release of any variant
+        with contextlib.suppress(ConfigError):
+            parsed, wanted_variant = split_release_tag(settings, version)
+            version = str(parsed)
+    v = parse_version(version)
+    records = history(settings, wanted_variant)
+    rows = [(r, tags, [h for h in records if h.variant == r.variant and h.version == r.version])
+            for r, tags in list_releases(settings, wanted_variant) if semver.Version.parse(r.version) == v]
+    if not rows:
+        raise ConfigError(f"no release {version}" + (f"-{wanted_variant}" if wanted_variant else ""),
+                          "see: invoke release.list")
+    return rows
+
+
+__all__ = ["Outcome", "Plan", "Release", "find", "history", "list_releases", "moving_tags", "promote",
+           "rollback", "show", "split_release_tag"]

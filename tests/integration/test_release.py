@@ -1,0 +1,305 @@
+"""Promotion, rollback and the ledger against a real distribution registry (htpasswd auth over TLS).
+
+Images are uploaded with paddlecd's own client (tests/integration/oci_images.py); evidence and
+candidate records are written with paddlecd.evidence exactly as verify/push write them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from paddlecd import config, evidence, ledger, release
+from paddlecd.errors import ConfigError, PromotionError
+from paddlecd.localstack import RegistryServer, free_port
+from paddlecd.registry import client_for
+
+from oci_images import push_image
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Project:
+    """Settings for one test: unique candidate and release repositories, own state folder."""
+
+    def __init__(self, tmp_path: Path, *, same_repo: bool = False, **flags):
+        uid = uuid.uuid4().hex[:8]
+        self.flags = {"state_dir": str(tmp_path / "state"), "registry.repository": f"ci/paddle-{uid}",
+                      "release.repository": f"ci/paddle-{uid}" if same_repo else f"release/paddle-{uid}", **flags}
+        self.settings = config.load(self.flags, root=ROOT)
+        self.client = client_for(self.settings)
+
+    def with_state(self, state: Path) -> config.Settings:
+        return config.load({**self.flags, "state_dir": str(state)}, root=ROOT)
+
+    def candidate(self, variant: str = "cpu", *, passed: bool = True, age_hours: float = 0,
+                  settings: config.Settings | None = None) -> str:
+        """Push a fresh image as the variant's candidate, with evidence; return its digest."""
+        s = settings or self.settings
+        digest = push_image(self.client, s.registry.repository, f"{variant}-{uuid.uuid4().hex[:7]}")
+        reference = f"{s.candidate_repo}@{digest}"
+        evidence.save_candidate(s, variant, reference=reference, digest=digest, tag="cpu-test")
+        self.evidence(digest, variant, passed=passed, age_hours=age_hours, settings=s)
+        return digest
+
+    def evidence(self, digest, variant="cpu", *, passed=True, age_hours=0.0, settings=None):
+        created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=age_hours)
+        evidence.save(settings or self.settings, {
+            "digest": digest, "reference": f"{self.settings.candidate_repo}@{digest}", "variant": variant,
+            "passed": passed, "created": created.isoformat().replace("+00:00", "Z"), "versions": {"paddle": "3.0.0"},
+            "checks": [{"name": "env", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""},
+                       {"name": "allreduce", "passed": passed, "duration_s": 1.0, "metrics": {}, "message": ""}]})
+
+    def promote(self, version=None, *, settings=None, **kw):
+        return release.promote(settings or self.settings, variant=kw.pop("variant", "cpu"), version=version,
+                               execute=kw.pop("execute", True), **kw)
+
+    def tag(self, tag: str) -> str | None:
+        from paddlecd.release_plan import current
+        return current(self.client, self.settings.release.repository, tag)
+
+    def records(self) -> list[ledger.Record]:
+        return release.history(self.settings)
+
+
+@pytest.fixture
+def project(registry_env, tmp_path) -> Project:
+    return Project(tmp_path)
+
+
+def _blobs(registry) -> set[str]:
+    root = Path(registry.root) / "data" / "docker" / "registry" / "v2" / "blobs"
+    return {p.name for p in root.glob("sha256/*/*")}
+
+
+def test_promote_to_another_repository_mounts_blobs(project, registry):
+    digest = project.candidate()
+    blobs_before = _blobs(registry)
+    out = project.promote("1.4.0")
+    assert out.copied == {"mounted": 3, "copied": 1}  # config + 2 layers mounted; the manifest PUT
+    assert out.bytes_uploaded == 0
+    for tag in ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu"):
+        assert project.tag(tag) == digest
+    [record] = project.records()
+    # the registry's storage grew by the ledger record (its JSON and its manifest) and nothing else
+    record_blob = hashlib.sha256(record.to_json()).hexdigest()
+    record_manifest = project.tag(record.id).split(":")[1]
+    assert _blobs(registry) - blobs_before == {record_blob, record_manifest}
+    assert (record.action, record.version, record.digest, record.forced) == ("promote", "1.4.0", digest, False)
+    assert record.evidence.startswith(digest) and record.evidence_summary["passed"] is True
+    assert [name for name, _ in out.phases] == ["plan", "check evidence", "copy", "write ledger", "write tags",
+                                                 "verify digests"]
+
+
+def test_promote_within_one_repository(registry_env, tmp_path):
+    p = Project(tmp_path, same_repo=True)
+    digest = p.candidate()
+    out = p.promote("0.1.0")
+    assert out.copied == {"present": 1} and out.bytes_uploaded == 0
+    assert p.tag("0.1.0-cpu") == p.tag("latest-cpu") == digest
+
+
+def test_rerun_is_a_noop(project):
+    project.candidate()
+    project.promote("1.4.0")
+    again = project.promote("1.4.0")
+    assert again.plan.noop and again.written == [] and len(project.records()) == 1
+    assert [name for name, _ in again.phases] == ["plan"]
+
+
+def test_dry_run_writes_nothing(project):
+    project.candidate()
+    lines: list[str] = []
+    out = project.promote("1.4.0", execute=False, report=lines.append)
+    assert [w.tag for w in out.plan.writes] == ["1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu"]
+    assert any("write immutable" in line for line in lines)
+    assert project.tag("1.4.0-cpu") is None and project.records() == []
+
+
+def test_clobber_refused(project):
+    first = project.candidate()
+    project.promote("1.4.0")
+    project.candidate()
+    with pytest.raises(PromotionError, match="1.4.0-cpu exists on .*immutable") as info:
+        project.promote("1.4.0")
+    assert "phase 'plan'" in info.value.cause and "--bump" in info.value.hint
+    assert project.tag("1.4.0-cpu") == project.tag("latest-cpu") == first
+    assert len(project.records()) == 1
+
+
+def test_prerelease_gets_only_its_own_tag(project):
+    final = project.candidate()
+    project.promote("1.4.0")
+    rc = project.candidate()
+    out = project.promote("1.5.0-rc.1")
+    assert [w.tag for w in out.plan.writes] == ["1.5.0-rc.1-cpu"]
+    assert project.tag("1.5.0-rc.1-cpu") == rc
+    assert project.tag("latest-cpu") == project.tag("1-cpu") == final
+    assert project.tag("1.5-cpu") is None
+
+
+def test_out_of_order_promotions_end_on_highest(project):
+    d = {}
+    for version in ("1.10.0", "1.9.0", "1.4.2", "1.9.1"):
+        d[version] = project.candidate()
+        project.promote(version)
+    assert project.tag("latest-cpu") == project.tag("1-cpu") == project.tag("1.10-cpu") == d["1.10.0"]
+    assert project.tag("1.9-cpu") == d["1.9.1"] and project.tag("1.4-cpu") == d["1.4.2"]
+
+
+def test_bump_from_highest_release(project):
+    project.candidate()
+    project.promote("1.9.0")
+    project.candidate()
+    assert project.promote(part="minor").plan.version == "1.10.0"
+
+
+def test_rollback_and_forward_again(project):
+    old = project.candidate()
+    project.promote("1.3.2")
+    new = project.candidate()
+    project.promote("1.4.0")
+    out = release.rollback(project.settings, variant="cpu", to="1.3.2", execute=True)
+    assert sorted(out.written) == ["1-cpu", "latest-cpu"]
+    assert project.tag("latest-cpu") == project.tag("1-cpu") == old
+    assert project.tag("1.4-cpu") == project.tag("1.4.0-cpu") == new
+    record = project.records()[-1]
+    assert record.action == "rollback" and record.previous["latest-cpu"] == f"1.4.0@{new}"
+    assert release.rollback(project.settings, variant="cpu", to="1.3.2", execute=True).plan.noop
+    newest = project.candidate()
+    project.promote("1.3.3")
+    assert project.tag("latest-cpu") == newest
+
+
+def test_rollback_to_unknown_release_refused(project):
+    project.candidate()
+    project.promote("1.4.0")
+    with pytest.raises(PromotionError, match="no release 1.3.0-cpu"):
+        release.rollback(project.settings, variant="cpu", to="1.3.0", execute=True)
+
+
+@pytest.mark.parametrize("kind, words", [("missing", "no evidence for"), ("failed", "is failing \\(allreduce\\)"),
+                                         ("stale", "is stale: 2")])
+def test_evidence_refusals(project, kind, words):
+    digest = project.candidate(passed=kind != "failed", age_hours=200 if kind == "stale" else 0)
+    if kind == "missing":
+        evidence.evidence_path(project.settings, digest).unlink()
+    with pytest.raises(PromotionError, match=f"phase 'check evidence' failed: refused: .*{words}"):
+        project.promote("1.4.0")
+    assert project.tag("1.4.0-cpu") is None and project.records() == []
+
+
+def test_force_needs_a_reason_and_is_recorded(project):
+    digest = project.candidate(passed=False)
+    with pytest.raises(ConfigError, match="--force needs --reason"):
+        project.promote("1.4.0", force=True)
+    project.promote("1.4.0", force=True, reason="GPU runner down; verified by hand")
+    [record] = project.records()
+    assert record.forced and record.reason == "GPU runner down; verified by hand"
+    assert project.tag("1.4.0-cpu") == digest
+
+
+def test_interrupted_promotion_converges_on_rerun(project):
+    digest = project.candidate()
+
+    def crash_after_first_tag(line: str) -> None:
+        if line.startswith("wrote "):
+            raise RuntimeError("simulated crash")
+
+    with pytest.raises(PromotionError, match="phase 'write tags' failed: RuntimeError: simulated crash"):
+        project.promote("1.4.0", report=crash_after_first_tag)
+    assert project.tag("1.4.0-cpu") == digest and project.tag("latest-cpu") is None
+    out = project.promote("1.4.0")
+    assert out.plan.record is None  # the first run's record stands; no duplicate
+    assert out.written == ["1.4-cpu", "1-cpu", "latest-cpu"]
+    assert all(project.tag(t) == digest for t in ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu"))
+    assert len(project.records()) == 1
+
+
+def test_concurrent_promotions_keep_every_record_and_end_on_highest(project, tmp_path):
+    """Two promoters with separate state folders (no shared lock file, as on two runners)."""
+    states = [project.with_state(tmp_path / f"runner{i}") for i in range(2)]
+    digests = {v: project.candidate(settings=s) for v, s in zip(("1.4.0", "1.5.0"), states)}
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def run(version, settings):
+        try:
+            barrier.wait()
+            project.promote(version, settings=settings)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(v, s)) for v, s in zip(digests, states)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(r.version for r in project.records()) == ["1.4.0", "1.5.0"]
+    assert project.tag("latest-cpu") == project.tag("1-cpu") == digests["1.5.0"]
+    assert project.tag("1.4-cpu") == digests["1.4.0"] and project.tag("1.5-cpu") == digests["1.5.0"]
+
+
+@pytest.mark.parametrize("version", ["v1.4", "1.4", "01.2.3"])
+def test_invalid_version_writes_nothing(project, version):
+    project.candidate()
+    with pytest.raises(ConfigError, match="invalid version"):
+        project.promote(version)
+    assert project.client.list_tags(project.settings.release.repository) == []
+
+
+def test_unknown_variant(project):
+    with pytest.raises(ConfigError, match="unknown variant 'cu999'"):
+        project.promote("1.4.0", variant="cu999")
+
+
+def test_digest_not_in_repository(project):
+    project.candidate()
+    with pytest.raises(PromotionError, match="is not in"):
+        project.promote("1.4.0", digest="sha256:" + "0" * 64)
+
+
+def test_tag_instead_of_digest(project):
+    digest = project.candidate()
+    project.client.put_manifest(project.settings.registry.repository, "cpu-moved",
+                                project.client.get_manifest(project.settings.registry.repository, digest).raw,
+                                "application/vnd.oci.image.manifest.v1+json")
+    with pytest.raises(ConfigError, match="'cpu-moved' is a tag, not a digest") as info:
+        project.promote("1.4.0", digest="cpu-moved")
+    assert digest in info.value.hint
+
+
+def test_find_list_show(project):
+    digest = project.candidate()
+    project.promote("1.4.0")
+    found = release.find(project.settings, "1.4.0-cpu")
+    assert (found.version, found.variant, found.digest) == ("1.4.0", "cpu", digest)
+    assert found.reference == f"{project.settings.release_repo}@{digest}"
+    with pytest.raises(ConfigError, match="moving tag"):
+        release.find(project.settings, "latest-cpu")
+    with pytest.raises(ConfigError, match="unknown release 9.9.9-cpu"):
+        release.find(project.settings, "9.9.9-cpu")
+    [(record, tags)] = release.list_releases(project.settings, "cpu")
+    assert record.digest == digest and tags == ["1-cpu", "1.4-cpu", "latest-cpu"]
+    [(record, tags, hist)] = release.show(project.settings, "1.4.0-cpu")
+    assert record.version == "1.4.0" and len(hist) == 1
+
+
+def test_promote_to_another_registry_copies_only_missing_blobs(registry_env, tmp_path):
+    other = RegistryServer(tmp_path / "other", port=free_port()).start()
+    try:
+        p = Project(tmp_path, **{"release.registry": other.host})
+        digest = p.candidate()
+        out = p.promote("2.0.0")
+        assert out.copied == {"copied": 4} and out.bytes_uploaded > 0
+        target = client_for(p.settings, other.host)
+        assert target.resolve(p.settings.release.repository, "latest-cpu").digest == digest
+        assert release.find(p.settings, "2.0.0-cpu").reference.startswith(other.host)
+    finally:
+        other.stop()
