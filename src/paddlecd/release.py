@@ -20,6 +20,7 @@ Library code never prints: progress goes to the ``report`` callback.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import time
 from collections import Counter
@@ -150,9 +151,10 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
             outcome.bytes_uploaded = dst.stats["bytes_uploaded"] - before
             report(f"copied: {dict(outcome.copied)}, {outcome.bytes_uploaded} bytes uploaded")
     with outcome.phase("write ledger", report):
-        if plan.record:
-            ledger.append(dst, repo, plan.record)
-            report(f"ledger record {plan.record.id}")
+        if plan.record:  # id and time taken now, not at plan time: the ledger order is the write order
+            record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant), when=ledger.now_iso())
+            ledger.append(dst, repo, record)
+            report(f"ledger record {record.id}")
     with outcome.phase("write tags", report):
         for w in plan.writes:
             _write_tag(plan, w.tag, w.digest)
@@ -178,17 +180,17 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) ->
     version = semver.Version.parse(plan.version)
     for _ in range(rounds):
         state = fold(actions_of(ledger.read(plan.dst, plan.repository, plan.variant)), plan.variant)
-        if plan.action == "promote" and state.releases.get(version) != plan.digest:
-            raise PromotionError(f"{plan.version}-{plan.variant} was claimed first by {state.releases.get(version)}",
-                                 "a concurrent promotion took this version; promote yours as another version")
         drift = {t: d for t, d in desired(state, version, plan.variant).items()
                  if current(plan.dst, plan.repository, t) != d}
-        if not drift:
-            return
         for tag, digest in drift.items():
             _write_tag(plan, tag, digest)
             outcome.written.append(tag)
             report(f"reconciled {plan.target}:{tag} → {digest}")
+        if plan.action == "promote" and state.releases.get(version) != plan.digest:  # tags restored above
+            raise PromotionError(f"{plan.version}-{plan.variant} was claimed first by {state.releases.get(version)}",
+                                 "a concurrent promotion took this version; promote yours as another version")
+        if not drift:
+            return
     raise PromotionError(f"tags of {plan.version}-{plan.variant} kept changing under this promotion",
                          "another promotion is running; re-run when it has finished")
 

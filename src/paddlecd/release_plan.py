@@ -72,7 +72,8 @@ class Plan:
             kind = "moving" if w.moving else "immutable"
             lines.append(f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; {was})")
         lines += [f"  keep            {k}" for k in self.kept]
-        lines.append(f"  ledger record   {self.record.id}" if self.record else "  ledger          already recorded")
+        lines.append(f"  ledger record   new {self.action} record in {self.target}" if self.record
+                     else "  ledger          already recorded")
         return lines
 
 

@@ -246,6 +246,32 @@ def test_concurrent_promotions_keep_every_record_and_end_on_highest(project, tmp
     assert project.tag("1.4-cpu") == digests["1.4.0"] and project.tag("1.5-cpu") == digests["1.5.0"]
 
 
+def test_concurrent_claims_of_one_version_leave_one_winner(project, tmp_path):
+    """Two runners promote different digests as 1.4.0 at once: one wins, the tags all agree with it."""
+    states = [project.with_state(tmp_path / f"runner{i}") for i in range(2)]
+    digests = [project.candidate(settings=s) for s in states]
+    results: list[object] = [None, None]
+    barrier = threading.Barrier(2)
+
+    def run(i):
+        try:
+            barrier.wait()
+            results[i] = project.promote("1.4.0", settings=states[i]).plan.digest
+        except PromotionError as e:
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [r for r in results if isinstance(r, str)]
+    assert len(winners) == 1, results
+    assert all(project.tag(t) == winners[0] for t in ("1.4.0-cpu", "1.4-cpu", "latest-cpu"))
+    [(record, _)] = release.list_releases(project.settings, "cpu")
+    assert record.digest == winners[0] and set(digests) >= {winners[0]}
+
+
 @pytest.mark.parametrize("version", ["v1.4", "1.4", "01.2.3"])
 def test_invalid_version_writes_nothing(project, version):
     project.candidate()
