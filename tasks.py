@@ -187,7 +187,113 @@ for _t in (lock, bootstrap, build, push, verify):
 smoke = Collection("smoke")
 
 # ============================================================== release (promotion)
+_CONFIRM_HINT = "nothing was written: re-run with --yes to write this plan (--dry-run only shows it)"
+
+
+def _confirmed(outcome, dry_run: bool, yes: bool, what: str) -> None:
+    """After a plan-only run: exit 0 for --dry-run or a no-op, else refuse without --yes (no prompt in CI)."""
+    from paddlecd.errors import ConfigError
+
+    if dry_run or outcome.plan.noop:
+        say("dry run: nothing written" if dry_run else "nothing to do")
+        return
+    if not yes:
+        raise ConfigError(f"{what} not confirmed", _CONFIRM_HINT)
+
+
+def _phases(outcome) -> str:
+    return ", ".join(f"{name} {seconds:.2f}s" for name, seconds in outcome.phases)
+
+
+@task(help={"variant": "variant to promote (its last pushed candidate, unless --digest)",
+            "version": "release version X.Y.Z or X.Y.Z-rc.N (semver 2.0; no 'v', no leading zeros)",
+            "bump": "instead of --version: major, minor or patch, from the highest existing release",
+            "digest": "promote this sha256:… from the candidate repository instead of the last candidate",
+            "dry_run": "show the plan (and check evidence), write nothing, exit 0",
+            "yes": "write the plan (required: CI has no prompt)",
+            "force": "promote despite missing, failing or stale evidence (needs --reason; recorded)",
+            "reason": "why --force is needed; stored in the ledger record"})
+@guarded
+def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False, yes=False, force=False,
+            reason=None):
+    """Promote a verified image digest to a semver release: X.Y.Z-V, and the moving X.Y-V, X-V, latest-V.
+
+    Prints the plan first: every tag, in which repository, from which digest, and what each moving tag
+    pointed to before. Writes only with --yes. Requires passing verify evidence for exactly that digest
+    (younger than release.evidence_max_age_hours). Moving tags only move forward by semver precedence;
+    a pre-release (1.5.0-rc.1) gets only its own tag; an existing release is never overwritten; a
+    re-run after a crash finishes the job; a complete re-run does nothing. Blobs are mounted inside one
+    registry (no layer moves). Every promotion appends a record to the ledger (invoke release.list).
+    Examples: invoke promote --variant cpu --version 1.4.0 --dry-run
+              invoke promote --variant cu126 --bump minor --yes
+    """
+    from paddlecd import release as rel
+
+    outcome = rel.promote(settings(), variant=_variant(variant), version=version, part=bump, digest=digest,
+                          force=force, reason=reason, execute=yes and not dry_run, report=say)
+    if not yes or dry_run:
+        return _confirmed(outcome, dry_run, yes, "promotion")
+    say(f"promoted {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
+        f"({outcome.bytes_uploaded} bytes uploaded; {_phases(outcome)})")
+
+
+@task(help={"variant": "variant whose moving tags to re-point", "to": "the earlier release version, e.g. 1.3.2",
+            "dry_run": "show the plan, write nothing, exit 0", "yes": "write the plan (required)"})
+@guarded
+def rollback(c, variant=None, to=None, dry_run=False, yes=False):
+    """Re-point the moving tags of release --to (X.Y-V, X-V, latest-V) back to it; recorded in the ledger.
+
+    The one case where a moving tag goes back. Later promotions move forward from there. Immutable
+    release tags are never touched. Example: invoke release.rollback --variant cpu --to 1.3.2 --yes
+    """
+    from paddlecd import release as rel
+    from paddlecd.errors import ConfigError
+
+    if not to:
+        raise ConfigError("release.rollback needs --to X.Y.Z", "see: invoke release.list --variant V")
+    outcome = rel.rollback(settings(), variant=_variant(variant), to=to, execute=yes and not dry_run, report=say)
+    if not yes or dry_run:
+        return _confirmed(outcome, dry_run, yes, "rollback")
+    say(f"rolled back {', '.join(outcome.written) or 'nothing'} to {to} ({_phases(outcome)})")
+
+
+def _evidence_text(record) -> str:
+    ev = record.evidence_summary
+    text = "no evidence" if not ev else f"{ev['checks'] - len(ev['failed'])}/{ev['checks']} checks passed, {ev['created']}"
+    return text + (f"; FORCED: {record.reason}" if record.forced else "")
+
+
+@task(name="list", help={"variant": "only this variant"})
+@guarded
+def release_list(c, variant=None):
+    """Show releases from the ledger: version, variant, digest, when, by whom, evidence, moving tags."""
+    from paddlecd import release as rel
+
+    rows = rel.list_releases(settings(), variant)
+    for record, tags in rows:
+        say(f"{record.version}-{record.variant}  {record.digest}  {record.when}  {record.who}  "
+            f"[{_evidence_text(record)}]  {' '.join(tags)}")
+    if not rows:
+        say("no releases yet")
+
+
+@task(help={"version": "a version (1.4.0: every variant) or a release (1.4.0-cpu)"})
+@guarded
+def show(c, version):
+    """Show one release: digest, reference, moving tags on it now, evidence, and its ledger history."""
+    from paddlecd import release as rel
+
+    s = settings()
+    for record, tags, history in rel.show(s, version):
+        say(f"{record.version}-{record.variant}\n  reference: {s.release_repo}@{record.digest}\n"
+            f"  moving tags: {' '.join(tags) or '(none)'}\n  evidence: {_evidence_text(record)}")
+        for h in history:
+            say(f"  {h.when} {h.action} by {h.who} (record {h.id})")
+
+
 release = Collection("release")
+for _t in (promote, rollback, release_list, show):
+    release.add_task(_t)
 
 # ============================================================== artifacts (object storage)
 artifacts = Collection("artifacts")
@@ -316,3 +422,4 @@ for _t in (lock, build, push, verify):  # short verbs (image section)
 for _sub in (image, smoke, release, artifacts, cluster, pipeline):
     ns.add_collection(_sub)
 ns.add_task(artifacts_upload, name="upload")  # short verb (artifacts section)
+ns.add_task(promote)  # short verb (release section)

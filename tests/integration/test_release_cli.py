@@ -1,0 +1,48 @@
+"""The release tasks as users run them (`invoke promote …`), against the real TLS + auth registry."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from test_release import Project
+
+ROOT = Path(__file__).resolve().parents[2]
+INVOKE = str(Path(sys.executable).parent / "invoke")
+
+
+def _run(project: Project, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PADDLECD_STATE_DIR": project.flags["state_dir"],
+           "PADDLECD_REGISTRY_REPOSITORY": project.flags["registry.repository"],
+           "PADDLECD_RELEASE_REPOSITORY": project.flags["release.repository"]}
+    return subprocess.run([INVOKE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):
+    p = Project(tmp_path)
+    digest = p.candidate()
+    plan_only = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0")
+    assert plan_only.returncode == 2, plan_only.stderr
+    assert "latest-cpu" in plan_only.stdout and "--yes" in plan_only.stderr
+    dry = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--dry-run")
+    assert dry.returncode == 0 and "dry run: nothing written" in dry.stdout
+    assert p.tag("1.4.0-cpu") is None
+    done = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert p.tag("latest-cpu") == digest
+    listed = _run(p, "release.list")
+    assert listed.returncode == 0 and f"1.4.0-cpu  {digest}" in listed.stdout
+    for out in (plan_only, dry, done, listed):
+        assert "s3cret-Pa55" not in out.stdout + out.stderr
+
+
+def test_promote_cli_bad_input_exit_codes(registry_env, tmp_path):
+    p = Project(tmp_path)
+    p.candidate(passed=False)
+    bad = _run(p, "promote", "--variant", "cpu", "--version", "v1.4", "--yes")
+    assert bad.returncode == 2 and "invalid version 'v1.4'" in bad.stderr and "hint:" in bad.stderr
+    refused = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes")
+    assert refused.returncode == 7 and "is failing" in refused.stderr
+    assert p.client.list_tags(p.settings.release.repository) == []
