@@ -167,7 +167,8 @@ def _difference(old: dict[str, Any], new: dict[str, am.FileEntry]) -> str:
 
 
 def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) -> UploadPlan:
-    """Carry out ``plan``: remove leftovers, put the files, then the manifest (last).
+    """Carry out ``plan``: remove leftovers (objects and unfinished multipart uploads), put the
+    files, then the manifest (last).
 
     On overwrite the old manifest goes first, so a reader never sees it naming half-replaced files.
 
@@ -175,6 +176,7 @@ def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) 
         StorageError: a write failed; no manifest is written, and the next upload cleans up.
     """
     store.delete(plan.stale)
+    store.abort_uploads(plan.prefix)
     if plan.action == "unchanged":
         return plan
     if plan.action == "overwrite":

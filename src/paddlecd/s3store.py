@@ -129,6 +129,21 @@ class S3Store:
                 raise self._fail(e, "deleting", key) from e
 
 
+    def abort_uploads(self, prefix: str) -> list[str]:
+        """Abort unfinished multipart uploads under ``prefix`` (left by a killed upload: invisible to
+        ListObjects, yet stored and billed). Returns their keys, relative to the store."""
+        strip, aborted = len(self._key("")), []
+        try:
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
+                                                                                Prefix=self._key(prefix))
+            for upload in (u for page in pages for u in page.get("Uploads", [])):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+                aborted.append(upload["Key"][strip:])
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, "aborting unfinished uploads under", prefix) from e
+        return aborted
+
+
 def client_config(settings: StorageSettings) -> Config:
     """botocore client Config from ``settings``: addressing style, checksum behaviour, retries.
 

@@ -45,6 +45,7 @@ class Store(Protocol):
     def head(self, key: str) -> ObjectInfo | None: ...
     def list(self, prefix: str) -> list[ObjectInfo]: ...
     def delete(self, keys: Iterable[str]) -> None: ...
+    def abort_uploads(self, prefix: str) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,10 @@ class FileStore:
         """Remove ``keys`` (missing ones are ignored)."""
         for key in keys:
             self._path(key).unlink(missing_ok=True)
+
+    def abort_uploads(self, prefix: str) -> list[str]:
+        """Nothing to abort: an interrupted write leaves a temp file, which :meth:`list` shows."""
+        return []
 
 
 class _AtomicWriter:

@@ -131,6 +131,16 @@ def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # boto3 aborted the broken one
 
 
+def test_unfinished_multipart_upload_of_a_killed_run_is_aborted_by_the_next(s3_env, bucket, jit_exports):
+    s3 = _client(s3_env.endpoint)
+    key = "paddle/ocr-det/1.4.0/inference.pdiparams"
+    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]  # as kill -9 leaves it
+    s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=b"p" * (5 * 1024 * 1024))
+    assert len(s3.list_multipart_uploads(Bucket=bucket)["Uploads"]) == 1
+    _upload(_store(s3_env, bucket), jit_exports["tiny"])
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
 def test_multipart_with_small_parts_and_verified_download(s3_env, bucket, jit_exports, tmp_path):
     store = _store(s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=2)
     params = jit_exports["big"] / "inference.pdiparams"
