@@ -1,0 +1,169 @@
+"""Promotion of a ≥1 GB image: ``paddlecd`` vs ``docker pull``+``tag``+``push`` vs ``skopeo copy``.
+
+Usage: .venv/bin/python benchmarks/bench_promote.py [--mb 1024] [--files 8]
+
+Setup (not timed): a tarball of ``--files`` files of random bytes (``--mb`` MiB in total, so gzip
+cannot shrink it) is ``docker import``-ed and pushed as the candidate ``bench/candidate`` to a fresh
+distribution registry on 127.0.0.1 (plain HTTP; the engine treats loopback registries as insecure).
+Every client then reaches the registry through a byte-counting TCP relay, so "bytes moved" is what
+crossed the wire in both directions, for each method alike. Each method promotes the same digest into
+its own fresh repository of the same registry:
+
+* paddlecd   ``release.promote`` (plan, evidence, mount blobs, ledger, 4 tags, verify);
+* docker     ``docker pull repo@digest`` (local copy removed first) + ``docker tag`` + ``docker push`` of
+             the immutable tag and the 3 moving tags;
+* skopeo     ``skopeo copy`` of the immutable tag + 3 more ``skopeo copy`` for the moving tags.
+
+Also reported: growth of the registry's blob storage per method. Issue 3 targets: paddlecd moves
+≤ 64 KiB and is ≥ 50× faster than pull+tag+push. Not a test: run it by hand (needs dockerd, skopeo,
+docker-registry, ~5 GB of disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import socket
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from paddlecd import config, engine, evidence, proc, release  # noqa: E402
+from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
+
+TAGS = ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu")
+
+
+class CountingRelay:
+    """A TCP relay 127.0.0.1:<port> → target port that counts bytes each way (the wire, as seen by clients)."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.up = self.down = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self.sock.accept()
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=self._pump, args=(client, server, "up"), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, "down"), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, way: str) -> None:
+        try:
+            while data := src.recv(1 << 20):
+                dst.sendall(data)
+                with self.lock:
+                    setattr(self, way, getattr(self, way) + len(data))
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def reset(self) -> tuple[int, int]:
+        with self.lock:
+            out, self.up, self.down = (self.up, self.down), 0, 0
+        return out
+
+
+def storage_bytes(server: RegistryServer) -> int:
+    blobs = server.root / "data" / "docker" / "registry" / "v2" / "blobs"
+    return sum(p.stat().st_size for p in blobs.rglob("data"))
+
+
+def make_rootfs(path: Path, mb: int, files: int) -> None:
+    chunk = 1 << 20
+    with tarfile.open(path, "w") as tar:
+        for i in range(files):
+            data_path = path.parent / f"random-{i}.bin"
+            with open(data_path, "wb") as fh:
+                for _ in range(mb // files):
+                    fh.write(os.urandom(chunk))
+            tar.add(data_path, arcname=f"data/random-{i}.bin")
+            data_path.unlink()
+
+
+def run_paddlecd(host: str, state: Path, digest: str) -> None:
+    s = config.load({"registry.url": host, "registry.repository": "bench/candidate", "state_dir": str(state),
+                     "release.repository": "bench/release-paddlecd"}, root=ROOT, environ={})
+    evidence.save_candidate(s, "cpu", reference=f"{host}/bench/candidate@{digest}", digest=digest, tag="cpu-bench")
+    evidence.save(s, {"digest": digest, "reference": f"{host}/bench/candidate@{digest}", "variant": "cpu",
+                      "passed": True, "created": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
+                      "checks": [], "versions": {}})
+    release.promote(s, variant="cpu", version="1.4.0", execute=True)
+
+
+def run_docker(host: str, digest: str) -> None:
+    src = f"{host}/bench/candidate@{digest}"
+    proc.run(["docker", "pull", "-q", src], what="docker pull")
+    for tag in TAGS:
+        proc.run(["docker", "tag", src, f"{host}/bench/release-docker:{tag}"], what="docker tag")
+        proc.run(["docker", "push", "-q", f"{host}/bench/release-docker:{tag}"], what="docker push")
+
+
+def run_skopeo(host: str, digest: str) -> None:
+    flags = ["--src-tls-verify=false", "--dest-tls-verify=false"]
+    for tag in TAGS:
+        proc.run(["skopeo", "copy", "-q", *flags, f"docker://{host}/bench/candidate@{digest}",
+                  f"docker://{host}/bench/release-skopeo:{tag}"], what="skopeo copy")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=int, default=1024, help="image size in MiB (random, incompressible)")
+    ap.add_argument("--files", type=int, default=8, help="number of random files in the layer")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-promote-") as tmp:
+        work = Path(tmp)
+        server = RegistryServer(work / "registry", port=free_port()).start()
+        relay = CountingRelay(server.port)
+        host = f"127.0.0.1:{relay.port}"
+        local = f"{host}/bench/candidate:cpu-bench"
+        try:
+            print(f"setup: {args.mb} MiB random rootfs → docker import → push {local}", flush=True)
+            make_rootfs(work / "rootfs.tar", args.mb, args.files)
+            engine.import_rootfs(str(work / "rootfs.tar"), local)
+            (work / "rootfs.tar").unlink()
+            digest = engine.push(local)
+            engine.remove_image(local)  # docker pull must really download
+            relay.reset()
+            print(f"candidate {digest}; image blobs in the registry: {storage_bytes(server) / 2**20:.0f} MiB\n", flush=True)
+            results = {}
+            for name, fn in (("paddlecd", lambda: run_paddlecd(host, work / "state", digest)),
+                             ("skopeo copy", lambda: run_skopeo(host, digest)),
+                             ("docker pull+tag+push", lambda: run_docker(host, digest))):
+                before = storage_bytes(server)
+                start = time.perf_counter()
+                fn()
+                seconds = time.perf_counter() - start
+                up, down = relay.reset()
+                results[name] = (seconds, up, down, storage_bytes(server) - before)
+                print(f"{name:22} {seconds:8.2f} s  up {up:>13,} B  down {down:>13,} B  storage +{results[name][3]:,} B",
+                      flush=True)
+        finally:
+            for tag in TAGS:
+                engine.remove_image(f"{host}/bench/release-docker:{tag}")
+            engine.remove_image(f"{host}/bench/candidate@{digest}" if "digest" in locals() else local)
+            server.stop()
+    base = results["paddlecd"][0]
+    print("\nwall time relative to paddlecd (higher = paddlecd faster):")
+    for name, (seconds, up, down, grown) in results.items():
+        print(f"  {name:22} {seconds / base:8.1f}×   wire {(up + down) / 1024:,.1f} KiB")
+
+
+if __name__ == "__main__":
+    main()
