@@ -20,9 +20,8 @@ from typing import Any
 import semver
 
 from . import artifact_manifest as am
-from .config import Settings
 from .errors import ConfigError, StorageError
-from .storage import Progress, Store, open_store, parse_url
+from .storage import Progress, Store, default_store_url, split_model_url, store_for  # noqa: F401 (re-exported)
 
 
 # Placeholder sha256 of a file hashed while it uploads (see plan_upload); never written to a store.
@@ -31,41 +30,6 @@ PENDING = "0" * 64
 
 class InvalidManifestError(StorageError):
     """A stored manifest is not JSON or does not match the schema."""
-
-
-def default_store_url(settings: Settings) -> str:
-    """``storage.url``, or the embedded default ``file://<state>/artifacts``."""
-    return settings.storage.url or f"file://{settings.state / 'artifacts'}"
-
-
-def store_for(settings: Settings, url: str | None = None) -> Store:
-    """Open ``url`` (default :func:`default_store_url`) with the storage settings. Raises ConfigError."""
-    return open_store(url or default_store_url(settings), settings.storage)
-
-
-def split_model_url(arg: str, settings: Settings, *, parts: int) -> tuple[str, list[str]]:
-    """Split ``<store-url>/<name>[/<version>]`` (or a bare ``<name>[/<version>]`` on the configured
-    store) into the store URL and its last ``parts`` segments.
-
-    Raises:
-        ConfigError: too few segments, or a bad store URL.
-    """
-    base, rest = (default_store_url(settings), arg) if "://" not in arg else _split_full(arg, parts)
-    segments = [s for s in rest.strip("/").split("/") if s]
-    if len(segments) != parts:
-        want = "<name>/<version>" if parts == 2 else "<name>"
-        raise ConfigError(f"'{arg}' does not end in {want}", f"e.g. s3://models/paddle/{want} or {want}")
-    parse_url(base)
-    return base, segments
-
-
-def _split_full(arg: str, parts: int) -> tuple[str, str]:
-    scheme, _, path = arg.partition("://")
-    segments = path.rstrip("/").split("/")
-    keep = len(segments) - parts
-    if keep < 1 or (scheme == "file" and keep < 2):
-        raise ConfigError(f"'{arg}' has no store part before the model", "e.g. s3://models/ocr-det/1.4.0")
-    return f"{scheme}://{'/'.join(segments[:keep])}", "/".join(segments[keep:])
 
 
 @dataclass

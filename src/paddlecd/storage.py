@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlparse
 
-from .config import StorageSettings
+from .config import Settings, StorageSettings
 from .errors import ConfigError, StorageError
 
 Progress = Callable[[int], None]  # receives a byte count each time more bytes moved
@@ -107,6 +107,41 @@ def open_store(url: str, settings: StorageSettings) -> Store:
     from .s3store import S3Store  # boto3 is imported only when an s3:// store is used
 
     return S3Store(loc.bucket, loc.prefix, settings)
+
+
+def default_store_url(settings: Settings) -> str:
+    """``storage.url``, or the embedded default ``file://<state>/artifacts``."""
+    return settings.storage.url or f"file://{settings.state / 'artifacts'}"
+
+
+def store_for(settings: Settings, url: str | None = None) -> Store:
+    """Open ``url`` (default :func:`default_store_url`) with the storage settings. Raises ConfigError."""
+    return open_store(url or default_store_url(settings), settings.storage)
+
+
+def split_model_url(arg: str, settings: Settings, *, parts: int) -> tuple[str, list[str]]:
+    """Split ``<store-url>/<name>[/<version>]`` (or a bare ``<name>[/<version>]`` on the configured
+    store) into the store URL and its last ``parts`` segments.
+
+    Raises:
+        ConfigError: too few segments, or a bad store URL.
+    """
+    base, rest = (default_store_url(settings), arg) if "://" not in arg else _split_full(arg, parts)
+    segments = [s for s in rest.strip("/").split("/") if s]
+    if len(segments) != parts:
+        want = "<name>/<version>" if parts == 2 else "<name>"
+        raise ConfigError(f"'{arg}' does not end in {want}", f"e.g. s3://models/paddle/{want} or {want}")
+    parse_url(base)
+    return base, segments
+
+
+def _split_full(arg: str, parts: int) -> tuple[str, str]:
+    scheme, _, path = arg.partition("://")
+    segments = path.rstrip("/").split("/")
+    keep = len(segments) - parts
+    if keep < 1 or (scheme == "file" and keep < 2):
+        raise ConfigError(f"'{arg}' has no store part before the model", "e.g. s3://models/ocr-det/1.4.0")
+    return f"{scheme}://{'/'.join(segments[:keep])}", "/".join(segments[keep:])
 
 
 class FileStore:
