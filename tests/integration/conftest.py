@@ -120,3 +120,43 @@ def s3_env(s3_server, monkeypatch, tmp_path):
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     return s3_server
+
+
+# ------------------------------------------------------------ main job (build, push, verify), issue 2
+from mainjob import project_settings  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def main_state(tmp_path_factory):
+    """The state folder shared by the main-job session fixtures of this worker."""
+    return tmp_path_factory.mktemp("main-state")
+
+
+@pytest.fixture(scope="session")
+def paddle_base(registry, main_state, tmp_path_factory):
+    """The CPU Paddle base, bootstrapped for real (debootstrap + PyPI paddlepaddle), pushed to
+    ``registry`` and locked in ``main_state/lock.yaml``. The local build is shared by xdist workers
+    (file lock; the engine caches the rootfs and layers); each worker pushes to its own registry."""
+    from filelock import FileLock
+
+    from paddlecd import bootstrap, lock
+
+    settings = project_settings(registry, main_state)
+    shared = tmp_path_factory.getbasetemp().parent
+    with pytest.MonkeyPatch.context() as mp, FileLock(str(shared / "paddle-base.lock")):
+        mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+        bootstrap.bootstrap(settings, "cpu")
+        entries = lock.lock(settings, ["cpu"])
+    return entries["cpu"]
+
+
+@pytest.fixture(scope="session")
+def paddle_image(registry, main_state, paddle_base):
+    """A locally available Paddle CPU image built from the ``cpu`` variant (default user ``paddle``,
+    uid 1000); returns its tag ``<registry>/paddlecd/paddle:cpu-<gitsha>``."""
+    from paddlecd import builder
+
+    settings = project_settings(registry, main_state)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+        return builder.build(settings, "cpu").tag
