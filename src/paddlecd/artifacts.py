@@ -134,17 +134,18 @@ def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) 
     """Carry out ``plan``: remove leftovers (objects and unfinished multipart uploads), put the
     files, then the manifest (last).
 
-    On overwrite the old manifest goes first, so a reader never sees it naming half-replaced files.
+    On overwrite the old manifest goes first, so a reader never sees it naming deleted or
+    half-replaced files.
 
     Raises:
         StorageError: a write failed; no manifest is written, and the next upload cleans up.
     """
+    if plan.action == "overwrite":  # first, so no manifest ever names a deleted or half-replaced file
+        store.delete([plan.prefix + am.MANIFEST])
     store.delete(plan.stale)
     store.abort_uploads(plan.prefix)
     if plan.action == "unchanged":
         return plan
-    if plan.action == "overwrite":
-        store.delete([plan.prefix + am.MANIFEST])
     with ThreadPoolExecutor(max_workers=1) as hasher:
         hashing = [hasher.submit(am.hash_file, plan.export.folder / e.path) for e in plan.put if plan.deferred]
         for entry in plan.put:

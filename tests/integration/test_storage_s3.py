@@ -96,6 +96,21 @@ def test_different_model_refused_then_overwritten(s3_env, bucket, jit_exports, t
     assert doc["files"][1]["sha256"] == _sha256((jit_exports["tiny2"] / "inference.pdiparams").read_bytes())
 
 
+def test_overwrite_hides_the_old_manifest_before_touching_its_files(s3_env, bucket, jit_exports, tmp_path):
+    store = _store(s3_env, bucket)
+    _upload(store, jit_exports["tiny"])
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    for f in jit_exports["tiny2"].iterdir():
+        (renamed / f.name.replace("inference", "model")).write_bytes(f.read_bytes())
+    since = len(s3_env.requests)
+    plan = _upload(store, renamed, overwrite=True)
+    assert plan.stale == ["ocr-det/1.4.0/inference.json", "ocr-det/1.4.0/inference.pdiparams"]
+    writes = [re.search(r'"(\w+) /\S+/ocr-det/1\.4\.0/(\S+) ', w).groups() for w in _writes(s3_env, bucket, since)]
+    assert writes == [("DELETE", "manifest.json"), ("DELETE", "inference.json"), ("DELETE", "inference.pdiparams"),
+                      ("PUT", "model.json"), ("PUT", "model.pdiparams"), ("PUT", "manifest.json")]
+
+
 def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans(s3_env, bucket, jit_exports,
                                                                                 tmp_path):
     store = _store(s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=1)
