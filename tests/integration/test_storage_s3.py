@@ -238,3 +238,18 @@ def test_wrong_credentials_are_refused_and_never_printed(s3_env, bucket, auth_on
     assert _writes(s3_env, bucket, since) == []
     with pytest.raises(StorageError, match=r"listing s3://.*: access denied \((InvalidAccessKeyId|SignatureDoesNotMatch)\)"):
         artifacts.list_versions(store, "ocr-det")
+
+
+@pytest.mark.parametrize(("mode", "sends_checksum"), [("when_required", False), ("when_supported", True)])
+def test_checksum_mode_decides_whether_uploads_carry_the_new_crc_checksums(s3_env, bucket, jit_exports, mode,
+                                                                          sends_checksum):
+    """botocore >= 1.36 adds x-amz-checksum-* / trailer checksums by default (when_supported), which
+    some S3-compatible stores reject; storage.checksum_mode=when_required (the default) leaves them off."""
+    store = _store(s3_env, bucket, checksum_mode=mode)
+    sent: list[dict] = []
+    store.client.meta.events.register("before-send.s3.PutObject", lambda request, **_: sent.append(dict(request.headers)))
+    _upload(store, jit_exports["tiny"])
+    assert len(sent) == 3  # two files and the manifest
+    carries = [any(k.lower().startswith(("x-amz-checksum", "x-amz-sdk-checksum", "x-amz-trailer")) for k in h)
+               for h in sent]
+    assert carries == [sends_checksum] * 3
