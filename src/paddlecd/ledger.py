@@ -124,13 +124,26 @@ def append(client: RegistryClient, repository: str, record: Record) -> None:
     client.put_manifest(repository, record.id, manifest, OCI_MANIFEST)
 
 
-def read(client: RegistryClient, repository: str, variant: str | None = None) -> list[Record]:
-    """All records in ``repository`` (of ``variant`` when given), oldest first."""
-    ids = sorted(t for t in client.list_tags(repository)
+# Records never change once written, so each is fetched once per process: (registry, repository, id) → Record.
+_CACHE: dict[tuple[str, str, str], Record] = {}
+
+
+def read(client: RegistryClient, repository: str, variant: str | None = None,
+         tags: list[str] | None = None) -> list[Record]:
+    """All records in ``repository`` (of ``variant`` when given), oldest first.
+
+    Args:
+        tags: the repository's tags when the caller has just listed them (saves a request).
+    """
+    ids = sorted(t for t in (client.list_tags(repository) if tags is None else tags)
                  if (m := _TAG.fullmatch(t)) and (variant is None or m.group("variant") == variant))
     records = []
     for record_id in ids:
-        annotations = client.get_manifest(repository, record_id).json().get("annotations") or {}
-        if ANNOTATION in annotations:
-            records.append(Record.from_json(json.loads(annotations[ANNOTATION])))
+        key = (client.host, repository, record_id)
+        if key not in _CACHE:
+            annotations = client.get_manifest(repository, record_id).json().get("annotations") or {}
+            if ANNOTATION not in annotations:
+                continue  # a tag that only looks like a record: not ours, not counted
+            _CACHE[key] = Record.from_json(json.loads(annotations[ANNOTATION]))
+        records.append(_CACHE[key])
     return records

@@ -35,7 +35,7 @@ from .config import Settings
 from .errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
 from .ledger import Record
 from .release_plan import Plan, actions_of, current, desired, plan_promotion, plan_rollback, target
-from .semver_policy import fold, moving_tags, parse_version
+from .semver_policy import fold, parse_version
 
 Report = Callable[[str], None]
 
@@ -170,7 +170,9 @@ def _repo_of(reference: str) -> str:
 
 def _write_tag(plan: Plan, tag: str, digest: str) -> None:
     assert plan.dst
-    manifest = plan.dst.get_manifest(plan.repository, digest)
+    if digest not in plan.manifests:
+        plan.manifests[digest] = plan.dst.get_manifest(plan.repository, digest)
+    manifest = plan.manifests[digest]
     plan.dst.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
 
 
@@ -285,5 +287,5 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
     return rows
 
 
-__all__ = ["Outcome", "Plan", "Release", "find", "history", "list_releases", "moving_tags", "promote",
+__all__ = ["Outcome", "Plan", "Release", "find", "history", "list_releases", "promote",
            "rollback", "show", "split_release_tag"]

@@ -19,7 +19,7 @@ from .config import Settings
 from .errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
 from .ledger import Record
 from .reference import Reference, check_digest, parse_reference
-from .registry import RegistryClient, client_for
+from .registry import Manifest, RegistryClient, client_for
 from .semver_policy import Action, State, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
 
 
@@ -55,6 +55,7 @@ class Plan:
     evidence_problem: str | None = None
     src: RegistryClient | None = field(default=None, repr=False)
     dst: RegistryClient | None = field(default=None, repr=False)
+    manifests: dict[str, Manifest] = field(default_factory=dict, repr=False)  # by digest, for tag writes
 
     @property
     def noop(self) -> bool:
@@ -179,9 +180,10 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
         raise PromotionError(f"digest {src_ref.digest} is not in {src_ref.name}",
                              "pass a digest that was pushed there (see invoke push output / the candidate record)") from e
     dst, dst_ref = target(settings)
-    records = ledger.read(dst, dst_ref.repository, variant)
+    tags = dst.list_tags(dst_ref.repository)
+    records = ledger.read(dst, dst_ref.repository, variant, tags)
     old = fold(actions_of(records), variant)
-    known = set(old.releases) | {v for t in dst.list_tags(dst_ref.repository) if (v := parse_release_tag(t, variant))}
+    known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
     v = parse_version(version) if version else bump(known, part or "patch")
     d = src_ref.digest or ""
     _refuse_clobber(dst, dst_ref, old, v, variant, d)
