@@ -355,6 +355,12 @@ def network(name: str, *, labels: Mapping[str, str] | None = None) -> Iterator[A
                 net.remove()
 
 
+def network_aliases(network_name: str, aliases: Sequence[str]) -> dict[str, Any]:
+    """``networking_config`` for ``container(..., network=network_name)`` giving the container extra
+    DNS names on that network (``docker run --network-alias``); used by the local cluster executor."""
+    return {network_name: client().api.create_endpoint_config(aliases=list(aliases))}
+
+
 def gpu_request(count: int | None = None) -> list[Any]:
     """``device_requests`` for NVIDIA GPUs (``--gpus all`` when ``count`` is None). GPU-only path."""
     return [docker.types.DeviceRequest(count=-1 if count is None else count, capabilities=[["gpu"]])]

@@ -1,0 +1,160 @@
+"""Deploy: resolve a release to a digest, plan the job, then run it locally or on Kubernetes.
+
+``plan`` does every check (job file, variant, digest, resources) before anything is created, so a
+bad input changes nothing. ``run`` carries the plan out and returns the exported model's location,
+which the upload stage takes from there.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import proc, variants
+from ..config import Settings
+from ..errors import ClusterError, ConfigError, PaddlecdError
+from . import jobfile
+from .jobfile import JobSpec
+from .render import KINDS, Target, pinned, render
+
+Emit = Callable[[str], None]
+CLUSTERS = ("local", "k8s")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked deployment: the job ``spec`` (flags applied), the ``target`` image, a fresh
+    ``job_id``, where it runs (``cluster``: local|k8s; ``kind``: job|paddlejob) and its ``manifests``."""
+
+    spec: JobSpec
+    target: Target
+    job_id: str
+    cluster: str
+    kind: str
+    namespace: str
+    manifests: list[dict[str, Any]]
+
+    @property
+    def model_location(self) -> str:
+        """Where the exported model lands: a host path (local, ``path`` volumes) or ``claim:<pvc>/<model>``."""
+        out = self.spec.output
+        if out.path:
+            return str(Path(out.path) / self.spec.model)
+        return f"claim:{out.claim}/{self.spec.model}"
+
+    def describe(self) -> list[str]:
+        """The plan as lines for the user (printed before anything is created)."""
+        r = self.spec.resources
+        where = "local Docker engine" if self.cluster == "local" else f"Kubernetes namespace {self.namespace}"
+        return [f"deploy {self.job_id} on {where} ({self.kind})",
+                f"  image     {self.target.reference} (release {self.target.release or '-'}, variant {self.target.variant})",
+                f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, shm {r.shm})",
+                f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
+                f"  create    " + ", ".join(f"{m['kind']}/{m['metadata']['name']}" for m in self.manifests),
+                f"  model     {self.model_location}"]
+
+
+def plan(settings: Settings, *, job: str, release: str | None = None, image: str | None = None,
+         variant: str | None = None, nodes: int | None = None, gpus_per_node: int | None = None,
+         kind: str = "job", cluster: str | None = None) -> Plan:
+    """Check everything and build the :class:`Plan`; creates nothing.
+
+    Args:
+        job: path of the job file (``train.yaml``).
+        release: ``X.Y.Z-<variant>`` resolved with ``paddlecd.release.find``; or
+        image: ``host/repo@sha256:…`` directly (``variant`` then says which, default ``cpu``).
+
+    Raises:
+        ConfigError: bad job file, unknown release or variant, a tag instead of a release/digest,
+            impossible resources, unknown kind or cluster.
+    """
+    cluster = cluster or settings.cluster.kind
+    if cluster not in CLUSTERS or kind not in KINDS:
+        raise ConfigError(f"unknown --cluster '{cluster}' or --kind '{kind}'", "use --cluster local|k8s and --kind job|paddlejob")
+    if cluster == "local" and kind != "job":
+        raise ConfigError("--kind paddlejob needs the training operator: it runs only with --cluster k8s", "drop --kind or use --cluster k8s")
+    spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
+    target = resolve(settings, release=release, image=image, variant=variant)
+    jobfile.check(spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant)
+    job_id = f"{spec.name}-{secrets.token_hex(3)}"
+    manifests = render(spec, target, job_id=job_id, kind=kind, namespace=settings.cluster.namespace,
+                       pull_secret=settings.cluster.image_pull_secret)
+    return Plan(spec, target, job_id, cluster, kind, settings.cluster.namespace, manifests)
+
+
+def resolve(settings: Settings, *, release: str | None, image: str | None, variant: str | None) -> Target:
+    """The image to run as a :class:`Target`, from a release name or a digest reference.
+
+    Raises:
+        ConfigError: both or neither given, unknown release, a tag instead of a digest.
+    """
+    if bool(release) == bool(image):
+        raise ConfigError("give exactly one of --release X.Y.Z-<variant> or --image host/repo@sha256:…",
+                          "e.g. invoke deploy --release 1.4.0-cpu --job examples/train.yaml")
+    revision = git_revision(settings.root)
+    if image:
+        return Target(pinned(image), variant or "cpu", None, revision)
+    from .. import release as releases  # the release engineer's module (issue 3)
+
+    found = releases.find(settings, str(release))
+    return Target(pinned(found.reference), found.variant, f"{found.version}-{found.variant}", revision)
+
+
+def git_revision(root: Path) -> str:
+    """``git rev-parse HEAD`` of ``root``, or ``unknown`` outside a checkout."""
+    try:
+        result = proc.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=False)
+    except PaddlecdError:
+        return "unknown"
+    return result.stdout.strip() if result.returncode == 0 else "unknown"
+
+
+def render_to(p: Plan, folder: str | Path) -> list[Path]:
+    """Write the plan's manifests to ``folder`` as ``NN-<kind>-<name>.yaml``; returns the paths."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, m in enumerate(p.manifests):
+        path = out / f"{i:02d}-{m['kind'].lower()}-{m['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(m, sort_keys=False))
+        paths.append(path)
+    return paths
+
+
+def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: float = 2.0,
+        pending_timeout: float = 600.0) -> str:
+    """Carry out plan ``p``: local containers, or submit + watch on Kubernetes.
+
+    Returns:
+        the exported model location (see :attr:`Plan.model_location`).
+
+    Raises:
+        ClusterError: the job failed or could not be submitted; EngineError (local engine).
+    """
+    if p.cluster == "local":
+        from . import local
+
+        local.run(p.spec, p.target, job_id=p.job_id, on_event=on_event, on_line=on_line)
+        _check_export(p)
+        return p.model_location
+    from . import k8s, watch
+
+    api = k8s.connect(settings)
+    try:
+        watch.submit(api, p.manifests, on_event=on_event)
+        watch.watch(api, p.manifests, on_event=on_event, on_line=on_line, poll=poll,
+                    pending_timeout=pending_timeout, secret=settings.cluster.image_pull_secret)
+    finally:
+        api.close()
+    return p.model_location
+
+
+def _check_export(p: Plan) -> None:
+    if p.spec.output.path and not Path(p.model_location + ".pdiparams").exists():
+        raise ClusterError(f"job {p.job_id} finished but wrote no model at {p.model_location}(.pdiparams)",
+                           f"the script must paddle.jit.save to $PADDLECD_MODEL ({p.spec.model_path})")

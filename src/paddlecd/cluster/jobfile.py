@@ -1,0 +1,194 @@
+"""The training job file (``train.yaml``): read, schema-checked, resolved into a frozen :class:`JobSpec`.
+
+The schema is ``src/paddlecd/schemas/train.schema.json`` (every key is documented there); unknown
+keys are rejected with a "did you mean". After the schema, :func:`check` rejects what is well-formed
+but impossible: GPUs on a CPU variant, ``/dev/shm`` larger than the memory limit (a memory-backed
+emptyDir counts against the container's memory), checkpoints outside every writable mount.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import posixpath
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from ..errors import ConfigError
+from .k8s import parse_quantity
+
+SCHEMA_PATH = "schemas/train.schema.json"
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A mounted folder: exactly one of ``path`` (absolute host folder) or ``claim`` (PVC / Docker volume)."""
+
+    mount_path: str
+    path: str | None = None
+    claim: str | None = None
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Per node: ``cpu``/``memory``/``shm`` as Kubernetes quantities (``"2"``, ``"4Gi"``), ``gpus`` a count."""
+
+    cpu: str = "2"
+    memory: str = "4Gi"
+    gpus: int = 0
+    shm: str = "1Gi"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A resolved job file. Field meanings: see ``train.schema.json``; ``source`` is the file read."""
+
+    name: str
+    script: str
+    output: Volume
+    args: tuple[str, ...] = ()
+    nodes: int = 1
+    code: Volume | None = None
+    data: Volume | None = None
+    model: str = "model"
+    checkpoint: str = ""
+    resources: Resources = Resources()
+    backoff_limit: int = 0
+    active_deadline_seconds: int = 86400
+    port: int = 36543
+    run_as_user: int = 1000
+    env: tuple[tuple[str, str], ...] = ()
+    source: str = "<memory>"
+
+    def with_overrides(self, *, nodes: int | None = None, gpus: int | None = None) -> JobSpec:
+        """A copy with ``--nodes`` / ``--gpus-per-node`` applied (``None`` keeps the file's value)."""
+        res = self.resources if gpus is None else dataclasses.replace(self.resources, gpus=gpus)
+        return dataclasses.replace(self, nodes=self.nodes if nodes is None else nodes, resources=res)
+
+    @property
+    def volumes(self) -> dict[str, Volume]:
+        """``{"code"|"data"|"output": Volume}`` for the mounts present, in that order."""
+        return {k: v for k, v in (("code", self.code), ("data", self.data), ("output", self.output)) if v}
+
+    @property
+    def model_path(self) -> str:
+        """The exported model's path prefix inside the container (``/output/model``)."""
+        return posixpath.join(self.output.mount_path, self.model)
+
+
+def _schema() -> dict:
+    return json.loads(resources.files("paddlecd").joinpath(SCHEMA_PATH).read_text())
+
+
+def load(path: str | Path) -> JobSpec:
+    """Read and validate job file ``path``; relative ``path:`` volumes resolve against its folder.
+
+    Raises:
+        ConfigError: missing/unreadable file, bad YAML, a schema violation (unknown key with a
+            "did you mean"), or an impossible combination (see :func:`check`).
+    """
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError as e:
+        raise ConfigError(f"job file not found: {p}", "pass --job path/to/train.yaml (example: examples/train.yaml)") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {str(e).splitlines()[0]}", "fix the syntax") from e
+    return parse(data, source=str(p), base=p.resolve().parent)
+
+
+def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> JobSpec:
+    """Validate a job file already read (``dict``) into a :class:`JobSpec`. Raises ConfigError."""
+    validate(data, source)
+    base = base or Path.cwd()
+    res = {"cpu": "2", "memory": "4Gi", "gpus": 0, "shm": "1Gi", **data.get("resources", {})}
+    output = _volume(data["output"], base)
+    spec = JobSpec(
+        name=data["name"], script=_script(data), output=output,
+        args=tuple(str(a) for a in data["command"].get("args", ())), nodes=data.get("nodes", 1),
+        code=_volume(data.get("code"), base, read_only=True), data=_volume(data.get("data"), base, read_only=True),
+        model=data.get("model", "model"),
+        checkpoint=data.get("checkpoint") or posixpath.join(output.mount_path, "checkpoints"),
+        resources=Resources(str(res["cpu"]), str(res["memory"]), int(res["gpus"]), str(res["shm"])),
+        backoff_limit=data.get("backoffLimit", 0), active_deadline_seconds=data.get("activeDeadlineSeconds", 86400),
+        port=data.get("port", 36543), run_as_user=data.get("runAsUser", 1000),
+        env=tuple((k, _env_value(v)) for k, v in data.get("env", {}).items()), source=source,
+    )
+    return spec
+
+
+def validate(data: Any, source: str) -> None:
+    """Check ``data`` against the schema; the first error becomes a one-line ConfigError."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level", "see examples/train.yaml")
+    errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return
+    e = errors[0]
+    where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
+    if e.validator == "additionalProperties":
+        allowed = list(e.schema.get("properties", {}))
+        extra = next(k for k in e.instance if k not in allowed)
+        close = difflib.get_close_matches(extra, allowed, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "allowed keys: " + ", ".join(allowed)
+        raise ConfigError(f"{source}: unknown key '{extra}' at {where}", hint)
+    if e.validator == "oneOf":
+        raise ConfigError(f"{source}: {where}: give exactly one of 'path' or 'claim'", "see src/paddlecd/schemas/train.schema.json")
+    raise ConfigError(f"{source}: {where}: {e.message}", "see src/paddlecd/schemas/train.schema.json")
+
+
+def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
+    """Reject impossible resources and mounts for a run of ``spec`` on an image of ``variant``.
+
+    Raises:
+        ConfigError: GPUs on a CPU variant; shm > memory; fewer than 1 node; checkpoint not under a
+            writable mount; two volumes on one mount path.
+    """
+    r = spec.resources
+    if r.gpus and not gpu_variant:
+        raise ConfigError(f"{spec.source}: {r.gpus} GPUs per node requested on the CPU variant '{variant}'",
+                          "set resources.gpus / --gpus-per-node to 0, or deploy a GPU release (e.g. 1.4.0-cu126)")
+    if parse_quantity(r.shm) > parse_quantity(r.memory):
+        raise ConfigError(f"{spec.source}: resources.shm {r.shm} is larger than resources.memory {r.memory}",
+                          "/dev/shm is memory-backed and counts against the memory limit: lower shm or raise memory")
+    if spec.nodes < 1:
+        raise ConfigError(f"{spec.source}: nodes must be at least 1 (got {spec.nodes})", "pass --nodes 1 or more")
+    mounts = [v.mount_path.rstrip("/") for v in spec.volumes.values()]
+    if len(set(mounts)) != len(mounts):
+        raise ConfigError(f"{spec.source}: two volumes share one mountPath ({', '.join(mounts)})", "give each its own mountPath")
+    writable = [v.mount_path for v in spec.volumes.values() if not v.read_only]
+    if not any(_under(spec.checkpoint, m) for m in writable):
+        raise ConfigError(f"{spec.source}: checkpoint {spec.checkpoint} is not under a writable mount ({', '.join(writable)})",
+                          "put checkpoints under output.mountPath, or they are lost with the container")
+
+
+def _under(path: str, mount: str) -> bool:
+    return posixpath.normpath(path) == posixpath.normpath(mount) or posixpath.normpath(path).startswith(mount.rstrip("/") + "/")
+
+
+def _script(data: dict) -> str:
+    script = data["command"]["script"]
+    if script.startswith("/"):
+        return script
+    if "code" not in data:
+        raise ConfigError(f"command.script '{script}' is relative but no code folder is mounted",
+                          "give the absolute path inside the image, or mount the folder under 'code:'")
+    return posixpath.join(data["code"]["mountPath"], script)
+
+
+def _volume(raw: dict | None, base: Path, *, read_only: bool = False) -> Volume | None:
+    if raw is None:
+        return None
+    path = str((base / raw["path"]).resolve()) if raw.get("path") else None
+    return Volume(raw["mountPath"], path, raw.get("claim"), bool(raw.get("readOnly", read_only)))
+
+
+def _env_value(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)

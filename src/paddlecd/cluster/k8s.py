@@ -1,0 +1,153 @@
+"""Kubernetes, behind one module (STYLE.md §1): nothing else imports ``kubernetes``.
+
+Submits rendered manifests with the official client, watches the pods to the end and streams rank 0's
+log. The kubeconfig comes from the usual places (``$KUBECONFIG``, ``~/.kube/config``, in-cluster
+service account) with ``settings.cluster.context`` as the context. Every ``ApiException`` is
+translated here, once, into a :class:`~paddlecd.errors.ClusterError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import kubernetes.utils
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from ..config import Settings
+from ..errors import ClusterError
+
+PADDLEJOB = ("kubeflow.org", "v1", "paddlejobs")
+
+
+def parse_quantity(quantity: str | int) -> Decimal:
+    """A Kubernetes quantity (``"500m"``, ``"4Gi"``, ``2``) as a number (cores or bytes).
+
+    Raises:
+        ValueError: not a quantity (the job file schema rejects those first).
+    """
+    return kubernetes.utils.parse_quantity(quantity)
+
+
+@dataclass
+class Api:
+    """Typed API groups of one cluster connection; ``context`` names the kubeconfig context used."""
+
+    core: Any
+    batch: Any
+    custom: Any
+    context: str
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.core.api_client.close()
+
+
+def connect(settings: Settings) -> Api:
+    """Connect with the kubeconfig (context ``settings.cluster.context``, else the current one).
+
+    Raises:
+        ClusterError: no kubeconfig and not inside a cluster, or an unknown context.
+    """
+    context = settings.cluster.context
+    try:
+        client = kubernetes.config.new_client_from_config(context=context)
+    except (ConfigException, FileNotFoundError, TypeError) as e:
+        try:
+            kubernetes.config.load_incluster_config()
+            client = kubernetes.client.ApiClient()
+        except ConfigException:
+            raise ClusterError(f"no usable kubeconfig ({e})".replace("\n", " "),
+                               "set KUBECONFIG or create ~/.kube/config (and PADDLECD_CLUSTER_CONTEXT to pick a "
+                               "context); or run with --cluster local") from e
+    return Api(kubernetes.client.CoreV1Api(client), kubernetes.client.BatchV1Api(client),
+               kubernetes.client.CustomObjectsApi(client), context or "(current)")
+
+
+def translate(e: ApiException, what: str) -> ClusterError:
+    """One ``ApiException`` → one ClusterError naming ``what`` ("creating Job ns/x") with a hint."""
+    hints = {401: "your kubeconfig credentials were rejected: refresh them (kubectl get pods to check)",
+             403: "your account may not do this here: check RBAC for the namespace",
+             404: "not found: for a PaddleJob install the Kubeflow training operator (CRD paddlejobs.kubeflow.org)",
+             409: "a resource of that name exists: delete it or re-run (names get a fresh suffix)",
+             422: "the API server rejected the manifest: see invoke cluster.render output"}
+    return ClusterError(f"{what}: {e.status} {e.reason}: {_message(e)}"[:400],
+                        hints.get(e.status or 0, "check the API server (kubectl cluster-info)"))
+
+
+def _message(e: ApiException) -> str:
+    import json
+
+    with contextlib.suppress(Exception):
+        return str(json.loads(e.body).get("message", "")).replace("\n", " ")
+    return str(e.body or "")[:200]
+
+
+def create(api: Api, manifest: dict[str, Any]) -> None:
+    """Create one Service, Job or PaddleJob in its ``metadata.namespace``. Raises ClusterError."""
+    ns, kind = manifest["metadata"]["namespace"], manifest["kind"]
+    try:
+        if kind == "Service":
+            api.core.create_namespaced_service(ns, manifest)
+        elif kind == "Job":
+            api.batch.create_namespaced_job(ns, manifest)
+        elif kind == "PaddleJob":
+            api.custom.create_namespaced_custom_object(*PADDLEJOB[:2], ns, PADDLEJOB[2], manifest)
+        else:
+            raise ClusterError(f"cannot create kind {kind}", "render produced an unexpected manifest")
+    except ApiException as e:
+        raise translate(e, f"creating {kind} {ns}/{manifest['metadata']['name']}") from e
+
+
+def delete(api: Api, manifest: dict[str, Any]) -> None:
+    """Delete one created manifest and (for jobs) its pods; a missing object is not an error."""
+    ns, name, kind = manifest["metadata"]["namespace"], manifest["metadata"]["name"], manifest["kind"]
+    body = kubernetes.client.V1DeleteOptions(propagation_policy="Background")
+    try:
+        if kind == "Service":
+            api.core.delete_namespaced_service(name, ns)
+        elif kind == "Job":
+            api.batch.delete_namespaced_job(name, ns, body=body)
+        elif kind == "PaddleJob":
+            api.custom.delete_namespaced_custom_object(*PADDLEJOB[:2], ns, PADDLEJOB[2], name, body=body)
+    except ApiException as e:
+        if e.status != 404:
+            raise translate(e, f"deleting {kind} {ns}/{name}") from e
+
+
+def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """The job's status conditions as ``[{"type", "status", "reason", "message"}]``. Raises ClusterError."""
+    ns, name, kind = manifest["metadata"]["namespace"], manifest["metadata"]["name"], manifest["kind"]
+    try:
+        if kind == "Job":
+            conds = api.batch.read_namespaced_job_status(name, ns).status.conditions or []
+            return [{"type": c.type, "status": c.status, "reason": c.reason or "", "message": c.message or ""}
+                    for c in conds]
+        obj = api.custom.get_namespaced_custom_object_status(*PADDLEJOB[:2], ns, PADDLEJOB[2], name)
+        return [{k: str(c.get(k) or "") for k in ("type", "status", "reason", "message")}
+                for c in (obj.get("status") or {}).get("conditions") or []]
+    except ApiException as e:
+        raise translate(e, f"reading {kind} {ns}/{name}") from e
+
+
+def pods(api: Api, namespace: str, job_id: str) -> list[dict[str, Any]]:
+    """The job's pods as plain dicts (``metadata``/``spec``/``status``, camelCase as on the wire)."""
+    try:
+        items = api.core.list_namespaced_pod(namespace, label_selector=f"paddlecd.io/job={job_id}").items
+    except ApiException as e:
+        raise translate(e, f"listing pods of {namespace}/{job_id}") from e
+    return [api.core.api_client.sanitize_for_serialization(p) for p in items]
+
+
+def stream_log(api: Api, namespace: str, pod: str, container: str) -> Any:
+    """Follow a pod's log: an iterator of ``bytes`` lines until the container exits. Raises ClusterError."""
+    try:
+        return api.core.read_namespaced_pod_log(pod, namespace, container=container, follow=True,
+                                                _preload_content=False)
+    except ApiException as e:
+        raise translate(e, f"reading the log of pod {namespace}/{pod}") from e

@@ -1,0 +1,120 @@
+"""``--cluster local``: the same training job as N containers on one user-defined Docker network.
+
+Each node is a container named ``<job>-<rank>`` with the DNS alias ``<job>-<rank>.<job>`` — the
+name its pod would have under the headless Service — running the same :func:`render.launch_argv`
+and :func:`render.environment` as on Kubernetes, as the same non-root uid, with the same ``/dev/shm``
+size and CPU/memory limits. Without GPUs Paddle uses gloo. Logs are streamed with a ``[rank i]``
+prefix; the first rank that fails stops the others and fails the job with its log tail. Containers and
+the network are removed afterwards unless ``PADDLECD_KEEP=1``. Job ids carry a random suffix, so two
+local jobs never share a container, network or alias.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from .. import engine
+from ..errors import ClusterError, EngineError
+from .jobfile import JobSpec, Volume
+from .k8s import parse_quantity
+from .render import Target, environment, labels, launch_argv, rank_host
+
+Emit = Callable[[str], None]
+
+
+def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: Emit) -> None:
+    """Run ``spec`` on ``target`` as ``spec.nodes`` containers and wait for all ranks.
+
+    Raises:
+        ClusterError: a rank exited non-zero (its log tail in the hint; other ranks are stopped),
+            or the job ran past ``activeDeadlineSeconds``.
+        EngineError: the engine could not create the network or a container.
+    """
+    _prepare_output(spec.output, spec.run_as_user)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(engine.network(job_id, labels=labels(target, job_id)))
+        on_event(f"network {job_id} created")
+        ranks = [stack.enter_context(engine.container(target.reference, launch_argv(spec, job_id, i),
+                                                      **_options(spec, target, job_id, i)))
+                 for i in range(spec.nodes)]
+        on_event(f"started {len(ranks)} containers: " + ", ".join(c.name for c in ranks))
+        _wait_all(ranks, timeout=spec.active_deadline_seconds, on_line=on_line)
+    on_event("containers and network " + ("kept (PADDLECD_KEEP)" if engine.keep() else "removed"))
+
+
+def _options(spec: JobSpec, target: Target, job_id: str, rank: int) -> dict[str, Any]:
+    """docker-py ``containers.run`` keyword arguments for ``rank``."""
+    r, uid = spec.resources, spec.run_as_user
+    opts: dict[str, Any] = {
+        "name": f"{job_id}-{rank}", "hostname": f"{job_id}-{rank}", "network": job_id,
+        "networking_config": engine.network_aliases(job_id, [rank_host(job_id, rank)]),
+        "environment": {**environment(spec, target, job_id), "JOB_COMPLETION_INDEX": str(rank)},
+        "volumes": {_source(v): {"bind": v.mount_path, "mode": "ro" if v.read_only else "rw"}
+                    for v in spec.volumes.values()},
+        "shm_size": int(parse_quantity(r.shm)), "mem_limit": int(parse_quantity(r.memory)),
+        "nano_cpus": int(parse_quantity(r.cpu) * 10**9), "user": f"{uid}:{uid}", "working_dir": "/tmp",
+        "labels": {**labels(target, job_id), "paddlecd.io/rank": str(rank)},
+    }
+    if r.gpus:
+        opts["device_requests"] = engine.gpu_request(r.gpus)
+    return opts
+
+
+def _source(v: Volume) -> str:
+    return v.claim or str(v.path)
+
+
+def _prepare_output(output: Volume, uid: int) -> None:
+    """Create the output folder and make it writable for the non-root training uid."""
+    if not output.path:
+        return
+    path = Path(output.path)
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        os.chown(path, uid, uid)
+    except PermissionError:  # not root on the host: let any uid write instead
+        path.chmod(0o777)
+
+
+def _wait_all(ranks: list[Any], *, timeout: float, on_line: Emit) -> None:
+    """Wait for every rank; the first non-zero exit kills the others and raises."""
+    with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
+        futures = {pool.submit(engine.wait, c, timeout=timeout, on_line=_prefixed(on_line, i)): i
+                   for i, c in enumerate(ranks)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                failure = _failure(f, futures[f], timeout)
+                if failure:
+                    _stop(ranks)
+                    raise failure
+
+
+def _failure(future: Any, rank: int, timeout: float) -> ClusterError | None:
+    try:
+        finished = future.result()
+    except EngineError as e:
+        return ClusterError(f"rank {rank} did not finish within activeDeadlineSeconds ({timeout:.0f}s)",
+                            "raise activeDeadlineSeconds in the job file, or look at the log above") if "within" in e.cause \
+            else ClusterError(f"rank {rank}: {e.cause}", e.hint)
+    if finished.exit_code == 0:
+        return None
+    tail = "\n".join(finished.logs.splitlines()[-25:])
+    return ClusterError(f"rank {rank} ({finished.name}) failed with exit code {finished.exit_code}; the job was stopped",
+                        f"last lines of rank {rank}:\n{tail}")
+
+
+def _stop(ranks: list[Any]) -> None:
+    for c in ranks:
+        with contextlib.suppress(Exception):  # already exited, or removed: nothing left to stop
+            c.kill()
+
+
+def _prefixed(on_line: Emit, rank: int) -> Emit:
+    return lambda line: on_line(f"[rank {rank}] {line}")

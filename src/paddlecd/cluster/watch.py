@@ -1,0 +1,168 @@
+"""Submit rendered manifests to Kubernetes and watch the job to its end.
+
+Submission creates the manifests in order (Service, then Job) and removes the Service again when
+the Job cannot be created, so a failed submission leaves nothing behind. The watch polls the job's
+conditions and its pods every ``poll`` seconds and turns what it sees into events and errors:
+
+* image pull errors (``ErrImagePull``/``ImagePullBackOff``/``InvalidImageName``) are fatal at once,
+  named as such, with the pull secret hint; the job is deleted;
+* unschedulable pods (e.g. ``Insufficient nvidia.com/gpu``) are reported, and fatal (job deleted)
+  once pending longer than ``pending_timeout`` seconds — an autoscaler may still add a node;
+* ``Complete`` (Job) / ``Succeeded`` (PaddleJob) ends the watch; ``Failed`` (``BackoffLimitExceeded``,
+  ``DeadlineExceeded``) raises with the tail of rank 0's log.
+
+Rank 0's log is streamed to ``on_line`` from a thread as soon as its container runs.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ClusterError
+from . import k8s
+from .render import CONTAINER, INDEX_ANNOTATION
+
+Emit = Callable[[str], None]
+PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
+def submit(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit) -> None:
+    """Create ``manifests`` in order; on a failure delete those already created, then raise.
+
+    Raises:
+        ClusterError: a create failed (translated API error); nothing is left on the cluster.
+    """
+    created: list[dict[str, Any]] = []
+    try:
+        for m in manifests:
+            k8s.create(api, m)
+            created.append(m)
+            on_event(f"created {m['kind']} {m['metadata']['namespace']}/{m['metadata']['name']}")
+    except ClusterError:
+        for m in reversed(created):
+            k8s.delete(api, m)
+            on_event(f"removed {m['kind']} {m['metadata']['name']} again")
+        raise
+
+
+@dataclass
+class _State:
+    """What the watch has seen so far."""
+
+    phases: dict[str, str] = field(default_factory=dict)
+    pending_since: dict[str, float] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)
+    tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
+    log_thread: threading.Thread | None = None
+
+
+def watch(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit, on_line: Emit,
+          poll: float = 2.0, pending_timeout: float = 600.0, secret: str | None = None) -> None:
+    """Watch the submitted job until it completes.
+
+    Raises:
+        ClusterError: image pull error, unschedulable past ``pending_timeout`` seconds (both: the
+            job is deleted), or the job failed (its reason, rank 0's log tail in the hint).
+    """
+    job = manifests[-1]
+    ns, job_id = job["metadata"]["namespace"], job["metadata"]["name"]
+    state = _State()
+    while True:
+        for pod in k8s.pods(api, ns, job_id):
+            _look(api, manifests, pod, state, on_event=on_event, on_line=on_line,
+                  pending_timeout=pending_timeout, secret=secret)
+        outcome = _outcome(k8s.job_conditions(api, job))
+        if outcome:
+            if state.log_thread:
+                state.log_thread.join(timeout=30)
+            kind, reason, message = outcome
+            if kind == "ok":
+                on_event(f"{job['kind']} {ns}/{job_id} completed")
+                return
+            raise ClusterError(f"{job['kind']} {ns}/{job_id} failed: {reason}: {message}"[:400],
+                               "rank 0 log tail:\n" + "\n".join(state.tail) if state.tail
+                               else f"kubectl -n {ns} describe job {job_id}")
+        time.sleep(poll)
+
+
+def _outcome(conditions: list[dict[str, str]]) -> tuple[str, str, str] | None:
+    for c in conditions:
+        if c["status"] == "True" and c["type"] in ("Complete", "Succeeded"):
+            return ("ok", c["reason"], c["message"])
+        if c["status"] == "True" and c["type"] == "Failed":
+            return ("failed", c["reason"] or "Failed", c["message"])
+    return None
+
+
+def _look(api: k8s.Api, manifests: list[dict], pod: dict, state: _State, *, on_event: Emit, on_line: Emit,
+          pending_timeout: float, secret: str | None) -> None:
+    name, status = pod["metadata"]["name"], pod.get("status") or {}
+    phase = status.get("phase", "Unknown")
+    if state.phases.get(name) != phase:
+        state.phases[name] = phase
+        on_event(f"pod {name}: {phase}")
+    _pull_error(api, manifests, pod, secret)
+    _unschedulable(api, manifests, pod, state, on_event, pending_timeout)
+    if _rank(pod) == "0" and phase in ("Running", "Succeeded", "Failed") and state.log_thread is None:
+        state.log_thread = threading.Thread(target=_follow, args=(api, pod, state, on_line), daemon=True)
+        state.log_thread.start()
+
+
+def _pull_error(api: k8s.Api, manifests: list[dict], pod: dict, secret: str | None) -> None:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in PULL_ERRORS:
+            _abort(api, manifests)
+            ns = pod["metadata"]["namespace"]
+            raise ClusterError(
+                f"image pull error on pod {pod['metadata']['name']}: {waiting['reason']}: "
+                f"{waiting.get('message', cs.get('image', ''))}"[:400] + " (job deleted)",
+                f"check that Secret '{secret}' in namespace {ns} holds credentials for the registry "
+                f"(kubectl -n {ns} create secret docker-registry {secret} --docker-server=…) and that the "
+                "digest exists there; the secret name is settings cluster.image_pull_secret")
+
+
+def _unschedulable(api: k8s.Api, manifests: list[dict], pod: dict, state: _State, on_event: Emit,
+                   pending_timeout: float) -> None:
+    name = pod["metadata"]["name"]
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            since = state.pending_since.setdefault(name, time.monotonic())
+            message = c.get("message", "")
+            if name not in state.reported:
+                state.reported.add(name)
+                on_event(f"pod {name} unschedulable: {message}")
+            if time.monotonic() - since >= pending_timeout:
+                _abort(api, manifests)
+                gpus = "nvidia.com/gpu" in message
+                raise ClusterError(
+                    f"pod {name} unschedulable for {pending_timeout:.0f}s: {message} (job deleted)"[:400],
+                    "not enough free GPUs: lower --gpus-per-node/--nodes or wait for capacity" if gpus
+                    else "not enough free CPU/memory on any node: lower resources in the job file")
+
+
+def _abort(api: k8s.Api, manifests: list[dict]) -> None:
+    for m in reversed(manifests):
+        k8s.delete(api, m)
+
+
+def _rank(pod: dict) -> str | None:
+    meta = pod["metadata"]
+    return (meta.get("annotations") or {}).get(INDEX_ANNOTATION) or (meta.get("labels") or {}).get(KUBEFLOW_INDEX_LABEL)
+
+
+def _follow(api: k8s.Api, pod: dict, state: _State, on_line: Emit) -> None:
+    try:
+        stream = k8s.stream_log(api, pod["metadata"]["namespace"], pod["metadata"]["name"], CONTAINER)
+        for raw in stream:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            state.tail.append(line)
+            on_line(f"[rank 0] {line}")
+    except (ClusterError, OSError) as e:  # a lost log stream must not end the watch
+        on_line(f"[rank 0] (log stream ended: {e})")
