@@ -412,6 +412,93 @@ artifacts.add_task(artifacts_list, name="list")
 # ============================================================== cluster (training jobs)
 cluster = Collection("cluster")
 
+_DEPLOY_HELP = {
+    "release": "release to run, X.Y.Z-<variant> (e.g. 1.4.0-cu126); resolved once to its digest",
+    "image": "instead of --release: an image by digest, host/repo@sha256:<64 hex> (tags are refused)",
+    "variant": "with --image: the image's variant (default cpu); decides whether GPUs are allowed",
+    "job": "the job file (schema: src/paddlecd/schemas/train.schema.json; example: examples/train.yaml)",
+    "nodes": "number of nodes (pods or containers); default: 'nodes' in the job file",
+    "gpus_per_node": "GPUs per node, one training process each; default: resources.gpus in the job file",
+    "cluster": "local (N containers on one Docker network) or k8s (kubeconfig); default: settings cluster.kind",
+    "kind": "job (Indexed batch/v1 Job + headless Service) or paddlejob (Kubeflow PaddleJob, k8s only)",
+}
+
+
+def _count(flag: str, value):
+    """An optional integer flag (invoke passes strings when the default is None)."""
+    from paddlecd.errors import ConfigError
+
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"--{flag} must be a whole number, got {value!r}", f"e.g. --{flag} 2") from None
+
+
+def _plan(job, release, image, variant, nodes, gpus_per_node, cluster_kind, kind):
+    from paddlecd import cluster as jobs
+
+    return jobs.plan(settings(), job=job, release=release, image=image, variant=variant,
+                     nodes=_count("nodes", nodes), gpus_per_node=_count("gpus-per-node", gpus_per_node),
+                     kind=kind, cluster=cluster_kind)
+
+
+@task(positional=[], help={**_DEPLOY_HELP, "dry_run": "print the plan and the manifests, create nothing"})
+@guarded
+def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus_per_node=None, cluster=None,
+           kind="job", dry_run=False):
+    """Run a promoted image as a distributed Paddle training job, locally or on Kubernetes.
+
+    Every node runs `python -m paddle.distributed.launch --master <job>-0.<job>:<port> --nnodes N
+    --rank <i>` on the image by digest, with the environment the Kubeflow PaddleJob controller sets
+    (PADDLE_MASTER, PADDLE_NNODES, PADDLE_JOB_ID). The plan is printed first; --dry-run also prints the
+    manifests and stops. --cluster local runs N containers on a fresh Docker network (gloo on CPU),
+    streams every rank's log and removes everything afterwards (PADDLECD_KEEP=1 keeps it). --cluster
+    k8s creates a headless Service + Indexed Job (or a PaddleJob with --kind paddlejob), watches the
+    pods (image pull errors, unschedulable pods, completion, backoff limit) and streams rank 0's log.
+    Prints the exported model location on success (hand it to `invoke upload`).
+    Examples: invoke deploy --release 1.4.0-cpu --job examples/train.yaml --nodes 2
+              invoke deploy --release 1.4.0-cu126 --job train.yaml --nodes 2 --gpus-per-node 8 --cluster k8s --dry-run
+    """
+    from paddlecd import cluster as jobs
+
+    plan = _plan(job, release, image, variant, nodes, gpus_per_node, cluster, kind)
+    for line in plan.describe():
+        say(line)
+    if dry_run:
+        import yaml
+
+        say(yaml.safe_dump_all(plan.manifests, sort_keys=False))
+        return say("dry run: nothing created")
+    location = jobs.run(settings(), plan, on_event=lambda m: say(f"-- {m}"), on_line=say)
+    say(f"model: {location}")
+    return location
+
+
+@task(positional=[], help={**_DEPLOY_HELP, "out": "folder to write the manifests to (created; one YAML file per object)"})
+@guarded
+def cluster_render(c, job=None, out=None, release=None, image=None, variant=None, nodes=None, gpus_per_node=None, cluster="k8s",
+           kind="job"):
+    """Write the Kubernetes manifests of a training job to a folder, create nothing.
+
+    The same checks as deploy run first (job file schema, release → digest, GPUs vs variant, shm vs
+    memory). Files are NN-<kind>-<name>.yaml in creation order, ready for kubectl apply -f <out>.
+    Example: invoke cluster.render --release 1.4.0-cu126 --job train.yaml --nodes 2 --gpus-per-node 8 --out manifests/
+    """
+    from paddlecd import cluster as jobs
+    from paddlecd.errors import ConfigError
+
+    if not out:
+        raise ConfigError("no output folder given", "pass --out manifests/")
+    plan = _plan(job, release, image, variant, nodes, gpus_per_node, cluster, kind)
+    for path in jobs.render_to(plan, out):
+        say(f"wrote {path}")
+
+
+cluster.add_task(cluster_render, name="render")
+cluster.add_task(deploy)
+
 # ============================================================== pipeline, doctor
 pipeline = Collection("pipeline")
 
@@ -423,3 +510,4 @@ for _sub in (image, smoke, release, artifacts, cluster, pipeline):
     ns.add_collection(_sub)
 ns.add_task(artifacts_upload, name="upload")  # short verb (artifacts section)
 ns.add_task(promote)  # short verb (release section)
+ns.add_task(deploy)  # short verb (cluster section)
