@@ -61,11 +61,14 @@ class VerifySettings:
 
 @dataclass(frozen=True)
 class ReleaseSettings:
-    """Promotion target and the evidence age limit (hours) after which evidence is stale."""
+    """Promotion target and the evidence age limit (hours) after which evidence is stale.
+    ``ca_file``/``insecure`` apply when ``registry`` is another registry than the candidates'."""
 
     registry: str | None = None  # None: same registry as candidates
     repository: str = "paddlecd/release"
     evidence_max_age_hours: float = 168.0
+    ca_file: str | None = None
+    insecure: bool = False
 
 
 @dataclass(frozen=True)

@@ -235,14 +235,17 @@ class RegistryClient(Transport):
 def client_for(settings: Any, registry: str | None = None) -> RegistryClient:
     """A client for ``registry`` (default: ``settings.registry.url``) configured from Settings.
 
-    The candidate registry uses ``registry.ca_file``/``registry.insecure``; other registries use TLS
-    with the system CAs. A loopback registry (127.0.0.1, localhost) with no CA configured is spoken
-    to over plain HTTP, as Docker treats loopback registries as insecure (the embedded registry).
+    The candidate registry uses ``registry.ca_file``/``registry.insecure``, a separate release registry
+    ``release.ca_file``/``release.insecure``; other registries use TLS with the system CAs. A loopback
+    registry (127.0.0.1, localhost) with no CA configured is spoken to over plain HTTP, as Docker
+    treats loopback registries as insecure (the embedded registry).
     """
     host = registry or settings.registry.url
     ca_file, insecure = None, False
     if host == settings.registry.url:
         ca_file, insecure = settings.registry.ca_file, settings.registry.insecure
+    elif host == settings.release.registry:
+        ca_file, insecure = settings.release.ca_file, settings.release.insecure
     if not ca_file and host.rsplit(":", 1)[0] in LOOPBACK:
         insecure = True
     return RegistryClient(host, ca_file=ca_file, insecure=insecure, retries=settings.registry.push_retries)

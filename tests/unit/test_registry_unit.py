@@ -119,3 +119,12 @@ def test_client_for_schemes(tmp_path):
 def test_scope_grammar():
     assert registry_auth.scope("ci/paddle") == "repository:ci/paddle:pull,push"
     assert registry_auth.scope("ci/paddle", "pull") == "repository:ci/paddle:pull"
+
+
+def test_client_for_release_registry_settings(tmp_path):
+    s = load({"registry.url": "127.0.0.1:5999", "release.registry": "rel.example:5443",
+              "release.ca_file": "/tmp/rel-ca.crt"}, root=tmp_path, environ={})
+    c = client_for(s, "rel.example:5443")
+    assert c.base == "https://rel.example:5443/v2/" and c.verify == "/tmp/rel-ca.crt"
+    s = load({"release.registry": "rel.example", "release.insecure": "true"}, root=tmp_path, environ={})
+    assert client_for(s, "rel.example").base == "http://rel.example/v2/"
