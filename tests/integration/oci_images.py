@@ -13,7 +13,7 @@ import json
 import os
 import tarfile
 
-from paddlecd.registry import OCI_MANIFEST, RegistryClient
+from paddlecd.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient
 
 
 def _sha(data: bytes) -> str:
@@ -48,3 +48,12 @@ def push_image(client: RegistryClient, repository: str, tag: str | None = None, 
                    for b in blobs],
     }).encode()
     return client.put_manifest(repository, tag or _sha(manifest), manifest, OCI_MANIFEST).digest
+
+
+def push_index(client: RegistryClient, repository: str, tag: str) -> tuple[str, list[str]]:
+    """Upload a two-platform OCI image index (amd64 + arm64 children); return (index digest, child digests)."""
+    children = [push_image(client, repository, layers=1) for _ in range(2)]
+    manifests = [{"mediaType": OCI_MANIFEST, "digest": d, "size": client.resolve(repository, d).size,
+                  "platform": {"architecture": arch, "os": "linux"}} for d, arch in zip(children, ("amd64", "arm64"))]
+    index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}).encode()
+    return client.put_manifest(repository, tag, index, OCI_INDEX).digest, children

@@ -15,7 +15,7 @@ from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry import RegistryClient, client_for, open_reference
 from paddlecd.registry_auth import Credentials
 
-from oci_images import push_image
+from oci_images import push_image, push_index
 
 
 def _repo(prefix: str = "t") -> str:
@@ -79,6 +79,17 @@ def test_mount_across_repositories_moves_no_bytes(client):
     assert client.resolve(dst, digest).digest == digest
     again = client.copy_image(client, src, digest, dst)
     assert again == {"present": 4}
+
+
+def test_copy_of_an_index_copies_children_by_digest(client):
+    src, dst = _repo("ci"), _repo("release")
+    digest, children = push_index(client, src, "multi")
+    desc = client.resolve(src, "multi")
+    assert (desc.digest, desc.media_type) == (digest, "application/vnd.oci.image.index.v1+json")
+    counts = client.copy_image(client, src, digest, dst)
+    assert counts == {"mounted": 4, "copied": 3}  # 2 × (config + layer) mounted; 2 children + index PUT
+    assert [client.resolve(dst, c).digest for c in children] == children
+    assert client.get_manifest(dst, digest).is_index
 
 
 def test_mount_of_unknown_blob_asks_for_upload(client):

@@ -141,6 +141,9 @@ def test_prerelease_gets_only_its_own_tag(project):
     assert project.tag("1.5.0-rc.1-cpu") == rc
     assert project.tag("latest-cpu") == project.tag("1-cpu") == final
     assert project.tag("1.5-cpu") is None
+    assert release.find(project.settings, "1.5.0-rc.1-cpu").digest == rc
+    [(record, tags, _)] = release.show(project.settings, "1.5.0-rc.1")
+    assert record.digest == rc and tags == []
 
 
 def test_out_of_order_promotions_end_on_highest(project):
