@@ -1,0 +1,135 @@
+"""``--cluster local`` for real: a Paddle CPU image run as 2 containers on a Docker network (gloo).
+
+Real Docker engine; the image is the ``paddle_image`` fixture (a locally built Paddle CPU image whose
+default user is ``paddle``, uid 1000), pushed to the real TLS + htpasswd ``registry`` fixture so the
+job runs it by digest, as deploy does. The training is examples/train_linear.py (a few hundred
+steps of a linear model on synthetic data), mounted as the job's code folder.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from paddlecd import cluster, config, engine
+from paddlecd.errors import ClusterError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Read the export back with paddle.jit.load in the same image and score it on the training data.
+LOAD_BACK = """
+import sys; sys.path.insert(0, '/workspace/examples')
+import numpy as np, paddle
+from train_linear import synthetic
+model = paddle.jit.load('/output/model')
+x, y = synthetic(512)
+pred = model(paddle.to_tensor(x)).numpy()
+print('loaded shape', list(pred.shape), 'mse', float(np.mean((pred - y) ** 2)))
+"""
+
+
+@pytest.fixture(scope="module")
+def image_by_digest(paddle_image, registry):
+    """``paddle_image`` pushed to the test registry: ``host/paddlecd/cluster-test@sha256:…``."""
+    ref = f"{registry.host}/paddlecd/cluster-test:cpu"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+        engine.tag(paddle_image, ref)
+        digest = engine.push(ref)
+    return f"{registry.host}/paddlecd/cluster-test@{digest}"
+
+
+@pytest.fixture
+def settings():
+    return config.load(root=ROOT, environ={})
+
+
+def write_job(tmp_path: Path, *, steps: int, extra_args: tuple[str, ...] = ()) -> Path:
+    """A job file training the example script, writing to ``tmp_path/out``."""
+    job = {
+        "name": "pytest-train", "nodes": 2,
+        "command": {"script": "train_linear.py", "args": ["--steps", str(steps), *extra_args]},
+        "code": {"path": str(ROOT / "examples"), "mountPath": "/workspace/examples"},
+        "output": {"path": "out", "mountPath": "/output"},
+        "resources": {"cpu": "1", "memory": "2Gi", "shm": "256Mi"},
+        "activeDeadlineSeconds": 600,
+    }
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def leftovers(job_id: str) -> list[str]:
+    """Containers and networks of ``job_id`` still present in the engine."""
+    docker = engine.client()
+    found = [c.name for c in docker.containers.list(all=True, filters={"label": f"paddlecd.io/job={job_id}"})]
+    return found + [n.name for n in docker.networks.list(names=[job_id]) if n.name == job_id]
+
+
+def final_losses(lines: list[str]) -> dict[str, float]:
+    """``{rank: final_loss}`` from the streamed, rank-prefixed logs."""
+    out = {}
+    for line in lines:
+        m = re.match(r"\[rank (\d+)\] rank \d+/2 final_loss=([0-9.e+-]+)", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(settings, image_by_digest, tmp_path):
+    plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=300)), image=image_by_digest, cluster="local")
+    lines: list[str] = []
+    location = cluster.run(settings, plan, on_event=lines.append, on_line=lines.append)
+
+    assert location == str(tmp_path / "out" / "model")
+    losses = final_losses(lines)
+    assert set(losses) == {"0", "1"}, lines[-30:]
+    assert max(losses.values()) < 0.01  # y = x·w + 0.5 + 0.01·noise: converged means ≈ noise level
+    assert any("Successfully connected to" in ln and f"{plan.job_id}-0.{plan.job_id}" in ln for ln in lines)
+    assert Path(location + ".pdiparams").is_file()
+    assert leftovers(plan.job_id) == []
+
+    with engine.container(image_by_digest, ["python", "-c", LOAD_BACK], user="1000:1000", volumes={
+            str(tmp_path / "out"): {"bind": "/output", "mode": "ro"},
+            str(ROOT / "examples"): {"bind": "/workspace/examples", "mode": "ro"}}) as c:
+        loaded = engine.wait(c, timeout=300)
+    assert loaded.exit_code == 0, loaded.logs[-2000:]
+    m = re.search(r"loaded shape \[512, 1\] mse ([0-9.e+-]+)", loaded.logs)
+    assert m and float(m.group(1)) < 0.01, loaded.logs[-2000:]
+
+
+def test_a_failing_rank_fails_the_job_with_its_log_tail(settings, image_by_digest, tmp_path):
+    plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=50, extra_args=("--fail-rank", "1"))),
+                        image=image_by_digest, cluster="local")
+    with pytest.raises(ClusterError) as info:
+        cluster.run(settings, plan, on_event=lambda _: None, on_line=lambda _: None)
+
+    assert "rank 1" in info.value.cause and "failed with exit code" in info.value.cause
+    assert "failing on purpose" in info.value.hint
+    assert leftovers(plan.job_id) == []
+
+
+def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_path):
+    plans = [cluster.plan(settings, job=str(write_job(tmp_path / str(i), steps=50)), image=image_by_digest,
+                          cluster="local") for i in range(2)]
+    assert plans[0].job_id != plans[1].job_id
+    results: dict[int, object] = {}
+
+    def run(i: int) -> None:
+        try:
+            results[i] = cluster.run(settings, plans[i], on_event=lambda _: None, on_line=lambda _: None)
+        except Exception as e:  # reported by the assertion below
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=900)
+    assert results == {i: str(tmp_path / str(i) / "out" / "model") for i in range(2)}
+    assert all(Path(str(r) + ".pdiparams").is_file() for r in results.values())
