@@ -17,6 +17,7 @@ from invoke import Collection, Exit, task
 sys.path.insert(0, str(Path(__file__).parent / "src"))  # works from a plain checkout, too
 
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 
 from paddlecd import config  # noqa: E402
 from paddlecd.errors import PaddlecdError  # noqa: E402
@@ -35,9 +36,9 @@ def guarded(fn):
         except PaddlecdError as e:
             if os.environ.get("PADDLECD_DEBUG"):
                 raise
-            err.print(f"[bold red]error:[/] {e.cause}", markup=True, soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(e.cause)}", markup=True, soft_wrap=True)
             if e.hint:
-                err.print(f"[yellow]hint:[/] {e.hint}", markup=True, soft_wrap=True)
+                err.print(f"[yellow]hint:[/] {escape(e.hint)}", markup=True, soft_wrap=True)
             raise Exit(code=e.exit_code) from None
 
     return wrapper
