@@ -11,6 +11,7 @@ the registry's error codes (``MANIFEST_UNKNOWN: …``) and a hint; secrets never
 from __future__ import annotations
 
 import base64
+import re
 from collections import Counter
 from typing import Any
 
@@ -111,7 +112,8 @@ class Transport:
             resp = e.response
         except requests.exceptions.SSLError as e:
             raise RegistryError(f"{what}: TLS with {self.host} failed: {_short(e)}",
-                                "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to the registry's CA") from e
+                                "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to the registry's CA; "
+                                "a plain-HTTP registry needs registry.insecure=true") from e
         except (requests.ConnectionError, requests.Timeout) as e:
             raise RegistryError(
                 f"{what}: registry {self.host} unreachable: {_short(e)} — is it running? "
@@ -220,8 +222,14 @@ def _error_codes(resp: requests.Response) -> str:
 
 
 def _short(e: Exception) -> str:
+    """The useful part of a requests/urllib3 exception text (they nest reprs several levels deep)."""
     text = str(e)
-    for marker in ("Errno", "Connection refused", "certificate verify failed", "timed out"):
-        if marker in text:
-            return text[text.index(marker):].split("'")[0].rstrip(")]>, ")[:160]
+    errno = re.search(r"\[Errno (-?\d+)\] ([^'\"\])]+)", text)
+    if errno:
+        return f"{errno.group(2).strip().lower()} (errno {errno.group(1)})"
+    for pattern in (r"certificate verify failed: [^'\"()\]]+", r"\[SSL: [A-Z_]+\][^'\"()]*",
+                    r"(?:Read|Connect) timed out", r"[Tt]imed out"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(0).strip()
     return text[:160]

@@ -104,6 +104,8 @@ def promote(settings: Settings, *, variant: str, version: str | None = None, par
                           "e.g. invoke promote --variant cpu --version 1.4.0 --dry-run")
     if force and not (reason or "").strip():
         raise ConfigError("--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"')
+    if version:
+        parse_version(version)  # bad input is refused before any registry is asked
     outcome = Outcome()
     with _locked(settings, variant) if execute else contextlib.nullcontext():
         with outcome.phase("plan", report):
