@@ -159,8 +159,10 @@ def _job(spec: JobSpec, target: Target, job_id: str, meta: dict, secret: str | N
 
 
 def _paddlejob(spec: JobSpec, target: Target, job_id: str, meta: dict, secret: str | None) -> dict[str, Any]:
-    # The operator sets PADDLE_MASTER (rank 0: its own pod IP), PADDLE_NNODES, PADDLE_JOB_ID; launch reads them.
-    ours = {k: v for k, v in environment(spec, target, job_id).items() if not k.startswith("PADDLE_")}
+    # The operator sets PADDLE_MASTER (rank 0: its own pod IP), PADDLE_NNODES, PADDLE_JOB_ID and
+    # PYTHONUNBUFFERED; launch reads them. Setting them too would duplicate env names.
+    ours = {k: v for k, v in environment(spec, target, job_id).items()
+            if not k.startswith("PADDLE_") and k != "PYTHONUNBUFFERED"}
     argv = ["python", "-m", "paddle.distributed.launch", "--nproc_per_node", str(max(1, spec.resources.gpus)),
             "--log_dir", LAUNCH_LOG_DIR, spec.script, *spec.args]
     pod = _pod(spec, target, argv, [{"name": k, "value": v} for k, v in ours.items()], secret)
