@@ -87,13 +87,15 @@ def _schema() -> dict:
     return json.loads(resources.files("paddlecd").joinpath(SCHEMA_PATH).read_text())
 
 
-def load(path: str | Path) -> JobSpec:
+def load(path: str | Path | None) -> JobSpec:
     """Read and validate job file ``path``; relative ``path:`` volumes resolve against its folder.
 
     Raises:
         ConfigError: missing/unreadable file, bad YAML, a schema violation (unknown key with a
             "did you mean"), or an impossible combination (see :func:`check`).
     """
+    if not path:
+        raise ConfigError("no job file given", "pass --job path/to/train.yaml (example: examples/train.yaml)")
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text())
