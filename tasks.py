@@ -50,8 +50,29 @@ def settings(**flags):
 
 
 def say(msg: str) -> None:
-    """Progress line for the user."""
-    console.print(msg, soft_wrap=True, markup=False)
+    """Progress line for the user (blank lines from build output are dropped)."""
+    if msg.strip():
+        console.print(msg, soft_wrap=True, markup=False, highlight=False)
+
+
+def layer_progress(every: float = 5.0):
+    """A callback for push/pull streams: prints each layer's status changes, byte progress at most
+    every ``every`` seconds, so a 1 GB push shows progress without thousands of lines."""
+    import time
+
+    last: dict[str, str] = {}
+    clock = {"t": 0.0}
+
+    def show(msg: str) -> None:
+        layer, _, rest = msg.partition(" ")
+        status = rest.split("[", 1)[0].strip()
+        now = time.monotonic()
+        if last.get(layer) != status or now - clock["t"] >= every:
+            last[layer] = status
+            clock["t"] = now
+            say(f"  {msg}")
+
+    return show
 
 
 # ============================================================== image: lock, bootstrap, build, push, verify
@@ -111,7 +132,7 @@ def bootstrap(c, variant="cpu", force=False, lock=True):
     from paddlecd import bootstrap as boot, lock as lockmod
 
     s = settings()
-    digest = boot.bootstrap(s, variant, force=force, on_line=say)
+    digest = boot.bootstrap(s, variant, force=force, on_line=say, on_progress=layer_progress())
     say(f"base of '{variant}' " + (f"pushed: {digest}" if digest else "already in the registry (use --force to rebuild)"))
     if lock:
         for entry in lockmod.lock(s, [variant]).values():
@@ -153,7 +174,7 @@ def push(c, variant=None, dry_run=False):
         tag = _json.loads(record.read_text())["tag"] if record.exists() else "(no build yet)"
         say(f"dry run: would push {tag} to {s.registry.url}")
         return
-    pushed = publish.push(s, name, on_progress=lambda m: None)
+    pushed = publish.push(s, name, on_progress=layer_progress())
     say(f"pushed {pushed.tag}\n  reference: {pushed.reference}")
 
 

@@ -74,7 +74,7 @@ def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = No
 
 
 def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = False,
-              on_line: Echo | None = None) -> str | None:
+              on_line: Echo | None = None, on_progress: Echo | None = None) -> str | None:
     """Build and push the base of ``variant_name`` unless the registry already has it.
 
     Returns:
@@ -97,4 +97,4 @@ def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = Fa
         labels={"org.opencontainers.image.title": f"paddlecd CPU base ({v.bootstrap.suite}, {v.bootstrap.wheel})",
                 "io.paddlecd.paddle.version": v.paddle, "io.paddlecd.device": "cpu"},
         log_name=f"bootstrap-{v.name}", on_line=on_line)
-    return publish.push_reference(settings, v.base, on_progress=on_line)
+    return publish.push_reference(settings, v.base, on_progress=on_progress or on_line)

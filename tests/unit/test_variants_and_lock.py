@@ -1,0 +1,152 @@
+"""Variants (tag parsing, schema, cross-checks) and base-lock logic; no services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from paddlecd import config, lock, variants
+from paddlecd.errors import ConfigError, LockError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("tag,expected", [
+    ("3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6", ("3.0.0", "11.8", "8.9", "8.6", "gpu")),
+    ("3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5", ("3.0.0", "12.6", "9.5", "10.5", "gpu")),
+    ("2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6", ("2.6.1", "12.0", "8.9", "8.6", "gpu")),
+    ("2.6.1-gpu-cuda12.0-cudnn8.9", ("2.6.1", "12.0", "8.9", None, "gpu")),
+    ("3.0.0", ("3.0.0", None, None, None, "cpu")),
+    ("3.0.0-cpu-bookworm", ("3.0.0", None, None, None, "cpu")),
+])
+def test_parse_base_tag(tag, expected):
+    info = variants.parse_base_tag(tag)
+    assert (info.paddle, info.cuda, info.cudnn, info.tensorrt, info.device) == expected
+
+
+@pytest.mark.parametrize("tag", ["latest", "3.0-gpu", "v3.0.0", "3.0.0-gpu-cuda12-cudnn9", "3.0.0-gpu-cuda12.6-trt10.5"])
+def test_parse_base_tag_rejects_non_paddle_tags(tag):
+    with pytest.raises(ConfigError) as e:
+        variants.parse_base_tag(tag)
+    assert tag in e.value.cause and e.value.hint
+
+
+def settings_for(tmp_path: Path, variants_yaml: str | None = None) -> config.Settings:
+    vfile = ROOT / "images/variants.yaml"
+    if variants_yaml is not None:
+        vfile = tmp_path / "variants.yaml"
+        vfile.write_text(variants_yaml)
+    return config.load({"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml"),
+                        "state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
+
+
+def test_repo_variants_load_with_gpu_versions_from_tags(tmp_path):
+    vs = variants.load(settings_for(tmp_path))
+    assert {"cpu", "cu118", "cu126", "cu120-p261"} <= set(vs)
+    assert (vs["cu126"].cuda, vs["cu126"].cudnn, vs["cu126"].tensorrt) == ("12.6", "9.5", "10.5")
+    assert vs["cpu"].base.startswith("127.0.0.1:5000/") and vs["cpu"].bootstrap.wheel == "paddlepaddle==3.0.0"
+
+
+@pytest.mark.parametrize("body,fragment,hint", [
+    ("variants: {a: {device: cpu, base: 'r/p:3.0.0', paddle: '3.0.0', paddel: 1}}", "unknown key 'paddel'", "did you mean 'paddle'"),
+    ("variants: {a: {device: tpu, base: 'r/p:3.0.0', paddle: '3.0.0'}}", "'tpu' is not one of", None),
+    ("variants: {a: {device: cpu, base: 'r/p:3.0.0'}}", "'paddle' is a required property", None),
+    ("variantz: {}", "unknown key 'variantz'", "did you mean 'variants'"),
+    ("- a\n- b", "expected a mapping", None),
+    ("variants: {a: {device: gpu, base: 'r/p:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', paddle: '3.0.0', cuda: '12.6', cudnn: '8.9', tensorrt: '10.5'}}",
+     "declares cudnn=8.9 but its base tag", None),
+    ("variants: {a: {device: cpu, base: 'r/p:3.0.0-gpu-cuda12.6-cudnn9.5', paddle: '3.0.0'}}", "declares device=cpu", None),
+    ("variants: {a: {device: cpu, base: 'r/p:2.6.1', paddle: '3.0.0'}}", "declares paddle=3.0.0", None),
+])
+def test_bad_variants_files(tmp_path, body, fragment, hint):
+    with pytest.raises(ConfigError) as e:
+        variants.load(settings_for(tmp_path, body))
+    assert fragment in e.value.cause
+    assert "\n" not in e.value.cause
+    if hint:
+        assert hint in e.value.hint
+
+
+def test_unknown_variant_suggests(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        variants.get(settings_for(tmp_path), "cu12")
+    assert "unknown variant 'cu12'" in e.value.cause and "did you mean" in e.value.hint
+
+
+@dataclass
+class FakeDescriptor:
+    digest: str
+    media_type: str = "application/vnd.oci.image.index.v1+json"
+    size: int = 100
+
+
+class FakeClient:
+    """In-memory stand-in for the registry client (unit tests only; the real one is tested against
+    distribution in tests/integration)."""
+
+    def __init__(self, digests: dict[str, str], fail: set[str] = frozenset()):
+        self.digests, self.fail = digests, fail
+
+    def resolve(self, repository, reference):
+        from paddlecd.errors import RegistryError
+
+        if repository in self.fail:
+            raise RegistryError(f"registry for {repository} unreachable", "check the network")
+        return FakeDescriptor(self.digests[f"{repository}:{reference}"])
+
+
+BODY = """variants:
+  a: {device: cpu, base: 'reg.example/p/base:3.0.0', paddle: '3.0.0'}
+  b: {device: gpu, base: 'reg.example/p/gpu:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', paddle: '3.0.0', cuda: '12.6', cudnn: '9.5', tensorrt: '10.5'}
+"""
+DA, DB = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+def test_lock_writes_pins_and_check_refuses_missing_and_drift(tmp_path, monkeypatch):
+    s = settings_for(tmp_path, BODY)
+    client = FakeClient({"p/base:3.0.0": DA, "p/gpu:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5": DB})
+    monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: client)
+    with pytest.raises(LockError) as e:
+        lock.check(s, variants.get(s, "a"))
+    assert "not locked" in e.value.cause and "invoke lock --variant a" in e.value.hint
+    lock.lock(s, ["a"])
+    entry = lock.check(s, variants.get(s, "a"))
+    assert entry.pinned == f"reg.example/p/base@{DA}"
+    assert "b" not in lock.read(s)
+    lock.lock(s)
+    assert lock.read(s)["b"].digest == DB and lock.read(s)["a"].digest == DA
+    # variants.yaml moves the base of 'a' to another tag: the lock has drifted
+    s2 = settings_for(tmp_path, BODY.replace("base:3.0.0'", "base:3.0.1'").replace("paddle: '3.0.0'}\n  b", "paddle: '3.0.1'}\n  b"))
+    with pytest.raises(LockError) as e:
+        lock.check(s2, variants.get(s2, "a"))
+    assert "drifted" in e.value.cause
+
+
+def test_lock_is_all_or_nothing(tmp_path, monkeypatch):
+    s = settings_for(tmp_path, BODY)
+    client = FakeClient({"p/base:3.0.0": DA}, fail={"p/gpu"})
+    monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: client)
+    with pytest.raises(LockError) as e:
+        lock.lock(s)
+    assert "locking variant 'b'" in e.value.cause and "unreachable" in e.value.cause
+    assert not Path(s.lock_file).exists()
+
+
+def test_corrupt_lock_file(tmp_path):
+    s = settings_for(tmp_path, BODY)
+    Path(s.lock_file).write_text("bases: {a: [1, 2]}")
+    with pytest.raises(LockError):
+        lock.read(s)
+
+
+def test_lock_file_round_trip_is_stable(tmp_path, monkeypatch):
+    s = settings_for(tmp_path, BODY)
+    monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: FakeClient(
+        {"p/base:3.0.0": DA, "p/gpu:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5": DB}))
+    lock.lock(s)
+    text = Path(s.lock_file).read_text()
+    assert text.startswith("# Generated by `invoke lock`")
+    assert yaml.safe_load(text)["bases"]["a"]["digest"] == DA
