@@ -1,0 +1,115 @@
+"""The job file: schema with "did you mean", impossible resources, mounts; every error is one line
+naming the file and the key, with a hint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from paddlecd.cluster import jobfile
+from paddlecd.errors import ConfigError
+
+BASE = {
+    "name": "demo",
+    "command": {"script": "train.py", "args": ["--steps", 10]},
+    "code": {"path": ".", "mountPath": "/code"},
+    "output": {"path": "out", "mountPath": "/output"},
+    "resources": {"cpu": "1", "memory": "2Gi", "shm": "512Mi"},
+}
+
+
+def write(tmp_path: Path, **changes) -> Path:
+    data = {**BASE, **changes}
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_the_example_job_file_loads(project_root):
+    spec = jobfile.load(project_root / "examples" / "train.yaml")
+    assert spec.script == "/workspace/examples/train_linear.py" and spec.nodes == 2
+    assert spec.code and Path(str(spec.code.path)) == project_root / "examples" and spec.code.read_only
+    assert spec.model_path == "/output/model" and spec.checkpoint == "/output/checkpoints"
+    jobfile.check(spec, gpu_variant=False, variant="cpu")
+
+
+def test_defaults_and_relative_paths(tmp_path):
+    spec = jobfile.load(write(tmp_path))
+    assert spec.script == "/code/train.py" and spec.args == ("--steps", "10")
+    assert spec.output.path == str(tmp_path / "out") and not spec.output.read_only
+    assert (spec.backoff_limit, spec.active_deadline_seconds, spec.port, spec.run_as_user) == (0, 86400, 36543, 1000)
+    assert spec.with_overrides(nodes=3, gpus=2).nodes == 3 and spec.with_overrides(gpus=2).resources.gpus == 2
+
+
+@pytest.mark.parametrize("change, unknown, where, suggestion", [
+    ({"resoures": {}}, "resoures", "(top level)", "resources"),
+    ({"resources": {"gpu": 1}}, "gpu", "resources", "gpus"),
+    ({"output": {"path": "o", "mountPath": "/o", "readonly": True}}, "readonly", "output", "readOnly"),
+    ({"backofflimit": 2}, "backofflimit", "(top level)", "backoffLimit"),
+])
+def test_unknown_keys_get_a_did_you_mean(tmp_path, change, unknown, where, suggestion):
+    with pytest.raises(ConfigError) as info:
+        jobfile.load(write(tmp_path, **change))
+    assert f"unknown key '{unknown}' at {where}" in info.value.cause and str(tmp_path) in info.value.cause
+    assert info.value.hint == f"did you mean '{suggestion}'?"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"resources": {"memory": "4 GB"}}, "resources.memory"),
+    ({"name": "Bad_Name"}, "name"),
+    ({"output": {"path": "o", "claim": "c", "mountPath": "/o"}}, "exactly one of 'path' or 'claim'"),
+    ({"command": {"script": "/t.py", "args": [{"a": 1}]}}, "command.args.0"),
+    ({"nodes": 0}, "nodes"),
+])
+def test_schema_violations_name_the_key(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        jobfile.load(write(tmp_path, **change))
+
+
+def test_gpus_on_a_cpu_variant_are_impossible(tmp_path):
+    spec = jobfile.load(write(tmp_path)).with_overrides(gpus=8)
+    with pytest.raises(ConfigError, match="8 GPUs per node requested on the CPU variant 'cpu'"):
+        jobfile.check(spec, gpu_variant=False, variant="cpu")
+    jobfile.check(spec, gpu_variant=True, variant="cu126")
+
+
+def test_shm_larger_than_memory_is_impossible(tmp_path):
+    spec = jobfile.load(write(tmp_path, resources={"memory": "1Gi", "shm": "2Gi"}))
+    with pytest.raises(ConfigError) as info:
+        jobfile.check(spec, gpu_variant=False, variant="cpu")
+    assert "resources.shm 2Gi is larger than resources.memory 1Gi" in info.value.cause
+    assert "memory-backed" in info.value.hint
+
+
+def test_checkpoints_must_land_on_a_writable_mount(tmp_path):
+    spec = jobfile.load(write(tmp_path, checkpoint="/code/ckpt"))
+    with pytest.raises(ConfigError, match="checkpoint /code/ckpt is not under a writable mount"):
+        jobfile.check(spec, gpu_variant=False, variant="cpu")
+
+
+def test_two_volumes_on_one_mount_path_are_refused(tmp_path):
+    spec = jobfile.load(write(tmp_path, data={"claim": "d", "mountPath": "/output"}))
+    with pytest.raises(ConfigError, match="share one mountPath"):
+        jobfile.check(spec, gpu_variant=False, variant="cpu")
+
+
+def test_a_relative_script_needs_a_code_folder(tmp_path):
+    data = {k: v for k, v in BASE.items() if k != "code"}
+    with pytest.raises(ConfigError, match="relative but no code folder"):
+        jobfile.parse(data, source="x.yaml")
+
+
+@pytest.mark.parametrize("text, message", [("name: [", "not valid YAML"), ("- a\n- b\n", "expected a mapping")])
+def test_malformed_files(tmp_path, text, message):
+    path = tmp_path / "train.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        jobfile.load(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="job file not found") as info:
+        jobfile.load(tmp_path / "nope.yaml")
+    assert "examples/train.yaml" in info.value.hint
