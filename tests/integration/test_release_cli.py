@@ -46,3 +46,21 @@ def test_promote_cli_bad_input_exit_codes(registry_env, tmp_path):
     refused = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes")
     assert refused.returncode == 7 and "is failing" in refused.stderr
     assert p.client.list_tags(p.settings.release.repository) == []
+
+
+def test_two_promote_processes_at_once(registry_env, tmp_path):
+    """Two `invoke promote` processes of one variant, one state folder (serialised by its lock file)."""
+    p = Project(tmp_path)
+    digests = {"1.4.0": p.candidate(), "1.5.0": p.candidate()}
+    env = {**os.environ, "PADDLECD_STATE_DIR": p.flags["state_dir"],
+           "PADDLECD_REGISTRY_REPOSITORY": p.flags["registry.repository"],
+           "PADDLECD_RELEASE_REPOSITORY": p.flags["release.repository"]}
+    procs = [subprocess.Popen([INVOKE, "promote", "--variant", "cpu", "--version", v, "--digest", d, "--yes"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for v, d in digests.items()]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    assert sorted(r.version for r in p.records()) == ["1.4.0", "1.5.0"]
+    assert p.tag("latest-cpu") == p.tag("1-cpu") == digests["1.5.0"]
+    assert p.tag("1.4-cpu") == digests["1.4.0"]
