@@ -8,6 +8,7 @@ or layers. The full build log is kept under ``<state>/logs/``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import subprocess
 import tempfile
@@ -38,6 +39,7 @@ class Built:
     seconds: float
 
 
+@functools.lru_cache(maxsize=4)
 def git_revision(root: Path) -> tuple[str, str, str]:
     """``(short sha, full sha, commit time ISO-8601)`` of ``root``'s HEAD; ``-dirty`` appended to the short
     sha when tracked files outside the lock file differ. ``("nogit", "unknown", now)`` outside git."""

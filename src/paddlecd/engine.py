@@ -7,6 +7,7 @@ secret-using builds go through a Docker CLI chosen explicitly by :func:`pick_bui
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -209,6 +210,7 @@ class Builder:
     description: str
 
 
+@functools.lru_cache(maxsize=8)
 def pick_builder(preference: str = "auto") -> Builder:
     """Choose the BuildKit builder explicitly.
 

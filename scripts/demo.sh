@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# README command 1: the whole pipeline on the embedded default, on one Debian/Ubuntu machine.
+#   1. install/start what is missing: Docker engine, CNCF distribution registry on 127.0.0.1:5000, .venv
+#   2. bootstrap the CPU Paddle base into that registry if it lacks it, and lock it
+#   3. invoke build push verify --variant cpu          (evidence under .paddlecd/evidence/)
+#   4. promote the verified digest to a pre-release     (0.1.0-demo.d<digest>, idempotent per digest)
+#   5. deploy it: 2 containers train examples/train_linear.py with gloo (--cluster local)
+#   6. upload the trained jit.save export to the file:// store under .paddlecd/artifacts
+# Re-running is fast (every step is cached or idempotent) and safe. Never prompts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/stack.sh up
+INV=.venv/bin/invoke
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+step "base image (bootstrapped once, then cached in the registry)"
+$INV image.bootstrap --variant cpu
+
+step "build push verify (cpu)"
+$INV build push verify --variant cpu
+
+DIGEST=$(.venv/bin/python -c 'import json;print(json.load(open(".paddlecd/candidates/cpu.json"))["digest"])')
+VERSION="0.1.0-demo.d${DIGEST:7:12}"
+step "promote $DIGEST as $VERSION"
+$INV promote --variant cpu --version "$VERSION" --yes
+
+step "deploy release $VERSION-cpu: 2-node gloo training in local containers"
+rm -rf .paddlecd/train-output
+$INV deploy --release "$VERSION-cpu" --job examples/train.yaml --nodes 2 --cluster local
+
+step "upload the trained model"
+$INV upload --model-dir .paddlecd/train-output/model --name linear-demo --version "${VERSION%%-*}" \
+  --image "$(.venv/bin/python -c 'import json;print(json.load(open(".paddlecd/candidates/cpu.json"))["reference"])')" \
+  --overwrite
+
+step "done"
+echo "evidence:   .paddlecd/evidence/${DIGEST:7}.json"
+echo "release:    invoke release.show $VERSION"
+echo "artifacts:  invoke artifacts.list linear-demo"
