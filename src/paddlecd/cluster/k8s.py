@@ -9,6 +9,7 @@ translated here, once, into a :class:`~paddlecd.errors.ClusterError`.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -49,14 +50,18 @@ class Api:
 
 
 def connect(settings: Settings) -> Api:
-    """Connect with the kubeconfig (context ``settings.cluster.context``, else the current one).
+    """Connect with the kubeconfig: ``$KUBECONFIG`` (a ``:``-separated list) or ``~/.kube/config``,
+    context ``settings.cluster.context`` or the current one; else the in-cluster service account.
 
     Raises:
         ClusterError: no kubeconfig and not inside a cluster, or an unknown context.
     """
     context = settings.cluster.context
+    # Read $KUBECONFIG now: the client library reads it once, at import time.
+    paths = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    config_file = os.pathsep.join(os.path.expanduser(p) for p in paths.split(os.pathsep))
     try:
-        client = kubernetes.config.new_client_from_config(context=context)
+        client = kubernetes.config.new_client_from_config(config_file=config_file, context=context)
     except (ConfigException, FileNotFoundError, TypeError) as e:
         try:
             kubernetes.config.load_incluster_config()
