@@ -1,0 +1,98 @@
+"""``invoke deploy`` / ``invoke cluster.render`` as a user runs them: bad input exits non-zero with
+one line and a hint, and nothing reaches the cluster. The "cluster" is a scripted Kubernetes API
+over real HTTP (no API server can run here, see test_cluster_k8s.py); it records every request.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test_cluster_k8s import ScriptedAPI
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
+
+
+def invoke(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def cluster_env(tmp_path):
+    """Environment whose kubeconfig points at an empty scripted API (any request would be recorded)."""
+    api = ScriptedAPI({})
+    kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "s",
+                  "clusters": [{"name": "s", "cluster": {"server": api.url}}], "users": [{"name": "u", "user": {}}],
+                  "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}]}
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLECD_")}
+    yield api, {**env, "KUBECONFIG": str(tmp_path / "kubeconfig"), "HOME": str(tmp_path)}
+    api.close()
+
+
+def job_file(tmp_path: Path, **changes) -> str:
+    data = {"name": "t", "command": {"script": "/opt/t.py"}, "output": {"claim": "out", "mountPath": "/output"},
+            "resources": {"memory": "2Gi", "shm": "1Gi"}, **changes}
+    (tmp_path / "train.yaml").write_text(yaml.safe_dump(data))
+    return str(tmp_path / "train.yaml")
+
+
+@pytest.mark.parametrize("args, cause", [
+    (["--image", IMAGE, "--gpus-per-node", "8"], "8 GPUs per node requested on the CPU variant 'cpu'"),
+    (["--image", "registry.example.com/paddlecd/release:1.4.0-cpu"], "is a tag, not a digest"),
+    (["--release", "1.4-cpu"], "is a moving tag, not a release"),
+    (["--release", "1.4.0-cpu", "--image", IMAGE], "give exactly one of --release"),
+    (["--image", IMAGE, "--nodes", "two"], "--nodes must be a whole number"),
+    (["--image", IMAGE, "--kind", "mpijob"], "unknown --cluster 'k8s' or --kind 'mpijob'"),
+    (["--image", IMAGE, "--variant", "cu999"], "unknown variant 'cu999'"),
+])
+def test_bad_input_exits_2_and_touches_no_cluster(cluster_env, tmp_path, args, cause):
+    api, env = cluster_env
+    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path), *args, env=env)
+    assert result.returncode == 2, result.stderr
+    assert cause in result.stderr and "hint:" in result.stderr
+    assert api.requests == []
+
+
+def test_impossible_job_file_exits_2(cluster_env, tmp_path):
+    api, env = cluster_env
+    job = job_file(tmp_path, resources={"memory": "1Gi", "shm": "4Gi"}, resoures={})
+    result = invoke("deploy", "--cluster", "k8s", "--job", job, "--image", IMAGE, env=env)
+    assert result.returncode == 2 and "unknown key 'resoures'" in result.stderr and "did you mean 'resources'" in result.stderr
+    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path, resources={"memory": "1Gi", "shm": "4Gi"}),
+                    "--image", IMAGE, env=env)
+    assert result.returncode == 2 and "shm 4Gi is larger than resources.memory 1Gi" in result.stderr
+    assert api.requests == []
+
+
+def test_dry_run_prints_plan_and_manifests_without_a_cluster(tmp_path):
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path)}
+    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path), "--image", IMAGE, "--nodes", "3",
+                    "--dry-run", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "create    Service/t-" in result.stdout and "dry run: nothing created" in result.stdout
+    docs = list(yaml.safe_load_all(result.stdout.split("\n", 6)[6].rsplit("dry run:", 1)[0]))
+    assert [d["kind"] for d in docs] == ["Service", "Job"] and docs[1]["spec"]["completions"] == 3
+
+
+def test_a_missing_kubeconfig_exits_9_before_anything_is_created(tmp_path):
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path), "--image", IMAGE, env=env)
+    assert result.returncode == 9
+    assert "error: no usable kubeconfig" in result.stderr and "hint: set KUBECONFIG" in result.stderr
+
+
+def test_cluster_render_writes_one_file_per_object(tmp_path):
+    out = tmp_path / "manifests"
+    result = invoke("cluster.render", "--job", job_file(tmp_path), "--image", IMAGE, "--kind", "paddlejob",
+                    "--out", str(out), env=dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    [path] = sorted(out.iterdir())
+    assert path.name.startswith("00-paddlejob-t-") and yaml.safe_load(path.read_text())["kind"] == "PaddleJob"
