@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from paddlecd import cluster, config, engine
-from paddlecd.errors import ClusterError
+from paddlecd.errors import ClusterError, ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,3 +133,15 @@ def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_pa
         t.join(timeout=900)
     assert results == {i: str(tmp_path / str(i) / "out" / "model") for i in range(2)}
     assert all(Path(str(r) + ".pdiparams").is_file() for r in results.values())
+
+
+def test_a_release_that_does_not_exist_is_refused_before_anything_runs(registry_env, tmp_path):
+    """``--release`` goes through paddlecd.release.find against the real registry: an unknown
+    release is a ConfigError (exit 2) and no container or network is created."""
+    from mainjob import project_settings
+
+    settings = project_settings(registry_env, tmp_path / "state")
+    before = {c.name for c in engine.client().containers.list(all=True)}
+    with pytest.raises(ConfigError, match="unknown release 9.9.9-cpu"):
+        cluster.plan(settings, job=str(write_job(tmp_path, steps=10)), release="9.9.9-cpu", cluster="local")
+    assert {c.name for c in engine.client().containers.list(all=True)} <= before
