@@ -41,7 +41,7 @@ def base_present(settings: Settings, v: variants.Variant) -> bool:
     """True when the registry already holds ``v.base``."""
     ref = registry.parse_reference(v.base)
     try:
-        registry.client_for(settings, ref.registry).resolve(ref.repository, ref.tag or "latest")
+        registry.client_for(settings, ref.registry).resolve(ref.repository, ref.identifier)
         return True
     except NotFoundError:
         return False

@@ -91,7 +91,7 @@ def lock(settings: Settings, names: Iterable[str] | None = None, *,
 def _resolve(settings: Settings, v: variants.Variant, on_progress: Callable[[str], None] | None) -> LockEntry:
     ref = registry.parse_reference(v.base)
     try:
-        desc = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.tag or "latest")
+        desc = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.identifier)
     except PaddlecdError as e:
         raise LockError(f"locking variant '{v.name}': {e.cause}", e.hint) from e
     if on_progress:

@@ -50,7 +50,7 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
         ref = registry.parse_reference(image)
         if ref.digest:
             return str(ref)
-        digest = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.tag or "latest").digest
+        digest = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.identifier).digest
         return f"{ref.registry}/{ref.repository}@{digest}"
     if not variant:
         raise ConfigError("nothing to verify: give --variant or --image", "e.g. invoke verify --variant cpu")
