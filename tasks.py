@@ -524,6 +524,106 @@ cluster.add_task(deploy)
 # ============================================================== pipeline, doctor
 pipeline = Collection("pipeline")
 
+_LOG_FORMAT_HELP = "text (default) or json: one JSON object per line, one event per stage/variant/check " \
+                   "(also PADDLECD_LOG_FORMAT=json)"
+
+
+def _log_format(value: str | None) -> str:
+    from paddlecd.errors import ConfigError
+
+    fmt = (value or os.environ.get("PADDLECD_LOG_FORMAT") or "text").lower()
+    if fmt not in ("text", "json"):
+        raise ConfigError(f"--log-format must be text or json, got {fmt!r}", "e.g. --log-format json")
+    return fmt
+
+
+def _reporters(fmt: str):
+    """(on_plan, on_event, on_line) printing text or JSON lines."""
+    import json as _json
+
+    from paddlecd import pipeline_report as report
+
+    if fmt == "json":
+        emit = lambda event: console.out(report.json_line(event), highlight=False)  # noqa: E731
+        return (lambda lines: emit({"event": "plan", "lines": lines}), emit,
+                lambda stage, variant, line: emit({"event": "log", "stage": stage, "variant": variant, "line": line}))
+
+    def on_event(event):
+        line = report.text(event)
+        if line:
+            say(line)
+
+    return (lambda lines: say("\n".join(lines)), on_event,
+            lambda stage, variant, line: say(f"  {variant}| {line}"))
+
+
+@task(name="run", iterable=["variant"], help={
+    "name": "pipeline name: a file pipelines/<name>.yaml (pr, nightly, release; see invoke pipeline.list)",
+    "variant": "run for this variant (repeatable); wins over the pipeline's own choice "
+               "(pr: the variants the change touches, else cpu; nightly: all)",
+    "base_ref": "git ref to diff against to find the variants a change touches (pr); under GitHub Actions "
+                "default origin/$GITHUB_BASE_REF",
+    "resume": "continue the last run of this pipeline from the first stage that did not succeed, reusing the "
+              "recorded outputs (digests, evidence) of the stages before it",
+    "log_format": _LOG_FORMAT_HELP,
+    "dry_run": "print the plan (stages, variants, what each changes) and run nothing",
+    "version": "release pipeline: the version to promote to (X.Y.Z); default: the pipeline's bump",
+    "bump": "release pipeline: major, minor or patch instead of --version",
+    "digest": "release pipeline: promote this sha256:... instead of the variant's last candidate",
+})
+@guarded
+def pipeline_run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry_run=False, version=None,
+                 bump=None, digest=None):
+    """Run a pipeline from pipelines/<name>.yaml: its stages in order, for every selected variant.
+
+    Prints the plan first, then one line per stage and variant (status, seconds, key outputs such as
+    digests). Builds run in parallel (bounded, see the file's `parallel`). Writes
+    <state>/pipelines/<name>/<run-id>/summary.json and summary.md; under GitHub Actions also appends
+    the Markdown to $GITHUB_STEP_SUMMARY (capped at 1 MiB) and prints ::error:: annotations for failures.
+    A failed stage stops the run (exit 10); `--resume` then continues from it.
+    Examples: invoke pipeline.run pr                      (cpu, or --variant ...)
+              invoke pipeline.run pr --base-ref origin/main
+              invoke pipeline.run pr --resume
+              invoke pipeline.run release --variant cpu --version 1.4.0 --dry-run
+    """
+    from paddlecd import pipeline as pl, pipeline_report as report, pipeline_spec
+
+    fmt = _log_format(log_format)
+    s = settings()
+    if base_ref is None and os.environ.get("GITHUB_BASE_REF"):
+        base_ref = f"origin/{os.environ['GITHUB_BASE_REF']}"
+    on_plan, on_event, on_line = _reporters(fmt)
+    if dry_run:
+        pdef = pipeline_spec.load(s, name)
+        on_plan(pl.plan_lines(pdef, pl.select(s, pdef, tuple(variant or ()), base_ref), s))
+        return say("dry run: nothing run, nothing written") if fmt == "text" else None
+    result = pl.run(s, name, given=tuple(variant or ()), base_ref=base_ref, resume=resume,
+                    options={"version": version, "bump": bump, "digest": digest},
+                    on_event=on_event, on_line=on_line, on_plan=on_plan)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in report.annotations(result.summary):
+            print(line, flush=True)
+    error = result.error()
+    if error:
+        raise error
+
+
+@task(name="list")
+@guarded
+def pipeline_list(c):
+    """List the pipelines in pipelines/ with their stages in run order and which variants they cover."""
+    from paddlecd import pipeline_spec
+
+    s = settings()
+    for name in pipeline_spec.names(s):
+        pdef = pipeline_spec.load(s, name)
+        covers = ", ".join(pdef.variants) if isinstance(pdef.variants, tuple) else pdef.variants
+        say(f"{name:<9} {' -> '.join(st.name for st in pdef.stages)}  [variants: {covers}]  {pdef.description}")
+
+
+pipeline.add_task(pipeline_run)
+pipeline.add_task(pipeline_list)
+
 # ============================================================== namespace
 ns = Collection()
 for _t in (lock, build, push, verify):  # short verbs (image section)

@@ -1,0 +1,162 @@
+"""Pipeline definitions: ``pipelines/<name>.yaml`` loaded, schema-checked and put in run order.
+
+A pipeline names stage kinds (``lock-check``, ``build``, ``push``, ``verify``, ``promote``, ``deploy``,
+``upload``) with their parameters. Stages run in the order listed; ``needs`` may reorder them (a stage
+runs after every stage it needs) and a cycle is refused. Schema: ``schemas/pipeline.schema.json``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import graphlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .config import Settings
+from .errors import PipelineError
+
+FOLDER = "pipelines"
+SCHEMA_FILE = "src/paddlecd/schemas/pipeline.schema.json"
+
+
+@dataclass(frozen=True)
+class StageDef:
+    """One stage of a pipeline: its unique ``name``, its ``kind``, the stages it ``needs``, how many
+    variants run at once (``parallel``) and the kind's parameters (``params``)."""
+
+    name: str
+    kind: str
+    needs: tuple[str, ...] = ()
+    parallel: int = 1
+    params: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class PipelineDef:
+    """A loaded pipeline: ``name`` (the file stem), ``variants`` policy and ``stages`` in run order."""
+
+    name: str
+    path: Path
+    description: str
+    variants: str | tuple[str, ...]
+    stages: tuple[StageDef, ...]
+
+
+def _schema() -> dict:
+    return json.loads(resources.files("paddlecd").joinpath("schemas/pipeline.schema.json").read_text())
+
+
+def folder(settings: Settings) -> Path:
+    """``<root>/pipelines``."""
+    return settings.path(FOLDER)
+
+
+def names(settings: Settings) -> list[str]:
+    """Pipeline names (file stems) under ``pipelines/``, sorted."""
+    return sorted(p.stem for p in folder(settings).glob("*.yaml"))
+
+
+def load(settings: Settings, name: str) -> PipelineDef:
+    """Load pipeline ``name`` from ``pipelines/<name>.yaml``.
+
+    Raises:
+        PipelineError: no such pipeline (with a "did you mean"), malformed YAML, a schema violation
+            (unknown keys and stage kinds with a "did you mean"), a duplicate stage name, a ``needs`` on
+            an unknown stage, or a cycle.
+    """
+    path = folder(settings) / f"{name}.yaml"
+    if not path.exists():
+        known = names(settings)
+        close = difflib.get_close_matches(name, known, n=1)
+        raise PipelineError(f"unknown pipeline '{name}' (no {FOLDER}/{name}.yaml)",
+                            (f"did you mean '{close[0]}'? " if close else "") + "known: " + ", ".join(known))
+    return parse(_read(path), path, name)
+
+
+def parse(data: Any, path: Path, name: str) -> PipelineDef:
+    """Validate already-read YAML ``data`` of pipeline ``name`` (see :func:`load`)."""
+    _validate(data, path)
+    stages = [StageDef(s.get("name", s["stage"]), s["stage"], tuple(s.get("needs", ())), s.get("parallel", 1),
+                       dict(s.get("with", {}))) for s in data["stages"]]
+    seen: set[str] = set()
+    for i, s in enumerate(stages):
+        if s.name in seen:
+            raise PipelineError(f"{path}: duplicate stage '{s.name}' (stages[{i}])",
+                                f"give it a distinct name: - stage: {s.kind}\\n    name: {s.name}-2")
+        seen.add(s.name)
+    variants = data.get("variants", "one")
+    return PipelineDef(name, path, data.get("description", ""),
+                       tuple(variants) if isinstance(variants, list) else variants, tuple(_ordered(stages, path)))
+
+
+def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
+    """Stages in run order: listed order, each after its ``needs`` (default: the stage listed before)."""
+    by_name = {s.name: s for s in stages}
+    graph: dict[str, tuple[str, ...]] = {}
+    for i, s in enumerate(stages):
+        for need in s.needs:
+            if need not in by_name:
+                close = difflib.get_close_matches(need, by_name, n=1)
+                raise PipelineError(f"{path}: stage '{s.name}' needs unknown stage '{need}'",
+                                    f"did you mean '{close[0]}'?" if close else "stages: " + ", ".join(by_name))
+        graph[s.name] = s.needs if s.needs or i == 0 else (stages[i - 1].name,)
+    sorter = graphlib.TopologicalSorter(graph)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as e:
+        cycle = " -> ".join(e.args[1])
+        raise PipelineError(f"{path}: stages form a cycle: {cycle}",
+                            "remove one 'needs' of that cycle (without 'needs' a stage follows the one listed before it)") from e
+    order, position = [], {s.name: i for i, s in enumerate(stages)}
+    while sorter.is_active():  # among the ready stages, the one listed first goes first
+        ready = sorted(sorter.get_ready(), key=position.__getitem__)
+        order += ready
+        sorter.done(*ready)
+    return [by_name[n] for n in order]
+
+
+def _read(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise PipelineError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax") from e
+
+
+def _validate(data: Any, path: Path) -> None:
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = list(validator.iter_errors(data))
+    if not errors:
+        return
+    e = min(errors, key=_rank)
+    where = _where(e)
+    if e.validator == "additionalProperties":
+        allowed = list(e.schema.get("properties", {}))
+        extra = [k for k in e.instance if k not in allowed]
+        close = difflib.get_close_matches(extra[0], allowed, n=1) if extra else []
+        hint = f"did you mean '{close[0]}'?" if close else ("allowed keys: " + ", ".join(allowed) if allowed else
+                                                             "this stage takes no parameters: remove 'with'")
+        raise PipelineError(f"{path}: unknown key '{extra[0]}' at {where}", hint)
+    if e.validator == "enum" and list(e.absolute_path)[-1:] == ["stage"]:
+        close = difflib.get_close_matches(str(e.instance), e.validator_value, n=1)
+        raise PipelineError(f"{path}: unknown stage '{e.instance}' at {where}",
+                            (f"did you mean '{close[0]}'? " if close else "") + "stages: " + ", ".join(e.validator_value))
+    raise PipelineError(f"{path}: {where}: {e.message}", f"see {SCHEMA_FILE}")
+
+
+def _rank(e: jsonschema.ValidationError) -> tuple[int, int]:
+    # Report the most specific problem: unknown keys and stage kinds before the if/then echoes of them.
+    order = {"additionalProperties": 0, "enum": 1, "required": 2}
+    return order.get(str(e.validator), 3), -len(e.absolute_path)
+
+
+def _where(e: jsonschema.ValidationError) -> str:
+    parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path]
+    return "".join(parts).lstrip(".") or "(top level)"
