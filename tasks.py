@@ -624,6 +624,38 @@ def pipeline_list(c):
 pipeline.add_task(pipeline_run)
 pipeline.add_task(pipeline_list)
 
+
+@task(iterable=["variant"], help={
+    "variant": "a variant in use (repeatable); default: every variant in images/variants.yaml",
+    "require_gpu": "fail (not warn) when GPU variants are in use and this host has no usable GPU",
+    "log_format": _LOG_FORMAT_HELP,
+})
+@guarded
+def doctor(c, variant=None, require_gpu=False, log_format=None):
+    """Check this machine can run the pipelines: one line per check, a hint for each problem.
+
+    engine reachable and BuildKit usable; registry reachable with the credentials push uses; NVIDIA
+    driver against the CUDA of every GPU variant in use (NVIDIA's driver table); NVIDIA container
+    runtime; free disk for the images; the artifact store (S3 credentials + bucket); the kubeconfig
+    context when cluster.kind is k8s. Exits 11 only on a failure that would stop a pipeline: GPU
+    variants on a host without a GPU only warn, unless --require-gpu.
+    Examples: invoke doctor --variant cpu     invoke doctor --require-gpu   (on a GPU runner)
+    """
+    from paddlecd import doctor as doc, pipeline_report
+    from paddlecd.errors import DoctorError
+
+    fmt = _log_format(log_format)
+    rows = doc.run(settings(), names=variant or (), require_gpu=require_gpu)
+    for r in rows:
+        if fmt == "json":
+            console.out(pipeline_report.json_line({"event": "check", "check": r.name, "status": r.status,
+                                                   "detail": r.detail, "hint": r.hint}), highlight=False)
+            continue
+        say(f"{r.status.upper():<4}  {r.name:<15} {r.detail}" + (f"\n      hint: {r.hint}" if r.hint and r.status != "ok" else ""))
+    failed = [r.name for r in rows if r.status == "fail"]
+    if failed:
+        raise DoctorError(f"doctor: {len(failed)} check(s) failed: {', '.join(failed)}", "fix the FAIL lines above, then re-run")
+
 # ============================================================== namespace
 ns = Collection()
 for _t in (lock, build, push, verify):  # short verbs (image section)
@@ -633,3 +665,4 @@ for _sub in (image, smoke, release, artifacts, cluster, pipeline):
 ns.add_task(artifacts_upload, name="upload")  # short verb (artifacts section)
 ns.add_task(promote)  # short verb (release section)
 ns.add_task(deploy)  # short verb (cluster section)
+ns.add_task(doctor)  # top-level verb (pipeline section)

@@ -51,6 +51,18 @@ def client() -> docker.DockerClient:
         ) from e
 
 
+def info() -> dict[str, Any]:
+    """The engine's ``/info`` (``docker info``): ``ServerVersion``, ``Runtimes``, ``DockerRootDir``…
+
+    Raises:
+        EngineError: the daemon does not answer.
+    """
+    try:
+        return dict(client().info())
+    except docker.errors.APIError as e:
+        raise EngineError(f"Docker engine /info failed: {e.explanation}", "check the daemon log") from e
+
+
 # --------------------------------------------------------------------------- images
 
 def image_labels(ref: str) -> dict[str, str]:

@@ -1,0 +1,170 @@
+"""doctor: can this machine run the pipelines? One check per line, a hint for each problem.
+
+Checks: the engine and a BuildKit builder; the registry (reachable, credentials accepted); the host
+NVIDIA driver against every GPU variant in use (NVIDIA's table in :mod:`paddlecd.drivers`); the NVIDIA
+container runtime; free disk under the engine's root folder; the artifact store (S3 credentials and
+bucket); the kubeconfig context when the cluster is Kubernetes.
+
+Status ``fail`` only for what would stop a pipeline here; ``warn`` for what stops only some of it
+(GPU variants configured on a machine without a GPU, unless ``require_gpu``). Library code: returns
+:class:`Check` rows, never prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from . import drivers, engine, registry, storage, variants
+from .config import Settings
+from .errors import PaddlecdError
+
+GIB = 1024**3
+# Disk budget per variant, GiB: image + its base + build cache. The cpu image measures 1.1 GB here
+# (docker images); the official Paddle GPU images unpack to well over 10 GB (CUDA + cuDNN + TensorRT).
+DISK_GIB = {"cpu": 4, "gpu": 25}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor line: ``status`` is ``ok``, ``warn``, ``fail`` or ``skip``; ``hint`` says what to do."""
+
+    name: str
+    status: str
+    detail: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the checks share: the ``variants`` in use, the NVIDIA ``driver`` and ``gpus`` count of this
+    host, the engine ``info`` (None when the engine is down) and ``require_gpu``."""
+
+    settings: Settings
+    variants: tuple[variants.Variant, ...]
+    driver: str | None
+    gpus: int
+    info: dict[str, Any] | None
+    require_gpu: bool
+
+    @property
+    def gpu_variants(self) -> list[variants.Variant]:
+        return [v for v in self.variants if v.is_gpu]
+
+
+def check_engine(host: Host) -> Check:
+    """Engine reachable (``/info``) and a BuildKit builder usable (engine.pick_builder)."""
+    if host.info is None:
+        engine.info()  # raises the EngineError with its cause and hint
+    builder = engine.pick_builder(host.settings.build.docker_cli)
+    return Check("engine", "ok", f"Docker {host.info['ServerVersion']}; builder: {builder.description}")
+
+
+def check_registry(host: Host) -> Check:
+    """``GET /v2/`` on the candidate registry with the credentials push would use."""
+    url = host.settings.registry.url
+    client = registry.client_for(host.settings)
+    client.request("GET", "", [], f"checking registry {url}")
+    who = f"logged in as {client.credentials.username}" if client.credentials else "anonymous access allowed"
+    return Check("registry", "ok", f"{url} answers /v2/ ({who})")
+
+
+def check_gpu_driver(host: Host) -> Check:
+    """The host driver against the CUDA of every GPU variant in use (drivers.check)."""
+    gpu = host.gpu_variants
+    if not host.driver:
+        if not gpu:
+            return Check("gpu driver", "ok", "no GPU on this host; only CPU variants in use")
+        names = ", ".join(v.name for v in gpu)
+        return Check("gpu driver", "fail" if host.require_gpu else "warn",
+                     f"no GPU on this host (nvidia-smi found none): GPU variants {names} cannot be verified here",
+                     "run them on a GPU runner, or select CPU variants: invoke doctor --variant cpu")
+    results = [drivers.check(v.cuda or "", host.driver) for v in gpu]
+    bad = [r for r in results if not r.ok]
+    if bad:
+        return Check("gpu driver", "fail", "; ".join(r.message for r in bad),
+                     f"upgrade the NVIDIA driver to >= {max(drivers.required(r.cuda)[1] for r in bad)}")
+    partial = [r for r in results if not r.full]
+    detail = f"driver {host.driver}, {host.gpus} GPU(s); " + ("; ".join(r.message for r in partial) or
+                                                             f"meets CUDA {', '.join(sorted({r.cuda for r in results})) or '-'}")
+    return Check("gpu driver", "warn" if partial else "ok", detail,
+                 "upgrade the driver for PTX JIT and full features" if partial else None)
+
+
+def check_nvidia_runtime(host: Host) -> Check:
+    """The NVIDIA container runtime is registered with the engine (``docker info`` Runtimes)."""
+    runtimes = sorted((host.info or {}).get("Runtimes") or {})
+    if "nvidia" in runtimes:
+        return Check("nvidia runtime", "ok", "nvidia runtime registered with the engine")
+    needed = bool(host.driver and host.gpu_variants)
+    return Check("nvidia runtime", "fail" if needed or (host.require_gpu and host.gpu_variants) else "warn",
+                 f"no nvidia runtime (engine runtimes: {', '.join(runtimes) or 'none'})"
+                 + ("" if host.driver else "; no GPU on this host either"),
+                 "install the NVIDIA Container Toolkit, then: nvidia-ctk runtime configure --runtime=docker "
+                 "and restart dockerd")
+
+
+def check_disk(host: Host) -> Check:
+    """Free space under the engine's root folder against a per-variant budget (:data:`DISK_GIB`)."""
+    root = (host.info or {}).get("DockerRootDir") or "/var/lib/docker"
+    root = root if os.path.isdir(root) else "/"  # a remote engine's root is not visible here
+    free = shutil.disk_usage(root).free / GIB
+    runnable = [v for v in host.variants if not v.is_gpu or host.driver]
+    need_here, need_all = (sum(DISK_GIB[v.device] for v in vs) for vs in (runnable, host.variants))
+    status = "fail" if free < need_here else "warn" if free < need_all else "ok"
+    return Check("disk", status, f"{free:.0f} GiB free in {root}; the variants in use need about {need_all} GiB",
+                 None if status == "ok" else f"free space in {root} (docker system prune / docker builder prune)")
+
+
+def check_storage(host: Host) -> Check:
+    """The artifact store opens: HeadBucket with the AWS credential chain for s3://, a folder for file://."""
+    url = storage.default_store_url(host.settings)
+    storage.store_for(host.settings).check()
+    return Check("storage", "ok", f"{url} reachable" + (" (credentials accepted)" if url.startswith("s3://") else ""))
+
+
+def check_kubeconfig(host: Host) -> Check:
+    """A kubeconfig and its context load when ``cluster.kind`` is ``k8s``."""
+    if host.settings.cluster.kind != "k8s":
+        return Check("kubeconfig", "skip", f"cluster.kind is {host.settings.cluster.kind}: no kubeconfig needed")
+    from .cluster import k8s
+
+    api = k8s.connect(host.settings)
+    api.close()
+    return Check("kubeconfig", "ok", f"kubeconfig loads; context {api.context}")
+
+
+CHECKS: tuple[tuple[str, Callable[[Host], Check]], ...] = (
+    ("engine", check_engine), ("registry", check_registry), ("gpu driver", check_gpu_driver),
+    ("nvidia runtime", check_nvidia_runtime), ("disk", check_disk), ("storage", check_storage),
+    ("kubeconfig", check_kubeconfig),
+)
+
+
+def run(settings: Settings, *, names: Iterable[str] = (), require_gpu: bool = False) -> list[Check]:
+    """Run every check; a check that raises a paddlecd error is a ``fail`` row with its cause and hint.
+
+    Args:
+        names: the variants in use (default: every variant in images/variants.yaml).
+        require_gpu: GPU variants without a GPU here fail instead of warn.
+
+    Raises:
+        ConfigError: an unknown variant or a bad variants file.
+    """
+    chosen = tuple(variants.get(settings, n) for n in names) or tuple(variants.load(settings).values())
+    driver, gpus = drivers.host_gpus()
+    try:
+        info = engine.info()
+    except PaddlecdError:
+        info = None
+    host = Host(settings, chosen, driver, gpus, info, require_gpu)
+    rows = []
+    for name, check in CHECKS:
+        try:
+            rows.append(check(host))
+        except PaddlecdError as e:
+            rows.append(Check(name, "fail", e.cause, e.hint))
+    return rows
