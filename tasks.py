@@ -539,8 +539,6 @@ def _log_format(value: str | None) -> str:
 
 def _reporters(fmt: str):
     """(on_plan, on_event, on_line) printing text or JSON lines."""
-    import json as _json
-
     from paddlecd import pipeline_report as report
 
     if fmt == "json":
