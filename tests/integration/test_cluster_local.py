@@ -8,7 +8,9 @@ steps of a linear model on synthetic data), mounted as the job's code folder.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import threading
 from pathlib import Path
 
@@ -103,15 +105,21 @@ def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(settin
     assert m and float(m.group(1)) < 0.01, loaded.logs[-2000:]
 
 
-def test_a_failing_rank_fails_the_job_with_its_log_tail(settings, image_by_digest, tmp_path):
-    plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=50, extra_args=("--fail-rank", "1"))),
-                        image=image_by_digest, cluster="local")
-    with pytest.raises(ClusterError) as info:
-        cluster.run(settings, plan, on_event=lambda _: None, on_line=lambda _: None)
+def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_path):
+    """Through the CLI, as a user runs it: exit 9, the failing rank named, its log tail as the hint."""
+    job = write_job(tmp_path, steps=50, extra_args=("--fail-rank", "1"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLECD_")}
+    result = subprocess.run([str(ROOT / ".venv/bin/invoke"), "deploy", "--image", image_by_digest, "--job", str(job),
+                             "--cluster", "local"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
-    assert "rank 1" in info.value.cause and "failed with exit code" in info.value.cause
-    assert "failing on purpose" in info.value.hint
-    assert leftovers(plan.job_id) == []
+    assert result.returncode == 9, result.stdout[-2000:] + result.stderr
+    # Rank 0 fails too (its collective breaks); rank 1 must be named with its own log tail.
+    assert re.search(r"error: .*rank 1 \(pytest-train-[0-9a-f]{6}-1\) failed with exit code \d+.*; the job was stopped",
+                     result.stderr)
+    hint = result.stderr.split("hint:", 1)[1]
+    assert "failing on purpose" in hint.split("last lines of rank 1:", 1)[1]
+    job_id = re.search(r"deploy (pytest-train-[0-9a-f]{6}) on local", result.stdout).group(1)
+    assert leftovers(job_id) == []
 
 
 def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_path):

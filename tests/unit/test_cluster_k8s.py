@@ -42,7 +42,7 @@ class ScriptedAPI:
         self.routes = {k: list(v) for k, v in routes.items()}
         self.requests: list[tuple[str, str, str]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     @property
     def url(self) -> str:

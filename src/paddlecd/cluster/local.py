@@ -81,33 +81,47 @@ def _prepare_output(output: Volume, uid: int) -> None:
         path.chmod(0o777)
 
 
+# After the first failure the other ranks usually fail within a second or two (their collective
+# breaks); waiting this long lets every failed rank report, so the one that failed first on its own
+# is named even when a peer's container happened to exit before it.
+STOP_GRACE_SECONDS = 15.0
+
+
 def _wait_all(ranks: list[Any], *, timeout: float, on_line: Emit) -> None:
-    """Wait for every rank; the first non-zero exit kills the others and raises."""
+    """Wait for every rank; after the first non-zero exit, give the others a short grace to exit,
+    stop the rest, and raise naming every rank that failed (with each one's log tail)."""
     with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
         futures = {pool.submit(engine.wait, c, timeout=timeout, on_line=_prefixed(on_line, i)): i
                    for i, c in enumerate(ranks)}
+        failures: list[tuple[int, str, str]] = []
         pending = set(futures)
-        while pending:
+        while pending and not failures:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                failure = _failure(f, futures[f], timeout)
-                if failure:
-                    _stop(ranks)
-                    raise failure
+            failures += [f for f in (_failure(x, futures[x], timeout) for x in done) if f]
+        if failures:
+            done, _ = wait(pending, timeout=STOP_GRACE_SECONDS)
+            failures += [f for f in (_failure(x, futures[x], timeout) for x in done) if f]
+            _stop(ranks)
+            raise _job_failed(sorted(failures))
 
 
-def _failure(future: Any, rank: int, timeout: float) -> ClusterError | None:
+def _failure(future: Any, rank: int, timeout: float) -> tuple[int, str, str] | None:
+    """``(rank, what happened, log tail)`` for a failed rank, None for a clean exit."""
     try:
         finished = future.result()
     except EngineError as e:
-        return ClusterError(f"rank {rank} did not finish within activeDeadlineSeconds ({timeout:.0f}s)",
-                            "raise activeDeadlineSeconds in the job file, or look at the log above") if "within" in e.cause \
-            else ClusterError(f"rank {rank}: {e.cause}", e.hint)
+        what = f"did not finish within activeDeadlineSeconds ({timeout:.0f}s)" if "within" in e.cause else e.cause
+        return (rank, f"rank {rank} {what}", "")
     if finished.exit_code == 0:
         return None
     tail = "\n".join(finished.logs.splitlines()[-25:])
-    return ClusterError(f"rank {rank} ({finished.name}) failed with exit code {finished.exit_code}; the job was stopped",
-                        f"last lines of rank {rank}:\n{tail}")
+    return (rank, f"rank {rank} ({finished.name}) failed with exit code {finished.exit_code}", tail)
+
+
+def _job_failed(failures: list[tuple[int, str, str]]) -> ClusterError:
+    cause = ", ".join(what for _, what, _ in failures) + "; the job was stopped"
+    tails = [f"last lines of rank {rank}:\n{tail}" for rank, _, tail in failures if tail]
+    return ClusterError(cause, "\n".join(tails) or "raise activeDeadlineSeconds in the job file, or look at the log above")
 
 
 def _stop(ranks: list[Any]) -> None:
