@@ -380,6 +380,11 @@ def gpu_request(count: int | None = None) -> list[Any]:
     return [docker.types.DeviceRequest(count=-1 if count is None else count, capabilities=[["gpu"]])]
 
 
+def gpu_request_ids(device_ids: Sequence[str]) -> list[Any]:
+    """``device_requests`` for the given NVIDIA GPU indexes (``--gpus '"device=0,1"'``). GPU-only path."""
+    return [docker.types.DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
+
+
 def copy_from(c: Any, path: str) -> bytes:
     """Return a tar stream (bytes) of ``path`` inside container ``c`` (``docker cp``)."""
     try:

@@ -153,3 +153,21 @@ def test_a_release_that_does_not_exist_is_refused_before_anything_runs(registry_
     with pytest.raises(ConfigError, match="unknown release 9.9.9-cpu"):
         cluster.plan(settings, job=str(write_job(tmp_path, steps=10)), release="9.9.9-cpu", cluster="local")
     assert {c.name for c in engine.client().containers.list(all=True)} <= before
+
+
+def test_container_options_mirror_the_pod(tmp_path):
+    """Each local rank gets the pod's uid, limits, shm and DNS name; GPU ranks get disjoint cards.
+    (No GPU here: the device requests are checked as built, not run.)"""
+    from paddlecd.cluster import jobfile, local
+    from paddlecd.cluster.render import Target
+
+    spec = jobfile.load(write_job(tmp_path, steps=1)).with_overrides(gpus=2)
+    target = Target("127.0.0.1:5000/x@sha256:" + "a" * 64, "cu126", "1.4.0-cu126")
+    opts = [local._options(spec, target, "job-1a2b3c", rank) for rank in (0, 1)]
+
+    assert [o["device_requests"][0]["DeviceIDs"] for o in opts] == [["0", "1"], ["2", "3"]]
+    assert opts[1]["networking_config"]["job-1a2b3c"]["Aliases"] == ["job-1a2b3c-1.job-1a2b3c"]
+    assert (opts[1]["user"], opts[1]["shm_size"], opts[1]["mem_limit"], opts[1]["nano_cpus"]) == (
+        "1000:1000", 256 * 2**20, 2 * 2**30, 10**9)
+    assert opts[1]["environment"]["JOB_COMPLETION_INDEX"] == "1"
+    assert opts[1]["environment"]["PADDLE_MASTER"] == "job-1a2b3c-0.job-1a2b3c:36543"

@@ -60,8 +60,8 @@ def _options(spec: JobSpec, target: Target, job_id: str, rank: int) -> dict[str,
         "nano_cpus": int(parse_quantity(r.cpu) * 10**9), "user": f"{uid}:{uid}", "working_dir": "/tmp",
         "labels": {**labels(target, job_id), "paddlecd.io/rank": str(rank)},
     }
-    if r.gpus:
-        opts["device_requests"] = engine.gpu_request(r.gpus)
+    if r.gpus:  # one machine: rank i gets its own cards [i·g, (i+1)·g)
+        opts["device_requests"] = engine.gpu_request_ids([str(rank * r.gpus + k) for k in range(r.gpus)])
     return opts
 
 
