@@ -1,0 +1,162 @@
+"""The pipeline runner with fake stage callables (the real stages run in tests/integration/test_pipeline.py):
+order, summary files, resume from the failed stage with the recorded outputs, parallel builds, events."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from paddlecd import config, pipeline, stages
+from paddlecd.errors import PipelineError, VerifyError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return config.load({"state_dir": str(tmp_path / "state"), "lock_file": str(tmp_path / "lock.yaml")},
+                       root=ROOT, environ={})
+
+
+class Fakes:
+    """Stage callables that record their calls; ``fail`` makes a kind raise once per variant listed."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, str]] = []
+        self.fail: dict[str, set[str]] = {}
+        self.seen_push: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def kinds(self):
+        def make(kind):
+            def run(ctx: stages.StageContext):
+                with self.lock:
+                    self.calls.append((kind, ctx.variant))
+                if kind == "push":
+                    ctx.outputs.update(digest=f"sha256:{ctx.variant}", reference=f"reg/repo@sha256:{ctx.variant}")
+                if kind == "verify":
+                    self.seen_push[ctx.variant] = ctx.earlier["push"]["reference"]
+                    failing = ctx.variant in self.fail.get("verify", set())
+                    ctx.outputs["checks"] = [{"name": "env/import", "passed": True, "seconds": 0.1},
+                                             {"name": "export/jit", "passed": not failing, "seconds": 0.2}]
+                if ctx.variant in self.fail.get(kind, set()):
+                    self.fail[kind].discard(ctx.variant)
+                    raise VerifyError(f"verify failed for {ctx.variant}: export/jit: outputs differ", "see smoke.log")
+            return run
+        return {k: make(k) for k in stages.KINDS}
+
+
+def run(settings, fakes, events=None, **kw):
+    return pipeline.run(settings, "pr", kinds=fakes.kinds(), on_event=(events.append if events is not None else
+                                                                        lambda e: None), **kw)
+
+
+def test_stages_run_in_order_and_the_summary_is_written(settings):
+    fakes, events = Fakes(), []
+    result = run(settings, fakes, events, given=("cpu",))
+    assert fakes.calls == [("lock-check", "cpu"), ("build", "cpu"), ("push", "cpu"), ("verify", "cpu")]
+    assert result.error() is None and result.summary["status"] == "succeeded"
+    saved = json.loads((result.folder / "summary.json").read_text())
+    assert saved == result.summary and saved["attempts"] == 1 and saved["variants"] == ["cpu"]
+    assert [s["status"] for s in saved["stages"]] == ["succeeded"] * 4
+    assert saved["stages"][2]["variants"]["cpu"]["outputs"]["digest"] == "sha256:cpu"
+    assert (result.folder.parent / "latest").read_text().strip() == saved["run_id"]
+    assert result.folder == settings.state / "pipelines" / "pr" / saved["run_id"]
+    assert "| push | cpu | ✅ succeeded |" in (result.folder / "summary.md").read_text()
+    kinds = [e["event"] for e in events]
+    assert kinds.count("variant.end") == 4 and kinds.count("check") == 2 and kinds[-1] == "pipeline.end"
+    assert all(e["run_id"] == saved["run_id"] and e["pipeline"] == "pr" for e in events)
+
+
+def test_failed_stage_stops_the_run_and_resume_reuses_recorded_outputs(settings):
+    fakes = Fakes()
+    fakes.fail["verify"] = {"cpu"}
+    first = run(settings, fakes, given=("cpu",))
+    err = first.error()
+    assert isinstance(err, PipelineError) and err.exit_code == 10
+    assert "stage 'verify' failed for cpu: verify failed for cpu: export/jit" in err.cause
+    assert "--resume" in err.hint and str(first.folder / "summary.json") in err.hint
+    verify = first.summary["stages"][3]["variants"]["cpu"]
+    assert verify["status"] == "failed" and verify["outputs"]["checks"][1]["passed"] is False
+    fakes.calls.clear()
+    events = []
+    second = run(settings, fakes, events, resume=True)
+    assert fakes.calls == [("verify", "cpu")]  # lock-check, build, push reused
+    assert fakes.seen_push["cpu"] == "reg/repo@sha256:cpu"  # the recorded push output
+    assert second.folder == first.folder and second.summary["run_id"] == first.summary["run_id"]
+    assert second.summary["status"] == "succeeded" and second.summary["attempts"] == 2
+    assert second.summary["stages"][1]["variants"]["cpu"]["attempt"] == 1
+    assert second.summary["stages"][3]["variants"]["cpu"]["attempt"] == 2
+    assert [e["stage"] for e in events if e.get("status") == "reused"] == ["lock-check", "build", "push"]
+
+
+def test_resume_without_a_previous_run_is_refused(settings):
+    with pytest.raises(PipelineError) as e:
+        run(settings, Fakes(), resume=True)
+    assert "no previous run of pipeline 'pr' to resume" in e.value.cause
+    assert e.value.hint == "start one: invoke pipeline.run pr"
+
+
+def test_resume_of_a_changed_pipeline_is_refused(settings):
+    fakes = Fakes()
+    fakes.fail["build"] = {"cpu"}
+    first = run(settings, fakes, given=("cpu",))
+    summary = json.loads((first.folder / "summary.json").read_text())
+    summary["stages"][1]["name"] = "compile"
+    (first.folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(PipelineError) as e:
+        run(settings, fakes, resume=True)
+    assert "changed since run" in e.value.cause
+
+
+def test_resume_only_reruns_the_variants_that_failed(settings):
+    fakes = Fakes()
+    fakes.fail["verify"] = {"cu126"}
+    first = run(settings, fakes, given=("cpu", "cu126"))
+    assert [(s, v) for s, v, _ in first.failures] == [("verify", "cu126")]
+    fakes.calls.clear()
+    second = run(settings, fakes, resume=True)
+    assert fakes.calls == [("verify", "cu126")] and second.error() is None
+
+
+def test_builds_of_two_variants_run_at_once(settings):
+    """pr.yaml says parallel: 2 for build: both builds must be inside the stage at the same time."""
+    barrier = threading.Barrier(2, timeout=20)
+    fakes = Fakes()
+    kinds = fakes.kinds()
+    kinds["build"] = lambda ctx: barrier.wait()  # a serial runner breaks the barrier (BrokenBarrierError)
+    result = pipeline.run(settings, "pr", given=("cpu", "cu126"), kinds=kinds)
+    assert result.error() is None, result.error()
+
+
+def test_variants_on_one_base_build_in_one_group(settings, tmp_path):
+    digest = "sha256:" + "1" * 64
+    lock = {"schema": 1, "bases": {n: {"base": f"b/{n}:1", "digest": digest if n != "cu126" else "sha256:" + "2" * 64,
+                                       "media_type": "x", "locked": "now"} for n in ("cpu", "cu118", "cu126")}}
+    (tmp_path / "lock.yaml").write_text(json.dumps(lock))
+    assert stages.groups(settings, "build", ["cpu", "cu118", "cu126"]) == [["cpu", "cu118"], ["cu126"]]
+    assert stages.groups(settings, "push", ["cpu", "cu118"]) == [["cpu"], ["cu118"]]
+
+
+def test_no_touched_variant_skips_every_stage(settings):
+    fakes = Fakes()
+    result = pipeline.run(settings, "pr", kinds=fakes.kinds(), given=())
+    assert fakes.calls and result.summary["variants"] == ["cpu"]  # local default
+    pdef = pipeline.pipeline_spec.load(settings, "pr")
+    summary = pipeline.new_summary(pdef, pipeline.Selection((), "touched by the change since main"), settings, {}, "main")
+    runner = pipeline.Runner(settings, pdef, summary, settings.state / "x" / "y", on_event=lambda e: None,
+                             on_line=lambda *a: None, kinds=fakes.kinds())
+    assert runner.run()["status"] == "succeeded"
+    assert {s["status"] for s in summary["stages"]} == {"skipped"}
+
+
+def test_unexpected_exception_is_recorded_against_its_stage(settings):
+    fakes = Fakes()
+    kinds = fakes.kinds()
+    kinds["push"] = lambda ctx: 1 / 0
+    result = pipeline.run(settings, "pr", given=("cpu",), kinds=kinds)
+    assert "stage 'push' failed for cpu: ZeroDivisionError" in result.error().cause
+    assert result.summary["stages"][3]["status"] == "pending"  # verify never ran

@@ -1,0 +1,129 @@
+"""Pipeline files: the shipped ones load, bad ones are refused with one line and a hint (issue 6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from paddlecd import config, pipeline, pipeline_spec
+from paddlecd.errors import ConfigError, PipelineError
+
+ROOT = Path(__file__).resolve().parents[2]
+PATH = Path("pipelines/test.yaml")
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return config.load({"state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
+
+
+def parse(stages, **top):
+    return pipeline_spec.parse({"schema": 1, "stages": stages, **top}, PATH, "test")
+
+
+def test_shipped_pipelines_load_in_order(settings):
+    assert pipeline_spec.names(settings) == ["nightly", "pr", "release"]
+    order = {n: [s.kind for s in pipeline_spec.load(settings, n).stages] for n in pipeline_spec.names(settings)}
+    assert order["pr"] == ["lock-check", "build", "push", "verify"]
+    assert order["nightly"] == ["lock-check", "build", "push", "verify"]
+    assert order["release"] == ["promote", "deploy", "upload"]
+    nightly = pipeline_spec.load(settings, "nightly")
+    assert nightly.variants == "all" and nightly.stages[1].params == {"no_cache": True}
+    assert nightly.stages[1].parallel == 2
+
+
+def test_unknown_pipeline_names_the_known_ones(settings):
+    with pytest.raises(PipelineError) as e:
+        pipeline_spec.load(settings, "nightlyy")
+    assert "unknown pipeline 'nightlyy'" in e.value.cause and "did you mean 'nightly'" in e.value.hint
+
+
+def test_unknown_stage_kind_with_did_you_mean():
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "lock-check"}, {"stage": "biuld"}])
+    assert e.value.cause == f"{PATH}: unknown stage 'biuld' at stages[1].stage"
+    assert e.value.hint.startswith("did you mean 'build'?")
+
+
+def test_unknown_key_at_top_level_and_in_a_stage():
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "build"}], varients="all")
+    assert "unknown key 'varients'" in e.value.cause and e.value.hint == "did you mean 'variants'?"
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "build", "paralel": 2}])
+    assert "unknown key 'paralel' at stages[0]" in e.value.cause and e.value.hint == "did you mean 'parallel'?"
+
+
+def test_unknown_stage_parameter_is_checked_per_kind():
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "build", "with": {"no_cahce": True}}])
+    assert "unknown key 'no_cahce' at stages[0].with" in e.value.cause and "no_cache" in e.value.hint
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "verify", "with": {"no_cache": True}}])
+    assert "unknown key 'no_cache'" in e.value.cause and "takes no parameters" in e.value.hint
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "deploy", "with": {"nodes": 2}}])
+    assert "'job' is a required property" in e.value.cause
+
+
+def test_duplicate_stage_is_refused_with_a_rename_hint():
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "build"}, {"stage": "push"}, {"stage": "build"}])
+    assert e.value.cause == f"{PATH}: duplicate stage 'build' (stages[2])" and "name: build-2" in e.value.hint
+    ok = parse([{"stage": "build"}, {"stage": "build", "name": "build-again"}])
+    assert [s.name for s in ok.stages] == ["build", "build-again"]
+
+
+def test_cycle_through_needs_is_refused():
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "build", "needs": ["verify"]}, {"stage": "push", "needs": ["build"]},
+               {"stage": "verify", "needs": ["push"]}])
+    assert "stages form a cycle" in e.value.cause
+    assert all(n in e.value.cause for n in ("build", "push", "verify")) and "needs" in e.value.hint
+
+
+def test_needs_on_unknown_stage():
+    with pytest.raises(PipelineError) as e:
+        parse([{"stage": "build"}, {"stage": "push", "needs": ["biuld"]}])
+    assert "needs unknown stage 'biuld'" in e.value.cause and e.value.hint == "did you mean 'build'?"
+
+
+def test_needs_reorders_and_default_is_the_stage_listed_before():
+    p = parse([{"stage": "lock-check"}, {"stage": "build"}, {"stage": "verify", "needs": ["push"]},
+               {"stage": "push", "needs": ["build"]}])
+    assert [s.name for s in p.stages] == ["lock-check", "build", "push", "verify"]
+    with pytest.raises(PipelineError):  # listed first with no needs, lock-check would follow verify: a cycle
+        parse([{"stage": "verify", "needs": ["push"]}, {"stage": "lock-check"}, {"stage": "push"}])
+
+
+def test_malformed_yaml_names_the_line(settings, tmp_path):
+    bad = tmp_path / "pipelines" / "bad.yaml"
+    bad.parent.mkdir()
+    bad.write_text("schema: 1\nstages:\n  - stage: build\n   - stage: push\n")
+    s = config.load({}, root=tmp_path, environ={})
+    with pytest.raises(PipelineError) as e:
+        pipeline_spec.load(s, "bad")
+    assert "not valid YAML (line 4)" in e.value.cause
+
+
+def test_unknown_variant_listed_in_a_pipeline_file(settings):
+    p = parse([{"stage": "build"}], variants=["cpu", "cu127"])
+    with pytest.raises(PipelineError) as e:
+        pipeline.select(settings, p)
+    assert "unknown variant 'cu127'" in e.value.cause and str(PATH) in e.value.cause
+    assert "did you mean" in e.value.hint
+
+
+def test_unknown_variant_on_the_command_line(settings):
+    with pytest.raises(ConfigError) as e:
+        pipeline.select(settings, pipeline_spec.load(settings, "pr"), ("cu999",))
+    assert "unknown variant 'cu999'" in e.value.cause
+
+
+def test_variant_selection_policies(settings):
+    pr, nightly = pipeline_spec.load(settings, "pr"), pipeline_spec.load(settings, "nightly")
+    assert pipeline.select(settings, pr).variants == ("cpu",)  # local run, no base ref
+    assert pipeline.select(settings, pr, ("cu126",)).variants == ("cu126",)
+    assert pipeline.select(settings, nightly).variants == ("cpu", "cu118", "cu126", "cu120-p261")
+    assert pipeline.select(settings, nightly, ("cpu",)).variants == ("cpu",)
