@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from paddlecd import cluster, config, engine
-from paddlecd.errors import ClusterError, ConfigError
+from paddlecd.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -55,7 +55,7 @@ class Plan:
                 f"  image     {self.target.reference} (release {self.target.release or '-'}, variant {self.target.variant})",
                 f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, shm {r.shm})",
                 f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
-                f"  create    " + ", ".join(f"{m['kind']}/{m['metadata']['name']}" for m in self.manifests),
+                "  create    " + ", ".join(f"{m['kind']}/{m['metadata']['name']}" for m in self.manifests),
                 f"  model     {self.model_location}"]
 
 
@@ -75,9 +75,11 @@ def plan(settings: Settings, *, job: str, release: str | None = None, image: str
     """
     cluster = cluster or settings.cluster.kind
     if cluster not in CLUSTERS or kind not in KINDS:
-        raise ConfigError(f"unknown --cluster '{cluster}' or --kind '{kind}'", "use --cluster local|k8s and --kind job|paddlejob")
+        raise ConfigError(f"unknown --cluster '{cluster}' or --kind '{kind}'",
+                          "use --cluster local|k8s and --kind job|paddlejob")
     if cluster == "local" and kind != "job":
-        raise ConfigError("--kind paddlejob needs the training operator: it runs only with --cluster k8s", "drop --kind or use --cluster k8s")
+        raise ConfigError("--kind paddlejob needs the training operator: it runs only with --cluster k8s",
+                          "drop --kind or use --cluster k8s")
     spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
     target = resolve(settings, release=release, image=image, variant=variant)
     jobfile.check(spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant)

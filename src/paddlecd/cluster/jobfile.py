@@ -142,7 +142,8 @@ def validate(data: Any, source: str) -> None:
         hint = f"did you mean '{close[0]}'?" if close else "allowed keys: " + ", ".join(allowed)
         raise ConfigError(f"{source}: unknown key '{extra}' at {where}", hint)
     if e.validator == "oneOf":
-        raise ConfigError(f"{source}: {where}: give exactly one of 'path' or 'claim'", "see src/paddlecd/schemas/train.schema.json")
+        raise ConfigError(f"{source}: {where}: give exactly one of 'path' or 'claim'",
+                          "see src/paddlecd/schemas/train.schema.json")
     raise ConfigError(f"{source}: {where}: {e.message}", "see src/paddlecd/schemas/train.schema.json")
 
 
@@ -164,15 +165,18 @@ def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
         raise ConfigError(f"{spec.source}: nodes must be at least 1 (got {spec.nodes})", "pass --nodes 1 or more")
     mounts = [v.mount_path.rstrip("/") for v in spec.volumes.values()]
     if len(set(mounts)) != len(mounts):
-        raise ConfigError(f"{spec.source}: two volumes share one mountPath ({', '.join(mounts)})", "give each its own mountPath")
+        raise ConfigError(f"{spec.source}: two volumes share one mountPath ({', '.join(mounts)})",
+                          "give each its own mountPath")
     writable = [v.mount_path for v in spec.volumes.values() if not v.read_only]
     if not any(_under(spec.checkpoint, m) for m in writable):
-        raise ConfigError(f"{spec.source}: checkpoint {spec.checkpoint} is not under a writable mount ({', '.join(writable)})",
+        raise ConfigError(f"{spec.source}: checkpoint {spec.checkpoint} is not under a writable mount "
+                          f"({', '.join(writable)})",
                           "put checkpoints under output.mountPath, or they are lost with the container")
 
 
 def _under(path: str, mount: str) -> bool:
-    return posixpath.normpath(path) == posixpath.normpath(mount) or posixpath.normpath(path).startswith(mount.rstrip("/") + "/")
+    path, mount = posixpath.normpath(path), posixpath.normpath(mount)
+    return path == mount or path.startswith(mount.rstrip("/") + "/")
 
 
 def _script(data: dict) -> str:

@@ -131,7 +131,8 @@ def render(spec: JobSpec, target: Target, *, job_id: str, kind: str = "job", nam
         raise ConfigError(f"job id '{job_id}' is longer than 52 characters", "shorten 'name' in the job file")
     target = Target(pinned(target.reference), target.variant, target.release, target.revision)
     meta = {"name": job_id, "namespace": namespace, "labels": labels(target, job_id),
-            "annotations": {"paddlecd.io/reference": target.reference, "paddlecd.io/job-file": posixpath.basename(spec.source)}}
+            "annotations": {"paddlecd.io/reference": target.reference,
+                            "paddlecd.io/job-file": posixpath.basename(spec.source)}}
     if kind == "paddlejob":
         return [_paddlejob(spec, target, job_id, meta, pull_secret)]
     # Each manifest owns its metadata: no shared dicts (YAML dumps would show anchors).
