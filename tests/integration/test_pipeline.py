@@ -1,0 +1,121 @@
+"""The `pr` pipeline end to end on the real engine and a real distribution registry (TLS + htpasswd),
+for the `cpu` variant, as a user (or CI) runs it: a failure injected into verify, then --resume.
+
+The failure is real, not a hook: the first run sets PADDLECD_VERIFY_TIMEOUT=1, so the smoke container
+is killed after one second and verify fails; lock-check, build and push have succeeded by then. The
+resumed run (normal timeout) must run verify only, against the digest the first run pushed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from mainjob import cli_env, invoke
+from paddlecd import evidence
+
+
+@pytest.fixture(scope="module")
+def pr_state(registry, main_state, paddle_base, tmp_path_factory):
+    """An own state folder with a copy of the lock main_state holds (other tests keep theirs)."""
+    state = tmp_path_factory.mktemp("pipeline-state")
+    shutil.copy(main_state / "lock.yaml", state / "lock.yaml")
+    return state
+
+
+def summary_of(state):
+    folder = state / "pipelines" / "pr"
+    run_id = (folder / "latest").read_text().strip()
+    return folder / run_id, json.loads((folder / run_id / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def failed_run(registry, pr_state, tmp_path_factory):
+    step_summary = tmp_path_factory.mktemp("gha") / "step_summary.md"
+    env = cli_env(registry, pr_state, PADDLECD_VERIFY_TIMEOUT="1", GITHUB_ACTIONS="true",
+                  GITHUB_STEP_SUMMARY=str(step_summary))
+    env.pop("GITHUB_BASE_REF", None)
+    run = invoke("pipeline.run", "pr", "--variant", "cpu", env=env)
+    folder, summary = summary_of(pr_state)
+    return run, folder, summary, step_summary
+
+
+@pytest.fixture(scope="module")
+def resumed_run(failed_run, registry, pr_state):
+    run = invoke("pipeline.run", "pr", "--resume", "--log-format", "json", env=cli_env(registry, pr_state))
+    folder, summary = summary_of(pr_state)
+    return run, folder, summary
+
+
+def test_injected_verify_failure_stops_the_run_after_push(failed_run):
+    run, folder, summary, _ = failed_run
+    assert run.returncode == 10, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "error: pipeline pr: stage 'verify' failed for cpu" in run.stderr
+    assert "invoke pipeline.run pr --resume" in run.stderr
+    status = {s["name"]: s["status"] for s in summary["stages"]}
+    assert status == {"lock-check": "succeeded", "build": "succeeded", "push": "succeeded", "verify": "failed"}
+    assert summary["status"] == "failed" and summary["variants"] == ["cpu"]
+    push = summary["stages"][2]["variants"]["cpu"]
+    assert push["outputs"]["reference"].endswith("@" + push["outputs"]["digest"])
+    # engine.wait turns docker-py's ReadTimeout into "did not finish within 1s"; docker-py 7.1 raises it
+    # as requests' ConnectionError("… Read timed out.") over the unix socket, recorded as it is
+    assert "timed out" in summary["stages"][3]["variants"]["cpu"]["error"] or \
+        "within 1s" in summary["stages"][3]["variants"]["cpu"]["error"]
+    # the per-stage lines, with the digest as the push line's key output
+    assert f"digest={push['outputs']['digest']}" in run.stdout
+    assert (folder / "summary.md").read_text().count("| cpu |") == 4
+
+
+def test_failure_is_annotated_and_summarised_for_github(failed_run):
+    run, _, summary, step_summary = failed_run
+    assert "::error title=pipeline pr%3A verify (cpu)::" in run.stdout
+    text = step_summary.read_text()
+    assert f"pipeline `pr` — failed" in text and summary["run_id"] in text and "| verify | cpu | ❌ failed |" in text
+
+
+def test_resume_runs_verify_only_on_the_recorded_digest(failed_run, resumed_run, registry, pr_state):
+    _, first_folder, first, _ = failed_run
+    run, folder, summary = resumed_run
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert folder == first_folder and summary["run_id"] == first["run_id"]
+    assert summary["status"] == "succeeded" and summary["attempts"] == 2
+    attempts = {s["name"]: s["variants"]["cpu"]["attempt"] for s in summary["stages"]}
+    assert attempts == {"lock-check": 1, "build": 1, "push": 1, "verify": 2}
+    pushed = summary["stages"][2]["variants"]["cpu"]["outputs"]
+    verified = summary["stages"][3]["variants"]["cpu"]["outputs"]
+    assert verified["digest"] == pushed["digest"] and verified["reference"] == pushed["reference"]
+    record = json.loads(open(verified["evidence"]).read())
+    assert record["passed"] is True and record["digest"] == pushed["digest"]
+    from mainjob import project_settings
+
+    assert evidence.load(project_settings(registry, pr_state), pushed["digest"])["passed"] is True
+
+
+def test_resumed_run_logs_json_lines_one_event_per_stage_and_check(resumed_run):
+    run, _, summary = resumed_run
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]  # every line is JSON
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "plan" and kinds[-1] == "pipeline.end" and events[-1]["status"] == "succeeded"
+    reused = [e["stage"] for e in events if e["event"] == "stage.end" and e["status"] == "reused"]
+    assert reused == ["lock-check", "build", "push"]
+    checks = [e for e in events if e["event"] == "check"]
+    assert len(checks) == len(summary["stages"][3]["variants"]["cpu"]["outputs"]["checks"]) >= 4
+    assert all(e["status"] == "passed" and e["variant"] == "cpu" for e in checks)
+    ends = [e for e in events if e["event"] == "variant.end"]
+    assert [(e["stage"], e["status"]) for e in ends] == [("verify", "succeeded")]
+
+
+def test_resume_with_no_previous_run_is_refused(registry, tmp_path):
+    run = invoke("pipeline.run", "nightly", "--resume", env=cli_env(registry, tmp_path))
+    assert run.returncode == 10
+    assert "error: no previous run of pipeline 'nightly' to resume" in run.stderr
+    assert "hint: start one: invoke pipeline.run nightly" in run.stderr
+    assert not (tmp_path / "pipelines").exists()
+
+
+def test_unknown_variant_changes_nothing(registry, tmp_path):
+    run = invoke("pipeline.run", "pr", "--variant", "cu999", env=cli_env(registry, tmp_path))
+    assert run.returncode == 2 and "unknown variant 'cu999'" in run.stderr
+    assert not (tmp_path / "pipelines").exists()
