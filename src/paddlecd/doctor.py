@@ -60,7 +60,7 @@ def check_engine(host: Host) -> Check:
     if host.info is None:
         engine.info()  # raises the EngineError with its cause and hint
     builder = engine.pick_builder(host.settings.build.docker_cli)
-    return Check("engine", "ok", f"Docker {host.info['ServerVersion']}; builder: {builder.description}")
+    return Check("engine", "ok", f"Docker {host.info['ServerVersion']}; BuildKit builder: {builder.description}")
 
 
 def check_registry(host: Host) -> Check:
