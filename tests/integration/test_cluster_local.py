@@ -171,3 +171,32 @@ def test_container_options_mirror_the_pod(tmp_path):
         "1000:1000", 256 * 2**20, 2 * 2**30, 10**9)
     assert opts[1]["environment"]["JOB_COMPLETION_INDEX"] == "1"
     assert opts[1]["environment"]["PADDLE_MASTER"] == "job-1a2b3c-0.job-1a2b3c:36543"
+
+
+def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, paddle_image, tmp_path):
+    """The whole path behind ``invoke deploy --release 1.0.0-cpu``: the Paddle image pushed as a
+    candidate, evidence recorded as verify writes it, promoted with paddlecd.release (registry-side
+    copy), then resolved by release.find to release-repo@digest, pulled by digest with credentials
+    from DOCKER_CONFIG, and trained on for real."""
+    import datetime as dt
+    import uuid
+
+    from paddlecd import evidence, release
+
+    uid = uuid.uuid4().hex[:8]
+    settings = config.load({"state_dir": str(tmp_path / "state"), "registry.repository": f"ci/cluster-{uid}",
+                            "release.repository": f"release/cluster-{uid}"}, root=ROOT)
+    engine.tag(paddle_image, f"{settings.candidate_repo}:cpu-test")
+    digest = engine.push(f"{settings.candidate_repo}:cpu-test")
+    evidence.save_candidate(settings, "cpu", reference=f"{settings.candidate_repo}@{digest}", digest=digest, tag="cpu-test")
+    evidence.save(settings, {"digest": digest, "reference": f"{settings.candidate_repo}@{digest}", "variant": "cpu",
+                             "passed": True, "created": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
+                             "versions": {"paddle": "3.0.0"},
+                             "checks": [{"name": "env", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}]})
+    release.promote(settings, variant="cpu", version="1.0.0", execute=True)
+
+    plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=50)), release="1.0.0-cpu", cluster="local")
+    assert plan.target.reference == f"{settings.release_repo}@{digest}"
+    assert plan.manifests[1]["metadata"]["labels"]["paddlecd.io/release"] == "1.0.0-cpu"
+    location = cluster.run(settings, plan, on_event=lambda _: None, on_line=lambda _: None)
+    assert Path(location + ".pdiparams").is_file()
