@@ -184,6 +184,23 @@ def test_failure_at_the_backoff_limit_carries_rank_zero_log_tail(cluster_api):
     assert "FileNotFoundError: [Errno 2] No such file or directory: '/data/ft.yaml'" in info.value.hint
 
 
+def test_a_retried_rank_zero_is_followed_into_its_replacement_pod(cluster_api):
+    """backoffLimit > 0: the Job replaces a failed rank 0 pod; the watch streams the new pod's log too."""
+    import copy
+
+    replaced = copy.deepcopy(API["pods_succeeded"])
+    replaced["items"][0]["metadata"]["name"] = f"{JOB}-0-r3tr1"
+    api = cluster_api({**CREATE, ("GET", PODS): [(200, API["pods_failed"])] * 2 + [(200, replaced)],
+                       ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2 + [(200, API["job_complete"])],
+                       ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_failed"])],
+                       ("GET", f"{PODS}/{JOB}-0-r3tr1/log"): [(200, API["log_rank0_ok"])]})
+    events, lines = run()
+
+    assert [p for p in api.calls("GET") if p.endswith("/log")] == [f"{PODS}/{JOB}-0-x7k2p/log", f"{PODS}/{JOB}-0-r3tr1/log"]
+    assert lines.index("[rank 0] LAUNCH ERROR 2026-11-29 15:45:31,101 Exit code 1") < lines.index("[rank 0] saved /output/model")
+    assert events[-1] == f"Job {NS}/{JOB} completed"
+
+
 def test_a_refused_job_create_removes_the_service_again(cluster_api):
     api = cluster_api({**CREATE, ("POST", JOBS): [(403, API["forbidden_job"])]})
     with pytest.raises(ClusterError) as info:

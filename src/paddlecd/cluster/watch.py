@@ -58,6 +58,8 @@ class _State:
     phases: dict[str, str] = field(default_factory=dict)
     pending_since: dict[str, float] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
+    followed: set[str] = field(default_factory=set)
+    rank0: dict | None = None
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
     log_thread: threading.Thread | None = None
 
@@ -79,8 +81,7 @@ def watch(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit, on_l
                   pending_timeout=pending_timeout, secret=secret)
         outcome = _outcome(k8s.job_conditions(api, job))
         if outcome:
-            if state.log_thread:
-                state.log_thread.join(timeout=30)
+            _drain(api, state, on_line)
             kind, reason, message = outcome
             if kind == "ok":
                 on_event(f"{job['kind']} {ns}/{job_id} completed")
@@ -109,9 +110,23 @@ def _look(api: k8s.Api, manifests: list[dict], pod: dict, state: _State, *, on_e
         on_event(f"pod {name}: {phase}")
     _pull_error(api, manifests, pod, secret)
     _unschedulable(api, manifests, pod, state, on_event, pending_timeout)
-    if _rank(pod) == "0" and phase in ("Running", "Succeeded", "Failed") and state.log_thread is None:
+    # Follow rank 0's log; after a retry (backoffLimit > 0) follow the replacement pod once the old stream ended.
+    following = state.log_thread is not None and state.log_thread.is_alive()
+    if _rank(pod) == "0" and phase in ("Running", "Succeeded", "Failed"):
+        state.rank0 = pod
+    if state.rank0 is pod and name not in state.followed and not following:
+        state.followed.add(name)
         state.log_thread = threading.Thread(target=_follow, args=(api, pod, state, on_line), daemon=True)
         state.log_thread.start()
+
+
+def _drain(api: k8s.Api, state: _State, on_line: Emit) -> None:
+    """At the end: finish the running log stream, then read a last rank 0 pod not yet followed."""
+    if state.log_thread:
+        state.log_thread.join(timeout=30)
+    if state.rank0 and state.rank0["metadata"]["name"] not in state.followed:
+        state.followed.add(state.rank0["metadata"]["name"])
+        _follow(api, state.rank0, state, on_line)
 
 
 def _pull_error(api: k8s.Api, manifests: list[dict], pod: dict, secret: str | None) -> None:
