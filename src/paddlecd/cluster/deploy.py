@@ -47,6 +47,12 @@ class Plan:
             return str(Path(out.path) / self.spec.model)
         return f"claim:{out.claim}/{self.spec.model}"
 
+    def _creates(self) -> str:
+        if self.cluster == "local":
+            last = f", …, {self.job_id}-{self.spec.nodes - 1}" if self.spec.nodes > 1 else ""
+            return f"network {self.job_id}, containers {self.job_id}-0{last}"
+        return ", ".join(f"{m['kind']}/{m['metadata']['name']}" for m in self.manifests)
+
     def describe(self) -> list[str]:
         """The plan as lines for the user (printed before anything is created)."""
         r = self.spec.resources
@@ -55,7 +61,7 @@ class Plan:
                 f"  image     {self.target.reference} (release {self.target.release or '-'}, variant {self.target.variant})",
                 f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, shm {r.shm})",
                 f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
-                "  create    " + ", ".join(f"{m['kind']}/{m['metadata']['name']}" for m in self.manifests),
+                "  create    " + self._creates(),
                 f"  model     {self.model_location}"]
 
 
