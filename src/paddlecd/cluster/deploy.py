@@ -49,8 +49,9 @@ class Plan:
 
     def _creates(self) -> str:
         if self.cluster == "local":
-            last = f", …, {self.job_id}-{self.spec.nodes - 1}" if self.spec.nodes > 1 else ""
-            return f"network {self.job_id}, containers {self.job_id}-0{last}"
+            names = [f"{self.job_id}-{i}" for i in range(self.spec.nodes)]
+            shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} … {names[-1]}"
+            return f"network {self.job_id}, containers {shown}"
         return ", ".join(f"{m['kind']}/{m['metadata']['name']}" for m in self.manifests)
 
     def describe(self) -> list[str]:
