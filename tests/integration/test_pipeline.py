@@ -119,3 +119,53 @@ def test_unknown_variant_changes_nothing(registry, tmp_path):
     run = invoke("pipeline.run", "pr", "--variant", "cu999", env=cli_env(registry, tmp_path))
     assert run.returncode == 2 and "unknown variant 'cu999'" in run.stderr
     assert not (tmp_path / "pipelines").exists()
+
+
+# ------------------------------------------------------------------ release: promote → deploy → upload
+
+
+@pytest.fixture(scope="module")
+def release_root(tmp_path_factory):
+    """A project root whose pipelines/release.yaml trains a short job (tmp output) and uploads to a tmp
+    file:// store; images/ is the real one. Its own release repository keeps other tests' releases apart."""
+    import yaml
+
+    from mainjob import ROOT
+
+    root = tmp_path_factory.mktemp("release-root")
+    shutil.copytree(ROOT / "images", root / "images", ignore=shutil.ignore_patterns("lock.yaml"))
+    job = {"schema": 1, "name": "pipeline-train", "nodes": 2,
+           "command": {"script": "train_linear.py", "args": ["--steps", "50"]},
+           "code": {"path": str(ROOT / "examples"), "mountPath": "/workspace/examples"},
+           "output": {"path": "out", "mountPath": "/output"}, "model": "model",
+           "resources": {"cpu": "1", "memory": "2Gi", "shm": "256Mi"}, "activeDeadlineSeconds": 600}
+    (root / "train.yaml").write_text(yaml.safe_dump(job))
+    (root / "pipelines").mkdir()
+    (root / "pipelines" / "release.yaml").write_text(yaml.safe_dump({"schema": 1, "variants": "one", "stages": [
+        {"stage": "promote"},
+        {"stage": "deploy", "with": {"job": "train.yaml", "nodes": 2, "cluster": "local"}},
+        {"stage": "upload", "with": {"name": "linear-demo", "to": f"file://{root / 'store'}"}}]}))
+    return root
+
+
+def test_release_pipeline_promotes_trains_and_uploads(resumed_run, registry, pr_state, release_root):
+    """promote (the pr run's verified digest, evidence required) → deploy (2 local containers, gloo, on
+    the promoted digest) → upload (the jit.save export, with the promoted image in its manifest)."""
+    env = cli_env(registry, pr_state, PADDLECD_ROOT=str(release_root),
+                  PADDLECD_RELEASE_REPOSITORY="paddlecd/pipeline-release")
+    plan = invoke("pipeline.run", "release", "--variant", "cpu", "--version", "1.0.0", "--dry-run", env=env)
+    assert plan.returncode == 0 and "changes the registry" in plan.stdout and "dry run" in plan.stdout
+    assert not (pr_state / "pipelines" / "release").exists()
+
+    run = invoke("pipeline.run", "release", "--variant", "cpu", "--version", "1.0.0", env=env)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-3000:]
+    summary = json.loads((pr_state / "pipelines" / "release" / (pr_state / "pipelines" / "release" / "latest")
+                          .read_text().strip() / "summary.json").read_text())
+    out = {s["name"]: s["variants"]["cpu"]["outputs"] for s in summary["stages"]}
+    verified = resumed_run[2]["stages"][3]["variants"]["cpu"]["outputs"]
+    assert out["promote"]["release"] == "1.0.0-cpu" and out["promote"]["digest"] == verified["digest"]
+    assert out["deploy"]["image"].endswith("@" + verified["digest"])
+    assert out["deploy"]["model"] == str(release_root / "out" / "model")
+    manifest = json.loads((release_root / "store" / "linear-demo" / "1.0.0" / "manifest.json").read_text())
+    assert out["upload"]["url"].endswith("/linear-demo/1.0.0")
+    assert verified["digest"] in json.dumps(manifest)
