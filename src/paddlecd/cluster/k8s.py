@@ -9,6 +9,7 @@ translated here, once, into a :class:`~paddlecd.errors.ClusterError`.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from dataclasses import dataclass
 from decimal import Decimal
@@ -78,7 +79,8 @@ def translate(e: ApiException, what: str) -> ClusterError:
     """One ``ApiException`` → one ClusterError naming ``what`` ("creating Job ns/x") with a hint."""
     hints = {401: "your kubeconfig credentials were rejected: refresh them (kubectl get pods to check)",
              403: "your account may not do this here: check RBAC for the namespace",
-             404: "not found: for a PaddleJob install the Kubeflow training operator (CRD paddlejobs.kubeflow.org)",
+             404: ("install the Kubeflow training operator (CRD paddlejobs.kubeflow.org), or use --kind job"
+                   if "PaddleJob" in what else "check the namespace exists (setting cluster.namespace)"),
              409: "a resource of that name exists: delete it or re-run (names get a fresh suffix)",
              422: "the API server rejected the manifest: see invoke cluster.render output"}
     return ClusterError(f"{what}: {e.status} {e.reason}: {_message(e)}"[:400],
@@ -86,8 +88,6 @@ def translate(e: ApiException, what: str) -> ClusterError:
 
 
 def _message(e: ApiException) -> str:
-    import json
-
     with contextlib.suppress(Exception):
         return str(json.loads(e.body).get("message", "")).replace("\n", " ")
     return str(e.body or "")[:200]
