@@ -113,15 +113,14 @@ def test_push_to_a_down_registry_fails_clearly(main_state, tmp_path):
 
 
 class _RejectingProxy(http.server.BaseHTTPRequestHandler):
-    """Forwards to a plain-HTTP registry but breaks the upload part-way (the manifest PUT gets 400
-    MANIFEST_INVALID; chunked blob bodies are not relayed, so the registry answers those with an
-    error): the push fails mid-stream while dockerd still answers the client with HTTP 200 and an
-    in-band error chunk (docker/docker-py#3161)."""
+    """Forwards to a plain-HTTP registry, but answers the manifest PUT — after every blob went
+    through — with 400 MANIFEST_INVALID: the push fails mid-stream while dockerd still answers the
+    client with HTTP 200 and an in-band error chunk (docker/docker-py#3161)."""
 
     upstream = ""
 
     def _forward(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if self.command in ("PUT", "POST", "PATCH") else None
+        body = self._body() if self.command in ("PUT", "POST", "PATCH") else None
         if self.command == "PUT" and "/manifests/" in self.path:
             payload = b'{"errors":[{"code":"MANIFEST_INVALID","message":"manifest invalid","detail":"rejected by test proxy"}]}'
             self.send_response(400)
@@ -130,8 +129,11 @@ class _RejectingProxy(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(payload)
             return
-        req = urllib.request.Request(self.upstream + self.path, data=body, method=self.command,
-                                     headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
+        skip = ("host", "transfer-encoding", "content-length")
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+        if body is not None and "content-type" not in {k.lower() for k in headers}:
+            headers["Content-Type"] = "application/octet-stream"  # else urllib sends a form type distribution rejects
+        req = urllib.request.Request(self.upstream + self.path, data=body, method=self.command, headers=headers)
         try:
             resp = urllib.request.urlopen(req, timeout=30)
         except urllib.error.HTTPError as e:
@@ -144,6 +146,18 @@ class _RejectingProxy(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        data = b""
+        while True:  # RFC 9112 §7.1 chunked transfer coding
+            size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+            if size == 0:
+                self.rfile.readline()
+                return data
+            data += self.rfile.read(size)
+            self.rfile.readline()
 
     do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
 
@@ -164,7 +178,7 @@ def test_registry_rejecting_the_push_mid_stream_fails_push(tmp_path):
         settings = config.load({"registry.url": host, "registry.push_retries": 2}, root=ROOT, environ={})
         with pytest.raises(RegistryError) as e:
             publish.push_reference(settings, ref)
-        assert e.value.cause.startswith(f"pushing {ref}: ")
+        assert e.value.cause.startswith(f"pushing {ref}: ") and "manifest invalid" in e.value.cause.lower()
         assert "t1" not in tags(upstream, "paddlecd/midstream")
         proxy.shutdown()
     finally:
