@@ -19,63 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import changes, evidence, pipeline_report, pipeline_spec, stages, variants
+from . import evidence, pipeline_report, pipeline_spec, stages
 from .builder import git_revision
 from .config import Settings
-from .errors import ConfigError, PaddlecdError, PipelineError
-from .pipeline_spec import PipelineDef, StageDef
+from .errors import PaddlecdError, PipelineError
+from .pipeline_spec import PipelineDef, Selection, StageDef, plan_lines, select
+
+__all__ = ["Result", "Runner", "Selection", "last_run", "new_summary", "plan_lines", "resumable", "run",
+           "runs_dir", "select"]
 
 Event = Callable[[dict[str, Any]], None]
 Line = Callable[[str, str, str], None]  # (stage name, variant, line)
 SCHEMA = 1
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The variants a run covers and ``why`` (``--variant``, ``changed since origin/main``, ``all``…)."""
-
-    variants: tuple[str, ...]
-    why: str
-
-
-def select(settings: Settings, pdef: PipelineDef, given: tuple[str, ...] = (), base_ref: str | None = None) -> Selection:
-    """Pick the variants for a run: ``given`` (--variant) wins; else the pipeline's ``variants`` policy.
-
-    ``changed`` uses ``base_ref`` (default under GitHub Actions: ``origin/$GITHUB_BASE_REF``) and falls back
-    to ``cpu`` for a local run without one.
-
-    Raises:
-        ConfigError: an unknown variant on the command line. PipelineError: one in the pipeline file.
-        ConfigError: ``base_ref`` unknown to git.
-    """
-    if given:
-        return Selection(tuple(variants.get(settings, n).name for n in given), "--variant")
-    policy = pdef.variants
-    if isinstance(policy, tuple):
-        try:
-            return Selection(tuple(variants.get(settings, n).name for n in policy), f"listed in {pdef.path.name}")
-        except ConfigError as e:
-            raise PipelineError(f"{pdef.path}: {e.cause}", e.hint) from e
-    if policy == "all":
-        return Selection(tuple(variants.load(settings)), "all variants")
-    if policy == "changed" and base_ref:
-        return Selection(tuple(changes.select(settings, base_ref)), f"touched by the change since {base_ref}")
-    return Selection(("cpu",), "default (no --variant" + (", no --base-ref)" if policy == "changed" else ")"))
-
-
-def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings) -> list[str]:
-    """The run plan as lines (printed before anything runs; all of ``--dry-run``)."""
-    where = {"registry": f"registry {settings.registry.url}", "cluster": f"cluster ({settings.cluster.kind} default)",
-             "bucket": "bucket " + (settings.storage.url or "file://<state>/artifacts")}
-    names = ", ".join(selection.variants) or "none"
-    out = [f"pipeline {pdef.name}: variants {names} ({selection.why})"]
-    for i, s in enumerate(pdef.stages, 1):
-        extra = [f"{s.parallel} at once"] if s.parallel > 1 else []
-        extra += [f"changes the {where[stages.CHANGES[s.kind]]}"] if s.kind in stages.CHANGES else []
-        extra += [f"{k}={v}" for k, v in s.params.items()]
-        kind = f" ({s.kind})" if s.kind != s.name else ""
-        out.append(f"  {i}. {s.name + kind:<12} " + "; ".join(extra))
-    return out
 
 
 def runs_dir(settings: Settings, name: str) -> Path:

@@ -3,6 +3,7 @@
 A pipeline names stage kinds (``lock-check``, ``build``, ``push``, ``verify``, ``promote``, ``deploy``,
 ``upload``) with their parameters. Stages run in the order listed; ``needs`` may reorder them (a stage
 runs after every stage it needs) and a cycle is refused. Schema: ``schemas/pipeline.schema.json``.
+:func:`select` decides which variants a run covers; :func:`plan_lines` is the plan printed first.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import changes, stages, variants
 from .config import Settings
-from .errors import PipelineError
+from .errors import ConfigError, PipelineError
 
 FOLDER = "pipelines"
 SCHEMA_FILE = "src/paddlecd/schemas/pipeline.schema.json"
@@ -160,3 +162,51 @@ def _rank(e: jsonschema.ValidationError) -> tuple[int, int]:
 def _where(e: jsonschema.ValidationError) -> str:
     parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path]
     return "".join(parts).lstrip(".") or "(top level)"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The variants a run covers and ``why`` (``--variant``, ``changed since origin/main``, ``all``…)."""
+
+    variants: tuple[str, ...]
+    why: str
+
+
+def select(settings: Settings, pdef: PipelineDef, given: tuple[str, ...] = (), base_ref: str | None = None) -> Selection:
+    """Pick the variants for a run: ``given`` (--variant) wins; else the pipeline's ``variants`` policy.
+
+    ``changed`` uses ``base_ref`` (default under GitHub Actions: ``origin/$GITHUB_BASE_REF``) and falls back
+    to ``cpu`` for a local run without one.
+
+    Raises:
+        ConfigError: an unknown variant on the command line. PipelineError: one in the pipeline file.
+        ConfigError: ``base_ref`` unknown to git.
+    """
+    if given:
+        return Selection(tuple(variants.get(settings, n).name for n in given), "--variant")
+    policy = pdef.variants
+    if isinstance(policy, tuple):
+        try:
+            return Selection(tuple(variants.get(settings, n).name for n in policy), f"listed in {pdef.path.name}")
+        except ConfigError as e:
+            raise PipelineError(f"{pdef.path}: {e.cause}", e.hint) from e
+    if policy == "all":
+        return Selection(tuple(variants.load(settings)), "all variants")
+    if policy == "changed" and base_ref:
+        return Selection(tuple(changes.select(settings, base_ref)), f"touched by the change since {base_ref}")
+    return Selection(("cpu",), "the default without --variant" + (" or --base-ref" if policy == "changed" else ""))
+
+
+def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings) -> list[str]:
+    """The run plan as lines (printed before anything runs; all of ``--dry-run``)."""
+    where = {"registry": f"registry {settings.registry.url}", "cluster": f"cluster ({settings.cluster.kind} default)",
+             "bucket": "bucket " + (settings.storage.url or "file://<state>/artifacts")}
+    names = ", ".join(selection.variants) or "none"
+    out = [f"pipeline {pdef.name}: variants {names} ({selection.why})"]
+    for i, s in enumerate(pdef.stages, 1):
+        extra = [f"{s.parallel} at once"] if s.parallel > 1 else []
+        extra += [f"changes the {where[stages.CHANGES[s.kind]]}"] if s.kind in stages.CHANGES else []
+        extra += [f"{k}={v}" for k, v in s.params.items()]
+        kind = f" ({s.kind})" if s.kind != s.name else ""
+        out.append(f"  {i}. {s.name + kind:<12} " + "; ".join(extra))
+    return out

@@ -72,7 +72,7 @@ def test_failure_is_annotated_and_summarised_for_github(failed_run):
     run, _, summary, step_summary = failed_run
     assert "::error title=pipeline pr%3A verify (cpu)::" in run.stdout
     text = step_summary.read_text()
-    assert f"pipeline `pr` — failed" in text and summary["run_id"] in text and "| verify | cpu | ❌ failed |" in text
+    assert "pipeline `pr` — failed" in text and summary["run_id"] in text and "| verify | cpu | ❌ failed |" in text
 
 
 def test_resume_runs_verify_only_on_the_recorded_digest(failed_run, resumed_run, registry, pr_state):
