@@ -206,7 +206,32 @@ def verify(c, variant=None, image=None, out=None):
 image = Collection("image")
 for _t in (lock, bootstrap, build, push, verify):
     image.add_task(_t)
+
+
+@task(help={"variant": "show the checks as they apply to this variant (GPU-only checks are skipped on CPU)"})
+@guarded
+def checks(c, variant="cpu"):
+    """List the smoke checks verify runs inside every image (module/test), GPU-only ones marked.
+
+    The suite lives in smoke/ and depends only on paddle + pytest + the stdlib; see smoke/README.md.
+    """
+    import ast
+
+    from paddlecd import variants as var
+
+    gpu = var.get(settings(), variant).is_gpu
+    for path in sorted((Path(__file__).parent / "smoke").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                gpu_only = any("gpu_only" in ast.unparse(d) for d in node.decorator_list)
+                mark = " (GPU-only: skipped on this variant)" if gpu_only and not gpu else (" (GPU-only)" if gpu_only else "")
+                say(f"{path.stem.removeprefix('test_')}/{node.name}{mark}")
+
+
 smoke = Collection("smoke")
+smoke.add_task(checks)
+smoke.add_task(verify, name="run")
 
 # ============================================================== release (promotion)
 _CONFIRM_HINT = "nothing was written: re-run with --yes to write this plan (--dry-run only shows it)"
