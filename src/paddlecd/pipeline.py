@@ -153,7 +153,8 @@ class Runner:
             self.save()
         for check in ctx.outputs.get("checks", []) if sdef.kind == "verify" else []:
             self._event("check", stage=sdef.name, variant=variant, check=check["name"],
-                        status="passed" if check["passed"] else "failed", seconds=check["seconds"])
+                        status="skipped" if check.get("skipped") else "passed" if check["passed"] else "failed",
+                        seconds=check["seconds"])
         self._event("variant.end", stage=sdef.name, kind=sdef.kind, variant=variant, **{
             k: v for k, v in result.items() if k not in ("outputs", "attempt")},
             outputs={k: ctx.outputs[k] for k in stages.KEY_OUTPUTS.get(sdef.kind, ()) if ctx.outputs.get(k)})

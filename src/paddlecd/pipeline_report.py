@@ -96,7 +96,8 @@ def text(event: dict[str, Any]) -> str | None:
     """A one-line, human rendering of a runner event (None for events shown otherwise)."""
     kind = event["event"]
     if kind == "stage.start":
-        return f"── {event['stage']} ({event['kind']}): {', '.join(event['variants']) or 'nothing to do'}"
+        kind = f" ({event['kind']})" if event["kind"] != event["stage"] else ""
+        return f"── {event['stage']}{kind}: {', '.join(event['variants']) or 'nothing to do'}"
     if kind == "variant.end":
         outs = "  ".join(f"{k}={v}" for k, v in event.get("outputs", {}).items())
         line = f"{ICON[event['status']]} {event['stage']:<11} {event['variant']:<11} {event['status']:<9} {event['seconds']:7.1f}s  {outs}"
@@ -104,7 +105,8 @@ def text(event: dict[str, Any]) -> str | None:
     if kind == "stage.end" and event["status"] == "reused":
         return f"{ICON['reused']} {event['stage']:<11} reused from the earlier attempt"
     if kind == "check":
-        return f"   {'✔' if event['status'] == 'passed' else '✘'} {event['check']} ({event['seconds']:.1f}s)"
+        mark = {"passed": "✔", "skipped": "–"}.get(event["status"], "✘")
+        return f"   {mark} {event['check']} ({event['seconds']:.1f}s{', skipped' if event['status'] == 'skipped' else ''})"
     if kind == "pipeline.end":
         return f"pipeline {event['pipeline']} {event['status']}; summary: {event['summary']}"
     return None

@@ -62,8 +62,8 @@ def verify(ctx: StageContext) -> None:
     result = ver.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
     ctx.outputs.update(reference=result.reference, digest=result.record["digest"], evidence=str(result.evidence_path),
                        junit=str(result.out_dir / "junit.xml"), model_dir=result.record.get("model_dir"),
-                       checks=[{"name": c["name"], "passed": c["passed"], "seconds": c["duration_s"]}
-                               for c in result.record["checks"]])
+                       checks=[{"name": c["name"], "passed": c["passed"], "skipped": bool(c.get("skipped")),
+                                "seconds": c["duration_s"]} for c in result.record["checks"]])
     if not result.passed:
         failed = "; ".join(f"{c['name']}: {(c['message'] or 'failed').splitlines()[0]}" for c in result.failed)
         raise VerifyError(f"verify failed for {result.reference}: {failed or 'smoke suite exited non-zero'}",

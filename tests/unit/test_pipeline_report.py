@@ -73,3 +73,9 @@ def test_events_render_as_text_and_json_lines():
     assert json.loads(report.json_line(event)) == event
     assert "\n" not in report.json_line({**event, "error": "two\nlines"})
     assert report.text({"event": "pipeline.start"}) is None
+    check = {"event": "check", "check": "environment/test_gpu_devices_visible", "seconds": 0.0}
+    assert report.text({**check, "status": "skipped"}) == "   – environment/test_gpu_devices_visible (0.0s, skipped)"
+    assert report.text({**check, "status": "failed"}).startswith("   ✘ ")
+    start = {"event": "stage.start", "stage": "build", "kind": "build", "variants": ["cpu", "cu126"]}
+    assert report.text(start) == "── build: cpu, cu126"
+    assert report.text({**start, "stage": "build-again"}) == "── build-again (build): cpu, cu126"
