@@ -42,7 +42,8 @@ def image_by_digest(paddle_image, registry):
         mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
         engine.tag(paddle_image, ref)
         digest = engine.push(ref)
-    return f"{registry.host}/paddlecd/cluster-test@{digest}"
+    yield f"{registry.host}/paddlecd/cluster-test@{digest}"
+    engine.remove_image(ref)  # the tag only: the image stays for other tests
 
 
 @pytest.fixture
@@ -198,5 +199,9 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, pad
     plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=50)), release="1.0.0-cpu", cluster="local")
     assert plan.target.reference == f"{settings.release_repo}@{digest}"
     assert plan.manifests[1]["metadata"]["labels"]["paddlecd.io/release"] == "1.0.0-cpu"
-    location = cluster.run(settings, plan, on_event=lambda _: None, on_line=lambda _: None)
+    try:
+        location = cluster.run(settings, plan, on_event=lambda _: None, on_line=lambda _: None)
+    finally:
+        for ref in (f"{settings.candidate_repo}:cpu-test", plan.target.reference):
+            engine.remove_image(ref)
     assert Path(location + ".pdiparams").is_file()
