@@ -214,6 +214,10 @@ def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref:
     if resume:
         folder, summary = last_run(settings, name)
         resumable(pdef, summary)
+        if given and set(given) != set(summary["variants"]):
+            raise PipelineError(f"--resume continues run {summary['run_id']} for its variants "
+                                f"({', '.join(summary['variants'])}), not {', '.join(given)}",
+                                f"drop --variant, or start a fresh run: invoke pipeline.run {name} --variant …")
         selection = Selection(tuple(summary["variants"]), f"resumed run {summary['run_id']}")
     else:
         selection = select(settings, pdef, given, base_ref)

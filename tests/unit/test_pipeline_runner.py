@@ -100,6 +100,16 @@ def test_resume_without_a_previous_run_is_refused(settings):
     assert e.value.hint == "start one: invoke pipeline.run pr"
 
 
+def test_resume_for_other_variants_is_refused(settings):
+    fakes = Fakes()
+    fakes.fail["push"] = {"cpu"}
+    run(settings, fakes, given=("cpu",))
+    with pytest.raises(PipelineError) as e:
+        run(settings, fakes, resume=True, given=("cu126",))
+    assert "for its variants (cpu), not cu126" in e.value.cause
+    assert run(settings, fakes, resume=True, given=("cpu",)).error() is None
+
+
 def test_resume_of_a_changed_pipeline_is_refused(settings):
     fakes = Fakes()
     fakes.fail["build"] = {"cpu"}
