@@ -6,6 +6,15 @@ Each run has an id and a folder ``<state>/pipelines/<name>/<run-id>/`` holding `
 from the first stage that did not succeed, for the variants that did not succeed in it, reusing the
 recorded outputs (digests, evidence) of everything before. Library code never prints: progress goes
 to ``on_event`` (one structured event per stage, variant and check) and ``on_line`` (tool output).
+
+``summary.json`` (schema 1)::
+
+    {"schema": 1, "pipeline": "pr", "run_id": "20261129T160500Z-4621", "status": "running|succeeded|failed",
+     "started"/"finished": ISO-8601 UTC, "revision": git sha, "variants": ["cpu"], "selected_by": "…",
+     "base_ref": str|null, "options": {"version"…}, "attempts": 1,
+     "stages": [{"name", "kind", "status": "pending|running|succeeded|failed|skipped", "seconds",
+                 "variants": {"cpu": {"status", "seconds", "attempt", "outputs": {"digest", "reference"…},
+                                      "error", "hint", "error_type"}}}]}
 """
 
 from __future__ import annotations
