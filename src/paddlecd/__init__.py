@@ -38,6 +38,9 @@ _LAZY = {
     "upload": ("artifacts", "upload"),
     "download": ("artifacts", "download"),
     "open_store": ("storage", "open_store"),
+    "load_pipeline": ("pipeline_spec", "load"),  # pipelines + doctor (issue 6)
+    "run_pipeline": ("pipeline", "run"),
+    "doctor": ("doctor", "run"),
 }
 
 __all__ = ["__version__", "PaddlecdError", "ConfigError", "LockError", "EngineError", "RegistryError",
