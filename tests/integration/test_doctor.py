@@ -41,7 +41,7 @@ def test_cpu_only_configuration_passes_and_says_there_is_no_gpu(registry, tmp_pa
 
 def test_gpu_variants_without_gpu_warn_and_fail_only_with_require_gpu(registry, tmp_path):
     if HAS_GPU:
-        pytest.fail("this test describes a host without a GPU; on a GPU host test_doctor_unit covers the driver rules")
+        pytest.fail("this test describes a host without a GPU; on a GPU host test_doctor_rules covers the driver rules")
     run = invoke("doctor", env=cli_env(registry, tmp_path))
     assert run.returncode == 0, run.stdout + run.stderr
     assert lines(run)["gpu driver"].startswith("WARN") and "cu126" in lines(run)["gpu driver"]
