@@ -11,6 +11,7 @@ version most kernels run but PTX JIT and some features do not (warning).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -69,8 +70,19 @@ def check(cuda: str, driver: str) -> DriverCheck:
     return DriverCheck(cuda, driver, ok, full, msg)
 
 
+def pinned_devices() -> list[str] | None:
+    """GPU indexes this job is pinned to on a shared host: ``$NVIDIA_VISIBLE_DEVICES`` or
+    ``$CUDA_VISIBLE_DEVICES`` as a comma list (``all``/empty/unset: not pinned → None)."""
+    for name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        value = os.environ.get(name, "").strip()
+        if value and value not in ("all", "none", "void"):
+            return [d.strip() for d in value.split(",") if d.strip()]
+    return None
+
+
 def host_gpus() -> tuple[str | None, int]:
-    """``(driver version, GPU count)`` from ``nvidia-smi``; ``(None, 0)`` when there is no NVIDIA driver."""
+    """``(driver version, GPU count)`` from ``nvidia-smi``; ``(None, 0)`` when there is no NVIDIA driver.
+    When the job is pinned (:func:`pinned_devices`) the count is the number of pinned cards."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None, 0
@@ -79,7 +91,8 @@ def host_gpus() -> tuple[str | None, int]:
                              text=True, timeout=30, check=True).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return None, 0
-    return (out[0] if out else None), len(out)
+    pinned = pinned_devices()
+    return (out[0] if out else None), (min(len(pinned), len(out)) if pinned else len(out))
 
 
 def require_for(cuda: str) -> DriverCheck:

@@ -343,7 +343,8 @@ def wait(c: Any, *, timeout: float, on_line: Progress | None = None) -> Finished
     t.start()
     try:
         status = c.wait(timeout=timeout)
-    except requests.exceptions.ReadTimeout as e:
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
+        # docker-py 7.1 surfaces a wait timeout as ConnectionError("... Read timed out"), not ReadTimeout
         with contextlib.suppress(docker.errors.APIError):
             c.kill()
         raise EngineError(f"container {c.name} did not finish within {timeout:.0f}s", "raise the timeout or check the logs") from e

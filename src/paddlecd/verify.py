@@ -81,7 +81,8 @@ def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[s
     if gpu:  # GPU-only: all cards, host IPC for NCCL
         _, count = drivers.host_gpus()
         env["PADDLECD_GPUS"] = str(count)
-        opts.update(device_requests=engine.gpu_request(), ipc_mode="host")
+        pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
+        opts.update(device_requests=engine.gpu_request_ids(pinned) if pinned else engine.gpu_request(), ipc_mode="host")
     return opts
 
 

@@ -139,3 +139,27 @@ def test_builder_refuses_a_cli_without_buildkit(tmp_path):
     with pytest.raises(EngineError) as e:
         engine.pick_builder(str(fake))
     assert "no BuildKit-capable docker CLI" in e.value.cause
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({}, None), ({"CUDA_VISIBLE_DEVICES": "all"}, None), ({"CUDA_VISIBLE_DEVICES": "2,3"}, ["2", "3"]),
+    ({"NVIDIA_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0,1"}, ["1"]),
+])
+def test_gpu_pinning_from_environment(monkeypatch, env, expected):
+    for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert drivers.pinned_devices() == expected
+
+
+def test_gpu_run_options_pin_cards_and_share_ipc(monkeypatch, tmp_path):
+    """GPU-only path, checked without a GPU: the smoke container gets the pinned cards, host IPC, big shm."""
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.setattr(drivers, "host_gpus", lambda: ("560.35.03", 2))
+    s = config.load(root=ROOT, environ={})
+    opts = verify.run_options(s, {"io.paddlecd.device": "gpu", "io.paddlecd.cuda.version": "12.6"}, tmp_path)
+    assert opts["ipc_mode"] == "host" and opts["shm_size"] == s.verify.gpu_shm_size
+    assert opts["device_requests"][0]["DeviceIDs"] == ["2", "3"]
+    assert opts["environment"]["PADDLECD_GPUS"] == "2" and opts["environment"]["PADDLECD_DEVICE"] == "gpu"
+    assert opts["environment"]["PADDLECD_EXPECT_CUDA"] == "12.6"
