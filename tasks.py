@@ -106,7 +106,9 @@ def lock(c, variant=None, dry_run=False):
     cannot be resolved (e.g. Docker Hub unreachable from an air-gapped machine) nothing is written.
     Examples: invoke lock --variant cpu     invoke lock   (all variants)
     """
-    from paddlecd import lock as lockmod, registry as reg, variants as var
+    from paddlecd import lock as lockmod
+    from paddlecd import registry as reg
+    from paddlecd import variants as var
 
     s = settings()
     if dry_run:
@@ -129,7 +131,8 @@ def bootstrap(c, variant="cpu", force=False, lock=True):
     The air-gapped path: no image hub needed. Skipped when the registry already holds the base
     (cached; use --force to rebuild). Needs root for debootstrap. Then locks the variant.
     """
-    from paddlecd import bootstrap as boot, lock as lockmod
+    from paddlecd import bootstrap as boot
+    from paddlecd import lock as lockmod
 
     s = settings()
     digest = boot.bootstrap(s, variant, force=force, on_line=say, on_progress=layer_progress())
@@ -350,7 +353,7 @@ _STORE_HELP = "store URL: s3://BUCKET[/prefix] or file:///path (default: storage
 
 def _bytes_bar(total: int | None = None):
     """A rich progress bar counting bytes on stderr; returns (progress, task id)."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
     bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                    TransferSpeedColumn(), TimeRemainingColumn(), console=err, transient=True)
@@ -382,7 +385,8 @@ def artifacts_upload(c, model_dir=None, name=None, version=None, to=None, image=
 
     Example: invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
-    from paddlecd import artifact_manifest, artifacts as arts
+    from paddlecd import artifact_manifest
+    from paddlecd import artifacts as arts
     from paddlecd.errors import ConfigError
 
     missing = [f"--{k}" for k, v in (("model-dir", model_dir), ("name", name), ("version", version)) if not v]
@@ -609,7 +613,9 @@ def pipeline_run(c, name, variant=None, base_ref=None, resume=False, log_format=
               invoke pipeline.run pr --resume
               invoke pipeline.run release --variant cpu --version 1.4.0 --dry-run
     """
-    from paddlecd import pipeline as pl, pipeline_report as report, pipeline_spec
+    from paddlecd import pipeline as pl
+    from paddlecd import pipeline_report as report
+    from paddlecd import pipeline_spec
 
     fmt = _log_format(log_format)
     s = settings()
@@ -664,7 +670,8 @@ def doctor(c, variant=None, require_gpu=False, log_format=None):
     variants on a host without a GPU only warn, unless --require-gpu.
     Examples: invoke doctor --variant cpu     invoke doctor --require-gpu   (on a GPU runner)
     """
-    from paddlecd import doctor as doc, pipeline_report
+    from paddlecd import doctor as doc
+    from paddlecd import pipeline_report
     from paddlecd.errors import DoctorError
 
     fmt = _log_format(log_format)

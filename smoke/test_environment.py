@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from _common import is_gpu_run
 
 gpu_only = pytest.mark.skipif(not is_gpu_run(), reason="GPU-only check; this variant is CPU")

@@ -13,7 +13,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
 from _common import D_IN, make_data, make_model, set_device
 
 ATOL = 1e-5

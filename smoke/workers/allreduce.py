@@ -15,7 +15,6 @@ import time
 import numpy as np
 import paddle
 import paddle.distributed as dist
-
 from _common import set_device
 
 CPU_SIZES = [1, 1024, 65536, 1 << 20]          # elements

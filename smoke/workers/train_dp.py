@@ -8,7 +8,6 @@ import json
 
 import paddle
 import paddle.distributed as dist
-
 from _common import LR, STEPS, make_data, make_model, set_device
 
 

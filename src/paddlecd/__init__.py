@@ -15,8 +15,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import (ClusterError, ConfigError, EngineError, LockError, PaddlecdError, PipelineError,
-                     PromotionError, RegistryAuthError, RegistryError, StorageError, VerifyError)
+from .errors import (
+    ClusterError,
+    ConfigError,
+    EngineError,
+    LockError,
+    PaddlecdError,
+    PipelineError,
+    PromotionError,
+    RegistryAuthError,
+    RegistryError,
+    StorageError,
+    VerifyError,
+)
 
 __version__ = "0.1.0"
 

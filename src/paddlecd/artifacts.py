@@ -23,7 +23,6 @@ from . import artifact_manifest as am
 from .errors import ConfigError, StorageError
 from .storage import Progress, Store, default_store_url, split_model_url, store_for  # noqa: F401 (re-exported)
 
-
 # Placeholder sha256 of a file hashed while it uploads (see plan_upload); never written to a store.
 PENDING = "0" * 64
 

@@ -4,7 +4,6 @@ self-signed CA, and (in their own modules) S3. The Docker engine must already ru
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

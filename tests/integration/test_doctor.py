@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import boto3
 import pytest
-
 from conftest import PASSWORD, USER
 from mainjob import cli_env, invoke
+
 from paddlecd import drivers
 from paddlecd.localstack import free_port
 

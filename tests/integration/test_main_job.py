@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import requests
-
 from mainjob import cli_env, invoke, project_settings
+
 from paddlecd import engine, evidence, lock
 
 
@@ -86,7 +86,7 @@ def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_s
     assert again.returncode == 0, again.stderr[-2000:]
     after = evidence.load_candidate(settings, "cpu")
     client = reg.client_for(settings)
-    layers = [[l["digest"] for l in client.get_manifest("paddlecd/paddle", c["digest"]).json()["layers"]]
+    layers = [[layer["digest"] for layer in client.get_manifest("paddlecd/paddle", c["digest"]).json()["layers"]]
               for c in (before, after)]
     assert layers[0] == layers[1]
     if before["tag"] == after["tag"]:  # HEAD unchanged between the two runs

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from mainjob import ROOT, cli_env, invoke, project_settings
+
 from paddlecd import engine, publish, verify
 from paddlecd.errors import RegistryAuthError, RegistryError
 from paddlecd.localstack import RegistryServer, free_port

@@ -12,8 +12,8 @@ import json
 import shutil
 
 import pytest
-
 from mainjob import cli_env, invoke
+
 from paddlecd import evidence
 
 
@@ -131,7 +131,6 @@ def release_root(tmp_path_factory):
     """A project root whose pipelines/release.yaml trains a short job (tmp output) and uploads to a tmp
     file:// store; images/ is the real one. Its own release repository keeps other tests' releases apart."""
     import yaml
-
     from mainjob import ROOT
 
     root = tmp_path_factory.mktemp("release-root")

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import gzip
 import io
 import tarfile
 import uuid
 
 import pytest
+from oci_images import push_image, push_index
 
 from paddlecd import config, engine
 from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry import RegistryClient, client_for, open_reference
 from paddlecd.registry_auth import Credentials
-
-from oci_images import push_image, push_index
 
 
 def _repo(prefix: str = "t") -> str:

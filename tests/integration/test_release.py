@@ -13,13 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from oci_images import push_image
 
 from paddlecd import config, evidence, ledger, release
 from paddlecd.errors import ConfigError, PromotionError
 from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry import client_for
-
-from oci_images import push_image
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from test_cluster_k8s import ScriptedAPI
 
 ROOT = Path(__file__).resolve().parents[2]

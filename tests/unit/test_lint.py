@@ -1,0 +1,15 @@
+"""The code base is lint-clean (ruff, configured in pyproject.toml) — the same check ci.yml runs."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_ruff_is_clean():
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert ruff, "ruff is a pinned test dependency (pyproject.toml [test])"
+    result = subprocess.run([ruff, "check", "--no-cache", str(ROOT)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:]
