@@ -30,7 +30,7 @@ $INV deploy --release "$VERSION-cpu" --job examples/train.yaml --nodes 2 --clust
 
 step "upload the trained model"
 # the demo retrains on every run, so it replaces the model of this version (--overwrite)
-$INV upload --model-dir .paddlecd/train-output --name linear-demo --version "$VERSION" \
+$INV upload --model-dir .paddlecd/train-output/model --name linear-demo --version "$VERSION" \
   --image "$(.venv/bin/python -c 'import json;print(json.load(open(".paddlecd/candidates/cpu.json"))["reference"])')" \
   --overwrite
 

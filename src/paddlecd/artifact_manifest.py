@@ -79,8 +79,10 @@ def find_export(model_dir: Path) -> Export:
         ConfigError: the folder is missing, holds no export, holds an incomplete one (the error names
             the missing file), or holds several.
     """
+    if not model_dir.is_dir() and Path(f"{model_dir}.pdiparams").is_file():
+        model_dir = model_dir.parent  # a jit.save prefix (what deploy prints as `model:`): use its folder
     if not model_dir.is_dir():
-        raise ConfigError(f"model folder {model_dir} does not exist", "pass the path given to paddle.jit.save")
+        raise ConfigError(f"model folder {model_dir} does not exist", "pass the folder (or the prefix) given to paddle.jit.save")
     names = {p.name for p in model_dir.iterdir() if p.is_file()}
     params = sorted(n[: -len(".pdiparams")] for n in names if n.endswith(".pdiparams") and n != ".pdiparams")
     if len(params) > 1:

@@ -57,3 +57,9 @@ def test_several_exports_are_refused(tmp_path):
 def test_missing_folder(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         find_export(tmp_path / "nope")
+
+
+def test_a_jit_save_prefix_is_taken_as_its_folder(tmp_path):
+    """deploy prints the model as the jit.save prefix (`<output>/model`); upload accepts it as well."""
+    _folder(tmp_path, "model.json", "model.pdiparams")
+    assert find_export(tmp_path / "model").files == ("model.json", "model.pdiparams")
