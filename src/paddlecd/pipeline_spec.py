@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import difflib
 import graphlib
-import json
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
-from . import changes, stages, variants
+from . import changes, stages, validation, variants
 from .config import Settings
 from .errors import ConfigError, PipelineError
 
@@ -48,10 +45,6 @@ class PipelineDef:
     description: str
     variants: str | tuple[str, ...]
     stages: tuple[StageDef, ...]
-
-
-def _schema() -> dict:
-    return json.loads(resources.files("paddlecd").joinpath("schemas/pipeline.schema.json").read_text())
 
 
 def folder(settings: Settings) -> Path:
@@ -133,35 +126,7 @@ def _read(path: Path) -> Any:
 
 
 def _validate(data: Any, path: Path) -> None:
-    validator = jsonschema.Draft202012Validator(_schema())
-    errors = list(validator.iter_errors(data))
-    if not errors:
-        return
-    e = min(errors, key=_rank)
-    where = _where(e)
-    if e.validator == "additionalProperties":
-        allowed = list(e.schema.get("properties", {}))
-        extra = [k for k in e.instance if k not in allowed]
-        close = difflib.get_close_matches(extra[0], allowed, n=1) if extra else []
-        hint = f"did you mean '{close[0]}'?" if close else ("allowed keys: " + ", ".join(allowed) if allowed else
-                                                             "this stage takes no parameters: remove 'with'")
-        raise PipelineError(f"{path}: unknown key '{extra[0]}' at {where}", hint)
-    if e.validator == "enum" and list(e.absolute_path)[-1:] == ["stage"]:
-        close = difflib.get_close_matches(str(e.instance), e.validator_value, n=1)
-        raise PipelineError(f"{path}: unknown stage '{e.instance}' at {where}",
-                            (f"did you mean '{close[0]}'? " if close else "") + "stages: " + ", ".join(e.validator_value))
-    raise PipelineError(f"{path}: {where}: {e.message}", f"see {SCHEMA_FILE}")
-
-
-def _rank(e: jsonschema.ValidationError) -> tuple[int, int]:
-    # Report the most specific problem: unknown keys and stage kinds before the if/then echoes of them.
-    order = {"additionalProperties": 0, "enum": 1, "required": 2}
-    return order.get(str(e.validator), 3), -len(e.absolute_path)
-
-
-def _where(e: jsonschema.ValidationError) -> str:
-    parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path]
-    return "".join(parts).lstrip(".") or "(top level)"
+    validation.check(data, "pipeline.schema.json", source=str(path), error=PipelineError)
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,14 @@ the naming used on Docker Hub and the Baidu registry).
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
+from . import validation
 from .config import Settings
 from .errors import ConfigError
 
@@ -107,10 +105,6 @@ class Variant:
         return self.device == "gpu"
 
 
-def _schema() -> dict:
-    return json.loads(resources.files("paddlecd").joinpath("schemas/variants.schema.json").read_text())
-
-
 def load(settings: Settings) -> dict[str, Variant]:
     """Load, validate and cross-check the variants file named by ``settings.variants_file``.
 
@@ -167,19 +161,7 @@ def _read(path: Path) -> dict:
 
 
 def _validate(data: dict, path: Path) -> None:
-    validator = jsonschema.Draft202012Validator(_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-    if not errors:
-        return
-    e = errors[0]
-    where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
-    if e.validator == "additionalProperties":
-        allowed = list(e.schema.get("properties", {}))
-        extra = [k for k in e.instance if k not in allowed]
-        close = difflib.get_close_matches(extra[0], allowed, n=1) if extra else []
-        hint = f"did you mean '{close[0]}'?" if close else "allowed keys: " + ", ".join(allowed)
-        raise ConfigError(f"{path}: unknown key '{extra[0]}' at {where}", hint)
-    raise ConfigError(f"{path}: {where}: {e.message}", "see src/paddlecd/schemas/variants.schema.json")
+    validation.check(data, "variants.schema.json", source=str(path))
 
 
 def _cross_check(v: Variant, path: Path) -> None:

@@ -52,7 +52,7 @@ def test_repo_variants_load_with_gpu_versions_from_tags(tmp_path):
 
 @pytest.mark.parametrize("body,fragment,hint", [
     ("variants: {a: {device: cpu, base: 'r/p:3.0.0', paddle: '3.0.0', paddel: 1}}", "unknown key 'paddel'", "did you mean 'paddle'"),
-    ("variants: {a: {device: tpu, base: 'r/p:3.0.0', paddle: '3.0.0'}}", "'tpu' is not one of", None),
+    ("variants: {a: {device: tpu, base: 'r/p:3.0.0', paddle: '3.0.0'}}", "unknown device 'tpu' at variants.a.device", "devices: cpu, gpu"),
     ("variants: {a: {device: cpu, base: 'r/p:3.0.0'}}", "'paddle' is a required property", None),
     ("variantz: {}", "unknown key 'variantz'", "did you mean 'variants'"),
     ("- a\n- b", "expected a mapping", None),

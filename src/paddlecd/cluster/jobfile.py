@@ -9,17 +9,14 @@ emptyDir counts against the container's memory), checkpoints outside every writa
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
 import posixpath
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
+from .. import validation
 from ..errors import ConfigError
 from .k8s import parse_quantity
 
@@ -83,10 +80,6 @@ class JobSpec:
         return posixpath.join(self.output.mount_path, self.model)
 
 
-def _schema() -> dict:
-    return json.loads(resources.files("paddlecd").joinpath(SCHEMA_PATH).read_text())
-
-
 def load(path: str | Path | None) -> JobSpec:
     """Read and validate job file ``path``; relative ``path:`` volumes resolve against its folder.
 
@@ -130,21 +123,8 @@ def validate(data: Any, source: str) -> None:
     """Check ``data`` against the schema; the first error becomes a one-line ConfigError."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level", "see examples/train.yaml")
-    errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
-    if not errors:
-        return
-    e = errors[0]
-    where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
-    if e.validator == "additionalProperties":
-        allowed = list(e.schema.get("properties", {}))
-        extra = next(k for k in e.instance if k not in allowed)
-        close = difflib.get_close_matches(extra, allowed, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else "allowed keys: " + ", ".join(allowed)
-        raise ConfigError(f"{source}: unknown key '{extra}' at {where}", hint)
-    if e.validator == "oneOf":
-        raise ConfigError(f"{source}: {where}: give exactly one of 'path' or 'claim'",
-                          "see src/paddlecd/schemas/train.schema.json")
-    raise ConfigError(f"{source}: {where}: {e.message}", "see src/paddlecd/schemas/train.schema.json")
+    validation.check(data, "train.schema.json", source=source,
+                     messages={"oneOf": "give exactly one of 'path' or 'claim'"})
 
 
 def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
