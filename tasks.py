@@ -33,6 +33,13 @@ def guarded(fn):
     def wrapper(c, *args, **kwargs):
         try:
             return fn(c, *args, **kwargs)
+        except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
+            if os.environ.get("PADDLECD_DEBUG"):
+                raise
+            where = f": {e.filename}" if e.filename else ""
+            err.print(f"[bold red]error:[/] {escape(e.strerror or str(e))}{escape(str(where))}", markup=True, soft_wrap=True)
+            err.print("[yellow]hint:[/] check the path and its permissions", markup=True)
+            raise Exit(code=2) from None
         except PaddlecdError as e:
             if os.environ.get("PADDLECD_DEBUG"):
                 raise
@@ -123,9 +130,10 @@ def lock(c, variant=None, dry_run=False):
 
 @task(help={"variant": "variant whose base to bootstrap (needs a 'bootstrap:' block; default cpu)",
             "force": "rebuild and push even when the registry already has the base",
-            "lock": "also lock the variant afterwards (default: yes)"})
+            "lock": "also lock the variant afterwards (default: yes)",
+            "dry_run": "say whether the base would be built and where it would be pushed; change nothing"})
 @guarded
-def bootstrap(c, variant="cpu", force=False, lock=True):
+def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
     """Build the CPU Paddle base locally (debootstrap + PyPI paddlepaddle) and push it to the registry.
 
     The air-gapped path: no image hub needed. Skipped when the registry already holds the base
@@ -135,6 +143,12 @@ def bootstrap(c, variant="cpu", force=False, lock=True):
     from paddlecd import lock as lockmod
 
     s = settings()
+    if dry_run:
+        v = boot.variants.get(s, variant)
+        present = v.bootstrap is not None and boot.base_present(s, v)
+        say(f"dry run: base {v.base} " + ("is in the registry: nothing to do" if present and not force else
+            f"would be built (debootstrap {v.bootstrap.suite if v.bootstrap else '?'} from {boot.host_mirror(s)}) and pushed"))
+        return
     digest = boot.bootstrap(s, variant, force=force, on_line=say, on_progress=layer_progress())
     say(f"base of '{variant}' " + (f"pushed: {digest}" if digest else "already in the registry (use --force to rebuild)"))
     if lock:
@@ -166,16 +180,12 @@ def push(c, variant=None, dry_run=False):
     Transient failures are retried with backoff; every chunk of the push stream is checked. The pushed
     repo@sha256:... is recorded as the variant's candidate for verify and promote.
     """
-    import json as _json
-
     from paddlecd import publish
 
     s = settings()
     name = _variant(variant)
     if dry_run:
-        record = s.state / "builds" / f"{name}.json"
-        tag = _json.loads(record.read_text())["tag"] if record.exists() else "(no build yet)"
-        say(f"dry run: would push {tag} to {s.registry.url}")
+        say(f"dry run: would push {publish.last_build_tag(s, name)} and read its digest back from {s.registry.url}")
         return
     pushed = publish.push(s, name, on_progress=layer_progress())
     say(f"pushed {pushed.tag}\n  reference: {pushed.reference}")
@@ -696,3 +706,15 @@ ns.add_task(artifacts_upload, name="upload")  # short verb (artifacts section)
 ns.add_task(promote)  # short verb (release section)
 ns.add_task(deploy)  # short verb (cluster section)
 ns.add_task(doctor)  # top-level verb (pipeline section)
+
+
+def _help_after_positional() -> None:
+    """`invoke <task> --help` where the task takes positional arguments: invoke would hand `--help` to
+    the first of them, so re-run as `invoke --help <task>` (tasks.py is imported before task args are parsed)."""
+    argv = sys.argv
+    for i, arg in enumerate(argv[1:-1], start=1):
+        if arg in ns.task_names and argv[i + 1] in ("--help", "-h"):
+            os.execvp(argv[0], [argv[0], "--help", arg])
+
+
+_help_after_positional()

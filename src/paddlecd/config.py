@@ -181,7 +181,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}", "fix the syntax") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or str(e).splitlines()[0]}",
+                          "fix the syntax") from e
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level", "see README 'Configuration'")
     return data
@@ -214,7 +217,12 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
 
 # Variables read elsewhere (debug switches), not settings. Registry credentials are read by
 # paddlecd.registry_auth straight from the environment: secrets are never stored in Settings.
-_IGNORED_ENV = {"debug", "keep", "log_format", "registry_username", "registry_password"}
+_IGNORED_ENV = {
+    "debug", "keep", "log_format", "registry_username", "registry_password", "source_url", "update_golden",
+    # set inside smoke and training containers (smoke/README.md, cluster/render.py), never settings
+    "device", "expect_paddle", "expect_cuda", "expect_cudnn", "gpus", "cpu_ranks", "out",
+    "release", "image", "model", "output", "checkpoint_dir", "variant", "digest", "job",
+}
 
 
 def _all_keys() -> list[str]:
@@ -227,7 +235,12 @@ def _all_keys() -> list[str]:
 def _check_key(key: str, origin: str) -> None:
     known = _all_keys()
     if key not in known:
-        close = difflib.get_close_matches(key, known, n=1)
+        head = key.split(".", 1)[0]
+        section = difflib.get_close_matches(head, list(SECTIONS), n=1) if head not in SECTIONS else []
+        close = [section[0]] if section and "." not in key else difflib.get_close_matches(key, known, n=1)
+        if not close and "." in key:  # a misspelt section: suggest the section
+            section = difflib.get_close_matches(key.split(".", 1)[0], list(SECTIONS), n=1)
+            close = [f"{section[0]}.{key.split('.', 1)[1]}"] if section else []
         hint = f"did you mean '{close[0]}'?" if close else "known keys: " + ", ".join(known)
         raise ConfigError(f"{origin}: unknown setting '{key}'", hint)
 

@@ -157,11 +157,18 @@ def decode_stream(chunks: Iterator[Any], *, what: str, on_progress: Progress | N
             if "error" in msg or "errorDetail" in msg:
                 text = msg.get("error") or msg.get("errorDetail", {}).get("message", "unknown error")
                 if re.search(r"unauthorized|authentication required|denied|no basic auth", text, re.I):
-                    raise RegistryAuthError(f"{what}: {text}", "run: docker login <registry> (or set PADDLECD_REGISTRY_USERNAME/PASSWORD)")
+                    raise RegistryAuthError(f"{what}: {text}", _login_hint(what))
                 raise RegistryError(f"{what}: {text}", "check the registry is up and has space; re-run to retry")
             if on_progress and msg.get("status"):
                 on_progress(" ".join(str(msg[k]) for k in ("id", "status", "progress") if msg.get(k)))
     return messages
+
+
+def _login_hint(what: str) -> str:
+    host = what.split()[-1].split("/", 1)[0] if "/" in what else "<registry>"
+    if os.environ.get("PADDLECD_REGISTRY_USERNAME") and os.environ.get("PADDLECD_REGISTRY_PASSWORD"):
+        return f"{host} rejected PADDLECD_REGISTRY_USERNAME/PASSWORD: check them (or unset them to use docker login)"
+    return f"run: docker login {host} (or set PADDLECD_REGISTRY_USERNAME/PASSWORD)"
 
 
 def _messages(chunk: Any) -> Iterator[dict]:

@@ -80,10 +80,14 @@ def lock(settings: Settings, names: Iterable[str] | None = None, *,
     """
     all_variants = variants.load(settings)
     chosen = [variants.get(settings, n) for n in names] if names else list(all_variants.values())
+    old = read(settings)
     new: dict[str, LockEntry] = {}
     for v in chosen:
-        new[v.name] = _resolve(settings, v, on_progress)
-    entries = {**read(settings), **new}
+        entry = _resolve(settings, v, on_progress)
+        same = old.get(v.name)
+        # an unchanged pin keeps its old entry, so re-locking leaves a committed lock file untouched
+        new[v.name] = same if same and (same.base, same.digest) == (entry.base, entry.digest) else entry
+    entries = {**old, **new}
     write(settings, {n: e for n, e in entries.items() if n in all_variants})
     return new
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import tenacity
 
-from . import engine, registry
+from . import engine, registry, variants
 from .config import Settings
-from .errors import PaddlecdError, RegistryAuthError, RegistryError
+from .errors import ConfigError, PaddlecdError, RegistryAuthError, RegistryError
 from .evidence import save_candidate
 
 Echo = Callable[[str], None]
@@ -76,17 +76,33 @@ def push_reference(settings: Settings, tag: str, *, on_progress: Echo | None = N
     return digest
 
 
+def last_build_tag(settings: Settings, variant_name: str) -> str:
+    """The tag of the variant's last build, checked against the configured candidate repository.
+
+    Raises:
+        ConfigError: unknown variant, or the build was tagged for another registry/repository than
+            ``registry.url``/``registry.repository`` say now (pushing it would go elsewhere).
+        RegistryError: no build recorded for the variant.
+    """
+    variants.get(settings, variant_name)
+    record = settings.state / "builds" / f"{variant_name}.json"
+    if not record.exists():
+        raise RegistryError(f"no build of variant '{variant_name}' to push (no {record})",
+                            f"run: invoke build --variant {variant_name}")
+    tag = json.loads(record.read_text())["tag"]
+    if tag.rsplit(":", 1)[0] != settings.candidate_repo:
+        raise ConfigError(f"the last build of '{variant_name}' is tagged {tag}, not for {settings.candidate_repo}",
+                          f"rebuild for the configured registry: invoke build push --variant {variant_name}")
+    return tag
+
+
 def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = None) -> Pushed:
     """Push the last build of ``variant_name`` (recorded by build) and record it as the candidate.
 
     Raises:
         RegistryError: no build recorded for the variant, or the push failed (see :func:`push_reference`).
     """
-    record = settings.state / "builds" / f"{variant_name}.json"
-    if not record.exists():
-        raise RegistryError(f"no build of variant '{variant_name}' to push (no {record})",
-                            f"run: invoke build --variant {variant_name}")
-    tag = json.loads(record.read_text())["tag"]
+    tag = last_build_tag(settings, variant_name)
     if not engine.image_exists(tag):
         raise RegistryError(f"image {tag} from the last build is gone from the engine",
                             f"run: invoke build --variant {variant_name}")

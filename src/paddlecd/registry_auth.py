@@ -40,6 +40,7 @@ class Credentials:
 
     username: str
     password: str = field(repr=False)
+    source: str = field(default="Docker config.json", compare=False)  # where they came from, for error hints (never the secret)
 
     @property
     def identity_token(self) -> bool:
@@ -90,7 +91,7 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
     """
     env = os.environ if environ is None else environ
     if env.get(USERNAME_ENV) and env.get(PASSWORD_ENV):
-        return Credentials(env[USERNAME_ENV], env[PASSWORD_ENV])
+        return Credentials(env[USERNAME_ENV], env[PASSWORD_ENV], "PADDLECD_REGISTRY_USERNAME/PASSWORD")
     try:
         cfg = json.loads(docker_config_path().read_text())
     except (OSError, ValueError):
@@ -135,6 +136,6 @@ def _from_helper(name: str, server: str) -> Credentials | None:
         return None
     try:
         data = json.loads(result.stdout)
-        return Credentials(data["Username"], data["Secret"])
+        return Credentials(data["Username"], data["Secret"], "a docker credential helper")
     except (ValueError, KeyError):
         return None

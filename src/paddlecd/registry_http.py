@@ -184,8 +184,11 @@ class Transport:
         return str(token)
 
     def _login_hint(self) -> str:
-        return (f"run: docker login {self.registry} (or set PADDLECD_REGISTRY_USERNAME/PASSWORD); "
-                "check the account may pull/push this repository")
+        creds = self.credentials
+        if creds:
+            return (f"{self.registry} rejected the credentials from {creds.source}: check them (docker login "
+                    f"{self.registry} replaces config.json's), and that the account may pull/push this repository")
+        return f"no credentials for {self.registry}: run docker login {self.registry} (or set PADDLECD_REGISTRY_USERNAME/PASSWORD)"
 
     def _error(self, resp: requests.Response, what: str) -> RegistryError:
         codes = _error_codes(resp)

@@ -140,7 +140,7 @@ def get(settings: Settings, name: str) -> Variant:
     """The variant ``name``. Raises ConfigError naming the known variants (with a "did you mean")."""
     variants = load(settings)
     if name not in variants:
-        close = difflib.get_close_matches(name, variants, n=1)
+        close = [v for v in variants if v == name.lower()] or difflib.get_close_matches(name.lower(), variants, n=1)
         hint = (f"did you mean '{close[0]}'? " if close else "") + "known variants: " + ", ".join(variants)
         raise ConfigError(f"unknown variant '{name}' (not in {settings.variants_file})", hint)
     return variants[name]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import drivers, engine, evidence, registry
+from . import drivers, engine, evidence, registry, variants
 from .config import Settings
 from .errors import ConfigError, VerifyError
 
@@ -54,6 +54,7 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
         return f"{ref.registry}/{ref.repository}@{digest}"
     if not variant:
         raise ConfigError("nothing to verify: give --variant or --image", "e.g. invoke verify --variant cpu")
+    variants.get(settings, variant)
     cand = evidence.load_candidate(settings, variant)
     if not cand:
         raise ConfigError(f"no pushed candidate for variant '{variant}'", f"run: invoke build push --variant {variant}")

@@ -1,0 +1,78 @@
+"""The command line as a user meets it: --help on every task, one-line errors for bad paths and
+mismatched configuration, no traceback. Runs `invoke` in a subprocess; no services needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from paddlecd import config, lock, publish
+from paddlecd.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+@pytest.mark.parametrize("task", ["artifacts.list", "artifacts.download", "release.show", "pipeline.run", "build", "lock"])
+def test_help_after_the_task_name_shows_help_even_with_positional_arguments(task):
+    run = invoke(task, "--help")
+    assert run.returncode == 0 and run.stdout.startswith(f"Usage: inv[oke] [--core-opts] {task}"), run.stderr
+
+
+def test_an_unwritable_output_path_is_one_line_not_a_traceback(tmp_path):
+    image = "127.0.0.1:5000/p/q@sha256:" + "a" * 64
+    run = invoke("cluster.render", "--image", image, "--job", "examples/train.yaml", "--out", "/proc/paddlecd-nope/x",
+                 PADDLECD_STATE_DIR=str(tmp_path))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("error: ") and "/proc/paddlecd-nope" in run.stderr
+
+
+def test_push_refuses_a_build_tagged_for_another_registry(tmp_path):
+    s = config.load({"state_dir": str(tmp_path), "registry.url": "registry.example:5000"}, root=ROOT, environ={})
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "builds" / "cpu.json").write_text(json.dumps({"tag": "127.0.0.1:5000/paddlecd/paddle:cpu-abc1234"}))
+    with pytest.raises(ConfigError) as e:
+        publish.last_build_tag(s, "cpu")
+    assert "not for registry.example:5000/paddlecd/paddle" in e.value.cause and "invoke build push" in e.value.hint
+
+
+def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
+    from dataclasses import dataclass
+
+    @dataclass
+    class D:
+        digest: str = "sha256:" + "c" * 64
+        media_type: str = "application/vnd.oci.image.manifest.v1+json"
+
+    class C:
+        def resolve(self, repository, reference):
+            return D()
+
+    vfile = tmp_path / "v.yaml"
+    vfile.write_text("variants: {a: {device: cpu, base: 'reg.example/p/b:3.0.0', paddle: '3.0.0'}}")
+    s = config.load({"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml")}, root=ROOT, environ={})
+    monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: C())
+    lock.lock(s)
+    first = (tmp_path / "lock.yaml").read_text()
+    lock.lock(s)
+    assert (tmp_path / "lock.yaml").read_text() == first
+
+
+def test_misspelt_section_in_project_file_suggests_the_section(tmp_path):
+    (tmp_path / "paddlecd.yaml").write_text("regsitry: {url: x}\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    assert e.value.hint == "did you mean 'registry'?"
+
+
+def test_container_side_variables_are_not_mistaken_for_settings(tmp_path):
+    s = config.load(root=tmp_path, environ={"PADDLECD_MODEL": "/output/model", "PADDLECD_UPDATE_GOLDEN": "1"})
+    assert s.registry.url == "127.0.0.1:5000"
