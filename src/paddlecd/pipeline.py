@@ -232,7 +232,7 @@ def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref:
         selection = select(settings, pdef, given, base_ref)
         summary = new_summary(pdef, selection, settings, options or {}, base_ref)
         folder = runs_dir(settings, name) / summary["run_id"]
-    on_plan(plan_lines(pdef, selection, settings))
+    on_plan(plan_lines(pdef, selection, settings, options))
     runner = Runner(settings, pdef, summary, folder, on_event=on_event, on_line=on_line, kinds=kinds)
     try:
         summary = runner.run()

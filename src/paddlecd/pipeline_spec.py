@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import graphlib
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,7 @@ def load(settings: Settings, name: str) -> PipelineDef:
             an unknown stage, or a cycle.
     """
     path = folder(settings) / f"{name}.yaml"
-    if not path.exists():
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) or not path.exists():  # a name, never a path
         known = names(settings)
         close = difflib.get_close_matches(name, known, n=1)
         raise PipelineError(f"unknown pipeline '{name}' (no {FOLDER}/{name}.yaml)",
@@ -162,8 +164,28 @@ def select(settings: Settings, pdef: PipelineDef, given: tuple[str, ...] = (), b
     return Selection(("cpu",), "the default without --variant" + (" or --base-ref" if policy == "changed" else ""))
 
 
-def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings) -> list[str]:
-    """The run plan as lines (printed before anything runs; all of ``--dry-run``)."""
+def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate the promote options a run carries (``version``, ``bump``, ``digest``); returns the given ones.
+
+    Raises:
+        ConfigError: an invalid semver version, a bump other than major|minor|patch, a malformed digest.
+    """
+    from . import semver_policy
+
+    given = {k: v for k, v in options.items() if v}
+    if "version" in given:
+        semver_policy.parse_version(given["version"])
+    if given.get("bump") not in (None, "major", "minor", "patch"):
+        raise ConfigError(f"--bump '{given['bump']}' is not major, minor or patch", "e.g. --bump minor")
+    if "digest" in given and not re.fullmatch(r"sha256:[0-9a-f]{64}", given["digest"]):
+        raise ConfigError(f"--digest '{given['digest']}' is not sha256:<64 hex>", "copy it from invoke release.list or the evidence")
+    return given
+
+
+def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings,
+               options: Mapping[str, Any] | None = None) -> list[str]:
+    """The run plan as lines (printed before anything runs; all of ``--dry-run``); ``options`` (version,
+    bump, digest) are shown on the promote stage."""
     where = {"registry": f"registry {settings.registry.url}", "cluster": f"cluster ({settings.cluster.kind} default)",
              "bucket": "bucket " + (settings.storage.url or "file://<state>/artifacts")}
     names = ", ".join(selection.variants) or "none"
@@ -171,7 +193,8 @@ def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings) -> l
     for i, s in enumerate(pdef.stages, 1):
         extra = [f"{s.parallel} at once"] if s.parallel > 1 else []
         extra += [f"changes the {where[stages.CHANGES[s.kind]]}"] if s.kind in stages.CHANGES else []
-        extra += [f"{k}={v}" for k, v in s.params.items()]
+        extra += [f"{k}={v}" for k, v in s.params.items() if not (s.kind == "promote" and options and options.get("version") and k == "bump")]
+        extra += [f"{k}={v}" for k, v in (options or {}).items() if v and s.kind == "promote"]
         kind = f" ({s.kind})" if s.kind != s.name else ""
         out.append(f"  {i}. {s.name + kind:<12} " + "; ".join(extra))
     return out

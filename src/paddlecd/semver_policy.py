@@ -21,6 +21,7 @@ release module writes that state and checks it (which is what makes re-runs conv
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -42,7 +43,10 @@ def parse_version(text: str) -> semver.Version:
     """
     text = (text or "").strip()
     if text[:1] in ("v", "V"):
-        raise ConfigError(f"invalid version {text!r}: no 'v' prefix in release versions", f"{_FORMAT}: {text[1:]}")
+        rest = text[1:]
+        fixed = rest if re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", rest) else None
+        raise ConfigError(f"invalid version {text!r}: no 'v' prefix in release versions",
+                          f"{_FORMAT}" + (f": {fixed}" if fixed else ""))
     try:
         version = semver.Version.parse(text)
     except (ValueError, TypeError) as e:

@@ -76,3 +76,20 @@ def test_misspelt_section_in_project_file_suggests_the_section(tmp_path):
 def test_container_side_variables_are_not_mistaken_for_settings(tmp_path):
     s = config.load(root=tmp_path, environ={"PADDLECD_MODEL": "/output/model", "PADDLECD_UPDATE_GOLDEN": "1"})
     assert s.registry.url == "127.0.0.1:5000"
+
+
+@pytest.mark.parametrize("edit,fragment", [
+    (("script: train_linear.py", "script: missing.py"), "missing.py does not exist"),
+    (("  path: .\n  mountPath: /workspace/examples", "  path: /nonexistent-code\n  mountPath: /workspace/examples"),
+     "code.path /nonexistent-code is not a folder"),
+])
+def test_local_deploy_checks_host_folders_before_creating_anything(tmp_path, edit, fragment):
+    job = (ROOT / "examples/train.yaml").read_text()
+    assert edit[0] in job
+    path = ROOT / "examples" / f".test-{tmp_path.name}.yaml"  # relative paths resolve against the job file
+    path.write_text(job.replace(edit[0], edit[1]))
+    try:
+        run = invoke("deploy", "--image", "127.0.0.1:5000/p/q@sha256:" + "a" * 64, "--job", str(path), "--dry-run")
+    finally:
+        path.unlink()
+    assert run.returncode == 2 and fragment in run.stderr and "Traceback" not in run.stderr

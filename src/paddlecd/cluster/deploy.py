@@ -90,10 +90,30 @@ def plan(settings: Settings, *, job: str, release: str | None = None, image: str
     spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
     target = resolve(settings, release=release, image=image, variant=variant)
     jobfile.check(spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant)
+    if cluster == "local":
+        check_host_paths(spec)
     job_id = f"{spec.name}-{secrets.token_hex(3)}"
     manifests = render(spec, target, job_id=job_id, kind=kind, namespace=settings.cluster.namespace,
                        pull_secret=settings.cluster.image_pull_secret)
     return Plan(spec, target, job_id, cluster, kind, settings.cluster.namespace, manifests)
+
+
+def check_host_paths(spec: jobfile.JobSpec) -> None:
+    """Local runs bind-mount host folders: the code and data folders, and the script inside the code
+    folder, must exist before any container starts (Docker would create a missing folder, root-owned).
+
+    Raises:
+        ConfigError: naming the missing folder or script.
+    """
+    for label, vol in (("code", spec.code), ("data", spec.data)):
+        if vol and vol.path and not Path(vol.path).is_dir():
+            raise ConfigError(f"{spec.source}: {label}.path {vol.path} is not a folder on this machine",
+                              f"fix {label}.path (relative paths are relative to the job file)")
+    code = spec.code
+    if code and code.path and spec.script.startswith(code.mount_path.rstrip("/") + "/"):
+        script = Path(code.path) / spec.script[len(code.mount_path.rstrip("/")) + 1:]
+        if not script.is_file():
+            raise ConfigError(f"{spec.source}: script {script} does not exist", "fix command.script (relative to code.path)")
 
 
 def resolve(settings: Settings, *, release: str | None, image: str | None, variant: str | None) -> Target:
