@@ -328,8 +328,12 @@ def _evidence_text(record) -> str:
 def release_list(c, variant=None):
     """Show releases from the ledger: version, variant, digest, when, by whom, evidence, moving tags."""
     from paddlecd import release as rel
+    from paddlecd import variants as var
 
-    rows = rel.list_releases(settings(), variant)
+    s = settings()
+    if variant:
+        var.get(s, variant)  # an unknown variant is an error, not an empty list
+    rows = rel.list_releases(s, variant)
     for record, tags in rows:
         say(f"{record.version}-{record.variant}  {record.digest}  {record.when}  {record.who}  "
             f"[{_evidence_text(record)}]  {' '.join(tags)}")
@@ -455,14 +459,24 @@ def artifacts_list(c, url):
 
     cfg = settings()
     base, (name,) = arts.split_model_url(url, cfg, parts=1)
-    table = Table("version", "created", "files", "bytes", "image digest", "metrics", title=f"{base}/{name}")
-    for v in arts.list_versions(arts.store_for(cfg, base), name):
-        if not v["complete"]:
-            table.add_row(v["version"], "incomplete", "", "", "", "")
-            continue
+    versions = arts.list_versions(arts.store_for(cfg, base), name)
+    if not versions:
+        from paddlecd.errors import StorageError
+
+        raise StorageError(f"no model named '{name}' in {base}", "check the name, or upload a version first (invoke upload …)")
+    rows = []
+    for v in versions:
         metrics = ", ".join(f"{k}={x:g}" for k, x in (v["metrics"] or {}).items())
-        table.add_row(v["version"], v["created"], str(v["files"]), str(v["bytes"]),
-                      (v["image_digest"] or "-")[:19], metrics or "-")
+        rows.append((v["version"], "incomplete", "", "", "", "") if not v["complete"] else
+                    (v["version"], v["created"], str(v["files"]), str(v["bytes"]), v["image_digest"] or "-", metrics or "-"))
+    if not console.is_terminal:  # pipes and CI logs: whole values, tab-separated, nothing cut
+        say(f"# {base}/{name}\nversion\tcreated\tfiles\tbytes\timage digest\tmetrics")
+        for row in rows:
+            say("\t".join(row))
+        return
+    table = Table("version", "created", "files", "bytes", "image digest", "metrics", title=f"{base}/{name}")
+    for row in rows:
+        table.add_row(*row[:4], row[4][:19], row[5])
     console.print(table)
 
 
