@@ -85,6 +85,40 @@ def set_device(expect_device: str, local_rank: int = 0) -> str:
     return paddle.set_device("cpu")
 
 
+def train(model, x, y, *, steps: int = STEPS, lr: float = LR, on_loss=None) -> list[float]:
+    """Full-batch SGD on ``(x, y)`` with MSE loss for ``steps`` steps; returns the per-step losses.
+
+    ``on_loss(loss_tensor) -> float`` turns each step's loss into the number recorded (default
+    ``float(loss)``); data-parallel workers pass one that averages across ranks."""
+    import paddle
+
+    opt = paddle.optimizer.SGD(learning_rate=lr, parameters=model.parameters())
+    losses = []
+    for _ in range(steps):
+        loss = paddle.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(on_loss(loss) if on_loss else float(loss))
+    return losses
+
+
+def init_worker(description: str):
+    """Common start of a launched worker: parse ``--out``/``--device``, select this rank's device and
+    initialise the collective (NCCL or gloo). Returns ``(args, rank, world_size)``."""
+    import argparse
+
+    import paddle.distributed as dist
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    set_device(args.device, dist.ParallelEnv().local_rank)
+    dist.init_parallel_env()
+    return args, dist.get_rank(), dist.get_world_size()
+
+
 def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dict:
     """Run ``script`` under ``paddle.distributed.launch`` on ``expect.ranks`` processes; return rank 0's JSON.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from _common import LR, STEPS, launch, make_data, make_model, set_device
+from _common import STEPS, launch, make_data, make_model, set_device, train
 
 LOSS_THRESHOLD = 0.08
 DP_RTOL = 1e-4
@@ -23,16 +23,7 @@ def train_single(device: str) -> list[float]:
 
     set_device(device)
     x, y = (paddle.to_tensor(a) for a in make_data())
-    model = make_model()
-    opt = paddle.optimizer.SGD(learning_rate=LR, parameters=model.parameters())
-    losses = []
-    for _ in range(STEPS):
-        loss = paddle.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.clear_grad()
-        losses.append(float(loss))
-    return losses
+    return train(make_model(), x, y)
 
 
 def test_single_process_reaches_threshold(expect, metric):

@@ -8,14 +8,13 @@ busbw = algbw · 2(n−1)/n for all-reduce.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import numpy as np
 import paddle
 import paddle.distributed as dist
-from _common import set_device
+from _common import init_worker
 
 CPU_SIZES = [1, 1024, 65536, 1 << 20]          # elements
 GPU_SIZES = [1, 1024, 1 << 20, 16 << 20]       # GPU-only: larger messages
@@ -47,13 +46,7 @@ def one(size: int, dtype: str, rank: int, n: int, iters: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cpu")
-    args = ap.parse_args()
-    set_device(args.device, dist.ParallelEnv().local_rank)
-    dist.init_parallel_env()
-    rank, n = dist.get_rank(), dist.get_world_size()
+    args, rank, n = init_worker(__doc__)
     sizes = GPU_SIZES if args.device == "gpu" else CPU_SIZES
     results = [one(s, d, rank, n, iters=5 if s >= 1 << 20 else 20) for s in sizes for d in DTYPES]
     backend = "nccl" if args.device == "gpu" else "gloo"

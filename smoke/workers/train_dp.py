@@ -3,34 +3,23 @@ by paddle.DataParallel; the reported loss is the all-reduced mean over ranks, i.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import paddle
 import paddle.distributed as dist
-from _common import LR, STEPS, make_data, make_model, set_device
+from _common import init_worker, make_data, make_model, train
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cpu")
-    args = ap.parse_args()
-    set_device(args.device, dist.ParallelEnv().local_rank)
-    dist.init_parallel_env()
-    rank, n = dist.get_rank(), dist.get_world_size()
+    args, rank, n = init_worker(__doc__)
     x, y = (paddle.to_tensor(a) for a in make_data(rank, n))
-    model = paddle.DataParallel(make_model())
-    opt = paddle.optimizer.SGD(learning_rate=LR, parameters=model.parameters())
-    losses = []
-    for _ in range(STEPS):
-        loss = paddle.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.clear_grad()
+
+    def global_mean(loss) -> float:
         mean = loss.detach().clone()
         dist.all_reduce(mean)
-        losses.append(float(mean) / n)
+        return float(mean) / n
+
+    losses = train(paddle.DataParallel(make_model()), x, y, on_loss=global_mean)
     if rank == 0:
         with open(args.out, "w") as fh:
             json.dump({"world_size": n, "losses": losses}, fh)

@@ -24,7 +24,7 @@ from typing import Any
 import jsonschema
 import semver
 
-from . import __version__, proc
+from . import __version__
 from .errors import ConfigError, PaddlecdError
 
 MANIFEST = "manifest.json"
@@ -152,13 +152,11 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
 
 
 def git_revision(root: Path) -> str | None:
-    """``git rev-parse HEAD`` in ``root``, or None outside a git checkout (or without git)."""
-    try:
-        result = proc.run(["git", "rev-parse", "HEAD"], cwd=str(root), check=False)
-    except PaddlecdError:
-        return None
-    out = result.stdout.strip()
-    return out if result.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,64}", out) else None
+    """``git rev-parse HEAD`` in ``root``, or None outside a git checkout (see builder.git_revision)."""
+    from .builder import git_revision as revision
+
+    full = revision(root)[1]
+    return None if full == "unknown" else full
 
 
 def installed_paddle_version() -> str | None:

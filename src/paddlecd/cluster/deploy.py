@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from .. import proc, variants
+from .. import builder, variants
 from ..config import Settings
-from ..errors import ClusterError, ConfigError, PaddlecdError
+from ..errors import ClusterError, ConfigError
 from . import jobfile
 from .jobfile import JobSpec
 from .render import KINDS, Target, pinned, render
@@ -125,22 +125,13 @@ def resolve(settings: Settings, *, release: str | None, image: str | None, varia
     if bool(release) == bool(image):
         raise ConfigError("give exactly one of --release X.Y.Z-<variant> or --image host/repo@sha256:…",
                           "e.g. invoke deploy --release 1.4.0-cpu --job examples/train.yaml")
-    revision = git_revision(settings.root)
+    revision = builder.git_revision(settings.root)[1]
     if image:
         return Target(pinned(image), variant or "cpu", None, revision)
     from .. import release as releases  # the release engineer's module (issue 3)
 
     found = releases.find(settings, str(release))
     return Target(pinned(found.reference), found.variant, f"{found.version}-{found.variant}", revision)
-
-
-def git_revision(root: Path) -> str:
-    """``git rev-parse HEAD`` of ``root``, or ``unknown`` outside a checkout."""
-    try:
-        result = proc.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=False)
-    except PaddlecdError:
-        return "unknown"
-    return result.stdout.strip() if result.returncode == 0 else "unknown"
 
 
 def render_to(p: Plan, folder: str | Path) -> list[Path]:
