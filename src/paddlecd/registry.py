@@ -70,13 +70,8 @@ class Manifest:
 class RegistryClient(Transport):
     """The distribution API of one registry: manifests, tags, blobs, mounts and copies.
 
-    Args:
-        registry: ``host[:port]`` as in references; ``docker.io`` talks to ``registry-1.docker.io``.
-        ca_file: PEM CA bundle to trust for TLS (default: system CAs).
-        insecure: plain HTTP instead of HTTPS.
-        credentials: explicit credentials; default :func:`paddlecd.registry_auth.find_credentials`.
-        retries: attempts per request on 429/5xx/connection resets (tenacity, exponential backoff).
-        timeout: seconds per connect/read.
+    Args: as :class:`paddlecd.registry_http.Transport` (registry, ca_file, insecure, credentials,
+    retries, timeout).
 
     Attributes:
         stats: counters of what crossed the wire: ``blob_mounts``, ``blob_uploads``,
