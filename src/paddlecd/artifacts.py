@@ -92,8 +92,8 @@ def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image
     store.check()
     prefix = f"{name}/{version}/"
     old = _read_manifest_or_none(store, prefix)
-    entries = [am.hash_file(model_dir / f) if old is not None
-               else am.FileEntry(f, (model_dir / f).stat().st_size, PENDING) for f in export.files]
+    entries = [am.hash_file(export.folder / f) if old is not None
+               else am.FileEntry(f, (export.folder / f).stat().st_size, PENDING) for f in export.files]
     doc = am.build_manifest(export, entries, name=name, version=version, **meta)
     plan = UploadPlan(f"{store.url}/{name}/{version}", prefix, export, doc, "create", deferred=old is None)
     return _decide(plan, store, old, overwrite=overwrite)

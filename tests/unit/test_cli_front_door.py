@@ -93,3 +93,17 @@ def test_local_deploy_checks_host_folders_before_creating_anything(tmp_path, edi
     finally:
         path.unlink()
     assert run.returncode == 2 and fragment in run.stderr and "Traceback" not in run.stderr
+
+
+def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
+    """deploy prints `model: <output>/model` (the jit.save prefix); upload must take it as it is.
+    (File contents are stand-ins: upload checks names and hashes, not Paddle formats.)"""
+    out = tmp_path / "train-output"
+    out.mkdir()
+    (out / "model.json").write_text("{}")
+    (out / "model.pdiparams").write_bytes(b"\0" * 64)
+    store = tmp_path / "store"
+    run = invoke("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",
+                 "--to", f"file://{store}", PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in (store / "demo" / "1.0.0").iterdir()) == ["manifest.json", "model.json", "model.pdiparams"]
