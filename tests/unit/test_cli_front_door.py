@@ -107,3 +107,21 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
                  "--to", f"file://{store}", PADDLECD_STATE_DIR=str(tmp_path / "state"))
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in (store / "demo" / "1.0.0").iterdir()) == ["manifest.json", "model.json", "model.pdiparams"]
+
+
+def test_local_deploy_never_re_owns_an_existing_output_folder(tmp_path):
+    from paddlecd.cluster import local
+    from paddlecd.cluster.jobfile import Volume
+    from paddlecd.errors import ClusterError
+
+    mine = tmp_path / "private"
+    mine.mkdir(mode=0o700)
+    before = mine.stat()
+    with pytest.raises(ClusterError) as e:
+        local._prepare_output(Volume("/output", path=str(mine)), 1000)
+    assert "cannot write it" in e.value.cause
+    after = mine.stat()
+    assert (after.st_uid, after.st_mode) == (before.st_uid, before.st_mode)
+    fresh = tmp_path / "new" / "out"
+    local._prepare_output(Volume("/output", path=str(fresh)), 1000)
+    assert fresh.is_dir() and (fresh.stat().st_uid == 1000 or fresh.stat().st_mode & 0o002)

@@ -70,14 +70,25 @@ def _source(v: Volume) -> str:
 
 
 def _prepare_output(output: Volume, uid: int) -> None:
-    """Create the output folder and make it writable for the non-root training uid."""
+    """Make the output folder writable for the non-root training uid — only a folder this run creates
+    is handed over; an existing one must already be writable for that uid (we never re-own a user's folder).
+
+    Raises:
+        ClusterError: the existing folder is not writable for ``uid``.
+    """
     if not output.path:
         return
     path = Path(output.path)
-    path.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        st = path.stat()
+        if not ((st.st_uid == uid and st.st_mode & 0o200) or st.st_mode & 0o002):
+            raise ClusterError(f"output folder {path} exists and uid {uid} (the image's user) cannot write it",
+                               f"chown {uid} {path}, or point output.path at a new folder (it is created for you)")
+        return
+    path.mkdir(parents=True)
     try:
         os.chown(path, uid, uid)
-    except PermissionError:  # not root on the host: let any uid write instead
+    except PermissionError:  # not root on the host: let any uid write the folder we just made
         path.chmod(0o777)
 
 
