@@ -125,3 +125,22 @@ def test_local_deploy_never_re_owns_an_existing_output_folder(tmp_path):
     fresh = tmp_path / "new" / "out"
     local._prepare_output(Volume("/output", path=str(fresh)), 1000)
     assert fresh.is_dir() and (fresh.stat().st_uid == 1000 or fresh.stat().st_mode & 0o002)
+
+
+def test_an_unreachable_kubernetes_api_is_one_line_exit_9(tmp_path):
+    """No API server runs here: a kubeconfig pointing at a closed local port stands in for a cluster that
+    is down; nothing can be created, and the user gets one line, not urllib3's traceback."""
+    from paddlecd.localstack import free_port
+
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:{free_port()}", insecure-skip-tls-verify: true}}}}]
+users: [{{name: u, user: {{token: not-a-secret}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+""")
+    run = invoke("deploy", "--image", "127.0.0.1:5000/p/q@sha256:" + "a" * 64, "--job", "examples/train.yaml",
+                 "--cluster", "k8s", KUBECONFIG=str(kubeconfig))
+    assert run.returncode == 9 and "Traceback" not in run.stderr
+    assert "Kubernetes API server https://127.0.0.1:" in run.stderr and "unreachable" in run.stderr

@@ -18,6 +18,7 @@ from typing import Any
 import kubernetes.client
 import kubernetes.config
 import kubernetes.utils
+import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
@@ -71,8 +72,23 @@ def connect(settings: Settings) -> Api:
             raise ClusterError(f"no usable kubeconfig ({e})".replace("\n", " "),
                                "set KUBECONFIG or create ~/.kube/config (and PADDLECD_CLUSTER_CONTEXT to pick a "
                                "context); or run with --cluster local") from e
+    _probe(client)
     return Api(kubernetes.client.CoreV1Api(client), kubernetes.client.BatchV1Api(client),
                kubernetes.client.CustomObjectsApi(client), context or "(current)")
+
+
+def _probe(client: Any) -> None:
+    """Ask the API server for its version once, so an unreachable server is one clear error up front
+    (the client would otherwise raise urllib3's MaxRetryError from the first create)."""
+    host = client.configuration.host
+    try:
+        kubernetes.client.VersionApi(client).get_code(_request_timeout=15)
+    except ApiException:
+        return  # it answered: reachable (auth and RBAC are judged per request)
+    except (urllib3.exceptions.HTTPError, OSError) as e:
+        reason = str(getattr(e, "reason", None) or e).split(": ")[-1][:160]
+        raise ClusterError(f"Kubernetes API server {host} unreachable: {reason}",
+                           "check the kubeconfig context and the network (kubectl cluster-info); or use --cluster local") from e
 
 
 def translate(e: ApiException, what: str) -> ClusterError:
