@@ -276,8 +276,11 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
                 return False
             raise ValueError(value)
         if base in (int, float):
-            return base(value)
+            number = base(value)
+            if number <= 0:  # every numeric setting is a count, a size or a duration
+                raise ConfigError(f"setting '{key}' must be greater than 0, got {value!r}", "use a positive number")
+            return number
         return str(value)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"setting '{key}': {value!r} is not a {base.__name__}", "fix the value") from e
+        raise ConfigError(f"setting '{key}': {value!r} is not {'an integer' if base is int else 'a ' + base.__name__}", "fix the value") from e
 

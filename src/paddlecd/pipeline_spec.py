@@ -150,6 +150,9 @@ def select(settings: Settings, pdef: PipelineDef, given: tuple[str, ...] = (), b
         ConfigError: ``base_ref`` unknown to git.
     """
     if given:
+        if pdef.variants == "one" and len(set(given)) > 1:
+            raise ConfigError(f"pipeline '{pdef.name}' runs one variant at a time, got {', '.join(given)}",
+                              "run it once per variant (each is its own release)")
         return Selection(tuple(variants.get(settings, n).name for n in given), "--variant")
     policy = pdef.variants
     if isinstance(policy, tuple):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import filelock
 import semver
 
-from . import ledger
+from . import ledger, variants
 from .config import Settings
 from .errors import ConfigError, PaddlecdError, PromotionError
 from .release_plan import Plan, actions_of, current, desired, plan_promotion, plan_rollback
@@ -106,6 +106,7 @@ def promote(settings: Settings, *, variant: str, version: str | None = None, par
         raise ConfigError("--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"')
     if version:
         parse_version(version)  # bad input is refused before any registry is asked
+    variants.get(settings, variant)  # …and before a lock file is made for it
     outcome = Outcome()
     with _locked(settings, variant) if execute else contextlib.nullcontext():
         with outcome.phase("plan", report):

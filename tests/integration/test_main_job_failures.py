@@ -80,7 +80,7 @@ def test_wrong_paddle_label_fails_the_version_check(paddle_image, registry, main
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(f"FROM {paddle_image}\nLABEL io.paddlecd.paddle.version=2.6.1\n")
-    docker.from_env().images.build(path=str(ctx), tag=ref)
+    docker.from_env().images.build(path=str(ctx), tag=ref, rm=True, forcerm=True)
     publish.push_reference(project_settings(registry, main_state), ref)
     result = verify.verify(project_settings(registry, main_state), image=ref, out_dir=tmp_path / "out")
     failed = {c["name"]: c["message"] for c in result.failed}

@@ -144,3 +144,10 @@ current-context: x
                  "--cluster", "k8s", KUBECONFIG=str(kubeconfig))
     assert run.returncode == 9 and "Traceback" not in run.stderr
     assert "Kubernetes API server https://127.0.0.1:" in run.stderr and "unreachable" in run.stderr
+
+
+def test_the_release_pipeline_refuses_two_variants_before_anything_runs(tmp_path):
+    run = invoke("pipeline.run", "release", "--variant", "cpu", "--variant", "cu126", "--version", "2.0.0",
+                 PADDLECD_STATE_DIR=str(tmp_path))
+    assert run.returncode == 2 and "runs one variant at a time" in run.stderr
+    assert not (tmp_path / "pipelines").exists()

@@ -27,7 +27,8 @@ def test_config_cascade_order(tmp_path):
 @pytest.mark.parametrize("yaml_text,environ,fragment", [
     ("registry: {urll: x}", {}, "did you mean 'registry.url'"),
     ("", {"PADDLECD_REGISTRY_INSECURE": "maybe"}, "is not a bool"),
-    ("", {"PADDLECD_VERIFY_CPU_RANKS": "two"}, "is not a int"),
+    ("", {"PADDLECD_VERIFY_CPU_RANKS": "two"}, "is not an integer"),
+    ("", {"PADDLECD_VERIFY_TIMEOUT": "-5"}, "must be greater than 0"),
     ("registry: [1]", {}, "must be a mapping"),
     ("registry: {url: [unclosed", {}, "not valid YAML"),
 ])
