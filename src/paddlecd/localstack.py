@@ -164,6 +164,13 @@ def main() -> None:
         return
     server.start()
     print(f"registry serving on http://{server.host} (data: {args.root / 'data'})", flush=True)
+
+    def stop(signum: int, frame: object) -> None:  # `scripts/stack.sh down` stops the registry too
+        server.stop()
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     assert server.process is not None
     server.process.wait()
 
