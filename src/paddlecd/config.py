@@ -255,7 +255,12 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
     for key, value in merged.items():
         if "." not in key:
             kwargs[key] = _coerce(value, hints[key], key)
-    return Settings(**kwargs)
+    settings = Settings(**kwargs)
+    for key, host in (("registry.url", settings.registry.url), ("release.registry", settings.release.registry)):
+        if host and ("://" in host or "/" in host):
+            raise ConfigError(f"setting '{key}' is {host!r}: give host[:port] only",
+                              "no scheme or path (plain HTTP: registry.insecure=true; repository: registry.repository)")
+    return settings
 
 
 def _coerce(value: Any, typ: Any, key: str) -> Any:

@@ -354,7 +354,7 @@ def wait(c: Any, *, timeout: float, on_line: Progress | None = None) -> Finished
         # docker-py 7.1 surfaces a wait timeout as ConnectionError("... Read timed out"), not ReadTimeout
         with contextlib.suppress(docker.errors.APIError):
             c.kill()
-        raise EngineError(f"container {c.name} did not finish within {timeout:.0f}s", "raise the timeout or check the logs") from e
+        raise EngineError(f"container {c.name} did not finish within {timeout:.0f}s", "raise the timeout (verify.timeout / PADDLECD_VERIFY_TIMEOUT for verify) or check the logs") from e
     t.join(timeout=10)
     return Finished(c.name, int(status.get("StatusCode", -1)), "\n".join(lines))
 

@@ -115,10 +115,13 @@ class Transport:
                                 "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to the registry's CA; "
                                 "a plain-HTTP registry needs registry.insecure=true") from e
         except (requests.ConnectionError, requests.Timeout) as e:
+            hub = self.host.endswith("docker.io")
             raise RegistryError(
-                f"{what}: registry {self.host} unreachable: {_short(e)} — is it running? "
-                "Docker Hub is not reachable from air-gapped test machines",
-                "start it (scripts/stack.sh up) or check registry.url / PADDLECD_REGISTRY_URL") from e
+                f"{what}: registry {self.host} unreachable: {_short(e)}"
+                + (" — Docker Hub cannot be reached from this machine" if hub else " — is it running?"),
+                "lock on a machine that reaches the hub and commit images/lock.yaml, or mirror the base into your "
+                "registry" if hub else
+                "start it (scripts/stack.sh up) or check registry.url / release.registry (PADDLECD_*_URL)") from e
         if resp.status_code not in ok:
             raise self._error(resp, what)
         return resp

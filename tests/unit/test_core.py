@@ -164,3 +164,10 @@ def test_gpu_run_options_pin_cards_and_share_ipc(monkeypatch, tmp_path):
     assert opts["device_requests"][0]["DeviceIDs"] == ["2", "3"]
     assert opts["environment"]["PADDLECD_GPUS"] == "2" and opts["environment"]["PADDLECD_DEVICE"] == "gpu"
     assert opts["environment"]["PADDLECD_EXPECT_CUDA"] == "12.6"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:5000", "registry.example/team"])
+def test_registry_url_is_host_and_port_only(tmp_path, url):
+    with pytest.raises(ConfigError) as e:
+        config.load({"registry.url": url}, root=tmp_path, environ={})
+    assert "give host[:port] only" in e.value.cause

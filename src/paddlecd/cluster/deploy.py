@@ -81,9 +81,10 @@ def plan(settings: Settings, *, job: str, release: str | None = None, image: str
             impossible resources, unknown kind or cluster.
     """
     cluster = cluster or settings.cluster.kind
-    if cluster not in CLUSTERS or kind not in KINDS:
-        raise ConfigError(f"unknown --cluster '{cluster}' or --kind '{kind}'",
-                          "use --cluster local|k8s and --kind job|paddlejob")
+    if cluster not in CLUSTERS:
+        raise ConfigError(f"unknown --cluster '{cluster}'", "use --cluster local or k8s")
+    if kind not in KINDS:
+        raise ConfigError(f"unknown --kind '{kind}'", "use --kind job (Indexed Job + Service) or paddlejob (Kubeflow)")
     if cluster == "local" and kind != "job":
         raise ConfigError("--kind paddlejob needs the training operator: it runs only with --cluster k8s",
                           "drop --kind or use --cluster k8s")
