@@ -646,9 +646,9 @@ def pipeline_run(c, name, variant=None, base_ref=None, resume=False, log_format=
     if base_ref is None and os.environ.get("GITHUB_BASE_REF"):
         base_ref = f"origin/{os.environ['GITHUB_BASE_REF']}"
     on_plan, on_event, on_line = _reporters(fmt)
-    options = pipeline_spec.check_options({"version": version, "bump": bump, "digest": digest})
+    pdef = pipeline_spec.load(s, name)
+    options = pipeline_spec.check_options({"version": version, "bump": bump, "digest": digest}, pdef)
     if dry_run:
-        pdef = pipeline_spec.load(s, name)
         on_plan(pl.plan_lines(pdef, pl.select(s, pdef, tuple(variant or ()), base_ref), s, options))
         return say("dry run: nothing run, nothing written") if fmt == "text" else None
     result = pl.run(s, name, given=tuple(variant or ()), base_ref=base_ref, resume=resume,

@@ -167,15 +167,21 @@ def select(settings: Settings, pdef: PipelineDef, given: tuple[str, ...] = (), b
     return Selection(("cpu",), "the default without --variant" + (" or --base-ref" if policy == "changed" else ""))
 
 
-def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+def check_options(options: Mapping[str, Any], pdef: PipelineDef | None = None) -> dict[str, Any]:
     """Validate the promote options a run carries (``version``, ``bump``, ``digest``); returns the given ones.
 
     Raises:
-        ConfigError: an invalid semver version, a bump other than major|minor|patch, a malformed digest.
+        ConfigError: an invalid semver version, both --version and --bump, a bump other than
+            major|minor|patch, a malformed digest, or options for a pipeline without a promote stage.
     """
     from . import semver_policy
 
     given = {k: v for k, v in options.items() if v}
+    if given and pdef and not any(s.kind == "promote" for s in pdef.stages):
+        raise ConfigError(f"{' '.join('--' + k for k in given)}: for the promote stage, and pipeline '{pdef.name}' has none",
+                          "drop them, or run a pipeline with a promote stage (e.g. release)")
+    if given.get("version") and given.get("bump"):
+        raise ConfigError("pass one of --version and --bump, not both", "e.g. --version 1.4.0")
     if "version" in given:
         semver_policy.parse_version(given["version"])
     if given.get("bump") not in (None, "major", "minor", "patch"):

@@ -151,3 +151,15 @@ def test_the_release_pipeline_refuses_two_variants_before_anything_runs(tmp_path
                  PADDLECD_STATE_DIR=str(tmp_path))
     assert run.returncode == 2 and "runs one variant at a time" in run.stderr
     assert not (tmp_path / "pipelines").exists()
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (("pr", "--version", "1.0.0"), "pipeline 'pr' has none"),
+    (("release", "--version", "1.0.0", "--bump", "patch"), "not both"),
+    (("release", "--bump", "huge"), "not major, minor or patch"),
+    (("release", "--digest", "sha256:abc"), "is not sha256:<64 hex>"),
+    (("release", "--version", "v1.0.0"), "no 'v' prefix"),
+])
+def test_pipeline_promote_options_are_checked_before_anything_runs(tmp_path, args, fragment):
+    run = invoke("pipeline.run", *args, "--dry-run", PADDLECD_STATE_DIR=str(tmp_path))
+    assert run.returncode == 2 and fragment in run.stderr, run.stderr
