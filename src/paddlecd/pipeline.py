@@ -203,7 +203,7 @@ class Result:
         more = f" (+{len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
         return PipelineError(f"pipeline {self.summary['pipeline']}: stage '{stage}' failed for {variant}: {r['error']}{more}",
                              f"{r.get('hint') or 'fix the cause'}; then: invoke pipeline.run "
-                             f"{self.summary['pipeline']} --resume (summary: {self.folder / 'summary.json'})")
+                             f"{self.summary['pipeline']} --resume [--version …] (summary: {self.folder / 'summary.json'})")
 
 
 def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref: str | None = None,
@@ -228,6 +228,9 @@ def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref:
                                 f"({', '.join(summary['variants'])}), not {', '.join(given)}",
                                 f"drop --variant, or start a fresh run: invoke pipeline.run {name} --variant …")
         selection = Selection(tuple(summary["variants"]), f"resumed run {summary['run_id']}")
+        # options given again win (e.g. a new --version after a refused promotion); the rest are reused
+        summary["options"] = {**summary.get("options", {}), **{k: v for k, v in (options or {}).items() if v}}
+        options = summary["options"]
     else:
         selection = select(settings, pdef, given, base_ref)
         summary = new_summary(pdef, selection, settings, options or {}, base_ref)

@@ -170,3 +170,24 @@ def test_unexpected_exception_is_recorded_against_its_stage(settings):
     result = pipeline.run(settings, "pr", given=("cpu",), kinds=kinds)
     assert "stage 'push' failed for cpu: ZeroDivisionError" in result.error().cause
     assert result.summary["stages"][3]["status"] == "pending"  # verify never ran
+
+
+def test_resume_takes_a_new_version_after_a_refused_promotion(settings):
+    """A promotion refused for its version (e.g. clobber) is resumed with --version given again."""
+    from paddlecd.errors import PromotionError
+
+    seen: list[str] = []
+
+    def promote(ctx: stages.StageContext) -> None:
+        seen.append(ctx.params.get("version"))
+        if ctx.params.get("version") == "1.0.0":
+            raise PromotionError("1.0.0-cpu exists on another digest", "promote a new version")
+        ctx.outputs.update(version=ctx.params["version"])
+
+    kinds = {k: (lambda ctx: None) for k in stages.KINDS}
+    kinds["promote"] = promote
+    first = pipeline.run(settings, "release", given=("cpu",), options={"version": "1.0.0"}, kinds=kinds)
+    assert first.error() is not None and "--resume" in first.error().hint
+    second = pipeline.run(settings, "release", resume=True, options={"version": "1.0.1"}, kinds=kinds)
+    assert second.error() is None and seen == ["1.0.0", "1.0.1"]
+    assert json.loads((second.folder / "summary.json").read_text())["options"]["version"] == "1.0.1"
