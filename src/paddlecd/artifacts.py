@@ -10,6 +10,7 @@ act (STYLE.md §9): :func:`plan_upload` only reads; :func:`upload` carries a pla
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -208,6 +209,9 @@ def download(store: Store, name: str, version: str, dest: Path, *, progress: Pro
         (tmp / am.MANIFEST).write_bytes(am.manifest_bytes(doc))
         if dest.exists():
             dest.rmdir()
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; the model folder gets the user's usual mode
         tmp.rename(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -85,7 +85,7 @@ def parse(data: Any, path: Path, name: str) -> PipelineDef:
     for i, s in enumerate(stages):
         if s.name in seen:
             raise PipelineError(f"{path}: duplicate stage '{s.name}' (stages[{i}])",
-                                f"give it a distinct name: - stage: {s.kind}\\n    name: {s.name}-2")
+                                f"give it a distinct name: add 'name: {s.name}-2' to that entry")
         seen.add(s.name)
     variants = data.get("variants", "one")
     return PipelineDef(name, path, data.get("description", ""),
