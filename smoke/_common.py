@@ -17,8 +17,9 @@ from pathlib import Path
 SMOKE_DIR = Path(__file__).resolve().parent
 
 # Model and data sizes: small enough for 2 CPU cores, big enough that the loss curve means something.
-D_IN, D_HIDDEN, N_SAMPLES = 8, 32, 512
-STEPS, LR = 200, 0.1
+# 840 = lcm(1..8): every world size up to 8 gets equal shards, so data parallel equals one process.
+D_IN, D_HIDDEN, N_SAMPLES = 8, 32, 840
+STEPS, LR = 400, 0.1
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,17 @@ def init_worker(description: str):
     set_device(args.device, dist.ParallelEnv().local_rank)
     dist.init_parallel_env()
     return args, dist.get_rank(), dist.get_world_size()
+
+
+def require_collective(expect: Expect) -> None:
+    """Skip a collective check that cannot run: one card means one process and no process group
+    (paddle.distributed.init_parallel_env does nothing below world size 2); shards must be equal."""
+    import pytest
+
+    if expect.ranks < 2:
+        pytest.skip(f"needs at least 2 ranks; this run has {expect.ranks} (one card, or verify.cpu_ranks=1)")
+    if N_SAMPLES % expect.ranks:
+        pytest.skip(f"{N_SAMPLES} samples do not split evenly over {expect.ranks} ranks")
 
 
 def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dict:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from _common import launch
+from _common import launch, require_collective
 
 
 def test_allreduce_exact_sums(expect, metric):
+    require_collective(expect)
     result = launch("allreduce.py", expect)
     metric("world_size", result["world_size"])
     metric("backend", result["backend"])

@@ -1,20 +1,21 @@
 """Convergence: a fixed-step run on deterministic data reaches the loss threshold, and the
 data-parallel run over all ranks matches the single-process run.
 
-Threshold: measured on paddlepaddle 3.0.0 CPU (2026-11-29): initial loss 1.103, final loss 0.0541
-after 200 SGD steps (lr 0.1). The threshold 0.08 is ~1.5x the measurement: a broken optimiser, autograd
-or kernel stays far above it (the untrained loss is 1.1), numeric noise across builds and devices does
-not reach it. Tolerance: single-process vs 2-rank data-parallel differ only in float32 summation order,
-measured 1.4e-7 relative; we allow 1e-4.
+Threshold: measured on paddlepaddle 3.0.0 CPU (2026-11-29): initial loss 0.635, final loss 0.0615
+after 400 SGD steps (lr 0.1) on 840 samples. The threshold 0.09 is ~1.5x the measurement: a broken
+optimiser, autograd or kernel stays far above it (the untrained loss is 0.63), numeric noise across
+builds and devices does not reach it. Tolerance: single-process vs 2-rank data-parallel differ only in
+float32 summation order, measured 7.8e-8 relative; we allow 1e-4. On one card, or a world size that does
+not split the 840 samples evenly, the data-parallel check is skipped with that reason.
 """
 
 from __future__ import annotations
 
 import time
 
-from _common import STEPS, launch, make_data, make_model, set_device, train
+from _common import STEPS, launch, make_data, make_model, require_collective, set_device, train
 
-LOSS_THRESHOLD = 0.08
+LOSS_THRESHOLD = 0.09
 DP_RTOL = 1e-4
 
 
@@ -38,6 +39,7 @@ def test_single_process_reaches_threshold(expect, metric):
 
 
 def test_data_parallel_matches_single_process(expect, metric):
+    require_collective(expect)
     single = train_single(expect.device)[-1]
     result = launch("train_dp.py", expect)
     dp = result["losses"][-1]

@@ -51,14 +51,22 @@ def test_gpu_devices_visible(expect, metric):  # GPU-only
     assert count == expect.gpus, f"{count} devices visible but {expect.gpus} cards were given"
 
 
+def cudnn_major_minor(version: int) -> str:
+    """``major.minor`` from cuDNN's integer version: M*1000 + m*100 + p up to cuDNN 8 (8907 = 8.9.7),
+    M*10000 + m*100 + p from cuDNN 9 on (90501 = 9.5.1) — the CUDNN_VERSION macro of cudnn_version.h."""
+    if version >= 90000:
+        return f"{version // 10000}.{version % 10000 // 100}"
+    return f"{version // 1000}.{version % 1000 // 100}"
+
+
 @gpu_only
 def test_cuda_and_cudnn_match_labels(expect, metric):  # GPU-only
     import paddle
 
-    cuda, cudnn = str(paddle.version.cuda()), str(paddle.version.cudnn())
+    cuda = str(paddle.version.cuda())  # the CUDA Paddle was built with, e.g. "12.6"
+    runtime = cudnn_major_minor(int(paddle.device.get_cudnn_version()))  # the cuDNN the image loads
     metric("cuda", cuda)
-    metric("cudnn", cudnn)
+    metric("cudnn_runtime", runtime)
+    metric("cudnn_compiled", str(paddle.version.cudnn()))  # build-time version: recorded, not compared
     assert cuda.startswith(expect.cuda or "?"), f"Paddle reports CUDA {cuda}, label says {expect.cuda}"
-    # paddle.version.cudnn() reports e.g. '8.9.7' (or '8907' in some builds): compare major.minor
-    norm = cudnn if "." in cudnn else f"{int(cudnn) // 1000}.{int(cudnn) % 1000 // 100}"
-    assert norm.startswith(expect.cudnn or "?"), f"Paddle reports cuDNN {cudnn}, label says {expect.cudnn}"
+    assert runtime == expect.cudnn, f"the image loads cuDNN {runtime}, label says {expect.cudnn}"

@@ -5,8 +5,10 @@ Source: NVIDIA CUDA Toolkit Release Notes, Table 3 "CUDA Toolkit and Correspondi
 Compatibility" (minimum driver for any toolkit of a major line: >= 450.80.02 for CUDA 11.x, >= 525.60.13
 for CUDA 12.x). https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html
 
-Below the minor-compatibility minimum nothing runs (error). Between it and the toolkit's own driver
-version most kernels run but PTX JIT and some features do not (warning).
+Below the minor-compatibility minimum nothing runs. Between it and the toolkit's own driver version
+CUDA itself would run most kernels (no PTX JIT), but images built from nvidia/cuda — Paddle's are —
+carry ``NVIDIA_REQUIRE_CUDA=cuda>=X.Y`` and the NVIDIA Container Toolkit refuses to start them, so
+verify requires the toolkit driver (``doctor`` warns in that band).
 """
 
 from __future__ import annotations
@@ -106,6 +108,10 @@ def require_for(cuda: str) -> DriverCheck:
         raise VerifyError("no NVIDIA GPU/driver on this host (nvidia-smi found none)",
                           "run GPU variants on a GPU runner; verify the cpu variant here")
     result = check(cuda, driver)
-    if not result.ok:
-        raise VerifyError(result.message, f"upgrade the NVIDIA driver to >= {required(cuda)[1]}")
+    if not result.full:
+        # Paddle's GPU images derive from nvidia/cuda and carry NVIDIA_REQUIRE_CUDA=cuda>=X.Y, so the
+        # NVIDIA Container Toolkit refuses to start them below the toolkit driver ("unsatisfied
+        # condition: cuda>=…"), minor-version compatibility or not: fail here, clearly, instead.
+        raise VerifyError(result.message + "; the image's NVIDIA_REQUIRE_CUDA will refuse to start",
+                          f"upgrade the NVIDIA driver to >= {required(cuda)[1]}")
     return result

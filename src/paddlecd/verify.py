@@ -79,9 +79,13 @@ def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[s
         "volumes": {str(smoke): {"bind": "/smoke", "mode": "ro"}, str(out): {"bind": "/out", "mode": "rw"}},
         "shm_size": settings.verify.gpu_shm_size if gpu else settings.verify.shm_size,
     }
-    if gpu:  # GPU-only: all cards, host IPC for NCCL
+    # GPU-only: all cards and host IPC for NCCL's shared-memory transport. With --ipc=host Docker uses the
+    # host's /dev/shm and ignores --shm-size; it is kept (large) so the same options work if IPC is private.
+    if gpu:
         _, count = drivers.host_gpus()
         env["PADDLECD_GPUS"] = str(count)
+        # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export comparison needs full fp32 on Ampere+
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
         pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
         opts.update(device_requests=engine.gpu_request_ids(pinned) if pinned else engine.gpu_request(), ipc_mode="host")
     return opts

@@ -64,6 +64,16 @@ def test_driver_table_unknown_cuda():
         drivers.required("10.2")
 
 
+def test_verify_requires_the_toolkit_driver(monkeypatch):
+    """Minor-version compatibility is not enough for images carrying NVIDIA_REQUIRE_CUDA (Paddle's)."""
+    monkeypatch.setattr(drivers, "host_gpus", lambda: ("535.104.05", 1))
+    with pytest.raises(VerifyError) as e:
+        drivers.require_for("12.6")
+    assert "NVIDIA_REQUIRE_CUDA" in e.value.cause and "560.28.03" in e.value.hint
+    monkeypatch.setattr(drivers, "host_gpus", lambda: ("560.35.03", 1))
+    assert drivers.require_for("12.6").full
+
+
 def test_driver_check_without_gpu_says_so(monkeypatch):
     monkeypatch.setattr(drivers, "host_gpus", lambda: (None, 0))
     with pytest.raises(VerifyError) as e:
@@ -164,6 +174,7 @@ def test_gpu_run_options_pin_cards_and_share_ipc(monkeypatch, tmp_path):
     assert opts["device_requests"][0]["DeviceIDs"] == ["2", "3"]
     assert opts["environment"]["PADDLECD_GPUS"] == "2" and opts["environment"]["PADDLECD_DEVICE"] == "gpu"
     assert opts["environment"]["PADDLECD_EXPECT_CUDA"] == "12.6"
+    assert opts["environment"]["NVIDIA_TF32_OVERRIDE"] == "0"  # full fp32 for the 1e-5 export check
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:5000", "registry.example/team"])
@@ -171,3 +182,14 @@ def test_registry_url_is_host_and_port_only(tmp_path, url):
     with pytest.raises(ConfigError) as e:
         config.load({"registry.url": url}, root=tmp_path, environ={})
     assert "give host[:port] only" in e.value.cause
+
+
+@pytest.mark.parametrize("version,expected", [(8907, "8.9"), (8600, "8.6"), (90501, "9.5"), (90100, "9.1")])
+def test_cudnn_integer_versions_decode_per_major(version, expected):
+    """cudnn_version.h: CUDNN_VERSION is M*1000+m*100+p up to 8, M*10000+m*100+p from 9 (GPU-only check's helper)."""
+    pytest.importorskip("paddle")
+    sys.path.insert(0, str(ROOT / "smoke"))
+    spec = importlib.util.spec_from_file_location("smoke_env", ROOT / "smoke/test_environment.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.cudnn_major_minor(version) == expected
