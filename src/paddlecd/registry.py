@@ -243,7 +243,11 @@ def client_for(settings: Any, registry: str | None = None) -> RegistryClient:
         ca_file, insecure = settings.release.ca_file, settings.release.insecure
     if not ca_file and host.rsplit(":", 1)[0] in LOOPBACK:
         insecure = True
-    return RegistryClient(host, ca_file=ca_file, insecure=insecure, retries=settings.registry.push_retries)
+    # PADDLECD_REGISTRY_USERNAME/PASSWORD belong to the configured registries: never send them to another
+    # one (a base on Docker Hub, say); those use Docker's config.json / credential helpers only.
+    configured = host in (settings.registry.url, settings.release.registry)
+    return RegistryClient(host, ca_file=ca_file, insecure=insecure, retries=settings.registry.push_retries,
+                          env_credentials=configured)
 
 
 def open_reference(settings: Any, ref: str) -> tuple[RegistryClient, Reference]:

@@ -62,7 +62,8 @@ class Transport:
     """
 
     def __init__(self, registry: str, *, ca_file: str | None = None, insecure: bool = False,
-                 credentials: Credentials | None = None, retries: int = 4, timeout: float = 60):
+                 credentials: Credentials | None = None, retries: int = 4, timeout: float = 60,
+                 env_credentials: bool = True):
         self.registry = registry
         self.host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
         self.base = f"{'http' if insecure else 'https'}://{self.host}/v2/"
@@ -71,6 +72,7 @@ class Transport:
         self.verify: str | bool = ca_file or True
         self.retries, self.timeout = max(1, retries), timeout
         self._credentials, self._looked_up = credentials, credentials is not None
+        self._env_credentials = env_credentials  # PADDLECD_REGISTRY_* are for the configured registries only
         self._tokens: dict[frozenset[str], str] = {}
         self._basic = False
         self.stats: Counter[str] = Counter()
@@ -86,7 +88,8 @@ class Transport:
     def credentials(self) -> Credentials | None:
         """Credentials for this registry, looked up once (env, then Docker's config.json)."""
         if not self._looked_up:
-            self._credentials, self._looked_up = find_credentials(self.registry), True
+            environ = None if self._env_credentials else {}
+            self._credentials, self._looked_up = find_credentials(self.registry, environ=environ), True
         return self._credentials
 
     def request(self, method: str, path: str, scopes: list[str], what: str, *, ok: tuple[int, ...] = (200,),

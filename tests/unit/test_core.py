@@ -193,3 +193,16 @@ def test_cudnn_integer_versions_decode_per_major(version, expected):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.cudnn_major_minor(version) == expected
+
+
+def test_env_registry_credentials_go_only_to_the_configured_registry(tmp_path, monkeypatch):
+    """PADDLECD_REGISTRY_USERNAME/PASSWORD must not be sent to another registry (e.g. Docker Hub for a base)."""
+    from paddlecd import registry
+
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))  # empty: no config.json
+    monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "alice")
+    monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "s3cret")
+    s = config.load({"registry.url": "registry.example:5000"}, root=tmp_path, environ={})
+    assert registry.client_for(s).credentials.username == "alice"
+    assert registry.client_for(s, "docker.io").credentials is None
+    assert registry.client_for(s, "other.example").credentials is None
