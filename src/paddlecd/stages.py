@@ -104,7 +104,7 @@ def upload(ctx: StageContext) -> None:
     from . import artifact_manifest, artifacts
 
     model, promoted = ctx.earlier.get("deploy", {}).get("model"), ctx.earlier.get("promote", {})
-    if not model or model.startswith("claim:"):
+    if not model or model.startswith(("claim:", "node:")):
         raise PipelineError(f"upload: the model is not on this machine ({model or 'no deploy stage output'})",
                             "upload from where the volume is mounted: invoke upload --model-dir … --name … --version …")
     store = artifacts.store_for(ctx.settings, ctx.params.get("to"))

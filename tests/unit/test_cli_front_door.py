@@ -163,3 +163,14 @@ def test_the_release_pipeline_refuses_two_variants_before_anything_runs(tmp_path
 def test_pipeline_promote_options_are_checked_before_anything_runs(tmp_path, args, fragment):
     run = invoke("pipeline.run", *args, "--dry-run", PADDLECD_STATE_DIR=str(tmp_path))
     assert run.returncode == 2 and fragment in run.stderr, run.stderr
+
+
+def test_a_kubernetes_hostpath_model_is_not_taken_for_a_local_folder(tmp_path):
+    """On k8s a `path:` output is a hostPath on some node: upload must not read this machine's folder."""
+    from paddlecd.cluster import deploy
+
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    image = "127.0.0.1:5000/p/q@sha256:" + "a" * 64
+    k8s = deploy.plan(s, job=str(ROOT / "examples/train.yaml"), image=image, cluster="k8s")
+    local = deploy.plan(s, job=str(ROOT / "examples/train.yaml"), image=image, cluster="local")
+    assert k8s.model_location.startswith("node:") and not local.model_location.startswith("node:")

@@ -8,6 +8,7 @@ which the upload stage takes from there.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,10 @@ class Plan:
     def model_location(self) -> str:
         """Where the exported model lands: a host path (local, ``path`` volumes) or ``claim:<pvc>/<model>``."""
         out = self.spec.output
-        if out.path:
+        if out.path and self.cluster == "local":
             return str(Path(out.path) / self.spec.model)
+        if out.path:  # a hostPath on whichever node ran rank 0: not a path on this machine
+            return f"node:{Path(out.path) / self.spec.model}"
         return f"claim:{out.claim}/{self.spec.model}"
 
     def _creates(self) -> str:
@@ -160,8 +163,9 @@ def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: flo
     if p.cluster == "local":
         from . import local
 
+        started = time.time()
         local.run(p.spec, p.target, job_id=p.job_id, on_event=on_event, on_line=on_line)
-        _check_export(p)
+        _check_export(p, since=started)
         return p.model_location
     from . import k8s, watch
 
@@ -175,7 +179,11 @@ def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: flo
     return p.model_location
 
 
-def _check_export(p: Plan) -> None:
-    if p.spec.output.path and not Path(p.model_location + ".pdiparams").exists():
-        raise ClusterError(f"job {p.job_id} finished but wrote no model at {p.model_location}(.pdiparams)",
+def _check_export(p: Plan, *, since: float) -> None:
+    """The job must have written its model *this run*: a stale export from an earlier job in the same
+    output folder must never be handed to upload under the new release."""
+    params = Path(p.model_location + ".pdiparams")
+    if p.spec.output.path and (not params.exists() or params.stat().st_mtime < since - 1):
+        state = "an old model (not written by this run)" if params.exists() else "no model"
+        raise ClusterError(f"job {p.job_id} finished but left {state} at {p.model_location}(.pdiparams)",
                            f"the script must paddle.jit.save to $PADDLECD_MODEL ({p.spec.model_path})")
