@@ -89,6 +89,19 @@ VARIANT_HELP = ("image variant from images/variants.yaml (default: cpu). Given o
                 "applies to every task there, so `invoke build push verify --variant cu126` works")
 
 
+def _required_variant(value: str | None, task_name: str) -> str:
+    """Release operations never default to a variant: promoting or rolling back the wrong one is costly."""
+    if value:
+        return value
+    argv = sys.argv
+    given = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--variant"]
+    if given:
+        return given[0]
+    from paddlecd.errors import ConfigError
+
+    raise ConfigError(f"{task_name} needs --variant", f"e.g. invoke {task_name} --variant cpu …")
+
+
 def _variant(value: str | None) -> str:
     """The variant for this task: its own flag, else a --variant given to another task on the same
     command line (invoke binds flags to the task they follow), else ``cpu``."""
@@ -96,7 +109,7 @@ def _variant(value: str | None) -> str:
         return value
     argv = sys.argv
     for i, arg in enumerate(argv):
-        if arg in ("--variant", "-v") and i + 1 < len(argv):
+        if arg == "--variant" and i + 1 < len(argv):  # not -v: other tasks use it for other flags
             return argv[i + 1]
         if arg.startswith("--variant="):
             return arg.split("=", 1)[1]
@@ -289,7 +302,7 @@ def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False
     """
     from paddlecd import release as rel
 
-    outcome = rel.promote(settings(), variant=_variant(variant), version=version, part=bump, digest=digest,
+    outcome = rel.promote(settings(), variant=_required_variant(variant, "promote"), version=version, part=bump, digest=digest,
                           force=force, reason=reason, execute=yes and not dry_run, report=say)
     if not yes or dry_run:
         return _confirmed(outcome, dry_run, yes, "promotion")
@@ -311,7 +324,7 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
 
     if not to:
         raise ConfigError("release.rollback needs --to X.Y.Z", "see: invoke release.list --variant V")
-    outcome = rel.rollback(settings(), variant=_variant(variant), to=to, execute=yes and not dry_run, report=say)
+    outcome = rel.rollback(settings(), variant=_required_variant(variant, "release.rollback"), to=to, execute=yes and not dry_run, report=say)
     if not yes or dry_run:
         return _confirmed(outcome, dry_run, yes, "rollback")
     say(f"rolled back {', '.join(outcome.written) or 'nothing'} to {to} ({_phases(outcome)})")

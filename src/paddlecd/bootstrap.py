@@ -9,6 +9,7 @@ and index URL as secrets), tag it as the variant's ``base`` and push it to the c
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -17,22 +18,25 @@ from pathlib import Path
 from . import engine, proc, publish, registry, variants
 from .builder import buildkit_build
 from .config import Settings
-from .errors import ConfigError, NotFoundError
+from .errors import ConfigError, EngineError, NotFoundError
 
 Echo = Callable[[str], None]
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 
-def host_mirror(settings: Settings) -> str:
+def host_mirror(settings: Settings, sources: list[Path] | None = None) -> str:
     """The Debian mirror to debootstrap from: settings.build.debian_mirror, else the first ``URIs:`` /
-    ``deb`` line of the host's apt sources (deb822 ``*.sources`` or ``sources.list``), else deb.debian.org."""
+    ``deb`` line of the host's apt sources (deb822 ``*.sources`` or ``sources.list``) that is a Debian
+    archive (not security, not Ubuntu's), else deb.debian.org."""
     if settings.build.debian_mirror:
         return settings.build.debian_mirror
-    sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]
+    if sources is None:
+        sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]
     for path in sources:
         text = path.read_text() if path.is_file() else ""
         m = re.search(r"^URIs:\s*(\S+)", text, re.M) or re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.M)
-        if m and "security" not in m.group(1):
+        # an Ubuntu (or other derivative's) archive does not serve Debian suites such as bookworm
+        if m and "security" not in m.group(1) and "ubuntu" not in m.group(1).lower():
             return m.group(1)
     return DEFAULT_MIRROR
 
@@ -62,6 +66,9 @@ def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = No
     work = settings.state / "bootstrap" / ref.split(":")[1]
     target, tar = work / "rootfs", work / "rootfs.tar"
     if not (target / ".paddlecd-complete").exists():
+        if os.geteuid() != 0:
+            raise EngineError("debootstrap needs root to build the base rootfs",
+                              "run the bootstrap as root: sudo -E .venv/bin/invoke image.bootstrap (once per registry)")
         subprocess.run(["rm", "-rf", str(target)], check=False)
         target.mkdir(parents=True)
         proc.run(["debootstrap", "--variant=minbase", "--include=" + ",".join(boot.packages), boot.suite,

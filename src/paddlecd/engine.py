@@ -216,6 +216,8 @@ def pull(ref: str, *, auth_config: Mapping[str, str] | None = None, on_progress:
         decode_stream(stream, what=f"pulling {ref}", on_progress=on_progress)
     except docker.errors.APIError as e:
         raise RegistryError(f"pulling {ref}: {e.explanation}", "check the reference and registry") from e
+    except requests.ConnectionError as e:
+        raise RegistryError(f"pulling {ref}: connection to the engine lost", "re-run to retry") from e
 
 
 # --------------------------------------------------------------------------- builds (BuildKit via CLI)

@@ -45,8 +45,12 @@ class S3Store:
     def __init__(self, bucket: str, prefix: str, settings: StorageSettings):
         self.bucket, self.prefix = bucket, prefix
         self.url = Location("s3", bucket, prefix).url
-        self.client = boto3.session.Session().client(
-            "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=client_config(settings))
+        try:
+            self.client = boto3.session.Session().client(
+                "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=client_config(settings))
+        except ValueError as e:  # botocore: "Invalid endpoint: minio:9000"
+            raise ConfigError(f"storage.endpoint_url {settings.endpoint_url!r} is not a URL ({e})",
+                              "give the scheme too, e.g. http://minio:9000") from e
         self.transfer = transfer_config(settings)
 
     def _key(self, key: str) -> str:

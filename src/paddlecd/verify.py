@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import drivers, engine, evidence, registry, variants
+from . import drivers, engine, evidence, publish, registry, variants
 from .config import Settings
 from .errors import ConfigError, VerifyError
 
@@ -126,7 +126,7 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
             host without a suitable driver, or the smoke suite could not run at all (no JUnit written).
     """
     reference = target(settings, variant, image)
-    engine.pull(reference)
+    engine.pull(reference, auth_config=publish.env_credentials())
     labels = engine.image_labels(reference)
     if variant and labels.get("io.paddlecd.variant") not in (None, variant):
         raise ConfigError(f"{reference} is variant '{labels['io.paddlecd.variant']}', not '{variant}'", "check --image")
@@ -135,6 +135,8 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
         driver = drivers.require_for(labels.get("io.paddlecd.cuda.version", "")).driver
     digest = reference.split("@", 1)[1]
     out = out_dir or settings.state / "verify" / f"{labels.get('io.paddlecd.variant', 'image')}-{digest[7:19]}"
+    if out_dir and out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"--out {out_dir} is not empty", "give a new or empty folder: verify writes and replaces files there")
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o777)  # the smoke suite runs as the image's non-root user
     (out / "junit.xml").unlink(missing_ok=True)
@@ -145,7 +147,11 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     if not (out / "junit.xml").exists():
         tail = "\n".join(finished.logs.splitlines()[-15:])
         raise VerifyError(f"smoke suite did not run in {reference} (exit {finished.exit_code})", f"container output:\n{tail}")
-    checks = parse_junit(out / "junit.xml")
+    try:
+        checks = parse_junit(out / "junit.xml")
+    except ET.ParseError as e:
+        raise VerifyError(f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
+                          f"the run was cut short; see {out / 'smoke.log'}") from e
     record = {
         "digest": digest, "reference": reference, "variant": labels.get("io.paddlecd.variant"),
         "passed": finished.exit_code == 0 and all(c["passed"] for c in checks) and bool(checks),
