@@ -18,6 +18,7 @@ from typing import Any
 from .errors import (
     ClusterError,
     ConfigError,
+    DoctorError,
     EngineError,
     LockError,
     PaddlecdError,
@@ -56,7 +57,7 @@ _LAZY = {
 
 __all__ = ["__version__", "PaddlecdError", "ConfigError", "LockError", "EngineError", "RegistryError",
            "RegistryAuthError", "VerifyError", "PromotionError", "StorageError", "ClusterError",
-           "PipelineError", *_LAZY]
+           "PipelineError", "DoctorError", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

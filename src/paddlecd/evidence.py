@@ -27,6 +27,18 @@ from .errors import ConfigError
 SCHEMA = 1
 
 
+# The smoke modules every passing verification must contain (smoke/test_<module>.py); evidence missing
+# one (a module deleted, renamed or not collected) cannot promote. Skipped checks inside them are allowed
+# (GPU-only checks on CPU variants; collective checks on one card).
+REQUIRED_CHECKS = ("environment", "allreduce", "convergence", "export")
+
+
+def missing_checks(record: dict[str, Any]) -> list[str]:
+    """The :data:`REQUIRED_CHECKS` modules with no check in ``record['checks']`` (names ``module/test``)."""
+    present = {str(c.get("name", "")).split("/", 1)[0] for c in record.get("checks", [])}
+    return [m for m in REQUIRED_CHECKS if m not in present]
+
+
 def now_iso() -> str:
     """Current UTC time as ISO-8601 with a ``Z`` suffix, second precision."""
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -149,6 +149,9 @@ def evidence_problem(settings: Settings, variant: str, digest: str) -> tuple[str
     if not ev.get("passed"):
         failed = [c.get("name", "?") for c in ev.get("checks", []) if not c.get("passed")]
         return f"evidence for {digest} is failing ({', '.join(failed) or 'passed: false'})", ev
+    missing = evidence.missing_checks(ev)
+    if missing:
+        return f"evidence for {digest} lacks the {', '.join(missing)} checks (an incomplete smoke run)", ev
     age, limit = evidence.age_hours(ev), settings.release.evidence_max_age_hours
     if age > limit:
         return f"evidence for {digest} is stale: {age:.1f} h old, limit release.evidence_max_age_hours={limit:g}", ev

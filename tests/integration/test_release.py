@@ -51,8 +51,10 @@ class Project:
         evidence.save(settings or self.settings, {
             "digest": digest, "reference": f"{self.settings.candidate_repo}@{digest}", "variant": variant,
             "passed": passed, "created": created.isoformat().replace("+00:00", "Z"), "versions": {"paddle": "3.0.0"},
-            "checks": [{"name": "env", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""},
-                       {"name": "allreduce", "passed": passed, "duration_s": 1.0, "metrics": {}, "message": ""}]})
+            "checks": [{"name": f"{m}/test_{m}", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}
+                       for m in ("environment", "convergence", "export")]
+            + [{"name": "allreduce/test_allreduce_exact_sums", "passed": passed, "duration_s": 1.0, "metrics": {},
+                "message": ""}]})
 
     def promote(self, version=None, *, settings=None, **kw):
         return release.promote(settings or self.settings, variant=kw.pop("variant", "cpu"), version=version,
@@ -185,12 +187,16 @@ def test_rollback_to_unknown_release_refused(project):
         release.rollback(project.settings, variant="cpu", to="1.3.0", execute=True)
 
 
-@pytest.mark.parametrize("kind, words", [("missing", "no evidence for"), ("failed", "is failing \\(allreduce\\)"),
-                                         ("stale", "is stale: 2")])
+@pytest.mark.parametrize("kind, words", [("missing", "no evidence for"), ("failed", "is failing \\(allreduce"),
+                                         ("stale", "is stale: 2"), ("incomplete", "lacks the export checks")])
 def test_evidence_refusals(project, kind, words):
     digest = project.candidate(passed=kind != "failed", age_hours=200 if kind == "stale" else 0)
     if kind == "missing":
         evidence.evidence_path(project.settings, digest).unlink()
+    if kind == "incomplete":  # a smoke module that did not run (deleted, renamed, not collected)
+        record = evidence.load(project.settings, digest)
+        record["checks"] = [c for c in record["checks"] if not c["name"].startswith("export/")]
+        evidence.save(project.settings, record)
     with pytest.raises(PromotionError, match=f"phase 'check evidence' failed: refused: .*{words}"):
         project.promote("1.4.0")
     assert project.tag("1.4.0-cpu") is None and project.records() == []

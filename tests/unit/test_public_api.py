@@ -13,3 +13,18 @@ def test_errors_share_one_root_with_distinct_exit_codes():
                                        paddlecd.RegistryError, paddlecd.VerifyError, paddlecd.PromotionError,
                                        paddlecd.StorageError, paddlecd.ClusterError, paddlecd.PipelineError)}
     assert len(codes) == 9 and all(issubclass(c, paddlecd.PaddlecdError) for c in (paddlecd.RegistryAuthError,))
+
+
+def test_each_client_library_is_imported_by_its_one_module():
+    """STYLE §1: one module per external system — docker only in engine.py, boto3/botocore only in
+    s3store.py, kubernetes only in cluster/k8s.py."""
+    import re
+    from pathlib import Path
+
+    owners = {"docker": {"engine.py"}, "boto3": {"s3store.py"}, "botocore": {"s3store.py"}, "kubernetes": {"k8s.py"}}
+    src = Path(paddlecd.__file__).parent
+    for path in [*src.rglob("*.py"), src.parents[1] / "tasks.py"]:
+        text = path.read_text()
+        for lib, allowed in owners.items():
+            if re.search(rf"^\s*(import {lib}\b|from {lib}\b)", text, re.M):
+                assert path.name in allowed, f"{path} imports {lib}"
