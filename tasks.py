@@ -138,7 +138,8 @@ def lock(c, variant=None, dry_run=False):
         say("dry run: images/lock.yaml not written")
         return
     entries = lockmod.lock(s, variant or None, on_progress=say)
-    say(f"locked {len(entries)} base(s) in {s.lock_file}")
+    say(f"locked {len(entries)} base(s): pulled bases in {s.lock_file} (commit it), bootstrapped ones in "
+        f"{s.state / lockmod.LOCAL_LOCK} (per machine)")
 
 
 @task(help={"variant": "variant whose base to bootstrap (needs a 'bootstrap:' block; default cpu)",

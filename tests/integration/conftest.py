@@ -134,7 +134,7 @@ def main_state(tmp_path_factory):
 @pytest.fixture(scope="session")
 def paddle_base(registry, main_state, tmp_path_factory):
     """The CPU Paddle base, bootstrapped for real (debootstrap + PyPI paddlepaddle), pushed to
-    ``registry`` and locked in ``main_state/lock.yaml``. The local build is shared by xdist workers
+    ``registry`` and locked in ``main_state/lock.local.yaml`` (a bootstrapped, per-machine pin). The local build is shared by xdist workers
     (file lock; the engine caches the rootfs and layers); each worker pushes to its own registry."""
     from filelock import FileLock
 

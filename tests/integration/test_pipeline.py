@@ -21,7 +21,9 @@ from paddlecd import evidence
 def pr_state(registry, main_state, paddle_base, tmp_path_factory):
     """An own state folder with a copy of the lock main_state holds (other tests keep theirs)."""
     state = tmp_path_factory.mktemp("pipeline-state")
-    shutil.copy(main_state / "lock.yaml", state / "lock.yaml")
+    for name in ("lock.yaml", "lock.local.yaml"):  # the shared pins and this machine's bootstrapped ones
+        if (main_state / name).exists():
+            shutil.copy(main_state / name, state / name)
     return state
 
 
