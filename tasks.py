@@ -122,8 +122,9 @@ def _variant(value: str | None) -> str:
 def lock(c, variant=None, dry_run=False):
     """Pin base images: resolve each variant's base tag to its manifest digest (registry API, no pull).
 
-    Writes images/lock.yaml; `build` only ever uses base@sha256 from it. All-or-nothing: when one base
-    cannot be resolved (e.g. Docker Hub unreachable from an air-gapped machine) nothing is written.
+    Writes images/lock.yaml (commit it) — and, for bases built by image.bootstrap, the per-machine
+    .paddlecd/lock.local.yaml; `build` only ever uses base@sha256 from them. All-or-nothing: when one
+    base cannot be resolved (e.g. Docker Hub unreachable from an air-gapped machine) nothing is written.
     Examples: invoke lock --variant cpu     invoke lock   (all variants)
     """
     from paddlecd import lock as lockmod
@@ -135,7 +136,7 @@ def lock(c, variant=None, dry_run=False):
         for v in ([var.get(s, n) for n in variant] if variant else var.load(s).values()):
             r = reg.parse_reference(v.base)
             say(f"{v.name}: {v.base} -> {reg.client_for(s, r.registry).resolve(r.repository, r.tag or 'latest').digest}")
-        say("dry run: images/lock.yaml not written")
+        say("dry run: no lock file written")
         return
     entries = lockmod.lock(s, variant or None, on_progress=say)
     say(f"locked {len(entries)} base(s): pulled bases in {s.lock_file} (commit it), bootstrapped ones in "
@@ -152,6 +153,8 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
 
     The air-gapped path: no image hub needed. Skipped when the registry already holds the base
     (cached; use --force to rebuild). Needs root for debootstrap. Then locks the variant.
+
+    Example: invoke image.bootstrap --variant cpu --dry-run
     """
     from paddlecd import bootstrap as boot
     from paddlecd import lock as lockmod
@@ -178,6 +181,8 @@ def build(c, variant=None, no_cache=False):
     Adds OCI labels (source, revision, created, version, base.name, base.digest) and paddle/cuda/cudnn/
     variant labels; the CA bundle and index URL enter as BuildKit secrets. Progress is shown; the full
     log is kept under .paddlecd/logs/. Refuses an unlocked or drifted base (run `invoke lock`).
+
+    Example: invoke build push verify --variant cpu
     """
     from paddlecd import builder
 
@@ -193,6 +198,8 @@ def push(c, variant=None, dry_run=False):
     Credentials: Docker's config.json (docker login) or PADDLECD_REGISTRY_USERNAME/PASSWORD.
     Transient failures are retried with backoff; every chunk of the push stream is checked. The pushed
     repo@sha256:... is recorded as the variant's candidate for verify and promote.
+
+    Example: invoke push --variant cpu --dry-run
     """
     from paddlecd import publish
 
@@ -215,6 +222,9 @@ def verify(c, variant=None, image=None, out=None):
     says; AllReduce over all cards (NCCL) or 2 CPU processes (gloo) with exact sums and busbw; a short
     training run converges and 2-rank data parallel matches 1 process; paddle.jit.save export reloads
     (jit.load and paddle.inference) within 1e-5. Exits 6 if any check fails.
+
+    Examples: invoke verify --variant cpu
+              invoke verify --image registry.example.com/ml/paddle@sha256:<64 hex> --out /tmp/verify-out
     """
     from paddlecd import verify as ver
     from paddlecd.errors import VerifyError

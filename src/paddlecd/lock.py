@@ -142,7 +142,9 @@ def check(settings: Settings, variant: variants.Variant) -> LockEntry:
     entry = read(settings).get(variant.name)
     fix = f"run: invoke lock --variant {variant.name}"
     if entry is None:
-        raise LockError(f"base of variant '{variant.name}' is not locked ({settings.lock_file} has no entry)", fix)
+        where = settings.state / LOCAL_LOCK if variant.bootstrap else settings.lock_file
+        raise LockError(f"base of variant '{variant.name}' is not locked ({where} has no entry)",
+                        fix if not variant.bootstrap else f"run: invoke image.bootstrap --variant {variant.name}")
     if entry.base != variant.base:
         raise LockError(
             f"lock drifted for variant '{variant.name}': locked {entry.base}, variants.yaml says {variant.base}", fix)

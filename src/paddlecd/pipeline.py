@@ -205,10 +205,12 @@ class Result:
         if not self.failures:
             return None
         stage, variant, r = self.failures[0]
+        stage_kind = next((x["kind"] for x in self.summary["stages"] if x["name"] == stage), "")
         more = f" (+{len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
         return PipelineError(f"pipeline {self.summary['pipeline']}: stage '{stage}' failed for {variant}: {r['error']}{more}",
-                             f"{r.get('hint') or 'fix the cause'}; then: invoke pipeline.run "
-                             f"{self.summary['pipeline']} --resume [--version …] (summary: {self.folder / 'summary.json'})")
+                             f"{r.get('hint') or 'fix the cause'}; then: invoke pipeline.run {self.summary['pipeline']} "
+                             f"--resume{' [--version …]' if stage_kind == 'promote' else ''} "
+                             f"(summary: {self.folder / 'summary.json'})")
 
 
 def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref: str | None = None,
@@ -228,6 +230,9 @@ def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref:
     if resume:
         folder, summary = last_run(settings, name)
         resumable(pdef, summary)
+        if summary.get("status") == "succeeded":
+            raise PipelineError(f"run {summary['run_id']} of '{name}' succeeded: there is nothing to resume",
+                                f"start a fresh run: invoke pipeline.run {name} …")
         if given and set(given) != set(summary["variants"]):
             raise PipelineError(f"--resume continues run {summary['run_id']} for its variants "
                                 f"({', '.join(summary['variants'])}), not {', '.join(given)}",

@@ -88,8 +88,24 @@ def parse(data: Any, path: Path, name: str) -> PipelineDef:
                                 f"give it a distinct name: add 'name: {s.name}-2' to that entry")
         seen.add(s.name)
     variants = data.get("variants", "one")
+    ordered = tuple(_ordered(stages, path))
+    _check_inputs(ordered, path)
     return PipelineDef(name, path, data.get("description", ""),
-                       tuple(variants) if isinstance(variants, list) else variants, tuple(_ordered(stages, path)))
+                       tuple(variants) if isinstance(variants, list) else variants, ordered)
+
+
+# A stage that consumes another's output needs that stage earlier in the run (checked before anything runs).
+NEEDS_EARLIER = {"push": "build", "deploy": "promote", "upload": "deploy"}
+
+
+def _check_inputs(ordered: tuple[StageDef, ...], path: Path) -> None:
+    kinds: set[str] = set()
+    for s in ordered:
+        need = NEEDS_EARLIER.get(s.kind)
+        if need and need not in kinds:
+            raise PipelineError(f"{path}: stage '{s.name}' ({s.kind}) needs a {need} stage before it",
+                                f"add '- stage: {need}' earlier in {path.name}")
+        kinds.add(s.kind)
 
 
 def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
@@ -196,7 +212,7 @@ def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings,
     """The run plan as lines (printed before anything runs; all of ``--dry-run``); ``options`` (version,
     bump, digest) are shown on the promote stage."""
     where = {"registry": f"registry {settings.registry.url}", "cluster": f"cluster ({settings.cluster.kind} default)",
-             "bucket": "bucket " + (settings.storage.url or "file://<state>/artifacts")}
+             "bucket": "bucket " + (settings.storage.url or f"file://{settings.state / 'artifacts'}")}
     names = ", ".join(selection.variants) or "none"
     out = [f"pipeline {pdef.name}: variants {names} ({selection.why})"]
     for i, s in enumerate(pdef.stages, 1):

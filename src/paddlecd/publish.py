@@ -37,6 +37,9 @@ class Pushed:
 def env_credentials() -> dict[str, str] | None:
     """``auth_config`` from ``PADDLECD_REGISTRY_USERNAME``/``_PASSWORD`` when both are set, else None."""
     user, password = os.environ.get("PADDLECD_REGISTRY_USERNAME"), os.environ.get("PADDLECD_REGISTRY_PASSWORD")
+    if bool(user) != bool(password):
+        raise ConfigError("only one of PADDLECD_REGISTRY_USERNAME and PADDLECD_REGISTRY_PASSWORD is set",
+                          "set both (or neither, to use docker login's config.json)")
     return {"username": user, "password": password} if user and password else None
 
 

@@ -1,6 +1,6 @@
 """Registry credentials and the token protocol, for :mod:`paddlecd.registry`.
 
-Credentials come from the standard places only (DESIGN.md): ``PADDLECD_REGISTRY_USERNAME`` /
+Credentials come from the standard places only (the project design: Docker config.json or env): ``PADDLECD_REGISTRY_USERNAME`` /
 ``PADDLECD_REGISTRY_PASSWORD`` in the environment, else Docker's ``config.json``
 (``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``): ``credHelpers.<host>``, then
 ``auths.<host>.auth`` (base64 ``user:password``), then ``credsStore`` — the order the Docker CLI
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import proc
+from .errors import ConfigError
 from .reference import DOCKER_HUB, DOCKER_HUB_API
 
 USERNAME_ENV = "PADDLECD_REGISTRY_USERNAME"
@@ -90,6 +91,9 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
     what is wrong, with the ``docker login`` hint.
     """
     env = os.environ if environ is None else environ
+    if bool(env.get(USERNAME_ENV)) != bool(env.get(PASSWORD_ENV)):
+        raise ConfigError(f"only one of {USERNAME_ENV} and {PASSWORD_ENV} is set",
+                          "set both (or neither, to use docker login's config.json)")
     if env.get(USERNAME_ENV) and env.get(PASSWORD_ENV):
         return Credentials(env[USERNAME_ENV], env[PASSWORD_ENV], "PADDLECD_REGISTRY_USERNAME/PASSWORD")
     try:

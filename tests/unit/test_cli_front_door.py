@@ -174,3 +174,21 @@ def test_a_kubernetes_hostpath_model_is_not_taken_for_a_local_folder(tmp_path):
     k8s = deploy.plan(s, job=str(ROOT / "examples/train.yaml"), image=image, cluster="k8s")
     local = deploy.plan(s, job=str(ROOT / "examples/train.yaml"), image=image, cluster="local")
     assert k8s.model_location.startswith("node:") and not local.model_location.startswith("node:")
+
+
+def test_render_refuses_a_folder_that_already_holds_files(tmp_path):
+    """kubectl apply -f DIR would apply stale manifests from an earlier render too."""
+    out = tmp_path / "manifests"
+    out.mkdir()
+    (out / "00-job-old.yaml").write_text("kind: Job\n")
+    run = invoke("cluster.render", "--image", "127.0.0.1:5000/p/q@sha256:" + "a" * 64, "--job", "examples/train.yaml",
+                 "--out", str(out))
+    assert run.returncode == 2 and "is not an empty folder" in run.stderr
+    assert [p.name for p in out.iterdir()] == ["00-job-old.yaml"]
+
+
+def test_a_half_set_of_env_credentials_is_refused(tmp_path):
+    run = invoke("lock", "--variant", "cpu", "--dry-run", PADDLECD_REGISTRY_PASSWORD="hunter2-secret",
+                 PADDLECD_STATE_DIR=str(tmp_path))
+    assert run.returncode == 2 and "only one of PADDLECD_REGISTRY_USERNAME" in run.stderr
+    assert "hunter2-secret" not in run.stdout + run.stderr

@@ -127,3 +127,16 @@ def test_variant_selection_policies(settings):
     assert pipeline.select(settings, pr, ("cu126",)).variants == ("cu126",)
     assert pipeline.select(settings, nightly).variants == ("cpu", "cu118", "cu126", "cu120-p261")
     assert pipeline.select(settings, nightly, ("cpu",)).variants == ("cpu",)
+
+
+@pytest.mark.parametrize("stage_list,fragment", [
+    ([{"stage": "deploy", "with": {"job": "examples/train.yaml"}}], "needs a promote stage before it"),
+    ([{"stage": "promote"}, {"stage": "deploy"}], "'with' is a required property"),
+    ([{"stage": "promote"}, {"stage": "deploy", "with": {"job": "j.yaml"}}, {"stage": "upload"}],
+     "'with' is a required property"),
+    ([{"stage": "push"}], "needs a build stage before it"),
+])
+def test_stage_inputs_are_checked_before_anything_runs(stage_list, fragment):
+    with pytest.raises(PipelineError) as e:
+        parse(stage_list)
+    assert fragment in e.value.cause

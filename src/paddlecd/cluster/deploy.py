@@ -141,6 +141,9 @@ def resolve(settings: Settings, *, release: str | None, image: str | None, varia
 def render_to(p: Plan, folder: str | Path) -> list[Path]:
     """Write the plan's manifests to ``folder`` as ``NN-<kind>-<name>.yaml``; returns the paths."""
     out = Path(folder)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"--out {out} is not an empty folder",
+                          "give a new or empty folder: `kubectl apply -f` would also apply whatever else is there")
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, m in enumerate(p.manifests):

@@ -108,12 +108,12 @@ def _wait_all(ranks: list[Any], *, timeout: float, on_line: Emit) -> None:
         pending = set(futures)
         while pending and not failures:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            failures += [f for f in (_failure(x, futures[x], timeout) for x in done) if f]
+            failures += sorted(f for f in (_failure(x, futures[x], timeout) for x in done) if f)
         if failures:
             done, _ = wait(pending, timeout=STOP_GRACE_SECONDS)
             failures += [f for f in (_failure(x, futures[x], timeout) for x in done) if f]
             _stop(ranks)
-            raise _job_failed(sorted(failures))
+            raise _job_failed(failures)  # in the order they failed: the first is the likely cause
 
 
 def _failure(future: Any, rank: int, timeout: float) -> tuple[int, str, str] | None:
