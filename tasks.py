@@ -89,22 +89,10 @@ VARIANT_HELP = ("image variant from images/variants.yaml (default: cpu). Given o
                 "applies to every task there, so `invoke build push verify --variant cu126` works")
 
 
-def _required_variant(value: str | None, task_name: str) -> str:
-    """Release operations never default to a variant: promoting or rolling back the wrong one is costly."""
-    if value:
-        return value
-    argv = sys.argv
-    given = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--variant"]
-    if given:
-        return given[0]
-    from paddlecd.errors import ConfigError
-
-    raise ConfigError(f"{task_name} needs --variant", f"e.g. invoke {task_name} --variant cpu …")
-
-
-def _variant(value: str | None) -> str:
+def _variant(value: str | None, *, required_by: str | None = None) -> str:
     """The variant for this task: its own flag, else a --variant given to another task on the same
-    command line (invoke binds flags to the task they follow), else ``cpu``."""
+    command line (invoke binds flags to the task they follow), else ``cpu`` — except for release
+    operations (``required_by``), which never default: promoting or rolling back the wrong one is costly."""
     if value:
         return value
     argv = sys.argv
@@ -113,6 +101,10 @@ def _variant(value: str | None) -> str:
             return argv[i + 1]
         if arg.startswith("--variant="):
             return arg.split("=", 1)[1]
+    if required_by:
+        from paddlecd.errors import ConfigError
+
+        raise ConfigError(f"{required_by} needs --variant", f"e.g. invoke {required_by} --variant cpu …")
     return "cpu"
 
 
@@ -313,7 +305,7 @@ def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False
     """
     from paddlecd import release as rel
 
-    outcome = rel.promote(settings(), variant=_required_variant(variant, "promote"), version=version, part=bump, digest=digest,
+    outcome = rel.promote(settings(), variant=_variant(variant, required_by="promote"), version=version, part=bump, digest=digest,
                           force=force, reason=reason, execute=yes and not dry_run, report=say)
     if not yes or dry_run:
         return _confirmed(outcome, dry_run, yes, "promotion")
@@ -335,7 +327,7 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
 
     if not to:
         raise ConfigError("release.rollback needs --to X.Y.Z", "see: invoke release.list --variant V")
-    outcome = rel.rollback(settings(), variant=_required_variant(variant, "release.rollback"), to=to, execute=yes and not dry_run, report=say)
+    outcome = rel.rollback(settings(), variant=_variant(variant, required_by="release.rollback"), to=to, execute=yes and not dry_run, report=say)
     if not yes or dry_run:
         return _confirmed(outcome, dry_run, yes, "rollback")
     say(f"rolled back {', '.join(outcome.written) or 'nothing'} to {to} ({_phases(outcome)})")

@@ -10,13 +10,12 @@ registry and compared with the one the engine reported.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import tenacity
 
-from . import engine, registry, variants
+from . import engine, registry, registry_auth, variants
 from .config import Settings
 from .errors import ConfigError, PaddlecdError, RegistryAuthError, RegistryError
 from .evidence import save_candidate
@@ -36,11 +35,8 @@ class Pushed:
 
 def env_credentials() -> dict[str, str] | None:
     """``auth_config`` from ``PADDLECD_REGISTRY_USERNAME``/``_PASSWORD`` when both are set, else None."""
-    user, password = os.environ.get("PADDLECD_REGISTRY_USERNAME"), os.environ.get("PADDLECD_REGISTRY_PASSWORD")
-    if bool(user) != bool(password):
-        raise ConfigError("only one of PADDLECD_REGISTRY_USERNAME and PADDLECD_REGISTRY_PASSWORD is set",
-                          "set both (or neither, to use docker login's config.json)")
-    return {"username": user, "password": password} if user and password else None
+    creds = registry_auth.env_credentials()
+    return {"username": creds.username, "password": creds.password} if creds else None
 
 
 def _transient(e: BaseException) -> bool:

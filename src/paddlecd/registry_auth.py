@@ -84,18 +84,29 @@ def docker_config_path() -> Path:
     return Path(base) / "config.json"
 
 
+def env_credentials(environ: Mapping[str, str] | None = None) -> Credentials | None:
+    """Credentials from ``PADDLECD_REGISTRY_USERNAME``/``PADDLECD_REGISTRY_PASSWORD``, or None when neither is set.
+
+    Raises:
+        ConfigError: only one of the two is set.
+    """
+    env = os.environ if environ is None else environ
+    user, password = env.get(USERNAME_ENV), env.get(PASSWORD_ENV)
+    if bool(user) != bool(password):
+        raise ConfigError(f"only one of {USERNAME_ENV} and {PASSWORD_ENV} is set",
+                          "set both (or neither, to use docker login's config.json)")
+    return Credentials(user, password, f"{USERNAME_ENV}/PASSWORD") if user and password else None
+
+
 def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> Credentials | None:
     """Credentials for registry ``host`` (``host[:port]``), or None when none are configured.
 
     Raises nothing for a missing or unreadable config file or helper: the registry's 401 then says
     what is wrong, with the ``docker login`` hint.
     """
-    env = os.environ if environ is None else environ
-    if bool(env.get(USERNAME_ENV)) != bool(env.get(PASSWORD_ENV)):
-        raise ConfigError(f"only one of {USERNAME_ENV} and {PASSWORD_ENV} is set",
-                          "set both (or neither, to use docker login's config.json)")
-    if env.get(USERNAME_ENV) and env.get(PASSWORD_ENV):
-        return Credentials(env[USERNAME_ENV], env[PASSWORD_ENV], "PADDLECD_REGISTRY_USERNAME/PASSWORD")
+    from_env = env_credentials(environ)
+    if from_env:
+        return from_env
     try:
         cfg = json.loads(docker_config_path().read_text())
     except (OSError, ValueError):
