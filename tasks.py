@@ -119,9 +119,9 @@ def lock(c, variant=None, dry_run=False):
     base cannot be resolved (e.g. Docker Hub unreachable from an air-gapped machine) nothing is written.
     Examples: invoke lock --variant cpu     invoke lock   (all variants)
     """
-    from paddlecd import lock as lockmod
-    from paddlecd import registry as reg
-    from paddlecd import variants as var
+    from paddlecd.image import lock as lockmod
+    from paddlecd.image import variants as var
+    from paddlecd.registry import client as reg
 
     s = settings()
     if dry_run:
@@ -148,8 +148,8 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
 
     Example: invoke image.bootstrap --variant cpu --dry-run
     """
-    from paddlecd import bootstrap as boot
-    from paddlecd import lock as lockmod
+    from paddlecd.image import bootstrap as boot
+    from paddlecd.image import lock as lockmod
 
     s = settings()
     if dry_run:
@@ -176,7 +176,7 @@ def build(c, variant=None, no_cache=False):
 
     Example: invoke build push verify --variant cpu
     """
-    from paddlecd import builder
+    from paddlecd.image import build as builder
 
     built = builder.build(settings(), _variant(variant), on_line=say, no_cache=no_cache)
     say(f"built {built.tag} ({built.image_id[:19]}) with {built.builder} in {built.seconds:.1f}s; log: {built.log}")
@@ -193,7 +193,7 @@ def push(c, variant=None, dry_run=False):
 
     Example: invoke push --variant cpu --dry-run
     """
-    from paddlecd import publish
+    from paddlecd.image import push as publish
 
     s = settings()
     name = _variant(variant)
@@ -218,8 +218,8 @@ def verify(c, variant=None, image=None, out=None):
     Examples: invoke verify --variant cpu
               invoke verify --image registry.example.com/ml/paddle@sha256:<64 hex> --out /tmp/verify-out
     """
-    from paddlecd import verify as ver
     from paddlecd.errors import VerifyError
+    from paddlecd.verify import run as ver
 
     s = settings()
     result = ver.verify(s, variant=None if image else _variant(variant), image=image,
@@ -246,7 +246,7 @@ def checks(c, variant="cpu"):
     """
     import ast
 
-    from paddlecd import variants as var
+    from paddlecd.image import variants as var
 
     gpu = var.get(settings(), variant).is_gpu
     for path in sorted((Path(__file__).parent / "smoke").glob("test_*.py")):
@@ -303,7 +303,7 @@ def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False
     Examples: invoke promote --variant cpu --version 1.4.0 --dry-run
               invoke promote --variant cu126 --bump minor --yes
     """
-    from paddlecd import release as rel
+    from paddlecd.release import promote as rel
 
     outcome = rel.promote(settings(), variant=_variant(variant, required_by="promote"), version=version, part=bump, digest=digest,
                           force=force, reason=reason, execute=yes and not dry_run, report=say)
@@ -322,8 +322,8 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
     The one case where a moving tag goes back. Later promotions move forward from there. Immutable
     release tags are never touched. Example: invoke release.rollback --variant cpu --to 1.3.2 --yes
     """
-    from paddlecd import release as rel
     from paddlecd.errors import ConfigError
+    from paddlecd.release import promote as rel
 
     if not to:
         raise ConfigError("release.rollback needs --to X.Y.Z", "see: invoke release.list --variant V")
@@ -343,8 +343,8 @@ def _evidence_text(record) -> str:
 @guarded
 def release_list(c, variant=None):
     """Show releases from the ledger: version, variant, digest, when, by whom, evidence, moving tags."""
-    from paddlecd import release as rel
-    from paddlecd import variants as var
+    from paddlecd.image import variants as var
+    from paddlecd.release import promote as rel
 
     s = settings()
     if variant:
@@ -361,7 +361,7 @@ def release_list(c, variant=None):
 @guarded
 def show(c, version):
     """Show one release: digest, reference, moving tags on it now, evidence, and its ledger history."""
-    from paddlecd import release as rel
+    from paddlecd.release import promote as rel
 
     s = settings()
     for record, tags, history in rel.show(s, version):
@@ -415,8 +415,8 @@ def artifacts_upload(c, model_dir=None, name=None, version=None, to=None, image=
 
     Example: invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
-    from paddlecd import artifact_manifest
-    from paddlecd import artifacts as arts
+    from paddlecd.artifacts import manifest as artifact_manifest
+    from paddlecd.artifacts import transfer as arts
     from paddlecd.errors import ConfigError
 
     missing = [f"--{k}" for k, v in (("model-dir", model_dir), ("name", name), ("version", version)) if not v]
@@ -449,7 +449,7 @@ def artifacts_download(c, url, dest):
 
     Example: invoke artifacts.download s3://models/paddle/ocr-det/1.4.0 ./ocr-det
     """
-    from paddlecd import artifacts as arts
+    from paddlecd.artifacts import transfer as arts
 
     cfg = settings()
     base, (name, version) = arts.split_model_url(url, cfg, parts=2)
@@ -471,7 +471,7 @@ def artifacts_list(c, url):
     """
     from rich.table import Table
 
-    from paddlecd import artifacts as arts
+    from paddlecd.artifacts import transfer as arts
 
     cfg = settings()
     base, (name,) = arts.split_model_url(url, cfg, parts=1)
@@ -608,7 +608,7 @@ def _log_format(value: str | None) -> str:
 
 def _reporters(fmt: str):
     """(on_plan, on_event, on_line) printing text or JSON lines."""
-    from paddlecd import pipeline_report as report
+    from paddlecd.pipeline import report
 
     if fmt == "json":
         emit = lambda event: console.out(report.json_line(event), highlight=False)  # noqa: E731
@@ -653,9 +653,9 @@ def pipeline_run(c, name, variant=None, base_ref=None, resume=False, log_format=
               invoke pipeline.run pr --resume
               invoke pipeline.run release --variant cpu --version 1.4.0 --dry-run
     """
-    from paddlecd import pipeline as pl
-    from paddlecd import pipeline_report as report
-    from paddlecd import pipeline_spec
+    from paddlecd.pipeline import report
+    from paddlecd.pipeline import runner as pl
+    from paddlecd.pipeline import spec as pipeline_spec
 
     fmt = _log_format(log_format)
     s = settings()
@@ -682,7 +682,7 @@ def pipeline_run(c, name, variant=None, base_ref=None, resume=False, log_format=
 @guarded
 def pipeline_list(c):
     """List the pipelines in pipelines/ with their stages in run order and which variants they cover."""
-    from paddlecd import pipeline_spec
+    from paddlecd.pipeline import spec as pipeline_spec
 
     s = settings()
     for name in pipeline_spec.names(s):
@@ -712,8 +712,8 @@ def doctor(c, variant=None, require_gpu=False, log_format=None):
     Examples: invoke doctor --variant cpu     invoke doctor --require-gpu   (on a GPU runner)
     """
     from paddlecd import doctor as doc
-    from paddlecd import pipeline_report
     from paddlecd.errors import DoctorError
+    from paddlecd.pipeline import report as pipeline_report
 
     fmt = _log_format(log_format)
     rows = doc.run(settings(), names=variant or (), require_gpu=require_gpu)

@@ -20,7 +20,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from paddlecd import builder, config, engine, lock, publish, variants
+from paddlecd import config, engine
+from paddlecd.image import build as builder
+from paddlecd.image import lock, variants
+from paddlecd.image import push as publish
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -39,8 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from paddlecd import config, engine, evidence, proc, release  # noqa: E402
+from paddlecd import config, engine, proc  # noqa: E402
 from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
+from paddlecd.release import promote as release  # noqa: E402
+from paddlecd.verify import evidence  # noqa: E402
 
 TAGS = ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu")
 

@@ -28,11 +28,11 @@ from botocore.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from paddlecd import artifacts  # noqa: E402
+from paddlecd.artifacts import transfer as artifacts  # noqa: E402
+from paddlecd.artifacts.storage import open_store  # noqa: E402
+from paddlecd.artifacts.storage.s3 import transfer_config  # noqa: E402
 from paddlecd.config import StorageSettings  # noqa: E402
 from paddlecd.localstack import free_port  # noqa: E402
-from paddlecd.s3store import transfer_config  # noqa: E402
-from paddlecd.storage import open_store  # noqa: E402
 
 JIT_SAVE = """
 import sys, paddle

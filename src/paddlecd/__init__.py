@@ -5,7 +5,7 @@ library (docker, boto3, kubernetes) is imported before it is needed::
 
     import paddlecd
     s = paddlecd.load_settings()
-    paddlecd.build(s, "cpu"); paddlecd.push(s, "cpu"); paddlecd.verify(s, variant="cpu")
+    paddlecd.build(s, "cpu"); paddlecd.push(s, "cpu"); paddlecd.verify_image(s, variant="cpu")
 
 ``tasks.py`` is the command-line layer over these functions.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import (
+from paddlecd.errors import (
     ClusterError,
     ConfigError,
     DoctorError,
@@ -35,24 +35,24 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_settings": ("config", "load"),
     "Settings": ("config", "Settings"),
-    "load_variants": ("variants", "load"),
-    "lock": ("lock", "lock"),
-    "bootstrap": ("bootstrap", "bootstrap"),
-    "build": ("builder", "build"),
-    "push": ("publish", "push"),
-    "verify": ("verify", "verify"),
-    "promote": ("release", "promote"),
-    "rollback": ("release", "rollback"),
-    "find_release": ("release", "find"),
-    "parse_reference": ("registry", "parse_reference"),
-    "RegistryClient": ("registry", "RegistryClient"),
-    "plan_upload": ("artifacts", "plan_upload"),
-    "upload": ("artifacts", "upload"),
-    "download": ("artifacts", "download"),
-    "open_store": ("storage", "open_store"),
-    "load_pipeline": ("pipeline_spec", "load"),  # pipelines + doctor (issue 6)
-    "run_pipeline": ("pipeline", "run"),
-    "doctor": ("doctor", "run"),
+    "load_variants": ("image.variants", "load"),
+    "lock": ("image.lock", "lock"),
+    "bootstrap": ("image.bootstrap", "bootstrap"),
+    "build": ("image.build", "build"),
+    "push": ("image.push", "push"),
+    "verify_image": ("verify.run", "verify"),  # not "verify": that name is the subpackage
+    "promote": ("release.promote", "promote"),
+    "rollback": ("release.promote", "rollback"),
+    "find_release": ("release.promote", "find"),
+    "parse_reference": ("registry.reference", "parse_reference"),
+    "RegistryClient": ("registry.client", "RegistryClient"),
+    "plan_upload": ("artifacts.transfer", "plan_upload"),
+    "upload": ("artifacts.transfer", "upload"),
+    "download": ("artifacts.transfer", "download"),
+    "open_store": ("artifacts.storage", "open_store"),
+    "load_pipeline": ("pipeline.spec", "load"),
+    "run_pipeline": ("pipeline.runner", "run"),
+    "run_doctor": ("doctor", "run"),  # not "doctor": that name is the module
 }
 
 __all__ = ["__version__", "PaddlecdError", "ConfigError", "LockError", "EngineError", "RegistryError",

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError
+from paddlecd.errors import ConfigError
 
 PROJECT_FILE = "paddlecd.yaml"
 
@@ -216,7 +216,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 # Variables read elsewhere (debug switches), not settings. Registry credentials are read by
-# paddlecd.registry_auth straight from the environment: secrets are never stored in Settings.
+# paddlecd.registry.auth straight from the environment: secrets are never stored in Settings.
 _IGNORED_ENV = {
     "debug", "keep", "log_format", "registry_username", "registry_password", "source_url", "update_golden",
     # set inside smoke and training containers (smoke/README.md, cluster/render.py), never settings

@@ -1,7 +1,7 @@
 """doctor: can this machine run the pipelines? One check per line, a hint for each problem.
 
 Checks: the engine and a BuildKit builder; the registry (reachable, credentials accepted); the host
-NVIDIA driver against every GPU variant in use (NVIDIA's table in :mod:`paddlecd.drivers`); the NVIDIA
+NVIDIA driver against every GPU variant in use (NVIDIA's table in :mod:`paddlecd.verify.drivers`); the NVIDIA
 container runtime; free disk under the engine's root folder; the artifact store (S3 credentials and
 bucket); the kubeconfig context when the cluster is Kubernetes.
 
@@ -18,9 +18,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import drivers, engine, registry, storage, variants
-from .config import Settings
-from .errors import PaddlecdError
+from paddlecd import engine
+from paddlecd.artifacts import storage
+from paddlecd.config import Settings
+from paddlecd.errors import PaddlecdError
+from paddlecd.image import variants
+from paddlecd.registry import client as registry
+from paddlecd.verify import drivers
 
 GIB = 1024**3
 # Disk budget per variant, GiB: image + its base + build cache. The cpu image measures 1.1 GB here
@@ -130,7 +134,7 @@ def check_kubeconfig(host: Host) -> Check:
     """A kubeconfig and its context load when ``cluster.kind`` is ``k8s``."""
     if host.settings.cluster.kind != "k8s":
         return Check("kubeconfig", "skip", f"cluster.kind is {host.settings.cluster.kind}: no kubeconfig needed")
-    from .cluster import k8s
+    from paddlecd.cluster import k8s
 
     api = k8s.connect(host.settings)
     api.close()

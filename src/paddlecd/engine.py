@@ -21,7 +21,7 @@ import docker
 import docker.errors
 import requests
 
-from .errors import EngineError, RegistryAuthError, RegistryError
+from paddlecd.errors import EngineError, RegistryAuthError, RegistryError
 
 Progress = Callable[[str], None]
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import requests
 import yaml
 
-from . import proc
-from .errors import RegistryError
+from paddlecd import proc
+from paddlecd.errors import RegistryError
 
 
 def free_port() -> int:

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .errors import EngineError, PaddlecdError
+from paddlecd.errors import EngineError, PaddlecdError
 
 Echo = Callable[[str], None]
 

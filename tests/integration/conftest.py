@@ -138,7 +138,7 @@ def paddle_base(registry, main_state, tmp_path_factory):
     (file lock; the engine caches the rootfs and layers); each worker pushes to its own registry."""
     from filelock import FileLock
 
-    from paddlecd import bootstrap, lock
+    from paddlecd.image import bootstrap, lock
 
     settings = project_settings(registry, main_state)
     shared = tmp_path_factory.getbasetemp().parent
@@ -153,7 +153,7 @@ def paddle_base(registry, main_state, tmp_path_factory):
 def paddle_image(registry, main_state, paddle_base):
     """A locally available Paddle CPU image built from the ``cpu`` variant (default user ``paddle``,
     uid 1000); returns its tag ``<registry>/paddlecd/paddle:cpu-<gitsha>``."""
-    from paddlecd import builder
+    from paddlecd.image import build as builder
 
     settings = project_settings(registry, main_state)
     with pytest.MonkeyPatch.context() as mp:

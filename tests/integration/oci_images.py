@@ -13,7 +13,7 @@ import json
 import os
 import tarfile
 
-from paddlecd.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient
+from paddlecd.registry.client import OCI_INDEX, OCI_MANIFEST, RegistryClient
 
 
 def _sha(data: bytes) -> str:

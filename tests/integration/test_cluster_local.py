@@ -145,7 +145,7 @@ def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_pa
 
 
 def test_a_release_that_does_not_exist_is_refused_before_anything_runs(registry_env, tmp_path):
-    """``--release`` goes through paddlecd.release.find against the real registry: an unknown
+    """``--release`` goes through paddlecd.release.promote.find against the real registry: an unknown
     release is a ConfigError (exit 2) and no container or network is created."""
     from mainjob import project_settings
 
@@ -176,13 +176,14 @@ def test_container_options_mirror_the_pod(tmp_path):
 
 def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, paddle_image, tmp_path):
     """The whole path behind ``invoke deploy --release 1.0.0-cpu``: the Paddle image pushed as a
-    candidate, evidence recorded as verify writes it, promoted with paddlecd.release (registry-side
+    candidate, evidence recorded as verify writes it, promoted with paddlecd.release.promote (registry-side
     copy), then resolved by release.find to release-repo@digest, pulled by digest with credentials
     from DOCKER_CONFIG, and trained on for real."""
     import datetime as dt
     import uuid
 
-    from paddlecd import evidence, release
+    from paddlecd.release import promote as release
+    from paddlecd.verify import evidence
 
     uid = uuid.uuid4().hex[:8]
     settings = config.load({"state_dir": str(tmp_path / "state"), "registry.repository": f"ci/cluster-{uid}",

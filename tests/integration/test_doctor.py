@@ -9,8 +9,8 @@ import pytest
 from conftest import PASSWORD, USER
 from mainjob import cli_env, invoke
 
-from paddlecd import drivers
 from paddlecd.localstack import free_port
+from paddlecd.verify import drivers
 
 HAS_GPU = drivers.host_gpus()[0] is not None
 

@@ -11,7 +11,9 @@ import pytest
 import requests
 from mainjob import cli_env, invoke, project_settings
 
-from paddlecd import engine, evidence, lock
+from paddlecd import engine
+from paddlecd.image import lock
+from paddlecd.verify import evidence
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,7 @@ def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
 def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_state, monkeypatch):
     """A re-run rebuilds from cache: the same layers (nothing new uploaded) and, for an unchanged git
     revision, the very same digest (labels use the commit time, not the wall clock)."""
-    from paddlecd import registry as reg
+    from paddlecd.registry import client as reg
 
     monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
     env = cli_env(registry, main_state)

@@ -16,9 +16,11 @@ import pytest
 import yaml
 from mainjob import ROOT, cli_env, invoke, project_settings
 
-from paddlecd import engine, publish, verify
+from paddlecd import engine
 from paddlecd.errors import RegistryAuthError, RegistryError
+from paddlecd.image import push as publish
 from paddlecd.localstack import RegistryServer, free_port
+from paddlecd.verify import run as verify
 
 
 def tiny_image(ref: str, tmp: Path) -> str:
@@ -34,7 +36,8 @@ def tiny_image(ref: str, tmp: Path) -> str:
 
 
 def tags(server: RegistryServer, repo: str) -> list[str]:
-    from paddlecd import config, registry
+    from paddlecd import config
+    from paddlecd.registry import client as registry
 
     s = config.load({"registry.url": server.host, "registry.ca_file": str(server.ca_file) if server.ca_file else None},
                     environ={})
@@ -65,7 +68,7 @@ def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main
     assert error_line.startswith("error: verify failed for ") and "environment/test_import_paddle" in error_line
     assert "libgomp" in run.stderr
     settings = project_settings(registry, state, variants_file=str(vfile))
-    from paddlecd import evidence
+    from paddlecd.verify import evidence
 
     record = evidence.load(settings, evidence.load_candidate(settings, "nogomp")["digest"])
     assert record["passed"] is False  # failing evidence is kept: promotion must see it

@@ -14,7 +14,7 @@ import shutil
 import pytest
 from mainjob import cli_env, invoke
 
-from paddlecd import evidence
+from paddlecd.verify import evidence
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""paddlecd.registry against a real distribution registry (htpasswd auth over TLS, our own CA)."""
+"""paddlecd.registry.client against a real distribution registry (htpasswd auth over TLS, our own CA)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from oci_images import push_image, push_index
 from paddlecd import config, engine
 from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.localstack import RegistryServer, free_port
-from paddlecd.registry import RegistryClient, client_for, open_reference
-from paddlecd.registry_auth import Credentials
+from paddlecd.registry.auth import Credentials
+from paddlecd.registry.client import RegistryClient, client_for, open_reference
 
 
 def _repo(prefix: str = "t") -> str:

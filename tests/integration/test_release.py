@@ -1,7 +1,7 @@
 """Promotion, rollback and the ledger against a real distribution registry (htpasswd auth over TLS).
 
 Images are uploaded with paddlecd's own client (tests/integration/oci_images.py); evidence and
-candidate records are written with paddlecd.evidence exactly as verify/push write them.
+candidate records are written with paddlecd.verify.evidence exactly as verify/push write them.
 """
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ from pathlib import Path
 import pytest
 from oci_images import push_image
 
-from paddlecd import config, evidence, ledger, release
+from paddlecd import config
 from paddlecd.errors import ConfigError, PromotionError
 from paddlecd.localstack import RegistryServer, free_port
-from paddlecd.registry import client_for
+from paddlecd.registry.client import client_for
+from paddlecd.release import ledger
+from paddlecd.release import promote as release
+from paddlecd.verify import evidence
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +64,7 @@ class Project:
                                execute=kw.pop("execute", True), **kw)
 
     def tag(self, tag: str) -> str | None:
-        from paddlecd.release_plan import current
+        from paddlecd.release.plan import current
         return current(self.client, self.settings.release.repository, tag)
 
     def records(self) -> list[ledger.Record]:

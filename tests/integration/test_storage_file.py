@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from paddlecd import artifacts
+from paddlecd.artifacts import transfer as artifacts
+from paddlecd.artifacts.storage import FileStore
 from paddlecd.errors import StorageError
-from paddlecd.storage import FileStore
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ import pytest
 import requests
 from botocore.config import Config
 
-from paddlecd import artifacts
+from paddlecd.artifacts import transfer as artifacts
+from paddlecd.artifacts.storage import open_store
 from paddlecd.config import StorageSettings
 from paddlecd.errors import StorageError
-from paddlecd.storage import open_store
 
 
 def _client(endpoint: str, key: str = "testing", secret: str = "testing", service: str = "s3"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from paddlecd.artifact_manifest import find_export
+from paddlecd.artifacts.manifest import find_export
 from paddlecd.errors import ConfigError
 
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from paddlecd import artifact_manifest as am
+from paddlecd.artifacts import manifest as am
 from paddlecd.errors import ConfigError, StorageError
 
 DIGEST = "sha256:" + "b" * 64

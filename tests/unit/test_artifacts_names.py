@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from paddlecd import artifacts, config
-from paddlecd.artifact_manifest import check_name, check_version
+from paddlecd import config
+from paddlecd.artifacts import transfer as artifacts
+from paddlecd.artifacts.manifest import check_name, check_version
+from paddlecd.artifacts.storage import FileStore, Location, open_store, parse_url
 from paddlecd.config import StorageSettings
 from paddlecd.errors import ConfigError
-from paddlecd.storage import FileStore, Location, open_store, parse_url
 
 
 @pytest.mark.parametrize("name", ["ocr-det", "a", "m2", "x" * 63])

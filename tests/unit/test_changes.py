@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from paddlecd import changes, config, pipeline, pipeline_spec
+from paddlecd import config
 from paddlecd.errors import ConfigError
+from paddlecd.pipeline import affected as changes
+from paddlecd.pipeline import runner as pipeline
+from paddlecd.pipeline import spec as pipeline_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = yaml.safe_load((ROOT / "images/variants.yaml").read_text())["variants"]

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from paddlecd import config, lock, publish
+from paddlecd import config
 from paddlecd.errors import ConfigError
+from paddlecd.image import lock
+from paddlecd.image import push as publish
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from paddlecd import config, drivers, engine, verify
+from paddlecd import config, engine
 from paddlecd.errors import ConfigError, RegistryAuthError, RegistryError, VerifyError
+from paddlecd.verify import drivers
+from paddlecd.verify import run as verify
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -197,7 +199,7 @@ def test_cudnn_integer_versions_decode_per_major(version, expected):
 
 def test_env_registry_credentials_go_only_to_the_configured_registry(tmp_path, monkeypatch):
     """PADDLECD_REGISTRY_USERNAME/PASSWORD must not be sent to another registry (e.g. Docker Hub for a base)."""
-    from paddlecd import registry
+    from paddlecd.registry import client as registry
 
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))  # empty: no config.json
     monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "alice")
@@ -209,7 +211,7 @@ def test_env_registry_credentials_go_only_to_the_configured_registry(tmp_path, m
 
 
 def test_bootstrap_mirror_skips_non_debian_archives(tmp_path):
-    from paddlecd import bootstrap
+    from paddlecd.image import bootstrap
 
     s = config.load(root=tmp_path, environ={})
     ubuntu = tmp_path / "ubuntu.sources"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from paddlecd import config, doctor, variants
+from paddlecd import config, doctor
 from paddlecd.errors import ClusterError
+from paddlecd.image import variants
 
 ROOT = Path(__file__).resolve().parents[2]
 

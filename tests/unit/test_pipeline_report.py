@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from paddlecd import pipeline_report as report
+from paddlecd.pipeline import report
 
 
 def summary(rows: int = 1, error: str = "verify failed for reg/repo@sha256:abc: export/jit: outputs differ"):

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from paddlecd import config, pipeline, stages
+from paddlecd import config
 from paddlecd.errors import PipelineError, VerifyError
+from paddlecd.pipeline import runner as pipeline
+from paddlecd.pipeline import stages
 
 ROOT = Path(__file__).resolve().parents[2]
 

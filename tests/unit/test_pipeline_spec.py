@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from paddlecd import config, pipeline, pipeline_spec
+from paddlecd import config
 from paddlecd.errors import ConfigError, PipelineError
+from paddlecd.pipeline import runner as pipeline
+from paddlecd.pipeline import spec as pipeline_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 PATH = Path("pipelines/test.yaml")

@@ -21,7 +21,7 @@ def test_each_client_library_is_imported_by_its_one_module():
     import re
     from pathlib import Path
 
-    owners = {"docker": {"engine.py"}, "boto3": {"s3store.py"}, "botocore": {"s3store.py"}, "kubernetes": {"k8s.py"}}
+    owners = {"docker": {"engine.py"}, "boto3": {"s3.py"}, "botocore": {"s3.py"}, "kubernetes": {"k8s.py"}}
     src = Path(paddlecd.__file__).parent
     for path in [*src.rglob("*.py"), src.parents[1] / "tasks.py"]:
         text = path.read_text()

@@ -1,4 +1,4 @@
-"""Bearer token auth and retries of paddlecd.registry_http, against a small in-process HTTP stub.
+"""Bearer token auth and retries of paddlecd.registry.transport, against a small in-process HTTP stub.
 
 The integration tests use the real distribution registry with htpasswd (Basic) auth; distribution's
 token auth needs a separate token server with signing keys, which the test machines do not have, so
@@ -17,8 +17,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from paddlecd.errors import RegistryAuthError, RegistryError
-from paddlecd.registry import RegistryClient
-from paddlecd.registry_auth import Credentials
+from paddlecd.registry.auth import Credentials
+from paddlecd.registry.client import RegistryClient
 
 
 class Stub(http.server.BaseHTTPRequestHandler):

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from paddlecd import registry_auth
 from paddlecd.config import load
 from paddlecd.errors import ConfigError
-from paddlecd.registry import ACCEPT, RegistryClient, client_for, parse_reference
-from paddlecd.registry_auth import Credentials, find_credentials, parse_challenge, token_params
+from paddlecd.registry import auth as registry_auth
+from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
+from paddlecd.registry.client import ACCEPT, RegistryClient, client_for, parse_reference
 
 D = "sha256:" + "ab" * 32
 

@@ -6,7 +6,7 @@ import pytest
 import semver
 
 from paddlecd.errors import ConfigError
-from paddlecd.semver_policy import Action, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
+from paddlecd.release.policy import Action, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
 
 V = semver.Version.parse
 D1, D2, D3 = ("sha256:" + c * 64 for c in "123")

@@ -1,8 +1,8 @@
-"""The shared schema-error translation (paddlecd.validation) used by variants, job and pipeline files."""
+"""The shared schema-error translation (paddlecd.schema) used by variants, job and pipeline files."""
 
 import pytest
 
-from paddlecd import validation
+from paddlecd import schema as validation
 from paddlecd.errors import ConfigError, PipelineError
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from paddlecd import config, lock, variants
+from paddlecd import config
 from paddlecd.errors import ConfigError, LockError
+from paddlecd.image import lock, variants
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,8 +5,8 @@ Modules: :mod:`.jobfile` (train.yaml → JobSpec), :mod:`.render` (pure: spec + 
 :mod:`.local` (N containers on a Docker network), :mod:`.deploy` (plan, then run).
 """
 
-from .deploy import Plan, plan, render_to, resolve, run
-from .jobfile import JobSpec, load
-from .render import Target, launch_argv
+from paddlecd.cluster.deploy import Plan, plan, render_to, resolve, run
+from paddlecd.cluster.jobfile import JobSpec, load
+from paddlecd.cluster.render import Target, launch_argv
 
 __all__ = ["JobSpec", "Plan", "Target", "launch_argv", "load", "plan", "render_to", "resolve", "run"]

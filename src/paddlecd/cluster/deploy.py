@@ -16,12 +16,13 @@ from typing import Any
 
 import yaml
 
-from .. import builder, variants
-from ..config import Settings
-from ..errors import ClusterError, ConfigError
-from . import jobfile
-from .jobfile import JobSpec
-from .render import KINDS, Target, pinned, render
+from paddlecd.cluster import jobfile
+from paddlecd.cluster.jobfile import JobSpec
+from paddlecd.cluster.render import KINDS, Target, pinned, render
+from paddlecd.config import Settings
+from paddlecd.errors import ClusterError, ConfigError
+from paddlecd.image import build as builder
+from paddlecd.image import variants
 
 Emit = Callable[[str], None]
 CLUSTERS = ("local", "k8s")
@@ -76,7 +77,7 @@ def plan(settings: Settings, *, job: str, release: str | None = None, image: str
 
     Args:
         job: path of the job file (``train.yaml``).
-        release: ``X.Y.Z-<variant>`` resolved with ``paddlecd.release.find``; or
+        release: ``X.Y.Z-<variant>`` resolved with ``paddlecd.release.promote.find``; or
         image: ``host/repo@sha256:…`` directly (``variant`` then says which, default ``cpu``).
 
     Raises:
@@ -132,7 +133,7 @@ def resolve(settings: Settings, *, release: str | None, image: str | None, varia
     revision = builder.git_revision(settings.root)[1]
     if image:
         return Target(pinned(image), variant or "cpu", None, revision)
-    from .. import release as releases  # the release engineer's module (issue 3)
+    from paddlecd.release import promote as releases  # the release engineer's module (issue 3)
 
     found = releases.find(settings, str(release))
     return Target(pinned(found.reference), found.variant, f"{found.version}-{found.variant}", revision)
@@ -164,13 +165,13 @@ def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: flo
         ClusterError: the job failed or could not be submitted; EngineError (local engine).
     """
     if p.cluster == "local":
-        from . import local
+        from paddlecd.cluster import local
 
         started = time.time()
         local.run(p.spec, p.target, job_id=p.job_id, on_event=on_event, on_line=on_line)
         _check_export(p, since=started)
         return p.model_location
-    from . import k8s, watch
+    from paddlecd.cluster import k8s, watch
 
     api = k8s.connect(settings)
     try:

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from .. import validation
-from ..errors import ConfigError
-from .k8s import parse_quantity
+from paddlecd import schema as validation
+from paddlecd.cluster.k8s import parse_quantity
+from paddlecd.errors import ConfigError
 
 SCHEMA_PATH = "schemas/train.schema.json"
 

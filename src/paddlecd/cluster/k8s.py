@@ -22,8 +22,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from ..config import Settings
-from ..errors import ClusterError
+from paddlecd.config import Settings
+from paddlecd.errors import ClusterError
 
 PADDLEJOB = ("kubeflow.org", "v1", "paddlejobs")
 

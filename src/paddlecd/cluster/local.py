@@ -18,11 +18,11 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from .. import engine
-from ..errors import ClusterError, EngineError
-from .jobfile import JobSpec, Volume
-from .k8s import parse_quantity
-from .render import Target, environment, labels, launch_argv, rank_host
+from paddlecd import engine
+from paddlecd.cluster.jobfile import JobSpec, Volume
+from paddlecd.cluster.k8s import parse_quantity
+from paddlecd.cluster.render import Target, environment, labels, launch_argv, rank_host
+from paddlecd.errors import ClusterError, EngineError
 
 Emit = Callable[[str], None]
 

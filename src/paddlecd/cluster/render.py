@@ -24,9 +24,9 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
-from ..reference import parse_reference
-from .jobfile import JobSpec, Volume
+from paddlecd.cluster.jobfile import JobSpec, Volume
+from paddlecd.errors import ConfigError
+from paddlecd.registry.reference import parse_reference
 
 KINDS = ("job", "paddlejob")
 CONTAINER = "paddle"  # kubeflow PaddleJobDefaultContainerName

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ClusterError
-from . import k8s
-from .render import CONTAINER, INDEX_ANNOTATION
+from paddlecd.cluster import k8s
+from paddlecd.cluster.render import CONTAINER, INDEX_ANNOTATION
+from paddlecd.errors import ClusterError
 
 Emit = Callable[[str], None]
 PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}

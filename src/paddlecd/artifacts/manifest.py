@@ -1,0 +1,211 @@
+"""What an artifact is: a ``paddle.jit.save`` export, its names, and its manifest. Issue 4.
+
+A jit.save export is ``<prefix>.pdiparams`` next to the program: ``<prefix>.json`` (Paddle 3.x, PIR)
+or ``<prefix>.pdmodel`` (Paddle 2.x), plus an optional ``<prefix>.pdiparams.info``
+(https://www.paddlepaddle.org.cn/documentation/docs/en/api/paddle/jit/save_en.html). The manifest
+(``manifest.json``, schema ``schemas/artifact-manifest.schema.json``) lists each file's path, size
+and sha256 with the producing image digest, Paddle version, git revision, metrics and creation time.
+No I/O to stores here: :mod:`paddlecd.artifacts.transfer` moves the bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import semver
+
+from paddlecd import __version__
+from paddlecd.errors import ConfigError, PaddlecdError
+
+MANIFEST = "manifest.json"
+SCHEMA_VERSION = 1
+PROGRAM_SUFFIXES = {".json": "paddle-pir-json", ".pdmodel": "paddle-program"}
+# RFC 1123 DNS label: the name is a key segment and often a Kubernetes/registry name, too.
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+DIGEST_REF_RE = re.compile(r"^(?P<repo>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$")
+
+
+@dataclass(frozen=True)
+class Export:
+    """A detected jit.save export: ``folder``, file ``prefix``, ``format``, and its ``files`` (names)."""
+
+    folder: Path
+    prefix: str
+    format: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One manifest entry: ``path`` (file name), ``size`` in bytes, hex ``sha256``."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it is a lowercase DNS label (RFC 1123), else raise ConfigError."""
+    if not NAME_RE.match(name or ""):
+        raise ConfigError(f"invalid model name '{name}'",
+                          "use lowercase letters, digits and '-' (at most 63, e.g. ocr-det)")
+    return name
+
+
+def check_version(version: str) -> str:
+    """Return ``version`` if it is Semantic Versioning 2.0.0 (parsed by ``semver``), else raise ConfigError."""
+    try:
+        semver.Version.parse(version or "")
+    except ValueError as e:
+        raise ConfigError(f"invalid model version '{version}': not semver",
+                          "use MAJOR.MINOR.PATCH[-prerelease][+build], e.g. 1.4.0") from e
+    return version
+
+
+def find_export(model_dir: Path) -> Export:
+    """Detect the single jit.save export in ``model_dir``.
+
+    Raises:
+        ConfigError: the folder is missing, holds no export, holds an incomplete one (the error names
+            the missing file), or holds several.
+    """
+    if not model_dir.is_dir() and Path(f"{model_dir}.pdiparams").is_file():
+        model_dir = model_dir.parent  # a jit.save prefix (what deploy prints as `model:`): use its folder
+    if not model_dir.is_dir():
+        raise ConfigError(f"model folder {model_dir} does not exist", "pass the folder (or the prefix) given to paddle.jit.save")
+    names = {p.name for p in model_dir.iterdir() if p.is_file()}
+    params = sorted(n[: -len(".pdiparams")] for n in names if n.endswith(".pdiparams") and n != ".pdiparams")
+    if len(params) > 1:
+        raise ConfigError(f"{model_dir} holds several exports: {', '.join(params)}",
+                          "point --model-dir at a folder holding one jit.save export")
+    if params:
+        return _export(model_dir, params[0], names)
+    programs = sorted(n for n in names if n.endswith(".pdmodel")) or sorted(n for n in names if n.endswith(".json"))
+    if len(programs) == 1:
+        return _export(model_dir, programs[0].rsplit(".", 1)[0], names)  # names the missing .pdiparams
+    raise ConfigError(f"{model_dir} is not a paddle.jit.save export: no <prefix>.pdiparams file",
+                      "run paddle.jit.save(layer, 'DIR/inference', input_spec=[...]) and pass DIR")
+
+
+def _export(folder: Path, prefix: str, names: set[str]) -> Export:
+    programs = [s for s in PROGRAM_SUFFIXES if prefix + s in names]
+    missing = ([] if programs else [f"{prefix}.json (Paddle 3.x) or {prefix}.pdmodel (Paddle 2.x)"]) + (
+        [] if prefix + ".pdiparams" in names else [f"{prefix}.pdiparams"])
+    if missing:
+        raise ConfigError(f"{folder} is an incomplete jit.save export: missing {' and '.join(missing)}",
+                          "re-run paddle.jit.save into an empty folder")
+    files = [prefix + s for s in programs] + [prefix + ".pdiparams"]
+    files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
+    return Export(folder, prefix, PROGRAM_SUFFIXES[programs[0]], tuple(files))
+
+
+def hash_file(path: Path, *, chunk: int = 1 << 20) -> FileEntry:
+    """Size (bytes) and sha256 of ``path``, read in ``chunk``-byte blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return FileEntry(path.name, path.stat().st_size, digest.hexdigest())
+
+
+def parse_image(reference: str | None) -> dict[str, str] | None:
+    """``repo@sha256:…`` → ``{"reference", "digest"}``; None stays None.
+
+    Raises:
+        ConfigError: the reference carries no digest (a tag is a pointer, not an identity).
+    """
+    if not reference:
+        return None
+    m = DIGEST_REF_RE.match(reference)
+    if not m:
+        raise ConfigError(f"image reference '{reference}' has no digest",
+                          "pass the repo@sha256:... reference printed by push")
+    return {"reference": reference, "digest": m["digest"]}
+
+
+def load_metrics(path: Path | None) -> dict[str, float] | None:
+    """Read a JSON object of metric name → number from ``path`` (None → None).
+
+    Raises:
+        ConfigError: unreadable, not JSON, or not an object of numbers.
+    """
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"metrics file {path}: {e}", 'write a JSON object, e.g. {"hmean": 0.83}') from e
+    ok = isinstance(data, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values())
+    if not ok:
+        raise ConfigError(f"metrics file {path}: expected a JSON object of numbers", 'e.g. {"hmean": 0.83}')
+    return data
+
+
+def git_revision(root: Path) -> str | None:
+    """``git rev-parse HEAD`` in ``root``, or None outside a git checkout (see builder.git_revision)."""
+    from paddlecd.image.build import git_revision as revision
+
+    full = revision(root)[1]
+    return None if full == "unknown" else full
+
+
+def installed_paddle_version() -> str | None:
+    """Version of the installed ``paddlepaddle``/``paddlepaddle-gpu`` distribution, or None."""
+    for dist in ("paddlepaddle", "paddlepaddle-gpu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def build_manifest(export: Export, entries: list[FileEntry], *, name: str, version: str,
+                   image: dict[str, str] | None = None, paddle_version: str | None = None,
+                   git_revision: str | None = None, metrics: dict[str, float] | None = None,
+                   created: dt.datetime | None = None) -> dict[str, Any]:
+    """The manifest document (validated against the schema). ``created`` defaults to now (UTC)."""
+    when = (created or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    doc = {
+        "schema_version": SCHEMA_VERSION, "name": name, "version": version, "format": export.format,
+        "model_prefix": export.prefix,
+        "files": [{"path": e.path, "size": e.size, "sha256": e.sha256} for e in entries],
+        "image": image, "paddle_version": paddle_version, "git_revision": git_revision,
+        "metrics": metrics, "created": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "tool": f"paddlecd {__version__}",
+    }
+    return validate_manifest(doc, where=f"manifest of {name} {version}", error=ConfigError)
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The artifact manifest JSON schema (draft 2020-12), packaged with paddlecd."""
+    return json.loads(resources.files("paddlecd").joinpath("schemas/artifact-manifest.schema.json").read_text())
+
+
+def validate_manifest(doc: Any, *, where: str, error: type[PaddlecdError] = ConfigError) -> dict[str, Any]:
+    """Return ``doc`` if it matches the schema, else raise ``error`` naming ``where`` and the first problem."""
+    problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(doc))
+    if problem is not None:
+        at = "/".join(str(p) for p in problem.absolute_path) or "(top)"
+        raise error(f"{where}: invalid manifest at {at}: {problem.message}",
+                    "see src/paddlecd/schemas/artifact-manifest.schema.json")
+    return doc
+
+
+def entries_of(doc: dict[str, Any]) -> dict[str, FileEntry]:
+    """The manifest's files as ``{path: FileEntry}``."""
+    return {f["path"]: FileEntry(f["path"], f["size"], f["sha256"]) for f in doc["files"]}
+
+
+def manifest_bytes(doc: dict[str, Any]) -> bytes:
+    """Canonical serialisation: sorted keys, two-space indent, trailing newline."""
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()

@@ -1,0 +1,102 @@
+"""Object storage: one small interface, two stores (S3-compatible buckets, local folders). Issue 4.
+
+Keys are relative to the store's root (``s3://bucket/prefix`` or ``file:///path``) and use ``/``
+separators. The interface is :mod:`.base`; the stores are :mod:`.file` (the embedded default,
+``file://<state>/artifacts``) and :mod:`.s3` (the only module importing boto3, loaded for ``s3://``
+URLs only). This module parses store URLs and opens the right store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlparse
+
+from paddlecd.artifacts.storage.base import MIB, Location, ObjectInfo, Progress, Store
+from paddlecd.artifacts.storage.file import FileStore
+from paddlecd.config import Settings, StorageSettings
+from paddlecd.errors import ConfigError
+
+__all__ = ["MIB", "FileStore", "Location", "ObjectInfo", "Progress", "Store", "default_store_url",
+           "open_store", "parse_url", "split_model_url", "store_for"]
+
+
+def parse_url(url: str) -> Location:
+    """Parse ``s3://bucket[/prefix]`` or ``file:///abs/path``.
+
+    Raises:
+        ConfigError: another scheme, no bucket, an invalid bucket name, or a relative file path.
+    """
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        if parsed.netloc or not parsed.path.startswith("/"):
+            raise ConfigError(f"store URL '{url}': file URLs need an absolute path",
+                              "write file:///abs/path (three slashes)")
+        return Location("file", "", os.path.normpath(parsed.path))
+    if parsed.scheme != "s3":
+        raise ConfigError(f"store URL '{url}': scheme must be s3:// or file://",
+                          "e.g. s3://models/paddle or file:///srv/models")
+    if not parsed.netloc:
+        raise ConfigError(f"store URL '{url}' has no bucket", "write s3://BUCKET or s3://BUCKET/PREFIX")
+    _check_bucket(parsed.netloc, url)
+    return Location("s3", parsed.netloc, parsed.path.strip("/"))
+
+
+def _check_bucket(bucket: str, url: str) -> None:
+    # Bucket naming rules: 3-63 chars of a-z 0-9 . -, starting and ending with a letter or digit
+    # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+    ok = 3 <= len(bucket) <= 63 and bucket[0].isalnum() and bucket[-1].isalnum()
+    if not ok or any(not (c.islower() or c.isdigit() or c in ".-") for c in bucket):
+        raise ConfigError(f"store URL '{url}': '{bucket}' is not a valid bucket name",
+                          "3-63 characters: lowercase letters, digits, '.' and '-'")
+
+
+def open_store(url: str, settings: StorageSettings) -> Store:
+    """Open the store at ``url`` with the endpoint and transfer knobs of ``settings``.
+
+    Raises:
+        ConfigError: a bad URL or bad settings (addressing style, checksum mode, part size).
+    """
+    loc = parse_url(url)
+    if loc.scheme == "file":
+        return FileStore(Path(loc.prefix))
+    from paddlecd.artifacts.storage.s3 import S3Store  # boto3 is imported only when an s3:// store is used
+
+    return S3Store(loc.bucket, loc.prefix, settings)
+
+
+def default_store_url(settings: Settings) -> str:
+    """``storage.url``, or the embedded default ``file://<state>/artifacts``."""
+    return settings.storage.url or f"file://{settings.state / 'artifacts'}"
+
+
+def store_for(settings: Settings, url: str | None = None) -> Store:
+    """Open ``url`` (default :func:`default_store_url`) with the storage settings. Raises ConfigError."""
+    return open_store(url or default_store_url(settings), settings.storage)
+
+
+def split_model_url(arg: str, settings: Settings, *, parts: int) -> tuple[str, list[str]]:
+    """Split ``<store-url>/<name>[/<version>]`` (or a bare ``<name>[/<version>]`` on the configured
+    store) into the store URL and its last ``parts`` segments.
+
+    Raises:
+        ConfigError: too few segments, or a bad store URL.
+    """
+    base, rest = (default_store_url(settings), arg) if "://" not in arg else _split_full(arg, parts)
+    segments = [s for s in rest.strip("/").split("/") if s]
+    if len(segments) != parts:
+        want = "<name>/<version>" if parts == 2 else "<name>"
+        raise ConfigError(f"'{arg}' does not end in {want}", f"e.g. s3://models/paddle/{want} or {want}")
+    parse_url(base)
+    return base, segments
+
+
+def _split_full(arg: str, parts: int) -> tuple[str, str]:
+    scheme, _, path = arg.partition("://")
+    segments = path.rstrip("/").split("/")
+    keep = len(segments) - parts
+    if keep < 1 or (scheme == "file" and keep < 2):
+        raise ConfigError(f"'{arg}' has no store part before the model", "e.g. s3://models/ocr-det/1.4.0")
+    return f"{scheme}://{'/'.join(segments[:keep])}", "/".join(segments[keep:])
+
+

@@ -1,0 +1,58 @@
+"""The storage interface: what artifacts need from an object store, and the types it speaks.
+
+:mod:`.file` and :mod:`.s3` implement it; :mod:`paddlecd.artifacts.storage` opens one from a URL. This
+module imports neither, so the stores and the opener depend on it and not on each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+Progress = Callable[[int], None]  # receives a byte count each time more bytes moved
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One stored object: ``key`` relative to the store root, ``size`` in bytes."""
+
+    key: str
+    size: int
+
+
+class Store(Protocol):
+    """What artifacts need from an object store. ``url`` is the root, e.g. ``s3://models/paddle``."""
+
+    url: str
+
+    def check(self) -> None: ...
+    def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None: ...
+    def put_bytes(self, data: bytes, key: str) -> None: ...
+    def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None: ...
+    def get_bytes(self, key: str) -> bytes | None: ...
+    def head(self, key: str) -> ObjectInfo | None: ...
+    def list(self, prefix: str) -> list[ObjectInfo]: ...
+    def delete(self, keys: Iterable[str]) -> None: ...
+    def abort_uploads(self, prefix: str) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Location:
+    """A parsed store URL: ``scheme`` is ``s3`` or ``file``; ``bucket`` is empty for ``file``;
+    ``prefix`` has no leading/trailing ``/`` for s3 and is an absolute path for ``file``."""
+
+    scheme: str
+    bucket: str
+    prefix: str
+
+    @property
+    def url(self) -> str:
+        """The canonical URL string."""
+        if self.scheme == "file":
+            return f"file://{self.prefix}"
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+

@@ -1,0 +1,229 @@
+"""The S3 store: S3-compatible buckets (AWS, MinIO, Ceph RGW, BOS) through boto3. Issue 4.
+
+The only module that imports boto3/botocore (STYLE.md §1); :func:`paddlecd.artifacts.storage.open_store`
+imports it for ``s3://`` URLs only. Every botocore/boto3 failure is translated once, here, into
+:class:`~paddlecd.errors.StorageError` naming the bucket and key (STYLE.md §5). Credentials come from
+the standard AWS chain (env, shared files, SSO, instance role) and are never printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import boto3
+import boto3.exceptions
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+
+from paddlecd.artifacts.storage.base import MIB, Location, ObjectInfo, Progress
+from paddlecd.config import StorageSettings
+from paddlecd.errors import ConfigError, StorageError
+
+# S3 multipart rule: every part but the last is at least 5 MiB
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html).
+MIN_PART_MB = 5
+CHECKSUM_MODES = ("when_required", "when_supported")
+ADDRESSING_STYLES = ("path", "virtual", "auto")
+_AUTH_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
+               "ExpiredToken", "403", "Forbidden"}
+
+
+class S3Store:
+    """An S3-compatible bucket (AWS, MinIO, Ceph RGW, BOS) under an optional key prefix.
+
+    Args:
+        bucket: bucket name.
+        prefix: key prefix without leading/trailing ``/`` ("" for the bucket root).
+        settings: endpoint URL, region, addressing style, checksum mode, multipart knobs.
+
+    Raises:
+        ConfigError: an unknown addressing style or checksum mode, or a part size under 5 MiB.
+    """
+
+    def __init__(self, bucket: str, prefix: str, settings: StorageSettings):
+        self.bucket, self.prefix = bucket, prefix
+        self.url = Location("s3", bucket, prefix).url
+        try:
+            self.client = boto3.session.Session().client(
+                "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=client_config(settings))
+        except ValueError as e:  # botocore: "Invalid endpoint: minio:9000"
+            raise ConfigError(f"storage.endpoint_url {settings.endpoint_url!r} is not a URL ({e})",
+                              "give the scheme too, e.g. http://minio:9000") from e
+        self.transfer = transfer_config(settings)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _fail(self, e: Exception, action: str, key: str = "") -> StorageError:
+        where = f"s3://{self.bucket}/{self._key(key)}" if key else f"s3://{self.bucket}"
+        return storage_error(e, action=action, where=where, endpoint=self.client.meta.endpoint_url)
+
+    def check(self) -> None:
+        """HeadBucket: fail early when the bucket is missing or the credentials are refused."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, "opening") from e
+
+    def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None:
+        """Upload ``path``; multipart above the threshold with the configured part size/concurrency."""
+        try:
+            self.client.upload_file(str(path), self.bucket, self._key(key), Config=self.transfer, Callback=progress)
+        except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
+            raise self._fail(e, "uploading", key) from e
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        """PutObject of a small body (the manifest)."""
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                   ContentType="application/json")
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, "writing", key) from e
+
+    def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
+        """Download ``key`` to ``dest`` (ranged GETs in parallel above the threshold)."""
+        try:
+            self.client.download_file(self.bucket, self._key(key), str(dest), Config=self.transfer, Callback=progress)
+        except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
+            raise self._fail(e, "downloading", key) from e
+
+    def get_bytes(self, key: str) -> bytes | None:
+        """The body of ``key``, or None when it does not exist."""
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except ClientError as e:
+            if _code(e) in ("NoSuchKey", "404"):
+                return None
+            raise self._fail(e, "reading", key) from e
+        except BotoCoreError as e:
+            raise self._fail(e, "reading", key) from e
+
+    def head(self, key: str) -> ObjectInfo | None:
+        """Size of ``key``, or None when it does not exist."""
+        try:
+            return ObjectInfo(key, self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"])
+        except ClientError as e:
+            if _code(e) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise self._fail(e, "reading", key) from e
+        except BotoCoreError as e:
+            raise self._fail(e, "reading", key) from e
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        """Objects whose key starts with ``prefix`` (ListObjectsV2, all pages), sorted by key."""
+        strip = len(self._key(""))
+        found: list[ObjectInfo] = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                             Prefix=self._key(prefix)):
+                found += [ObjectInfo(o["Key"][strip:], o["Size"]) for o in page.get("Contents", [])]
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, "listing", prefix) from e
+        return sorted(found, key=lambda o: o.key)
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """DeleteObject per key. Not DeleteObjects: that call must carry a checksum header, and
+        older S3-compatible stores accept only Content-MD5, which botocore >= 1.36 no longer sends."""
+        for key in keys:
+            try:
+                self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+            except (BotoCoreError, ClientError) as e:
+                raise self._fail(e, "deleting", key) from e
+
+
+    def abort_uploads(self, prefix: str) -> list[str]:
+        """Abort unfinished multipart uploads under ``prefix`` (left by a killed upload: invisible to
+        ListObjects, yet stored and billed). Returns their keys, relative to the store."""
+        strip, aborted = len(self._key("")), []
+        try:
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
+                                                                                Prefix=self._key(prefix))
+            for upload in (u for page in pages for u in page.get("Uploads", [])):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+                aborted.append(upload["Key"][strip:])
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, "aborting unfinished uploads under", prefix) from e
+        return aborted
+
+
+def client_config(settings: StorageSettings) -> Config:
+    """botocore client Config from ``settings``: addressing style, checksum behaviour, retries.
+
+    ``checksum_mode`` sets both ``request_checksum_calculation`` and ``response_checksum_validation``.
+    botocore 1.36 made them ``when_supported`` (CRC32 trailers on every upload), which several
+    S3-compatible stores reject; ``when_required`` (our default) works on AWS and on those stores.
+
+    Raises:
+        ConfigError: an unknown addressing style or checksum mode.
+    """
+    if settings.addressing_style not in ADDRESSING_STYLES:
+        raise ConfigError(f"storage.addressing_style '{settings.addressing_style}' is not one of "
+                          f"{', '.join(ADDRESSING_STYLES)}", "path suits MinIO/Ceph; virtual suits AWS")
+    if settings.checksum_mode not in CHECKSUM_MODES:
+        raise ConfigError(f"storage.checksum_mode '{settings.checksum_mode}' is not one of "
+                          f"{', '.join(CHECKSUM_MODES)}", "when_required works on AWS and older stores")
+    return Config(s3={"addressing_style": settings.addressing_style},
+                  request_checksum_calculation=settings.checksum_mode,
+                  response_checksum_validation=settings.checksum_mode,
+                  retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10)
+
+
+def transfer_config(settings: StorageSettings) -> TransferConfig:
+    """boto3 TransferConfig from the ``multipart_*`` settings (MiB) and ``max_concurrency``.
+
+    Raises:
+        ConfigError: a part size under S3's 5 MiB minimum, or a concurrency under 1.
+    """
+    if settings.multipart_chunk_mb < MIN_PART_MB or settings.multipart_threshold_mb < MIN_PART_MB:
+        raise ConfigError(f"storage.multipart_chunk_mb/threshold_mb must be >= {MIN_PART_MB} "
+                          f"(got {settings.multipart_chunk_mb}/{settings.multipart_threshold_mb})",
+                          "S3 rejects parts under 5 MiB except the last")
+    if settings.max_concurrency < 1:
+        raise ConfigError(f"storage.max_concurrency must be >= 1 (got {settings.max_concurrency})", "use 4")
+    return TransferConfig(multipart_threshold=settings.multipart_threshold_mb * MIB,
+                          multipart_chunksize=settings.multipart_chunk_mb * MIB,
+                          max_concurrency=settings.max_concurrency)
+
+
+def _code(e: ClientError) -> str:
+    return str(e.response.get("Error", {}).get("Code", ""))
+
+
+def _client_error(e: BaseException | None) -> BaseException | None:
+    """The ClientError/BotoCoreError under boto3's wrappers (S3UploadFailedError keeps it as context)."""
+    while e is not None and not isinstance(e, (ClientError, BotoCoreError)):
+        e = e.__cause__ or e.__context__
+    return e
+
+
+def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> StorageError:
+    """Translate a botocore/boto3 exception into one StorageError with a cause naming ``where``.
+
+    Args:
+        e: the exception raised by boto3 or botocore.
+        action: what we were doing ("uploading", "opening", ...).
+        where: ``s3://bucket[/key]``.
+        endpoint: the endpoint URL, named when it cannot be reached.
+    """
+    root = _client_error(e) or e
+    bucket = where.split("/")[2]
+    if isinstance(root, NoCredentialsError):
+        return StorageError(f"{action} {where}: no AWS credentials found",
+                            "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (the standard AWS chain)")
+    if isinstance(root, EndpointConnectionError):
+        return StorageError(f"{action} {where}: cannot reach endpoint {endpoint}",
+                            "check storage.endpoint_url and that the store is running")
+    if isinstance(root, ClientError):
+        code = _code(root)
+        if code == "NoSuchBucket" or (code in ("404", "NotFound") and where.count("/") == 2):
+            return StorageError(f"{action} {where}: bucket '{bucket}' does not exist at {endpoint}",
+                                "create the bucket or fix storage.url / --to")
+        if code in _AUTH_CODES:
+            return StorageError(f"{action} {where}: access denied ({code})",
+                                "check the credentials of the AWS chain (AWS_PROFILE, AWS_ACCESS_KEY_ID...) "
+                                "and the bucket policy")
+        message = root.response.get("Error", {}).get("Message", "")
+        return StorageError(f"{action} {where}: {code} {message}".strip(), f"see the logs of {endpoint}")
+    return StorageError(f"{action} {where}: {str(root).splitlines()[0]}", f"check the store at {endpoint}")

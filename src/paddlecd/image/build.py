@@ -1,0 +1,170 @@
+"""build: a BuildKit build of one variant FROM its locked base digest, with OCI labels.
+
+The builder is picked explicitly (:func:`paddlecd.engine.pick_builder`) and named in the output.
+The host CA bundle and any index URL enter as BuildKit secrets (``--secret``), never as build args
+or layers. The full build log is kept under ``<state>/logs/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from paddlecd import engine, proc
+from paddlecd.config import Settings
+from paddlecd.errors import EngineError
+from paddlecd.image import lock, variants
+from paddlecd.verify.evidence import now_iso, write_json
+
+Echo = Callable[[str], None]
+LABEL = "io.paddlecd"
+DEFAULT_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+
+
+@dataclass(frozen=True)
+class Built:
+    """A finished build: local ``tag``, ``image_id``, the ``builder`` used, the kept ``log`` path."""
+
+    variant: str
+    tag: str
+    image_id: str
+    builder: str
+    log: Path
+    seconds: float
+
+
+@functools.lru_cache(maxsize=4)
+def git_revision(root: Path) -> tuple[str, str, str]:
+    """``(short sha, full sha, commit time ISO-8601)`` of ``root``'s HEAD; ``-dirty`` appended to the short
+    sha when tracked files outside the lock file differ. ``("nogit", "unknown", now)`` outside git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        full = git("rev-parse", "HEAD")
+        when = git("show", "-s", "--format=%cI", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!images/lock.yaml")
+    except (OSError, subprocess.CalledProcessError):
+        return "nogit", "unknown", now_iso()
+    return full[:7] + ("-dirty" if dirty else ""), full, when
+
+
+def ca_bundle(settings: Settings) -> str | None:
+    """The CA bundle to hand to builds as a secret: settings.build.ca_bundle, $SSL_CERT_FILE,
+    $REQUESTS_CA_BUNDLE, or the distribution's default bundle; None if none exists."""
+    for cand in (settings.build.ca_bundle, os.environ.get("SSL_CERT_FILE"),
+                 os.environ.get("REQUESTS_CA_BUNDLE"), *DEFAULT_CA_BUNDLES):
+        if cand and Path(cand).is_file():
+            return cand
+    return None
+
+
+@contextlib.contextmanager
+def secret_args(settings: Settings) -> Iterator[list[str]]:
+    """``--secret`` flags for the CA bundle and the pip index URL (written to a 0600 temp file that is
+    removed afterwards). The index URL comes from settings.build.pip_index_url or $PIP_INDEX_URL."""
+    args: list[str] = []
+    bundle = ca_bundle(settings)
+    if bundle:
+        args += ["--secret", f"id=ca_bundle,src={bundle}"]
+    index = settings.build.pip_index_url or os.environ.get("PIP_INDEX_URL")
+    with tempfile.TemporaryDirectory(prefix="paddlecd-secrets-") as d:
+        if index:
+            path = Path(d) / "pip_index_url"
+            path.touch(mode=0o600)
+            path.write_text(index)
+            args += ["--secret", f"id=pip_index_url,src={path}"]
+        yield args
+
+
+def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: str,
+                   build_args: Mapping[str, str], labels: Mapping[str, str], log_name: str,
+                   on_line: Echo | None = None, no_cache: bool = False) -> tuple[str, Path]:
+    """Run one BuildKit build; returns ``(builder description, log path)``.
+
+    Raises:
+        EngineError: no BuildKit builder, or the build failed (cause: last log line; the log path in the hint).
+    """
+    builder = engine.pick_builder(settings.build.docker_cli)
+    log_path = settings.state / "logs" / f"{log_name}-{time.strftime('%Y%m%dT%H%M%S')}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with secret_args(settings) as secrets, open(log_path, "w") as log:
+        argv = [*builder.argv, "--progress", "plain", "-f", str(dockerfile), "-t", tag, *secrets]
+        argv += [x for k, v in build_args.items() for x in ("--build-arg", f"{k}={v}")]
+        argv += [x for k, v in sorted(labels.items()) for x in ("--label", f"{k}={v}")]
+        argv += ["--no-cache"] if no_cache else []
+        if on_line:
+            on_line(f"builder: {builder.description}")
+
+        def line(text: str) -> None:
+            log.write(text + "\n")
+            if on_line:
+                on_line(text)
+
+        try:
+            proc.run([*argv, str(context)], env=dict(builder.env), on_line=line, what=f"building {tag}")
+        except EngineError as e:
+            raise EngineError(e.cause, f"full build log: {log_path}") from e
+    return builder.description, log_path
+
+
+def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -> dict[str, str]:
+    """OCI annotations (image-spec annotations.md) plus paddle/cuda/cudnn/variant labels."""
+    short, full, when = git_revision(settings.root)
+    oci = "org.opencontainers.image"
+    out = {
+        f"{oci}.source": os.environ.get("PADDLECD_SOURCE_URL", _origin(settings.root)),
+        f"{oci}.revision": full,
+        f"{oci}.created": when,  # commit time, not wall time: a no-op rebuild gives the same image
+        f"{oci}.version": f"{v.name}-{short}",
+        f"{oci}.base.name": v.base,
+        f"{oci}.base.digest": entry.digest,
+        f"{LABEL}.variant": v.name,
+        f"{LABEL}.device": v.device,
+        f"{LABEL}.paddle.version": v.paddle,
+    }
+    for key in ("cuda", "cudnn", "tensorrt"):
+        if getattr(v, key):
+            out[f"{LABEL}.{key}.version"] = getattr(v, key)
+    return out
+
+
+def _origin(root: Path) -> str:
+    r = subprocess.run(["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True, text=True)
+    url = r.stdout.strip()
+    # never leak credentials embedded in a remote URL (https://user:token@host/…)
+    return url.split("@", 1)[-1] if "://" in url and "@" in url else (url or "unknown")
+
+
+def candidate_tag(settings: Settings, variant: str) -> str:
+    """``<registry>/<repository>:<variant>-<git short sha>`` (never ``latest``)."""
+    return f"{settings.candidate_repo}:{variant}-{git_revision(settings.root)[0]}"
+
+
+def build(settings: Settings, variant_name: str, *, on_line: Echo | None = None, no_cache: bool = False) -> Built:
+    """Build ``variant_name`` FROM its locked base digest and record the build under ``<state>/builds``.
+
+    Raises:
+        ConfigError: unknown variant. LockError: base unlocked or drifted. EngineError: the build failed.
+    """
+    v = variants.get(settings, variant_name)
+    entry = lock.check(settings, v)
+    tag = candidate_tag(settings, v.name)
+    started = time.monotonic()
+    images = settings.root / "images"
+    builder, log = buildkit_build(
+        settings, context=images, dockerfile=images / v.dockerfile, tag=tag,
+        build_args={"BASE": entry.pinned, "PACKAGES": " ".join(v.packages)},
+        labels=labels_for(settings, v, entry), log_name=f"build-{v.name}", on_line=on_line, no_cache=no_cache)
+    built = Built(v.name, tag, engine.image_id(tag), builder, log, time.monotonic() - started)
+    write_json(settings.state / "builds" / f"{v.name}.json",
+               {"variant": v.name, "tag": tag, "image_id": built.image_id, "builder": builder,
+                "log": str(log), "built": now_iso(), "base": entry.pinned})
+    return built

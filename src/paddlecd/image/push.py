@@ -1,0 +1,115 @@
+"""push: send a built image to the private registry and read its digest back.
+
+Credentials come from Docker's config.json (docker-py reads it) or, when both are set, from
+``PADDLECD_REGISTRY_USERNAME``/``PADDLECD_REGISTRY_PASSWORD``; they are never printed. Transient
+failures (5xx, resets) are retried with exponential backoff; auth and client errors are not. Every
+chunk of the push stream is decoded (engine.decode_stream), then the digest is read back from the
+registry and compared with the one the engine reported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import tenacity
+
+from paddlecd import engine
+from paddlecd.config import Settings
+from paddlecd.errors import ConfigError, PaddlecdError, RegistryAuthError, RegistryError
+from paddlecd.image import variants
+from paddlecd.registry import auth as registry_auth
+from paddlecd.registry import client as registry
+from paddlecd.verify.evidence import save_candidate
+
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """A pushed image: ``tag`` (``host/repo:tag``), ``digest`` and ``reference`` (``host/repo@sha256:…``)."""
+
+    variant: str | None
+    tag: str
+    digest: str
+    reference: str
+
+
+def env_credentials() -> dict[str, str] | None:
+    """``auth_config`` from ``PADDLECD_REGISTRY_USERNAME``/``_PASSWORD`` when both are set, else None."""
+    creds = registry_auth.env_credentials()
+    return {"username": creds.username, "password": creds.password} if creds else None
+
+
+def _transient(e: BaseException) -> bool:
+    return isinstance(e, RegistryError) and not isinstance(e, RegistryAuthError) and not _client_error(e)
+
+
+def _client_error(e: PaddlecdError) -> bool:
+    # 4xx-style answers repeat identically on retry (distribution error codes, spec "Error Codes")
+    text = e.cause.lower()
+    return any(k in text for k in ("invalid", "unknown", "denied", "unsupported", "too large", "not found"))
+
+
+def push_reference(settings: Settings, tag: str, *, on_progress: Echo | None = None) -> str:
+    """Push local ``tag`` with retries, verify the registry serves the same digest, return it.
+
+    Raises:
+        RegistryAuthError: credentials missing/wrong (not retried).
+        RegistryError: the push failed after ``settings.registry.push_retries`` attempts, or the digest
+            read back differs from the one the engine reported.
+    """
+    attempts = max(1, settings.registry.push_retries)
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        if on_progress:
+            on_progress(f"push attempt {state.attempt_number} failed: {state.outcome.exception()}; retrying")
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(attempts), wait=tenacity.wait_exponential(multiplier=1, max=20),
+        retry=tenacity.retry_if_exception(_transient), before_sleep=before_sleep, reraise=True)
+    digest = retrying(engine.push, tag, auth_config=env_credentials(), on_progress=on_progress)
+    ref = registry.parse_reference(tag)
+    served = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.tag).digest
+    if served != digest:
+        raise RegistryError(f"pushed {tag}: engine reported {digest} but the registry serves {served}",
+                            "another push raced this one; re-run push")
+    return digest
+
+
+def last_build_tag(settings: Settings, variant_name: str) -> str:
+    """The tag of the variant's last build, checked against the configured candidate repository.
+
+    Raises:
+        ConfigError: unknown variant, or the build was tagged for another registry/repository than
+            ``registry.url``/``registry.repository`` say now (pushing it would go elsewhere).
+        RegistryError: no build recorded for the variant.
+    """
+    variants.get(settings, variant_name)
+    record = settings.state / "builds" / f"{variant_name}.json"
+    if not record.exists():
+        raise RegistryError(f"no build of variant '{variant_name}' to push (no {record})",
+                            f"run: invoke build --variant {variant_name}")
+    tag = json.loads(record.read_text())["tag"]
+    if tag.rsplit(":", 1)[0] != settings.candidate_repo:
+        raise ConfigError(f"the last build of '{variant_name}' is tagged {tag}, not for {settings.candidate_repo}",
+                          f"rebuild for the configured registry: invoke build push --variant {variant_name}")
+    return tag
+
+
+def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = None) -> Pushed:
+    """Push the last build of ``variant_name`` (recorded by build) and record it as the candidate.
+
+    Raises:
+        RegistryError: no build recorded for the variant, or the push failed (see :func:`push_reference`).
+    """
+    tag = last_build_tag(settings, variant_name)
+    if not engine.image_exists(tag):
+        raise RegistryError(f"image {tag} from the last build is gone from the engine",
+                            f"run: invoke build --variant {variant_name}")
+    digest = push_reference(settings, tag, on_progress=on_progress)
+    repo = tag.rsplit(":", 1)[0]
+    pushed = Pushed(variant_name, tag, digest, f"{repo}@{digest}")
+    save_candidate(settings, variant_name, reference=pushed.reference, digest=digest, tag=tag.rsplit(":", 1)[1])
+    return pushed

@@ -1,0 +1,228 @@
+"""Pipeline definitions: ``pipelines/<name>.yaml`` loaded, schema-checked and put in run order.
+
+A pipeline names stage kinds (``lock-check``, ``build``, ``push``, ``verify``, ``promote``, ``deploy``,
+``upload``) with their parameters. Stages run in the order listed; ``needs`` may reorder them (a stage
+runs after every stage it needs) and a cycle is refused. Schema: ``schemas/pipeline.schema.json``.
+:func:`select` decides which variants a run covers; :func:`plan_lines` is the plan printed first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import graphlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from paddlecd import schema as validation
+from paddlecd.config import Settings
+from paddlecd.errors import ConfigError, PipelineError
+from paddlecd.image import variants
+from paddlecd.pipeline import affected as changes
+from paddlecd.pipeline import stages
+
+FOLDER = "pipelines"
+SCHEMA_FILE = "src/paddlecd/schemas/pipeline.schema.json"
+
+
+@dataclass(frozen=True)
+class StageDef:
+    """One stage of a pipeline: its unique ``name``, its ``kind``, the stages it ``needs``, how many
+    variants run at once (``parallel``) and the kind's parameters (``params``)."""
+
+    name: str
+    kind: str
+    needs: tuple[str, ...] = ()
+    parallel: int = 1
+    params: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class PipelineDef:
+    """A loaded pipeline: ``name`` (the file stem), ``variants`` policy and ``stages`` in run order."""
+
+    name: str
+    path: Path
+    description: str
+    variants: str | tuple[str, ...]
+    stages: tuple[StageDef, ...]
+
+
+def folder(settings: Settings) -> Path:
+    """``<root>/pipelines``."""
+    return settings.path(FOLDER)
+
+
+def names(settings: Settings) -> list[str]:
+    """Pipeline names (file stems) under ``pipelines/``, sorted."""
+    return sorted(p.stem for p in folder(settings).glob("*.yaml"))
+
+
+def load(settings: Settings, name: str) -> PipelineDef:
+    """Load pipeline ``name`` from ``pipelines/<name>.yaml``.
+
+    Raises:
+        PipelineError: no such pipeline (with a "did you mean"), malformed YAML, a schema violation
+            (unknown keys and stage kinds with a "did you mean"), a duplicate stage name, a ``needs`` on
+            an unknown stage, or a cycle.
+    """
+    path = folder(settings) / f"{name}.yaml"
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) or not path.exists():  # a name, never a path
+        known = names(settings)
+        close = difflib.get_close_matches(name, known, n=1)
+        raise PipelineError(f"unknown pipeline '{name}' (no {FOLDER}/{name}.yaml)",
+                            (f"did you mean '{close[0]}'? " if close else "") + "known: " + ", ".join(known))
+    return parse(_read(path), path, name)
+
+
+def parse(data: Any, path: Path, name: str) -> PipelineDef:
+    """Validate already-read YAML ``data`` of pipeline ``name`` (see :func:`load`)."""
+    _validate(data, path)
+    stages = [StageDef(s.get("name", s["stage"]), s["stage"], tuple(s.get("needs", ())), s.get("parallel", 1),
+                       dict(s.get("with", {}))) for s in data["stages"]]
+    seen: set[str] = set()
+    for i, s in enumerate(stages):
+        if s.name in seen:
+            raise PipelineError(f"{path}: duplicate stage '{s.name}' (stages[{i}])",
+                                f"give it a distinct name: add 'name: {s.name}-2' to that entry")
+        seen.add(s.name)
+    variants = data.get("variants", "one")
+    ordered = tuple(_ordered(stages, path))
+    _check_inputs(ordered, path)
+    return PipelineDef(name, path, data.get("description", ""),
+                       tuple(variants) if isinstance(variants, list) else variants, ordered)
+
+
+# A stage that consumes another's output needs that stage earlier in the run (checked before anything runs).
+NEEDS_EARLIER = {"push": "build", "deploy": "promote", "upload": "deploy"}
+
+
+def _check_inputs(ordered: tuple[StageDef, ...], path: Path) -> None:
+    kinds: set[str] = set()
+    for s in ordered:
+        need = NEEDS_EARLIER.get(s.kind)
+        if need and need not in kinds:
+            raise PipelineError(f"{path}: stage '{s.name}' ({s.kind}) needs a {need} stage before it",
+                                f"add '- stage: {need}' earlier in {path.name}")
+        kinds.add(s.kind)
+
+
+def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
+    """Stages in run order: listed order, each after its ``needs`` (default: the stage listed before)."""
+    by_name = {s.name: s for s in stages}
+    graph: dict[str, tuple[str, ...]] = {}
+    for i, s in enumerate(stages):
+        for need in s.needs:
+            if need not in by_name:
+                close = difflib.get_close_matches(need, by_name, n=1)
+                raise PipelineError(f"{path}: stage '{s.name}' needs unknown stage '{need}'",
+                                    f"did you mean '{close[0]}'?" if close else "stages: " + ", ".join(by_name))
+        graph[s.name] = s.needs if s.needs or i == 0 else (stages[i - 1].name,)
+    sorter = graphlib.TopologicalSorter(graph)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as e:
+        cycle = " -> ".join(e.args[1])
+        raise PipelineError(f"{path}: stages form a cycle: {cycle}",
+                            "remove one 'needs' of that cycle (without 'needs' a stage follows the one listed before it)") from e
+    order, position = [], {s.name: i for i, s in enumerate(stages)}
+    while sorter.is_active():  # among the ready stages, the one listed first goes first
+        ready = sorted(sorter.get_ready(), key=position.__getitem__)
+        order += ready
+        sorter.done(*ready)
+    return [by_name[n] for n in order]
+
+
+def _read(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise PipelineError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax") from e
+
+
+def _validate(data: Any, path: Path) -> None:
+    validation.check(data, "pipeline.schema.json", source=str(path), error=PipelineError)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The variants a run covers and ``why`` (``--variant``, ``changed since origin/main``, ``all``…)."""
+
+    variants: tuple[str, ...]
+    why: str
+
+
+def select(settings: Settings, pdef: PipelineDef, given: tuple[str, ...] = (), base_ref: str | None = None) -> Selection:
+    """Pick the variants for a run: ``given`` (--variant) wins; else the pipeline's ``variants`` policy.
+
+    ``changed`` uses ``base_ref`` (default under GitHub Actions: ``origin/$GITHUB_BASE_REF``) and falls back
+    to ``cpu`` for a local run without one.
+
+    Raises:
+        ConfigError: an unknown variant on the command line. PipelineError: one in the pipeline file.
+        ConfigError: ``base_ref`` unknown to git.
+    """
+    if given:
+        if pdef.variants == "one" and len(set(given)) > 1:
+            raise ConfigError(f"pipeline '{pdef.name}' runs one variant at a time, got {', '.join(given)}",
+                              "run it once per variant (each is its own release)")
+        return Selection(tuple(variants.get(settings, n).name for n in given), "--variant")
+    policy = pdef.variants
+    if isinstance(policy, tuple):
+        try:
+            return Selection(tuple(variants.get(settings, n).name for n in policy), f"listed in {pdef.path.name}")
+        except ConfigError as e:
+            raise PipelineError(f"{pdef.path}: {e.cause}", e.hint) from e
+    if policy == "all":
+        return Selection(tuple(variants.load(settings)), "all variants")
+    if policy == "changed" and base_ref:
+        return Selection(tuple(changes.select(settings, base_ref)), f"touched by the change since {base_ref}")
+    return Selection(("cpu",), "the default without --variant" + (" or --base-ref" if policy == "changed" else ""))
+
+
+def check_options(options: Mapping[str, Any], pdef: PipelineDef | None = None) -> dict[str, Any]:
+    """Validate the promote options a run carries (``version``, ``bump``, ``digest``); returns the given ones.
+
+    Raises:
+        ConfigError: an invalid semver version, both --version and --bump, a bump other than
+            major|minor|patch, a malformed digest, or options for a pipeline without a promote stage.
+    """
+    from paddlecd.release import policy as semver_policy
+
+    given = {k: v for k, v in options.items() if v}
+    if given and pdef and not any(s.kind == "promote" for s in pdef.stages):
+        raise ConfigError(f"{' '.join('--' + k for k in given)}: for the promote stage, and pipeline '{pdef.name}' has none",
+                          "drop them, or run a pipeline with a promote stage (e.g. release)")
+    if given.get("version") and given.get("bump"):
+        raise ConfigError("pass one of --version and --bump, not both", "e.g. --version 1.4.0")
+    if "version" in given:
+        semver_policy.parse_version(given["version"])
+    if given.get("bump") not in (None, "major", "minor", "patch"):
+        raise ConfigError(f"--bump '{given['bump']}' is not major, minor or patch", "e.g. --bump minor")
+    if "digest" in given and not re.fullmatch(r"sha256:[0-9a-f]{64}", given["digest"]):
+        raise ConfigError(f"--digest '{given['digest']}' is not sha256:<64 hex>", "copy it from invoke release.list or the evidence")
+    return given
+
+
+def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings,
+               options: Mapping[str, Any] | None = None) -> list[str]:
+    """The run plan as lines (printed before anything runs; all of ``--dry-run``); ``options`` (version,
+    bump, digest) are shown on the promote stage."""
+    where = {"registry": f"registry {settings.registry.url}", "cluster": f"cluster ({settings.cluster.kind} default)",
+             "bucket": "bucket " + (settings.storage.url or f"file://{settings.state / 'artifacts'}")}
+    names = ", ".join(selection.variants) or "none"
+    out = [f"pipeline {pdef.name}: variants {names} ({selection.why})"]
+    for i, s in enumerate(pdef.stages, 1):
+        extra = [f"{s.parallel} at once"] if s.parallel > 1 else []
+        extra += [f"changes the {where[stages.CHANGES[s.kind]]}"] if s.kind in stages.CHANGES else []
+        extra += [f"{k}={v}" for k, v in s.params.items() if not (s.kind == "promote" and options and options.get("version") and k == "bump")]
+        extra += [f"{k}={v}" for k, v in (options or {}).items() if v and s.kind == "promote"]
+        kind = f" ({s.kind})" if s.kind != s.name else ""
+        out.append(f"  {i}. {s.name + kind:<12} " + "; ".join(extra))
+    return out

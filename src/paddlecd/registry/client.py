@@ -1,0 +1,260 @@
+"""The registry, behind one module (STYLE.md §1): a client for the OCI distribution API.
+
+Only the protocol is hand-written (https://github.com/opencontainers/distribution-spec/blob/main/spec.md);
+HTTP is ``requests``, retries are ``tenacity``. What it does, as crane's ``copy``/``tag`` do:
+resolve a tag to a digest with the full manifest ``Accept`` list, GET/PUT manifests, HEAD blobs,
+mount blobs across repositories of one registry (``POST …/blobs/uploads/?mount=&from=``), stream
+blobs between registries only when the target lacks them. HTTP, retries, auth and the one
+translation of requests exceptions and error statuses into :class:`~paddlecd.errors.RegistryError`
+subclasses live in :mod:`paddlecd.registry.transport`; credentials in :mod:`paddlecd.registry.auth`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Literal
+from urllib.parse import urljoin
+
+from paddlecd.errors import NotFoundError, RegistryError
+from paddlecd.registry.auth import scope
+from paddlecd.registry.reference import Reference, check_digest, parse_reference
+from paddlecd.registry.transport import Sized, Transport
+
+__all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for", "open_reference", "ACCEPT"]
+
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+INDEX_TYPES = frozenset({DOCKER_MANIFEST_LIST, OCI_INDEX})
+ACCEPT = ", ".join((DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_MANIFEST, OCI_INDEX))
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+BlobCopy = Literal["present", "mounted", "copied"]
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """What a manifest or blob is: ``digest`` (``sha256:…``), ``media_type``, ``size`` in bytes."""
+
+    digest: str
+    media_type: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A manifest's exact bytes (``raw``; its sha256 is the digest) and its descriptor."""
+
+    descriptor: Descriptor
+    raw: bytes
+
+    def json(self) -> dict[str, Any]:
+        """The parsed manifest."""
+        return json.loads(self.raw)
+
+    @property
+    def is_index(self) -> bool:
+        """True for a Docker manifest list or an OCI image index."""
+        return self.descriptor.media_type in INDEX_TYPES
+
+    def children(self) -> list[Descriptor]:
+        """Child manifests of an index, else the config and layer blobs of an image manifest."""
+        doc = self.json()
+        items = doc.get("manifests", []) if self.is_index else [doc.get("config"), *doc.get("layers", [])]
+        return [Descriptor(d["digest"], d.get("mediaType", ""), int(d.get("size", 0))) for d in items if d]
+
+
+class RegistryClient(Transport):
+    """The distribution API of one registry: manifests, tags, blobs, mounts and copies.
+
+    Args: as :class:`paddlecd.registry.transport.Transport` (registry, ca_file, insecure, credentials,
+    retries, timeout).
+
+    Attributes:
+        stats: counters of what crossed the wire: ``blob_mounts``, ``blob_uploads``,
+            ``bytes_uploaded``, ``manifest_puts``, ``requests``.
+    """
+
+    # ------------------------------------------------------------------ manifests
+
+    def resolve(self, repository: str, reference: str) -> Descriptor:
+        """Resolve a tag (or digest) to the manifest's descriptor: HEAD, falling back to GET.
+
+        Raises:
+            NotFoundError: no such repository or tag. RegistryAuthError: 401/403. RegistryError: other.
+        """
+        what = f"resolving {self.name(repository, reference)}"
+        resp = self.request("HEAD", f"{repository}/manifests/{reference}", [scope(repository)], what,
+                             ok=(200, 405), headers={"Accept": ACCEPT})
+        digest, ctype = resp.headers.get("Docker-Content-Digest"), resp.headers.get("Content-Type", "")
+        if resp.status_code == 200 and digest and ctype:
+            return Descriptor(digest, ctype.split(";")[0].strip(), int(resp.headers.get("Content-Length", 0)))
+        return self.get_manifest(repository, reference).descriptor
+
+    def get_manifest(self, repository: str, reference: str) -> Manifest:
+        """GET a manifest by tag or digest; its bytes are checked against a digest reference.
+
+        Raises:
+            NotFoundError, RegistryAuthError, RegistryError: as :meth:`resolve`; also on a digest mismatch.
+        """
+        what = f"fetching manifest {self.name(repository, reference)}"
+        resp = self.request("GET", f"{repository}/manifests/{reference}", [scope(repository)], what,
+                             headers={"Accept": ACCEPT})
+        raw = resp.content
+        digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        if reference.startswith("sha256:") and reference != digest:
+            raise RegistryError(f"{what}: content digest {digest} does not match", "the registry is corrupt or lying")
+        ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
+        media_type = json.loads(raw).get("mediaType") or ctype
+        return Manifest(Descriptor(digest, media_type, len(raw)), raw)
+
+    def put_manifest(self, repository: str, reference: str, raw: bytes, media_type: str) -> Descriptor:
+        """PUT manifest bytes under a tag or digest; the digest the registry reports must be sha256(raw).
+
+        Raises:
+            RegistryError: refused (e.g. MANIFEST_BLOB_UNKNOWN when a blob is missing) or digest changed.
+        """
+        what = f"writing manifest {self.name(repository, reference)}"
+        resp = self.request("PUT", f"{repository}/manifests/{reference}", [scope(repository)], what,
+                             ok=(201,), data=raw, headers={"Content-Type": media_type})
+        expected = "sha256:" + hashlib.sha256(raw).hexdigest()
+        got = resp.headers.get("Docker-Content-Digest", expected)
+        if got != expected:
+            raise RegistryError(f"{what}: the registry stored {got}, expected {expected}", "the registry rewrote the manifest")
+        self.stats["manifest_puts"] += 1
+        return Descriptor(expected, media_type, len(raw))
+
+    def delete_manifest(self, repository: str, digest: str) -> None:
+        """DELETE a manifest by digest (the registry must allow deletes)."""
+        self.request("DELETE", f"{repository}/manifests/{check_digest(digest)}", [scope(repository, "*")],
+                      f"deleting {self.name(repository, digest)}", ok=(202,))
+
+    def list_tags(self, repository: str) -> list[str]:
+        """All tags of ``repository`` (following ``Link`` pagination); ``[]`` if it does not exist yet."""
+        tags: list[str] = []
+        url: str | None = f"{repository}/tags/list?n=1000"
+        try:
+            while url:
+                resp = self.request("GET", url, [scope(repository)], f"listing tags of {self.registry}/{repository}")
+                tags += resp.json().get("tags") or []
+                url = urljoin(self.base, resp.links["next"]["url"]) if "next" in resp.links else None
+        except NotFoundError:
+            return []
+        return tags
+
+    # ------------------------------------------------------------------ blobs
+
+    def blob_exists(self, repository: str, digest: str) -> bool:
+        """True when ``repository`` has blob ``digest`` (HEAD)."""
+        resp = self.request("HEAD", f"{repository}/blobs/{digest}", [scope(repository)],
+                             f"checking blob {self.name(repository, digest)}", ok=(200, 404))
+        return resp.status_code == 200
+
+    def mount_blob(self, from_repo: str, to_repo: str, digest: str) -> bool:
+        """Cross-repository mount (no bytes move). True when mounted (201); False when the registry
+        answered 202 (upload needed; the opened upload is cancelled)."""
+        resp = self.request("POST", f"{to_repo}/blobs/uploads/", [scope(to_repo), scope(from_repo, "pull")],
+                             f"mounting {digest} from {from_repo} into {self.registry}/{to_repo}",
+                             ok=(201, 202), params={"mount": digest, "from": from_repo})
+        if resp.status_code == 201:
+            self.stats["blob_mounts"] += 1
+            return True
+        if resp.headers.get("Location"):
+            self.request("DELETE", urljoin(self.base, resp.headers["Location"]), [scope(to_repo)],
+                          "cancelling an upload", ok=(204, 404))
+        return False
+
+    def upload_blob(self, repository: str, digest: str, data: bytes | BinaryIO, size: int) -> None:
+        """Monolithic upload (POST then PUT ``?digest=``); ``data`` may be a stream of ``size`` bytes.
+
+        Raises:
+            RegistryError: refused, e.g. DIGEST_INVALID when the bytes do not hash to ``digest``.
+        """
+        what = f"uploading {self.name(repository, digest)}"
+        start = self.request("POST", f"{repository}/blobs/uploads/", [scope(repository)], what, ok=(202,))
+        location = urljoin(self.base, start.headers["Location"])
+        body = data if isinstance(data, bytes) else Sized(data, size)
+        self.request("PUT", location, [scope(repository)], what, ok=(201,), params={"digest": digest},
+                      data=body, headers={"Content-Type": "application/octet-stream"},
+                      retry=isinstance(data, bytes))
+        self.stats["blob_uploads"] += 1
+        self.stats["bytes_uploaded"] += size
+
+    def copy_blob(self, source: RegistryClient, from_repo: str, to_repo: str, blob: Descriptor) -> BlobCopy:
+        """Make ``to_repo`` (here) hold ``blob`` from ``source``'s ``from_repo``, moving as little as possible.
+
+        Returns:
+            ``"present"`` (nothing to do), ``"mounted"`` (same registry, no bytes moved) or ``"copied"``
+            (streamed from ``source`` without touching disk).
+        """
+        if self.blob_exists(to_repo, blob.digest):
+            return "present"
+        if source.host == self.host and self.mount_blob(from_repo, to_repo, blob.digest):
+            return "mounted"
+        what = f"reading blob {source.name(from_repo, blob.digest)}"
+        resp = source.request("GET", f"{from_repo}/blobs/{blob.digest}", [scope(from_repo)], what, stream=True)
+        with resp:
+            size = int(resp.headers.get("Content-Length") or blob.size)
+            self.upload_blob(to_repo, blob.digest, resp.raw, size)
+        return "copied"
+
+    def copy_image(self, source: RegistryClient, from_repo: str, digest: str, to_repo: str) -> Counter[str]:
+        """Copy manifest ``digest`` (and, recursively, its children and blobs) from ``source`` into
+        ``to_repo`` here, addressed by digest only: no tag is written.
+
+        Returns:
+            counts per outcome (``present``/``mounted``/``copied``) over blobs and manifests.
+        """
+        counts: Counter[str] = Counter()
+        manifest = source.get_manifest(from_repo, digest)
+        if source.host == self.host and from_repo == to_repo:
+            counts["present"] += 1
+            return counts
+        for child in manifest.children():
+            if manifest.is_index:
+                counts += self.copy_image(source, from_repo, child.digest, to_repo)
+            else:
+                counts[self.copy_blob(source, from_repo, to_repo, child)] += 1
+        try:
+            self.resolve(to_repo, digest)
+            counts["present"] += 1
+        except NotFoundError:
+            self.put_manifest(to_repo, digest, manifest.raw, manifest.descriptor.media_type)
+            counts["copied"] += 1
+        return counts
+
+
+def client_for(settings: Any, registry: str | None = None) -> RegistryClient:
+    """A client for ``registry`` (default: ``settings.registry.url``) configured from Settings.
+
+    The candidate registry uses ``registry.ca_file``/``registry.insecure``, a separate release registry
+    ``release.ca_file``/``release.insecure``; other registries use TLS with the system CAs. A loopback
+    registry (127.0.0.1, localhost) with no CA configured is spoken to over plain HTTP, as Docker
+    treats loopback registries as insecure (the embedded registry).
+    """
+    host = registry or settings.registry.url
+    ca_file, insecure = None, False
+    if host == settings.registry.url:
+        ca_file, insecure = settings.registry.ca_file, settings.registry.insecure
+    elif host == settings.release.registry:
+        ca_file, insecure = settings.release.ca_file, settings.release.insecure
+    if not ca_file and host.rsplit(":", 1)[0] in LOOPBACK:
+        insecure = True
+    # PADDLECD_REGISTRY_USERNAME/PASSWORD belong to the configured registries: never send them to another
+    # one (a base on Docker Hub, say); those use Docker's config.json / credential helpers only.
+    configured = host in (settings.registry.url, settings.release.registry)
+    return RegistryClient(host, ca_file=ca_file, insecure=insecure, retries=settings.registry.push_retries,
+                          env_credentials=configured)
+
+
+def open_reference(settings: Any, ref: str) -> tuple[RegistryClient, Reference]:
+    """Parse ``ref`` and return a client for its registry (see :func:`client_for`) with the Reference.
+
+    Raises:
+        ConfigError: ``ref`` is malformed.
+    """
+    parsed = parse_reference(ref)
+    return client_for(settings, parsed.registry), parsed

@@ -1,0 +1,129 @@
+"""Image references: ``[registry/]repository[:tag][@digest]``, parsed once and carried as values.
+
+The grammar is distribution's reference grammar (github.com/distribution/reference, ``regexp.go``):
+the first path component is a registry when it contains ``.`` or ``:`` or is ``localhost``; otherwise
+the registry is Docker Hub (``docker.io``) and one-component names get the ``library/`` prefix, as
+the Docker CLI does. Docker Hub's API endpoint is ``registry-1.docker.io``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from paddlecd.errors import ConfigError
+
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API = "registry-1.docker.io"
+
+# distribution/reference regexp.go: path components, tag and digest.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+_DOMAIN = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?\.?)+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
+_TAG = re.compile(r"[\w][\w.-]{0,127}")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
+_HINT = "use [registry[:port]/]repository[:tag][@sha256:<64 hex>], e.g. 127.0.0.1:5000/paddlecd/paddle:cpu"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A parsed image reference.
+
+    Attributes:
+        registry: ``host[:port]`` as written (``docker.io`` for Docker Hub).
+        repository: path inside the registry (``library/ubuntu``, ``paddlecd/paddle``).
+        tag: the tag, or None (a digest-only reference).
+        digest: ``sha256:<hex>``, or None.
+    """
+
+    registry: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+    def __str__(self) -> str:
+        out = f"{self.registry}/{self.repository}"
+        if self.tag:
+            out += f":{self.tag}"
+        if self.digest:
+            out += f"@{self.digest}"
+        return out
+
+    @property
+    def name(self) -> str:
+        """``registry/repository`` without tag or digest."""
+        return f"{self.registry}/{self.repository}"
+
+    @property
+    def api_host(self) -> str:
+        """The host serving the distribution API (Docker Hub's is ``registry-1.docker.io``)."""
+        return DOCKER_HUB_API if self.registry == DOCKER_HUB else self.registry
+
+    @property
+    def identifier(self) -> str:
+        """What goes after ``/manifests/``: the digest when present, else the tag."""
+        return self.digest or self.tag or "latest"
+
+    def by_digest(self, digest: str) -> Reference:
+        """The same repository pinned to ``digest`` (tag dropped): ``host/repo@sha256:…``."""
+        return replace(self, tag=None, digest=check_digest(digest))
+
+    def with_tag(self, tag: str) -> Reference:
+        """The same repository at ``tag`` (digest dropped)."""
+        if not _TAG.fullmatch(tag):
+            raise ConfigError(f"invalid tag {tag!r}", "tags are [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+        return replace(self, tag=tag, digest=None)
+
+
+def check_digest(digest: str) -> str:
+    """Return ``digest`` if it is ``sha256:<64 lowercase hex>`` (or sha512), else raise ConfigError."""
+    if not _DIGEST.fullmatch(digest or ""):
+        raise ConfigError(f"invalid digest {digest!r}", "a digest is sha256: followed by 64 lowercase hex digits")
+    return digest
+
+
+def parse_reference(ref: str, *, default_tag: str | None = "latest") -> Reference:
+    """Parse ``[registry/]repository[:tag][@digest]``.
+
+    Args:
+        ref: the reference text, e.g. ``127.0.0.1:5000/paddlecd/paddle:cpu`` or ``ubuntu``.
+        default_tag: tag used when neither tag nor digest is given (Docker uses ``latest``).
+
+    Returns:
+        a :class:`Reference`; ``str()`` of it parses back to an equal value.
+
+    Raises:
+        ConfigError: empty, upper-case repository, bad tag or digest, name longer than 255 characters.
+    """
+    text = (ref or "").strip()
+    rest, _, digest = text.partition("@")
+    if digest:
+        check_digest(digest)
+    registry, path = _split_registry(rest, ref)
+    path, tag = _split_tag(path, ref)
+    if not _REPOSITORY.fullmatch(path) or len(f"{registry}/{path}") > 255:
+        raise ConfigError(f"invalid image reference {ref!r}: bad repository {path!r}", _HINT)
+    if registry == DOCKER_HUB and "/" not in path:
+        path = f"library/{path}"
+    return Reference(registry, path, tag or (None if digest else default_tag), digest or None)
+
+
+def _split_registry(rest: str, ref: str) -> tuple[str, str]:
+    first, slash, path = rest.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        if not _DOMAIN.fullmatch(first):
+            raise ConfigError(f"invalid image reference {ref!r}: bad registry {first!r}", _HINT)
+        registry = DOCKER_HUB if first in ("index.docker.io", DOCKER_HUB_API) else first
+        return registry, path
+    if not rest:
+        raise ConfigError(f"invalid image reference {ref!r}: empty", _HINT)
+    return DOCKER_HUB, rest
+
+
+def _split_tag(path: str, ref: str) -> tuple[str, str | None]:
+    name, colon, tag = path.rpartition(":")
+    if not colon or "/" in tag:
+        return path, None
+    if not _TAG.fullmatch(tag):
+        raise ConfigError(f"invalid image reference {ref!r}: bad tag {tag!r}", _HINT)
+    return name, tag

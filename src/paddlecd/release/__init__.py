@@ -1,0 +1,6 @@
+"""The release room: promote a verified digest to semver tags, roll back, and read the ledger.
+
+Modules: :mod:`.promote` (plan then act: the promotion and rollback entry points), :mod:`.plan`
+(what a promotion writes), :mod:`.query` (releases and their history), :mod:`.ledger` (append-only
+records in the release repository), :mod:`.policy` (semver rules and moving tags).
+"""

@@ -1,0 +1,245 @@
+"""Plans for promotions and rollbacks: what tags change where, and whether evidence allows it.
+
+A plan is computed from the registry (current tags) and the ledger (the order of past actions): the
+ledger's :func:`~paddlecd.release.policy.fold`, with this action appended, says where every tag of the
+version must point; a :class:`TagWrite` is planned for each tag that does not point there yet. A
+re-run after a crash therefore plans exactly the writes that are still missing (convergence), and a
+complete re-run plans nothing (idempotent no-op). Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import semver
+
+from paddlecd.config import Settings
+from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
+from paddlecd.image import variants
+from paddlecd.registry.client import Manifest, RegistryClient, client_for
+from paddlecd.registry.reference import Reference, check_digest, parse_reference
+from paddlecd.release import ledger
+from paddlecd.release.ledger import Record
+from paddlecd.release.policy import Action, State, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
+from paddlecd.verify import evidence
+
+
+@dataclass(frozen=True)
+class TagWrite:
+    """One planned tag write: ``tag`` → ``digest`` (release ``version``); ``previous`` digest or None."""
+
+    tag: str
+    digest: str
+    version: str
+    previous: str | None
+    previous_version: str | None
+    moving: bool
+
+
+@dataclass
+class Plan:
+    """A promotion or rollback, fully decided. ``record`` is None when the ledger already has it.
+
+    ``evidence_problem`` is why evidence refuses (None: evidence is fine or not needed).
+    """
+
+    action: str
+    variant: str
+    version: str
+    digest: str
+    source: str
+    target: str
+    repository: str
+    writes: list[TagWrite]
+    kept: list[str]
+    record: Record | None
+    evidence_problem: str | None = None
+    src: RegistryClient | None = field(default=None, repr=False)
+    dst: RegistryClient | None = field(default=None, repr=False)
+    manifests: dict[str, Manifest] = field(default_factory=dict, repr=False)  # by digest, for tag writes
+
+    @property
+    def noop(self) -> bool:
+        """True when every tag already points where it must and the ledger has the record."""
+        return not self.writes and self.record is None
+
+    def describe(self) -> list[str]:
+        """The plan as lines for the user: every tag, where, from which digest, what it pointed to."""
+        head = f"{self.action} {self.version}-{self.variant}: {self.source} → {self.target}"
+        if self.noop:
+            return [head, "  nothing to do: every tag is in place and the ledger has the record (no-op)"]
+        lines = [head]
+        for w in self.writes:
+            was = f"was {w.previous_version or '?'} ({w.previous})" if w.previous else "new"
+            kind = "moving" if w.moving else "immutable"
+            lines.append(f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; {was})")
+        lines += [f"  keep            {k}" for k in self.kept]
+        lines.append(f"  ledger record   new {self.action} record in {self.target}" if self.record
+                     else "  ledger          already recorded")
+        return lines
+
+
+def target(settings: Settings) -> tuple[RegistryClient, Reference]:
+    """Client and reference (no tag) of the release repository."""
+    host = settings.release.registry or settings.registry.url
+    return client_for(settings, host), Reference(host, settings.release.repository)
+
+
+def current(client: RegistryClient, repository: str, tag: str) -> str | None:
+    """The digest ``tag`` points to now, or None when it does not exist."""
+    try:
+        return client.resolve(repository, tag).digest
+    except NotFoundError:
+        return None
+
+
+def actions_of(records: list[Record]) -> list[Action]:
+    """Ledger records as fold actions."""
+    return [Action(r.action, semver.Version.parse(r.version), r.digest, r.id) for r in records]  # type: ignore[arg-type]
+
+
+def desired(state: State, version: semver.Version, variant: str) -> dict[str, str]:
+    """``{tag: digest}`` the immutable and moving tags of ``version`` must have in ``state``."""
+    want = {release_tag(version, variant): state.releases.get(version)}
+    want.update({t: state.digest_of(t) for t in moving_tags(version, variant)})
+    return {t: d for t, d in want.items() if d}
+
+
+def _writes(dst: RegistryClient, repo: str, old: State, new: State, version: semver.Version,
+            variant: str) -> tuple[list[TagWrite], list[str]]:
+    writes, kept = [], []
+    immutable = release_tag(version, variant)
+    for tag, digest in desired(new, version, variant).items():
+        points_to = new.moving.get(tag, version)
+        if tag != immutable and points_to != version:
+            kept.append(f"{tag} stays on {points_to} (higher than {version}: moving tags only move forward)")
+        have = current(dst, repo, tag)
+        if have != digest:
+            before = old.moving.get(tag) if tag != immutable else None
+            writes.append(TagWrite(tag, digest, str(points_to), have, str(before) if before else None, tag != immutable))
+    return writes, kept
+
+
+def _source(settings: Settings, variant: str, digest: str | None) -> tuple[RegistryClient, Reference]:
+    if digest is None:
+        cand = evidence.load_candidate(settings, variant)
+        if not cand:
+            raise PromotionError(f"no candidate recorded for variant '{variant}'",
+                                 f"run: invoke push --variant {variant} && invoke verify --variant {variant}, or pass --digest sha256:…")
+        ref = parse_reference(cand["reference"])
+        return client_for(settings, ref.registry), ref.by_digest(cand["digest"])
+    src = client_for(settings)
+    if not digest.startswith("sha256:"):
+        try:
+            now = current(src, settings.registry.repository, digest)
+        except PaddlecdError:
+            now = None  # not even a valid tag: the message below still applies
+        hint = f"it points to {now} now; " if now else ""
+        raise ConfigError(f"--digest {digest!r} is a tag, not a digest: tags move, evidence is per digest",
+                          hint + "pass the digest verify checked (--digest sha256:…), or only --variant for the last candidate")
+    return src, Reference(settings.registry.url, settings.registry.repository, None, check_digest(digest))
+
+
+def evidence_problem(settings: Settings, variant: str, digest: str) -> tuple[str | None, dict[str, Any] | None]:
+    """Why the evidence for ``digest`` does not allow a promotion (None: it does), and the record."""
+    ev = evidence.load(settings, digest)
+    if ev is None:
+        return f"no evidence for {digest} (verify never ran on this digest; store {settings.state / 'evidence'})", None
+    if ev.get("digest") != digest or ev.get("variant", variant) != variant:
+        return f"evidence file for {digest} names {ev.get('variant')}@{ev.get('digest')}", ev
+    if not ev.get("passed"):
+        failed = [c.get("name", "?") for c in ev.get("checks", []) if not c.get("passed")]
+        return f"evidence for {digest} is failing ({', '.join(failed) or 'passed: false'})", ev
+    missing = evidence.missing_checks(ev)
+    if missing:
+        return f"evidence for {digest} lacks the {', '.join(missing)} checks (an incomplete smoke run)", ev
+    age, limit = evidence.age_hours(ev), settings.release.evidence_max_age_hours
+    if age > limit:
+        return f"evidence for {digest} is stale: {age:.1f} h old, limit release.evidence_max_age_hours={limit:g}", ev
+    return None, ev
+
+
+def _summary(ev: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not ev:
+        return None
+    checks = ev.get("checks", [])
+    return {"passed": bool(ev.get("passed")), "checks": len(checks), "created": ev.get("created"),
+            "failed": [c.get("name") for c in checks if not c.get("passed")]}
+
+
+def plan_promotion(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,
+                   digest: str | None = None, forced: bool = False, reason: str | None = None) -> Plan:
+    """Plan promoting ``digest`` (default: the variant's last candidate) to ``version`` (or ``--bump part``).
+
+    Raises:
+        ConfigError: unknown variant, invalid version, a tag given as ``digest``.
+        PromotionError: no candidate, digest not in the candidate repository, clobber of an immutable tag.
+        RegistryError: the registry failed.
+    """
+    variants.get(settings, variant)
+    src, src_ref = _source(settings, variant, digest)
+    try:
+        src.resolve(src_ref.repository, src_ref.digest or "")
+    except NotFoundError as e:
+        raise PromotionError(f"digest {src_ref.digest} is not in {src_ref.name}",
+                             "pass a digest that was pushed there (see invoke push output / the candidate record)") from e
+    dst, dst_ref = target(settings)
+    tags = dst.list_tags(dst_ref.repository)
+    records = ledger.read(dst, dst_ref.repository, variant, tags)
+    old = fold(actions_of(records), variant)
+    known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
+    v = parse_version(version) if version else bump(known, part or "patch")
+    d = src_ref.digest or ""
+    _refuse_clobber(dst, dst_ref, old, v, variant, d)
+    done = any(r.action == "promote" and r.version == str(v) and r.digest == d for r in records)
+    record_id = ledger.new_id(variant)
+    new = fold([*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])], variant)
+    writes, kept = _writes(dst, dst_ref.repository, old, new, v, variant)
+    problem, ev = evidence_problem(settings, variant, d)
+    record = None if done else Record(
+        id=record_id, action="promote", variant=variant, version=str(v), digest=d, source=str(src_ref),
+        target=dst_ref.name, tags=tuple(desired(new, v, variant)), previous=_previous(old, v, variant),
+        evidence=f"{d}@{ev.get('created')}" if ev else None, evidence_summary=_summary(ev),
+        forced=forced, reason=reason, who=ledger.who(), when=ledger.now_iso())
+    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository, writes, kept, record, problem, src, dst)
+
+
+def _refuse_clobber(dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str) -> None:
+    tag = release_tag(v, variant)
+    existing = state.releases.get(v) or current(dst, ref.repository, tag)
+    if existing and existing != d:
+        raise PromotionError(f"{ref.name}:{tag} exists on {existing}; releases are immutable, refusing to re-point it to {d}",
+                             "promote a new version (e.g. --bump patch); a release is never overwritten")
+
+
+def _previous(state: State, v: semver.Version, variant: str) -> dict[str, str | None]:
+    return {t: (f"{state.moving[t]}@{state.digest_of(t)}" if t in state.moving else None) for t in moving_tags(v, variant)}
+
+
+def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
+    """Plan re-pointing the moving tags of release ``to`` back to it.
+
+    Raises:
+        ConfigError: unknown variant, invalid version or a pre-release.
+        PromotionError: ``to`` is no release of ``variant`` in the ledger.
+    """
+    variants.get(settings, variant)
+    v = parse_version(to)
+    if v.prerelease:
+        raise ConfigError(f"cannot roll back to pre-release {v}: it owns no moving tag", "roll back to a release X.Y.Z")
+    dst, ref = target(settings)
+    records = ledger.read(dst, ref.repository, variant)
+    old = fold(actions_of(records), variant)
+    if v not in old.releases:
+        raise PromotionError(f"no release {release_tag(v, variant)} in the ledger of {ref.name}",
+                             f"see: invoke release.list --variant {variant}")
+    d, record_id = old.releases[v], ledger.new_id(variant)
+    new = fold([*actions_of(records), Action("rollback", v, d, record_id)], variant)
+    writes, _ = _writes(dst, ref.repository, old, new, v, variant)
+    done = all(old.moving.get(t) == v for t in moving_tags(v, variant))
+    record = None if done else Record(
+        id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
+        source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
+        previous=_previous(old, v, variant), who=ledger.who(), when=ledger.now_iso())
+    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository, writes, [], record, None, dst, dst)

@@ -1,0 +1,140 @@
+"""Release versions, release tags and the moving-tag rules (issue 3), on the ``semver`` package.
+
+For version ``X.Y.Z`` of variant ``V`` a promotion writes the immutable tag ``X.Y.Z-V`` and the moving
+tags ``X.Y-V``, ``X-V`` and ``latest-V``. Precedence is Semantic Versioning 2.0.0 §11 (semver.org):
+numeric identifiers compare as numbers (1.10.0 > 1.9.0), a pre-release is lower than its release
+(1.5.0-rc.1 < 1.5.0), pre-release identifiers compare left to right, numeric below alphanumeric.
+``semver.Version`` implements exactly that; nothing here compares strings.
+
+Rules:
+
+* a moving tag only moves forward: it is re-pointed when the promoted version is higher than the
+  version it points at now, so out-of-order promotions end on the highest version;
+* a pre-release (``1.5.0-rc.1``) gets only its immutable tag and never moves a moving tag;
+* a rollback re-points the moving tags of its target version back to it — the one way back — and
+  later promotions move forward from there;
+* the first promotion of a version claims it; a later claim with another digest is void (clobber).
+
+:func:`fold` replays ledger actions in ledger order into the state the tags must have; the
+release module writes that state and checks it (which is what makes re-runs converge).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import semver
+
+from paddlecd.errors import ConfigError
+
+Part = Literal["major", "minor", "patch"]
+_FORMAT = "use X.Y.Z (Semantic Versioning 2.0.0), e.g. 1.4.0 or 1.5.0-rc.1"
+
+
+def parse_version(text: str) -> semver.Version:
+    """Parse a release version strictly.
+
+    Raises:
+        ConfigError: ``v1.4`` (leading ``v``), ``1.4`` (missing patch), ``01.2.3`` (leading zero),
+            build metadata (``+…`` cannot be in an image tag and has no precedence, semver §10).
+    """
+    text = (text or "").strip()
+    if text[:1] in ("v", "V"):
+        rest = text[1:]
+        fixed = rest if re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", rest) else None
+        raise ConfigError(f"invalid version {text!r}: no 'v' prefix in release versions",
+                          f"{_FORMAT}" + (f": {fixed}" if fixed else ""))
+    try:
+        version = semver.Version.parse(text)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"invalid version {text!r}: not MAJOR.MINOR.PATCH without leading zeros", _FORMAT) from e
+    if version.build:
+        raise ConfigError(f"invalid version {text!r}: build metadata ('+{version.build}') cannot be in a tag",
+                          "drop the '+…' part; use a pre-release (-rc.1) to distinguish builds")
+    return version
+
+
+def release_tag(version: semver.Version, variant: str) -> str:
+    """The immutable tag: ``X.Y.Z[-pre]-V``."""
+    return f"{version}-{variant}"
+
+
+def moving_tags(version: semver.Version, variant: str) -> list[str]:
+    """The moving tags a release may move, most specific first; none for a pre-release."""
+    if version.prerelease:
+        return []
+    return [f"{version.major}.{version.minor}-{variant}", f"{version.major}-{variant}", f"latest-{variant}"]
+
+
+def parse_release_tag(tag: str, variant: str) -> semver.Version | None:
+    """The version of an immutable release tag of ``variant``, or None for any other tag."""
+    suffix = f"-{variant}"
+    if not tag.endswith(suffix):
+        return None
+    try:
+        version = semver.Version.parse(tag[: -len(suffix)])
+    except ValueError:
+        return None
+    return None if version.build else version
+
+
+def bump(releases: Iterable[semver.Version], part: Part) -> semver.Version:
+    """The next version after the highest existing release (pre-releases ignored); from 0.0.0 if none.
+
+    Raises:
+        ConfigError: ``part`` is not major, minor or patch.
+    """
+    if part not in ("major", "minor", "patch"):
+        raise ConfigError(f"invalid --bump {part!r}", "use --bump major, minor or patch")
+    finals = [v for v in releases if not v.prerelease]
+    return max(finals, default=semver.Version(0, 0, 0)).next_version(part)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One ledger action: ``kind`` promote/rollback, ``version``, ``digest``, ordered by ``key``."""
+
+    kind: Literal["promote", "rollback"]
+    version: semver.Version
+    digest: str
+    key: str
+
+
+@dataclass
+class State:
+    """Where releases and moving tags stand: ``releases`` {version: digest}, ``moving`` {tag: version},
+    ``void`` keys of actions that did not apply (a clobbering promotion, a rollback to no release)."""
+
+    releases: dict[semver.Version, str] = field(default_factory=dict)
+    moving: dict[str, semver.Version] = field(default_factory=dict)
+    void: list[str] = field(default_factory=list)
+
+    def digest_of(self, tag: str) -> str | None:
+        """The digest moving ``tag`` must point at, or None when it must not exist yet."""
+        version = self.moving.get(tag)
+        return self.releases.get(version) if version is not None else None
+
+
+def fold(actions: Iterable[Action], variant: str) -> State:
+    """Replay ``actions`` in ``key`` order into the :class:`State` the tags of ``variant`` must have."""
+    state = State()
+    for a in sorted(actions, key=lambda a: a.key):
+        claimed = state.releases.get(a.version)
+        if a.kind == "promote":
+            if claimed is not None and claimed != a.digest:
+                state.void.append(a.key)
+                continue
+            state.releases[a.version] = a.digest
+            for tag in moving_tags(a.version, variant):
+                current = state.moving.get(tag)
+                if current is None or a.version > current:
+                    state.moving[tag] = a.version
+        elif claimed is None or a.version.prerelease:
+            state.void.append(a.key)
+        else:
+            for tag in moving_tags(a.version, variant):
+                state.moving[tag] = a.version
+    return state

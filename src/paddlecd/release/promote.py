@@ -1,0 +1,205 @@
+"""Release management (issue 3): promote a verified digest to a semver release, roll back, look up.
+
+A promotion runs as named, timed phases (promo-tools' pipeline; STYLE.md §10):
+
+``plan`` → ``check evidence`` → ``copy`` → ``write ledger`` → ``write tags`` → ``verify digests``
+
+* copy: the image goes into the release repository by digest only — blobs mounted within one
+  registry (no bytes move), streamed across registries only when missing (crane ``copy``);
+* write ledger *before* the tags: the ledger record is the intent, and the tags are materialised from
+  the ledger's :func:`~paddlecd.release.policy.fold`. So a crash anywhere converges on re-run (the
+  re-run plans only what is missing), and two concurrent promoters agree on every moving tag
+  because each reconciles the tags against the fold of *all* records after its own writes;
+* verify digests: re-read every tag of the version and the ledger; drift is re-written and re-checked.
+
+A failure names its phase. Promotions of one variant from one machine are also serialised by a
+file lock under the state folder (CI runners on one host), which keeps the registry traffic simple.
+Library code never prints: progress goes to the ``report`` callback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import filelock
+import semver
+
+from paddlecd.config import Settings
+from paddlecd.errors import ConfigError, PaddlecdError, PromotionError
+from paddlecd.image import variants
+from paddlecd.release import ledger
+from paddlecd.release.plan import Plan, actions_of, current, desired, plan_promotion, plan_rollback
+from paddlecd.release.policy import fold, parse_version
+from paddlecd.release.query import Release, find, history, list_releases, show, split_release_tag  # re-exported
+
+Report = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    """What a promotion or rollback did: its ``plan``, ``phases`` [(name, seconds)], blob ``copied``
+    counts (present/mounted/copied), ``bytes_uploaded`` into the target, tags ``written``."""
+
+    plan: Plan | None = None
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    copied: Counter[str] = field(default_factory=Counter)
+    bytes_uploaded: int = 0
+    written: list[str] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def phase(self, name: str, report: Report) -> Iterator[None]:
+        """Time phase ``name``; re-raise any failure as the same error type naming the phase."""
+        start = time.monotonic()
+        try:
+            yield
+        except PaddlecdError as e:
+            raise type(e)(f"phase '{name}' failed: {e.cause}", e.hint) from e
+        except Exception as e:  # noqa: BLE001 - anything else is still reported with its phase
+            raise PromotionError(f"phase '{name}' failed: {type(e).__name__}: {e}",
+                                 "fix the cause and re-run the same command: promotion converges") from e
+        finally:
+            self.phases.append((name, time.monotonic() - start))
+        report(f"phase {name}: {self.phases[-1][1]:.2f} s")
+
+
+@contextlib.contextmanager
+def _locked(settings: Settings, variant: str, timeout: float = 600) -> Iterator[None]:
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", f"{settings.release_repo}-{variant}")
+    path = settings.state / "locks" / f"release-{slug}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with filelock.FileLock(str(path), timeout=timeout):
+            yield
+    except filelock.Timeout as e:
+        raise PromotionError(f"another promotion of {variant} held {path} for {timeout:.0f} s",
+                             "wait for it to finish; remove the lock file only if no promotion runs") from e
+
+
+def promote(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,
+            digest: str | None = None, force: bool = False, reason: str | None = None,
+            execute: bool = False, report: Report = lambda line: None) -> Outcome:
+    """Promote a verified digest of ``variant`` to release ``version`` (or the next ``part`` bump).
+
+    Without ``execute`` it stops after the evidence check (``--dry-run``, or no ``--yes``).
+
+    Args:
+        digest: ``sha256:…`` in the candidate repository; default: the variant's last candidate
+            (``<state>/candidates/<variant>.json``).
+        force, reason: promote despite missing/failed/stale evidence; ``reason`` is required and recorded.
+        report: receives the plan lines and progress.
+
+    Raises:
+        ConfigError: bad flags, invalid version, unknown variant, a tag given as a digest.
+        PromotionError: no candidate, digest not in the repository, clobber, evidence refused, a
+            failed phase (named in the message).
+        RegistryError: the registry failed during planning.
+    """
+    if bool(version) == bool(part):
+        raise ConfigError("pass exactly one of --version X.Y.Z and --bump major|minor|patch",
+                          "e.g. invoke promote --variant cpu --version 1.4.0 --dry-run")
+    if force and not (reason or "").strip():
+        raise ConfigError("--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"')
+    if version:
+        parse_version(version)  # bad input is refused before any registry is asked
+    variants.get(settings, variant)  # …and before a lock file is made for it
+    outcome = Outcome()
+    with _locked(settings, variant) if execute else contextlib.nullcontext():
+        with outcome.phase("plan", report):
+            plan = outcome.plan = plan_promotion(settings, variant=variant, version=version, part=part,
+                                                 digest=digest, forced=force, reason=reason)
+        for line in plan.describe():
+            report(line)
+        if plan.noop:
+            return outcome
+        with outcome.phase("check evidence", report):
+            if plan.evidence_problem and not force:
+                raise PromotionError(f"refused: {plan.evidence_problem}",
+                                     f"run: invoke verify --variant {variant}; or --force --reason '…' (recorded)")
+        if execute:
+            _apply(plan, outcome, report)
+    return outcome
+
+
+def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False,
+             report: Report = lambda line: None) -> Outcome:
+    """Re-point the moving tags of release ``to`` of ``variant`` back to it (recorded as a rollback).
+
+    Raises:
+        ConfigError: invalid version, pre-release, unknown variant.
+        PromotionError: ``to`` is not a release; a failed phase (named).
+    """
+    outcome = Outcome()
+    with _locked(settings, variant) if execute else contextlib.nullcontext():
+        with outcome.phase("plan", report):
+            plan = outcome.plan = plan_rollback(settings, variant=variant, to=to)
+        for line in plan.describe():
+            report(line)
+        if execute and not plan.noop:
+            _apply(plan, outcome, report)
+    return outcome
+
+
+def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
+    assert plan.src and plan.dst
+    dst, repo = plan.dst, plan.repository
+    if plan.action == "promote":
+        with outcome.phase("copy", report):
+            before = dst.stats["bytes_uploaded"]
+            outcome.copied = dst.copy_image(plan.src, _repo_of(plan.source), plan.digest, repo)
+            outcome.bytes_uploaded = dst.stats["bytes_uploaded"] - before
+            report(f"copied: {dict(outcome.copied)}, {outcome.bytes_uploaded} bytes uploaded")
+    with outcome.phase("write ledger", report):
+        if plan.record:  # id and time taken now, not at plan time: the ledger order is the write order
+            record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant), when=ledger.now_iso())
+            ledger.append(dst, repo, record)
+            report(f"ledger record {record.id}")
+    with outcome.phase("write tags", report):
+        for w in plan.writes:
+            _write_tag(plan, w.tag, w.digest)
+            outcome.written.append(w.tag)
+            report(f"wrote {plan.target}:{w.tag} → {w.digest}")
+    with outcome.phase("verify digests", report):
+        _reconcile(plan, outcome, report)
+
+
+def _repo_of(reference: str) -> str:
+    return reference.split("@")[0].split("/", 1)[1]
+
+
+def _write_tag(plan: Plan, tag: str, digest: str) -> None:
+    assert plan.dst
+    if digest not in plan.manifests:
+        plan.manifests[digest] = plan.dst.get_manifest(plan.repository, digest)
+    manifest = plan.manifests[digest]
+    plan.dst.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
+
+
+def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) -> None:
+    """Check every tag of the version against the fold of all ledger records; rewrite drift."""
+    assert plan.dst
+    version = semver.Version.parse(plan.version)
+    for _ in range(rounds):
+        state = fold(actions_of(ledger.read(plan.dst, plan.repository, plan.variant)), plan.variant)
+        drift = {t: d for t, d in desired(state, version, plan.variant).items()
+                 if current(plan.dst, plan.repository, t) != d}
+        for tag, digest in drift.items():
+            _write_tag(plan, tag, digest)
+            outcome.written.append(tag)
+            report(f"reconciled {plan.target}:{tag} → {digest}")
+        if plan.action == "promote" and state.releases.get(version) != plan.digest:  # tags restored above
+            raise PromotionError(f"{plan.version}-{plan.variant} was claimed first by {state.releases.get(version)}",
+                                 "a concurrent promotion took this version; promote yours as another version")
+        if not drift:
+            return
+    raise PromotionError(f"tags of {plan.version}-{plan.variant} kept changing under this promotion",
+                         "another promotion is running; re-run when it has finished")
+
+
+__all__ = ["Outcome", "Plan", "Release", "find", "history", "list_releases", "promote",
+           "rollback", "show", "split_release_tag"]

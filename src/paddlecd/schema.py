@@ -1,0 +1,69 @@
+"""JSON Schema validation of user files, with errors a person can act on.
+
+One place turns the first jsonschema error into a one-line cause naming the file and the location,
+and a hint: unknown keys and unknown enum values get a "did you mean" (difflib), anything else points at
+the schema file. Used for images/variants.yaml, train.yaml job files and pipelines/*.yaml.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from paddlecd.errors import ConfigError, PaddlecdError
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """The packaged schema ``src/paddlecd/schemas/<name>`` as a dict."""
+    return json.loads(resources.files("paddlecd").joinpath(f"schemas/{name}").read_text())
+
+
+def where(e: jsonschema.ValidationError) -> str:
+    """The error's location as ``stages[1].stage`` (``(top level)`` for the document itself)."""
+    parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path]
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+def _rank(e: jsonschema.ValidationError) -> tuple[int, int, list[str]]:
+    # The most specific problem first: unknown keys and values before the if/then echoes of them.
+    order = {"additionalProperties": 0, "enum": 1, "required": 2}
+    return order.get(str(e.validator), 3), -len(e.absolute_path), [str(p) for p in e.absolute_path]
+
+
+def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError] = ConfigError,
+          messages: Mapping[str, str] | None = None) -> None:
+    """Validate ``data`` against packaged schema ``schema_name``.
+
+    Args:
+        source: the file name, first word of every cause.
+        error: the error class to raise (ConfigError, PipelineError…).
+        messages: replacement text per jsonschema keyword (e.g. ``{"oneOf": "give exactly one of …"}``).
+
+    Raises:
+        error: the first (most specific) violation, as one line plus a hint.
+    """
+    errors = list(jsonschema.Draft202012Validator(load_schema(schema_name)).iter_errors(data))
+    if not errors:
+        return
+    e = min(errors, key=_rank)
+    at, see = where(e), f"see src/paddlecd/schemas/{schema_name}"
+    if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+        allowed = list(e.schema.get("properties", {}))
+        extra = next((k for k in e.instance if k not in allowed), "?")
+        close = difflib.get_close_matches(str(extra), allowed, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else (
+            "allowed keys: " + ", ".join(allowed) if allowed else f"{at} takes no parameters here: remove it")
+        raise error(f"{source}: unknown key '{extra}' at {at}", hint)
+    if e.validator == "enum" and e.absolute_path and isinstance(e.absolute_path[-1], str):
+        key, options = e.absolute_path[-1], [str(v) for v in e.validator_value]
+        close = difflib.get_close_matches(str(e.instance), options, n=1)
+        raise error(f"{source}: unknown {key} '{e.instance}' at {at}",
+                    (f"did you mean '{close[0]}'? " if close else "") + f"{key}s: " + ", ".join(options))
+    if messages and str(e.validator) in messages:
+        raise error(f"{source}: {at}: {messages[str(e.validator)]}", see)
+    raise error(f"{source}: {at}: {e.message}", see)

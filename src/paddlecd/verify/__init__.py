@@ -1,0 +1,5 @@
+"""The verify room: run the smoke suite inside an image digest and keep what it measured.
+
+Modules: :mod:`.run` (the smoke container, JUnit parsing, the step summary), :mod:`.evidence` (the
+evidence record keyed by digest), :mod:`.drivers` (NVIDIA's minimum driver per CUDA release).
+"""

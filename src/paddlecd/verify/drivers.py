@@ -1,0 +1,117 @@
+"""NVIDIA driver requirements for CUDA images, checked on the host before any GPU container starts.
+
+Source: NVIDIA CUDA Toolkit Release Notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions"
+(Linux x86_64, "Toolkit Driver Version", the GA release of each minor) and Table 2 "CUDA Minor Version
+Compatibility" (minimum driver for any toolkit of a major line: >= 450.80.02 for CUDA 11.x, >= 525.60.13
+for CUDA 12.x). https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html
+
+Below the minor-compatibility minimum nothing runs. Between it and the toolkit's own driver version
+CUDA itself would run most kernels (no PTX JIT), but images built from nvidia/cuda — Paddle's are —
+carry ``NVIDIA_REQUIRE_CUDA=cuda>=X.Y`` and the NVIDIA Container Toolkit refuses to start them, so
+verify requires the toolkit driver (``doctor`` warns in that band).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from paddlecd.errors import VerifyError
+
+# CUDA major.minor -> driver shipped with that toolkit's GA release (Table 3, Linux).
+TOOLKIT_DRIVER: dict[str, str] = {
+    "11.0": "450.36.06", "11.1": "455.23.05", "11.2": "460.27.03", "11.3": "465.19.01",
+    "11.4": "470.42.01", "11.5": "495.29.05", "11.6": "510.39.01", "11.7": "515.43.04",
+    "11.8": "520.61.05", "12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03",
+    "12.3": "545.23.06", "12.4": "550.54.14", "12.5": "555.42.02", "12.6": "560.28.03",
+    "12.8": "570.26", "12.9": "575.51.03",
+}
+# CUDA major -> minimum driver under minor version compatibility (Table 2).
+MINOR_COMPAT_MIN: dict[str, str] = {"11": "450.80.02", "12": "525.60.13"}
+
+
+def _v(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
+@dataclass(frozen=True)
+class DriverCheck:
+    """Outcome: ``ok`` (runs), ``full`` (meets the toolkit driver too), and a one-line ``message``."""
+
+    cuda: str
+    driver: str
+    ok: bool
+    full: bool
+    message: str
+
+
+def required(cuda: str) -> tuple[str, str]:
+    """``(minimum, toolkit)`` driver versions for CUDA ``major.minor``.
+
+    Raises:
+        VerifyError: the CUDA version is not in the table (add it from NVIDIA's release notes).
+    """
+    key = ".".join(cuda.split(".")[:2])
+    if key not in TOOLKIT_DRIVER or key.split(".")[0] not in MINOR_COMPAT_MIN:
+        raise VerifyError(f"CUDA {cuda} is not in the driver table", "add it to paddlecd/drivers.py from NVIDIA's Table 3")
+    return MINOR_COMPAT_MIN[key.split(".")[0]], TOOLKIT_DRIVER[key]
+
+
+def check(cuda: str, driver: str) -> DriverCheck:
+    """Compare host ``driver`` (e.g. ``"550.54.15"``) with what CUDA ``cuda`` needs."""
+    minimum, toolkit = required(cuda)
+    ok, full = _v(driver) >= _v(minimum), _v(driver) >= _v(toolkit)
+    if not ok:
+        msg = f"driver {driver} is older than {minimum}, the minimum for CUDA {cuda.split('.')[0]}.x"
+    elif not full:
+        msg = f"driver {driver} runs CUDA {cuda} under minor-version compatibility (toolkit driver {toolkit}; no PTX JIT)"
+    else:
+        msg = f"driver {driver} >= {toolkit} (CUDA {cuda} toolkit driver)"
+    return DriverCheck(cuda, driver, ok, full, msg)
+
+
+def pinned_devices() -> list[str] | None:
+    """GPU indexes this job is pinned to on a shared host: ``$NVIDIA_VISIBLE_DEVICES`` or
+    ``$CUDA_VISIBLE_DEVICES`` as a comma list (``all``/empty/unset: not pinned → None)."""
+    for name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        value = os.environ.get(name, "").strip()
+        if value and value not in ("all", "none", "void"):
+            return [d.strip() for d in value.split(",") if d.strip()]
+    return None
+
+
+def host_gpus() -> tuple[str | None, int]:
+    """``(driver version, GPU count)`` from ``nvidia-smi``; ``(None, 0)`` when there is no NVIDIA driver.
+    When the job is pinned (:func:`pinned_devices`) the count is the number of pinned cards."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None, 0
+    try:
+        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None, 0
+    pinned = pinned_devices()
+    return (out[0] if out else None), (min(len(pinned), len(out)) if pinned else len(out))
+
+
+def require_for(cuda: str) -> DriverCheck:
+    """Check this host can run CUDA ``cuda`` images (GPU-only path of verify).
+
+    Raises:
+        VerifyError: no NVIDIA driver/GPU, or the driver is below the minimum.
+    """
+    driver, count = host_gpus()
+    if not driver or count == 0:
+        raise VerifyError("no NVIDIA GPU/driver on this host (nvidia-smi found none)",
+                          "run GPU variants on a GPU runner; verify the cpu variant here")
+    result = check(cuda, driver)
+    if not result.full:
+        # Paddle's GPU images derive from nvidia/cuda and carry NVIDIA_REQUIRE_CUDA=cuda>=X.Y, so the
+        # NVIDIA Container Toolkit refuses to start them below the toolkit driver ("unsatisfied
+        # condition: cuda>=…"), minor-version compatibility or not: fail here, clearly, instead.
+        raise VerifyError(result.message + "; the image's NVIDIA_REQUIRE_CUDA will refuse to start",
+                          f"upgrade the NVIDIA driver to >= {required(cuda)[1]}")
+    return result

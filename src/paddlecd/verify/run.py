@@ -1,0 +1,187 @@
+"""verify: run the smoke suite inside ``repo@sha256:…`` and turn its JUnit XML into evidence.
+
+GPU variants get every card (``--gpus all``), a large ``--shm-size`` and ``--ipc=host`` (NCCL's
+shared-memory transport needs them); the host driver is checked against NVIDIA's table before any
+container starts. CPU variants run the collective checks on 2 processes with gloo.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from paddlecd import engine
+from paddlecd.config import Settings
+from paddlecd.errors import ConfigError, VerifyError
+from paddlecd.image import push as publish
+from paddlecd.image import variants
+from paddlecd.registry import client as registry
+from paddlecd.verify import drivers, evidence
+
+Echo = Callable[[str], None]
+SMOKE_CMD = ["python3", "-m", "pytest", "/smoke", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
+             "--junitxml=/out/junit.xml", "-q", "-rfE"]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A finished verification: ``passed``, the ``evidence`` record and the files written."""
+
+    reference: str
+    passed: bool
+    record: dict[str, Any]
+    evidence_path: Path
+    out_dir: Path
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [c for c in self.record["checks"] if not c["passed"]]
+
+
+def target(settings: Settings, variant: str | None, image: str | None) -> str:
+    """The ``host/repo@sha256:…`` to verify: ``image`` (a tag is resolved once, here) or the candidate
+    last pushed for ``variant``.
+
+    Raises:
+        ConfigError: neither given, or no candidate recorded for the variant.
+    """
+    if image:
+        ref = registry.parse_reference(image)
+        if ref.digest:
+            return str(ref)
+        digest = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.identifier).digest
+        return f"{ref.registry}/{ref.repository}@{digest}"
+    if not variant:
+        raise ConfigError("nothing to verify: give --variant or --image", "e.g. invoke verify --variant cpu")
+    variants.get(settings, variant)
+    cand = evidence.load_candidate(settings, variant)
+    if not cand:
+        raise ConfigError(f"no pushed candidate for variant '{variant}'", f"run: invoke build push --variant {variant}")
+    return cand["reference"]
+
+
+def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[str, Any]:
+    """docker-py run options for the smoke container (mounts, env, shm, GPU devices)."""
+    smoke = settings.root / "smoke"
+    gpu = labels.get("io.paddlecd.device") == "gpu"
+    env = {
+        "PADDLECD_DEVICE": "gpu" if gpu else "cpu",
+        "PADDLECD_EXPECT_PADDLE": labels.get("io.paddlecd.paddle.version", ""),
+        "PADDLECD_EXPECT_CUDA": labels.get("io.paddlecd.cuda.version", ""),
+        "PADDLECD_EXPECT_CUDNN": labels.get("io.paddlecd.cudnn.version", ""),
+        "PADDLECD_CPU_RANKS": str(settings.verify.cpu_ranks),
+        "PADDLECD_OUT": "/out",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    opts: dict[str, Any] = {
+        "environment": env, "working_dir": "/tmp",
+        "volumes": {str(smoke): {"bind": "/smoke", "mode": "ro"}, str(out): {"bind": "/out", "mode": "rw"}},
+        "shm_size": settings.verify.gpu_shm_size if gpu else settings.verify.shm_size,
+    }
+    # GPU-only: all cards and host IPC for NCCL's shared-memory transport. With --ipc=host Docker uses the
+    # host's /dev/shm and ignores --shm-size; it is kept (large) so the same options work if IPC is private.
+    if gpu:
+        _, count = drivers.host_gpus()
+        env["PADDLECD_GPUS"] = str(count)
+        # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export comparison needs full fp32 on Ampere+
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+        pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
+        opts.update(device_requests=engine.gpu_request_ids(pinned) if pinned else engine.gpu_request(), ipc_mode="host")
+    return opts
+
+
+def parse_junit(path: Path) -> list[dict[str, Any]]:
+    """Checks from a pytest JUnit XML (xunit1): one per test case, with its JSON-decoded properties as
+    ``metrics``; skipped cases are reported with ``skipped: true`` and count as passed."""
+    import json
+
+    checks = []
+    for case in ET.parse(path).iter("testcase"):
+        problem = next((case.find(t) for t in ("failure", "error") if case.find(t) is not None), None)
+        metrics = {}
+        for prop in case.iter("property"):
+            try:
+                metrics[prop.get("name")] = json.loads(prop.get("value", "null"))
+            except ValueError:
+                metrics[prop.get("name")] = prop.get("value")
+        module = (case.get("classname") or "").rsplit(".", 1)[-1].removeprefix("test_")
+        checks.append({
+            "name": f"{module}/{case.get('name')}", "passed": problem is None,
+            "skipped": case.find("skipped") is not None, "duration_s": float(case.get("time") or 0),
+            "metrics": metrics, "message": (problem.get("message") or "")[:2000] if problem is not None else "",
+        })
+    return checks
+
+
+def verify(settings: Settings, *, variant: str | None = None, image: str | None = None,
+           out_dir: Path | None = None, on_line: Echo | None = None) -> Verified:
+    """Verify one image by digest and store its evidence.
+
+    Returns:
+        :class:`Verified`; ``passed`` is False when any check failed (the caller decides the exit).
+
+    Raises:
+        ConfigError: no target. RegistryError: the digest cannot be pulled. VerifyError: GPU image on a
+            host without a suitable driver, or the smoke suite could not run at all (no JUnit written).
+    """
+    reference = target(settings, variant, image)
+    engine.pull(reference, auth_config=publish.env_credentials())
+    labels = engine.image_labels(reference)
+    if variant and labels.get("io.paddlecd.variant") not in (None, variant):
+        raise ConfigError(f"{reference} is variant '{labels['io.paddlecd.variant']}', not '{variant}'", "check --image")
+    driver = None
+    if labels.get("io.paddlecd.device") == "gpu":  # GPU-only: before any container starts
+        driver = drivers.require_for(labels.get("io.paddlecd.cuda.version", "")).driver
+    digest = reference.split("@", 1)[1]
+    out = out_dir or settings.state / "verify" / f"{labels.get('io.paddlecd.variant', 'image')}-{digest[7:19]}"
+    if out_dir and out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"--out {out_dir} is not empty", "give a new or empty folder: verify writes and replaces files there")
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o777)  # the smoke suite runs as the image's non-root user
+    (out / "junit.xml").unlink(missing_ok=True)
+    started = time.monotonic()
+    with engine.container(reference, SMOKE_CMD, **run_options(settings, labels, out)) as c:
+        finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
+    (out / "smoke.log").write_text(finished.logs)
+    if not (out / "junit.xml").exists():
+        tail = "\n".join(finished.logs.splitlines()[-15:])
+        raise VerifyError(f"smoke suite did not run in {reference} (exit {finished.exit_code})", f"container output:\n{tail}")
+    try:
+        checks = parse_junit(out / "junit.xml")
+    except ET.ParseError as e:
+        raise VerifyError(f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
+                          f"the run was cut short; see {out / 'smoke.log'}") from e
+    record = {
+        "digest": digest, "reference": reference, "variant": labels.get("io.paddlecd.variant"),
+        "passed": finished.exit_code == 0 and all(c["passed"] for c in checks) and bool(checks),
+        "created": evidence.now_iso(), "duration_s": round(time.monotonic() - started, 3), "checks": checks,
+        "versions": {"paddle": labels.get("io.paddlecd.paddle.version"), "cuda": labels.get("io.paddlecd.cuda.version"),
+                     "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
+        "revision": labels.get("org.opencontainers.image.revision"), "junit": str(out / "junit.xml"),
+        "model_dir": str(out / "model") if (out / "model").exists() else None,
+    }
+    path = evidence.save(settings, record)
+    write_summary(record, out)
+    return Verified(reference, record["passed"], record, path, out)
+
+
+def write_summary(record: dict[str, Any], out: Path) -> str:
+    """Markdown summary of a verification, written to ``out/summary.md`` and appended to
+    ``$GITHUB_STEP_SUMMARY`` under GitHub Actions; returns the text."""
+    icon = {True: "✅", False: "❌"}
+    lines = [f"### {icon[record['passed']]} verify `{record['variant']}` `{record['digest'][:19]}…`", "",
+             "| check | result | seconds |", "|---|---|---|"]
+    for c in record["checks"]:
+        result = "skipped" if c.get("skipped") else icon[c["passed"]]
+        lines.append(f"| {c['name']} | {result} | {c['duration_s']:.2f} |")
+    text = "\n".join(lines) + "\n"
+    (out / "summary.md").write_text(text)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as fh:
+            fh.write(text)
+    return text
