@@ -1,0 +1,100 @@
+"""The package layout: folders name the rooms, and no two modules import each other (issue 9).
+
+Imports inside functions count too: a lazy import that closes a loop (storage.py ↔ s3store.py
+before the move) still ties two rooms together; the layout is meant to read one way.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import paddlecd
+
+SRC = Path(paddlecd.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _known_modules() -> set[str]:
+    return {_module_name(p) for p in SRC.rglob("*.py")}
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """Modules of paddlecd that ``path`` imports anywhere (``from a import b`` counts as a.b
+    when a.b is a module, else as a)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module not in known:
+                continue
+            subs = {f"{node.module}.{a.name}" for a in node.names} & known
+            found.update(subs or {node.module})
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    known = _known_modules()
+    return {_module_name(p): _imports(p, known) - {_module_name(p)} for p in SRC.rglob("*.py")}
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as a path that ends where it starts, or None."""
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_cycle():
+    cycle = _find_cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path):
+    """The checker itself: two modules importing each other (one lazily) are found; a chain is no
+    cycle."""
+    known = {"paddlecd", "paddlecd.a", "paddlecd.b", "paddlecd.c"}
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("from paddlecd import b\n\ndef f():\n    from paddlecd import c\n")
+    b.write_text("from paddlecd.a import thing\n")
+    graph = {"paddlecd.a": _imports(a, known), "paddlecd.b": _imports(b, known)}
+    assert graph == {"paddlecd.a": {"paddlecd.b", "paddlecd.c"}, "paddlecd.b": {"paddlecd.a"}}
+    assert _find_cycle(graph) == ["paddlecd.a", "paddlecd.b", "paddlecd.a"]
+    assert _find_cycle({"paddlecd.a": {"paddlecd.b"}, "paddlecd.b": set()}) is None
+
+
+def test_every_module_says_what_room_it_is():
+    """A module's first docstring line says what it is (STYLE.md §17)."""
+    for path in SRC.rglob("*.py"):
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        assert doc and doc.strip(), f"{path.relative_to(SRC)} has no module docstring"
+
+
+def test_rooms_are_folders():
+    """The flow's stages and the external systems each have a subpackage; no flat prefixes remain."""
+    rooms = {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
+    assert {"image", "registry", "verify", "release", "artifacts", "pipeline", "cluster"} <= rooms
+    flat = [p.name for p in SRC.glob("*.py")]
+    prefixed = [n for n in flat if n.split("_")[0] in rooms and n != "__init__.py"]
+    assert not prefixed, f"modules named after a room but outside it: {prefixed}"
