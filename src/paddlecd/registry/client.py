@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal
 from urllib.parse import urljoin
@@ -33,6 +34,11 @@ INDEX_TYPES = frozenset({DOCKER_MANIFEST_LIST, OCI_INDEX})
 ACCEPT = ", ".join((DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_MANIFEST, OCI_INDEX))
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 BlobCopy = Literal["present", "mounted", "copied"]
+
+
+def _read(repository: str) -> str:
+    """The token scope of a read: ``pull`` only (issue 12: a read-only account must be able to read)."""
+    return scope(repository, "pull")
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ class RegistryClient(Transport):
             NotFoundError: no such repository or tag. RegistryAuthError: 401/403. RegistryError: other.
         """
         what = f"resolving {self.name(repository, reference)}"
-        resp = self.request("HEAD", f"{repository}/manifests/{reference}", [scope(repository)], what,
+        resp = self.request("HEAD", f"{repository}/manifests/{reference}", [_read(repository)], what,
                              ok=(200, 405), headers={"Accept": ACCEPT})
         digest, ctype = resp.headers.get("Docker-Content-Digest"), resp.headers.get("Content-Type", "")
         if resp.status_code == 200 and digest and ctype:
@@ -101,7 +107,7 @@ class RegistryClient(Transport):
             NotFoundError, RegistryAuthError, RegistryError: as :meth:`resolve`; also on a digest mismatch.
         """
         what = f"fetching manifest {self.name(repository, reference)}"
-        resp = self.request("GET", f"{repository}/manifests/{reference}", [scope(repository)], what,
+        resp = self.request("GET", f"{repository}/manifests/{reference}", [_read(repository)], what,
                              headers={"Accept": ACCEPT})
         raw = resp.content
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()
@@ -138,7 +144,7 @@ class RegistryClient(Transport):
         url: str | None = f"{repository}/tags/list?n=1000"
         try:
             while url:
-                resp = self.request("GET", url, [scope(repository)], f"listing tags of {self.registry}/{repository}")
+                resp = self.request("GET", url, [_read(repository)], f"listing tags of {self.registry}/{repository}")
                 tags += resp.json().get("tags") or []
                 url = urljoin(self.base, resp.links["next"]["url"]) if "next" in resp.links else None
         except NotFoundError:
@@ -149,14 +155,14 @@ class RegistryClient(Transport):
 
     def blob_exists(self, repository: str, digest: str) -> bool:
         """True when ``repository`` has blob ``digest`` (HEAD)."""
-        resp = self.request("HEAD", f"{repository}/blobs/{digest}", [scope(repository)],
+        resp = self.request("HEAD", f"{repository}/blobs/{digest}", [_read(repository)],
                              f"checking blob {self.name(repository, digest)}", ok=(200, 404))
         return resp.status_code == 200
 
     def mount_blob(self, from_repo: str, to_repo: str, digest: str) -> bool:
         """Cross-repository mount (no bytes move). True when mounted (201); False when the registry
         answered 202 (upload needed; the opened upload is cancelled)."""
-        resp = self.request("POST", f"{to_repo}/blobs/uploads/", [scope(to_repo), scope(from_repo, "pull")],
+        resp = self.request("POST", f"{to_repo}/blobs/uploads/", [scope(to_repo), _read(from_repo)],
                              f"mounting {digest} from {from_repo} into {self.registry}/{to_repo}",
                              ok=(201, 202), params={"mount": digest, "from": from_repo})
         if resp.status_code == 201:
@@ -195,7 +201,8 @@ class RegistryClient(Transport):
         if source.host == self.host and self.mount_blob(from_repo, to_repo, blob.digest):
             return "mounted"
         what = f"reading blob {source.name(from_repo, blob.digest)}"
-        resp = source.request("GET", f"{from_repo}/blobs/{blob.digest}", [scope(from_repo)], what, stream=True)
+        resp = source.request("GET", f"{from_repo}/blobs/{blob.digest}", [_read(from_repo)], what,
+                              stream=True)
         with resp:
             size = int(resp.headers.get("Content-Length") or blob.size)
             self.upload_blob(to_repo, blob.digest, resp.raw, size)
@@ -227,13 +234,15 @@ class RegistryClient(Transport):
         return counts
 
 
-def client_for(settings: Any, registry: str | None = None) -> RegistryClient:
+def client_for(settings: Any, registry: str | None = None, *,
+               on_progress: Callable[[str], None] | None = None) -> RegistryClient:
     """A client for ``registry`` (default: ``settings.registry.url``) configured from Settings.
 
     The candidate registry uses ``registry.ca_file``/``registry.insecure``, a separate release registry
     ``release.ca_file``/``release.insecure``; other registries use TLS with the system CAs. A loopback
     registry (127.0.0.1, localhost) with no CA configured is spoken to over plain HTTP, as Docker
-    treats loopback registries as insecure (the embedded registry).
+    treats loopback registries as insecure (the embedded registry). ``on_progress`` gets one line
+    per rate-limit wait (``registry.rate_limit_wait`` bounds them, in seconds).
     """
     host = registry or settings.registry.url
     ca_file, insecure = None, False
@@ -247,7 +256,8 @@ def client_for(settings: Any, registry: str | None = None) -> RegistryClient:
     # one (a base on Docker Hub, say); those use Docker's config.json / credential helpers only.
     configured = host in (settings.registry.url, settings.release.registry)
     return RegistryClient(host, ca_file=ca_file, insecure=insecure, retries=settings.registry.push_retries,
-                          env_credentials=configured)
+                          env_credentials=configured, on_progress=on_progress,
+                          rate_limit_wait=settings.registry.rate_limit_wait)
 
 
 def open_reference(settings: Any, ref: str) -> tuple[RegistryClient, Reference]:
