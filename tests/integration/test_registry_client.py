@@ -162,3 +162,42 @@ def test_open_reference_and_delete(registry_env):
     client.delete_manifest(repo, digest)
     with pytest.raises(NotFoundError):
         client.resolve(repo, "gone")
+
+
+# ------------------------------------------------------------ Docker credentials as the CLI reads them (issue 12)
+
+def _docker_home(tmp_path, monkeypatch, cfg: dict, helpers: dict[str, str]):
+    """config.json ``cfg`` in DOCKER_CONFIG and ``docker-credential-<name>`` scripts first on PATH."""
+    import json
+    import os
+
+    (tmp_path / "bin").mkdir()
+    for name, body in helpers.items():
+        exe = tmp_path / "bin" / f"docker-credential-{name}"
+        exe.write_text(f"#!/bin/sh\nread server\n{body}\n")
+        exe.chmod(0o755)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PADDLECD_REGISTRY_USERNAME", raising=False)
+    monkeypatch.delenv("PADDLECD_REGISTRY_PASSWORD", raising=False)
+
+
+def test_store_beats_stale_auths_and_stderr_noise_against_the_real_registry(registry, tmp_path, monkeypatch):
+    import base64
+
+    stale = base64.b64encode(b"ci:an-old-password").decode()
+    answer = ("echo 'warning: unlocking the keyring' >&2\n"
+              "echo '{\"Username\":\"ci\",\"Secret\":\"s3cret-Pa55\"}'")
+    _docker_home(tmp_path, monkeypatch, {"credsStore": "vault", "auths": {registry.host: {"auth": stale}}},
+                 {"vault": answer})
+    c = RegistryClient(registry.host, ca_file=str(registry.ca_file))
+    assert c.list_tags(_repo()) == []
+    assert c.credentials is not None and c.credentials.source == "docker-credential-vault"
+
+
+def test_per_host_helper_failure_is_named_against_the_real_registry(registry, tmp_path, monkeypatch):
+    _docker_home(tmp_path, monkeypatch, {"credHelpers": {registry.host: "broken"}},
+                 {"broken": "echo 'token expired, run: broken login'; exit 1"})
+    with pytest.raises(RegistryAuthError, match="docker-credential-broken .*exited 1: token expired"):
+        RegistryClient(registry.host, ca_file=str(registry.ca_file)).list_tags(_repo())
