@@ -201,3 +201,49 @@ def test_per_host_helper_failure_is_named_against_the_real_registry(registry, tm
                  {"broken": "echo 'token expired, run: broken login'; exit 1"})
     with pytest.raises(RegistryAuthError, match="docker-credential-broken .*exited 1: token expired"):
         RegistryClient(registry.host, ca_file=str(registry.ca_file)).list_tags(_repo())
+
+
+# ------------------------------------------------------------ the base is pulled with push's credentials (issue 12)
+
+def _tiny_rootfs(tmp_path) -> str:
+    tar_path = tmp_path / "rootfs.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        data = uuid.uuid4().hex.encode()
+        info = tarfile.TarInfo("base.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return str(tar_path)
+
+
+def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_path, monkeypatch):
+    """Base in the htpasswd registry, only PADDLECD_REGISTRY_USERNAME/PASSWORD set (no docker login):
+    build must pull the base as push would authenticate, not fail 401."""
+    import yaml
+
+    from paddlecd.image import build as builder
+    from paddlecd.image import lock
+
+    base = f"{registry.host}/bases/tiny-{uuid.uuid4().hex[:8]}:3.0.0-cpu"
+    engine.import_rootfs(_tiny_rootfs(tmp_path), base)
+    digest = engine.push(base, auth_config={"username": "ci", "password": "s3cret-Pa55"})
+    engine.remove_image(base)  # the build must fetch it from the registry
+    (tmp_path / "Dockerfile.tiny").write_text("ARG BASE\nFROM ${BASE}\nARG PACKAGES=\"\"\nLABEL tiny=1\n")
+    (tmp_path / "variants.yaml").write_text(yaml.safe_dump({"schema": 1, "variants": {"tiny": {
+        "device": "cpu", "base": base, "paddle": "3.0.0", "dockerfile": str(tmp_path / "Dockerfile.tiny")}}}))
+    empty = tmp_path / "no-docker-login"
+    empty.mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(empty))
+    monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "ci")
+    monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "s3cret-Pa55")
+    state = tmp_path / "state"
+    settings = config.load({"registry.url": registry.host, "registry.ca_file": str(registry.ca_file),
+                            "state_dir": str(state), "lock_file": str(state / "lock.yaml"),
+                            "variants_file": str(tmp_path / "variants.yaml")},
+                           root=__import__("mainjob").ROOT, environ={})
+    assert lock.lock(settings, ["tiny"])["tiny"].digest == digest
+    built = builder.build(settings, "tiny")
+    try:
+        assert engine.image_labels(built.tag)["tiny"] == "1"
+    finally:
+        engine.remove_image(built.tag)
+        engine.remove_image(f"{base.rsplit(':', 1)[0]}@{digest}")

@@ -19,12 +19,20 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal
 from urllib.parse import urljoin
 
-from paddlecd.errors import NotFoundError, RegistryError
+from paddlecd.errors import (
+    ConfigError,
+    NotFoundError,
+    PaddlecdError,
+    RegistryAuthError,
+    RegistryError,
+    RegistryRateLimitError,
+)
 from paddlecd.registry.auth import scope
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
 from paddlecd.registry.transport import Sized, Transport
 
-__all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for", "open_reference", "ACCEPT"]
+__all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for",
+           "open_reference", "pin", "refuse_image_id", "ACCEPT"]
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -91,10 +99,10 @@ class RegistryClient(Transport):
 
         Raises:
             NotFoundError: no such repository or tag. RegistryAuthError: 401/403. RegistryError: other.
+            ConfigError: ``reference`` is the digest of a blob (an image ID), not of a manifest.
         """
         what = f"resolving {self.name(repository, reference)}"
-        resp = self.request("HEAD", f"{repository}/manifests/{reference}", [_read(repository)], what,
-                             ok=(200, 405), headers={"Accept": ACCEPT})
+        resp = self._manifest_request("HEAD", repository, reference, what, ok=(200, 405))
         digest, ctype = resp.headers.get("Docker-Content-Digest"), resp.headers.get("Content-Type", "")
         if resp.status_code == 200 and digest and ctype:
             return Descriptor(digest, ctype.split(";")[0].strip(), int(resp.headers.get("Content-Length", 0)))
@@ -107,8 +115,7 @@ class RegistryClient(Transport):
             NotFoundError, RegistryAuthError, RegistryError: as :meth:`resolve`; also on a digest mismatch.
         """
         what = f"fetching manifest {self.name(repository, reference)}"
-        resp = self.request("GET", f"{repository}/manifests/{reference}", [_read(repository)], what,
-                             headers={"Accept": ACCEPT})
+        resp = self._manifest_request("GET", repository, reference, what)
         raw = resp.content
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()
         if reference.startswith("sha256:") and reference != digest:
@@ -116,6 +123,20 @@ class RegistryClient(Transport):
         ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
         media_type = json.loads(raw).get("mediaType") or ctype
         return Manifest(Descriptor(digest, media_type, len(raw)), raw)
+
+    def _manifest_request(self, method: str, repository: str, reference: str, what: str,
+                          ok: tuple[int, ...] = (200,)) -> Any:
+        """A manifest read. A digest that fails is checked for being a blob instead: distribution
+        answers ``manifests/<config digest>`` with HTTP 500 UNKNOWN (issue 12, "free space")."""
+        try:
+            return self.request(method, f"{repository}/manifests/{reference}", [_read(repository)],
+                                what, ok=ok, headers={"Accept": ACCEPT})
+        except (RegistryAuthError, RegistryRateLimitError):
+            raise
+        except RegistryError:
+            if reference.startswith("sha256:") and self.blob_exists(repository, reference):
+                raise image_id_error(f"{self.registry}/{repository}", reference) from None
+            raise
 
     def put_manifest(self, repository: str, reference: str, raw: bytes, media_type: str) -> Descriptor:
         """PUT manifest bytes under a tag or digest; the digest the registry reports must be sha256(raw).
@@ -258,6 +279,66 @@ def client_for(settings: Any, registry: str | None = None, *,
     return RegistryClient(host, ca_file=ca_file, insecure=insecure, retries=settings.registry.push_retries,
                           env_credentials=configured, on_progress=on_progress,
                           rate_limit_wait=settings.registry.rate_limit_wait)
+
+
+def image_id_error(name: str, digest: str) -> ConfigError:
+    """The refusal of ``digest`` that names a blob (an image ID) where a manifest digest belongs;
+    ``name`` is ``host/repository``.
+
+    The hint is the manifest digest the engine recorded for that image after a push or pull
+    (``RepoDigests``), when the local engine has it; otherwise how to find it.
+    """
+    pushed = _local_image(digest) or []
+    best = next((p for p in pushed if p.startswith(name + "@")), pushed[0] if pushed else None)
+    hint = (f"use the manifest digest the push gave it: {best}" if best else
+            "use the manifest digest push printed (docker inspect --format "
+            "'{{join .RepoDigests \"\\n\"}}' IMAGE), not the image ID (.Id)")
+    return ConfigError(f"{name}@{digest} names an image ID (the config blob's digest, docker "
+                       "inspect .Id), not a manifest digest", hint)
+
+
+def _local_image(image_id: str) -> list[str] | None:
+    """``RepoDigests`` of the local image whose ID is ``image_id``; None when there is none here
+    (or no engine: the check is best-effort, the registry lookup still applies)."""
+    from paddlecd import engine  # the engine is asked only about this one image
+
+    try:
+        if not engine.image_exists(image_id) or engine.image_id(image_id) != image_id:
+            return None
+        return engine.repo_digests(image_id)
+    except PaddlecdError:
+        return None
+
+
+def refuse_image_id(ref: Reference) -> Reference:
+    """Return ``ref`` unless its digest is a local image's ID rather than a manifest digest.
+
+    No registry request: the local engine alone decides (an ID listed among the image's own
+    ``RepoDigests`` is a manifest digest too, as with the containerd image store). Without an engine
+    the check passes; :meth:`RegistryClient.resolve` still recognises a blob in the registry.
+
+    Raises:
+        ConfigError: the digest is a local image ID; the hint is its pushed digest.
+    """
+    pushed = _local_image(ref.digest) if ref.digest else None
+    if pushed is not None and not any(p.endswith(f"@{ref.digest}") for p in pushed):
+        raise image_id_error(ref.name, str(ref.digest))
+    return ref
+
+
+def pin(settings: Any, image: str) -> Reference:
+    """``image`` as ``host/repo@sha256:…`` of a manifest the registry serves (a tag resolved once).
+
+    The one check for ``--image`` where a manifest digest is expected (verify; promote goes
+    through :meth:`RegistryClient.resolve`): a local image ID is refused before any request, a
+    blob digest by the registry lookup.
+
+    Raises:
+        ConfigError: malformed, or an image ID. NotFoundError: the registry lacks it. RegistryError.
+    """
+    client, ref = open_reference(settings, image)
+    desc = client.resolve(ref.repository, refuse_image_id(ref).identifier)
+    return ref.by_digest(desc.digest)
 
 
 def open_reference(settings: Any, ref: str) -> tuple[RegistryClient, Reference]:
