@@ -10,7 +10,7 @@ import pytest
 from oci_images import push_image, push_index
 
 from paddlecd import config, engine
-from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
+from paddlecd.errors import ConfigError, NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.auth import Credentials
 from paddlecd.registry.client import RegistryClient, client_for, open_reference
@@ -247,3 +247,84 @@ def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_p
     finally:
         engine.remove_image(built.tag)
         engine.remove_image(f"{base.rsplit(':', 1)[0]}@{digest}")
+
+
+# ------------------------------------------------------------ a local image ID is not a manifest digest (issue 12)
+
+@pytest.fixture
+def pushed_local_image(registry_env, tmp_path):
+    """An image imported locally and pushed: ``(settings, repo, manifest digest, image ID)``."""
+    repo = _repo("idcheck")
+    ref = f"{registry_env.host}/{repo}:cpu-1"
+    engine.import_rootfs(_tiny_rootfs(tmp_path), ref)
+    digest = engine.push(ref)
+    settings = config.load({"registry.repository": repo, "state_dir": str(tmp_path / "state")})
+    yield settings, repo, digest, engine.image_id(ref)
+    engine.remove_image(ref)
+
+
+def test_image_id_is_refused_by_verify_promote_deploy_and_upload(pushed_local_image):
+    from paddlecd.artifacts import manifest
+    from paddlecd.cluster import deploy
+    from paddlecd.release import plan
+    from paddlecd.verify import run as verify
+
+    settings, repo, digest, image_id = pushed_local_image
+    assert image_id != digest
+    wrong = f"{settings.registry.url}/{repo}@{image_id}"
+    pushed = f"{settings.registry.url}/{repo}@{digest}"
+    refusals = {
+        "verify": lambda: verify.target(settings, None, wrong),
+        "promote": lambda: plan.plan_promotion(settings, variant="cpu", version="1.0.0", digest=image_id),
+        "deploy": lambda: deploy.resolve(settings, release=None, image=wrong, variant=None),
+        "upload": lambda: manifest.parse_image(wrong),
+    }
+    for name, attempt in refusals.items():
+        with pytest.raises(ConfigError, match="names an image ID") as info:
+            attempt()
+        assert pushed in info.value.hint, name  # the pushed digest (RepoDigests) is the way out
+    assert verify.target(settings, None, pushed) == pushed  # the manifest digest itself passes
+    assert deploy.resolve(settings, release=None, image=pushed, variant=None).reference == pushed
+    assert manifest.parse_image(pushed)["digest"] == digest
+
+
+def test_config_blob_digest_is_recognised_in_the_registry_alone(client):
+    """No local image: the registry's answer (HTTP 500 for manifests/<blob>) is not taken for
+    'free space' — the digest is found to be a blob and refused as an image ID."""
+    repo = _repo()
+    digest = push_image(client, repo, "cpu-1")
+    blob = client.get_manifest(repo, digest).json()["config"]["digest"]
+    with pytest.raises(ConfigError, match="names an image ID") as info:
+        client.resolve(repo, blob)
+    assert "free space" not in info.value.cause + info.value.hint
+    with pytest.raises(NotFoundError):
+        client.resolve(repo, "sha256:" + "1" * 64)  # an unknown digest stays not-found
+
+
+def test_a_release_tag_the_registry_would_refuse_is_refused_at_planning(pushed_local_image):
+    from paddlecd.release import plan
+
+    settings, repo, digest, _ = pushed_local_image
+    with pytest.raises(ConfigError, match="not a valid image tag .*characters") as info:
+        plan.plan_promotion(settings, variant="cpu", version="1.0.0-rc." + "a" * 130, digest=digest)
+    assert "128" in info.value.hint
+
+
+def test_push_refuses_an_unwritable_state_folder_before_pushing(registry_env, tmp_path):
+    import json
+
+    from paddlecd.image import push as publish
+
+    state = tmp_path / "state"
+    settings = config.load({"state_dir": str(state), "registry.repository": _repo("writecheck")})
+    tag = f"{settings.candidate_repo}:cpu-{uuid.uuid4().hex[:7]}"
+    engine.import_rootfs(_tiny_rootfs(tmp_path), tag)
+    (state / "builds").mkdir(parents=True)
+    (state / "builds" / "cpu.json").write_text(json.dumps({"tag": tag}))
+    (state / "candidates").write_text("a file where the candidates folder belongs")
+    try:
+        with pytest.raises(ConfigError, match="cannot write to the state folder"):
+            publish.push(settings, "cpu")
+        assert client_for(settings).list_tags(settings.registry.repository) == []  # nothing pushed
+    finally:
+        engine.remove_image(tag)
