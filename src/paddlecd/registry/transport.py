@@ -26,7 +26,7 @@ import requests
 import tenacity
 
 from paddlecd.errors import RegistryAuthError, RegistryError, RegistryRateLimitError
-from paddlecd.registry import answers
+from paddlecd.registry import answers, auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
 
@@ -117,8 +117,12 @@ class Transport:
         self.verify: str | bool = ca_file or True
         self.retries, self.timeout = max(1, retries), timeout
         self.rate_limit_wait, self.on_progress = rate_limit_wait, on_progress
-        self._credentials, self._looked_up = credentials, credentials is not None
         self._env_credentials = env_credentials  # PADDLECD_REGISTRY_* are for the configured registries only
+        # the env pair is checked now (a half-set pair is bad input even if no 401 ever comes);
+        # config.json and its helpers are consulted on the first 401 only
+        from_env = None if credentials or not env_credentials else auth.env_credentials()
+        self._credentials = credentials or from_env
+        self._looked_up = self._credentials is not None
         self._tokens: dict[frozenset[str], str] = {}
         self._basic = False
         self.stats: Counter[str] = Counter()
