@@ -38,7 +38,7 @@ class RegistrySettings:
     ca_file: str | None = None
     insecure: bool = False
     push_retries: int = 4
-    rate_limit_wait: float = 120.0  # seconds, per request, to wait out 429/503 Retry-After (issue 11)
+    rate_limit_wait: float = 120.0  # s per request waiting out 429/503 Retry-After (issue 11)
 
 
 @dataclass(frozen=True)

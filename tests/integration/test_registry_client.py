@@ -164,10 +164,10 @@ def test_open_reference_and_delete(registry_env):
         client.resolve(repo, "gone")
 
 
-# ------------------------------------------------------------ Docker credentials as the CLI reads them (issue 12)
+# ------------------------------------------ Docker credentials as the CLI reads them (issue 12)
 
 def _docker_home(tmp_path, monkeypatch, cfg: dict, helpers: dict[str, str]):
-    """config.json ``cfg`` in DOCKER_CONFIG and ``docker-credential-<name>`` scripts first on PATH."""
+    """config.json ``cfg`` in DOCKER_CONFIG, ``docker-credential-<name>`` scripts first on PATH."""
     import json
     import os
 
@@ -183,27 +183,28 @@ def _docker_home(tmp_path, monkeypatch, cfg: dict, helpers: dict[str, str]):
     monkeypatch.delenv("PADDLECD_REGISTRY_PASSWORD", raising=False)
 
 
-def test_store_beats_stale_auths_and_stderr_noise_against_the_real_registry(registry, tmp_path, monkeypatch):
+def test_store_beats_stale_auths_and_stderr_noise_on_the_real_registry(registry, tmp_path,
+                                                                      monkeypatch):
     import base64
 
     stale = base64.b64encode(b"ci:an-old-password").decode()
     answer = ("echo 'warning: unlocking the keyring' >&2\n"
               "echo '{\"Username\":\"ci\",\"Secret\":\"s3cret-Pa55\"}'")
-    _docker_home(tmp_path, monkeypatch, {"credsStore": "vault", "auths": {registry.host: {"auth": stale}}},
-                 {"vault": answer})
+    cfg = {"credsStore": "vault", "auths": {registry.host: {"auth": stale}}}
+    _docker_home(tmp_path, monkeypatch, cfg, {"vault": answer})
     c = RegistryClient(registry.host, ca_file=str(registry.ca_file))
     assert c.list_tags(_repo()) == []
     assert c.credentials is not None and c.credentials.source == "docker-credential-vault"
 
 
-def test_per_host_helper_failure_is_named_against_the_real_registry(registry, tmp_path, monkeypatch):
+def test_per_host_helper_failure_is_named_on_the_real_registry(registry, tmp_path, monkeypatch):
     _docker_home(tmp_path, monkeypatch, {"credHelpers": {registry.host: "broken"}},
                  {"broken": "echo 'token expired, run: broken login'; exit 1"})
-    with pytest.raises(RegistryAuthError, match="docker-credential-broken .*exited 1: token expired"):
+    with pytest.raises(RegistryAuthError, match="credential-broken .*exited 1: token expired"):
         RegistryClient(registry.host, ca_file=str(registry.ca_file)).list_tags(_repo())
 
 
-# ------------------------------------------------------------ the base is pulled with push's credentials (issue 12)
+# ------------------------------------------ the base is pulled with push's credentials (issue 12)
 
 def _tiny_rootfs(tmp_path) -> str:
     tar_path = tmp_path / "rootfs.tar"
@@ -216,8 +217,8 @@ def _tiny_rootfs(tmp_path) -> str:
 
 
 def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_path, monkeypatch):
-    """Base in the htpasswd registry, only PADDLECD_REGISTRY_USERNAME/PASSWORD set (no docker login):
-    build must pull the base as push would authenticate, not fail 401."""
+    """Base in the htpasswd registry, only PADDLECD_REGISTRY_USERNAME/PASSWORD set (no docker
+    login): build must pull the base as push would authenticate, not fail 401."""
     import yaml
 
     from paddlecd.image import build as builder
@@ -227,17 +228,18 @@ def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_p
     engine.import_rootfs(_tiny_rootfs(tmp_path), base)
     digest = engine.push(base, auth_config={"username": "ci", "password": "s3cret-Pa55"})
     engine.remove_image(base)  # the build must fetch it from the registry
-    (tmp_path / "Dockerfile.tiny").write_text("ARG BASE\nFROM ${BASE}\nARG PACKAGES=\"\"\nLABEL tiny=1\n")
+    dockerfile = tmp_path / "Dockerfile.tiny"
+    dockerfile.write_text("ARG BASE\nFROM ${BASE}\nARG PACKAGES=\"\"\nLABEL tiny=1\n")
     (tmp_path / "variants.yaml").write_text(yaml.safe_dump({"schema": 1, "variants": {"tiny": {
-        "device": "cpu", "base": base, "paddle": "3.0.0", "dockerfile": str(tmp_path / "Dockerfile.tiny")}}}))
+        "device": "cpu", "base": base, "paddle": "3.0.0", "dockerfile": str(dockerfile)}}}))
     empty = tmp_path / "no-docker-login"
     empty.mkdir()
     monkeypatch.setenv("DOCKER_CONFIG", str(empty))
     monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "ci")
     monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "s3cret-Pa55")
     state = tmp_path / "state"
-    settings = config.load({"registry.url": registry.host, "registry.ca_file": str(registry.ca_file),
-                            "state_dir": str(state), "lock_file": str(state / "lock.yaml"),
+    settings = config.load({"registry.url": registry.host,
+                            "registry.ca_file": str(registry.ca_file), "state_dir": str(state), "lock_file": str(state / "lock.yaml"),
                             "variants_file": str(tmp_path / "variants.yaml")},
                            root=__import__("mainjob").ROOT, environ={})
     assert lock.lock(settings, ["tiny"])["tiny"].digest == digest
@@ -249,7 +251,7 @@ def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_p
         engine.remove_image(f"{base.rsplit(':', 1)[0]}@{digest}")
 
 
-# ------------------------------------------------------------ a local image ID is not a manifest digest (issue 12)
+# ------------------------------------------ a local image ID is not a manifest digest (issue 12)
 
 @pytest.fixture
 def pushed_local_image(registry_env, tmp_path):
@@ -275,7 +277,8 @@ def test_image_id_is_refused_by_verify_promote_deploy_and_upload(pushed_local_im
     pushed = f"{settings.registry.url}/{repo}@{digest}"
     refusals = {
         "verify": lambda: verify.target(settings, None, wrong),
-        "promote": lambda: plan.plan_promotion(settings, variant="cpu", version="1.0.0", digest=image_id),
+        "promote": lambda: plan.plan_promotion(settings, variant="cpu", version="1.0.0",
+                                               digest=image_id),
         "deploy": lambda: deploy.resolve(settings, release=None, image=wrong, variant=None),
         "upload": lambda: manifest.parse_image(wrong),
     }

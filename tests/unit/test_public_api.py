@@ -20,9 +20,9 @@ def test_each_client_library_is_imported_by_its_one_module():
     s3store.py, kubernetes only in cluster/k8s.py.
 
     One exception, by design (issue 12): registry/auth.py reads Docker credentials as the Docker CLI
-    does through docker-py's ``docker.auth`` (config.json + credential helpers, no engine client) and
-    catches the ``docker.errors`` it raises; it may import those two submodules and nothing else of
-    docker, so the engine client stays behind engine.py.
+    does through docker-py's ``docker.auth`` (config.json + credential helpers, no engine client)
+    and catches the ``docker.errors`` it raises; it may import those two submodules and nothing
+    else of docker, so the engine client stays behind engine.py.
     """
     import re
     from pathlib import Path
@@ -34,8 +34,8 @@ def test_each_client_library_is_imported_by_its_one_module():
         text = path.read_text()
         rel = path.relative_to(src).as_posix() if path.is_relative_to(src) else path.name
         for lib, allowed in owners.items():
-            found = re.findall(rf"^\s*(?:import ({lib}(?:\.\w+)*)|from ({lib}(?:\.\w+)*) import (\w+))",
-                               text, re.M)
+            pattern = rf"^\s*(?:import ({lib}(?:\.\w+)*)|from ({lib}(?:\.\w+)*) import (\w+))"
+            found = re.findall(pattern, text, re.M)
             if not found or path.name in allowed:
                 continue
             modules = {imp or (f"{frm}.{name}" if frm == lib else frm) for imp, frm, name in found}

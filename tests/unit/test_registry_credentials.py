@@ -38,7 +38,7 @@ def config(home: Path, cfg: dict) -> None:
 
 
 def helper(home: Path, name: str, body: str) -> Path:
-    """A helper script; ``$server`` holds what it was asked about; it logs each call to calls-<name>."""
+    """A helper script; ``$server`` is what it was asked about; calls are logged to calls-<name>."""
     path = home / "bin" / f"docker-credential-{name}"
     path.write_text(f'#!/bin/sh\nread server\necho "$1 $server" >> "{home}/calls-{name}"\n{body}\n')
     path.chmod(0o755)
@@ -56,7 +56,8 @@ def test_credentials_store_is_used(docker_home):
     helper(docker_home, "store", answers("from-store"))
     config(docker_home, {"credsStore": "store"})
     creds = find_credentials("reg.example:5000")
-    assert creds == Credentials("from-store", "s3cret") and creds.source == "docker-credential-store"
+    assert creds == Credentials("from-store", "s3cret")
+    assert creds.source == "docker-credential-store"
     assert (docker_home / "calls-store").read_text() == "get reg.example:5000\n"
 
 
@@ -68,7 +69,8 @@ def test_store_beats_a_stale_auths_entry_as_docker_push_does(docker_home):
 
 def test_auths_entry_is_used_when_the_store_has_none(docker_home):
     helper(docker_home, "store", NONE)
-    config(docker_home, {"credsStore": "store", "auths": {"https://reg.example/v1/": {"auth": STALE}}})
+    auths = {"https://reg.example/v1/": {"auth": STALE}}
+    config(docker_home, {"credsStore": "store", "auths": auths})
     assert find_credentials("reg.example") == Credentials("old-user", "old-pass")
     assert find_credentials("other.example") is None
 
@@ -107,7 +109,8 @@ def test_a_failing_helper_is_a_clear_error_naming_it(docker_home):
     with pytest.raises(RegistryAuthError) as info:
         find_credentials("reg.example")
     cause = info.value.cause
-    assert "docker-credential-locked" in cause and "exited 3" in cause and "keychain is locked" in cause
+    assert "docker-credential-locked" in cause and "exited 3" in cause
+    assert "keychain is locked" in cause
     assert "docker-credential-locked get" in info.value.hint
 
 
@@ -151,7 +154,8 @@ def test_no_helper_runs_until_the_registry_asks_for_credentials(docker_home):
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Open)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        assert RegistryClient(f"127.0.0.1:{httpd.server_address[1]}", insecure=True).list_tags("ci/p") == ["a"]
+        c = RegistryClient(f"127.0.0.1:{httpd.server_address[1]}", insecure=True)
+        assert c.list_tags("ci/p") == ["a"]
     finally:
         httpd.shutdown()
     assert not (docker_home / "calls-locked").exists()

@@ -43,7 +43,8 @@ class Stub(http.server.BaseHTTPRequestHandler):
         if url.path == "/token":
             ok = auth == "Basic " + base64.b64encode(b"bot:pw").decode()
             q = parse_qs(url.query)
-            good = ok and q.get("service") == ["stub"] and q.get("scope") == ["repository:ci/p:pull"]
+            good = ok and q.get("service") == ["stub"] and q.get("scope") == [
+                "repository:ci/p:pull"]
             return self._send(200, json.dumps({"token": "T0K"}).encode()) if good else self._send(401)
         if Stub.failures:
             return self._send(Stub.failures.pop(0))  # no Retry-After: the client's own backoff

@@ -27,7 +27,7 @@ def test_invalid_repository_names_get_the_rule(name, why):
 
 
 def test_settings_with_a_bad_repository_are_refused_at_load(tmp_path):
-    with pytest.raises(ConfigError, match="setting 'registry.repository' 'ML/Paddle'.*capitals") as info:
+    with pytest.raises(ConfigError, match="'registry.repository' 'ML/Paddle'.*capitals") as info:
         load({"registry.repository": "ML/Paddle"}, root=tmp_path, environ={})
     assert "rebuild" not in info.value.hint and "lower-case" in info.value.hint
     with pytest.raises(ConfigError, match="release.repository"):
@@ -54,7 +54,8 @@ def test_invalid_tags_get_the_rule(tag):
 
 def test_check_writable_names_the_folder(tmp_path):
     check_writable(tmp_path / "new" / "candidates")  # created
-    assert (tmp_path / "new" / "candidates").is_dir() and not list((tmp_path / "new" / "candidates").iterdir())
+    made = tmp_path / "new" / "candidates"
+    assert made.is_dir() and not list(made.iterdir())
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match=f"cannot write to the state folder {tmp_path / 'file'}"):
         check_writable(tmp_path / "file" / "candidates")

@@ -21,13 +21,15 @@ from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError, Reg
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_CODES = frozenset({"TOOMANYREQUESTS", "UNAVAILABLE"})
 _LOGS = "check the registry's logs"
-RATE_LIMIT_HINT = ("wait and re-run; authenticated clients usually get a higher limit (docker login); "
-                   "registry.rate_limit_wait (PADDLECD_REGISTRY_RATE_LIMIT_WAIT) bounds the wait, in s")
+RATE_LIMIT_HINT = ("wait and re-run; authenticated clients usually get a higher limit (docker "
+                   "login); registry.rate_limit_wait (PADDLECD_REGISTRY_RATE_LIMIT_WAIT) bounds "
+                   "the wait, in s")
 
 # OCI / distribution error code → (error type, hint). Codes not listed fall back to the status.
 _CODES: dict[str, tuple[type[RegistryError], str]] = {
-    "NAME_UNKNOWN": (NotFoundError, "the repository does not exist there: check the repository name"),
-    "MANIFEST_UNKNOWN": (NotFoundError, "no such tag or digest there: check it (push prints the digest)"),
+    "NAME_UNKNOWN": (NotFoundError, "the repository does not exist there: check its name"),
+    "MANIFEST_UNKNOWN": (NotFoundError, "no such tag or digest there: check it (push prints the "
+                                        "digest)"),
     "BLOB_UNKNOWN": (NotFoundError, "the repository lacks that blob: check the digest"),
     "MANIFEST_BLOB_UNKNOWN": (RegistryError, "the manifest names blobs the repository lacks: "
                                              "copy or push the blobs first, then re-run"),
@@ -113,7 +115,8 @@ def to_error(answer: Answer, *, what: str, host: str,
     detail = f"HTTP {answer.status}" + (f" {answer.detail}" if answer.detail else "")
     if answer.status == 413:
         return RegistryError(
-            f"{what}: HTTP 413 Request Entity Too Large — a proxy in front of {host} caps the body size",
+            f"{what}: HTTP 413 Request Entity Too Large — a proxy in front of {host} caps the "
+            "body size",
             "lift the proxy's cap for the registry (nginx: client_max_body_size 0; "
             "ingress-nginx: nginx.ingress.kubernetes.io/proxy-body-size: \"0\")")
     if answer.foreign:
@@ -129,8 +132,8 @@ def to_error(answer: Answer, *, what: str, host: str,
 
 def _proxy_error(answer: Answer, *, what: str, host: str,
                  login_hint: Callable[[], str]) -> RegistryError:
-    cause = (f"{what}: HTTP {answer.status} with a {answer.content_type} body — not the registry's "
-             f"answer: a proxy or load balancer in front of {host} answered")
+    cause = (f"{what}: HTTP {answer.status} with a {answer.content_type} body — not the "
+             f"registry's answer: a proxy or load balancer in front of {host} answered")
     if answer.status in (401, 403, 407):
         return RegistryAuthError(cause, "the proxy wants its own login, or " + login_hint())
     if answer.status in (502, 503, 504):

@@ -4,7 +4,7 @@ Credentials come from the standard places only (DESIGN.md: Docker config.json or
 ``PADDLECD_REGISTRY_USERNAME`` / ``PADDLECD_REGISTRY_PASSWORD`` in the environment, else Docker's
 ``config.json`` (``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``) read as the Docker CLI
 reads it (docker/cli ``getConfiguredCredentialStore``): ``credHelpers.<host>``, else ``credsStore``,
-and only when the helper has no entry, ``auths.<host>`` — so a stale plaintext ``auths`` entry never
+and only when the helper has no entry, ``auths.<host>``: a stale plaintext ``auths`` entry never
 beats the store ``docker push`` uses (issue 12). The lookup itself is docker-py's ``docker.auth``,
 which runs ``docker-credential-<name> get`` (docker/docker-credential-helpers protocol) and parses
 its stdout only: a helper's warnings on stderr go to the terminal, never into the JSON. This module
@@ -125,13 +125,14 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
     try:
         cfg = docker_auth.AuthConfig.load_config(None, raw if isinstance(raw, dict) else {})
     except docker_errors.InvalidConfigFile as e:
-        raise ConfigError(f"{path}: {e}", "fix or remove the entry (docker login rewrites it)") from e
+        hint = "fix or remove the entry (docker login rewrites it)"
+        raise ConfigError(f"{path}: {e}", hint) from e
     helper = cfg.get_credential_store(host)
     try:
         with warnings.catch_warnings():  # docker-py warns about a missing helper; we raise instead
             warnings.simplefilter("ignore")
             found = docker_auth.resolve_authconfig(cfg, host)
-    except (docker_errors.DockerException, ValueError, KeyError) as e:  # ValueError: stdout not JSON
+    except (docker_errors.DockerException, ValueError, KeyError) as e:  # ValueError: not JSON
         raise _helper_error(str(helper), host, path, e) from e
     # A store's answer carries ServerAddress (docker.auth); an auths entry does not.
     source = f"docker-credential-{helper}" if found and "ServerAddress" in found else str(path)
@@ -139,7 +140,7 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
 
 
 def _credentials(found: Mapping[str, Any], source: str) -> Credentials | None:
-    """docker.auth's answer (``IdentityToken``, or ``Username``/``Password`` either case) as Credentials."""
+    """docker.auth's answer (``IdentityToken``, or ``Username``/``Password`` in either case)."""
     if found.get("IdentityToken"):
         return Credentials("<token>", found["IdentityToken"], source)
     user = found.get("Username") or found.get("username")
@@ -161,4 +162,5 @@ def _helper_error(helper: str, host: str, path: Path, e: Exception) -> RegistryA
         why = f"answered something other than the helper protocol's JSON ({type(e).__name__})"
     return RegistryAuthError(
         f"credential helper {exe} (for {host}, from {path}) {why}",
-        f"check it with: echo {host} | {exe} get; or remove it from credHelpers/credsStore in {path}")
+        f"check it with: echo {host} | {exe} get; or remove it from credHelpers/credsStore "
+        f"in {path}")

@@ -45,7 +45,7 @@ BlobCopy = Literal["present", "mounted", "copied"]
 
 
 def _read(repository: str) -> str:
-    """The token scope of a read: ``pull`` only (issue 12: a read-only account must be able to read)."""
+    """The token scope of a read: ``pull`` only (issue 12: read-only accounts must read)."""
     return scope(repository, "pull")
 
 
@@ -165,7 +165,8 @@ class RegistryClient(Transport):
         url: str | None = f"{repository}/tags/list?n=1000"
         try:
             while url:
-                resp = self.request("GET", url, [_read(repository)], f"listing tags of {self.registry}/{repository}")
+                resp = self.request("GET", url, [_read(repository)],
+                                    f"listing tags of {self.registry}/{repository}")
                 tags += resp.json().get("tags") or []
                 url = urljoin(self.base, resp.links["next"]["url"]) if "next" in resp.links else None
         except NotFoundError:
@@ -327,7 +328,7 @@ def refuse_image_id(ref: Reference) -> Reference:
 
 
 def pin(settings: Any, image: str) -> Reference:
-    """``image`` as ``host/repo@sha256:…`` of a manifest the registry serves (a tag resolved once).
+    """``image`` as ``host/repo@sha256:…`` of a manifest the registry serves (tag resolved once).
 
     The one check for ``--image`` where a manifest digest is expected (verify; promote goes
     through :meth:`RegistryClient.resolve`): a local image ID is refused before any request, a

@@ -22,8 +22,9 @@ _REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 _DOMAIN = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?\.?)+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")  # \w would also admit non-ASCII letters
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
-REPOSITORY_RULE = ("repository names are lower-case components [a-z0-9]+ joined by '.', '_', '__' or "
-                   "'-'s, separated by '/' (distribution-spec name grammar), 255 characters at most")
+REPOSITORY_RULE = ("repository names are lower-case components [a-z0-9]+ joined by '.', '_', "
+                   "'__' or '-'s, separated by '/' (distribution-spec name grammar), 255 "
+                   "characters at most")
 TAG_RULE = "tags are [A-Za-z0-9_][A-Za-z0-9._-]{0,127}: 128 characters at most (distribution spec)"
 _HINT = "use [registry[:port]/]repository[:tag][@sha256:<64 hex>], e.g. 127.0.0.1:5000/paddlecd/paddle:cpu"
 

@@ -6,10 +6,11 @@ Retries (``tenacity``) follow the status and OCI error code (:mod:`paddlecd.regi
 HTTP date, RFC 9110 §10.2.3) is waited out as the registry asks, within ``rate_limit_wait`` seconds
 in total, with one progress line per wait; past that bound one
 :class:`~paddlecd.errors.RegistryRateLimitError` names the registry's limit (issue 11). Auth: on a
-401 the ``WWW-Authenticate`` challenge decides — ``Basic`` sends the credentials, ``Bearer`` fetches a
-token for the request's scopes (:mod:`paddlecd.registry.auth`) — and the request is sent once more;
-credentials are looked up only then. Every ``requests`` exception and error answer becomes one
-:class:`~paddlecd.errors.RegistryError` subclass here; secrets never enter a message.
+401 the ``WWW-Authenticate`` challenge decides: ``Basic`` sends the credentials, ``Bearer``
+fetches a token for the request's scopes (:mod:`paddlecd.registry.auth`); then the request is
+sent once more. Credentials from config.json are looked up only then. Every ``requests``
+exception and error answer becomes one :class:`~paddlecd.errors.RegistryError` subclass here;
+secrets never enter a message.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class _Retryable(Exception):
 
 
 def retry_after(header: str, *, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds from now: delay-seconds or an HTTP date; None when absent/invalid."""
+    """``Retry-After`` as seconds from now (delay-seconds or an HTTP date); None when invalid."""
     text = header.strip()
     if text.isdigit():
         return float(text)
@@ -209,8 +210,9 @@ class Transport:
         detail = f"HTTP {e.answer.status}" + (f" {e.answer.detail}" if e.answer.detail else "")
         if e.retry_after is not None:
             return RegistryRateLimitError(
-                f"{what}: {self.host} rate limit{named}: {detail}, asks to wait {e.retry_after:.0f} s "
-                f"more, past registry.rate_limit_wait={self.rate_limit_wait:g} s", answers.RATE_LIMIT_HINT)
+                f"{what}: {self.host} rate limit{named}: {detail}, asks to wait "
+                f"{e.retry_after:.0f} s more, past registry.rate_limit_wait="
+                f"{self.rate_limit_wait:g} s", answers.RATE_LIMIT_HINT)
         return RegistryRateLimitError(f"{what}: {self.host} rate limit{named}: {detail} after "
                                       f"{attempts} attempts", answers.RATE_LIMIT_HINT)
 
@@ -236,8 +238,8 @@ class Transport:
         if creds:
             pair = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
             return {"Authorization": f"Basic {pair}"}
-        token = self._tokens.get(frozenset(scopes)) or next(
-            (t for have, t in self._tokens.items() if _covers(have, scopes)), None)  # push covers pull
+        token = self._tokens.get(frozenset(scopes)) or next(  # a push token covers a pull
+            (t for have, t in self._tokens.items() if _covers(have, scopes)), None)
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _authenticate(self, resp: requests.Response, scopes: list[str]) -> bool:
@@ -307,7 +309,8 @@ class Sized:
 
 def _read(resp: requests.Response) -> answers.Answer:
     """The error answer of ``resp`` (its body is read: error bodies are small)."""
-    return answers.read_answer(resp.status_code, resp.content or b"", resp.headers.get("Content-Type", ""))
+    ctype = resp.headers.get("Content-Type", "")
+    return answers.read_answer(resp.status_code, resp.content or b"", ctype)
 
 
 def _short(e: Exception) -> str:

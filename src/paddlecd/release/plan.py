@@ -190,8 +190,8 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     old = fold(actions_of(records), variant)
     known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
     v = parse_version(version) if version else bump(known, part or "patch")
-    # a tag the registry refuses would leave a ledger record for a release that never was (issue 12);
-    # the moving tags are shorter and drawn from the same characters
+    # a tag the registry refuses would leave a ledger record for a release that never was
+    # (issue 12); the moving tags are shorter and drawn from the same characters
     check_tag(release_tag(v, variant), what=f"release tag of {v}-{variant}")
     d = src_ref.digest or ""
     _refuse_clobber(dst, dst_ref, old, v, variant, d)
