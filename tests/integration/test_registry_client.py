@@ -7,6 +7,7 @@ import tarfile
 import uuid
 
 import pytest
+from mainjob import ROOT
 from oci_images import push_image, push_index
 
 from paddlecd import config, engine
@@ -239,9 +240,10 @@ def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_p
     monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "s3cret-Pa55")
     state = tmp_path / "state"
     settings = config.load({"registry.url": registry.host,
-                            "registry.ca_file": str(registry.ca_file), "state_dir": str(state), "lock_file": str(state / "lock.yaml"),
+                            "registry.ca_file": str(registry.ca_file), "state_dir": str(state),
+                            "lock_file": str(state / "lock.yaml"),
                             "variants_file": str(tmp_path / "variants.yaml")},
-                           root=__import__("mainjob").ROOT, environ={})
+                           root=ROOT, environ={})
     assert lock.lock(settings, ["tiny"])["tiny"].digest == digest
     built = builder.build(settings, "tiny")
     try:
