@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from paddlecd.errors import ConfigError
+from paddlecd.registry.reference import check_repository
 
 PROJECT_FILE = "paddlecd.yaml"
 
@@ -37,6 +38,7 @@ class RegistrySettings:
     ca_file: str | None = None
     insecure: bool = False
     push_retries: int = 4
+    rate_limit_wait: float = 120.0  # s per request waiting out 429/503 Retry-After (issue 11)
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,9 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
         if host and ("://" in host or "/" in host):
             raise ConfigError(f"setting '{key}' is {host!r}: give host[:port] only",
                               "no scheme or path (plain HTTP: registry.insecure=true; repository: registry.repository)")
+    for key in ("registry.repository", "release.repository"):  # issue 12: the spec's rule, up front
+        section, name = key.split(".")
+        check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
     return settings
 
 

@@ -72,6 +72,10 @@ class RegistryAuthError(RegistryError):
     """The registry rejected the credentials (401/403), or none were found."""
 
 
+class RegistryRateLimitError(RegistryError):
+    """The registry kept answering HTTP 429 (or asked to wait longer than the configured bound)."""
+
+
 class NotFoundError(RegistryError):
     """A repository, tag, manifest or blob does not exist in the registry."""
 

@@ -7,10 +7,11 @@ import tarfile
 import uuid
 
 import pytest
+from mainjob import ROOT
 from oci_images import push_image, push_index
 
 from paddlecd import config, engine
-from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
+from paddlecd.errors import ConfigError, NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.auth import Credentials
 from paddlecd.registry.client import RegistryClient, client_for, open_reference
@@ -162,3 +163,173 @@ def test_open_reference_and_delete(registry_env):
     client.delete_manifest(repo, digest)
     with pytest.raises(NotFoundError):
         client.resolve(repo, "gone")
+
+
+# ------------------------------------------ Docker credentials as the CLI reads them (issue 12)
+
+def _docker_home(tmp_path, monkeypatch, cfg: dict, helpers: dict[str, str]):
+    """config.json ``cfg`` in DOCKER_CONFIG, ``docker-credential-<name>`` scripts first on PATH."""
+    import json
+    import os
+
+    (tmp_path / "bin").mkdir()
+    for name, body in helpers.items():
+        exe = tmp_path / "bin" / f"docker-credential-{name}"
+        exe.write_text(f"#!/bin/sh\nread server\n{body}\n")
+        exe.chmod(0o755)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PADDLECD_REGISTRY_USERNAME", raising=False)
+    monkeypatch.delenv("PADDLECD_REGISTRY_PASSWORD", raising=False)
+
+
+def test_store_beats_stale_auths_and_stderr_noise_on_the_real_registry(registry, tmp_path,
+                                                                      monkeypatch):
+    import base64
+
+    stale = base64.b64encode(b"ci:an-old-password").decode()
+    answer = ("echo 'warning: unlocking the keyring' >&2\n"
+              "echo '{\"Username\":\"ci\",\"Secret\":\"s3cret-Pa55\"}'")
+    cfg = {"credsStore": "vault", "auths": {registry.host: {"auth": stale}}}
+    _docker_home(tmp_path, monkeypatch, cfg, {"vault": answer})
+    c = RegistryClient(registry.host, ca_file=str(registry.ca_file))
+    assert c.list_tags(_repo()) == []
+    assert c.credentials is not None and c.credentials.source == "docker-credential-vault"
+
+
+def test_per_host_helper_failure_is_named_on_the_real_registry(registry, tmp_path, monkeypatch):
+    _docker_home(tmp_path, monkeypatch, {"credHelpers": {registry.host: "broken"}},
+                 {"broken": "echo 'token expired, run: broken login'; exit 1"})
+    with pytest.raises(RegistryAuthError, match="credential-broken .*exited 1: token expired"):
+        RegistryClient(registry.host, ca_file=str(registry.ca_file)).list_tags(_repo())
+
+
+# ------------------------------------------ the base is pulled with push's credentials (issue 12)
+
+def _tiny_rootfs(tmp_path) -> str:
+    tar_path = tmp_path / "rootfs.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        data = uuid.uuid4().hex.encode()
+        info = tarfile.TarInfo("base.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return str(tar_path)
+
+
+def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_path, monkeypatch):
+    """Base in the htpasswd registry, only PADDLECD_REGISTRY_USERNAME/PASSWORD set (no docker
+    login): build must pull the base as push would authenticate, not fail 401."""
+    import yaml
+
+    from paddlecd.image import build as builder
+    from paddlecd.image import lock
+
+    base = f"{registry.host}/bases/tiny-{uuid.uuid4().hex[:8]}:3.0.0-cpu"
+    engine.import_rootfs(_tiny_rootfs(tmp_path), base)
+    digest = engine.push(base, auth_config={"username": "ci", "password": "s3cret-Pa55"})
+    engine.remove_image(base)  # the build must fetch it from the registry
+    dockerfile = tmp_path / "Dockerfile.tiny"
+    dockerfile.write_text("ARG BASE\nFROM ${BASE}\nARG PACKAGES=\"\"\nLABEL tiny=1\n")
+    (tmp_path / "variants.yaml").write_text(yaml.safe_dump({"schema": 1, "variants": {"tiny": {
+        "device": "cpu", "base": base, "paddle": "3.0.0", "dockerfile": str(dockerfile)}}}))
+    empty = tmp_path / "no-docker-login"
+    empty.mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(empty))
+    monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "ci")
+    monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "s3cret-Pa55")
+    state = tmp_path / "state"
+    settings = config.load({"registry.url": registry.host,
+                            "registry.ca_file": str(registry.ca_file), "state_dir": str(state),
+                            "lock_file": str(state / "lock.yaml"),
+                            "variants_file": str(tmp_path / "variants.yaml")},
+                           root=ROOT, environ={})
+    assert lock.lock(settings, ["tiny"])["tiny"].digest == digest
+    built = builder.build(settings, "tiny")
+    try:
+        assert engine.image_labels(built.tag)["tiny"] == "1"
+    finally:
+        engine.remove_image(built.tag)
+        engine.remove_image(f"{base.rsplit(':', 1)[0]}@{digest}")
+
+
+# ------------------------------------------ a local image ID is not a manifest digest (issue 12)
+
+@pytest.fixture
+def pushed_local_image(registry_env, tmp_path):
+    """An image imported locally and pushed: ``(settings, repo, manifest digest, image ID)``."""
+    repo = _repo("idcheck")
+    ref = f"{registry_env.host}/{repo}:cpu-1"
+    engine.import_rootfs(_tiny_rootfs(tmp_path), ref)
+    digest = engine.push(ref)
+    settings = config.load({"registry.repository": repo, "state_dir": str(tmp_path / "state")})
+    yield settings, repo, digest, engine.image_id(ref)
+    engine.remove_image(ref)
+
+
+def test_image_id_is_refused_by_verify_promote_deploy_and_upload(pushed_local_image):
+    from paddlecd.artifacts import manifest
+    from paddlecd.cluster import deploy
+    from paddlecd.release import plan
+    from paddlecd.verify import run as verify
+
+    settings, repo, digest, image_id = pushed_local_image
+    assert image_id != digest
+    wrong = f"{settings.registry.url}/{repo}@{image_id}"
+    pushed = f"{settings.registry.url}/{repo}@{digest}"
+    refusals = {
+        "verify": lambda: verify.target(settings, None, wrong),
+        "promote": lambda: plan.plan_promotion(settings, variant="cpu", version="1.0.0",
+                                               digest=image_id),
+        "deploy": lambda: deploy.resolve(settings, release=None, image=wrong, variant=None),
+        "upload": lambda: manifest.parse_image(wrong),
+    }
+    for name, attempt in refusals.items():
+        with pytest.raises(ConfigError, match="names an image ID") as info:
+            attempt()
+        assert pushed in info.value.hint, name  # the pushed digest (RepoDigests) is the way out
+    assert verify.target(settings, None, pushed) == pushed  # the manifest digest itself passes
+    assert deploy.resolve(settings, release=None, image=pushed, variant=None).reference == pushed
+    assert manifest.parse_image(pushed)["digest"] == digest
+
+
+def test_config_blob_digest_is_recognised_in_the_registry_alone(client):
+    """No local image: the registry's answer (HTTP 500 for manifests/<blob>) is not taken for
+    'free space' — the digest is found to be a blob and refused as an image ID."""
+    repo = _repo()
+    digest = push_image(client, repo, "cpu-1")
+    blob = client.get_manifest(repo, digest).json()["config"]["digest"]
+    with pytest.raises(ConfigError, match="names an image ID") as info:
+        client.resolve(repo, blob)
+    assert "free space" not in info.value.cause + info.value.hint
+    with pytest.raises(NotFoundError):
+        client.resolve(repo, "sha256:" + "1" * 64)  # an unknown digest stays not-found
+
+
+def test_a_release_tag_the_registry_would_refuse_is_refused_at_planning(pushed_local_image):
+    from paddlecd.release import plan
+
+    settings, repo, digest, _ = pushed_local_image
+    with pytest.raises(ConfigError, match="not a valid image tag .*characters") as info:
+        plan.plan_promotion(settings, variant="cpu", version="1.0.0-rc." + "a" * 130, digest=digest)
+    assert "128" in info.value.hint
+
+
+def test_push_refuses_an_unwritable_state_folder_before_pushing(registry_env, tmp_path):
+    import json
+
+    from paddlecd.image import push as publish
+
+    state = tmp_path / "state"
+    settings = config.load({"state_dir": str(state), "registry.repository": _repo("writecheck")})
+    tag = f"{settings.candidate_repo}:cpu-{uuid.uuid4().hex[:7]}"
+    engine.import_rootfs(_tiny_rootfs(tmp_path), tag)
+    (state / "builds").mkdir(parents=True)
+    (state / "builds" / "cpu.json").write_text(json.dumps({"tag": tag}))
+    (state / "candidates").write_text("a file where the candidates folder belongs")
+    try:
+        with pytest.raises(ConfigError, match="cannot write to the state folder"):
+            publish.push(settings, "cpu")
+        assert client_for(settings).list_tags(settings.registry.repository) == []  # nothing pushed
+    finally:
+        engine.remove_image(tag)

@@ -43,10 +43,11 @@ class Stub(http.server.BaseHTTPRequestHandler):
         if url.path == "/token":
             ok = auth == "Basic " + base64.b64encode(b"bot:pw").decode()
             q = parse_qs(url.query)
-            good = ok and q.get("service") == ["stub"] and q.get("scope") == ["repository:ci/p:pull,push"]
+            good = ok and q.get("service") == ["stub"] and q.get("scope") == [
+                "repository:ci/p:pull"]
             return self._send(200, json.dumps({"token": "T0K"}).encode()) if good else self._send(401)
         if Stub.failures:
-            return self._send(Stub.failures.pop(0), headers={"Retry-After": "0"})
+            return self._send(Stub.failures.pop(0))  # no Retry-After: the client's own backoff
         if auth != "Bearer T0K":
             realm = f"http://{self.headers['Host']}/token"
             return self._send(401, headers={"WWW-Authenticate": f'Bearer realm="{realm}",service="stub",scope="x"'})

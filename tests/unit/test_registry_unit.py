@@ -8,7 +8,7 @@ import json
 import pytest
 
 from paddlecd.config import load
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, RegistryAuthError
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.client import ACCEPT, RegistryClient, client_for, parse_reference
@@ -104,7 +104,8 @@ def test_credentials_from_helper(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{helper.parent}:/usr/bin:/bin")
     _write_config(tmp_path, monkeypatch, {"credHelpers": {"reg.example": "fake"}, "credsStore": "missing"})
     assert find_credentials("reg.example") == Credentials("u-reg.example", "s")
-    assert find_credentials("other.example") is None  # credsStore helper not installed
+    with pytest.raises(RegistryAuthError, match="docker-credential-missing .*is not on PATH"):
+        find_credentials("other.example")  # the store is not installed: docker push fails too
 
 
 def test_client_for_schemes(tmp_path):

@@ -122,7 +122,8 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
     """``repo@sha256:…`` → ``{"reference", "digest"}``; None stays None.
 
     Raises:
-        ConfigError: the reference carries no digest (a tag is a pointer, not an identity).
+        ConfigError: the reference carries no digest (a tag is a pointer, not an identity), or the
+            digest is a local image's ID rather than its manifest digest.
     """
     if not reference:
         return None
@@ -130,6 +131,9 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
     if not m:
         raise ConfigError(f"image reference '{reference}' has no digest",
                           "pass the repo@sha256:... reference printed by push")
+    from paddlecd.registry.client import parse_reference, refuse_image_id
+
+    refuse_image_id(parse_reference(reference))  # a local image ID is no manifest digest (issue 12)
     return {"reference": reference, "digest": m["digest"]}
 
 

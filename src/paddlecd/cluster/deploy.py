@@ -23,6 +23,7 @@ from paddlecd.config import Settings
 from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.image import build as builder
 from paddlecd.image import variants
+from paddlecd.registry.client import parse_reference, refuse_image_id
 
 Emit = Callable[[str], None]
 CLUSTERS = ("local", "k8s")
@@ -125,14 +126,16 @@ def resolve(settings: Settings, *, release: str | None, image: str | None, varia
     """The image to run as a :class:`Target`, from a release name or a digest reference.
 
     Raises:
-        ConfigError: both or neither given, unknown release, a tag instead of a digest.
+        ConfigError: both or neither given, unknown release, a tag instead of a digest, a local
+            image ID instead of the manifest digest.
     """
     if bool(release) == bool(image):
         raise ConfigError("give exactly one of --release X.Y.Z-<variant> or --image host/repo@sha256:…",
                           "e.g. invoke deploy --release 1.4.0-cpu --job examples/train.yaml")
     revision = builder.git_revision(settings.root)[1]
-    if image:
-        return Target(pinned(image), variant or "cpu", None, revision)
+    if image:  # a local image ID where the manifest digest belongs is refused (issue 12)
+        reference = str(refuse_image_id(parse_reference(pinned(image))))
+        return Target(reference, variant or "cpu", None, revision)
     from paddlecd.release import promote as releases  # the release engineer's module (issue 3)
 
     found = releases.find(settings, str(release))

@@ -21,6 +21,8 @@ from paddlecd import engine, proc
 from paddlecd.config import Settings
 from paddlecd.errors import EngineError
 from paddlecd.image import lock, variants
+from paddlecd.registry import auth as registry_auth
+from paddlecd.registry.reference import parse_reference
 from paddlecd.verify.evidence import now_iso, write_json
 
 Echo = Callable[[str], None]
@@ -148,14 +150,44 @@ def candidate_tag(settings: Settings, variant: str) -> str:
     return f"{settings.candidate_repo}:{variant}-{git_revision(settings.root)[0]}"
 
 
+def pull_base(settings: Settings, entry: lock.LockEntry, *, on_line: Echo | None = None) -> bool:
+    """Pull the locked base into the engine with the credentials push uses, unless it is there.
+
+    BuildKit pulls ``FROM`` with the Docker CLI's config.json only, so with
+    ``PADDLECD_REGISTRY_USERNAME``/``PASSWORD`` (and no ``docker login``) a base in the configured
+    registry failed with 401 while push worked (issue 12). The engine API pulls it first with those
+    credentials; the daemon's BuildKit then resolves ``FROM repo@digest`` in the local image store.
+    The pair goes to the configured registries only, as everywhere (registry.client.client_for).
+
+    Returns:
+        True when it pulled the base; False when nothing was needed (no env pair, another
+        registry, or the base is already local).
+
+    Raises:
+        RegistryAuthError, RegistryError: the pull failed.
+    """
+    creds = registry_auth.env_credentials()
+    host = parse_reference(entry.pinned).registry
+    if not creds or host not in (settings.registry.url, settings.release.registry):
+        return False
+    if engine.image_exists(entry.pinned):
+        return False
+    if on_line:
+        on_line(f"pulling base {entry.pinned} with {creds.source}")
+    engine.pull(entry.pinned, auth_config={"username": creds.username, "password": creds.password})
+    return True
+
+
 def build(settings: Settings, variant_name: str, *, on_line: Echo | None = None, no_cache: bool = False) -> Built:
     """Build ``variant_name`` FROM its locked base digest and record the build under ``<state>/builds``.
 
     Raises:
         ConfigError: unknown variant. LockError: base unlocked or drifted. EngineError: the build failed.
+        RegistryError: the base could not be pulled (:func:`pull_base`).
     """
     v = variants.get(settings, variant_name)
     entry = lock.check(settings, v)
+    pull_base(settings, entry, on_line=on_line)
     tag = candidate_tag(settings, v.name)
     started = time.monotonic()
     images = settings.root / "images"

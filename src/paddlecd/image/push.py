@@ -10,8 +10,10 @@ registry and compared with the one the engine reported.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import tenacity
 
@@ -98,16 +100,37 @@ def last_build_tag(settings: Settings, variant_name: str) -> str:
     return tag
 
 
+def check_writable(folder: Path) -> None:
+    """Make sure a file can be created in ``folder`` (created if missing), by creating one.
+
+    Raises:
+        ConfigError: naming the folder and the OS's reason.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".paddlecd-write-check-"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"cannot write to the state folder {folder}: {e.strerror or e}",
+                          "fix its permissions or free space, or set state_dir "
+                          "(PADDLECD_STATE_DIR) to a writable folder") from e
+
+
 def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = None) -> Pushed:
     """Push the last build of ``variant_name`` (recorded by build) and record it as the candidate.
 
+    The candidates folder is checked writable before anything is pushed, so a successful push is
+    never left without its record (issue 12).
+
     Raises:
+        ConfigError: the state folder is not writable.
         RegistryError: no build recorded for the variant, or the push failed (see :func:`push_reference`).
     """
     tag = last_build_tag(settings, variant_name)
     if not engine.image_exists(tag):
         raise RegistryError(f"image {tag} from the last build is gone from the engine",
                             f"run: invoke build --variant {variant_name}")
+    check_writable(settings.state / "candidates")
     digest = push_reference(settings, tag, on_progress=on_progress)
     repo = tag.rsplit(":", 1)[0]
     pushed = Pushed(variant_name, tag, digest, f"{repo}@{digest}")

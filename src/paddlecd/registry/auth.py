@@ -1,11 +1,15 @@
 """Registry credentials and the token protocol, for :mod:`paddlecd.registry.client`.
 
-Credentials come from the standard places only (the project design: Docker config.json or env): ``PADDLECD_REGISTRY_USERNAME`` /
-``PADDLECD_REGISTRY_PASSWORD`` in the environment, else Docker's ``config.json``
-(``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``): ``credHelpers.<host>``, then
-``auths.<host>.auth`` (base64 ``user:password``), then ``credsStore`` — the order the Docker CLI
-uses (docker/cli ``cli/config/configfile/file.go``). Helpers are ``docker-credential-<name> get``
-with the server on stdin (docker/docker-credential-helpers protocol).
+Credentials come from the standard places only (DESIGN.md: Docker config.json or env):
+``PADDLECD_REGISTRY_USERNAME`` / ``PADDLECD_REGISTRY_PASSWORD`` in the environment, else Docker's
+``config.json`` (``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``) read as the Docker CLI
+reads it (docker/cli ``getConfiguredCredentialStore``): ``credHelpers.<host>``, else ``credsStore``,
+and only when the helper has no entry, ``auths.<host>``: a stale plaintext ``auths`` entry never
+beats the store ``docker push`` uses (issue 12). The lookup itself is docker-py's ``docker.auth``,
+which runs ``docker-credential-<name> get`` (docker/docker-credential-helpers protocol) and parses
+its stdout only: a helper's warnings on stderr go to the terminal, never into the JSON. This module
+is the one place besides :mod:`paddlecd.engine` that imports docker-py, and only ``docker.auth``
+(a config-file and helper reader, no engine client) and the ``docker.errors`` it raises.
 
 Token auth follows the distribution token specification (distribution.github.io/distribution/spec/auth/token/):
 a 401 carries ``WWW-Authenticate: Bearer realm=…,service=…,scope=…``; the client GETs the realm with
@@ -16,22 +20,23 @@ Secrets are held in memory only and never appear in messages.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from paddlecd import proc
-from paddlecd.errors import ConfigError
-from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
+from docker import auth as docker_auth
+from docker import errors as docker_errors
+
+from paddlecd.errors import ConfigError, RegistryAuthError
 
 USERNAME_ENV = "PADDLECD_REGISTRY_USERNAME"
 PASSWORD_ENV = "PADDLECD_REGISTRY_PASSWORD"
-_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", DOCKER_HUB, DOCKER_HUB_API)
 _PARAM = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))')
 
 
@@ -99,58 +104,63 @@ def env_credentials(environ: Mapping[str, str] | None = None) -> Credentials | N
 
 
 def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> Credentials | None:
-    """Credentials for registry ``host`` (``host[:port]``), or None when none are configured.
+    """Credentials for registry ``host`` (``host[:port]``, ``docker.io`` for the hub), or None.
 
-    Raises nothing for a missing or unreadable config file or helper: the registry's 401 then says
-    what is wrong, with the ``docker login`` hint.
+    Order: the environment pair, then config.json as the Docker CLI reads it (module docstring).
+    A missing or unparsable config.json means no credentials (the registry's 401 then says so,
+    with the ``docker login`` hint), as the Docker CLI only warns about it.
+
+    Raises:
+        ConfigError: half of the environment pair is set; an ``auths`` entry is malformed.
+        RegistryAuthError: the configured credential helper is missing or fails (naming it).
     """
     from_env = env_credentials(environ)
     if from_env:
         return from_env
+    path = docker_config_path()
     try:
-        cfg = json.loads(docker_config_path().read_text())
+        raw = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    keys = _HUB_KEYS if host in _HUB_KEYS else (host, f"https://{host}", f"http://{host}", f"https://{host}/v1/")
-    helpers = cfg.get("credHelpers") or {}
-    for key in keys:
-        if key in helpers:
-            return _from_helper(helpers[key], key)
-    for key, entry in (cfg.get("auths") or {}).items():
-        if _normalise(key) in map(_normalise, keys) and isinstance(entry, dict):
-            found = _from_auth_entry(entry)
-            if found:
-                return found
-    return _from_helper(cfg["credsStore"], keys[0]) if cfg.get("credsStore") else None
-
-
-def _normalise(key: str) -> str:
-    return re.sub(r"^https?://", "", key).split("/", 1)[0]
-
-
-def _from_auth_entry(entry: Mapping[str, str]) -> Credentials | None:
-    if entry.get("identitytoken"):
-        return Credentials("<token>", entry["identitytoken"])
-    if entry.get("auth"):
-        try:
-            user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):
-            return None
-        return Credentials(user, password)
-    if entry.get("username") and entry.get("password"):
-        return Credentials(entry["username"], entry["password"])
-    return None
-
-
-def _from_helper(name: str, server: str) -> Credentials | None:
-    exe = shutil.which(f"docker-credential-{name}")
-    if not exe:
-        return None
-    result = proc.run([exe, "get"], stdin=server.encode(), check=False)
-    if result.returncode != 0:
-        return None
     try:
-        data = json.loads(result.stdout)
-        return Credentials(data["Username"], data["Secret"], "a docker credential helper")
-    except (ValueError, KeyError):
-        return None
+        cfg = docker_auth.AuthConfig.load_config(None, raw if isinstance(raw, dict) else {})
+    except docker_errors.InvalidConfigFile as e:
+        hint = "fix or remove the entry (docker login rewrites it)"
+        raise ConfigError(f"{path}: {e}", hint) from e
+    helper = cfg.get_credential_store(host)
+    try:
+        with warnings.catch_warnings():  # docker-py warns about a missing helper; we raise instead
+            warnings.simplefilter("ignore")
+            found = docker_auth.resolve_authconfig(cfg, host)
+    except (docker_errors.DockerException, ValueError, KeyError) as e:  # ValueError: not JSON
+        raise _helper_error(str(helper), host, path, e) from e
+    # A store's answer carries ServerAddress (docker.auth); an auths entry does not.
+    source = f"docker-credential-{helper}" if found and "ServerAddress" in found else str(path)
+    return _credentials(found or {}, source)
+
+
+def _credentials(found: Mapping[str, Any], source: str) -> Credentials | None:
+    """docker.auth's answer (``IdentityToken``, or ``Username``/``Password`` in either case)."""
+    if found.get("IdentityToken"):
+        return Credentials("<token>", found["IdentityToken"], source)
+    user = found.get("Username") or found.get("username")
+    password = found.get("Password") or found.get("password")
+    return Credentials(user, password, source) if user and password else None
+
+
+def _helper_error(helper: str, host: str, path: Path, e: Exception) -> RegistryAuthError:
+    """One line naming the helper and why it failed: not on PATH, or its exit status and output."""
+    exe = f"docker-credential-{helper}"
+    # docker.auth wraps the helper's StoreError, which wraps subprocess's CalledProcessError
+    failed = e.__cause__.__cause__ if e.__cause__ else None
+    if failed is not None and hasattr(failed, "returncode"):
+        said = (failed.output or b"").decode("utf-8", "replace").strip().splitlines()
+        why = f"exited {failed.returncode}" + (f": {said[0][:160]}" if said else "")
+    elif not shutil.which(exe):
+        why = "is not on PATH"
+    else:
+        why = f"answered something other than the helper protocol's JSON ({type(e).__name__})"
+    return RegistryAuthError(
+        f"credential helper {exe} (for {host}, from {path}) {why}",
+        f"check it with: echo {host} | {exe} get; or remove it from credHelpers/credsStore "
+        f"in {path}")

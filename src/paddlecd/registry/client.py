@@ -14,16 +14,25 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal
 from urllib.parse import urljoin
 
-from paddlecd.errors import NotFoundError, RegistryError
+from paddlecd.errors import (
+    ConfigError,
+    NotFoundError,
+    PaddlecdError,
+    RegistryAuthError,
+    RegistryError,
+    RegistryRateLimitError,
+)
 from paddlecd.registry.auth import scope
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
 from paddlecd.registry.transport import Sized, Transport
 
-__all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for", "open_reference", "ACCEPT"]
+__all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for",
+           "open_reference", "pin", "refuse_image_id", "ACCEPT"]
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -33,6 +42,11 @@ INDEX_TYPES = frozenset({DOCKER_MANIFEST_LIST, OCI_INDEX})
 ACCEPT = ", ".join((DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_MANIFEST, OCI_INDEX))
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 BlobCopy = Literal["present", "mounted", "copied"]
+
+
+def _read(repository: str) -> str:
+    """The token scope of a read: ``pull`` only (issue 12: read-only accounts must read)."""
+    return scope(repository, "pull")
 
 
 @dataclass(frozen=True)
@@ -85,10 +99,10 @@ class RegistryClient(Transport):
 
         Raises:
             NotFoundError: no such repository or tag. RegistryAuthError: 401/403. RegistryError: other.
+            ConfigError: ``reference`` is the digest of a blob (an image ID), not of a manifest.
         """
         what = f"resolving {self.name(repository, reference)}"
-        resp = self.request("HEAD", f"{repository}/manifests/{reference}", [scope(repository)], what,
-                             ok=(200, 405), headers={"Accept": ACCEPT})
+        resp = self._manifest_request("HEAD", repository, reference, what, ok=(200, 405))
         digest, ctype = resp.headers.get("Docker-Content-Digest"), resp.headers.get("Content-Type", "")
         if resp.status_code == 200 and digest and ctype:
             return Descriptor(digest, ctype.split(";")[0].strip(), int(resp.headers.get("Content-Length", 0)))
@@ -101,8 +115,7 @@ class RegistryClient(Transport):
             NotFoundError, RegistryAuthError, RegistryError: as :meth:`resolve`; also on a digest mismatch.
         """
         what = f"fetching manifest {self.name(repository, reference)}"
-        resp = self.request("GET", f"{repository}/manifests/{reference}", [scope(repository)], what,
-                             headers={"Accept": ACCEPT})
+        resp = self._manifest_request("GET", repository, reference, what)
         raw = resp.content
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()
         if reference.startswith("sha256:") and reference != digest:
@@ -110,6 +123,20 @@ class RegistryClient(Transport):
         ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
         media_type = json.loads(raw).get("mediaType") or ctype
         return Manifest(Descriptor(digest, media_type, len(raw)), raw)
+
+    def _manifest_request(self, method: str, repository: str, reference: str, what: str,
+                          ok: tuple[int, ...] = (200,)) -> Any:
+        """A manifest read. A digest that fails is checked for being a blob instead: distribution
+        answers ``manifests/<config digest>`` with HTTP 500 UNKNOWN (issue 12, "free space")."""
+        try:
+            return self.request(method, f"{repository}/manifests/{reference}", [_read(repository)],
+                                what, ok=ok, headers={"Accept": ACCEPT})
+        except (RegistryAuthError, RegistryRateLimitError):
+            raise
+        except RegistryError:
+            if reference.startswith("sha256:") and self.blob_exists(repository, reference):
+                raise image_id_error(f"{self.registry}/{repository}", reference) from None
+            raise
 
     def put_manifest(self, repository: str, reference: str, raw: bytes, media_type: str) -> Descriptor:
         """PUT manifest bytes under a tag or digest; the digest the registry reports must be sha256(raw).
@@ -138,7 +165,8 @@ class RegistryClient(Transport):
         url: str | None = f"{repository}/tags/list?n=1000"
         try:
             while url:
-                resp = self.request("GET", url, [scope(repository)], f"listing tags of {self.registry}/{repository}")
+                resp = self.request("GET", url, [_read(repository)],
+                                    f"listing tags of {self.registry}/{repository}")
                 tags += resp.json().get("tags") or []
                 url = urljoin(self.base, resp.links["next"]["url"]) if "next" in resp.links else None
         except NotFoundError:
@@ -149,14 +177,14 @@ class RegistryClient(Transport):
 
     def blob_exists(self, repository: str, digest: str) -> bool:
         """True when ``repository`` has blob ``digest`` (HEAD)."""
-        resp = self.request("HEAD", f"{repository}/blobs/{digest}", [scope(repository)],
+        resp = self.request("HEAD", f"{repository}/blobs/{digest}", [_read(repository)],
                              f"checking blob {self.name(repository, digest)}", ok=(200, 404))
         return resp.status_code == 200
 
     def mount_blob(self, from_repo: str, to_repo: str, digest: str) -> bool:
         """Cross-repository mount (no bytes move). True when mounted (201); False when the registry
         answered 202 (upload needed; the opened upload is cancelled)."""
-        resp = self.request("POST", f"{to_repo}/blobs/uploads/", [scope(to_repo), scope(from_repo, "pull")],
+        resp = self.request("POST", f"{to_repo}/blobs/uploads/", [scope(to_repo), _read(from_repo)],
                              f"mounting {digest} from {from_repo} into {self.registry}/{to_repo}",
                              ok=(201, 202), params={"mount": digest, "from": from_repo})
         if resp.status_code == 201:
@@ -195,7 +223,8 @@ class RegistryClient(Transport):
         if source.host == self.host and self.mount_blob(from_repo, to_repo, blob.digest):
             return "mounted"
         what = f"reading blob {source.name(from_repo, blob.digest)}"
-        resp = source.request("GET", f"{from_repo}/blobs/{blob.digest}", [scope(from_repo)], what, stream=True)
+        resp = source.request("GET", f"{from_repo}/blobs/{blob.digest}", [_read(from_repo)], what,
+                              stream=True)
         with resp:
             size = int(resp.headers.get("Content-Length") or blob.size)
             self.upload_blob(to_repo, blob.digest, resp.raw, size)
@@ -227,13 +256,15 @@ class RegistryClient(Transport):
         return counts
 
 
-def client_for(settings: Any, registry: str | None = None) -> RegistryClient:
+def client_for(settings: Any, registry: str | None = None, *,
+               on_progress: Callable[[str], None] | None = None) -> RegistryClient:
     """A client for ``registry`` (default: ``settings.registry.url``) configured from Settings.
 
     The candidate registry uses ``registry.ca_file``/``registry.insecure``, a separate release registry
     ``release.ca_file``/``release.insecure``; other registries use TLS with the system CAs. A loopback
     registry (127.0.0.1, localhost) with no CA configured is spoken to over plain HTTP, as Docker
-    treats loopback registries as insecure (the embedded registry).
+    treats loopback registries as insecure (the embedded registry). ``on_progress`` gets one line
+    per rate-limit wait (``registry.rate_limit_wait`` bounds them, in seconds).
     """
     host = registry or settings.registry.url
     ca_file, insecure = None, False
@@ -247,7 +278,68 @@ def client_for(settings: Any, registry: str | None = None) -> RegistryClient:
     # one (a base on Docker Hub, say); those use Docker's config.json / credential helpers only.
     configured = host in (settings.registry.url, settings.release.registry)
     return RegistryClient(host, ca_file=ca_file, insecure=insecure, retries=settings.registry.push_retries,
-                          env_credentials=configured)
+                          env_credentials=configured, on_progress=on_progress,
+                          rate_limit_wait=settings.registry.rate_limit_wait)
+
+
+def image_id_error(name: str, digest: str) -> ConfigError:
+    """The refusal of ``digest`` that names a blob (an image ID) where a manifest digest belongs;
+    ``name`` is ``host/repository``.
+
+    The hint is the manifest digest the engine recorded for that image after a push or pull
+    (``RepoDigests``), when the local engine has it; otherwise how to find it.
+    """
+    pushed = _local_image(digest) or []
+    best = next((p for p in pushed if p.startswith(name + "@")), pushed[0] if pushed else None)
+    hint = (f"use the manifest digest the push gave it: {best}" if best else
+            "use the manifest digest push printed (docker inspect --format "
+            "'{{join .RepoDigests \"\\n\"}}' IMAGE), not the image ID (.Id)")
+    return ConfigError(f"{name}@{digest} names an image ID (the config blob's digest, docker "
+                       "inspect .Id), not a manifest digest", hint)
+
+
+def _local_image(image_id: str) -> list[str] | None:
+    """``RepoDigests`` of the local image whose ID is ``image_id``; None when there is none here
+    (or no engine: the check is best-effort, the registry lookup still applies)."""
+    from paddlecd import engine  # the engine is asked only about this one image
+
+    try:
+        if not engine.image_exists(image_id) or engine.image_id(image_id) != image_id:
+            return None
+        return engine.repo_digests(image_id)
+    except PaddlecdError:
+        return None
+
+
+def refuse_image_id(ref: Reference) -> Reference:
+    """Return ``ref`` unless its digest is a local image's ID rather than a manifest digest.
+
+    No registry request: the local engine alone decides (an ID listed among the image's own
+    ``RepoDigests`` is a manifest digest too, as with the containerd image store). Without an engine
+    the check passes; :meth:`RegistryClient.resolve` still recognises a blob in the registry.
+
+    Raises:
+        ConfigError: the digest is a local image ID; the hint is its pushed digest.
+    """
+    pushed = _local_image(ref.digest) if ref.digest else None
+    if pushed is not None and not any(p.endswith(f"@{ref.digest}") for p in pushed):
+        raise image_id_error(ref.name, str(ref.digest))
+    return ref
+
+
+def pin(settings: Any, image: str) -> Reference:
+    """``image`` as ``host/repo@sha256:…`` of a manifest the registry serves (tag resolved once).
+
+    The one check for ``--image`` where a manifest digest is expected (verify; promote goes
+    through :meth:`RegistryClient.resolve`): a local image ID is refused before any request, a
+    blob digest by the registry lookup.
+
+    Raises:
+        ConfigError: malformed, or an image ID. NotFoundError: the registry lacks it. RegistryError.
+    """
+    client, ref = open_reference(settings, image)
+    desc = client.resolve(ref.repository, refuse_image_id(ref).identifier)
+    return ref.by_digest(desc.digest)
 
 
 def open_reference(settings: Any, ref: str) -> tuple[RegistryClient, Reference]:

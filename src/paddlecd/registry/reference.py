@@ -20,8 +20,12 @@ DOCKER_HUB_API = "registry-1.docker.io"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
 _REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 _DOMAIN = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?\.?)+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
-_TAG = re.compile(r"[\w][\w.-]{0,127}")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")  # \w would also admit non-ASCII letters
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
+REPOSITORY_RULE = ("repository names are lower-case components [a-z0-9]+ joined by '.', '_', "
+                   "'__' or '-'s, separated by '/' (distribution-spec name grammar), 255 "
+                   "characters at most")
+TAG_RULE = "tags are [A-Za-z0-9_][A-Za-z0-9._-]{0,127}: 128 characters at most (distribution spec)"
 _HINT = "use [registry[:port]/]repository[:tag][@sha256:<64 hex>], e.g. 127.0.0.1:5000/paddlecd/paddle:cpu"
 
 
@@ -69,10 +73,44 @@ class Reference:
         return replace(self, tag=None, digest=check_digest(digest))
 
     def with_tag(self, tag: str) -> Reference:
-        """The same repository at ``tag`` (digest dropped)."""
-        if not _TAG.fullmatch(tag):
-            raise ConfigError(f"invalid tag {tag!r}", "tags are [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-        return replace(self, tag=tag, digest=None)
+        """The same repository at ``tag`` (digest dropped).
+
+        Raises:
+            ConfigError: ``tag`` breaks the tag grammar (:func:`check_tag`).
+        """
+        return replace(self, tag=check_tag(tag), digest=None)
+
+
+def check_repository(name: str, *, what: str = "repository") -> str:
+    r"""Return repository ``name`` (``ml/paddle``) if the distribution spec allows it, else raise.
+
+    The rule is distribution-spec's ``<name>`` grammar,
+    ``[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(\/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*`` (spec.md "Pulling
+    manifests"): registries refuse anything else with NAME_INVALID, so it is refused here first.
+
+    Args:
+        name: the repository path, without registry host or tag.
+        what: what the name is, for the message (``setting 'registry.repository'``).
+
+    Raises:
+        ConfigError: with the rule, naming the first offending character when it is upper-case.
+    """
+    if _REPOSITORY.fullmatch(name or "") and len(name) <= 255:
+        return name
+    why = " (capitals are not allowed)" if name != name.lower() else ""
+    raise ConfigError(f"{what} {name!r} is not a valid repository name{why}", REPOSITORY_RULE)
+
+
+def check_tag(tag: str, *, what: str = "tag") -> str:
+    """Return ``tag`` if the distribution spec allows it (``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}``).
+
+    Raises:
+        ConfigError: with the rule and the tag's length when it is too long.
+    """
+    if _TAG.fullmatch(tag or ""):
+        return tag
+    why = f" ({len(tag)} characters)" if len(tag or "") > 128 else ""
+    raise ConfigError(f"{what} {tag!r} is not a valid image tag{why}", TAG_RULE)
 
 
 def check_digest(digest: str) -> str:
@@ -102,7 +140,9 @@ def parse_reference(ref: str, *, default_tag: str | None = "latest") -> Referenc
     registry, path = _split_registry(rest, ref)
     path, tag = _split_tag(path, ref)
     if not _REPOSITORY.fullmatch(path) or len(f"{registry}/{path}") > 255:
-        raise ConfigError(f"invalid image reference {ref!r}: bad repository {path!r}", _HINT)
+        caps = " (capitals are not allowed)" if path != path.lower() else ""
+        raise ConfigError(f"invalid image reference {ref!r}: bad repository {path!r}{caps}",
+                          REPOSITORY_RULE)
     if registry == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"
     return Reference(registry, path, tag or (None if digest else default_tag), digest or None)
@@ -125,5 +165,5 @@ def _split_tag(path: str, ref: str) -> tuple[str, str | None]:
     if not colon or "/" in tag:
         return path, None
     if not _TAG.fullmatch(tag):
-        raise ConfigError(f"invalid image reference {ref!r}: bad tag {tag!r}", _HINT)
+        raise ConfigError(f"invalid image reference {ref!r}: bad tag {tag!r}", TAG_RULE)
     return name, tag

@@ -1,42 +1,71 @@
 """HTTP for :mod:`paddlecd.registry.client`: one session per registry, retries, auth, error translation.
 
-Retries (``tenacity``): 429, 5xx and connection resets/timeouts, exponential backoff 0.5 s … 10 s or
-the server's ``Retry-After``; TLS failures are not retried. Auth: on a 401 the ``WWW-Authenticate``
-challenge decides — ``Basic`` sends the credentials, ``Bearer`` fetches a token for the request's
-scopes (:mod:`paddlecd.registry.auth`) — and the request is sent once more. Every ``requests``
-exception and error status becomes one :class:`~paddlecd.errors.RegistryError` subclass here, with
-the registry's error codes (``MANIFEST_UNKNOWN: …``) and a hint; secrets never enter a message.
+Retries (``tenacity``) follow the status and OCI error code (:mod:`paddlecd.registry.answers`):
+429, 500, 502–504 and connection resets/timeouts, exponential backoff 0.5 s … 10 s, at most
+``retries`` attempts; TLS failures are not retried. A 429 or 503 with ``Retry-After`` (seconds or an
+HTTP date, RFC 9110 §10.2.3) is waited out as the registry asks, within ``rate_limit_wait`` seconds
+in total, with one progress line per wait; past that bound one
+:class:`~paddlecd.errors.RegistryRateLimitError` names the registry's limit (issue 11). Auth: on a
+401 the ``WWW-Authenticate`` challenge decides: ``Basic`` sends the credentials, ``Bearer``
+fetches a token for the request's scopes (:mod:`paddlecd.registry.auth`); then the request is
+sent once more. Credentials from config.json are looked up only then. Every ``requests``
+exception and error answer becomes one :class:`~paddlecd.errors.RegistryError` subclass here;
+secrets never enter a message.
 """
 
 from __future__ import annotations
 
 import base64
+import email.utils
 import re
+import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import requests
 import tenacity
 
-from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
+from paddlecd.errors import RegistryAuthError, RegistryError, RegistryRateLimitError
+from paddlecd.registry import answers, auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
 
 
 class _Retryable(Exception):
-    """A 429 or 5xx answer: retried with backoff, then reported from its response."""
+    """An answer worth asking again (:func:`answers.retryable`); ``retry_after`` in seconds when the
+    registry said how long to wait (429/503 with ``Retry-After``), else None."""
 
-    def __init__(self, response: requests.Response):
+    def __init__(self, response: requests.Response, answer: answers.Answer):
         super().__init__(response.status_code)
-        self.response = response
+        self.response, self.answer = response, answer
+        header = response.headers.get("Retry-After", "")
+        self.retry_after = retry_after(header) if response.status_code in (429, 503) else None
+
+
+def retry_after(header: str, *, now: float | None = None) -> float | None:
+    """``Retry-After`` as seconds from now (delay-seconds or an HTTP date); None when invalid."""
+    text = header.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _server_wait(exc: BaseException | None) -> float | None:
+    """The wait the registry asked for, floored at 1 s so "Retry-After: 0" cannot spin."""
+    after = exc.retry_after if isinstance(exc, _Retryable) else None
+    return None if after is None else max(after, 1.0)
 
 
 def _wait(state: tenacity.RetryCallState) -> float:
-    """Honour ``Retry-After`` (seconds, capped at 30); otherwise exponential backoff 0.5, 1, 2… ≤ 10 s."""
-    exc = state.outcome.exception() if state.outcome else None
-    after = exc.response.headers.get("Retry-After", "") if isinstance(exc, _Retryable) else ""
-    if after.isdigit():
-        return min(float(after), 30.0)
+    """The registry's ``Retry-After`` when it gave one; otherwise exponential 0.5, 1, 2… ≤ 10 s."""
+    after = _server_wait(state.outcome.exception() if state.outcome else None)
+    if after is not None:
+        return after
     return tenacity.wait_exponential(multiplier=0.5, max=10)(state)
 
 
@@ -44,6 +73,20 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, requests.exceptions.SSLError):
         return False  # a certificate problem does not heal by retrying
     return isinstance(exc, (_Retryable, requests.ConnectionError, requests.Timeout))
+
+
+def _covers(have: Iterable[str], want: Iterable[str]) -> bool:
+    """True when token scopes ``have`` grant every scope in ``want`` (``type:name:actions``)."""
+    granted: dict[str, set[str]] = {}
+    for s in have:
+        kind_name, _, actions = s.rpartition(":")
+        granted.setdefault(kind_name, set()).update(actions.split(","))
+    for s in want:
+        kind_name, _, actions = s.rpartition(":")
+        got = granted.get(kind_name, set())
+        if "*" not in got and not set(actions.split(",")) <= got:
+            return False
+    return True
 
 
 class Transport:
@@ -56,6 +99,8 @@ class Transport:
         credentials: explicit credentials; default :func:`paddlecd.registry.auth.find_credentials`.
         retries: attempts per request on 429/5xx/connection resets (tenacity, exponential backoff).
         timeout: seconds per connect/read.
+        rate_limit_wait: seconds, in total per request, to wait out ``Retry-After`` answers.
+        on_progress: called with one line per such wait (library code never prints).
 
     Attributes:
         stats: counters of what crossed the wire (``requests`` here; the client adds more).
@@ -63,7 +108,8 @@ class Transport:
 
     def __init__(self, registry: str, *, ca_file: str | None = None, insecure: bool = False,
                  credentials: Credentials | None = None, retries: int = 4, timeout: float = 60,
-                 env_credentials: bool = True):
+                 env_credentials: bool = True, rate_limit_wait: float = 120.0,
+                 on_progress: Callable[[str], None] | None = None):
         self.registry = registry
         self.host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
         self.base = f"{'http' if insecure else 'https'}://{self.host}/v2/"
@@ -71,8 +117,13 @@ class Transport:
         # Passed on every request: a session-level verify loses to $REQUESTS_CA_BUNDLE (psf/requests#3829).
         self.verify: str | bool = ca_file or True
         self.retries, self.timeout = max(1, retries), timeout
-        self._credentials, self._looked_up = credentials, credentials is not None
+        self.rate_limit_wait, self.on_progress = rate_limit_wait, on_progress
         self._env_credentials = env_credentials  # PADDLECD_REGISTRY_* are for the configured registries only
+        # the env pair is checked now (a half-set pair is bad input even if no 401 ever comes);
+        # config.json and its helpers are consulted on the first 401 only
+        from_env = None if credentials or not env_credentials else auth.env_credentials()
+        self._credentials = credentials or from_env
+        self._looked_up = self._credentials is not None
         self._tokens: dict[frozenset[str], str] = {}
         self._basic = False
         self.stats: Counter[str] = Counter()
@@ -107,12 +158,13 @@ class Transport:
             RegistryAuthError: 401/403. NotFoundError: 404. RegistryError: unreachable, TLS, other statuses.
         """
         attempts = self.retries if retry else 1
-        retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(attempts), wait=_wait,
-                                     retry=tenacity.retry_if_exception(_transient), reraise=True)
+        retrying = tenacity.Retrying(stop=self._stop(attempts, retry), wait=_wait, reraise=True,
+                                     retry=tenacity.retry_if_exception(_transient),
+                                     before_sleep=self._before_sleep)
         try:
             resp = retrying(self._send, method, path, scopes, kwargs)
         except _Retryable as e:
-            resp = e.response
+            raise self._gave_up(e, what, attempts) from None
         except requests.exceptions.SSLError as e:
             raise RegistryError(f"{what}: TLS with {self.host} failed: {_short(e)}",
                                 "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to the registry's CA; "
@@ -129,6 +181,41 @@ class Transport:
             raise self._error(resp, what)
         return resp
 
+    def _stop(self, attempts: int, resendable: bool) -> Callable[[tenacity.RetryCallState], bool]:
+        """Stop after ``attempts``; a wait the registry asked for is bounded by time instead."""
+        def stop(state: tenacity.RetryCallState) -> bool:
+            if not resendable:
+                return True  # a body that cannot be sent again (a stream)
+            after = _server_wait(state.outcome.exception() if state.outcome else None)
+            if after is not None:
+                return state.idle_for + after > self.rate_limit_wait
+            return state.attempt_number >= attempts
+        return stop
+
+    def _before_sleep(self, state: tenacity.RetryCallState) -> None:
+        after = _server_wait(state.outcome.exception() if state.outcome else None)
+        if after is not None and self.on_progress:
+            status = state.outcome.exception().response.status_code  # type: ignore[union-attr]
+            left = self.rate_limit_wait - state.idle_for - after
+            self.on_progress(f"{self.host} asks to wait (HTTP {status}, Retry-After): waiting "
+                             f"{after:.0f} s, {left:.0f} s left of registry.rate_limit_wait")
+
+    def _gave_up(self, e: _Retryable, what: str, attempts: int) -> RegistryError:
+        """The error for an answer still retryable when retrying stopped."""
+        rate_limited = e.answer.status == 429 or "TOOMANYREQUESTS" in e.answer.codes
+        if not rate_limited and e.retry_after is None:
+            return self._error(e.response, what, e.answer)
+        limit = e.response.headers.get("RateLimit-Limit")
+        named = f" (its limit: RateLimit-Limit {limit})" if limit else ""
+        detail = f"HTTP {e.answer.status}" + (f" {e.answer.detail}" if e.answer.detail else "")
+        if e.retry_after is not None:
+            return RegistryRateLimitError(
+                f"{what}: {self.host} rate limit{named}: {detail}, asks to wait "
+                f"{e.retry_after:.0f} s more, past registry.rate_limit_wait="
+                f"{self.rate_limit_wait:g} s", answers.RATE_LIMIT_HINT)
+        return RegistryRateLimitError(f"{what}: {self.host} rate limit{named}: {detail} after "
+                                      f"{attempts} attempts", answers.RATE_LIMIT_HINT)
+
     def _send(self, method: str, path: str, scopes: list[str], kwargs: dict[str, Any]) -> requests.Response:
         url = path if path.startswith(("http://", "https://")) else self.base + path
         extra = dict(kwargs)
@@ -140,16 +227,19 @@ class Transport:
             self.stats["requests"] += 1
             resp = self.session.request(method, url, headers={**headers, **self._auth(scopes)},
                                         timeout=self.timeout, verify=self.verify, **extra)
-        if resp.status_code == 429 or resp.status_code >= 500:
-            raise _Retryable(resp)
+        if resp.status_code >= 400:
+            answer = _read(resp)
+            if answers.retryable(answer):
+                raise _Retryable(resp, answer)
         return resp
 
     def _auth(self, scopes: list[str]) -> dict[str, str]:
-        creds = self.credentials
-        if self._basic and creds:
+        creds = self.credentials if self._basic else None  # looked up on the first 401 only
+        if creds:
             pair = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
             return {"Authorization": f"Basic {pair}"}
-        token = self._tokens.get(frozenset(scopes))
+        token = self._tokens.get(frozenset(scopes)) or next(  # a push token covers a pull
+            (t for have, t in self._tokens.items() if _covers(have, scopes)), None)
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _authenticate(self, resp: requests.Response, scopes: list[str]) -> bool:
@@ -196,14 +286,10 @@ class Transport:
                     f"{self.registry} replaces config.json's), and that the account may pull/push this repository")
         return f"no credentials for {self.registry}: run docker login {self.registry} (or set PADDLECD_REGISTRY_USERNAME/PASSWORD)"
 
-    def _error(self, resp: requests.Response, what: str) -> RegistryError:
-        codes = _error_codes(resp)
-        detail = f"HTTP {resp.status_code}" + (f" {codes}" if codes else "")
-        if resp.status_code in (401, 403):
-            return RegistryAuthError(f"{what}: {self.host} denied access ({detail})", self._login_hint())
-        if resp.status_code == 404:
-            return NotFoundError(f"{what}: not found ({detail})", "check the repository, tag or digest")
-        return RegistryError(f"{what}: {detail}", "re-run to retry; check the registry's logs and free space")
+    def _error(self, resp: requests.Response, what: str,
+               answer: answers.Answer | None = None) -> RegistryError:
+        return answers.to_error(answer or _read(resp), what=what, host=self.host,
+                                login_hint=self._login_hint)
 
 
 class Sized:
@@ -221,13 +307,10 @@ class Sized:
         return self.raw.read(n)
 
 
-def _error_codes(resp: requests.Response) -> str:
-    """``CODE: message`` pairs from the spec's error body ``{"errors": [{code, message, detail}]}``."""
-    try:
-        errors = resp.json().get("errors") or []
-    except ValueError:
-        return ""
-    return "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict))
+def _read(resp: requests.Response) -> answers.Answer:
+    """The error answer of ``resp`` (its body is read: error bodies are small)."""
+    ctype = resp.headers.get("Content-Type", "")
+    return answers.read_answer(resp.status_code, resp.content or b"", ctype)
 
 
 def _short(e: Exception) -> str:

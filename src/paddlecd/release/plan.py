@@ -18,7 +18,7 @@ from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
 from paddlecd.image import variants
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
-from paddlecd.registry.reference import Reference, check_digest, parse_reference
+from paddlecd.registry.reference import Reference, check_digest, check_tag, parse_reference
 from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
 from paddlecd.release.policy import Action, State, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
@@ -190,6 +190,9 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     old = fold(actions_of(records), variant)
     known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
     v = parse_version(version) if version else bump(known, part or "patch")
+    # a tag the registry refuses would leave a ledger record for a release that never was
+    # (issue 12); the moving tags are shorter and drawn from the same characters
+    check_tag(release_tag(v, variant), what=f"release tag of {v}-{variant}")
     d = src_ref.digest or ""
     _refuse_clobber(dst, dst_ref, old, v, variant, d)
     done = any(r.action == "promote" and r.version == str(v) and r.digest == d for r in records)

@@ -48,14 +48,11 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
     last pushed for ``variant``.
 
     Raises:
-        ConfigError: neither given, or no candidate recorded for the variant.
+        ConfigError: neither given, no candidate recorded for the variant, or ``image`` names an
+            image ID. NotFoundError: the registry lacks ``image``.
     """
-    if image:
-        ref = registry.parse_reference(image)
-        if ref.digest:
-            return str(ref)
-        digest = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.identifier).digest
-        return f"{ref.registry}/{ref.repository}@{digest}"
+    if image:  # an image ID where a manifest digest belongs is refused here (issue 12)
+        return str(registry.pin(settings, image))
     if not variant:
         raise ConfigError("nothing to verify: give --variant or --image", "e.g. invoke verify --variant cpu")
     variants.get(settings, variant)

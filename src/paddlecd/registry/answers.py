@@ -1,0 +1,144 @@
+"""What a registry's error answer means: HTTP status and OCI error code → one typed error and hint.
+
+The decision comes from the status and the error codes of the spec's error body
+``{"errors": [{"code", "message", "detail"}]}`` (opencontainers/distribution-spec ``spec.md``,
+"Error Codes"; distribution adds ``TOOMANYREQUESTS`` and ``UNAVAILABLE``), never from the wording of
+a message (issue 12). A non-empty body that is not that JSON (an HTML page, plain text) was written
+by something in front of the registry — a proxy or load balancer — and is reported as such; HTTP 413
+is always a proxy's request-body cap (the registry itself answers ``SIZE_INVALID``).
+Retry decisions use the same reading (:func:`retryable`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError, RegistryRateLimitError
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+RETRY_CODES = frozenset({"TOOMANYREQUESTS", "UNAVAILABLE"})
+_LOGS = "check the registry's logs"
+RATE_LIMIT_HINT = ("wait and re-run; authenticated clients usually get a higher limit (docker "
+                   "login); registry.rate_limit_wait (PADDLECD_REGISTRY_RATE_LIMIT_WAIT) bounds "
+                   "the wait, in s")
+
+# OCI / distribution error code → (error type, hint). Codes not listed fall back to the status.
+_CODES: dict[str, tuple[type[RegistryError], str]] = {
+    "NAME_UNKNOWN": (NotFoundError, "the repository does not exist there: check its name"),
+    "MANIFEST_UNKNOWN": (NotFoundError, "no such tag or digest there: check it (push prints the "
+                                        "digest)"),
+    "BLOB_UNKNOWN": (NotFoundError, "the repository lacks that blob: check the digest"),
+    "MANIFEST_BLOB_UNKNOWN": (RegistryError, "the manifest names blobs the repository lacks: "
+                                             "copy or push the blobs first, then re-run"),
+    "NAME_INVALID": (RegistryError, "the registry refuses this repository name: lower-case "
+                                    "[a-z0-9] components separated by . _ __ - and /"),
+    "TAG_INVALID": (RegistryError, "tags are [A-Za-z0-9_][A-Za-z0-9._-]{0,127}"),
+    "MANIFEST_INVALID": (RegistryError, "the registry refused the manifest: it may not accept this "
+                                        "media type (OCI index or artifact)"),
+    "MANIFEST_UNVERIFIED": (RegistryError, "the registry refused the manifest's signature"),
+    "DIGEST_INVALID": (RegistryError, "the content does not hash to its digest: re-run; if it "
+                                      "repeats, the source is corrupt"),
+    "SIZE_INVALID": (RegistryError, "the content length differs from the declared size: a proxy "
+                                    "may be rewriting the body; re-run"),
+    "BLOB_UPLOAD_UNKNOWN": (RegistryError, "the upload session was lost (behind a load balancer: "
+                                           "sticky sessions or shared storage); re-run"),
+    "BLOB_UPLOAD_INVALID": (RegistryError, "the upload session was lost or broken; re-run"),
+    "UNSUPPORTED": (RegistryError, "the registry does not support this operation (deletes "
+                                   "disabled? storage.delete.enabled in distribution)"),
+    "PAGINATION_NUMBER_INVALID": (RegistryError, "the registry refused the page size"),
+    "TOOMANYREQUESTS": (RegistryRateLimitError, RATE_LIMIT_HINT),
+    "UNAVAILABLE": (RegistryError, "the registry is unavailable: re-run when it is back"),
+}
+_STATUSES: dict[int, tuple[type[RegistryError], str]] = {
+    404: (NotFoundError, "check the repository, tag or digest"),
+    405: (RegistryError, "the registry does not allow this method here (read-only mode, or "
+                         "deletes disabled)"),
+    429: (RegistryRateLimitError, RATE_LIMIT_HINT),
+    500: (RegistryError, "the registry failed internally: check its logs (storage backend: free "
+                         "space, permissions)"),
+    502: (RegistryError, "the registry behind the gateway is down or slow: check it"),
+    503: (RegistryError, "the registry is unavailable: re-run when it is back"),
+    504: (RegistryError, "the registry behind the gateway is down or slow: check it"),
+}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An error answer as read: ``status``, OCI ``codes`` (upper-case, in order), ``detail`` text
+    (``CODE: message; …`` for messages), and ``foreign`` (a non-empty body that is not the spec's
+    JSON: something else answered) with its ``content_type``."""
+
+    status: int
+    codes: tuple[str, ...] = ()
+    detail: str = ""
+    foreign: bool = False
+    content_type: str = ""
+
+
+def read_answer(status: int, body: bytes, content_type: str = "") -> Answer:
+    """Read an error answer's body (bytes as received; empty for HEAD)."""
+    ctype = content_type.split(";")[0].strip().lower()
+    if not body.strip():
+        return Answer(status, content_type=ctype)
+    try:
+        doc: Any = json.loads(body)
+    except ValueError:
+        return Answer(status, foreign=True, content_type=ctype or "non-JSON text")
+    errors = doc.get("errors") if isinstance(doc, dict) else None
+    if not isinstance(errors, list):
+        return Answer(status, foreign=True, content_type=ctype or "JSON")
+    items = [e for e in errors if isinstance(e, dict)]
+    codes = tuple(str(e.get("code", "")).upper() for e in items)
+    detail = "; ".join(f"{e.get('code')}: {str(e.get('message', ''))[:160]}" for e in items)
+    return Answer(status, codes, detail, content_type=ctype)
+
+
+def retryable(answer: Answer) -> bool:
+    """True when asking again may succeed: 429, 500, 502–504, or a rate-limit/unavailable code."""
+    return answer.status in RETRY_STATUSES or bool(RETRY_CODES & set(answer.codes))
+
+
+def to_error(answer: Answer, *, what: str, host: str,
+             login_hint: Callable[[], str]) -> RegistryError:
+    """The one typed error for ``answer``.
+
+    Args:
+        answer: from :func:`read_answer`.
+        what: the action ("resolving host/repo:tag"), first in the message.
+        host: the registry's API host, for proxy messages.
+        login_hint: makes the hint for 401/403 (it names where the credentials came from; called
+            only then, as looking credentials up may run a helper).
+    """
+    detail = f"HTTP {answer.status}" + (f" {answer.detail}" if answer.detail else "")
+    if answer.status == 413:
+        return RegistryError(
+            f"{what}: HTTP 413 Request Entity Too Large — a proxy in front of {host} caps the "
+            "body size",
+            "lift the proxy's cap for the registry (nginx: client_max_body_size 0; "
+            "ingress-nginx: nginx.ingress.kubernetes.io/proxy-body-size: \"0\")")
+    if answer.foreign:
+        return _proxy_error(answer, what=what, host=host, login_hint=login_hint)
+    if answer.status in (401, 403) or {"UNAUTHORIZED", "DENIED"} & set(answer.codes):
+        return RegistryAuthError(f"{what}: {host} denied access ({detail})", login_hint())
+    known = [_CODES[c] for c in answer.codes if c in _CODES]
+    kind, hint = known[0] if known else _STATUSES.get(answer.status, (RegistryError, _LOGS))
+    if kind is NotFoundError:
+        return NotFoundError(f"{what}: not found ({detail})", hint)
+    return kind(f"{what}: {detail}", hint)
+
+
+def _proxy_error(answer: Answer, *, what: str, host: str,
+                 login_hint: Callable[[], str]) -> RegistryError:
+    cause = (f"{what}: HTTP {answer.status} with a {answer.content_type} body — not the "
+             f"registry's answer: a proxy or load balancer in front of {host} answered")
+    if answer.status in (401, 403, 407):
+        return RegistryAuthError(cause, "the proxy wants its own login, or " + login_hint())
+    if answer.status in (502, 503, 504):
+        return RegistryError(cause, "the registry behind the proxy is down or unreachable from it: "
+                                    "check the registry and the proxy's upstream")
+    if answer.status == 429:
+        return RegistryRateLimitError(cause, RATE_LIMIT_HINT)
+    return RegistryError(cause, "check the proxy's configuration and logs for this request")

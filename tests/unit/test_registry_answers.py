@@ -1,0 +1,188 @@
+"""Registry answers read by status and OCI error code, and rate limits waited out (issues 11, 12).
+
+A scripted loopback HTTP server plays the registry (or the proxy in front of it): each test queues
+the answers it wants, in order, and reads back what the client sent. Error wording in the scripted
+bodies is deliberately misleading: the client must decide from the status and the code alone.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.server
+import json
+import threading
+import time
+
+import pytest
+
+from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError, RegistryRateLimitError
+from paddlecd.registry.auth import Credentials
+from paddlecd.registry.client import RegistryClient
+from paddlecd.registry.transport import retry_after
+
+TAGS = json.dumps({"name": "ci/p", "tags": ["a"]}).encode()
+
+
+class Scripted(http.server.BaseHTTPRequestHandler):
+    """Answers from ``script`` (status, headers, body) in order, then 200 with a tag list."""
+
+    script: list[tuple[int, dict[str, str], bytes]] = []
+    seen: list[tuple[str, str, float]] = []
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self):
+        Scripted.seen.append((self.command, self.path, time.monotonic()))
+        status, headers, body = Scripted.script.pop(0) if Scripted.script else (200, {}, TAGS)
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_PUT = do_POST = _answer
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    Scripted.script, Scripted.seen = [], []
+    yield f"127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def oci(status: int, code: str, message: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
+    body = json.dumps({"errors": [{"code": code, "message": message, "detail": None}]}).encode()
+    return status, {"Content-Type": "application/json", **headers}, body
+
+
+def client(host: str, **kwargs) -> RegistryClient:
+    return RegistryClient(host, insecure=True, credentials=Credentials("bot", "pw"), **kwargs)
+
+
+# ------------------------------------------------------------------ status and code, not wording
+
+def test_html_error_page_is_named_as_a_proxy_answer(server):
+    page = b"<html><h1>502 Bad Gateway</h1></html>"
+    Scripted.script = [(502, {"Content-Type": "text/html"}, page)] * 2
+    with pytest.raises(RegistryError) as info:
+        client(server, retries=2).list_tags("ci/p")
+    cause = info.value.cause
+    assert "HTTP 502" in cause and "text/html" in cause and "proxy or load balancer" in cause
+    assert "behind the proxy" in info.value.hint
+
+
+def test_plain_text_401_from_a_proxy_is_an_auth_error_naming_the_proxy(server):
+    Scripted.script = [(403, {"Content-Type": "text/plain"}, b"Forbidden by policy")]
+    with pytest.raises(RegistryAuthError, match="proxy or load balancer") as info:
+        client(server).list_tags("ci/p")
+    assert "proxy wants its own login" in info.value.hint
+
+
+def test_413_names_the_proxy_body_size_cap_and_how_to_lift_it(server):
+    Scripted.script = [(202, {"Location": "/v2/ci/p/blobs/uploads/u1"}, b""),
+                       (413, {"Content-Type": "text/html"}, b"<html>413 Too Large</html>")]
+    with pytest.raises(RegistryError, match="HTTP 413") as info:
+        client(server).upload_blob("ci/p", "sha256:" + "0" * 64, b"x" * 10, 10)
+    assert "client_max_body_size 0" in info.value.hint and "re-run" not in info.value.hint
+
+
+@pytest.mark.parametrize("status, code, kind, hint", [
+    (404, "NAME_UNKNOWN", NotFoundError, "repository"),
+    (404, "MANIFEST_UNKNOWN", NotFoundError, "tag or digest"),
+    (404, "BLOB_UNKNOWN", NotFoundError, "blob"),
+    (400, "MANIFEST_BLOB_UNKNOWN", RegistryError, "copy or push the blobs"),
+    (400, "NAME_INVALID", RegistryError, "lower-case"),
+    (400, "TAG_INVALID", RegistryError, "[A-Za-z0-9_]"),
+    (400, "SIZE_INVALID", RegistryError, "proxy"),
+    (405, "UNSUPPORTED", RegistryError, "does not support"),
+    (403, "DENIED", RegistryAuthError, "may pull/push"),
+    (401, "UNAUTHORIZED", RegistryAuthError, "credentials"),
+])
+def test_error_code_decides_type_and_hint(server, status, code, kind, hint):
+    # the message says something else entirely: only the code may count
+    Scripted.script = [oci(status, code, "unauthorized: out of disk space, blob unknown")]
+    with pytest.raises(kind) as info:
+        client(server).get_manifest("ci/p", "a")
+    assert type(info.value) is kind
+    assert hint in info.value.hint and f"HTTP {status} {code}" in info.value.cause
+    assert len(Scripted.seen) == 1  # a client error is never retried
+
+
+def test_internal_error_and_501_are_told_apart(server):
+    Scripted.script = [oci(500, "UNKNOWN", "x")] * 2
+    with pytest.raises(RegistryError, match="HTTP 500") as info:
+        client(server, retries=2).list_tags("ci/p")
+    assert "storage backend" in info.value.hint and len(Scripted.seen) == 2
+    Scripted.script, Scripted.seen = [(501, {}, b"")], []
+    with pytest.raises(RegistryError, match="HTTP 501"):
+        client(server, retries=3).list_tags("ci/p")
+    assert len(Scripted.seen) == 1  # not retried: it will not be implemented on the next try
+
+
+# ------------------------------------------------------------------ rate limits (issue 11)
+
+def test_retry_after_seconds_and_http_date():
+    now = time.time()
+    assert retry_after("7") == 7.0
+    later = email.utils.formatdate(now + 30, usegmt=True)
+    assert retry_after(later, now=now) == pytest.approx(30, abs=1)
+    assert retry_after(email.utils.formatdate(now - 30, usegmt=True), now=now) == 0.0
+    assert retry_after("") is None and retry_after("soon") is None
+
+
+def test_429_with_retry_after_is_waited_out_with_one_progress_line(server):
+    Scripted.script = [oci(429, "TOOMANYREQUESTS", "slow down", **{"Retry-After": "1"})]
+    lines: list[str] = []
+    assert client(server, on_progress=lines.append).list_tags("ci/p") == ["a"]
+    (first, _, t0), (_, _, t1) = Scripted.seen
+    assert t1 - t0 >= 0.95
+    assert len(lines) == 1 and "HTTP 429" in lines[0] and "waiting 1 s" in lines[0]
+
+
+def test_503_with_an_http_date_is_waited_out(server):
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)
+    Scripted.script = [(503, {"Retry-After": when}, b"")]
+    lines: list[str] = []
+    assert client(server, on_progress=lines.append, retries=1).list_tags("ci/p") == ["a"]
+    assert len(Scripted.seen) == 2 and len(lines) == 1  # waited despite retries=1: server asked
+
+
+def test_server_directed_waits_are_bounded_in_total(server):
+    Scripted.script = [oci(429, "TOOMANYREQUESTS", "x", **{"Retry-After": "1"})] * 10
+    started = time.monotonic()
+    with pytest.raises(RegistryRateLimitError, match="rate_limit_wait=2"):
+        client(server, rate_limit_wait=2).list_tags("ci/p")
+    assert time.monotonic() - started < 5 and len(Scripted.seen) == 3  # waited 1 s twice, gave up
+
+
+def test_a_wait_past_the_bound_fails_at_once_naming_the_limit(server):
+    Scripted.script = [oci(429, "TOOMANYREQUESTS", "x", **{"Retry-After": "3600",
+                                                          "RateLimit-Limit": "100;w=21600"})]
+    started = time.monotonic()
+    with pytest.raises(RegistryRateLimitError) as info:
+        client(server).list_tags("ci/p")
+    assert time.monotonic() - started < 2 and len(Scripted.seen) == 1
+    assert "RateLimit-Limit 100;w=21600" in info.value.cause and "3600 s" in info.value.cause
+    assert "PADDLECD_REGISTRY_RATE_LIMIT_WAIT" in info.value.hint
+
+
+def test_429_without_retry_after_backs_off_then_names_the_limit(server):
+    Scripted.script = [(429, {}, b"")] * 5
+    with pytest.raises(RegistryRateLimitError, match="rate limit: HTTP 429 after 2 attempts"):
+        client(server, retries=2).list_tags("ci/p")
+    assert len(Scripted.seen) == 2
+
+
+def test_a_stream_body_is_not_resent_even_when_asked_to_wait(server):
+    Scripted.script = [(202, {"Location": "/v2/ci/p/blobs/uploads/u1"}, b""),
+                       oci(429, "TOOMANYREQUESTS", "x", **{"Retry-After": "1"})]
+    import io
+
+    with pytest.raises(RegistryRateLimitError):
+        client(server).upload_blob("ci/p", "sha256:" + "0" * 64, io.BytesIO(b"abc"), 3)
+    assert [m for m, _, _ in Scripted.seen] == ["POST", "PUT"]

@@ -1,0 +1,161 @@
+"""Docker credentials read as the Docker CLI reads them (issue 12), with real helper executables.
+
+Each test writes a ``docker-credential-<name>`` shell script onto PATH (the helper protocol:
+``get`` with the server on stdin, JSON ``{"Username", "Secret"}`` on stdout, "credentials not found
+in native keychain" on stdout with a non-zero exit when it has none) and a config.json, then asks
+paddlecd which credentials it would send.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from paddlecd.errors import RegistryAuthError
+from paddlecd.registry.auth import Credentials, find_credentials
+from paddlecd.registry.client import RegistryClient
+
+STALE = base64.b64encode(b"old-user:old-pass").decode()
+
+
+@pytest.fixture
+def docker_home(tmp_path, monkeypatch):
+    """DOCKER_CONFIG and a bin folder first on PATH; no PADDLECD_REGISTRY_* credentials."""
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.delenv("PADDLECD_REGISTRY_USERNAME", raising=False)
+    monkeypatch.delenv("PADDLECD_REGISTRY_PASSWORD", raising=False)
+    return tmp_path
+
+
+def config(home: Path, cfg: dict) -> None:
+    (home / "config.json").write_text(json.dumps(cfg))
+
+
+def helper(home: Path, name: str, body: str) -> Path:
+    """A helper script; ``$server`` is what it was asked about; calls are logged to calls-<name>."""
+    path = home / "bin" / f"docker-credential-{name}"
+    path.write_text(f'#!/bin/sh\nread server\necho "$1 $server" >> "{home}/calls-{name}"\n{body}\n')
+    path.chmod(0o755)
+    return path
+
+
+def answers(user: str, secret: str = "s3cret") -> str:
+    return f"echo '{{\"ServerURL\":\"'$server'\",\"Username\":\"{user}\",\"Secret\":\"{secret}\"}}'"
+
+
+NONE = 'echo "credentials not found in native keychain"; exit 1'
+
+
+def test_credentials_store_is_used(docker_home):
+    helper(docker_home, "store", answers("from-store"))
+    config(docker_home, {"credsStore": "store"})
+    creds = find_credentials("reg.example:5000")
+    assert creds == Credentials("from-store", "s3cret")
+    assert creds.source == "docker-credential-store"
+    assert (docker_home / "calls-store").read_text() == "get reg.example:5000\n"
+
+
+def test_store_beats_a_stale_auths_entry_as_docker_push_does(docker_home):
+    helper(docker_home, "store", answers("from-store"))
+    config(docker_home, {"credsStore": "store", "auths": {"reg.example": {"auth": STALE}}})
+    assert find_credentials("reg.example") == Credentials("from-store", "s3cret")
+
+
+def test_auths_entry_is_used_when_the_store_has_none(docker_home):
+    helper(docker_home, "store", NONE)
+    auths = {"https://reg.example/v1/": {"auth": STALE}}
+    config(docker_home, {"credsStore": "store", "auths": auths})
+    assert find_credentials("reg.example") == Credentials("old-user", "old-pass")
+    assert find_credentials("other.example") is None
+
+
+def test_per_host_helper_beats_the_store(docker_home):
+    helper(docker_home, "store", answers("from-store"))
+    helper(docker_home, "ecr", answers("AWS"))
+    config(docker_home, {"credsStore": "store", "credHelpers": {"reg.example": "ecr"}})
+    assert find_credentials("reg.example") == Credentials("AWS", "s3cret")
+    assert find_credentials("other.example") == Credentials("from-store", "s3cret")
+
+
+def test_docker_hub_is_asked_under_its_index_url(docker_home):
+    helper(docker_home, "store", answers("hubber"))
+    config(docker_home, {"credsStore": "store"})
+    assert find_credentials("docker.io") == Credentials("hubber", "s3cret")
+    assert (docker_home / "calls-store").read_text() == "get https://index.docker.io/v1/\n"
+
+
+def test_identity_token_from_a_store(docker_home):
+    helper(docker_home, "store", answers("<token>", "refresh-tok"))
+    config(docker_home, {"credsStore": "store"})
+    creds = find_credentials("reg.example")
+    assert creds is not None and creds.identity_token and creds.password == "refresh-tok"
+
+
+def test_warnings_on_stderr_do_not_make_us_anonymous(docker_home):
+    helper(docker_home, "noisy", "echo 'WARNING: keyring is slow' >&2\n" + answers("noisy-user"))
+    config(docker_home, {"credsStore": "noisy"})
+    assert find_credentials("reg.example") == Credentials("noisy-user", "s3cret")
+
+
+def test_a_failing_helper_is_a_clear_error_naming_it(docker_home):
+    helper(docker_home, "locked", 'echo "error: the keychain is locked"; exit 3')
+    config(docker_home, {"credHelpers": {"reg.example": "locked"}})
+    with pytest.raises(RegistryAuthError) as info:
+        find_credentials("reg.example")
+    cause = info.value.cause
+    assert "docker-credential-locked" in cause and "exited 3" in cause
+    assert "keychain is locked" in cause
+    assert "docker-credential-locked get" in info.value.hint
+
+
+def test_a_helper_that_answers_garbage_or_is_missing_is_named(docker_home):
+    helper(docker_home, "garbage", "echo 'not json at all'")
+    config(docker_home, {"credsStore": "garbage"})
+    with pytest.raises(RegistryAuthError, match="docker-credential-garbage .*helper protocol"):
+        find_credentials("reg.example")
+    config(docker_home, {"credsStore": "desktop"})
+    with pytest.raises(RegistryAuthError, match="docker-credential-desktop .*not on PATH"):
+        find_credentials("reg.example")
+
+
+def test_env_credentials_win_and_the_helper_is_not_run(docker_home, monkeypatch):
+    helper(docker_home, "store", answers("from-store"))
+    config(docker_home, {"credsStore": "store"})
+    monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "bot")
+    monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "pw")
+    assert find_credentials("reg.example") == Credentials("bot", "pw")
+    assert not (docker_home / "calls-store").exists()
+
+
+def test_no_helper_runs_until_the_registry_asks_for_credentials(docker_home):
+    """A registry that never answers 401 is read without running (or failing on) any helper."""
+    import http.server
+    import threading
+
+    class Open(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = b'{"name": "ci/p", "tags": ["a"]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    helper(docker_home, "locked", "exit 3")
+    config(docker_home, {"credsStore": "locked"})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Open)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        c = RegistryClient(f"127.0.0.1:{httpd.server_address[1]}", insecure=True)
+        assert c.list_tags("ci/p") == ["a"]
+    finally:
+        httpd.shutdown()
+    assert not (docker_home / "calls-locked").exists()
