@@ -10,10 +10,12 @@ Usage"). Its referrers are found the way distribution-spec 1.1 says ("Listing Re
 * else the referrers tag schema: the tag ``sha256-<hex>`` holds an OCI image index listing every
   referrer of that digest. CNCF distribution 2.8 (the embedded default) has no referrers API.
 
-The tag schema is a read-modify-write of one tag and distribution has no conditional PUT, so a
-writer re-reads after its write and adds its entry again when a concurrent writer dropped it.
-Entries are only ever added: every verify run stays listed. HTTP goes through
-:class:`~paddlecd.registry.client.RegistryClient`.
+The tag schema is a read-modify-write of one tag, and distribution has no conditional PUT: two
+writers at once can drop each other's entry (a test showed it). So, as the ledger does, every
+artifact also gets a tag of its own, ``sha256-<subject hex>.<16 hex of the artifact digest>``,
+written before the index and never rewritten: :func:`referrers` lists the index *and* those tags,
+so no run is ever lost, and each write re-adds any entry the index misses (it converges). HTTP goes
+through :class:`~paddlecd.registry.client.RegistryClient`.
 """
 
 from __future__ import annotations
@@ -84,6 +86,11 @@ def tag_for(digest: str) -> str:
     return check_digest(digest).replace(":", "-", 1)
 
 
+def own_tag(subject: str, digest: str) -> str:
+    """The tag of one artifact about ``subject``: ``sha256-<subject hex>.<16 hex of its digest>``."""
+    return f"{tag_for(subject)}.{check_digest(digest)[7:23]}"
+
+
 def artifact_manifest(subject: Descriptor, artifact_type: str, layers: list[Layer],
                       annotations: dict[str, str]) -> bytes:
     """The canonical bytes (sorted keys) of an artifact manifest about ``subject``."""
@@ -124,6 +131,7 @@ def _put(client: RegistryClient, repository: str, subject: str, referrer: Referr
                           ok=(201,), data=raw, headers={"Content-Type": OCI_MANIFEST})
     client.stats["manifest_puts"] += 1
     if resp.headers.get("OCI-Subject") != subject:  # no referrers API: the tag schema it is
+        client.put_manifest(repository, own_tag(subject, referrer.digest), raw, OCI_MANIFEST)
         _add_to_tag_index(client, repository, subject, referrer)
 
 
@@ -139,11 +147,28 @@ def referrers(client: RegistryClient, repository: str, digest: str,
                           what, ok=(200, 404), params={"artifactType": artifact_type} if artifact_type else None)
     ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
     if resp.status_code == 200 and ctype == OCI_INDEX:
-        entries = resp.json().get("manifests") or []
+        found = [Referrer.from_json(e) for e in resp.json().get("manifests") or []]
     else:  # 404: the registry has no referrers API (distribution 2.8), so the tag schema
-        entries = _tag_index(client, repository, tag_for(digest))
-    found = [Referrer.from_json(e) for e in entries]
+        found = _tag_schema(client, repository, digest)
     return [r for r in found if artifact_type is None or r.artifact_type == artifact_type]
+
+
+def _tag_schema(client: RegistryClient, repository: str, subject: str) -> list[Referrer]:
+    """The ``sha256-<hex>`` index's entries, then any artifact with its own tag the index misses."""
+    found = [Referrer.from_json(e) for e in _tag_index(client, repository, tag_for(subject))]
+    listed = {r.digest[7:23] for r in found}
+    prefix = tag_for(subject) + "."
+    for tag in sorted(client.list_tags(repository)):
+        if tag.startswith(prefix) and tag[len(prefix):] not in listed:
+            found.append(_referrer(client, repository, tag))
+    return found
+
+
+def _referrer(client: RegistryClient, repository: str, reference: str) -> Referrer:
+    manifest = client.get_manifest(repository, reference)
+    doc = manifest.json()
+    return Referrer(manifest.descriptor.digest, manifest.descriptor.size, doc.get("artifactType", ""),
+                    doc.get("annotations") or {})
 
 
 def _tag_index(client: RegistryClient, repository: str, tag: str) -> list[dict[str, Any]]:
@@ -154,20 +179,27 @@ def _tag_index(client: RegistryClient, repository: str, tag: str) -> list[dict[s
 
 
 def _add_to_tag_index(client: RegistryClient, repository: str, subject: str, referrer: Referrer,
-                      rounds: int = 6) -> None:
+                      rounds: int = 3) -> None:
+    """Make the ``sha256-<hex>`` index list ``referrer`` and every other artifact with its own tag.
+
+    Best effort by design: an entry a concurrent writer drops stays found through its own tag, and
+    the next write puts it back in the index.
+    """
     tag = tag_for(subject)
     for _ in range(rounds):
         entries = _tag_index(client, repository, tag)
-        if not any(e.get("digest") == referrer.digest for e in entries):
-            index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*entries, referrer.to_json()]}
-            client.put_manifest(repository, tag, json.dumps(index, sort_keys=True).encode(), OCI_INDEX)
-        # A concurrent writer that read the index before this PUT may overwrite it: give its PUT time
-        # to land, re-read, and add the entry again if it was dropped (entries are only ever added).
-        time.sleep(random.uniform(0.005, 0.03))
-        if any(e.get("digest") == referrer.digest for e in _tag_index(client, repository, tag)):
+        have = {e.get("digest") for e in entries}
+        missing = [r for r in _tag_schema(client, repository, subject) if r.digest not in have]
+        if referrer.digest not in have and referrer.digest not in {r.digest for r in missing}:
+            missing.append(referrer)
+        if not missing:
             return
-    raise RegistryError(f"the referrers index {client.name(repository, tag)} kept changing under this write",
-                        "another writer is updating it; re-run to add the entry again")
+        index = {"schemaVersion": 2, "mediaType": OCI_INDEX,
+                 "manifests": [*entries, *(r.to_json() for r in missing)]}
+        client.put_manifest(repository, tag, json.dumps(index, sort_keys=True).encode(), OCI_INDEX)
+        # a concurrent writer that read the index before this PUT may overwrite it: let its PUT
+        # land, then check again
+        time.sleep(random.uniform(0.005, 0.03))
 
 
 def read_blob(client: RegistryClient, repository: str, digest: str, limit: int = MAX_BLOB) -> bytes:

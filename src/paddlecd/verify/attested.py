@@ -170,6 +170,7 @@ def describe(run: Run) -> list[str]:
              f"  verified: {p.get('created')} by {(p.get('verifier') or {}).get('who')} on "
              f"{host.get('hostname')} (runner {host.get('runner') or '-'}, {host.get('arch')})",
              f"  key:      {v.keyid[:16]}… trusted via {v.key_source}",
+             f"  stored:   {v.location}",
              "  versions: " + ", ".join(f"{k} {val}" for k, val in (p.get("versions") or {}).items() if val),
              f"  checks:   {sum(bool(c.get('passed')) for c in checks)}/{len(checks)} passed"
              + (f"; failed: {', '.join(v.failed)}" if v.failed else "")]
