@@ -49,6 +49,9 @@ class ScriptedRegistry:
             def do_PUT(self):
                 registry._handle(self, "PUT")
 
+            def do_DELETE(self):
+                registry._handle(self, "DELETE")
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
 
@@ -70,6 +73,11 @@ class ScriptedRegistry:
             return self._send(h, 404, b"404 page not found", "text/plain")
         repo, kind, rest = m.group("repo"), m.group("kind"), m.group("rest")
         if kind == "blobs/uploads":
+            mount = parse_qs(url.query).get("mount", [""])[0]
+            if method == "POST" and mount in self.blobs:  # cross-repository mount (blobs are global here)
+                return self._send(h, 201, b"", headers={"Location": f"/v2/{repo}/blobs/{mount}"})
+            if method == "DELETE":
+                return self._send(h, 204, b"")
             if method == "POST":
                 return self._send(h, 202, b"", headers={"Location": f"/v2/{repo}/blobs/uploads/{uuid.uuid4()}"})
             digest = parse_qs(url.query)["digest"][0]

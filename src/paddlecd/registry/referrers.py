@@ -185,13 +185,13 @@ def _add_to_tag_index(client: RegistryClient, repository: str, subject: str, ref
     Best effort by design: an entry a concurrent writer drops stays found through its own tag, and
     the next write puts it back in the index.
     """
-    tag = tag_for(subject)
+    tag, prefix = tag_for(subject), tag_for(subject) + "."
     for _ in range(rounds):
         entries = _tag_index(client, repository, tag)
-        have = {e.get("digest") for e in entries}
-        missing = [r for r in _tag_schema(client, repository, subject) if r.digest not in have]
-        if referrer.digest not in have and referrer.digest not in {r.digest for r in missing}:
-            missing.append(referrer)
+        have = {str(e.get("digest", ""))[7:23] for e in entries}
+        own = {t[len(prefix):] for t in client.list_tags(repository) if t.startswith(prefix)}
+        missing = [referrer if short == referrer.digest[7:23] else _referrer(client, repository, prefix + short)
+                   for short in sorted(own - have)]
         if not missing:
             return
         index = {"schemaVersion": 2, "mediaType": OCI_INDEX,
@@ -241,12 +241,13 @@ def copy(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str,
     if not subject:
         raise RegistryError(f"{src.name(from_repo, digest)} has no subject: not an artifact about an image",
                             "copy images with copy_image; referrers with this function")
+    if dst.host == src.host and from_repo == to_repo:
+        return Counter(present=len(manifest.children()) + 1)
     referrer = Referrer(digest, manifest.descriptor.size, doc.get("artifactType", ""), doc.get("annotations") or {})
-    for blob in manifest.children():
-        counts[dst.copy_blob(src, from_repo, to_repo, blob)] += 1
-    if any(r.digest == digest for r in referrers(dst, to_repo, subject)):
-        counts["present"] += 1
-    else:
-        _put(dst, to_repo, subject, referrer, manifest.raw)
-        counts["copied"] += 1
+    for blob in manifest.children():  # a few small blobs: within one registry, mount without asking
+        same = dst.host == src.host
+        counts["mounted" if same and dst.mount_blob(from_repo, to_repo, blob.digest)
+               else dst.copy_blob(src, from_repo, to_repo, blob)] += 1
+    _put(dst, to_repo, subject, referrer, manifest.raw)  # idempotent: the index never lists it twice
+    counts["copied"] += 1
     return counts
