@@ -226,7 +226,8 @@ def verify(c, variant=None, image=None, out=None):
                         out_dir=Path(out) if out else None, on_line=say)
     say(f"evidence: {result.evidence_path}\njunit: {result.out_dir / 'junit.xml'}")
     say(f"attestation: {result.attestation}" if result.attestation else
-        "attestation: none (no signing key: set verify.signing_key or PADDLECD_SIGNING_KEY; promotion needs one)")
+        "attestation: none (no signing key: set verify.signing_key or PADDLECD_SIGNING_KEY; "
+        "promotion needs one)")
     if not result.passed:
         failed = "; ".join(f"{c['name']}: {c['message'].splitlines()[0] if c['message'] else 'failed'}" for c in result.failed)
         raise VerifyError(f"verify failed for {result.reference}: {failed or 'smoke suite exited non-zero'}",
@@ -380,7 +381,7 @@ release = Collection("release")
 for _t in (promote, rollback, release_list, show):
     release.add_task(_t)
 
-# ============================================================== evidence (signed attestations, issue 10)
+# ============================================================== evidence (attestations, issue 10)
 @task(help={"out": "folder for the new key pair (created; an existing pair is never overwritten)"})
 @guarded
 def keygen(c, out=".paddlecd/keys"):
@@ -400,8 +401,8 @@ def keygen(c, out=".paddlecd/keys"):
 @task(name="show", help={"target": "an image host/repo@sha256:… or a release (1.4.0-cpu)"})
 @guarded
 def evidence_show(c, target):
-    """Show every signed attestation of an image or release: who verified what, where, when, with which
-    key, and the key figures. Signatures are checked against release.trusted_keys.
+    """Show every signed attestation of an image or release: who verified what, where, when, with
+    which key, and the key figures. Signatures are checked against release.trusted_keys.
 
     Examples: invoke evidence.show 127.0.0.1:5000/paddlecd/paddle@sha256:<64 hex>
               invoke evidence.show 1.4.0-cpu
@@ -411,7 +412,8 @@ def evidence_show(c, target):
 
     ref, runs = attested.lookup(settings(), target)
     if not runs:
-        raise NoAttestationError(f"no attestation of {ref}", "run: invoke verify --image <repo>@<digest>")
+        raise NoAttestationError(f"no attestation of {ref}",
+                                 "run: invoke verify --image <repo>@<digest>")
     for run in runs:
         for line in attested.describe(run):
             say(line)

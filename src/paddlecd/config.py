@@ -225,7 +225,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
 # paddlecd.registry.auth straight from the environment: secrets are never stored in Settings.
 _IGNORED_ENV = {
     "debug", "keep", "log_format", "registry_username", "registry_password", "source_url", "update_golden",
-    "signing_key",  # the PEM of the attestation signing key (a CI secret): read by verify/keys.py only
+    "signing_key",  # the PEM of the attestation signing key (a CI secret): verify/keys.py reads it
     # set inside smoke and training containers (smoke/README.md, cluster/render.py), never settings
     "device", "expect_paddle", "expect_cuda", "expect_cudnn", "gpus", "cpu_ranks", "out",
     "release", "image", "model", "output", "checkpoint_dir", "variant", "digest", "job",

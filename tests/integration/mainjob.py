@@ -17,7 +17,8 @@ def signing_env() -> dict[str, str]:
         from paddlecd.verify import keys
 
         private, public = keys.keygen(Path(tempfile.mkdtemp(prefix="paddlecd-keys-")) / "keys")
-        _KEYS.update(PADDLECD_VERIFY_SIGNING_KEY=str(private), PADDLECD_RELEASE_TRUSTED_KEYS=str(public))
+        _KEYS.update(PADDLECD_VERIFY_SIGNING_KEY=str(private),
+                     PADDLECD_RELEASE_TRUSTED_KEYS=str(public))
     return dict(_KEYS)
 
 

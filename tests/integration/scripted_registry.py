@@ -1,8 +1,8 @@
-"""A scripted loopback registry WITH the OCI 1.1 referrers API, for the one path no real registry here has.
+"""A scripted loopback registry WITH the OCI 1.1 referrers API: the path no real registry here has.
 
 CNCF distribution 2.8 (the embedded default, and the registry of the other integration tests) has no
-referrers API, and no registry with it can be installed on the test machines. This server speaks just
-the parts of distribution-spec 1.1 that paddlecd uses — blob HEAD/GET/POST/PUT, manifest
+referrers API, and no registry with it can be installed on the test machines. This server speaks
+just the parts of distribution-spec 1.1 that paddlecd uses — blob HEAD/GET/POST/PUT, manifest
 HEAD/GET/PUT, and ``GET /v2/<name>/referrers/<digest>`` — in memory over plain HTTP on 127.0.0.1,
 and answers a manifest PUT that carries a ``subject`` with the ``OCI-Subject`` header, as the spec
 says a registry with the API must. ``log`` records every request line; ``reject_manifests`` makes
@@ -20,7 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-_PATH = re.compile(r"^/v2/(?P<repo>.+?)/(?P<kind>blobs/uploads|blobs|manifests|referrers)/(?P<rest>[^/]*)$")
+_PATH = re.compile(
+    r"^/v2/(?P<repo>.+?)/(?P<kind>blobs/uploads|blobs|manifests|referrers)/(?P<rest>[^/]*)$"
+)
 
 
 class ScriptedRegistry:
@@ -65,7 +67,11 @@ class ScriptedRegistry:
     def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
         url = urlsplit(h.path)
         self.log.append(f"{method} {url.path}")
-        body = h.rfile.read(int(h.headers.get("Content-Length") or 0)) if method in ("PUT", "POST") else b""
+        body = (
+            h.rfile.read(int(h.headers.get("Content-Length") or 0))
+            if method in ("PUT", "POST")
+            else b""
+        )
         if url.path == "/v2/":
             return self._send(h, 200, b"{}", "application/json")
         m = _PATH.match(url.path)
@@ -74,12 +80,16 @@ class ScriptedRegistry:
         repo, kind, rest = m.group("repo"), m.group("kind"), m.group("rest")
         if kind == "blobs/uploads":
             mount = parse_qs(url.query).get("mount", [""])[0]
-            if method == "POST" and mount in self.blobs:  # cross-repository mount (blobs are global here)
+            if (
+                method == "POST" and mount in self.blobs
+            ):  # cross-repository mount (blobs are global here)
                 return self._send(h, 201, b"", headers={"Location": f"/v2/{repo}/blobs/{mount}"})
             if method == "DELETE":
                 return self._send(h, 204, b"")
             if method == "POST":
-                return self._send(h, 202, b"", headers={"Location": f"/v2/{repo}/blobs/uploads/{uuid.uuid4()}"})
+                return self._send(
+                    h, 202, b"", headers={"Location": f"/v2/{repo}/blobs/uploads/{uuid.uuid4()}"}
+                )
             digest = parse_qs(url.query)["digest"][0]
             if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
                 return self._error(h, 400, "DIGEST_INVALID")
@@ -89,7 +99,9 @@ class ScriptedRegistry:
             data = self.blobs.get(rest)
             if data is None:
                 return self._error(h, 404, "BLOB_UNKNOWN")
-            return self._send(h, 200, data if method == "GET" else b"", "application/octet-stream", len(data))
+            return self._send(
+                h, 200, data if method == "GET" else b"", "application/octet-stream", len(data)
+            )
         if kind == "referrers":
             return self._referrers(h, repo, rest)
         if method == "PUT":
@@ -98,8 +110,14 @@ class ScriptedRegistry:
         if not found:
             return self._error(h, 404, "MANIFEST_UNKNOWN")
         raw, ctype = found
-        return self._send(h, 200, raw if method == "GET" else b"", ctype, length=len(raw),
-                          headers={"Docker-Content-Digest": "sha256:" + hashlib.sha256(raw).hexdigest()})
+        return self._send(
+            h,
+            200,
+            raw if method == "GET" else b"",
+            ctype,
+            length=len(raw),
+            headers={"Docker-Content-Digest": "sha256:" + hashlib.sha256(raw).hexdigest()},
+        )
 
     def _put_manifest(self, h: BaseHTTPRequestHandler, repo: str, ref: str, raw: bytes) -> None:
         if self.reject_manifests:
@@ -117,10 +135,23 @@ class ScriptedRegistry:
         entries = []
         for (r, ref), (raw, ctype) in self.manifests.items():
             doc = json.loads(raw)
-            if r == repo and ref.startswith("sha256:") and (doc.get("subject") or {}).get("digest") == digest:
-                entries.append({"mediaType": ctype, "digest": ref, "size": len(raw),
-                                "artifactType": doc.get("artifactType"), "annotations": doc.get("annotations", {})})
-        index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}).encode()
+            if (
+                r == repo
+                and ref.startswith("sha256:")
+                and (doc.get("subject") or {}).get("digest") == digest
+            ):
+                entries.append(
+                    {
+                        "mediaType": ctype,
+                        "digest": ref,
+                        "size": len(raw),
+                        "artifactType": doc.get("artifactType"),
+                        "annotations": doc.get("annotations", {}),
+                    }
+                )
+        index = json.dumps(
+            {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
+        ).encode()
         self._send(h, 200, index, OCI_INDEX)
 
     def _error(self, h: BaseHTTPRequestHandler, status: int, code: str, message: str = "") -> None:
@@ -128,8 +159,14 @@ class ScriptedRegistry:
         self._send(h, status, body, "application/json")
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str = "",
-              length: int | None = None, headers: dict[str, str] | None = None) -> None:
+    def _send(
+        h: BaseHTTPRequestHandler,
+        status: int,
+        body: bytes,
+        ctype: str = "",
+        length: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         h.send_response(status)
         if ctype:
             h.send_header("Content-Type", ctype)

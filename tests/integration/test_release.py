@@ -35,14 +35,16 @@ class Project:
         uid = uuid.uuid4().hex[:8]
         private, public = keys.keygen(tmp_path / f"keys-{uid}")
         self.flags = {"state_dir": str(tmp_path / "state"), "registry.repository": f"ci/paddle-{uid}",
-                      "release.repository": f"ci/paddle-{uid}" if same_repo else f"release/paddle-{uid}",
-                      "verify.signing_key": str(private), "release.trusted_keys": str(public), **flags}
+                      "release.repository": f"ci/paddle-{uid}" if same_repo
+                      else f"release/paddle-{uid}",
+                      "verify.signing_key": str(private), "release.trusted_keys": str(public),
+                      **flags}
         self.out = tmp_path / f"verify-{uid}"
         self.settings = config.load(self.flags, root=ROOT)
         self.client = client_for(self.settings)
 
     def env(self) -> dict[str, str]:
-        """``PADDLECD_*`` variables for running `invoke` on this project (repositories, state, keys)."""
+        """``PADDLECD_*`` variables for running `invoke` on this project (repos, state, keys)."""
         return {"PADDLECD_STATE_DIR": self.flags["state_dir"],
                 "PADDLECD_REGISTRY_REPOSITORY": self.flags["registry.repository"],
                 "PADDLECD_RELEASE_REPOSITORY": self.flags["release.repository"],
@@ -120,8 +122,9 @@ def test_promote_to_another_repository_mounts_blobs(project, registry):
     assert record.evidence.startswith(digest) and record.evidence_summary["passed"] is True
     # the attestation came along: its three files and the empty config mounted, its manifest written
     assert out.attestation_copied == {"mounted": 4, "copied": 1}
-    assert record.attestation == attested.check(project.settings, project.client, project.settings.release.repository,
-                                                digest, "cpu").location.rsplit("@", 1)[1]
+    proof = attested.check(project.settings, project.client, project.settings.release.repository,
+                           digest, "cpu")
+    assert record.attestation == proof.location.rsplit("@", 1)[1]
     assert [name for name, _ in out.phases] == ["plan", "check evidence", "copy", "write ledger", "write tags",
                                                  "verify digests"]
 
@@ -216,14 +219,15 @@ def test_rollback_to_unknown_release_refused(project):
         release.rollback(project.settings, variant="cpu", to="1.3.0", execute=True)
 
 
-@pytest.mark.parametrize("kind, words", [("missing", "no attestation of"), ("failed", "run .* failed: allreduce"),
+@pytest.mark.parametrize("kind, words", [("missing", "no attestation of"),
+                                         ("failed", "run .* failed: allreduce"),
                                          ("stale", "is stale: 2"), ("incomplete", "lacks the export checks")])
 def test_evidence_refusals(project, kind, words):
-    """Promotion reads the attestations in the registry: a local evidence file alone never counts."""
+    """Promotion reads the attestations in the registry: a local evidence file never counts."""
     digest = project.candidate(passed=kind != "failed", age_hours=200 if kind == "stale" else 0)
     if kind in ("missing", "incomplete"):  # a fresh digest: no attestation, or one of a partial run
         digest = push_image(project.client, project.settings.registry.repository)
-        modules = ("environment", "allreduce", "convergence") if kind == "incomplete" else evidence.REQUIRED_CHECKS
+        modules = evidence.REQUIRED_CHECKS[:3] if kind == "incomplete" else evidence.REQUIRED_CHECKS
         project.evidence(digest, modules=modules, attest=kind == "incomplete")
         assert evidence.load(project.settings, digest)["passed"] is True
     with pytest.raises(PromotionError, match=f"phase 'check evidence' failed: refused: .*{words}"):
@@ -361,9 +365,10 @@ def test_promote_to_another_registry_copies_only_missing_blobs(registry_env, tmp
         digest = p.candidate()
         out = p.promote("2.0.0")
         assert out.copied == {"copied": 4} and out.bytes_uploaded > 0
-        assert out.attestation_copied == {"copied": 5}  # empty config, envelope, JUnit, log; manifest
+        assert out.attestation_copied == {"copied": 5}  # empty config, envelope, JUnit, log+manifest
         target = client_for(p.settings, other.host)
-        assert attested.check(p.settings, target, p.settings.release.repository, digest, "cpu").passed
+        assert attested.check(p.settings, target, p.settings.release.repository, digest,
+                              "cpu").passed
         assert target.resolve(p.settings.release.repository, "latest-cpu").digest == digest
         assert release.find(p.settings, "2.0.0-cpu").reference.startswith(other.host)
     finally:

@@ -70,15 +70,23 @@ class Referrer:
 
     def to_json(self) -> dict[str, Any]:
         """The OCI descriptor of the manifest, with ``artifactType`` and ``annotations``."""
-        out: dict[str, Any] = {"mediaType": OCI_MANIFEST, "digest": self.digest, "size": self.size,
-                               "artifactType": self.artifact_type}
+        out: dict[str, Any] = {
+            "mediaType": OCI_MANIFEST,
+            "digest": self.digest,
+            "size": self.size,
+            "artifactType": self.artifact_type,
+        }
         return {**out, "annotations": dict(self.annotations)} if self.annotations else out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Referrer:
         """Parse an index entry (``artifactType`` may be missing in foreign entries)."""
-        return cls(data["digest"], int(data.get("size", 0)), data.get("artifactType", ""),
-                   dict(data.get("annotations") or {}))
+        return cls(
+            data["digest"],
+            int(data.get("size", 0)),
+            data.get("artifactType", ""),
+            dict(data.get("annotations") or {}),
+        )
 
 
 def tag_for(digest: str) -> str:
@@ -87,27 +95,49 @@ def tag_for(digest: str) -> str:
 
 
 def own_tag(subject: str, digest: str) -> str:
-    """The tag of one artifact about ``subject``: ``sha256-<subject hex>.<16 hex of its digest>``."""
+    """The own tag of one artifact about ``subject``: ``sha256-<subject hex>.<16 hex of it>``."""
     return f"{tag_for(subject)}.{check_digest(digest)[7:23]}"
 
 
-def artifact_manifest(subject: Descriptor, artifact_type: str, layers: list[Layer],
-                      annotations: dict[str, str]) -> bytes:
+def artifact_manifest(
+    subject: Descriptor, artifact_type: str, layers: list[Layer], annotations: dict[str, str]
+) -> bytes:
     """The canonical bytes (sorted keys) of an artifact manifest about ``subject``."""
     doc = {
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": artifact_type,
         "config": {"mediaType": EMPTY_TYPE, "digest": EMPTY_DIGEST, "size": 2, "data": "e30="},
-        "layers": [{"mediaType": x.media_type, "digest": x.digest, "size": len(x.data),
-                    "annotations": {TITLE: x.title}} for x in layers],
-        "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
+        "layers": [
+            {
+                "mediaType": x.media_type,
+                "digest": x.digest,
+                "size": len(x.data),
+                "annotations": {TITLE: x.title},
+            }
+            for x in layers
+        ],
+        "subject": {
+            "mediaType": subject.media_type,
+            "digest": subject.digest,
+            "size": subject.size,
+        },
         "annotations": annotations,
     }
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
-def push(client: RegistryClient, repository: str, subject: Descriptor, *, artifact_type: str,
-         layers: list[Layer], annotations: dict[str, str]) -> Referrer:
-    """Upload ``layers`` and an artifact manifest whose ``subject`` is ``subject``, then list it as a
+def push(
+    client: RegistryClient,
+    repository: str,
+    subject: Descriptor,
+    *,
+    artifact_type: str,
+    layers: list[Layer],
+    annotations: dict[str, str],
+) -> Referrer:
+    """Upload ``layers`` and an artifact manifest whose ``subject`` is ``subject``, then list it as
+    a
     referrer (the registry does it when it has the referrers API; else the ``sha256-<hex>`` index).
 
     Returns:
@@ -120,31 +150,49 @@ def push(client: RegistryClient, repository: str, subject: Descriptor, *, artifa
         if not client.blob_exists(repository, blob.digest):
             client.upload_blob(repository, blob.digest, blob.data, len(blob.data))
     raw = artifact_manifest(subject, artifact_type, layers, annotations)
-    referrer = Referrer("sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), artifact_type, annotations)
+    referrer = Referrer(
+        "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), artifact_type, annotations
+    )
     _put(client, repository, subject.digest, referrer, raw)
     return referrer
 
 
-def _put(client: RegistryClient, repository: str, subject: str, referrer: Referrer, raw: bytes) -> None:
+def _put(
+    client: RegistryClient, repository: str, subject: str, referrer: Referrer, raw: bytes
+) -> None:
     what = f"writing artifact manifest {client.name(repository, referrer.digest)}"
-    resp = client.request("PUT", f"{repository}/manifests/{referrer.digest}", [scope(repository)], what,
-                          ok=(201,), data=raw, headers={"Content-Type": OCI_MANIFEST})
+    resp = client.request(
+        "PUT",
+        f"{repository}/manifests/{referrer.digest}",
+        [scope(repository)],
+        what,
+        ok=(201,),
+        data=raw,
+        headers={"Content-Type": OCI_MANIFEST},
+    )
     client.stats["manifest_puts"] += 1
     if resp.headers.get("OCI-Subject") != subject:  # no referrers API: the tag schema it is
         client.put_manifest(repository, own_tag(subject, referrer.digest), raw, OCI_MANIFEST)
         _add_to_tag_index(client, repository, subject, referrer)
 
 
-def referrers(client: RegistryClient, repository: str, digest: str,
-              artifact_type: str | None = None) -> list[Referrer]:
-    """Every referrer of ``digest`` in ``repository`` (of ``artifact_type`` when given), in index order.
+def referrers(
+    client: RegistryClient, repository: str, digest: str, artifact_type: str | None = None
+) -> list[Referrer]:
+    """Every referrer of ``digest`` in ``repository`` (of ``artifact_type`` when given), in order.
 
     Raises:
         RegistryError: the registry failed (a missing index or repository is just ``[]``).
     """
     what = f"listing referrers of {client.name(repository, digest)}"
-    resp = client.request("GET", f"{repository}/referrers/{check_digest(digest)}", [scope(repository)],
-                          what, ok=(200, 404), params={"artifactType": artifact_type} if artifact_type else None)
+    resp = client.request(
+        "GET",
+        f"{repository}/referrers/{check_digest(digest)}",
+        [scope(repository)],
+        what,
+        ok=(200, 404),
+        params={"artifactType": artifact_type} if artifact_type else None,
+    )
     ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
     if resp.status_code == 200 and ctype == OCI_INDEX:
         found = [Referrer.from_json(e) for e in resp.json().get("manifests") or []]
@@ -159,7 +207,7 @@ def _tag_schema(client: RegistryClient, repository: str, subject: str) -> list[R
     listed = {r.digest[7:23] for r in found}
     prefix = tag_for(subject) + "."
     for tag in sorted(client.list_tags(repository)):
-        if tag.startswith(prefix) and tag[len(prefix):] not in listed:
+        if tag.startswith(prefix) and tag[len(prefix) :] not in listed:
             found.append(_referrer(client, repository, tag))
     return found
 
@@ -167,8 +215,12 @@ def _tag_schema(client: RegistryClient, repository: str, subject: str) -> list[R
 def _referrer(client: RegistryClient, repository: str, reference: str) -> Referrer:
     manifest = client.get_manifest(repository, reference)
     doc = manifest.json()
-    return Referrer(manifest.descriptor.digest, manifest.descriptor.size, doc.get("artifactType", ""),
-                    doc.get("annotations") or {})
+    return Referrer(
+        manifest.descriptor.digest,
+        manifest.descriptor.size,
+        doc.get("artifactType", ""),
+        doc.get("annotations") or {},
+    )
 
 
 def _tag_index(client: RegistryClient, repository: str, tag: str) -> list[dict[str, Any]]:
@@ -178,8 +230,9 @@ def _tag_index(client: RegistryClient, repository: str, tag: str) -> list[dict[s
         return []
 
 
-def _add_to_tag_index(client: RegistryClient, repository: str, subject: str, referrer: Referrer,
-                      rounds: int = 3) -> None:
+def _add_to_tag_index(
+    client: RegistryClient, repository: str, subject: str, referrer: Referrer, rounds: int = 3
+) -> None:
     """Make the ``sha256-<hex>`` index list ``referrer`` and every other artifact with its own tag.
 
     Best effort by design: an entry a concurrent writer drops stays found through its own tag, and
@@ -189,13 +242,20 @@ def _add_to_tag_index(client: RegistryClient, repository: str, subject: str, ref
     for _ in range(rounds):
         entries = _tag_index(client, repository, tag)
         have = {str(e.get("digest", ""))[7:23] for e in entries}
-        own = {t[len(prefix):] for t in client.list_tags(repository) if t.startswith(prefix)}
-        missing = [referrer if short == referrer.digest[7:23] else _referrer(client, repository, prefix + short)
-                   for short in sorted(own - have)]
+        own = {t[len(prefix) :] for t in client.list_tags(repository) if t.startswith(prefix)}
+        missing = [
+            referrer
+            if short == referrer.digest[7:23]
+            else _referrer(client, repository, prefix + short)
+            for short in sorted(own - have)
+        ]
         if not missing:
             return
-        index = {"schemaVersion": 2, "mediaType": OCI_INDEX,
-                 "manifests": [*entries, *(r.to_json() for r in missing)]}
+        index = {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [*entries, *(r.to_json() for r in missing)],
+        }
         client.put_manifest(repository, tag, json.dumps(index, sort_keys=True).encode(), OCI_INDEX)
         # a concurrent writer that read the index before this PUT may overwrite it: let its PUT
         # land, then check again
@@ -209,19 +269,26 @@ def read_blob(client: RegistryClient, repository: str, digest: str, limit: int =
         NotFoundError: no such blob. RegistryError: too large, or its bytes do not match the digest.
     """
     what = f"reading blob {client.name(repository, digest)}"
-    resp = client.request("GET", f"{repository}/blobs/{check_digest(digest)}", [scope(repository)], what,
-                          stream=True)
+    resp = client.request(
+        "GET", f"{repository}/blobs/{check_digest(digest)}", [scope(repository)], what, stream=True
+    )
     with resp:
         data = resp.raw.read(limit + 1, decode_content=False)
     if len(data) > limit:
-        raise RegistryError(f"{what}: larger than {limit} bytes", "this is no artifact file paddlecd wrote")
+        raise RegistryError(
+            f"{what}: larger than {limit} bytes", "this is no artifact file paddlecd wrote"
+        )
     if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
-        raise RegistryError(f"{what}: its bytes do not match the digest", "the registry is corrupt or lying")
+        raise RegistryError(
+            f"{what}: its bytes do not match the digest", "the registry is corrupt or lying"
+        )
     client.stats["bytes_downloaded"] += len(data)
     return data
 
 
-def copy(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str, digest: str) -> Counter[str]:
+def copy(
+    dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str, digest: str
+) -> Counter[str]:
     """Copy the artifact manifest ``digest`` (and its blobs) from ``src``'s ``from_repo`` into
     ``to_repo`` of ``dst``, and list it there as a referrer of its ``subject``.
 
@@ -239,15 +306,24 @@ def copy(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str,
     doc = manifest.json()
     subject = (doc.get("subject") or {}).get("digest")
     if not subject:
-        raise RegistryError(f"{src.name(from_repo, digest)} has no subject: not an artifact about an image",
-                            "copy images with copy_image; referrers with this function")
+        raise RegistryError(
+            f"{src.name(from_repo, digest)} has no subject: not an artifact about an image",
+            "copy images with copy_image; referrers with this function",
+        )
     if dst.host == src.host and from_repo == to_repo:
         return Counter(present=len(manifest.children()) + 1)
-    referrer = Referrer(digest, manifest.descriptor.size, doc.get("artifactType", ""), doc.get("annotations") or {})
+    referrer = Referrer(
+        digest, manifest.descriptor.size, doc.get("artifactType", ""), doc.get("annotations") or {}
+    )
     for blob in manifest.children():  # a few small blobs: within one registry, mount without asking
         same = dst.host == src.host
-        counts["mounted" if same and dst.mount_blob(from_repo, to_repo, blob.digest)
-               else dst.copy_blob(src, from_repo, to_repo, blob)] += 1
-    _put(dst, to_repo, subject, referrer, manifest.raw)  # idempotent: the index never lists it twice
+        counts[
+            "mounted"
+            if same and dst.mount_blob(from_repo, to_repo, blob.digest)
+            else dst.copy_blob(src, from_repo, to_repo, blob)
+        ] += 1
+    _put(
+        dst, to_repo, subject, referrer, manifest.raw
+    )  # idempotent: the index never lists it twice
     counts["copied"] += 1
     return counts

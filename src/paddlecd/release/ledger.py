@@ -47,7 +47,7 @@ class Record:
         tags: the tags the action owns; previous: ``{moving tag: "version@digest" or null}`` before it.
         evidence: evidence id ``sha256:<hex>@<created>`` (None for rollbacks / forced without evidence).
         evidence_summary: ``{"passed", "checks", "failed": [names], "created"}`` or None.
-        attestation: digest of the signed attestation artifact copied with the release (issue 10), or None.
+        attestation: digest of the signed attestation copied with the release (issue 10), or None.
         forced, reason: ``--force`` and its ``--reason``. who: ``$GITHUB_ACTOR`` or ``user@host``; when: ISO-8601 UTC.
     """
 

@@ -19,7 +19,7 @@ from typing import Any
 import semver
 
 from paddlecd.config import Settings
-from paddlecd.errors import AttestationError, ConfigError, NotFoundError, PaddlecdError, PromotionError, SigningKeyError
+from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
 from paddlecd.image import variants
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
@@ -151,14 +151,15 @@ def _source(settings: Settings, variant: str, digest: str | None) -> tuple[Regis
 
 def evidence_problem(settings: Settings, src: RegistryClient, repository: str, variant: str,
                      digest: str) -> tuple[PaddlecdError | None, VerifiedAttestation | None]:
-    """Why no attestation of ``digest`` in ``repository`` allows a promotion (None: one does), and it.
+    """Why no attestation of ``digest`` in ``repository`` allows a promotion (None: one does), and
+    the one that does.
 
     Raises:
         RegistryError: the registry failed (a refusal is returned, not raised).
     """
     try:
         return None, attested.check(settings, src, repository, digest, variant)
-    except (AttestationError, SigningKeyError) as e:
+    except attested.REFUSALS as e:
         return e, None
 
 
@@ -206,8 +207,8 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
         evidence=f"{d}@{ev.get('created')}" if ev else None, evidence_summary=_summary(ev),
         attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
         forced=forced, reason=reason, who=ledger.who(), when=ledger.now_iso())
-    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository, writes, kept, record,
-                refusal.cause if refusal else None, refusal, att, src, dst)
+    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository,
+                writes, kept, record, refusal.cause if refusal else None, refusal, att, src, dst)
 
 
 def _refuse_clobber(dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str) -> None:
@@ -247,5 +248,5 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
         previous=_previous(old, v, variant), who=ledger.who(), when=ledger.now_iso())
-    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository, writes, [], record,
-                src=dst, dst=dst)
+    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository,
+                writes, [], record, src=dst, dst=dst)

@@ -5,7 +5,8 @@ A promotion runs as named, timed phases (promo-tools' pipeline; STYLE.md §10):
 ``plan`` → ``check evidence`` → ``copy`` → ``write ledger`` → ``write tags`` → ``verify digests``
 
 * check evidence: a signed attestation of the digest in the candidate repository, verified with
-  ``release.trusted_keys`` (issue 10; :mod:`paddlecd.verify.attested`); ``--force --reason`` overrides;
+  ``release.trusted_keys`` (issue 10; :mod:`paddlecd.verify.attested`); ``--force --reason``
+  overrides;
 
 * copy: the image goes into the release repository by digest only — blobs mounted within one
   registry (no bytes move), streamed across registries only when missing (crane ``copy``) — and its
@@ -160,11 +161,11 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
             before = dst.stats["bytes_uploaded"]
             outcome.copied = dst.copy_image(plan.src, _repo_of(plan.source), plan.digest, repo)
             if plan.attestation:
-                outcome.attestation_copied = attested.copy(dst, plan.src, _repo_of(plan.source), repo,
-                                                           plan.attestation)
+                outcome.attestation_copied = attested.copy(
+                    dst, plan.src, _repo_of(plan.source), repo, plan.attestation)
             outcome.bytes_uploaded = dst.stats["bytes_uploaded"] - before
-            report(f"copied: {dict(outcome.copied)}, attestation {dict(outcome.attestation_copied)}, "
-                   f"{outcome.bytes_uploaded} bytes uploaded")
+            report(f"copied: {dict(outcome.copied)}, attestation "
+                   f"{dict(outcome.attestation_copied)}, {outcome.bytes_uploaded} bytes uploaded")
     with outcome.phase("write ledger", report):
         if plan.record:  # id and time taken now, not at plan time: the ledger order is the write order
             record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant), when=ledger.now_iso())

@@ -50,8 +50,12 @@ def _record(evidence: Mapping[str, Any] | Any) -> dict[str, Any]:
 
 def host_facts(record: Mapping[str, Any]) -> dict[str, Any]:
     """Where verify ran: hostname, OS/arch, the CI runner, and GPU facts the checks recorded."""
-    facts: dict[str, Any] = {"hostname": socket.gethostname(), "os": platform.system().lower(),
-                             "arch": platform.machine(), "runner": os.environ.get("RUNNER_NAME")}
+    facts: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "os": platform.system().lower(),
+        "arch": platform.machine(),
+        "runner": os.environ.get("RUNNER_NAME"),
+    }
     for check in record.get("checks", []):  # the environment module records the device it saw
         for key in ("gpu_name", "gpu_count", "device"):
             if key in (check.get("metrics") or {}):
@@ -74,19 +78,35 @@ def statement(evidence: Mapping[str, Any] | Any, *, junit: bytes, log: bytes) ->
     record = _record(evidence)
     digest = check_digest(record["digest"])
     predicate = {k: v for k, v in record.items() if k not in _LOCAL_FIELDS}
-    predicate.update(host=host_facts(record), verifier=_verifier(), byproducts={
-        "junit.xml": {"sha256": _sha(junit), "size": len(junit)},
-        "smoke.log": {"sha256": _sha(log), "size": len(log)}})
-    return {"_type": STATEMENT_TYPE, "predicateType": PREDICATE_TYPE, "predicate": predicate,
-            "subject": [{"name": parse_reference(record["reference"]).name, "digest": {"sha256": digest[7:]}}]}
+    predicate.update(
+        host=host_facts(record),
+        verifier=_verifier(),
+        byproducts={
+            "junit.xml": {"sha256": _sha(junit), "size": len(junit)},
+            "smoke.log": {"sha256": _sha(log), "size": len(log)},
+        },
+    )
+    return {
+        "_type": STATEMENT_TYPE,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+        "subject": [
+            {"name": parse_reference(record["reference"]).name, "digest": {"sha256": digest[7:]}}
+        ],
+    }
 
 
 def _verifier() -> dict[str, Any]:
     from paddlecd import __version__
     from paddlecd.release.ledger import who
 
-    return {"id": "paddlecd", "version": __version__, "who": who(),
-            "run": os.environ.get("GITHUB_RUN_ID"), "workflow": os.environ.get("GITHUB_WORKFLOW")}
+    return {
+        "id": "paddlecd",
+        "version": __version__,
+        "who": who(),
+        "run": os.environ.get("GITHUB_RUN_ID"),
+        "workflow": os.environ.get("GITHUB_WORKFLOW"),
+    }
 
 
 def _sha(data: bytes) -> str:
@@ -119,7 +139,7 @@ class Attestation:
         """Parse an envelope and decode its payload (not yet verified).
 
         Raises:
-            SignatureError: not a DSSE envelope of an in-toto Statement (a changed byte, or not ours).
+            SignatureError: no DSSE envelope of an in-toto Statement (a changed byte, not ours).
         """
         where = location or "the attestation"
         try:
@@ -130,8 +150,10 @@ class Attestation:
             if not isinstance(doc, dict):
                 raise ValueError("payload is no JSON object")
         except (ValueError, KeyError, TypeError, sslib_errors.FormatError) as e:
-            raise SignatureError(f"{where} is no DSSE envelope of an in-toto Statement ({e})",
-                                 "it was changed or written by another tool; re-run invoke verify") from e
+            raise SignatureError(
+                f"{where} is no DSSE envelope of an in-toto Statement ({e})",
+                "it was changed or written by another tool; re-run invoke verify",
+            ) from e
         return cls(bytes(data), doc, location)
 
     @property
@@ -147,7 +169,7 @@ class VerifiedAttestation:
     Attributes:
         digest: the image digest it is about. name: the subject's repository name.
         keyid, key_source: the trusted key that verified it and the file it came from.
-        predicate: the signed predicate (``passed``, ``created``, ``checks``, ``versions``, ``host``...).
+        predicate: the signed predicate (``passed``, ``created``, ``checks``, ``versions``...).
         location: ``host/repo@sha256:…`` of the artifact manifest.
     """
 
@@ -180,17 +202,27 @@ class VerifiedAttestation:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
-        return {"digest": self.digest, "name": self.name, "keyid": self.keyid, "key_source": self.key_source,
-                "predicate": self.predicate, "location": self.location}
+        return {
+            "digest": self.digest,
+            "name": self.name,
+            "keyid": self.keyid,
+            "key_source": self.key_source,
+            "predicate": self.predicate,
+            "location": self.location,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VerifiedAttestation:
         """Inverse of :meth:`to_json`."""
-        return cls(**{k: data[k] for k in ("digest", "name", "keyid", "key_source", "predicate")},
-                   location=data.get("location"))
+        return cls(
+            **{k: data[k] for k in ("digest", "name", "keyid", "key_source", "predicate")},
+            location=data.get("location"),
+        )
 
 
-def sign(evidence: Mapping[str, Any] | Any, signer: Signer, *, junit: bytes, log: bytes) -> Attestation:
+def sign(
+    evidence: Mapping[str, Any] | Any, signer: Signer, *, junit: bytes, log: bytes
+) -> Attestation:
     """Sign the :func:`statement` of ``evidence`` in a DSSE envelope with ``signer``."""
     payload = json.dumps(statement(evidence, junit=junit, log=log), sort_keys=True).encode()
     envelope = Envelope(payload, PAYLOAD_TYPE, {})
@@ -209,30 +241,51 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
     by_id = {k.keyid: k for k in keys}
     signers = [i for i in att.keyids if i in by_id]
     if not signers:
-        raise SignatureError(f"{where} is signed by key {', '.join(i[:12] for i in att.keyids) or 'none'}, "
-                             "which is not in release.trusted_keys",
-                             "verify with a trusted key, or add its public key to release.trusted_keys")
+        raise SignatureError(
+            f"{where} is signed by key {', '.join(i[:12] for i in att.keyids) or 'none'}, "
+            "which is not in release.trusted_keys",
+            "verify with a trusted key, or add its public key to release.trusted_keys",
+        )
     try:
-        accepted = Envelope.from_dict(json.loads(att.envelope)).verify([by_id[i].key for i in signers], 1)
+        accepted = Envelope.from_dict(json.loads(att.envelope)).verify(
+            [by_id[i].key for i in signers], 1
+        )
     except sslib_errors.VerificationError as e:
-        raise SignatureError(f"the signature of {where} does not verify: the envelope or payload was changed",
-                             "never edit an attestation; re-run invoke verify to attest the image again") from e
+        raise SignatureError(
+            f"the signature of {where} does not verify: the envelope or payload was changed",
+            "never edit an attestation; re-run invoke verify to attest the image again",
+        ) from e
     key = by_id[next(iter(accepted))]
     doc = att.statement
     if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
-        raise SubjectError(f"{where} is a {doc.get('predicateType')!r} statement, not {PREDICATE_TYPE}",
-                           "only paddlecd verify attestations allow a promotion")
-    subjects = [s for s in doc.get("subject", []) if s.get("digest", {}).get("sha256") == digest[7:]]
+        raise SubjectError(
+            f"{where} is a {doc.get('predicateType')!r} statement, not {PREDICATE_TYPE}",
+            "only paddlecd verify attestations allow a promotion",
+        )
+    subjects = [
+        s for s in doc.get("subject", []) if s.get("digest", {}).get("sha256") == digest[7:]
+    ]
     if not subjects:
-        other = ", ".join(f"sha256:{s.get('digest', {}).get('sha256')}" for s in doc.get("subject", []))
-        raise SubjectError(f"{where} is about {other or 'no digest'}, not {digest}",
-                           "an attestation proves only the digest it names; verify this digest")
-    return VerifiedAttestation(digest, str(subjects[0].get("name", "")), key.keyid, key.source,
-                               dict(doc.get("predicate") or {}), att.location)
+        other = ", ".join(
+            f"sha256:{s.get('digest', {}).get('sha256')}" for s in doc.get("subject", [])
+        )
+        raise SubjectError(
+            f"{where} is about {other or 'no digest'}, not {digest}",
+            "an attestation proves only the digest it names; verify this digest",
+        )
+    return VerifiedAttestation(
+        digest,
+        str(subjects[0].get("name", "")),
+        key.keyid,
+        key.source,
+        dict(doc.get("predicate") or {}),
+        att.location,
+    )
 
 
-def choose(runs: Sequence[VerifiedAttestation], *, digest: str, variant: str | None,
-           max_age_hours: float) -> VerifiedAttestation:
+def choose(
+    runs: Sequence[VerifiedAttestation], *, digest: str, variant: str | None, max_age_hours: float
+) -> VerifiedAttestation:
     """The promotion rule over every verified run of ``digest``: the newest run decides.
 
     Raises:
@@ -242,25 +295,40 @@ def choose(runs: Sequence[VerifiedAttestation], *, digest: str, variant: str | N
             ``max_age_hours`` (``release.evidence_max_age_hours``).
     """
     if not runs:
-        raise NoAttestationError(f"no attestation of {digest}", f"run: invoke verify --image <repo>@{digest}")
+        raise NoAttestationError(
+            f"no attestation of {digest}", f"run: invoke verify --image <repo>@{digest}"
+        )
     newest = max(runs, key=lambda r: r.created)
     if variant and newest.predicate.get("variant", variant) != variant:
-        raise SubjectError(f"the attestation of {digest} is of variant {newest.predicate.get('variant')!r}, "
-                           f"not {variant!r}", "promote the digest as the variant it was built as")
+        raise SubjectError(
+            f"the attestation of {digest} is of variant {newest.predicate.get('variant')!r}, "
+            f"not {variant!r}",
+            "promote the digest as the variant it was built as",
+        )
     if not newest.passed:
         older = [r.created for r in runs if r.passed and r.created < newest.created]
-        when = f"a newer run ({newest.created}) failed after the passing run of {older[-1]}" if older else \
-            f"the attested run ({newest.created}) failed"
-        raise AttestedFailureError(f"{when}: {', '.join(newest.failed) or 'passed: false'}",
-                                   "fix the image and verify it again; the newest run decides")
+        when = (
+            f"a newer run ({newest.created}) failed after the passing run of {older[-1]}"
+            if older
+            else f"the attested run ({newest.created}) failed"
+        )
+        raise AttestedFailureError(
+            f"{when}: {', '.join(newest.failed) or 'passed: false'}",
+            "fix the image and verify it again; the newest run decides",
+        )
     present = {str(c.get("name", "")).split("/", 1)[0] for c in newest.predicate.get("checks", [])}
     missing = [m for m in REQUIRED_CHECKS if m not in present]
     if missing:
-        raise AttestedFailureError(f"the attestation of {digest} lacks the {', '.join(missing)} checks "
-                                   "(an incomplete smoke run)", "run the whole smoke suite: invoke verify")
+        raise AttestedFailureError(
+            f"the attestation of {digest} lacks the {', '.join(missing)} checks "
+            "(an incomplete smoke run)",
+            "run the whole smoke suite: invoke verify",
+        )
     age = newest.age_hours()
     if age > max_age_hours:
-        raise AttestedFailureError(f"the attestation of {digest} is stale: {age:.1f} h old, limit "
-                                   f"release.evidence_max_age_hours={max_age_hours:g}",
-                                   "verify the digest again (invoke verify --image …@digest)")
+        raise AttestedFailureError(
+            f"the attestation of {digest} is stale: {age:.1f} h old, limit "
+            f"release.evidence_max_age_hours={max_age_hours:g}",
+            "verify the digest again (invoke verify --image …@digest)",
+        )
     return newest

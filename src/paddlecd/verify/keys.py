@@ -29,7 +29,7 @@ _KEYGEN_HINT = "create a pair with: invoke evidence.keygen --out <folder>"
 
 @dataclass(frozen=True)
 class TrustedKey:
-    """A public key promotion accepts: its securesystemslib ``key`` (``key.keyid``) and ``source`` file."""
+    """A public key promotion accepts: securesystemslib's ``key``, and the ``source`` file."""
 
     key: SSlibKey
     source: str
@@ -52,8 +52,10 @@ def keygen(folder: Path) -> tuple[Path, Path]:
     private, public = folder / PRIVATE_NAME, folder / PUBLIC_NAME
     for path in (private, public):
         if path.exists():
-            raise SigningKeyError(f"{path} exists already; keys are never overwritten",
-                                  "use another --out folder, or remove the old pair on purpose")
+            raise SigningKeyError(
+                f"{path} exists already; keys are never overwritten",
+                "use another --out folder, or remove the old pair on purpose",
+            )
     folder.mkdir(parents=True, exist_ok=True)
     signer = CryptoSigner.generate_ecdsa()
     fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -83,8 +85,10 @@ def signer(settings: Settings) -> CryptoSigner:
     if os.environ.get(ENV_PEM):
         return _signer(os.environ[ENV_PEM].encode(), f"${ENV_PEM}")
     if not settings.verify.signing_key:
-        raise SigningKeyError("no signing key configured",
-                              f"set verify.signing_key to a PEM file or ${ENV_PEM} to the PEM; {_KEYGEN_HINT}")
+        raise SigningKeyError(
+            "no signing key configured",
+            f"set verify.signing_key to a PEM file or ${ENV_PEM} to the PEM; {_KEYGEN_HINT}",
+        )
     path = settings.path(settings.verify.signing_key)
     return _signer(_read(path, "signing key (verify.signing_key)"), str(path))
 
@@ -95,16 +99,19 @@ def _read(path: Path, what: str) -> bytes:
     except FileNotFoundError as e:
         raise SigningKeyError(f"{what} {path} does not exist", _KEYGEN_HINT) from e
     except OSError as e:
-        raise SigningKeyError(f"{what} {path} cannot be read: {e.strerror}",
-                              "check the path and its permissions") from e
+        raise SigningKeyError(
+            f"{what} {path} cannot be read: {e.strerror}", "check the path and its permissions"
+        ) from e
 
 
 def _signer(pem: bytes, source: str) -> CryptoSigner:
     try:
         private = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as e:  # not PEM, encrypted, or a public key
-        raise SigningKeyError(f"{source} is not an unencrypted PEM private key ({_first_line(e)})",
-                              f"give the .key file, not the .pub one; {_KEYGEN_HINT}") from e
+        raise SigningKeyError(
+            f"{source} is not an unencrypted PEM private key ({_first_line(e)})",
+            f"give the .key file, not the .pub one; {_KEYGEN_HINT}",
+        ) from e
     if not isinstance(private, ec.EllipticCurvePrivateKey) or private.curve.name != "secp256r1":
         raise SigningKeyError(f"{source} is a {_kind(private)} key, not ECDSA P-256", _KEYGEN_HINT)
     return CryptoSigner(private)
@@ -119,14 +126,18 @@ def trusted(settings: Settings) -> list[TrustedKey]:
     """
     hint = "set release.trusted_keys to the committed public key(s) (files or a folder of *.pub)"
     if not settings.release.trusted_keys:
-        raise SigningKeyError("no trusted keys configured: promotion cannot check any attestation", hint)
+        raise SigningKeyError(
+            "no trusted keys configured: promotion cannot check any attestation", hint
+        )
     keys: list[TrustedKey] = []
     for item in filter(None, (p.strip() for p in settings.release.trusted_keys.split(","))):
         path = settings.path(item)
         files = sorted(path.glob("*.pub")) if path.is_dir() else [path]
         keys += [TrustedKey(_public(f), str(f)) for f in files]
     if not keys:
-        raise SigningKeyError(f"release.trusted_keys={settings.release.trusted_keys!r} holds no *.pub key", hint)
+        raise SigningKeyError(
+            f"release.trusted_keys={settings.release.trusted_keys!r} holds no *.pub key", hint
+        )
     return keys
 
 
@@ -135,10 +146,14 @@ def _public(path: Path) -> SSlibKey:
     try:
         public = serialization.load_pem_public_key(pem)
     except (ValueError, TypeError) as e:
-        raise SigningKeyError(f"trusted key {path} is not a PEM public key ({_first_line(e)})",
-                              "release.trusted_keys lists public keys (*.pub), never private ones") from e
+        raise SigningKeyError(
+            f"trusted key {path} is not a PEM public key ({_first_line(e)})",
+            "release.trusted_keys lists public keys (*.pub), never private ones",
+        ) from e
     if not isinstance(public, ec.EllipticCurvePublicKey) or public.curve.name != "secp256r1":
-        raise SigningKeyError(f"trusted key {path} is a {_kind(public)} key, not ECDSA P-256", _KEYGEN_HINT)
+        raise SigningKeyError(
+            f"trusted key {path} is a {_kind(public)} key, not ECDSA P-256", _KEYGEN_HINT
+        )
     return SSlibKey.from_crypto(public)
 
 

@@ -31,7 +31,8 @@ SMOKE_CMD = ["python3", "-m", "pytest", "/smoke", "-p", "no:cacheprovider", "-o"
 @dataclass(frozen=True)
 class Verified:
     """A finished verification: ``passed``, the ``evidence`` record and the files written;
-    ``attestation``: ``host/repo@sha256:…`` of the signed attestation pushed (None: no signing key)."""
+    ``attestation``: ``host/repo@sha256:…`` of the signed attestation pushed (None: no signing
+    key)."""
 
     reference: str
     passed: bool
@@ -187,8 +188,8 @@ def write_summary(record: dict[str, Any], out: Path, *, attestation: str | None 
         result = "skipped" if c.get("skipped") else icon[c["passed"]]
         lines.append(f"| {c['name']} | {result} | {c['duration_s']:.2f} |")
     if attestation:
-        lines += ["", f"attestation: `{attestation}` (`invoke evidence.show {attestation.split('@')[0]}@"
-                      f"{record['digest']}`)"]
+        image = f"{attestation.split('@')[0]}@{record['digest']}"
+        lines += ["", f"attestation: `{attestation}` (`invoke evidence.show {image}`)"]
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
