@@ -83,6 +83,11 @@ class Plan:
             kind = "moving" if w.moving else "immutable"
             lines.append(f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; {was})")
         lines += [f"  keep            {k}" for k in self.kept]
+        if self.attestation:  # issue 10: what the promotion rests on, and who signed it
+            a = self.attestation
+            lines.append(f"  evidence        {a.location} (verified {a.created}, key {a.keyid[:12]}…)")
+        elif self.refusal:
+            lines.append(f"  evidence        REFUSED: {self.refusal.cause}")
         lines.append(f"  ledger record   new {self.action} record in {self.target}" if self.record
                      else "  ledger          already recorded")
         return lines
