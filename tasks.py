@@ -225,6 +225,9 @@ def verify(c, variant=None, image=None, out=None):
     result = ver.verify(s, variant=None if image else _variant(variant), image=image,
                         out_dir=Path(out) if out else None, on_line=say)
     say(f"evidence: {result.evidence_path}\njunit: {result.out_dir / 'junit.xml'}")
+    say(f"attestation: {result.attestation}" if result.attestation else
+        "attestation: none (no signing key: set verify.signing_key or PADDLECD_SIGNING_KEY; "
+        "promotion needs one)")
     if not result.passed:
         failed = "; ".join(f"{c['name']}: {c['message'].splitlines()[0] if c['message'] else 'failed'}" for c in result.failed)
         raise VerifyError(f"verify failed for {result.reference}: {failed or 'smoke suite exited non-zero'}",
@@ -295,8 +298,10 @@ def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False
     """Promote a verified image digest to a semver release: X.Y.Z-V, and the moving X.Y-V, X-V, latest-V.
 
     Prints the plan first: every tag, in which repository, from which digest, and what each moving tag
-    pointed to before. Writes only with --yes. Requires passing verify evidence for exactly that digest
-    (younger than release.evidence_max_age_hours). Moving tags only move forward by semver precedence;
+    pointed to before. Writes only with --yes. Requires a passing signed attestation of exactly that
+    digest in the registry, by a key in release.trusted_keys, younger than
+    release.evidence_max_age_hours, with no newer failing run; it is copied along with the image.
+    Moving tags only move forward by semver precedence;
     a pre-release (1.5.0-rc.1) gets only its own tag; an existing release is never overwritten; a
     re-run after a crash finishes the job; a complete re-run does nothing. Blobs are mounted inside one
     registry (no layer moves). Every promotion appends a record to the ledger (invoke release.list).
@@ -366,7 +371,8 @@ def show(c, version):
     s = settings()
     for record, tags, history in rel.show(s, version):
         say(f"{record.version}-{record.variant}\n  reference: {s.release_repo}@{record.digest}\n"
-            f"  moving tags: {' '.join(tags) or '(none)'}\n  evidence: {_evidence_text(record)}")
+            f"  moving tags: {' '.join(tags) or '(none)'}\n  evidence: {_evidence_text(record)}\n"
+            f"  attestation: {record.attestation or '(none)'}")
         for h in history:
             say(f"  {h.when} {h.action} by {h.who} (record {h.id})")
 
@@ -374,6 +380,48 @@ def show(c, version):
 release = Collection("release")
 for _t in (promote, rollback, release_list, show):
     release.add_task(_t)
+
+# ============================================================== evidence (attestations, issue 10)
+@task(help={"out": "folder for the new key pair (created; an existing pair is never overwritten)"})
+@guarded
+def keygen(c, out=".paddlecd/keys"):
+    """Create an ECDSA P-256 key pair for signing verify attestations (PEM files).
+
+    Commit the .pub file and list it in release.trusted_keys; keep the .key file secret: point
+    verify.signing_key at it, or put its PEM in the PADDLECD_SIGNING_KEY secret in CI.
+    Example: invoke evidence.keygen --out .paddlecd/keys
+    """
+    from paddlecd.verify import keys
+
+    private, public = keys.keygen(Path(out))
+    say(f"private key: {private} (secret: verify.signing_key or $PADDLECD_SIGNING_KEY)\n"
+        f"public key:  {public} (commit it; list it in release.trusted_keys)")
+
+
+@task(name="show", help={"target": "an image host/repo@sha256:… or a release (1.4.0-cpu)"})
+@guarded
+def evidence_show(c, target):
+    """Show every signed attestation of an image or release: who verified what, where, when, with
+    which key, and the key figures. Signatures are checked against release.trusted_keys.
+
+    Examples: invoke evidence.show 127.0.0.1:5000/paddlecd/paddle@sha256:<64 hex>
+              invoke evidence.show 1.4.0-cpu
+    """
+    from paddlecd.errors import NoAttestationError
+    from paddlecd.verify import attested
+
+    ref, runs = attested.lookup(settings(), target)
+    if not runs:
+        raise NoAttestationError(f"no attestation of {ref}",
+                                 "run: invoke verify --image <repo>@<digest>")
+    for run in runs:
+        for line in attested.describe(run):
+            say(line)
+
+
+evidence_ns = Collection("evidence")
+evidence_ns.add_task(keygen)
+evidence_ns.add_task(evidence_show)
 
 # ============================================================== artifacts (object storage)
 artifacts = Collection("artifacts")
@@ -731,7 +779,7 @@ def doctor(c, variant=None, require_gpu=False, log_format=None):
 ns = Collection()
 for _t in (lock, build, push, verify):  # short verbs (image section)
     ns.add_task(_t)
-for _sub in (image, smoke, release, artifacts, cluster, pipeline):
+for _sub in (image, smoke, release, evidence_ns, artifacts, cluster, pipeline):
     ns.add_collection(_sub)
 ns.add_task(artifacts_upload, name="upload")  # short verb (artifacts section)
 ns.add_task(promote)  # short verb (release section)

@@ -53,24 +53,30 @@ class BuildSettings:
 
 @dataclass(frozen=True)
 class VerifySettings:
-    """Smoke run limits: CPU ranks, shm size (Docker syntax), whole-run timeout in seconds."""
+    """Smoke run limits: CPU ranks, shm size (Docker syntax), whole-run timeout in seconds.
+    ``signing_key``: path of the PEM private key that signs attestations (issue 10); the env var
+    ``PADDLECD_SIGNING_KEY`` may hold the PEM itself instead (a CI secret, never a setting)."""
 
     cpu_ranks: int = 2
     shm_size: str = "2g"
     gpu_shm_size: str = "16g"
     timeout: int = 1800
+    signing_key: str | None = None
 
 
 @dataclass(frozen=True)
 class ReleaseSettings:
     """Promotion target and the evidence age limit (hours) after which evidence is stale.
-    ``ca_file``/``insecure`` apply when ``registry`` is another registry than the candidates'."""
+    ``ca_file``/``insecure`` apply when ``registry`` is another registry than the candidates'.
+    ``trusted_keys``: PEM public keys (files or folders of ``*.pub``, comma-separated, committed to
+    the repository) whose attestations promotion accepts."""
 
     registry: str | None = None  # None: same registry as candidates
     repository: str = "paddlecd/release"
     evidence_max_age_hours: float = 168.0
     ca_file: str | None = None
     insecure: bool = False
+    trusted_keys: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
 # paddlecd.registry.auth straight from the environment: secrets are never stored in Settings.
 _IGNORED_ENV = {
     "debug", "keep", "log_format", "registry_username", "registry_password", "source_url", "update_golden",
+    "signing_key",  # the PEM of the attestation signing key (a CI secret): verify/keys.py reads it
     # set inside smoke and training containers (smoke/README.md, cluster/render.py), never settings
     "device", "expect_paddle", "expect_cuda", "expect_cudnn", "gpus", "cpu_ranks", "out",
     "release", "image", "model", "output", "checkpoint_dir", "variant", "digest", "job",

@@ -110,6 +110,30 @@ class PipelineError(PaddlecdError):
     exit_code = 10
 
 
+class SigningKeyError(ConfigError):
+    """A signing key or trusted public key is missing, unreadable or not the right kind of key."""
+
+
+class AttestationError(PromotionError):
+    """No attestation of a digest allows its promotion (issue 10); the subclasses say why."""
+
+
+class NoAttestationError(AttestationError):
+    """The registry holds no attestation for the digest."""
+
+
+class SignatureError(AttestationError):
+    """An attestation's signature does not verify (a changed byte) or is by an untrusted key."""
+
+
+class SubjectError(AttestationError):
+    """An attestation names another digest or another predicate type than the one checked."""
+
+
+class AttestedFailureError(AttestationError):
+    """The attested run failed, lacks smoke modules, is too old, or a newer run failed."""
+
+
 class DoctorError(PaddlecdError):
     """``doctor`` found a problem that would stop the pipeline."""
 

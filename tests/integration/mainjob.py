@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+_KEYS: dict[str, str] = {}
+
+
+def signing_env() -> dict[str, str]:
+    """One key pair per test process (issue 10): verify signs with it, promotion trusts it."""
+    if not _KEYS:
+        from paddlecd.verify import keys
+
+        private, public = keys.keygen(Path(tempfile.mkdtemp(prefix="paddlecd-keys-")) / "keys")
+        _KEYS.update(PADDLECD_VERIFY_SIGNING_KEY=str(private),
+                     PADDLECD_RELEASE_TRUSTED_KEYS=str(public))
+    return dict(_KEYS)
 
 
 def project_settings(registry_server, state: Path, **extra):
@@ -24,7 +37,7 @@ def cli_env(registry_server, state: Path, **extra: str) -> dict[str, str]:
     """Environment for running `invoke` as a user would, against ``registry_server``."""
     env = {**os.environ, "DOCKER_CONFIG": str(registry_server.docker_config_dir),
            "PADDLECD_REGISTRY_URL": registry_server.host, "PADDLECD_STATE_DIR": str(state),
-           "PADDLECD_LOCK_FILE": str(state / "lock.yaml"), **extra}
+           "PADDLECD_LOCK_FILE": str(state / "lock.yaml"), **signing_env(), **extra}
     if registry_server.ca_file:
         env["PADDLECD_REGISTRY_CA_FILE"] = str(registry_server.ca_file)
     return env

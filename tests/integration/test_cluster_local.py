@@ -183,19 +183,26 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, pad
     import uuid
 
     from paddlecd.release import promote as release
-    from paddlecd.verify import evidence
+    from paddlecd.verify import attested, evidence, keys
 
     uid = uuid.uuid4().hex[:8]
+    private, public = keys.keygen(tmp_path / "keys")
     settings = config.load({"state_dir": str(tmp_path / "state"), "registry.repository": f"ci/cluster-{uid}",
-                            "release.repository": f"release/cluster-{uid}"}, root=ROOT)
+                            "release.repository": f"release/cluster-{uid}",
+                            "verify.signing_key": str(private),
+                            "release.trusted_keys": str(public)},
+                           root=ROOT)
     engine.tag(paddle_image, f"{settings.candidate_repo}:cpu-test")
     digest = engine.push(f"{settings.candidate_repo}:cpu-test")
     evidence.save_candidate(settings, "cpu", reference=f"{settings.candidate_repo}@{digest}", digest=digest, tag="cpu-test")
-    evidence.save(settings, {"digest": digest, "reference": f"{settings.candidate_repo}@{digest}", "variant": "cpu",
+    record = {"digest": digest, "reference": f"{settings.candidate_repo}@{digest}",
+              "variant": "cpu",
                              "passed": True, "created": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
                              "versions": {"paddle": "3.0.0"},
                              "checks": [{"name": f"{m}/t", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}
-                                        for m in evidence.REQUIRED_CHECKS]})
+                                        for m in evidence.REQUIRED_CHECKS]}
+    evidence.save(settings, record)
+    attested.publish(settings, record, tmp_path)  # signed, attached to the digest, as verify does
     release.promote(settings, variant="cpu", version="1.0.0", execute=True)
 
     plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=50)), release="1.0.0-cpu", cluster="local")

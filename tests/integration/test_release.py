@@ -1,7 +1,9 @@
 """Promotion, rollback and the ledger against a real distribution registry (htpasswd auth over TLS).
 
 Images are uploaded with paddlecd's own client (tests/integration/oci_images.py); evidence and
-candidate records are written with paddlecd.verify.evidence exactly as verify/push write them.
+candidate records are written with paddlecd.verify.evidence exactly as verify/push write them, and
+the evidence is signed and attached to the digest with paddlecd.verify.attested.publish as verify
+does (each Project has its own key pair, trusted through release.trusted_keys).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.client import client_for
 from paddlecd.release import ledger
 from paddlecd.release import promote as release
-from paddlecd.verify import evidence
+from paddlecd.verify import attested, evidence, keys
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,10 +33,23 @@ class Project:
 
     def __init__(self, tmp_path: Path, *, same_repo: bool = False, **flags):
         uid = uuid.uuid4().hex[:8]
+        private, public = keys.keygen(tmp_path / f"keys-{uid}")
         self.flags = {"state_dir": str(tmp_path / "state"), "registry.repository": f"ci/paddle-{uid}",
-                      "release.repository": f"ci/paddle-{uid}" if same_repo else f"release/paddle-{uid}", **flags}
+                      "release.repository": f"ci/paddle-{uid}" if same_repo
+                      else f"release/paddle-{uid}",
+                      "verify.signing_key": str(private), "release.trusted_keys": str(public),
+                      **flags}
+        self.out = tmp_path / f"verify-{uid}"
         self.settings = config.load(self.flags, root=ROOT)
         self.client = client_for(self.settings)
+
+    def env(self) -> dict[str, str]:
+        """``PADDLECD_*`` variables for running `invoke` on this project (repos, state, keys)."""
+        return {"PADDLECD_STATE_DIR": self.flags["state_dir"],
+                "PADDLECD_REGISTRY_REPOSITORY": self.flags["registry.repository"],
+                "PADDLECD_RELEASE_REPOSITORY": self.flags["release.repository"],
+                "PADDLECD_VERIFY_SIGNING_KEY": self.flags["verify.signing_key"],
+                "PADDLECD_RELEASE_TRUSTED_KEYS": self.flags["release.trusted_keys"]}
 
     def with_state(self, state: Path) -> config.Settings:
         return config.load({**self.flags, "state_dir": str(state)}, root=ROOT)
@@ -49,15 +64,24 @@ class Project:
         self.evidence(digest, variant, passed=passed, age_hours=age_hours, settings=s)
         return digest
 
-    def evidence(self, digest, variant="cpu", *, passed=True, age_hours=0.0, settings=None):
+    def evidence(self, digest, variant="cpu", *, passed=True, age_hours=0.0, settings=None,
+                 modules=evidence.REQUIRED_CHECKS, attest=True):
+        """Save evidence as verify does and (``attest``) sign and push its attestation."""
         created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=age_hours)
-        evidence.save(settings or self.settings, {
+        record = {
             "digest": digest, "reference": f"{self.settings.candidate_repo}@{digest}", "variant": variant,
             "passed": passed, "created": created.isoformat().replace("+00:00", "Z"), "versions": {"paddle": "3.0.0"},
             "checks": [{"name": f"{m}/test_{m}", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}
-                       for m in ("environment", "convergence", "export")]
-            + [{"name": "allreduce/test_allreduce_exact_sums", "passed": passed, "duration_s": 1.0, "metrics": {},
-                "message": ""}]})
+                       for m in ("environment", "convergence", "export") if m in modules]
+            + [{"name": "allreduce/test_allreduce_exact_sums", "passed": passed, "duration_s": 1.0,
+                "metrics": {"busbw_gbps": 1.25}, "message": ""}]}
+        evidence.save(settings or self.settings, record)
+        if attest:
+            self.out.mkdir(exist_ok=True)
+            (self.out / "junit.xml").write_text('<testsuite name="smoke"/>')
+            (self.out / "smoke.log").write_text(f"smoke log of {digest}\n")
+            return attested.publish(settings or self.settings, record, self.out)
+        return None
 
     def promote(self, version=None, *, settings=None, **kw):
         return release.promote(settings or self.settings, variant=kw.pop("variant", "cpu"), version=version,
@@ -96,6 +120,11 @@ def test_promote_to_another_repository_mounts_blobs(project, registry):
     assert _blobs(registry) - blobs_before == {record_blob, record_manifest}
     assert (record.action, record.version, record.digest, record.forced) == ("promote", "1.4.0", digest, False)
     assert record.evidence.startswith(digest) and record.evidence_summary["passed"] is True
+    # the attestation came along: its three files and the empty config mounted, its manifest written
+    assert out.attestation_copied == {"mounted": 4, "copied": 1}
+    proof = attested.check(project.settings, project.client, project.settings.release.repository,
+                           digest, "cpu")
+    assert record.attestation == proof.location.rsplit("@", 1)[1]
     assert [name for name, _ in out.phases] == ["plan", "check evidence", "copy", "write ledger", "write tags",
                                                  "verify digests"]
 
@@ -190,18 +219,19 @@ def test_rollback_to_unknown_release_refused(project):
         release.rollback(project.settings, variant="cpu", to="1.3.0", execute=True)
 
 
-@pytest.mark.parametrize("kind, words", [("missing", "no evidence for"), ("failed", "is failing \\(allreduce"),
+@pytest.mark.parametrize("kind, words", [("missing", "no attestation of"),
+                                         ("failed", "run .* failed: allreduce"),
                                          ("stale", "is stale: 2"), ("incomplete", "lacks the export checks")])
 def test_evidence_refusals(project, kind, words):
+    """Promotion reads the attestations in the registry: a local evidence file never counts."""
     digest = project.candidate(passed=kind != "failed", age_hours=200 if kind == "stale" else 0)
-    if kind == "missing":
-        evidence.evidence_path(project.settings, digest).unlink()
-    if kind == "incomplete":  # a smoke module that did not run (deleted, renamed, not collected)
-        record = evidence.load(project.settings, digest)
-        record["checks"] = [c for c in record["checks"] if not c["name"].startswith("export/")]
-        evidence.save(project.settings, record)
+    if kind in ("missing", "incomplete"):  # a fresh digest: no attestation, or one of a partial run
+        digest = push_image(project.client, project.settings.registry.repository)
+        modules = evidence.REQUIRED_CHECKS[:3] if kind == "incomplete" else evidence.REQUIRED_CHECKS
+        project.evidence(digest, modules=modules, attest=kind == "incomplete")
+        assert evidence.load(project.settings, digest)["passed"] is True
     with pytest.raises(PromotionError, match=f"phase 'check evidence' failed: refused: .*{words}"):
-        project.promote("1.4.0")
+        project.promote("1.4.0", digest=digest)
     assert project.tag("1.4.0-cpu") is None and project.records() == []
 
 
@@ -335,7 +365,10 @@ def test_promote_to_another_registry_copies_only_missing_blobs(registry_env, tmp
         digest = p.candidate()
         out = p.promote("2.0.0")
         assert out.copied == {"copied": 4} and out.bytes_uploaded > 0
+        assert out.attestation_copied == {"copied": 5}  # empty config, envelope, JUnit, log+manifest
         target = client_for(p.settings, other.host)
+        assert attested.check(p.settings, target, p.settings.release.repository, digest,
+                              "cpu").passed
         assert target.resolve(p.settings.release.repository, "latest-cpu").digest == digest
         assert release.find(p.settings, "2.0.0-cpu").reference.startswith(other.host)
     finally:

@@ -14,9 +14,7 @@ INVOKE = str(Path(sys.executable).parent / "invoke")
 
 
 def _run(project: Project, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PADDLECD_STATE_DIR": project.flags["state_dir"],
-           "PADDLECD_REGISTRY_REPOSITORY": project.flags["registry.repository"],
-           "PADDLECD_RELEASE_REPOSITORY": project.flags["release.repository"]}
+    env = {**os.environ, **project.env()}
     return subprocess.run([INVOKE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -44,7 +42,8 @@ def test_promote_cli_bad_input_exit_codes(registry_env, tmp_path):
     bad = _run(p, "promote", "--variant", "cpu", "--version", "v1.4", "--yes")
     assert bad.returncode == 2 and "invalid version 'v1.4'" in bad.stderr and "hint:" in bad.stderr
     refused = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes")
-    assert refused.returncode == 7 and "is failing" in refused.stderr
+    assert refused.returncode == 7 and "attested run" in refused.stderr
+    assert "failed" in refused.stderr
     assert p.client.list_tags(p.settings.release.repository) == []
 
 
@@ -52,9 +51,7 @@ def test_two_promote_processes_at_once(registry_env, tmp_path):
     """Two `invoke promote` processes of one variant, one state folder (serialised by its lock file)."""
     p = Project(tmp_path)
     digests = {"1.4.0": p.candidate(), "1.5.0": p.candidate()}
-    env = {**os.environ, "PADDLECD_STATE_DIR": p.flags["state_dir"],
-           "PADDLECD_REGISTRY_REPOSITORY": p.flags["registry.repository"],
-           "PADDLECD_RELEASE_REPOSITORY": p.flags["release.repository"]}
+    env = {**os.environ, **p.env()}
     procs = [subprocess.Popen([INVOKE, "promote", "--variant", "cpu", "--version", v, "--digest", d, "--yes"],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for v, d in digests.items()]

@@ -47,6 +47,7 @@ class Record:
         tags: the tags the action owns; previous: ``{moving tag: "version@digest" or null}`` before it.
         evidence: evidence id ``sha256:<hex>@<created>`` (None for rollbacks / forced without evidence).
         evidence_summary: ``{"passed", "checks", "failed": [names], "created"}`` or None.
+        attestation: digest of the signed attestation copied with the release (issue 10), or None.
         forced, reason: ``--force`` and its ``--reason``. who: ``$GITHUB_ACTOR`` or ``user@host``; when: ISO-8601 UTC.
     """
 
@@ -61,6 +62,7 @@ class Record:
     previous: dict[str, str | None] = field(default_factory=dict)
     evidence: str | None = None
     evidence_summary: dict[str, Any] | None = None
+    attestation: str | None = None
     forced: bool = False
     reason: str | None = None
     who: str = ""

@@ -1,5 +1,9 @@
 """Plans for promotions and rollbacks: what tags change where, and whether evidence allows it.
 
+Evidence is the signed attestation of the digest in the candidate repository (issue 10,
+:func:`paddlecd.verify.attested.check`), never a local file: a promotion from any machine sees the
+same evidence, and only what a trusted key signed counts.
+
 A plan is computed from the registry (current tags) and the ledger (the order of past actions): the
 ledger's :func:`~paddlecd.release.policy.fold`, with this action appended, says where every tag of the
 version must point; a :class:`TagWrite` is planned for each tag that does not point there yet. A
@@ -22,7 +26,8 @@ from paddlecd.registry.reference import Reference, check_digest, check_tag, pars
 from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
 from paddlecd.release.policy import Action, State, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
-from paddlecd.verify import evidence
+from paddlecd.verify import attested, evidence
+from paddlecd.verify.attestation import VerifiedAttestation
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,8 @@ class TagWrite:
 class Plan:
     """A promotion or rollback, fully decided. ``record`` is None when the ledger already has it.
 
-    ``evidence_problem`` is why evidence refuses (None: evidence is fine or not needed).
+    ``evidence_problem`` is why evidence refuses (None: evidence is fine or not needed), ``refusal``
+    the typed error saying so; ``attestation`` the verified attestation to copy with the image.
     """
 
     action: str
@@ -55,6 +61,8 @@ class Plan:
     kept: list[str]
     record: Record | None
     evidence_problem: str | None = None
+    refusal: PaddlecdError | None = None
+    attestation: VerifiedAttestation | None = None
     src: RegistryClient | None = field(default=None, repr=False)
     dst: RegistryClient | None = field(default=None, repr=False)
     manifests: dict[str, Manifest] = field(default_factory=dict, repr=False)  # by digest, for tag writes
@@ -75,6 +83,11 @@ class Plan:
             kind = "moving" if w.moving else "immutable"
             lines.append(f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; {was})")
         lines += [f"  keep            {k}" for k in self.kept]
+        if self.attestation:  # issue 10: what the promotion rests on, and who signed it
+            a = self.attestation
+            lines.append(f"  evidence        {a.location} (verified {a.created}, key {a.keyid[:12]}…)")
+        elif self.refusal:
+            lines.append(f"  evidence        REFUSED: {self.refusal.cause}")
         lines.append(f"  ledger record   new {self.action} record in {self.target}" if self.record
                      else "  ledger          already recorded")
         return lines
@@ -141,23 +154,18 @@ def _source(settings: Settings, variant: str, digest: str | None) -> tuple[Regis
     return src, Reference(settings.registry.url, settings.registry.repository, None, check_digest(digest))
 
 
-def evidence_problem(settings: Settings, variant: str, digest: str) -> tuple[str | None, dict[str, Any] | None]:
-    """Why the evidence for ``digest`` does not allow a promotion (None: it does), and the record."""
-    ev = evidence.load(settings, digest)
-    if ev is None:
-        return f"no evidence for {digest} (verify never ran on this digest; store {settings.state / 'evidence'})", None
-    if ev.get("digest") != digest or ev.get("variant", variant) != variant:
-        return f"evidence file for {digest} names {ev.get('variant')}@{ev.get('digest')}", ev
-    if not ev.get("passed"):
-        failed = [c.get("name", "?") for c in ev.get("checks", []) if not c.get("passed")]
-        return f"evidence for {digest} is failing ({', '.join(failed) or 'passed: false'})", ev
-    missing = evidence.missing_checks(ev)
-    if missing:
-        return f"evidence for {digest} lacks the {', '.join(missing)} checks (an incomplete smoke run)", ev
-    age, limit = evidence.age_hours(ev), settings.release.evidence_max_age_hours
-    if age > limit:
-        return f"evidence for {digest} is stale: {age:.1f} h old, limit release.evidence_max_age_hours={limit:g}", ev
-    return None, ev
+def evidence_problem(settings: Settings, src: RegistryClient, repository: str, variant: str,
+                     digest: str) -> tuple[PaddlecdError | None, VerifiedAttestation | None]:
+    """Why no attestation of ``digest`` in ``repository`` allows a promotion (None: one does), and
+    the one that does.
+
+    Raises:
+        RegistryError: the registry failed (a refusal is returned, not raised).
+    """
+    try:
+        return None, attested.check(settings, src, repository, digest, variant)
+    except attested.REFUSALS as e:
+        return e, None
 
 
 def _summary(ev: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -199,13 +207,16 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     record_id = ledger.new_id(variant)
     new = fold([*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])], variant)
     writes, kept = _writes(dst, dst_ref.repository, old, new, v, variant)
-    problem, ev = evidence_problem(settings, variant, d)
+    refusal, att = evidence_problem(settings, src, src_ref.repository, variant, d)
+    ev = att.predicate if att else None
     record = None if done else Record(
         id=record_id, action="promote", variant=variant, version=str(v), digest=d, source=str(src_ref),
         target=dst_ref.name, tags=tuple(desired(new, v, variant)), previous=_previous(old, v, variant),
         evidence=f"{d}@{ev.get('created')}" if ev else None, evidence_summary=_summary(ev),
+        attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
         forced=forced, reason=reason, who=ledger.who(), when=ledger.now_iso())
-    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository, writes, kept, record, problem, src, dst)
+    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository,
+                writes, kept, record, refusal.cause if refusal else None, refusal, att, src, dst)
 
 
 def _refuse_clobber(dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str) -> None:
@@ -245,4 +256,5 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
         previous=_previous(old, v, variant), who=ledger.who(), when=ledger.now_iso())
-    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository, writes, [], record, None, dst, dst)
+    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository,
+                writes, [], record, src=dst, dst=dst)

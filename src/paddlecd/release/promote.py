@@ -4,8 +4,13 @@ A promotion runs as named, timed phases (promo-tools' pipeline; STYLE.md §10):
 
 ``plan`` → ``check evidence`` → ``copy`` → ``write ledger`` → ``write tags`` → ``verify digests``
 
+* check evidence: a signed attestation of the digest in the candidate repository, verified with
+  ``release.trusted_keys`` (issue 10; :mod:`paddlecd.verify.attested`); ``--force --reason``
+  overrides;
+
 * copy: the image goes into the release repository by digest only — blobs mounted within one
-  registry (no bytes move), streamed across registries only when missing (crane ``copy``);
+  registry (no bytes move), streamed across registries only when missing (crane ``copy``) — and its
+  attestation with it, so the release proves itself from the release repository alone;
 * write ledger *before* the tags: the ledger record is the intent, and the tags are materialised from
   the ledger's :func:`~paddlecd.release.policy.fold`. So a crash anywhere converges on re-run (the
   re-run plans only what is missing), and two concurrent promoters agree on every moving tag
@@ -37,6 +42,7 @@ from paddlecd.release import ledger
 from paddlecd.release.plan import Plan, actions_of, current, desired, plan_promotion, plan_rollback
 from paddlecd.release.policy import fold, parse_version
 from paddlecd.release.query import Release, find, history, list_releases, show, split_release_tag  # re-exported
+from paddlecd.verify import attested
 
 Report = Callable[[str], None]
 
@@ -44,13 +50,15 @@ Report = Callable[[str], None]
 @dataclass
 class Outcome:
     """What a promotion or rollback did: its ``plan``, ``phases`` [(name, seconds)], blob ``copied``
-    counts (present/mounted/copied), ``bytes_uploaded`` into the target, tags ``written``."""
+    counts (present/mounted/copied), ``bytes_uploaded`` into the target, tags ``written``;
+    ``attestation_copied``: the same counts for the attestation artifact."""
 
     plan: Plan | None = None
     phases: list[tuple[str, float]] = field(default_factory=list)
     copied: Counter[str] = field(default_factory=Counter)
     bytes_uploaded: int = 0
     written: list[str] = field(default_factory=list)
+    attestation_copied: Counter[str] = field(default_factory=Counter)
 
     @contextlib.contextmanager
     def phase(self, name: str, report: Report) -> Iterator[None]:
@@ -118,9 +126,9 @@ def promote(settings: Settings, *, variant: str, version: str | None = None, par
         if plan.noop:
             return outcome
         with outcome.phase("check evidence", report):
-            if plan.evidence_problem and not force:
-                raise PromotionError(f"refused: {plan.evidence_problem}",
-                                     f"run: invoke verify --variant {variant}; or --force --reason '…' (recorded)")
+            if plan.refusal and not force:  # the refusal's type (and exit code) is kept
+                raise type(plan.refusal)(f"refused: {plan.refusal.cause}",
+                                         f"{plan.refusal.hint}; or --force --reason '…' (recorded)")
         if execute:
             _apply(plan, outcome, report)
     return outcome
@@ -152,8 +160,12 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
         with outcome.phase("copy", report):
             before = dst.stats["bytes_uploaded"]
             outcome.copied = dst.copy_image(plan.src, _repo_of(plan.source), plan.digest, repo)
+            if plan.attestation:
+                outcome.attestation_copied = attested.copy(
+                    dst, plan.src, _repo_of(plan.source), repo, plan.attestation)
             outcome.bytes_uploaded = dst.stats["bytes_uploaded"] - before
-            report(f"copied: {dict(outcome.copied)}, {outcome.bytes_uploaded} bytes uploaded")
+            report(f"copied: {dict(outcome.copied)}, attestation "
+                   f"{dict(outcome.attestation_copied)}, {outcome.bytes_uploaded} bytes uploaded")
     with outcome.phase("write ledger", report):
         if plan.record:  # id and time taken now, not at plan time: the ledger order is the write order
             record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant), when=ledger.now_iso())

@@ -21,7 +21,7 @@ from paddlecd.errors import ConfigError, VerifyError
 from paddlecd.image import push as publish
 from paddlecd.image import variants
 from paddlecd.registry import client as registry
-from paddlecd.verify import drivers, evidence
+from paddlecd.verify import attested, drivers, evidence, keys
 
 Echo = Callable[[str], None]
 SMOKE_CMD = ["python3", "-m", "pytest", "/smoke", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
@@ -30,13 +30,16 @@ SMOKE_CMD = ["python3", "-m", "pytest", "/smoke", "-p", "no:cacheprovider", "-o"
 
 @dataclass(frozen=True)
 class Verified:
-    """A finished verification: ``passed``, the ``evidence`` record and the files written."""
+    """A finished verification: ``passed``, the ``evidence`` record and the files written;
+    ``attestation``: ``host/repo@sha256:…`` of the signed attestation pushed (None: no signing
+    key)."""
 
     reference: str
     passed: bool
     record: dict[str, Any]
     evidence_path: Path
     out_dir: Path
+    attestation: str | None = None
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -125,8 +128,11 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     Raises:
         ConfigError: no target. RegistryError: the digest cannot be pulled. VerifyError: GPU image on a
             host without a suitable driver, or the smoke suite could not run at all (no JUnit written).
+        SigningKeyError: a signing key is configured but unusable (checked before the run).
     """
     reference = target(settings, variant, image)
+    if keys.configured(settings):
+        keys.signer(settings)  # a bad signing key fails now, not after the smoke suite ran
     engine.pull(reference, auth_config=publish.env_credentials())
     labels = engine.image_labels(reference)
     if variant and labels.get("io.paddlecd.variant") not in (None, variant):
@@ -163,11 +169,13 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
         "model_dir": str(out / "model") if (out / "model").exists() else None,
     }
     path = evidence.save(settings, record)
-    write_summary(record, out)
-    return Verified(reference, record["passed"], record, path, out)
+    # issue 10: every run, passing or not, is signed and attached to the digest in the registry
+    att = attested.publish(settings, record, out).location if keys.configured(settings) else None
+    write_summary(record, out, attestation=att)
+    return Verified(reference, record["passed"], record, path, out, att)
 
 
-def write_summary(record: dict[str, Any], out: Path) -> str:
+def write_summary(record: dict[str, Any], out: Path, *, attestation: str | None = None) -> str:
     """Markdown summary of a verification, written to ``out/summary.md`` and appended to
     ``$GITHUB_STEP_SUMMARY`` under GitHub Actions; returns the text."""
     icon = {True: "✅", False: "❌"}
@@ -176,6 +184,9 @@ def write_summary(record: dict[str, Any], out: Path) -> str:
     for c in record["checks"]:
         result = "skipped" if c.get("skipped") else icon[c["passed"]]
         lines.append(f"| {c['name']} | {result} | {c['duration_s']:.2f} |")
+    if attestation:
+        image = f"{attestation.split('@')[0]}@{record['digest']}"
+        lines += ["", f"attestation: `{attestation}` (`invoke evidence.show {image}`)"]
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text)
     if os.environ.get("GITHUB_STEP_SUMMARY"):

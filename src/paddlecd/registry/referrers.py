@@ -1,0 +1,329 @@
+"""Artifacts attached to an image: OCI 1.1 ``subject`` manifests and the referrers of a digest.
+
+An artifact is an OCI image manifest with an ``artifactType``, the empty config
+(``application/vnd.oci.empty.v1+json``, the two bytes ``{}``), its files as layers, and ``subject``
+= the descriptor of the image it is about (image-spec 1.1, ``manifest.md`` "Guidelines for Artifact
+Usage"). Its referrers are found the way distribution-spec 1.1 says ("Listing Referrers"):
+
+* the referrers API, ``GET /v2/<name>/referrers/<digest>``, where the registry has it (it answers
+  a manifest PUT carrying a ``subject`` with the ``OCI-Subject`` header, and the API with an index);
+* else the referrers tag schema: the tag ``sha256-<hex>`` holds an OCI image index listing every
+  referrer of that digest. CNCF distribution 2.8 (the embedded default) has no referrers API.
+
+The tag schema is a read-modify-write of one tag, and distribution has no conditional PUT: two
+writers at once can drop each other's entry (a test showed it). So, as the ledger does, every
+artifact also gets a tag of its own, ``sha256-<subject hex>.<16 hex of the artifact digest>``,
+written before the index and never rewritten: :func:`referrers` lists the index *and* those tags,
+so no run is ever lost, and each write re-adds any entry the index misses (it converges). HTTP goes
+through :class:`~paddlecd.registry.client.RegistryClient`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from paddlecd.errors import NotFoundError, RegistryError
+from paddlecd.registry.auth import scope
+from paddlecd.registry.client import OCI_INDEX, OCI_MANIFEST, Descriptor, RegistryClient
+from paddlecd.registry.reference import check_digest
+
+EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY = b"{}"
+EMPTY_DIGEST = "sha256:" + hashlib.sha256(EMPTY).hexdigest()
+TITLE = "org.opencontainers.image.title"
+MAX_BLOB = 8 << 20  # an artifact file read into memory (envelope, JUnit XML, log): 8 MiB at most
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One file of an artifact: its ``media_type``, bytes and file name (``title`` annotation)."""
+
+    media_type: str
+    data: bytes
+    title: str
+
+    @property
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the bytes."""
+        return "sha256:" + hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Referrer:
+    """A referrer's descriptor as the referrers index lists it (distribution-spec 1.1).
+
+    Attributes:
+        digest, size: of the artifact manifest (bytes). artifact_type: its ``artifactType``.
+        annotations: the manifest's annotations (a hint for listing; never trusted for a decision).
+    """
+
+    digest: str
+    size: int
+    artifact_type: str
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The OCI descriptor of the manifest, with ``artifactType`` and ``annotations``."""
+        out: dict[str, Any] = {
+            "mediaType": OCI_MANIFEST,
+            "digest": self.digest,
+            "size": self.size,
+            "artifactType": self.artifact_type,
+        }
+        return {**out, "annotations": dict(self.annotations)} if self.annotations else out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Referrer:
+        """Parse an index entry (``artifactType`` may be missing in foreign entries)."""
+        return cls(
+            data["digest"],
+            int(data.get("size", 0)),
+            data.get("artifactType", ""),
+            dict(data.get("annotations") or {}),
+        )
+
+
+def tag_for(digest: str) -> str:
+    """The referrers tag schema's tag of ``digest``: ``sha256-<hex>``."""
+    return check_digest(digest).replace(":", "-", 1)
+
+
+def own_tag(subject: str, digest: str) -> str:
+    """The own tag of one artifact about ``subject``: ``sha256-<subject hex>.<16 hex of it>``."""
+    return f"{tag_for(subject)}.{check_digest(digest)[7:23]}"
+
+
+def artifact_manifest(
+    subject: Descriptor, artifact_type: str, layers: list[Layer], annotations: dict[str, str]
+) -> bytes:
+    """The canonical bytes (sorted keys) of an artifact manifest about ``subject``."""
+    doc = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": artifact_type,
+        "config": {"mediaType": EMPTY_TYPE, "digest": EMPTY_DIGEST, "size": 2, "data": "e30="},
+        "layers": [
+            {
+                "mediaType": x.media_type,
+                "digest": x.digest,
+                "size": len(x.data),
+                "annotations": {TITLE: x.title},
+            }
+            for x in layers
+        ],
+        "subject": {
+            "mediaType": subject.media_type,
+            "digest": subject.digest,
+            "size": subject.size,
+        },
+        "annotations": annotations,
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def push(
+    client: RegistryClient,
+    repository: str,
+    subject: Descriptor,
+    *,
+    artifact_type: str,
+    layers: list[Layer],
+    annotations: dict[str, str],
+) -> Referrer:
+    """Upload ``layers`` and an artifact manifest whose ``subject`` is ``subject``, then list it as
+    a
+    referrer (the registry does it when it has the referrers API; else the ``sha256-<hex>`` index).
+
+    Returns:
+        the new :class:`Referrer` (its manifest is addressed by digest; no other tag is written).
+
+    Raises:
+        RegistryError: the registry refused a blob or the manifest (its answer is in the message).
+    """
+    for blob in (Layer(EMPTY_TYPE, EMPTY, ""), *layers):
+        if not client.blob_exists(repository, blob.digest):
+            client.upload_blob(repository, blob.digest, blob.data, len(blob.data))
+    raw = artifact_manifest(subject, artifact_type, layers, annotations)
+    referrer = Referrer(
+        "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), artifact_type, annotations
+    )
+    _put(client, repository, subject.digest, referrer, raw)
+    return referrer
+
+
+def _put(
+    client: RegistryClient, repository: str, subject: str, referrer: Referrer, raw: bytes
+) -> None:
+    what = f"writing artifact manifest {client.name(repository, referrer.digest)}"
+    resp = client.request(
+        "PUT",
+        f"{repository}/manifests/{referrer.digest}",
+        [scope(repository)],
+        what,
+        ok=(201,),
+        data=raw,
+        headers={"Content-Type": OCI_MANIFEST},
+    )
+    client.stats["manifest_puts"] += 1
+    if resp.headers.get("OCI-Subject") != subject:  # no referrers API: the tag schema it is
+        client.put_manifest(repository, own_tag(subject, referrer.digest), raw, OCI_MANIFEST)
+        _add_to_tag_index(client, repository, subject, referrer)
+
+
+def referrers(
+    client: RegistryClient, repository: str, digest: str, artifact_type: str | None = None
+) -> list[Referrer]:
+    """Every referrer of ``digest`` in ``repository`` (of ``artifact_type`` when given), in order.
+
+    Raises:
+        RegistryError: the registry failed (a missing index or repository is just ``[]``).
+    """
+    what = f"listing referrers of {client.name(repository, digest)}"
+    resp = client.request(
+        "GET",
+        f"{repository}/referrers/{check_digest(digest)}",
+        [scope(repository)],
+        what,
+        ok=(200, 404),
+        params={"artifactType": artifact_type} if artifact_type else None,
+    )
+    ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
+    if resp.status_code == 200 and ctype == OCI_INDEX:
+        found = [Referrer.from_json(e) for e in resp.json().get("manifests") or []]
+    else:  # 404: the registry has no referrers API (distribution 2.8), so the tag schema
+        found = _tag_schema(client, repository, digest)
+    return [r for r in found if artifact_type is None or r.artifact_type == artifact_type]
+
+
+def _tag_schema(client: RegistryClient, repository: str, subject: str) -> list[Referrer]:
+    """The ``sha256-<hex>`` index's entries, then any artifact with its own tag the index misses."""
+    found = [Referrer.from_json(e) for e in _tag_index(client, repository, tag_for(subject))]
+    listed = {r.digest[7:23] for r in found}
+    prefix = tag_for(subject) + "."
+    for tag in sorted(client.list_tags(repository)):
+        if tag.startswith(prefix) and tag[len(prefix) :] not in listed:
+            found.append(_referrer(client, repository, tag))
+    return found
+
+
+def _referrer(client: RegistryClient, repository: str, reference: str) -> Referrer:
+    manifest = client.get_manifest(repository, reference)
+    doc = manifest.json()
+    return Referrer(
+        manifest.descriptor.digest,
+        manifest.descriptor.size,
+        doc.get("artifactType", ""),
+        doc.get("annotations") or {},
+    )
+
+
+def _tag_index(client: RegistryClient, repository: str, tag: str) -> list[dict[str, Any]]:
+    try:
+        return client.get_manifest(repository, tag).json().get("manifests") or []
+    except NotFoundError:
+        return []
+
+
+def _add_to_tag_index(
+    client: RegistryClient, repository: str, subject: str, referrer: Referrer, rounds: int = 3
+) -> None:
+    """Make the ``sha256-<hex>`` index list ``referrer`` and every other artifact with its own tag.
+
+    Best effort by design: an entry a concurrent writer drops stays found through its own tag, and
+    the next write puts it back in the index.
+    """
+    tag, prefix = tag_for(subject), tag_for(subject) + "."
+    for _ in range(rounds):
+        entries = _tag_index(client, repository, tag)
+        have = {str(e.get("digest", ""))[7:23] for e in entries}
+        own = {t[len(prefix) :] for t in client.list_tags(repository) if t.startswith(prefix)}
+        missing = [
+            referrer
+            if short == referrer.digest[7:23]
+            else _referrer(client, repository, prefix + short)
+            for short in sorted(own - have)
+        ]
+        if not missing:
+            return
+        index = {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [*entries, *(r.to_json() for r in missing)],
+        }
+        client.put_manifest(repository, tag, json.dumps(index, sort_keys=True).encode(), OCI_INDEX)
+        # a concurrent writer that read the index before this PUT may overwrite it: let its PUT
+        # land, then check again
+        time.sleep(random.uniform(0.005, 0.03))
+
+
+def read_blob(client: RegistryClient, repository: str, digest: str, limit: int = MAX_BLOB) -> bytes:
+    """The bytes of blob ``digest`` (at most ``limit`` bytes), checked against the digest.
+
+    Raises:
+        NotFoundError: no such blob. RegistryError: too large, or its bytes do not match the digest.
+    """
+    what = f"reading blob {client.name(repository, digest)}"
+    resp = client.request(
+        "GET", f"{repository}/blobs/{check_digest(digest)}", [scope(repository)], what, stream=True
+    )
+    with resp:
+        data = resp.raw.read(limit + 1, decode_content=False)
+    if len(data) > limit:
+        raise RegistryError(
+            f"{what}: larger than {limit} bytes", "this is no artifact file paddlecd wrote"
+        )
+    if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+        raise RegistryError(
+            f"{what}: its bytes do not match the digest", "the registry is corrupt or lying"
+        )
+    client.stats["bytes_downloaded"] += len(data)
+    return data
+
+
+def copy(
+    dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str, digest: str
+) -> Counter[str]:
+    """Copy the artifact manifest ``digest`` (and its blobs) from ``src``'s ``from_repo`` into
+    ``to_repo`` of ``dst``, and list it there as a referrer of its ``subject``.
+
+    The subject must already be in ``to_repo`` (copy the image first). Blobs are mounted within one
+    registry and streamed across registries (:meth:`RegistryClient.copy_blob`).
+
+    Returns:
+        counts per outcome (``present``/``mounted``/``copied``) over blobs and the manifest.
+
+    Raises:
+        RegistryError: ``digest`` is no artifact manifest with a subject, or the registry refused.
+    """
+    counts: Counter[str] = Counter()
+    manifest = src.get_manifest(from_repo, digest)
+    doc = manifest.json()
+    subject = (doc.get("subject") or {}).get("digest")
+    if not subject:
+        raise RegistryError(
+            f"{src.name(from_repo, digest)} has no subject: not an artifact about an image",
+            "copy images with copy_image; referrers with this function",
+        )
+    if dst.host == src.host and from_repo == to_repo:
+        return Counter(present=len(manifest.children()) + 1)
+    referrer = Referrer(
+        digest, manifest.descriptor.size, doc.get("artifactType", ""), doc.get("annotations") or {}
+    )
+    for blob in manifest.children():  # a few small blobs: within one registry, mount without asking
+        same = dst.host == src.host
+        counts[
+            "mounted"
+            if same and dst.mount_blob(from_repo, to_repo, blob.digest)
+            else dst.copy_blob(src, from_repo, to_repo, blob)
+        ] += 1
+    _put(
+        dst, to_repo, subject, referrer, manifest.raw
+    )  # idempotent: the index never lists it twice
+    counts["copied"] += 1
+    return counts

@@ -1,0 +1,334 @@
+"""Attestations: verify's evidence as a signed in-toto Statement about the image digest (issue 10).
+
+What is signed: an in-toto Statement v1 (https://github.com/in-toto/attestation, ``spec/v1``) whose
+``subject`` is the image (``name`` = repository, ``digest.sha256`` = the manifest digest), whose
+``predicateType`` is :data:`PREDICATE_TYPE`, and whose ``predicate`` is what verify measured: the
+checks with their metrics, versions, host facts, revision, run time and the sha256 of the JUnit XML
+and the smoke log. It is wrapped in a DSSE envelope (https://github.com/secure-systems-lab/dsse,
+``payloadType`` ``application/vnd.in-toto+json``) signed by securesystemslib: the envelope, its
+PAE and the signature checks are the library's, not ours.
+
+:func:`verify` checks one envelope (signature by a trusted key, subject, predicate type);
+:func:`choose` applies the promotion rule to every verified run of a digest: the newest run decides,
+it must have passed every smoke module and be fresh. The registry side is
+:mod:`paddlecd.verify.attested`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from securesystemslib import exceptions as sslib_errors
+from securesystemslib.dsse import Envelope
+from securesystemslib.signer import Signer
+
+from paddlecd.errors import AttestedFailureError, NoAttestationError, SignatureError, SubjectError
+from paddlecd.verify.evidence import REQUIRED_CHECKS
+from paddlecd.verify.keys import TrustedKey, keygen  # noqa: F401 - keygen re-exported for the task
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+PREDICATE_TYPE = "https://paddlecd.dev/attestations/verify/v1"
+# Evidence fields that name files on the verifying machine: meaningless elsewhere, so not signed.
+_LOCAL_FIELDS = ("junit", "model_dir", "schema")
+
+
+def _record(evidence: Mapping[str, Any] | Any) -> dict[str, Any]:
+    """Evidence as a dict: a mapping, or a record type with ``to_json()`` (bytes, str or dict)."""
+    if isinstance(evidence, Mapping):
+        return dict(evidence)
+    data = evidence.to_json()
+    return json.loads(data) if isinstance(data, (bytes, str)) else dict(data)
+
+
+def host_facts(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Where verify ran: hostname, OS/arch, the CI runner, and GPU facts the checks recorded."""
+    facts: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "os": platform.system().lower(),
+        "arch": platform.machine(),
+        "runner": os.environ.get("RUNNER_NAME"),
+    }
+    for check in record.get("checks", []):  # the environment module records the device it saw
+        for key in ("gpu_name", "gpu_count", "device"):
+            if key in (check.get("metrics") or {}):
+                facts.setdefault(key, check["metrics"][key])
+    return {**facts, **(record.get("host") or {})}
+
+
+def statement(evidence: Mapping[str, Any] | Any, *, junit: bytes, log: bytes) -> dict[str, Any]:
+    """The in-toto Statement for an evidence record (``digest``, ``reference``, ``checks``, ...).
+
+    Args:
+        evidence: the record verify saved (a mapping, or an object with ``to_json()``).
+        junit, log: the bytes of the run's JUnit XML and smoke log; only their sha256 is signed.
+
+    Raises:
+        ConfigError: the record's digest is not ``sha256:<64 hex>``.
+    """
+    from paddlecd.registry.reference import check_digest, parse_reference
+
+    record = _record(evidence)
+    digest = check_digest(record["digest"])
+    predicate = {k: v for k, v in record.items() if k not in _LOCAL_FIELDS}
+    predicate.update(
+        host=host_facts(record),
+        verifier=_verifier(),
+        byproducts={
+            "junit.xml": {"sha256": _sha(junit), "size": len(junit)},
+            "smoke.log": {"sha256": _sha(log), "size": len(log)},
+        },
+    )
+    return {
+        "_type": STATEMENT_TYPE,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+        "subject": [
+            {"name": parse_reference(record["reference"]).name, "digest": {"sha256": digest[7:]}}
+        ],
+    }
+
+
+def _verifier() -> dict[str, Any]:
+    from paddlecd import __version__
+    from paddlecd.release.ledger import who
+
+    return {
+        "id": "paddlecd",
+        "version": __version__,
+        "who": who(),
+        "run": os.environ.get("GITHUB_RUN_ID"),
+        "workflow": os.environ.get("GITHUB_WORKFLOW"),
+    }
+
+
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Attestation:
+    """A DSSE envelope as stored (``envelope``: its exact JSON bytes) and where it was found.
+
+    Nothing in it is trusted before :func:`verify`: ``statement`` is the decoded, unchecked payload.
+
+    Attributes:
+        envelope: the envelope JSON. statement: the decoded in-toto Statement.
+        location: ``host/repo@sha256:…`` of the artifact manifest holding it, when known.
+    """
+
+    envelope: bytes
+    statement: dict[str, Any] = field(repr=False)
+    location: str | None = None
+
+    def to_json(self) -> bytes:
+        """The envelope bytes, exactly as signed and stored."""
+        return self.envelope
+
+    @classmethod
+    def from_json(cls, data: bytes, location: str | None = None) -> Attestation:
+        """Parse an envelope and decode its payload (not yet verified).
+
+        Raises:
+            SignatureError: no DSSE envelope of an in-toto Statement (a changed byte, not ours).
+        """
+        where = location or "the attestation"
+        try:
+            env = Envelope.from_dict(json.loads(data))
+            if env.payload_type != PAYLOAD_TYPE:
+                raise ValueError(f"payloadType {env.payload_type!r}")
+            doc = json.loads(env.payload)
+            if not isinstance(doc, dict):
+                raise ValueError("payload is no JSON object")
+        except (ValueError, KeyError, TypeError, sslib_errors.FormatError) as e:
+            raise SignatureError(
+                f"{where} is no DSSE envelope of an in-toto Statement ({e})",
+                "it was changed or written by another tool; re-run invoke verify",
+            ) from e
+        return cls(bytes(data), doc, location)
+
+    @property
+    def keyids(self) -> list[str]:
+        """Key ids of the envelope's signatures (unverified)."""
+        return [s.get("keyid", "") for s in json.loads(self.envelope).get("signatures", [])]
+
+
+@dataclass(frozen=True)
+class VerifiedAttestation:
+    """An attestation whose signature, subject and predicate type were checked.
+
+    Attributes:
+        digest: the image digest it is about. name: the subject's repository name.
+        keyid, key_source: the trusted key that verified it and the file it came from.
+        predicate: the signed predicate (``passed``, ``created``, ``checks``, ``versions``...).
+        location: ``host/repo@sha256:…`` of the artifact manifest.
+    """
+
+    digest: str
+    name: str
+    keyid: str
+    key_source: str
+    predicate: dict[str, Any] = field(repr=False)
+    location: str | None = None
+
+    @property
+    def created(self) -> str:
+        """When verify finished (ISO-8601 UTC), as signed."""
+        return str(self.predicate.get("created", ""))
+
+    @property
+    def passed(self) -> bool:
+        """True when the signed run passed."""
+        return self.predicate.get("passed") is True
+
+    @property
+    def failed(self) -> list[str]:
+        """Names of the checks that failed in the run."""
+        return [str(c.get("name")) for c in self.predicate.get("checks", []) if not c.get("passed")]
+
+    def age_hours(self, now: dt.datetime | None = None) -> float:
+        """Hours since :attr:`created`."""
+        created = dt.datetime.fromisoformat(self.created.replace("Z", "+00:00"))
+        return ((now or dt.datetime.now(dt.timezone.utc)) - created).total_seconds() / 3600
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return {
+            "digest": self.digest,
+            "name": self.name,
+            "keyid": self.keyid,
+            "key_source": self.key_source,
+            "predicate": self.predicate,
+            "location": self.location,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VerifiedAttestation:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            **{k: data[k] for k in ("digest", "name", "keyid", "key_source", "predicate")},
+            location=data.get("location"),
+        )
+
+
+def sign(
+    evidence: Mapping[str, Any] | Any, signer: Signer, *, junit: bytes, log: bytes
+) -> Attestation:
+    """Sign the :func:`statement` of ``evidence`` in a DSSE envelope with ``signer``."""
+    payload = json.dumps(statement(evidence, junit=junit, log=log), sort_keys=True).encode()
+    envelope = Envelope(payload, PAYLOAD_TYPE, {})
+    envelope.sign(signer)
+    return Attestation.from_json(json.dumps(envelope.to_dict(), sort_keys=True).encode())
+
+
+def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> VerifiedAttestation:
+    """Check ``att``: signed by one of ``keys``, about ``digest``, of :data:`PREDICATE_TYPE`.
+
+    Raises:
+        SignatureError: the signature does not verify (a changed byte) or no trusted key signed it.
+        SubjectError: the Statement is about another digest, or of another type.
+    """
+    where = att.location or "the attestation"
+    by_id = {k.keyid: k for k in keys}
+    signers = [i for i in att.keyids if i in by_id]
+    if not signers:
+        raise SignatureError(
+            f"{where} is signed by key {', '.join(i[:12] for i in att.keyids) or 'none'}, "
+            "which is not in release.trusted_keys",
+            "verify with a trusted key, or add its public key to release.trusted_keys",
+        )
+    try:
+        accepted = Envelope.from_dict(json.loads(att.envelope)).verify(
+            [by_id[i].key for i in signers], 1
+        )
+    except sslib_errors.VerificationError as e:
+        raise SignatureError(
+            f"the signature of {where} does not verify: the envelope or payload was changed",
+            "never edit an attestation; re-run invoke verify to attest the image again",
+        ) from e
+    key = by_id[next(iter(accepted))]
+    doc = att.statement
+    if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
+        raise SubjectError(
+            f"{where} is a {doc.get('predicateType')!r} statement, not {PREDICATE_TYPE}",
+            "only paddlecd verify attestations allow a promotion",
+        )
+    subjects = [
+        s for s in doc.get("subject", []) if s.get("digest", {}).get("sha256") == digest[7:]
+    ]
+    if not subjects:
+        other = ", ".join(
+            f"sha256:{s.get('digest', {}).get('sha256')}" for s in doc.get("subject", [])
+        )
+        raise SubjectError(
+            f"{where} is about {other or 'no digest'}, not {digest}",
+            "an attestation proves only the digest it names; verify this digest",
+        )
+    return VerifiedAttestation(
+        digest,
+        str(subjects[0].get("name", "")),
+        key.keyid,
+        key.source,
+        dict(doc.get("predicate") or {}),
+        att.location,
+    )
+
+
+def choose(
+    runs: Sequence[VerifiedAttestation], *, digest: str, variant: str | None, max_age_hours: float
+) -> VerifiedAttestation:
+    """The promotion rule over every verified run of ``digest``: the newest run decides.
+
+    Raises:
+        NoAttestationError: no verified run. SubjectError: the run is of another variant.
+        AttestedFailureError: the newest run failed (naming the older passing run, if any), lacks a
+            smoke module of :data:`~paddlecd.verify.evidence.REQUIRED_CHECKS`, or is older than
+            ``max_age_hours`` (``release.evidence_max_age_hours``).
+    """
+    if not runs:
+        raise NoAttestationError(
+            f"no attestation of {digest}", f"run: invoke verify --image <repo>@{digest}"
+        )
+    newest = max(runs, key=lambda r: r.created)
+    if variant and newest.predicate.get("variant", variant) != variant:
+        raise SubjectError(
+            f"the attestation of {digest} is of variant {newest.predicate.get('variant')!r}, "
+            f"not {variant!r}",
+            "promote the digest as the variant it was built as",
+        )
+    if not newest.passed:
+        older = [r.created for r in runs if r.passed and r.created < newest.created]
+        when = (
+            f"a newer run ({newest.created}) failed after the passing run of {older[-1]}"
+            if older
+            else f"the attested run ({newest.created}) failed"
+        )
+        raise AttestedFailureError(
+            f"{when}: {', '.join(newest.failed) or 'passed: false'}",
+            "fix the image and verify it again; the newest run decides",
+        )
+    present = {str(c.get("name", "")).split("/", 1)[0] for c in newest.predicate.get("checks", [])}
+    missing = [m for m in REQUIRED_CHECKS if m not in present]
+    if missing:
+        raise AttestedFailureError(
+            f"the attestation of {digest} lacks the {', '.join(missing)} checks "
+            "(an incomplete smoke run)",
+            "run the whole smoke suite: invoke verify",
+        )
+    age = newest.age_hours()
+    if age > max_age_hours:
+        raise AttestedFailureError(
+            f"the attestation of {digest} is stale: {age:.1f} h old, limit "
+            f"release.evidence_max_age_hours={max_age_hours:g}",
+            "verify the digest again (invoke verify --image …@digest)",
+        )
+    return newest

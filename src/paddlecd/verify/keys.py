@@ -1,0 +1,166 @@
+"""Attestation keys: the signing key verify uses, the public keys promotion trusts, and keygen.
+
+ECDSA P-256 in PEM files (issue 10): the private key is PKCS#8, the public key SubjectPublicKeyInfo.
+Signing and verifying go through securesystemslib's ``CryptoSigner`` and ``SSlibKey`` (the library
+in-toto uses); its default key id (sha256 of the key's canonical JSON) names a key in signatures.
+
+Where the private key comes from, first match wins: ``$PADDLECD_SIGNING_KEY`` holding the PEM itself
+(a CI secret), else the file ``verify.signing_key``. It is never a printed setting. The trusted keys
+are ``release.trusted_keys``: files, or folders whose ``*.pub`` files are read, comma-separated.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from securesystemslib.signer import CryptoSigner, SSlibKey
+
+from paddlecd.config import Settings
+from paddlecd.errors import SigningKeyError
+
+ENV_PEM = "PADDLECD_SIGNING_KEY"
+PRIVATE_NAME, PUBLIC_NAME = "paddlecd-signing.key", "paddlecd-signing.pub"
+_KEYGEN_HINT = "create a pair with: invoke evidence.keygen --out <folder>"
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """A public key promotion accepts: securesystemslib's ``key``, and the ``source`` file."""
+
+    key: SSlibKey
+    source: str
+
+    @property
+    def keyid(self) -> str:
+        """The key id signatures carry (64 hex characters)."""
+        return self.key.keyid
+
+
+def keygen(folder: Path) -> tuple[Path, Path]:
+    """Write a fresh ECDSA P-256 pair into ``folder`` (created): private key mode 0600.
+
+    Returns:
+        ``(private key path, public key path)``.
+
+    Raises:
+        SigningKeyError: a key file exists there already (never overwritten).
+    """
+    private, public = folder / PRIVATE_NAME, folder / PUBLIC_NAME
+    for path in (private, public):
+        if path.exists():
+            raise SigningKeyError(
+                f"{path} exists already; keys are never overwritten",
+                "use another --out folder, or remove the old pair on purpose",
+            )
+    folder.mkdir(parents=True, exist_ok=True)
+    signer = CryptoSigner.generate_ecdsa()
+    fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(signer.private_bytes)
+    public.write_bytes(public_pem(signer.public_key))
+    return private, public
+
+
+def public_pem(key: SSlibKey) -> bytes:
+    """The SubjectPublicKeyInfo PEM of ``key``, as keygen writes it."""
+    return key.keyval["public"].encode()
+
+
+def configured(settings: Settings) -> bool:
+    """True when a signing key is configured (env PEM or ``verify.signing_key``)."""
+    return bool(os.environ.get(ENV_PEM) or settings.verify.signing_key)
+
+
+def signer(settings: Settings) -> CryptoSigner:
+    """The configured signer: ``$PADDLECD_SIGNING_KEY`` (PEM) or the file ``verify.signing_key``.
+
+    Raises:
+        SigningKeyError: none configured, the file is missing or unreadable, or it holds no
+            unencrypted ECDSA P-256 private key.
+    """
+    if os.environ.get(ENV_PEM):
+        return _signer(os.environ[ENV_PEM].encode(), f"${ENV_PEM}")
+    if not settings.verify.signing_key:
+        raise SigningKeyError(
+            "no signing key configured",
+            f"set verify.signing_key to a PEM file or ${ENV_PEM} to the PEM; {_KEYGEN_HINT}",
+        )
+    path = settings.path(settings.verify.signing_key)
+    return _signer(_read(path, "signing key (verify.signing_key)"), str(path))
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as e:
+        raise SigningKeyError(f"{what} {path} does not exist", _KEYGEN_HINT) from e
+    except OSError as e:
+        raise SigningKeyError(
+            f"{what} {path} cannot be read: {e.strerror}", "check the path and its permissions"
+        ) from e
+
+
+def _signer(pem: bytes, source: str) -> CryptoSigner:
+    try:
+        private = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as e:  # not PEM, encrypted, or a public key
+        raise SigningKeyError(
+            f"{source} is not an unencrypted PEM private key ({_first_line(e)})",
+            f"give the .key file, not the .pub one; {_KEYGEN_HINT}",
+        ) from e
+    if not isinstance(private, ec.EllipticCurvePrivateKey) or private.curve.name != "secp256r1":
+        raise SigningKeyError(f"{source} is a {_kind(private)} key, not ECDSA P-256", _KEYGEN_HINT)
+    return CryptoSigner(private)
+
+
+def trusted(settings: Settings) -> list[TrustedKey]:
+    """The public keys of ``release.trusted_keys`` (files, or folders of ``*.pub``).
+
+    Raises:
+        SigningKeyError: none configured or found, or a file is missing, unreadable or no P-256
+            public key.
+    """
+    hint = "set release.trusted_keys to the committed public key(s) (files or a folder of *.pub)"
+    if not settings.release.trusted_keys:
+        raise SigningKeyError(
+            "no trusted keys configured: promotion cannot check any attestation", hint
+        )
+    keys: list[TrustedKey] = []
+    for item in filter(None, (p.strip() for p in settings.release.trusted_keys.split(","))):
+        path = settings.path(item)
+        files = sorted(path.glob("*.pub")) if path.is_dir() else [path]
+        keys += [TrustedKey(_public(f), str(f)) for f in files]
+    if not keys:
+        raise SigningKeyError(
+            f"release.trusted_keys={settings.release.trusted_keys!r} holds no *.pub key", hint
+        )
+    return keys
+
+
+def _public(path: Path) -> SSlibKey:
+    pem = _read(path, "trusted key (release.trusted_keys)")
+    try:
+        public = serialization.load_pem_public_key(pem)
+    except (ValueError, TypeError) as e:
+        raise SigningKeyError(
+            f"trusted key {path} is not a PEM public key ({_first_line(e)})",
+            "release.trusted_keys lists public keys (*.pub), never private ones",
+        ) from e
+    if not isinstance(public, ec.EllipticCurvePublicKey) or public.curve.name != "secp256r1":
+        raise SigningKeyError(
+            f"trusted key {path} is a {_kind(public)} key, not ECDSA P-256", _KEYGEN_HINT
+        )
+    return SSlibKey.from_crypto(public)
+
+
+def _kind(key: object) -> str:
+    curve = getattr(key, "curve", None)
+    return f"EC {curve.name}" if curve else type(key).__name__.lstrip("_")
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0][:120]

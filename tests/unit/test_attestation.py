@@ -1,0 +1,232 @@
+"""Attestations without a registry: the Statement, DSSE signing and checking, the rule, keys."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from securesystemslib.signer import CryptoSigner
+
+from paddlecd import config
+from paddlecd.errors import (
+    AttestedFailureError,
+    NoAttestationError,
+    SignatureError,
+    SigningKeyError,
+    SubjectError,
+)
+from paddlecd.verify import attestation, keys
+from paddlecd.verify.evidence import REQUIRED_CHECKS
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def _iso(hours_ago: float = 0) -> str:
+    when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=hours_ago)
+    return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _record(digest=DIGEST, *, passed=True, hours_ago=0.0, modules=REQUIRED_CHECKS, variant="cpu"):
+    return {
+        "digest": digest,
+        "reference": f"127.0.0.1:5000/ci/paddle@{digest}",
+        "variant": variant,
+        "passed": passed,
+        "created": _iso(hours_ago),
+        "junit": "/local/junit.xml",
+        "model_dir": None,
+        "checks": [
+            {"name": f"{m}/t", "passed": passed or m != "allreduce", "metrics": {"busbw": 1.5}}
+            for m in modules
+        ],
+    }
+
+
+@pytest.fixture
+def pair(tmp_path):
+    private, public = keys.keygen(tmp_path / "keys")
+    settings = config.load(
+        {"verify.signing_key": str(private), "release.trusted_keys": str(public)},
+        root=tmp_path,
+        environ={},
+    )
+    return keys.signer(settings), keys.trusted(settings)
+
+
+def test_statement_is_in_toto_v1_about_the_digest():
+    st = attestation.statement(_record(), junit=b"<x/>", log=b"log")
+    assert st["_type"] == "https://in-toto.io/Statement/v1"
+    assert st["subject"] == [{"name": "127.0.0.1:5000/ci/paddle", "digest": {"sha256": "ab" * 32}}]
+    assert st["predicateType"] == attestation.PREDICATE_TYPE
+    predicate = st["predicate"]
+    assert "junit" not in predicate and "model_dir" not in predicate  # local paths are not signed
+    assert predicate["byproducts"]["smoke.log"]["size"] == 3 and predicate["host"]["hostname"]
+    assert predicate["checks"][0]["metrics"] == {"busbw": 1.5}
+
+
+def test_evidence_with_to_json_is_accepted():
+    class Record:
+        def to_json(self):
+            return json.dumps(_record()).encode()
+
+    assert (
+        attestation.statement(Record(), junit=b"", log=b"")["subject"][0]["digest"]["sha256"]
+        == "ab" * 32
+    )
+
+
+def test_sign_and_verify_round_trip(pair):
+    signer, trusted = pair
+    att = attestation.sign(_record(), signer, junit=b"", log=b"")
+    assert json.loads(att.envelope)["payloadType"] == "application/vnd.in-toto+json"
+    verified = attestation.verify(attestation.Attestation.from_json(att.to_json()), trusted, DIGEST)
+    assert (
+        verified.passed
+        and verified.keyid == trusted[0].keyid
+        and verified.key_source == trusted[0].source
+    )
+    assert attestation.VerifiedAttestation.from_json(verified.to_json()) == verified
+
+
+def test_changed_byte_untrusted_key_other_subject(pair):
+    signer, trusted = pair
+    doc = json.loads(attestation.sign(_record(), signer, junit=b"", log=b"").envelope)
+    doc["payload"] = base64.b64encode(
+        base64.b64decode(doc["payload"]).replace(b"1.5", b"9.5")
+    ).decode()
+    with pytest.raises(SignatureError, match="does not verify"):
+        attestation.verify(
+            attestation.Attestation.from_json(json.dumps(doc).encode()), trusted, DIGEST
+        )
+    other_key = attestation.sign(_record(), CryptoSigner.generate_ecdsa(), junit=b"", log=b"")
+    with pytest.raises(SignatureError, match="not in release.trusted_keys"):
+        attestation.verify(other_key, trusted, DIGEST)
+    with pytest.raises(SubjectError, match=f"is about {DIGEST}, not sha256:cd"):
+        attestation.verify(
+            attestation.sign(_record(), signer, junit=b"", log=b""), trusted, "sha256:" + "cd" * 32
+        )
+    with pytest.raises(SignatureError, match="no DSSE envelope"):
+        attestation.Attestation.from_json(
+            b'{"payload": "!!", "payloadType": "x", "signatures": []}'
+        )
+
+
+def _verified(pair, **kw):
+    signer, trusted = pair
+    return attestation.verify(
+        attestation.sign(_record(**kw), signer, junit=b"", log=b""), trusted, DIGEST
+    )
+
+
+def test_the_newest_run_decides(pair):
+    older_pass, newer_fail = (
+        _verified(pair, hours_ago=2),
+        _verified(pair, passed=False, hours_ago=1),
+    )
+    with pytest.raises(
+        AttestedFailureError, match="a newer run .* failed after the passing run .*: allreduce/t"
+    ):
+        attestation.choose(
+            [older_pass, newer_fail], digest=DIGEST, variant="cpu", max_age_hours=168
+        )
+    newest = _verified(pair)
+    chosen = attestation.choose(
+        [older_pass, newer_fail, newest], digest=DIGEST, variant="cpu", max_age_hours=168
+    )
+    assert chosen == newest
+
+
+@pytest.mark.parametrize(
+    "kw, error, words",
+    [
+        ({"hours_ago": 200}, AttestedFailureError, "is stale: 200"),
+        (
+            {"modules": ("environment", "allreduce")},
+            AttestedFailureError,
+            "lacks the convergence, export checks",
+        ),
+        ({"variant": "cu126"}, SubjectError, "of variant 'cu126', not 'cpu'"),
+        ({"passed": False}, AttestedFailureError, r"the attested run \(.*\) failed: allreduce/t"),
+    ],
+)
+def test_promotion_rule_refusals(pair, kw, error, words):
+    with pytest.raises(error, match=words) as info:
+        attestation.choose([_verified(pair, **kw)], digest=DIGEST, variant="cpu", max_age_hours=168)
+    assert info.value.exit_code == 7 and info.value.hint
+
+
+def test_no_run_at_all():
+    with pytest.raises(NoAttestationError, match=f"no attestation of {DIGEST}"):
+        attestation.choose([], digest=DIGEST, variant="cpu", max_age_hours=1)
+
+
+def _settings(tmp_path, **flags):
+    return config.load(flags, root=tmp_path, environ={})
+
+
+def test_signing_key_problems(tmp_path, monkeypatch):
+    monkeypatch.delenv(keys.ENV_PEM, raising=False)
+    with pytest.raises(SigningKeyError, match="no signing key configured"):
+        keys.signer(_settings(tmp_path))
+    with pytest.raises(SigningKeyError, match="does not exist"):
+        keys.signer(_settings(tmp_path, **{"verify.signing_key": "nope.key"}))
+    (tmp_path / "folder.key").mkdir()
+    with pytest.raises(SigningKeyError, match="cannot be read"):
+        keys.signer(_settings(tmp_path, **{"verify.signing_key": "folder.key"}))
+    p384 = ec.generate_private_key(ec.SECP384R1())
+    (tmp_path / "p384.key").write_bytes(
+        p384.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    with pytest.raises(SigningKeyError, match="EC secp384r1 key, not ECDSA P-256"):
+        keys.signer(_settings(tmp_path, **{"verify.signing_key": "p384.key"}))
+    encrypted = p384.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"pw"),
+    )
+    monkeypatch.setenv(keys.ENV_PEM, encrypted.decode())
+    with pytest.raises(
+        SigningKeyError, match=r"\$PADDLECD_SIGNING_KEY is not an unencrypted PEM private key"
+    ):
+        keys.signer(_settings(tmp_path))
+
+
+def test_trusted_key_problems(tmp_path):
+    private, public = keys.keygen(tmp_path / "k")
+    with pytest.raises(SigningKeyError, match="no trusted keys configured"):
+        keys.trusted(_settings(tmp_path))
+    with pytest.raises(SigningKeyError, match="is not a PEM public key"):
+        keys.trusted(_settings(tmp_path, **{"release.trusted_keys": str(private)}))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SigningKeyError, match="holds no"):
+        keys.trusted(_settings(tmp_path, **{"release.trusted_keys": "empty"}))
+    both = keys.trusted(_settings(tmp_path, **{"release.trusted_keys": f"k, {public}"}))
+    assert [k.source for k in both] == [str(public), str(public)]
+
+
+def test_keygen_never_overwrites_and_keeps_the_private_key_private(tmp_path):
+    private, public = keys.keygen(tmp_path)
+    assert private.stat().st_mode & 0o777 == 0o600 and b"PUBLIC KEY" in public.read_bytes()
+    with pytest.raises(SigningKeyError, match="exists already"):
+        keys.keygen(tmp_path)
+
+
+def test_the_pem_secret_is_no_setting(tmp_path):
+    settings = config.load(
+        root=tmp_path,
+        environ={
+            "PADDLECD_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----",
+            "PADDLECD_VERIFY_SIGNING_KEY": "a.key",
+            "PADDLECD_RELEASE_TRUSTED_KEYS": "keys/",
+        },
+    )
+    assert settings.verify.signing_key == "a.key" and settings.release.trusted_keys == "keys/"
+    assert "BEGIN" not in repr(settings)
