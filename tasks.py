@@ -408,9 +408,10 @@ def evidence_show(c, target):
               invoke evidence.show 1.4.0-cpu
     """
     from paddlecd.errors import NoAttestationError
+    from paddlecd.release import query
     from paddlecd.verify import attested
 
-    ref, runs = attested.lookup(settings(), target)
+    ref, runs = query.evidence_of(settings(), target)
     if not runs:
         raise NoAttestationError(f"no attestation of {ref}",
                                  "run: invoke verify --image <repo>@<digest>")

@@ -15,10 +15,12 @@ import semver
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, NotFoundError
 from paddlecd.image import variants
+from paddlecd.registry.reference import Reference, parse_reference
 from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
 from paddlecd.release.plan import actions_of, target
 from paddlecd.release.policy import fold, parse_version
+from paddlecd.verify import attested
 
 
 @dataclass(frozen=True)
@@ -106,3 +108,15 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
         raise ConfigError(f"no release {version}" + (f"-{wanted_variant}" if wanted_variant else ""),
                           "see: invoke release.list")
     return rows
+
+
+def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[attested.Run]]:
+    """The attestations of ``target``: ``host/repo@sha256:…``, or a release (``1.4.0-cpu``) looked
+    up in the release repository. Returns the image reference and its runs, newest last.
+
+    Raises:
+        ConfigError: bad reference or unknown release. SigningKeyError: no trusted keys.
+        RegistryError: the registry failed.
+    """
+    ref = parse_reference(target if "@" in target else find(settings, target).reference)
+    return ref, attested.lookup(settings, ref)

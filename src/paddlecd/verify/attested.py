@@ -184,23 +184,17 @@ def copy(
     return referrers.copy(dst, src, from_repo, to_repo, manifest_digest)
 
 
-def lookup(settings: Settings, target: str) -> tuple[Reference, list[Run]]:
-    """Every attestation of ``target``: ``host/repo@sha256:…``, or a release (``1.4.0-cpu``) looked
-    up in
-    the release repository.
+def lookup(settings: Settings, ref: Reference) -> list[Run]:
+    """Every attestation of the image ``ref`` (``host/repo@sha256:…``, or a tag resolved once).
+
+    A release name (``1.4.0-cpu``) is resolved by :func:`paddlecd.release.query.evidence_of`, which
+    calls this: verify never depends on the release room.
 
     Raises:
-        ConfigError: bad reference or unknown release. SigningKeyError: no trusted keys.
-        RegistryError: the registry failed.
+        SigningKeyError: no trusted keys. RegistryError: the registry failed.
     """
-    if "@" in target:
-        ref = parse_reference(target)
-    else:
-        from paddlecd.release.query import find
-
-        ref = parse_reference(find(settings, target).reference)
     client = client_for(settings, ref.registry)
-    return ref, runs(
+    return runs(
         client,
         ref.repository,
         ref.digest or client.resolve(ref.repository, ref.identifier).digest,
