@@ -9,6 +9,7 @@ complete re-run plans nothing (idempotent no-op). Nothing here writes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,8 @@ from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
 from paddlecd.release.policy import Action, State, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
 from paddlecd.verify import evidence
+
+_TAG_GRAMMAR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,24 @@ def _writes(dst: RegistryClient, repo: str, old: State, new: State, version: sem
     return writes, kept
 
 
+def check_tags(variant: str, version: semver.Version) -> None:
+    """Refuse a release whose tags the registry cannot hold, before anything is asked or written.
+
+    Rule: the distribution spec's tag grammar ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`` (at most 128
+    characters; opencontainers/distribution-spec, "Pulling manifests"). A long pre-release
+    (``1.5.0-<100 characters>``) would otherwise be recorded in the ledger and then refused by the
+    registry: a release the ledger promises and the registry does not hold (issue 12).
+
+    Raises:
+        ConfigError: a release tag, moving tag or the ledger record tag breaks the grammar.
+    """
+    for tag in (release_tag(version, variant), *moving_tags(version, variant), ledger.new_id(variant)):
+        if not _TAG_GRAMMAR.fullmatch(tag):
+            raise ConfigError(f"the registry cannot hold tag {tag!r} ({len(tag)} characters) of release "
+                              f"{version}-{variant}: tags are [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}",
+                              "use a shorter version (pre-release) or variant name")
+
+
 def _source(settings: Settings, variant: str, digest: str | None) -> tuple[RegistryClient, Reference]:
     if digest is None:
         cand = evidence.load_candidate(settings, variant)
@@ -173,11 +194,14 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     """Plan promoting ``digest`` (default: the variant's last candidate) to ``version`` (or ``--bump part``).
 
     Raises:
-        ConfigError: unknown variant, invalid version, a tag given as ``digest``.
+        ConfigError: unknown variant, invalid version, a tag given as ``digest``, a release tag
+            the registry cannot hold (:func:`check_tags`).
         PromotionError: no candidate, digest not in the candidate repository, clobber of an immutable tag.
         RegistryError: the registry failed.
     """
     variants.get(settings, variant)
+    if version:
+        check_tags(variant, parse_version(version))  # before any registry is asked
     src, src_ref = _source(settings, variant, digest)
     try:
         src.resolve(src_ref.repository, src_ref.digest or "")
@@ -190,6 +214,7 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     old = fold(actions_of(records), variant)
     known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
     v = parse_version(version) if version else bump(known, part or "patch")
+    check_tags(variant, v)
     d = src_ref.digest or ""
     _refuse_clobber(dst, dst_ref, old, v, variant, d)
     done = any(r.action == "promote" and r.version == str(v) and r.digest == d for r in records)
