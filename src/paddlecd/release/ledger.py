@@ -62,7 +62,7 @@ CHECKPOINT_TYPE = "application/vnd.paddlecd.ledger.checkpoint.v1+json+gzip"
 CHECKPOINT_ANNOTATION = "org.paddlecd.ledger.checkpoint"
 # Records outside the checkpoint before a promotion writes a new one: the most a reader fetches one
 # by one. Small, because each costs a request; a checkpoint write costs one blob + one manifest.
-CHECKPOINT_EVERY = 8
+CHECKPOINT_EVERY = 4
 _TAG = re.compile(r"ledger\.(?P<variant>[a-z0-9][a-z0-9._-]*)\.(?P<time>\d{8}T\d{12}Z)-(?P<rand>[0-9a-f]{8})")
 
 
@@ -145,6 +145,7 @@ def append(client: RegistryClient, repository: str, record: Record) -> None:
         pass
     body = record.to_json()
     _put_artifact(client, repository, record.id, body, RECORD_TYPE, {ANNOTATION: body.decode()})
+    _CACHE[(client.host, repository, record.id)] = record  # the reconcile reads it back for free
 
 
 def _put_artifact(client: RegistryClient, repository: str, tag: str, body: bytes, media_type: str,
@@ -234,15 +235,22 @@ def read(client: RegistryClient, repository: str, variant: str | None = None,
                   key=lambda r: r.id)
 
 
-def read_view(client: RegistryClient, repository: str, variant: str, tags: list[str]) -> View:
+def read_view(client: RegistryClient, repository: str, variant: str, tags: list[str], *,
+              since: View | None = None) -> View:
     """Read ``variant``'s records listed in ``tags``: the checkpoint's copies plus one GET per other.
+
+    Args:
+        since: an earlier read by this process; its checkpoint is used again instead of asking for
+            the current one (a request saved; any checkpoint gives the same records, invariant 1).
 
     Raises:
         RegistryError: the registry failed.
     """
     ids = record_ids(tags, variant)
     digest, cached, problem = (None, {}, None)
-    if checkpoint_tag(variant) in tags:
+    if since is not None and since.checkpoint and (client.host, since.checkpoint) in _CHECKPOINTS:
+        digest, cached = since.checkpoint, _CHECKPOINTS[(client.host, since.checkpoint)]
+    elif checkpoint_tag(variant) in tags:
         digest, cached, problem = _load_checkpoint(client, repository, variant)
     listed = set(ids)
     fetched = [i for i in ids if i not in cached]

@@ -61,6 +61,7 @@ class Plan:
     src: RegistryClient | None = field(default=None, repr=False)
     dst: RegistryClient | None = field(default=None, repr=False)
     manifests: dict[str, Manifest] = field(default_factory=dict, repr=False)  # by digest, for tag writes
+    ledger_view: ledger.View | None = field(default=None, repr=False)  # the ledger read it was made from
 
     @property
     def noop(self) -> bool:
@@ -210,7 +211,8 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
                              "pass a digest that was pushed there (see invoke push output / the candidate record)") from e
     dst, dst_ref = target(settings)
     tags = dst.list_tags(dst_ref.repository)
-    records = ledger.read(dst, dst_ref.repository, variant, tags)
+    view = ledger.read_view(dst, dst_ref.repository, variant, tags)
+    records = list(view.records)
     old = fold(actions_of(records), variant)
     known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
     v = parse_version(version) if version else bump(known, part or "patch")
@@ -227,7 +229,8 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
         target=dst_ref.name, tags=tuple(desired(new, v, variant)), previous=_previous(old, v, variant),
         evidence=f"{d}@{ev.get('created')}" if ev else None, evidence_summary=_summary(ev),
         forced=forced, reason=reason, who=ledger.who(), when=ledger.now_iso())
-    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository, writes, kept, record, problem, src, dst)
+    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository, writes, kept,
+                record, problem, src, dst, ledger_view=view)
 
 
 def _refuse_clobber(dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str) -> None:
@@ -254,7 +257,8 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
     if v.prerelease:
         raise ConfigError(f"cannot roll back to pre-release {v}: it owns no moving tag", "roll back to a release X.Y.Z")
     dst, ref = target(settings)
-    records = ledger.read(dst, ref.repository, variant)
+    view = ledger.read_view(dst, ref.repository, variant, dst.list_tags(ref.repository))
+    records = list(view.records)
     old = fold(actions_of(records), variant)
     if v not in old.releases:
         raise PromotionError(f"no release {release_tag(v, variant)} in the ledger of {ref.name}",
@@ -267,4 +271,5 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
         previous=_previous(old, v, variant), who=ledger.who(), when=ledger.now_iso())
-    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository, writes, [], record, None, dst, dst)
+    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository, writes, [],
+                record, None, dst, dst, ledger_view=view)

@@ -205,9 +205,10 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) ->
     Returns the last read of the ledger (what a checkpoint may cache: read after every write)."""
     assert plan.dst
     version = semver.Version.parse(plan.version)
+    view = plan.ledger_view
     for _ in range(rounds):
         tags = plan.dst.list_tags(plan.repository)
-        view = ledger.read_view(plan.dst, plan.repository, plan.variant, tags)
+        view = ledger.read_view(plan.dst, plan.repository, plan.variant, tags, since=view)
         state = fold(actions_of(list(view.records)), plan.variant)
         drift = {t: d for t, d in desired(state, version, plan.variant).items()
                  if current(plan.dst, plan.repository, t) != d}
