@@ -50,7 +50,6 @@ from relay import Relay, Wire  # noqa: E402
 
 from paddlecd import config  # noqa: E402
 from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
-from paddlecd.registry.auth import scope  # noqa: E402
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient  # noqa: E402
 from paddlecd.release import ledger, policy  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
@@ -114,11 +113,9 @@ def prefill(client: RegistryClient, repo: str, n: int, variants: int) -> None:
     def write(job: tuple[str, bytes, ledger.Record | None]) -> None:
         tag, manifest, record = job
         client.put_manifest(repo, tag, manifest, OCI_MANIFEST)
-        if record:  # what ledger.append writes, in 2 requests instead of 4 (no absence check, one POST)
+        if record:  # what ledger.append writes, without its absence check (the ids are fresh)
             body = record.to_json()
-            client.request("POST", f"{repo}/blobs/uploads/", [scope(repo)], "prefill", ok=(201,),
-                           params={"digest": _sha(body)}, data=body,
-                           headers={"Content-Type": "application/octet-stream"})
+            client.upload_blob(repo, _sha(body), body, len(body))
             client.put_manifest(repo, record.id, ledger._artifact_manifest(
                 _sha(body), len(body), ledger.RECORD_TYPE, {ledger.ANNOTATION: body.decode()}), OCI_MANIFEST)
 
@@ -137,7 +134,10 @@ def old_read_path() -> Iterator[None]:
     """Run promotions and queries with the read path before checkpoints (one GET per record)."""
     saved = ledger.read, ledger.read_view
     ledger.read = ledger.read_each  # type: ignore[assignment]
-    ledger.read_view = lambda c, repo, v, tags: ledger.View(v, tuple(ledger.read_each(c, repo, v, tags)))  # type: ignore[assignment]
+    def each(client: RegistryClient, repo: str, variant: str, tags: list[str], **_: object) -> ledger.View:
+        return ledger.View(variant, tuple(ledger.read_each(client, repo, variant, tags)))
+
+    ledger.read_view = each  # type: ignore[assignment]
     try:
         yield
     finally:

@@ -11,15 +11,15 @@ Reading it costs a bounded number of requests (issue 11): a **checkpoint** per v
 ``ledger.<variant>.checkpoint``, is one gzip'd blob holding copies of the records it covers, so a
 reader needs the tag list, the checkpoint (one manifest GET, one blob GET) and one GET per record
 outside it. A promotion writes a new checkpoint once :data:`CHECKPOINT_EVERY` records are outside
-the current one, so at most that many are ever fetched one by one.
+the current one, so in steady state fewer than that are fetched one by one.
 
 Invariants (each proved in tests/integration/test_ledger.py):
 
 1. **The tags are the ledger; a checkpoint is only a cache of them.** A reader takes every record tag
    of the listing; a checkpoint's copy is used for the tags it covers, and a covered record whose tag
    is absent is dropped (a checkpoint cannot promise a record the registry does not hold). So a
-   reader with checkpoints returns exactly what :func:`read_each` (one GET per record, the read path
-   of paddlecd ≤ 0.x, kept for comparison) returns from the same tag list — whatever the checkpoint.
+   reader with checkpoints returns exactly what :func:`read_each` (one GET per record: the read path
+   before checkpoints, kept for comparison) returns from the same tag list — whatever the checkpoint.
 2. **Append-only**: a record gets a fresh unique tag, checked absent before the write and never
    written again, so concurrent promoters cannot lose each other's records — there is no shared file
    to read-modify-write, which distribution cannot guard (it has no If-Match on manifests). The
@@ -34,8 +34,10 @@ Invariants (each proved in tests/integration/test_ledger.py):
    does not match the record pattern, so older readers skip it, and records they wrote are read here.
 
 Costs (benchmarks/bench_ledger.py): requests per read = tag-list pages + 2 + records outside the
-checkpoint (≤ :data:`CHECKPOINT_EVERY`); bytes = the tag list (names only) + the gzip'd checkpoint
-(~0.1 KiB per record) + ≤ :data:`CHECKPOINT_EVERY` record manifests.
+checkpoint (< :data:`CHECKPOINT_EVERY` in steady state; all of them once, on the first promotion of
+a variant after upgrading); bytes = the tag list (names only, ~60 B per release and record — a
+registry that ignores ``n``/``last``, as distribution 2.8 does, returns it whole) + the gzip'd
+checkpoint (~0.1 KiB per record of the variant) + the few record manifests.
 """
 
 from __future__ import annotations
