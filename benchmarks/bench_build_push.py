@@ -76,7 +76,8 @@ def main() -> None:
             run(args.rounds, server, Path(tmp) / "state")
         finally:
             server.stop()
-            for ref in engine.client().images.list(name=f"{server.host}/*"):  # our tags, not others'
+            # remove the tags this run made (its registry's host), no one else's
+            for ref in engine.client().images.list(name=f"{server.host}/*"):
                 for tag in ref.tags:
                     if tag.startswith(f"{server.host}/"):
                         engine.remove_image(tag)

@@ -113,8 +113,8 @@ def run_paddlecd(host: str, state: Path, digest: str, n: int) -> None:
     evidence.save_candidate(s, "cpu", reference=f"{host}/bench/candidate@{digest}", digest=digest, tag="cpu-bench")
     # Evidence as verify writes it: one passing check per smoke module promotion requires (issue 11:
     # with "checks": [] promotion refused it, and nothing noticed because no test ran this script).
-    checks = [{"name": f"{m}/test_{m}", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}
-              for m in evidence.REQUIRED_CHECKS]
+    checks = [{"name": f"{m}/test_{m}", "passed": True, "duration_s": 0.1, "metrics": {},
+               "message": ""} for m in evidence.REQUIRED_CHECKS]
     evidence.save(s, {"digest": digest, "reference": f"{host}/bench/candidate@{digest}", "variant": "cpu",
                       "passed": True, "created": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
                       "checks": checks, "versions": {}})
@@ -148,7 +148,8 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=1024, help="image size in MiB (random, incompressible)")
     ap.add_argument("--files", type=int, default=8, help="number of random files in the layer")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per method (median reported)")
-    ap.add_argument("--quick", action="store_true", help="8 MiB in 2 files, one round (what the test runs)")
+    ap.add_argument("--quick", action="store_true",
+                    help="8 MiB in 2 files, one round (what the test runs)")
     args = ap.parse_args()
     if args.quick:
         args.mb, args.files, args.rounds = 8, 2, 1

@@ -1,4 +1,4 @@
-"""A loopback HTTP relay for benchmarks and tests: counts requests and bytes, adds a delay per request.
+"""A loopback HTTP relay for benchmarks and tests: counts requests and bytes, delays each request.
 
 ``Relay(target_port, delay=0.02)`` listens on 127.0.0.1:<port> and forwards every HTTP/1.1 request
 to 127.0.0.1:<target_port> (a distribution registry), keeping connections alive on both sides, so a
@@ -83,7 +83,9 @@ class _Handler(BaseHTTPRequestHandler):
         data = resp.read()
         self.send_response_only(resp.status, resp.reason)
         for key, value in resp.getheaders():
-            if key.lower() not in _HOP and not (key.lower() == "content-length" and self.command != "HEAD"):
+            if key.lower() not in _HOP and not (
+                key.lower() == "content-length" and self.command != "HEAD"
+            ):
                 self.send_header(key, value)
         if self.command != "HEAD":
             self.send_header("Content-Length", str(len(data)))
@@ -106,8 +108,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_upstream(self, headers: dict[str, str], body: bytes) -> http.client.HTTPResponse:
         for attempt in range(2):  # the registry may have closed an idle kept-alive connection
             if self.upstream is None:
-                self.upstream = http.client.HTTPConnection("127.0.0.1", self.server.relay.target_port,
-                                                           timeout=120)
+                self.upstream = http.client.HTTPConnection(
+                    "127.0.0.1", self.server.relay.target_port, timeout=120
+                )
             try:
                 self.upstream.request(self.command, self.path, body=body or None, headers=headers)
                 return self.upstream.getresponse()

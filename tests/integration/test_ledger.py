@@ -1,7 +1,7 @@
 """The ledger's invariants (src/paddlecd/release/ledger.py) against a real distribution registry.
 
 Prior history is written as an older paddlecd wrote it (records only, the same format, back-dated);
-requests are counted by the benchmarks' relay (benchmarks/relay.py) in front of a plain-HTTP registry.
+requests are counted by the benchmarks' relay (benchmarks/relay.py) before a plain-HTTP registry.
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ def project(relay, tmp_path) -> Project:
     return Project(tmp_path, **{"registry.url": relay.host})
 
 
-def old_records(client: RegistryClient, repo: str, n: int, variant: str = "cpu", *,
-                digest: str | None = None) -> list[ledger.Record]:
+def old_records(
+    client: RegistryClient, repo: str, n: int, variant: str = "cpu", *, digest: str | None = None
+) -> list[ledger.Record]:
     """``n`` promotion records of 0.0.<i>, one a day until yesterday, as paddlecd before checkpoints
     wrote them (records only, no checkpoint)."""
     digest = digest or push_image(client, repo)
@@ -64,10 +65,17 @@ def old_records(client: RegistryClient, repo: str, n: int, variant: str = "cpu",
     records = []
     for i in range(n):
         when = start + dt.timedelta(days=i)
-        record = ledger.Record(id=ledger.new_id(variant, when), action="promote", variant=variant,
-                               version=f"0.0.{i}", digest=digest, source=f"{client.registry}/x@{digest}",
-                               target=f"{client.registry}/{repo}", who="older paddlecd",
-                               when=when.isoformat().replace("+00:00", "Z"))
+        record = ledger.Record(
+            id=ledger.new_id(variant, when),
+            action="promote",
+            variant=variant,
+            version=f"0.0.{i}",
+            digest=digest,
+            source=f"{client.registry}/x@{digest}",
+            target=f"{client.registry}/{repo}",
+            who="older paddlecd",
+            when=when.isoformat().replace("+00:00", "Z"),
+        )
         ledger.append(client, repo, record)
         records.append(record)
     return records
@@ -91,7 +99,11 @@ def test_checkpoint_reads_what_every_record_says_in_bounded_requests(project):
     ledger.write_checkpoint(client, repo, view)
     old_records(client, repo, 3)  # written after the checkpoint
     view, requests = reads(client, repo)
-    assert (view.covered, view.fetched, requests) == (20, 3, 1 + 2 + 3)  # list, checkpoint, 3 records
+    assert (view.covered, view.fetched, requests) == (
+        20,
+        3,
+        1 + 2 + 3,
+    )  # list, checkpoint, 3 records
     assert list(view.records) == ledger.read_each(client, repo, "cpu")
     assert ledger.read(client, repo) == sorted(ledger.read_each(client, repo), key=lambda r: r.id)
     assert {r.variant for r in ledger.read(client, repo)} == {"cpu", "cu126"}
@@ -112,7 +124,9 @@ def test_promotion_cost_does_not_grow_with_history(relay, tmp_path):
         counts[n] = relay.reset()
         assert out.checkpoint is None and "write checkpoint" not in dict(out.phases)
     assert counts[10].requests == counts[40].requests, counts
-    assert abs(counts[10].down - counts[40].down) < 4096, counts  # the checkpoint blob grows, gzip'd
+    assert (
+        abs(counts[10].down - counts[40].down) < 4096
+    ), counts  # the checkpoint blob grows, gzip'd
 
 
 def test_upgrade_promotion_writes_the_checkpoint(project):
@@ -130,14 +144,35 @@ def test_upgrade_promotion_writes_the_checkpoint(project):
 def test_records_of_an_older_and_a_newer_paddlecd_are_read(project):
     client, repo = project.client, project.settings.release.repository
     digest = push_image(client, repo)
-    old = {"schema": 1, "id": ledger.new_id("cpu"), "action": "promote", "variant": "cpu", "version": "1.3.0",
-           "digest": digest, "source": "s", "target": "t", "tags": ["1.3.0-cpu"], "previous": {}}
-    newer = {**old, "id": ledger.new_id("cpu"), "version": "1.3.1", "schema": 2, "signed_by": "key-1"}
+    old = {
+        "schema": 1,
+        "id": ledger.new_id("cpu"),
+        "action": "promote",
+        "variant": "cpu",
+        "version": "1.3.0",
+        "digest": digest,
+        "source": "s",
+        "target": "t",
+        "tags": ["1.3.0-cpu"],
+        "previous": {},
+    }
+    newer = {
+        **old,
+        "id": ledger.new_id("cpu"),
+        "version": "1.3.1",
+        "schema": 2,
+        "signed_by": "key-1",
+    }
     for doc in (old, newer):  # written the way append writes, with exactly these bytes
         body = json.dumps(doc).encode()
-        ledger._put_artifact(client, repo, doc["id"], body, ledger.RECORD_TYPE, {ledger.ANNOTATION: body.decode()})
+        ledger._put_artifact(
+            client, repo, doc["id"], body, ledger.RECORD_TYPE, {ledger.ANNOTATION: body.decode()}
+        )
     view, _ = reads(client, repo)
-    assert [(r.version, r.who, r.evidence) for r in view.records] == [("1.3.0", "", None), ("1.3.1", "", None)]
+    assert [(r.version, r.who, r.evidence) for r in view.records] == [
+        ("1.3.0", "", None),
+        ("1.3.1", "", None),
+    ]
     ledger.write_checkpoint(client, repo, view)
     assert list(reads(client, repo)[0].records) == list(view.records)
 
@@ -145,7 +180,9 @@ def test_records_of_an_older_and_a_newer_paddlecd_are_read(project):
 def _checkpoint_of(client: RegistryClient, repo: str, variant: str, records: list[dict]) -> None:
     """A checkpoint with exactly ``records`` (as a crashed or buggy promoter could have left it)."""
     body = gzip.compress(json.dumps({"schema": 1, "variant": variant, "records": records}).encode())
-    ledger._put_artifact(client, repo, ledger.checkpoint_tag(variant), body, ledger.CHECKPOINT_TYPE, {})
+    ledger._put_artifact(
+        client, repo, ledger.checkpoint_tag(variant), body, ledger.CHECKPOINT_TYPE, {}
+    )
 
 
 def test_a_checkpoint_cannot_promise_a_record_the_registry_lacks(project):
@@ -166,13 +203,32 @@ def test_a_bad_or_stale_checkpoint_changes_no_read(project, kind):
     records = old_records(client, repo, 10)
     older = records[:2]  # 8 outside it: due for a new one
     if kind == "garbage":
-        ledger._put_artifact(client, repo, ledger.checkpoint_tag("cpu"), b"\x1f\x8b not gzip",
-                             ledger.CHECKPOINT_TYPE, {})
+        ledger._put_artifact(
+            client,
+            repo,
+            ledger.checkpoint_tag("cpu"),
+            b"\x1f\x8b not gzip",
+            ledger.CHECKPOINT_TYPE,
+            {},
+        )
     elif kind == "other variant":
-        _checkpoint_of(client, repo, "cpu", [json.loads(dataclasses.replace(
-            r, id=r.id.replace("ledger.cpu.", "ledger.cu126."), variant="cu126").to_json()) for r in records])
+        _checkpoint_of(
+            client,
+            repo,
+            "cpu",
+            [
+                json.loads(
+                    dataclasses.replace(
+                        r, id=r.id.replace("ledger.cpu.", "ledger.cu126."), variant="cu126"
+                    ).to_json()
+                )
+                for r in records
+            ],
+        )
     elif kind == "not ours":
-        ledger._put_artifact(client, repo, ledger.checkpoint_tag("cpu"), b"{}", "application/json", {})
+        ledger._put_artifact(
+            client, repo, ledger.checkpoint_tag("cpu"), b"{}", "application/json", {}
+        )
     elif kind == "stray blob":  # a crash after the blob upload, before the manifest
         body = gzip.compress(json.dumps({"schema": 1, "variant": "cpu", "records": []}).encode())
         client.upload_blob(repo, "sha256:" + hashlib.sha256(body).hexdigest(), body, len(body))
@@ -219,20 +275,34 @@ def test_concurrent_promoters_lose_no_record_and_agree(project, tmp_path):
 
 
 def test_killed_promotion_is_shown_as_missing_and_converges(plain_registry, tmp_path):
-    """`invoke promote` is SIGKILLed right after its ledger record landed (the registry 0.2 s away)."""
+    """`invoke promote` is SIGKILLed right after its ledger record landed (registry 0.2 s away)."""
     with Relay(plain_registry.port, delay=0.2) as slow:
         p = Project(tmp_path, **{"registry.url": slow.host})
         digest = p.candidate()
-        env = {**os.environ, "PADDLECD_STATE_DIR": p.flags["state_dir"], "PADDLECD_REGISTRY_URL": slow.host,
-               "PADDLECD_REGISTRY_REPOSITORY": p.flags["registry.repository"],
-               "PADDLECD_RELEASE_REPOSITORY": p.flags["release.repository"]}
+        env = {
+            **os.environ,
+            "PADDLECD_STATE_DIR": p.flags["state_dir"],
+            "PADDLECD_REGISTRY_URL": slow.host,
+            "PADDLECD_REGISTRY_REPOSITORY": p.flags["registry.repository"],
+            "PADDLECD_RELEASE_REPOSITORY": p.flags["release.repository"],
+        }
         env.pop("PADDLECD_REGISTRY_CA_FILE", None)
-        direct, repo = RegistryClient(plain_registry.host, insecure=True), p.settings.release.repository
-        proc = subprocess.Popen([INVOKE, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes"],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        direct, repo = (
+            RegistryClient(plain_registry.host, insecure=True),
+            p.settings.release.repository,
+        )
+        proc = subprocess.Popen(
+            [INVOKE, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 120
         while not ledger.record_ids(direct.list_tags(repo), "cpu"):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stderr.read() if proc.stderr else ""
+            )
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -274,7 +344,12 @@ def test_crash_after_the_record_is_marked_then_converges(project):
     with pytest.raises(PromotionError, match="phase 'write ledger' failed"):
         project.promote("1.4.0", report=crash_after_record)
     [(_, tags)] = release.list_releases(project.settings, "cpu")
-    assert tags == ["1.4.0-cpu (missing)", "1-cpu (missing)", "1.4-cpu (missing)", "latest-cpu (missing)"]
+    assert tags == [
+        "1.4.0-cpu (missing)",
+        "1-cpu (missing)",
+        "1.4-cpu (missing)",
+        "latest-cpu (missing)",
+    ]
     assert project.promote("1.4.0").plan.record is None
     assert all(project.tag(t) == digest for t in ALL)
 
@@ -282,6 +357,8 @@ def test_crash_after_the_record_is_marked_then_converges(project):
 @pytest.mark.parametrize("execute", [False, True])
 def test_a_tag_the_registry_cannot_hold_is_refused_at_planning(project, execute):
     project.candidate()
-    with pytest.raises(ConfigError, match=r"cannot hold tag '1\.5\.0-a{120}-cpu' \(130 characters\)"):
+    with pytest.raises(
+        ConfigError, match=r"cannot hold tag '1\.5\.0-a{120}-cpu' \(130 characters\)"
+    ):
         project.promote("1.5.0-" + "a" * 120, execute=execute)
     assert project.client.list_tags(project.settings.release.repository) == []

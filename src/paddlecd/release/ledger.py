@@ -1,4 +1,4 @@
-"""The release ledger: one OCI artifact per record, in the release repository itself, plus checkpoints.
+"""The release ledger: one OCI artifact per record, in the release repository itself; checkpoints.
 
 Where it lives, and why: every record is an OCI image manifest tagged
 ``ledger.<variant>.<UTC time to µs>Z-<8 random hex>`` in the release repository, with the record JSON
@@ -15,23 +15,26 @@ the current one, so in steady state fewer than that are fetched one by one.
 
 Invariants (each proved in tests/integration/test_ledger.py):
 
-1. **The tags are the ledger; a checkpoint is only a cache of them.** A reader takes every record tag
-   of the listing; a checkpoint's copy is used for the tags it covers, and a covered record whose tag
-   is absent is dropped (a checkpoint cannot promise a record the registry does not hold). So a
-   reader with checkpoints returns exactly what :func:`read_each` (one GET per record: the read path
-   before checkpoints, kept for comparison) returns from the same tag list — whatever the checkpoint.
+1. **The tags are the ledger; a checkpoint is only a cache of them.** A reader takes every record
+   tag of the listing; a checkpoint's copy is used for the tags it covers, and a covered record
+   whose tag is absent is dropped (a checkpoint cannot promise a record the registry does not
+   hold). So a reader with checkpoints returns exactly what :func:`read_each` (one GET per record:
+   the read path before checkpoints, kept for comparison) returns from the same tag list, whatever
+   the checkpoint.
 2. **Append-only**: a record gets a fresh unique tag, checked absent before the write and never
-   written again, so concurrent promoters cannot lose each other's records — there is no shared file
-   to read-modify-write, which distribution cannot guard (it has no If-Match on manifests). The
+   written again, so concurrent promoters cannot lose each other's records — there is no shared
+   file to read-modify-write, which distribution cannot guard (it has no If-Match on manifests). The
    checkpoint tag *is* rewritten (last writer wins), which is safe because of (1): any checkpoint,
    also an older or a concurrent one, yields the same records.
-3. **One order for every reader**: the tag name (time, then random); :func:`paddlecd.release.policy.fold`
-   replays records in that order, so every promoter computes the same moving-tag state.
+3. **One order for every reader**: the tag name (time, then random);
+   :func:`paddlecd.release.policy.fold` replays records in that order, so every promoter computes
+   the same moving-tag state.
 4. **Only what was read back is checkpointed**: a checkpoint is built from a read of the registry
    after the promoter's own record and tags were written, never from a plan; a crash before or
-   during the checkpoint write leaves the previous one (or a stray blob) and changes no reader's view.
-5. **Readable by older paddlecd**: records keep their format and tags (schema 1); a checkpoint tag
-   does not match the record pattern, so older readers skip it, and records they wrote are read here.
+   during the checkpoint write leaves the previous one (or a stray blob) and changes no reader's
+   view.
+5. **Readable by older paddlecd**: records keep their format and tags (schema 1); a checkpoint
+   tag does not match the record pattern, so older readers skip it; records they wrote read here.
 
 Costs (benchmarks/bench_ledger.py): requests per read = tag-list pages + 2 + records outside the
 checkpoint (< :data:`CHECKPOINT_EVERY` in steady state; all of them once, on the first promotion of
@@ -159,7 +162,8 @@ def _put_artifact(client: RegistryClient, repository: str, tag: str, body: bytes
     client.put_manifest(repository, tag, manifest, OCI_MANIFEST)
 
 
-def _artifact_manifest(digest: str, size: int, media_type: str, annotations: dict[str, str]) -> bytes:
+def _artifact_manifest(digest: str, size: int, media_type: str,
+                       annotations: dict[str, str]) -> bytes:
     return json.dumps({
         "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": media_type,
         "config": {"mediaType": media_type, "digest": digest, "size": size},
@@ -207,8 +211,8 @@ def clear_cache() -> None:
 
 def record_ids(tags: list[str], variant: str | None = None) -> list[str]:
     """The record tags among ``tags`` (of ``variant`` when given), in ledger order."""
-    return sorted(t for t in tags
-                  if (m := _TAG.fullmatch(t)) and (variant is None or m.group("variant") == variant))
+    matches = ((t, _TAG.fullmatch(t)) for t in tags)
+    return sorted(t for t, m in matches if m and (variant is None or m.group("variant") == variant))
 
 
 def variants_in(tags: list[str]) -> list[str]:
@@ -217,7 +221,7 @@ def variants_in(tags: list[str]) -> list[str]:
 
 
 def checkpoint_tag(variant: str) -> str:
-    """The tag of ``variant``'s checkpoint: ``ledger.<variant>.checkpoint`` (rewritten, never a record)."""
+    """``ledger.<variant>.checkpoint``: the tag of ``variant``'s checkpoint (rewritten)."""
     return f"ledger.{variant}.checkpoint"
 
 
@@ -239,7 +243,7 @@ def read(client: RegistryClient, repository: str, variant: str | None = None,
 
 def read_view(client: RegistryClient, repository: str, variant: str, tags: list[str], *,
               since: View | None = None) -> View:
-    """Read ``variant``'s records listed in ``tags``: the checkpoint's copies plus one GET per other.
+    """Read ``variant``'s records listed in ``tags``: the checkpoint's copies, one GET per other.
 
     Args:
         since: an earlier read by this process; its checkpoint is used again instead of asking for
@@ -286,7 +290,10 @@ def _fetch(client: RegistryClient, repository: str, ids: list[str]) -> list[Reco
 
 def write_checkpoint(client: RegistryClient, repository: str, view: View) -> str:
     """Write a checkpoint of ``view.records`` (which must come from a read of the registry, never
-    from a plan: invariant 4) and point ``ledger.<variant>.checkpoint`` at it; returns its blob digest.
+    from a plan: invariant 4) and point ``ledger.<variant>.checkpoint`` at it.
+
+    Returns:
+        the checkpoint blob's digest.
 
     The blob is deterministic (sorted keys, gzip without a timestamp), so equal record sets give
     equal blobs and the upload is skipped when the registry has it.
@@ -294,7 +301,8 @@ def write_checkpoint(client: RegistryClient, repository: str, view: View) -> str
     Raises:
         RegistryError: the registry refused the write (the previous checkpoint stays in place).
     """
-    doc = {"schema": 1, "variant": view.variant, "records": [json.loads(r.to_json()) for r in view.records]}
+    records = [json.loads(r.to_json()) for r in view.records]
+    doc = {"schema": 1, "variant": view.variant, "records": records}
     body = gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     newest = view.records[-1].id if view.records else ""
@@ -303,14 +311,15 @@ def write_checkpoint(client: RegistryClient, repository: str, view: View) -> str
         manifest = _artifact_manifest(digest, len(body), CHECKPOINT_TYPE, notes)
         client.put_manifest(repository, checkpoint_tag(view.variant), manifest, OCI_MANIFEST)
     else:
-        _put_artifact(client, repository, checkpoint_tag(view.variant), body, CHECKPOINT_TYPE, notes)
+        tag = checkpoint_tag(view.variant)
+        _put_artifact(client, repository, tag, body, CHECKPOINT_TYPE, notes)
     _CHECKPOINTS[(client.host, digest)] = {r.id: r for r in view.records}
     return digest
 
 
 def _load_checkpoint(client: RegistryClient, repository: str,
                      variant: str) -> tuple[str | None, dict[str, Record], str | None]:
-    """(blob digest, {id: record}, None), or (None, {}, why) for a checkpoint that cannot be used."""
+    """(blob digest, {id: record}, None), or (None, {}, why) when the checkpoint is unusable."""
     try:
         manifest = client.get_manifest(repository, checkpoint_tag(variant)).json()
     except NotFoundError:
@@ -322,7 +331,8 @@ def _load_checkpoint(client: RegistryClient, repository: str,
     key = (client.host, digest)
     if key not in _CHECKPOINTS:
         try:
-            _CHECKPOINTS[key] = _parse_checkpoint(_get_blob(client, repository, digest), digest, variant)
+            body = _get_blob(client, repository, digest)
+            _CHECKPOINTS[key] = _parse_checkpoint(body, digest, variant)
         except (ValueError, KeyError, TypeError, OSError, EOFError) as e:
             return None, {}, f"checkpoint {digest} unreadable ({type(e).__name__}: {e})"
     return digest, _CHECKPOINTS[key], None

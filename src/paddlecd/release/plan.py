@@ -61,7 +61,7 @@ class Plan:
     src: RegistryClient | None = field(default=None, repr=False)
     dst: RegistryClient | None = field(default=None, repr=False)
     manifests: dict[str, Manifest] = field(default_factory=dict, repr=False)  # by digest, for tag writes
-    ledger_view: ledger.View | None = field(default=None, repr=False)  # the ledger read it was made from
+    ledger_view: ledger.View | None = field(default=None, repr=False)  # the read it was made from
 
     @property
     def noop(self) -> bool:
@@ -136,10 +136,12 @@ def check_tags(variant: str, version: semver.Version) -> None:
     Raises:
         ConfigError: a release tag, moving tag or the ledger record tag breaks the grammar.
     """
-    for tag in (release_tag(version, variant), *moving_tags(version, variant), ledger.new_id(variant)):
+    tags = (release_tag(version, variant), *moving_tags(version, variant), ledger.new_id(variant))
+    for tag in tags:
         if not _TAG_GRAMMAR.fullmatch(tag):
-            raise ConfigError(f"the registry cannot hold tag {tag!r} ({len(tag)} characters) of release "
-                              f"{version}-{variant}: tags are [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}",
+            raise ConfigError(f"the registry cannot hold tag {tag!r} ({len(tag)} characters) of "
+                              f"release {version}-{variant}: tags are "
+                              "[A-Za-z0-9_][A-Za-z0-9._-]{0,127}",
                               "use a shorter version (pre-release) or variant name")
 
 
@@ -229,8 +231,8 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
         target=dst_ref.name, tags=tuple(desired(new, v, variant)), previous=_previous(old, v, variant),
         evidence=f"{d}@{ev.get('created')}" if ev else None, evidence_summary=_summary(ev),
         forced=forced, reason=reason, who=ledger.who(), when=ledger.now_iso())
-    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository, writes, kept,
-                record, problem, src, dst, ledger_view=view)
+    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository,
+                writes, kept, record, problem, src, dst, ledger_view=view)
 
 
 def _refuse_clobber(dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str) -> None:
@@ -271,5 +273,5 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
         previous=_previous(old, v, variant), who=ledger.who(), when=ledger.now_iso())
-    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository, writes, [],
-                record, None, dst, dst, ledger_view=view)
+    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository,
+                writes, [], record, None, dst, dst, ledger_view=view)

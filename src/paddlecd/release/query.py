@@ -98,12 +98,14 @@ def _rows(settings: Settings, variant: str | None) -> list[tuple[Record, list[st
               for t in sorted(state.moving)}
         for r in firsts.values():
             v = semver.Version.parse(r.version)
-            marks = [f"{release_tag(v, name)} (missing)"] if release_tag(v, name) not in tags else []
+            immutable = release_tag(v, name)
+            marks = [f"{immutable} (missing)"] if immutable not in tags else []
             for t, (have, digest) in on.items():
                 if have == v:
                     marks.append(t)
                 elif state.moving[t] == v:
-                    marks.append(f"{t} (missing)" if digest is None else f"{t} (on {have or digest})")
+                    where = "missing" if digest is None else f"on {have or digest}"
+                    marks.append(f"{t} ({where})")
             out.append((r, marks, [h for h in records if h.version == r.version]))
     return sorted(out, key=lambda x: (x[0].variant, semver.Version.parse(x[0].version)))
 
@@ -132,7 +134,8 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
             parsed, wanted_variant = split_release_tag(settings, version)
             version = str(parsed)
     v = parse_version(version)
-    rows = [row for row in _rows(settings, wanted_variant) if semver.Version.parse(row[0].version) == v]
+    rows = [row for row in _rows(settings, wanted_variant)
+            if semver.Version.parse(row[0].version) == v]
     if not rows:
         raise ConfigError(f"no release {version}" + (f"-{wanted_variant}" if wanted_variant else ""),
                           "see: invoke release.list")
