@@ -1,12 +1,16 @@
 """Benchmark: paddlecd build+push vs plain `docker build` + `docker push` of the same Dockerfile.
 
-Side by side in one run, against the embedded registry (scripts/stack.sh up) and the locked cpu base:
+Side by side in one run, against a fresh distribution registry on 127.0.0.1 and the cpu base
+bootstrapped into it (debootstrap + PyPI paddlepaddle; cached by the engine after the first time):
   cold    both build with --no-cache and push the new layers;
   cached  both rebuild from a warm cache and push (nothing changed);
 and the layer bytes a no-op rebuild+push uploads (registry blob store growth, and the push stream's
 "Pushed" vs "Layer already exists" counts). Target (issue 2): toolkit overhead <= 5%, no-op 0 bytes.
 
-Run: .venv/bin/python benchmarks/bench_build_push.py [--rounds 2]
+Run: .venv/bin/python benchmarks/bench_build_push.py [--rounds 2] [--quick]
+``--quick`` is one round (what tests/integration/test_benchmarks.py runs). Registry, lock and
+candidate records live in a temporary folder: the project's ``.paddlecd/`` is never touched (a run
+once left ``.paddlecd/candidates/cpu.json`` pointing at its throw-away repository, issue 12).
 Not a test: prints a table; nothing asserts on time.
 """
 
@@ -17,15 +21,19 @@ import json
 import os
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-from paddlecd import config, engine
-from paddlecd.image import build as builder
-from paddlecd.image import lock, variants
-from paddlecd.image import push as publish
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from paddlecd import config, engine  # noqa: E402
+from paddlecd.image import bootstrap, lock, variants  # noqa: E402
+from paddlecd.image import build as builder  # noqa: E402
+from paddlecd.image import push as publish  # noqa: E402
+from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
 
 
 def blob_bytes(registry_root: Path) -> int:
@@ -58,28 +66,47 @@ def toolkit(settings, *, no_cache: bool) -> tuple[float, list[str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--registry-root", type=Path, default=ROOT / ".paddlecd/registry")
+    ap.add_argument("--quick", action="store_true", help="one round (what the test runs)")
     args = ap.parse_args()
-    base = config.load()
-    settings = config.load({"registry.repository": "bench/toolkit"})
+    if args.quick:
+        args.rounds = 1
+    with tempfile.TemporaryDirectory(prefix="bench-build-push-") as tmp:
+        server = RegistryServer(Path(tmp) / "registry", port=free_port()).start()
+        try:
+            run(args.rounds, server, Path(tmp) / "state")
+        finally:
+            server.stop()
+            # remove the tags this run made (its registry's host), no one else's
+            for ref in engine.client().images.list(name=f"{server.host}/*"):
+                for tag in ref.tags:
+                    if tag.startswith(f"{server.host}/"):
+                        engine.remove_image(tag)
+
+
+def run(rounds: int, server: RegistryServer, state: Path) -> None:
+    flags = {"registry.url": server.host, "state_dir": str(state)}
+    base = config.load(flags, root=ROOT)
+    settings = config.load({**flags, "registry.repository": "bench/toolkit"}, root=ROOT)
+    bootstrap.bootstrap(base, "cpu")  # into this registry, pinned in <state>/lock.local.yaml
+    lock.lock(base, ["cpu"])
     plain_tag = f"{base.registry.url}/bench/plain:cpu"
     rows = {}
     for mode, no_cache in (("cold", True), ("cached", False)):
         t_plain, t_tool = [], []
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             t_plain.append(plain(base, plain_tag, no_cache=no_cache)[0])
             t_tool.append(toolkit(settings, no_cache=no_cache)[0])
         rows[mode] = (statistics.median(t_plain), statistics.median(t_tool))
-    before = blob_bytes(args.registry_root)
+    before = blob_bytes(server.root)
     _, lines = toolkit(settings, no_cache=False)
-    noop_bytes = blob_bytes(args.registry_root) - before
+    noop_bytes = blob_bytes(server.root) - before
     pushed = sum(1 for ln in lines if ln.endswith(" Pushed"))
     existing = sum(1 for ln in lines if "Layer already exists" in ln)
     print(f"{'mode':8} {'plain docker (s)':>17} {'paddlecd (s)':>13} {'ratio':>7}")
     for mode, (p, t) in rows.items():
         print(f"{mode:8} {p:17.2f} {t:13.2f} {t / p:7.3f}")
     print(f"no-op rebuild+push: {noop_bytes} bytes added to the registry; layers pushed {pushed}, already present {existing}")
-    print(json.dumps({"rounds": args.rounds, "median_seconds": rows, "noop_bytes": noop_bytes,
+    print(json.dumps({"rounds": rounds, "median_seconds": rows, "noop_bytes": noop_bytes,
                       "noop_layers_pushed": pushed}))
 
 

@@ -1,6 +1,6 @@
 """Upload throughput of ``paddlecd`` artifacts vs bare boto3, side by side, against moto's S3 server.
 
-Usage: .venv/bin/python benchmarks/bench_upload.py [--mb 200] [--rounds 6]
+Usage: .venv/bin/python benchmarks/bench_upload.py [--mb 200] [--rounds 6] [--quick]
 
 One ~200 MB ``paddle.jit.save`` export (``paddle.nn.Linear(4, N)``, made by Paddle on the CPU) is
 uploaded in alternating rounds by (a) bare ``boto3`` ``upload_file`` for each file and (b)
@@ -9,6 +9,8 @@ manifest), both with the same ``TransferConfig`` (from the storage defaults: 64 
 16 MiB parts, 4 threads). The S3 server runs in its own process (``python -m moto.server``) so it
 does not share the GIL with the client. Then an unchanged re-upload is run and the object bytes it
 moved are counted through boto3's progress callback. Issue 4 target: ratio >= 0.95, 0 bytes.
+``--quick`` (2 MB, one round) is what tests/integration/test_benchmarks.py runs; nothing is written
+outside a temporary folder and the S3 server.
 """
 
 from __future__ import annotations
@@ -74,7 +76,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=200, help="size of the parameters file in MB (1e6 bytes)")
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--quick", action="store_true", help="2 MB, one round (what the test runs)")
     args = ap.parse_args()
+    if args.quick:
+        args.mb, args.rounds = 2, 1
     os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
     server, endpoint = start_moto()
     try:

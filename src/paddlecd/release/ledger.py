@@ -1,24 +1,53 @@
-"""The release ledger: one OCI artifact per record, in the release repository itself.
+"""The release ledger: one OCI artifact per record, in the release repository itself; checkpoints.
 
 Where it lives, and why: every record is an OCI image manifest tagged
 ``ledger.<variant>.<UTC time to µs>Z-<8 random hex>`` in the release repository, with the record JSON
 as its config blob and copied into the ``org.paddlecd.ledger.record`` annotation (one GET reads it).
+The ledger travels with the releases it describes: whoever can read ``release/paddle`` can read its
+history, from any runner, with the same credentials; nothing else must be backed up. (The artifact
+store of issue 4 was the other candidate; it is optional per deployment, the registry is not.)
 
-* The ledger travels with the releases it describes: whoever can read ``release/paddle`` can read its
-  history, from any runner, with the same credentials; nothing else must be backed up.
-* Append-only by construction: a record gets a fresh unique tag, checked absent before the write and
-  never written again, so concurrent promotions cannot lose each other's records — there is no shared
-  file to read-modify-write, which distribution cannot guard (it has no If-Match on manifests).
-* Order is the tag name (time, then random), the same for every reader; :func:`paddlecd.release.policy.fold`
-  replays records in that order, so every promoter computes the same moving-tag state.
+Reading it costs a bounded number of requests (issue 11): a **checkpoint** per variant, tagged
+``ledger.<variant>.checkpoint``, is one gzip'd blob holding copies of the records it covers, so a
+reader needs the tag list, the checkpoint (one manifest GET, one blob GET) and one GET per record
+outside it. A promotion writes a new checkpoint once :data:`CHECKPOINT_EVERY` records are outside
+the current one, so in steady state fewer than that are fetched one by one.
 
-The artifact store (issue 4) was the other candidate; it is optional per deployment, the registry is not.
+Invariants (each proved in tests/integration/test_ledger.py):
+
+1. **The tags are the ledger; a checkpoint is only a cache of them.** A reader takes every record
+   tag of the listing; a checkpoint's copy is used for the tags it covers, and a covered record
+   whose tag is absent is dropped (a checkpoint cannot promise a record the registry does not
+   hold). So a reader with checkpoints returns exactly what :func:`read_each` (one GET per record:
+   the read path before checkpoints, kept for comparison) returns from the same tag list, whatever
+   the checkpoint.
+2. **Append-only**: a record gets a fresh unique tag, checked absent before the write and never
+   written again, so concurrent promoters cannot lose each other's records — there is no shared
+   file to read-modify-write, which distribution cannot guard (it has no If-Match on manifests). The
+   checkpoint tag *is* rewritten (last writer wins), which is safe because of (1): any checkpoint,
+   also an older or a concurrent one, yields the same records.
+3. **One order for every reader**: the tag name (time, then random);
+   :func:`paddlecd.release.policy.fold` replays records in that order, so every promoter computes
+   the same moving-tag state.
+4. **Only what was read back is checkpointed**: a checkpoint is built from a read of the registry
+   after the promoter's own record and tags were written, never from a plan; a crash before or
+   during the checkpoint write leaves the previous one (or a stray blob) and changes no reader's
+   view.
+5. **Readable by older paddlecd**: records keep their format and tags (schema 1); a checkpoint
+   tag does not match the record pattern, so older readers skip it; records they wrote read here.
+
+Costs (benchmarks/bench_ledger.py): requests per read = tag-list pages + 2 + records outside the
+checkpoint (< :data:`CHECKPOINT_EVERY` in steady state; all of them once, on the first promotion of
+a variant after upgrading); bytes = the tag list (names only, ~60 B per release and record — a
+registry that ignores ``n``/``last``, as distribution 2.8 does, returns it whole) + the gzip'd
+checkpoint (~0.1 KiB per record of the variant) + the few record manifests.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import getpass
+import gzip
 import hashlib
 import json
 import os
@@ -29,10 +58,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from paddlecd.errors import NotFoundError, PromotionError
+from paddlecd.registry.auth import scope
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient
 
 RECORD_TYPE = "application/vnd.paddlecd.ledger.record.v1+json"
 ANNOTATION = "org.paddlecd.ledger.record"
+CHECKPOINT_TYPE = "application/vnd.paddlecd.ledger.checkpoint.v1+json+gzip"
+CHECKPOINT_ANNOTATION = "org.paddlecd.ledger.checkpoint"
+# Records outside the checkpoint before a promotion writes a new one: the most a reader fetches one
+# by one. Small, because each costs a request; a checkpoint write costs one blob + one manifest.
+CHECKPOINT_EVERY = 4
 _TAG = re.compile(r"ledger\.(?P<variant>[a-z0-9][a-z0-9._-]*)\.(?P<time>\d{8}T\d{12}Z)-(?P<rand>[0-9a-f]{8})")
 
 
@@ -116,29 +151,133 @@ def append(client: RegistryClient, repository: str, record: Record) -> None:
     except NotFoundError:
         pass
     body = record.to_json()
+    _put_artifact(client, repository, record.id, body, RECORD_TYPE, {ANNOTATION: body.decode()})
+    _CACHE[(client.host, repository, record.id)] = record  # the reconcile reads it back for free
+
+
+def _put_artifact(client: RegistryClient, repository: str, tag: str, body: bytes, media_type: str,
+                  annotations: dict[str, str]) -> None:
+    """Upload ``body`` as the config blob of an artifact manifest tagged ``tag``."""
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     client.upload_blob(repository, digest, body, len(body))
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": RECORD_TYPE,
-        "config": {"mediaType": RECORD_TYPE, "digest": digest, "size": len(body)},
-        "layers": [], "annotations": {ANNOTATION: body.decode()},
+    manifest = _artifact_manifest(digest, len(body), media_type, annotations)
+    client.put_manifest(repository, tag, manifest, OCI_MANIFEST)
+
+
+def _artifact_manifest(digest: str, size: int, media_type: str,
+                       annotations: dict[str, str]) -> bytes:
+    return json.dumps({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": media_type,
+        "config": {"mediaType": media_type, "digest": digest, "size": size},
+        "layers": [], "annotations": annotations,
     }, sort_keys=True).encode()
-    client.put_manifest(repository, record.id, manifest, OCI_MANIFEST)
+
+
+@dataclass(frozen=True)
+class View:
+    """What one read of a variant's ledger saw.
+
+    Attributes:
+        variant: the variant read. records: its records, oldest first.
+        checkpoint: digest of the checkpoint blob used (None: none, or ignored — see ``problem``).
+        covered: records taken from the checkpoint. fetched: records read one GET each.
+        dropped: checkpoint records whose tag the registry no longer lists (not returned).
+        problem: why the checkpoint was ignored (unreadable, another variant's), else None.
+    """
+
+    variant: str
+    records: tuple[Record, ...]
+    checkpoint: str | None = None
+    covered: int = 0
+    fetched: int = 0
+    dropped: int = 0
+    problem: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        """True when a new checkpoint is due: :data:`CHECKPOINT_EVERY` records lie outside it."""
+        return self.fetched >= CHECKPOINT_EVERY or (self.dropped > 0 and bool(self.records))
 
 
 # Records never change once written, so each is fetched once per process: (registry, repository, id) → Record.
 _CACHE: dict[tuple[str, str, str], Record] = {}
+# Checkpoint blobs are addressed by digest: (registry, digest) → {record id: Record}.
+_CHECKPOINTS: dict[tuple[str, str], dict[str, Record]] = {}
+
+
+def clear_cache() -> None:
+    """Forget every record and checkpoint read by this process (benchmarks: a fresh process)."""
+    _CACHE.clear()
+    _CHECKPOINTS.clear()
+
+
+def record_ids(tags: list[str], variant: str | None = None) -> list[str]:
+    """The record tags among ``tags`` (of ``variant`` when given), in ledger order."""
+    matches = ((t, _TAG.fullmatch(t)) for t in tags)
+    return sorted(t for t, m in matches if m and (variant is None or m.group("variant") == variant))
+
+
+def variants_in(tags: list[str]) -> list[str]:
+    """The variants that have ledger records among ``tags``, sorted."""
+    return sorted({m.group("variant") for t in tags if (m := _TAG.fullmatch(t))})
+
+
+def checkpoint_tag(variant: str) -> str:
+    """``ledger.<variant>.checkpoint``: the tag of ``variant``'s checkpoint (rewritten)."""
+    return f"ledger.{variant}.checkpoint"
 
 
 def read(client: RegistryClient, repository: str, variant: str | None = None,
          tags: list[str] | None = None) -> list[Record]:
-    """All records in ``repository`` (of ``variant`` when given), oldest first.
+    """All records in ``repository`` (of ``variant`` when given), oldest first, via checkpoints.
 
     Args:
         tags: the repository's tags when the caller has just listed them (saves a request).
+
+    Raises:
+        RegistryError: the registry failed (a bad checkpoint is not an error: it is ignored).
     """
-    ids = sorted(t for t in (client.list_tags(repository) if tags is None else tags)
-                 if (m := _TAG.fullmatch(t)) and (variant is None or m.group("variant") == variant))
+    tags = client.list_tags(repository) if tags is None else tags
+    names = [variant] if variant else variants_in(tags)
+    return sorted((r for name in names for r in read_view(client, repository, name, tags).records),
+                  key=lambda r: r.id)
+
+
+def read_view(client: RegistryClient, repository: str, variant: str, tags: list[str], *,
+              since: View | None = None) -> View:
+    """Read ``variant``'s records listed in ``tags``: the checkpoint's copies, one GET per other.
+
+    Args:
+        since: an earlier read by this process; its checkpoint is used again instead of asking for
+            the current one (a request saved; any checkpoint gives the same records, invariant 1).
+
+    Raises:
+        RegistryError: the registry failed.
+    """
+    ids = record_ids(tags, variant)
+    digest, cached, problem = (None, {}, None)
+    if since is not None and since.checkpoint and (client.host, since.checkpoint) in _CHECKPOINTS:
+        digest, cached = since.checkpoint, _CHECKPOINTS[(client.host, since.checkpoint)]
+    elif checkpoint_tag(variant) in tags:
+        digest, cached, problem = _load_checkpoint(client, repository, variant)
+    listed = set(ids)
+    fetched = [i for i in ids if i not in cached]
+    records = {i: r for i, r in cached.items() if i in listed}
+    records.update((r.id, r) for r in _fetch(client, repository, fetched))
+    return View(variant, tuple(records[i] for i in ids if i in records), digest,
+                covered=len(listed & cached.keys()), fetched=len(fetched),
+                dropped=len(cached.keys() - listed), problem=problem)
+
+
+def read_each(client: RegistryClient, repository: str, variant: str | None = None,
+              tags: list[str] | None = None) -> list[Record]:
+    """All records, one manifest GET each: the read path before checkpoints (for comparison, and
+    the reference that :func:`read` must agree with)."""
+    tags = client.list_tags(repository) if tags is None else tags
+    return _fetch(client, repository, record_ids(tags, variant))
+
+
+def _fetch(client: RegistryClient, repository: str, ids: list[str]) -> list[Record]:
     records = []
     for record_id in ids:
         key = (client.host, repository, record_id)
@@ -149,3 +288,71 @@ def read(client: RegistryClient, repository: str, variant: str | None = None,
             _CACHE[key] = Record.from_json(json.loads(annotations[ANNOTATION]))
         records.append(_CACHE[key])
     return records
+
+
+def write_checkpoint(client: RegistryClient, repository: str, view: View) -> str:
+    """Write a checkpoint of ``view.records`` (which must come from a read of the registry, never
+    from a plan: invariant 4) and point ``ledger.<variant>.checkpoint`` at it.
+
+    Returns:
+        the checkpoint blob's digest.
+
+    The blob is deterministic (sorted keys, gzip without a timestamp), so equal record sets give
+    equal blobs and the upload is skipped when the registry has it.
+
+    Raises:
+        RegistryError: the registry refused the write (the previous checkpoint stays in place).
+    """
+    records = [json.loads(r.to_json()) for r in view.records]
+    doc = {"schema": 1, "variant": view.variant, "records": records}
+    body = gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    newest = view.records[-1].id if view.records else ""
+    notes = {CHECKPOINT_ANNOTATION: json.dumps({"records": len(view.records), "newest": newest})}
+    if client.blob_exists(repository, digest):
+        manifest = _artifact_manifest(digest, len(body), CHECKPOINT_TYPE, notes)
+        client.put_manifest(repository, checkpoint_tag(view.variant), manifest, OCI_MANIFEST)
+    else:
+        tag = checkpoint_tag(view.variant)
+        _put_artifact(client, repository, tag, body, CHECKPOINT_TYPE, notes)
+    _CHECKPOINTS[(client.host, digest)] = {r.id: r for r in view.records}
+    return digest
+
+
+def _load_checkpoint(client: RegistryClient, repository: str,
+                     variant: str) -> tuple[str | None, dict[str, Record], str | None]:
+    """(blob digest, {id: record}, None), or (None, {}, why) when the checkpoint is unusable."""
+    try:
+        manifest = client.get_manifest(repository, checkpoint_tag(variant)).json()
+    except NotFoundError:
+        return None, {}, None  # listed a moment ago, gone now: read every record
+    config = manifest.get("config") or {}
+    digest = str(config.get("digest", ""))
+    if manifest.get("artifactType") != CHECKPOINT_TYPE or not digest.startswith("sha256:"):
+        return None, {}, f"{checkpoint_tag(variant)} is not a paddlecd checkpoint"
+    key = (client.host, digest)
+    if key not in _CHECKPOINTS:
+        try:
+            body = _get_blob(client, repository, digest)
+            _CHECKPOINTS[key] = _parse_checkpoint(body, digest, variant)
+        except (ValueError, KeyError, TypeError, OSError, EOFError) as e:
+            return None, {}, f"checkpoint {digest} unreadable ({type(e).__name__}: {e})"
+    return digest, _CHECKPOINTS[key], None
+
+
+def _parse_checkpoint(body: bytes, digest: str, variant: str) -> dict[str, Record]:
+    if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
+        raise ValueError("content does not match its digest")
+    doc = json.loads(gzip.decompress(body))
+    if doc.get("variant") != variant:
+        raise ValueError(f"it is the checkpoint of {doc.get('variant')!r}")
+    records = [Record.from_json(r) for r in doc["records"]]
+    if any(not (m := _TAG.fullmatch(r.id)) or m.group("variant") != variant for r in records):
+        raise ValueError("it holds a record of another variant")
+    return {r.id: r for r in records}
+
+
+def _get_blob(client: RegistryClient, repository: str, digest: str) -> bytes:
+    resp = client.request("GET", f"{repository}/blobs/{digest}", [scope(repository)],
+                          f"reading ledger checkpoint {client.name(repository, digest)}")
+    return resp.content

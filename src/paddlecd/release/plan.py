@@ -66,6 +66,7 @@ class Plan:
     src: RegistryClient | None = field(default=None, repr=False)
     dst: RegistryClient | None = field(default=None, repr=False)
     manifests: dict[str, Manifest] = field(default_factory=dict, repr=False)  # by digest, for tag writes
+    ledger_view: ledger.View | None = field(default=None, repr=False)  # the read it was made from
 
     @property
     def noop(self) -> bool:
@@ -134,6 +135,22 @@ def _writes(dst: RegistryClient, repo: str, old: State, new: State, version: sem
     return writes, kept
 
 
+def check_tags(variant: str, version: semver.Version) -> None:
+    """Refuse a release whose tags the registry cannot hold, before anything is asked or written.
+
+    Rule: the distribution spec's tag grammar ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`` (at most 128
+    characters; opencontainers/distribution-spec, "Pulling manifests"). A long pre-release
+    (``1.5.0-<100 characters>``) would otherwise be recorded in the ledger and then refused by the
+    registry: a release the ledger promises and the registry does not hold (issue 12).
+
+    Raises:
+        ConfigError: a release tag, moving tag or the ledger record tag breaks the grammar
+            (:func:`paddlecd.registry.reference.check_tag`).
+    """
+    for tag in (release_tag(version, variant), *moving_tags(version, variant), ledger.new_id(variant)):
+        check_tag(tag, what=f"tag of release {version}-{variant}")
+
+
 def _source(settings: Settings, variant: str, digest: str | None) -> tuple[RegistryClient, Reference]:
     if digest is None:
         cand = evidence.load_candidate(settings, variant)
@@ -181,11 +198,14 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     """Plan promoting ``digest`` (default: the variant's last candidate) to ``version`` (or ``--bump part``).
 
     Raises:
-        ConfigError: unknown variant, invalid version, a tag given as ``digest``.
+        ConfigError: unknown variant, invalid version, a tag given as ``digest``, a release tag
+            the registry cannot hold (:func:`check_tags`).
         PromotionError: no candidate, digest not in the candidate repository, clobber of an immutable tag.
         RegistryError: the registry failed.
     """
     variants.get(settings, variant)
+    if version:
+        check_tags(variant, parse_version(version))  # before any registry is asked
     src, src_ref = _source(settings, variant, digest)
     try:
         src.resolve(src_ref.repository, src_ref.digest or "")
@@ -194,13 +214,12 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
                              "pass a digest that was pushed there (see invoke push output / the candidate record)") from e
     dst, dst_ref = target(settings)
     tags = dst.list_tags(dst_ref.repository)
-    records = ledger.read(dst, dst_ref.repository, variant, tags)
+    view = ledger.read_view(dst, dst_ref.repository, variant, tags)
+    records = list(view.records)
     old = fold(actions_of(records), variant)
     known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
     v = parse_version(version) if version else bump(known, part or "patch")
-    # a tag the registry refuses would leave a ledger record for a release that never was
-    # (issue 12); the moving tags are shorter and drawn from the same characters
-    check_tag(release_tag(v, variant), what=f"release tag of {v}-{variant}")
+    check_tags(variant, v)
     d = src_ref.digest or ""
     _refuse_clobber(dst, dst_ref, old, v, variant, d)
     done = any(r.action == "promote" and r.version == str(v) and r.digest == d for r in records)
@@ -216,7 +235,7 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
         attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
         forced=forced, reason=reason, who=ledger.who(), when=ledger.now_iso())
     return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository,
-                writes, kept, record, refusal.cause if refusal else None, refusal, att, src, dst)
+                writes, kept, record, refusal.cause if refusal else None, refusal, att, src, dst, ledger_view=view)
 
 
 def _refuse_clobber(dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str) -> None:
@@ -243,7 +262,8 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
     if v.prerelease:
         raise ConfigError(f"cannot roll back to pre-release {v}: it owns no moving tag", "roll back to a release X.Y.Z")
     dst, ref = target(settings)
-    records = ledger.read(dst, ref.repository, variant)
+    view = ledger.read_view(dst, ref.repository, variant, dst.list_tags(ref.repository))
+    records = list(view.records)
     old = fold(actions_of(records), variant)
     if v not in old.releases:
         raise PromotionError(f"no release {release_tag(v, variant)} in the ledger of {ref.name}",
@@ -257,4 +277,4 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
         previous=_previous(old, v, variant), who=ledger.who(), when=ledger.now_iso())
     return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository,
-                writes, [], record, src=dst, dst=dst)
+                writes, [], record, src=dst, dst=dst, ledger_view=view)

@@ -51,7 +51,8 @@ Report = Callable[[str], None]
 class Outcome:
     """What a promotion or rollback did: its ``plan``, ``phases`` [(name, seconds)], blob ``copied``
     counts (present/mounted/copied), ``bytes_uploaded`` into the target, tags ``written``;
-    ``attestation_copied``: the same counts for the attestation artifact."""
+    ``attestation_copied``: the same counts for the attestation artifact; the ledger
+    ``checkpoint`` it wrote (blob digest; None when none was due)."""
 
     plan: Plan | None = None
     phases: list[tuple[str, float]] = field(default_factory=list)
@@ -59,6 +60,7 @@ class Outcome:
     bytes_uploaded: int = 0
     written: list[str] = field(default_factory=list)
     attestation_copied: Counter[str] = field(default_factory=Counter)
+    checkpoint: str | None = None  # digest of the ledger checkpoint this action wrote, if any
 
     @contextlib.contextmanager
     def phase(self, name: str, report: Report) -> Iterator[None]:
@@ -177,7 +179,24 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
             outcome.written.append(w.tag)
             report(f"wrote {plan.target}:{w.tag} → {w.digest}")
     with outcome.phase("verify digests", report):
-        _reconcile(plan, outcome, report)
+        view = _reconcile(plan, outcome, report)
+    if view.problem:
+        report(f"ledger checkpoint ignored: {view.problem}")
+    if view.stale:
+        with outcome.phase("write checkpoint", report):
+            _checkpoint(plan, view, outcome, report)
+
+
+def _checkpoint(plan: Plan, view: ledger.View, outcome: Outcome, report: Report) -> None:
+    """Cache the ledger just read back in a checkpoint. The release is complete at this point, so a
+    refused write is reported, not raised: readers only fetch more records until the next one."""
+    assert plan.dst
+    try:
+        outcome.checkpoint = ledger.write_checkpoint(plan.dst, plan.repository, view)
+    except PaddlecdError as e:
+        report(f"ledger checkpoint not written ({e.cause}); a later promotion writes it")
+        return
+    report(f"ledger checkpoint {outcome.checkpoint}: {len(view.records)} records of {plan.variant}")
 
 
 def _repo_of(reference: str) -> str:
@@ -192,12 +211,17 @@ def _write_tag(plan: Plan, tag: str, digest: str) -> None:
     plan.dst.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
 
 
-def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) -> None:
-    """Check every tag of the version against the fold of all ledger records; rewrite drift."""
+def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) -> ledger.View:
+    """Check every tag of the version against the fold of all ledger records; rewrite drift.
+
+    Returns the last read of the ledger (what a checkpoint may cache: read after every write)."""
     assert plan.dst
     version = semver.Version.parse(plan.version)
+    view = plan.ledger_view
     for _ in range(rounds):
-        state = fold(actions_of(ledger.read(plan.dst, plan.repository, plan.variant)), plan.variant)
+        tags = plan.dst.list_tags(plan.repository)
+        view = ledger.read_view(plan.dst, plan.repository, plan.variant, tags, since=view)
+        state = fold(actions_of(list(view.records)), plan.variant)
         drift = {t: d for t, d in desired(state, version, plan.variant).items()
                  if current(plan.dst, plan.repository, t) != d}
         for tag, digest in drift.items():
@@ -208,7 +232,7 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) ->
             raise PromotionError(f"{plan.version}-{plan.variant} was claimed first by {state.releases.get(version)}",
                                  "a concurrent promotion took this version; promote yours as another version")
         if not drift:
-            return
+            return view
     raise PromotionError(f"tags of {plan.version}-{plan.variant} kept changing under this promotion",
                          "another promotion is running; re-run when it has finished")
 

@@ -1,7 +1,8 @@
 """Looking releases up: by name (``1.4.0-cu126``), as a list, or one with its ledger history.
 
 Releases are what the ledger of the release repository says was promoted (void claims excluded);
-:func:`find` resolves the immutable tag in the registry itself, so it answers for what is really there.
+their tags are reported as the registry has them, and :func:`find` resolves the immutable tag in the
+registry itself, so both answer for what is really there.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from paddlecd.image import variants
 from paddlecd.registry.reference import Reference, parse_reference
 from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
-from paddlecd.release.plan import actions_of, target
-from paddlecd.release.policy import fold, parse_version
+from paddlecd.release.plan import actions_of, current, target
+from paddlecd.release.policy import State, fold, parse_version, release_tag
 from paddlecd.verify import attested
 
 
@@ -72,25 +73,59 @@ def history(settings: Settings, variant: str | None = None) -> list[Record]:
 
 
 def list_releases(settings: Settings, variant: str | None = None) -> list[tuple[Record, list[str]]]:
-    """Releases as (promotion record, moving tags pointing at it now by the ledger), by variant then version."""
-    records = history(settings, variant)
+    """Releases as (promotion record, tags), by variant then version.
+
+    The tags are the release's moving tags **as the registry has them**, not as the ledger folds
+    them (issue 12: no phantom releases): a moving tag the ledger assigns to the release but the
+    registry lacks is listed as ``"<tag> (missing)"``, one the registry points elsewhere as
+    ``"<tag> (on <version or digest>)"``, and a missing immutable tag as ``"<X.Y.Z-V> (missing)"``.
+    A re-run of the promotion (or rollback) writes them. Costs: one tag list, each variant's
+    checkpoint plus the records outside it, one HEAD per moving tag.
+    """
+    return [(r, tags) for r, tags, _ in _rows(settings, variant)]
+
+
+def _rows(settings: Settings, variant: str | None) -> list[tuple[Record, list[str], list[Record]]]:
+    client, ref = target(settings)
+    tags = client.list_tags(ref.repository)
     out = []
-    for name in sorted({r.variant for r in records}):
-        mine = [r for r in records if r.variant == name]
-        state = fold(actions_of(mine), name)
-        for r in mine:
+    for name in [variant] if variant else ledger.variants_in(tags):
+        records = list(ledger.read_view(client, ref.repository, name, tags).records)
+        state = fold(actions_of(records), name)
+        firsts = {}
+        for r in records:
+            if r.action == "promote" and r.id not in state.void:
+                firsts.setdefault((r.version, r.digest), r)
+        on = {t: _registry_version(current(client, ref.repository, t), state.moving[t], state)
+              for t in sorted(state.moving)}
+        for r in firsts.values():
             v = semver.Version.parse(r.version)
-            if r.action == "promote" and r.id not in state.void and r == _first(mine, r):
-                out.append((r, sorted(t for t, tv in state.moving.items() if tv == v)))
+            immutable = release_tag(v, name)
+            marks = [f"{immutable} (missing)"] if immutable not in tags else []
+            for t, (have, digest) in on.items():
+                if have == v:
+                    marks.append(t)
+                elif state.moving[t] == v:
+                    where = "missing" if digest is None else f"on {have or digest}"
+                    marks.append(f"{t} ({where})")
+            out.append((r, marks, [h for h in records if h.version == r.version]))
     return sorted(out, key=lambda x: (x[0].variant, semver.Version.parse(x[0].version)))
 
 
-def _first(records: list[Record], r: Record) -> Record:
-    return next(x for x in records if x.action == "promote" and x.version == r.version and x.digest == r.digest)
+def _registry_version(digest: str | None, assigned: semver.Version,
+                      state: State) -> tuple[semver.Version | None, str | None]:
+    """(release the registry's ``digest`` belongs to, the digest): the ledger's own assignment when
+    the digests agree, else the highest release with that digest, else None (a foreign digest)."""
+    if digest is None or state.releases.get(assigned) == digest:
+        return (assigned if digest else None), digest
+    same = [v for v, d in state.releases.items() if d == digest]
+    return (max(same) if same else None), digest
 
 
 def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list[Record]]]:
-    """Release ``version`` (``1.4.0`` or ``1.4.0-cpu``) per variant: (record, moving tags, its history).
+    """Release ``version`` (``1.4.0`` or ``1.4.0-cpu``) per variant: (record, tags, its history).
+
+    Tags as in :func:`list_releases` (as the registry has them; missing ones marked).
 
     Raises:
         ConfigError: invalid version, or no such release.
@@ -101,9 +136,8 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
             parsed, wanted_variant = split_release_tag(settings, version)
             version = str(parsed)
     v = parse_version(version)
-    records = history(settings, wanted_variant)
-    rows = [(r, tags, [h for h in records if h.variant == r.variant and h.version == r.version])
-            for r, tags in list_releases(settings, wanted_variant) if semver.Version.parse(r.version) == v]
+    rows = [row for row in _rows(settings, wanted_variant)
+            if semver.Version.parse(row[0].version) == v]
     if not rows:
         raise ConfigError(f"no release {version}" + (f"-{wanted_variant}" if wanted_variant else ""),
                           "see: invoke release.list")

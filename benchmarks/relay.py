@@ -1,0 +1,173 @@
+"""A loopback HTTP relay for benchmarks and tests: counts requests and bytes, delays each request.
+
+``Relay(target_port, delay=0.02)`` listens on 127.0.0.1:<port> and forwards every HTTP/1.1 request
+to 127.0.0.1:<target_port> (a distribution registry), keeping connections alive on both sides, so a
+client pointed at ``relay.host`` sees the registry "``delay`` seconds away" (one round trip per
+request, as a remote registry costs) and ``relay.reset()`` says what crossed the wire: requests,
+bytes up (client → registry: request lines, headers, bodies) and down (status lines, headers,
+bodies), counted on the client's socket. The ``Host`` header is passed through, so the registry
+writes upload ``Location`` URLs that point back at the relay.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade"}
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What crossed the relay: ``requests``, bytes ``up`` (to the registry) and ``down``."""
+
+    requests: int
+    up: int
+    down: int
+
+
+class _Counted:
+    """A socket file that adds the bytes read or written to ``relay.<way>``."""
+
+    def __init__(self, raw: Any, relay: Relay, way: str):
+        self.raw, self.relay, self.way = raw, relay, way
+
+    def _count(self, data: bytes) -> bytes:
+        self.relay.add(self.way, len(data))
+        return data
+
+    def read(self, *args: Any) -> bytes:
+        return self._count(self.raw.read(*args))
+
+    def readline(self, *args: Any) -> bytes:
+        return self._count(self.raw.readline(*args))
+
+    def write(self, data: bytes) -> int:
+        self.relay.add(self.way, len(data))
+        return self.raw.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = _Counted(self.rfile, self.server.relay, "up")  # type: ignore[assignment]
+        self.wfile = _Counted(self.wfile, self.server.relay, "down")  # type: ignore[assignment]
+        self.upstream: http.client.HTTPConnection | None = None
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+    def _forward(self) -> None:
+        try:
+            self._relay()
+        except (BrokenPipeError, ConnectionResetError):  # the client went away (or was killed)
+            self.close_connection = True
+
+    def _relay(self) -> None:
+        relay = self.server.relay
+        relay.add("requests", 1)
+        body = self._body()
+        time.sleep(relay.delay)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        resp = self._send_upstream(headers, body)
+        data = resp.read()
+        self.send_response_only(resp.status, resp.reason)
+        for key, value in resp.getheaders():
+            if key.lower() not in _HOP and not (
+                key.lower() == "content-length" and self.command != "HEAD"
+            ):
+                self.send_header(key, value)
+        if self.command != "HEAD":
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        self.wfile.flush()
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            self.rfile.readline()
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send_upstream(self, headers: dict[str, str], body: bytes) -> http.client.HTTPResponse:
+        for attempt in range(2):  # the registry may have closed an idle kept-alive connection
+            if self.upstream is None:
+                self.upstream = http.client.HTTPConnection(
+                    "127.0.0.1", self.server.relay.target_port, timeout=120
+                )
+            try:
+                self.upstream.request(self.command, self.path, body=body or None, headers=headers)
+                return self.upstream.getresponse()
+            except (ConnectionError, http.client.HTTPException):
+                self.upstream.close()
+                self.upstream = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    relay: Relay
+
+
+class Relay:
+    """The relay; a context manager (stops serving on exit).
+
+    Args:
+        target_port: the registry's port on 127.0.0.1.
+        delay: seconds added before forwarding each request (0.02 shows a registry 20 ms away).
+
+    Attributes:
+        host: ``127.0.0.1:<port>`` to use as the registry's address.
+    """
+
+    def __init__(self, target_port: int, delay: float = 0.0):
+        self.target_port, self.delay = target_port, delay
+        self._lock = threading.Lock()
+        self._counts = {"requests": 0, "up": 0, "down": 0}
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.relay = self
+        self.host = f"127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def add(self, what: str, n: int) -> None:
+        """Count ``n`` more of ``what`` (``requests``, ``up``, ``down``)."""
+        with self._lock:
+            self._counts[what] += n
+
+    def reset(self) -> Wire:
+        """What crossed since the last reset; the counters restart from zero."""
+        with self._lock:
+            out = Wire(**self._counts)
+            self._counts = dict.fromkeys(self._counts, 0)
+        return out
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Relay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,76 @@
+"""Every script in benchmarks/ runs in its ``--quick`` mode and prints its figures (issue 11: a
+benchmark nothing runs rots unnoticed). Speed is never asserted; completion and output are. Each
+also leaves the project's state folder ``.paddlecd/`` exactly as it found it (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
+# What each prints when it has measured something: a figure line and its JSON/summary line.
+FIGURES = {
+    "bench_build_push.py": [
+        r"^cold\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+",
+        r"^no-op rebuild\+push: \d+ bytes",
+    ],
+    "bench_ledger.py": [
+        r"^\s+40 new\s+promote\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+",
+        r"^\s+40 old\s+list",
+    ],
+    "bench_promote.py": [r"paddlecd\s+[\d.]+ s\s+[\d.]+×\s+wire ≤ [\d,.]+ KiB", r"skopeo copy"],
+    "bench_upload.py": [
+        r"^throughput ratio paddlecd / boto3: \d+\.\d+",
+        r"^unchanged re-upload: action=",
+    ],
+}
+
+
+def _state_snapshot() -> dict[str, tuple[int, int]]:
+    state = ROOT / ".paddlecd"
+    return (
+        {
+            str(p.relative_to(state)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in state.rglob("*")
+            if p.is_file()
+        }
+        if state.exists()
+        else {}
+    )
+
+
+def test_every_benchmark_is_covered():
+    assert SCRIPTS == sorted(FIGURES), "a new benchmark needs its figures listed here"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_benchmark_quick_mode_prints_its_figures(script, docker_engine):
+    before = _state_snapshot()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLECD_")}
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for pattern in FIGURES[script]:
+        assert re.search(pattern, run.stdout, re.MULTILINE), f"{pattern!r} not in:\n{run.stdout}"
+    if script == "bench_ledger.py":
+        rows = json.loads(run.stdout.strip().splitlines()[-1])["rows"]
+        assert {(r["path"], r["op"]) for r in rows} >= {
+            ("new", "promote"),
+            ("old", "promote"),
+            ("new", "list"),
+        }
+        assert all(r["requests"] > 0 and r["down"] > 0 for r in rows)
+    assert _state_snapshot() == before, "the benchmark changed the project's .paddlecd/"

@@ -1,0 +1,364 @@
+"""The ledger's invariants (src/paddlecd/release/ledger.py) against a real distribution registry.
+
+Prior history is written as an older paddlecd wrote it (records only, the same format, back-dated);
+requests are counted by the benchmarks' relay (benchmarks/relay.py) before a plain-HTTP registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from oci_images import push_image
+from test_release import Project
+
+from paddlecd.errors import ConfigError, PromotionError
+from paddlecd.localstack import RegistryServer, free_port
+from paddlecd.registry.client import OCI_MANIFEST, RegistryClient
+from paddlecd.release import ledger
+from paddlecd.release import promote as release
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from relay import Relay  # noqa: E402
+
+INVOKE = str(Path(sys.executable).parent / "invoke")
+ALL = ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu")
+
+
+@pytest.fixture(scope="module")
+def plain_registry(tmp_path_factory, docker_engine):
+    server = RegistryServer(tmp_path_factory.mktemp("ledger-registry"), port=free_port()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def relay(plain_registry):
+    with Relay(plain_registry.port) as r:
+        yield r
+
+
+@pytest.fixture
+def project(relay, tmp_path) -> Project:
+    return Project(tmp_path, **{"registry.url": relay.host})
+
+
+def old_records(
+    client: RegistryClient, repo: str, n: int, variant: str = "cpu", *, digest: str | None = None
+) -> list[ledger.Record]:
+    """``n`` promotion records of 0.0.<i>, one a day until yesterday, as paddlecd before checkpoints
+    wrote them (records only, no checkpoint)."""
+    digest = digest or push_image(client, repo)
+    start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=n + 1)
+    records = []
+    for i in range(n):
+        when = start + dt.timedelta(days=i)
+        record = ledger.Record(
+            id=ledger.new_id(variant, when),
+            action="promote",
+            variant=variant,
+            version=f"0.0.{i}",
+            digest=digest,
+            source=f"{client.registry}/x@{digest}",
+            target=f"{client.registry}/{repo}",
+            who="older paddlecd",
+            when=when.isoformat().replace("+00:00", "Z"),
+        )
+        ledger.append(client, repo, record)
+        records.append(record)
+    return records
+
+
+def reads(client: RegistryClient, repo: str, variant: str = "cpu") -> tuple[ledger.View, int]:
+    """A fresh process's read of ``variant``: (view, requests it made)."""
+    ledger.clear_cache()
+    before = client.stats["requests"]
+    view = ledger.read_view(client, repo, variant, client.list_tags(repo))
+    return view, client.stats["requests"] - before
+
+
+def test_checkpoint_reads_what_every_record_says_in_bounded_requests(project):
+    client, repo = project.client, project.settings.release.repository
+    old_records(client, repo, 20)
+    old_records(client, repo, 5, "cu126")
+    view, requests = reads(client, repo)
+    assert (view.checkpoint, view.fetched, requests) == (None, 20, 21)  # the old cost: one GET each
+    assert view.stale
+    ledger.write_checkpoint(client, repo, view)
+    old_records(client, repo, 3)  # written after the checkpoint
+    view, requests = reads(client, repo)
+    assert (view.covered, view.fetched, requests) == (
+        20,
+        3,
+        1 + 2 + 3,
+    )  # list, checkpoint, 3 records
+    assert list(view.records) == ledger.read_each(client, repo, "cpu")
+    assert ledger.read(client, repo) == sorted(ledger.read_each(client, repo), key=lambda r: r.id)
+    assert {r.variant for r in ledger.read(client, repo)} == {"cpu", "cu126"}
+
+
+def test_promotion_cost_does_not_grow_with_history(relay, tmp_path):
+    """Requests of a promotion into 10 and into 40 prior records (both checkpointed) are equal."""
+    counts = {}
+    for n in (10, 40):
+        p = Project(tmp_path / str(n), **{"registry.url": relay.host})
+        old_records(p.client, p.settings.release.repository, n)
+        p.candidate()
+        p.promote("1.0.0")  # the upgrade: reads every record once, writes the checkpoint
+        p.candidate()
+        ledger.clear_cache()
+        relay.reset()
+        out = p.promote("1.1.0")
+        counts[n] = relay.reset()
+        assert out.checkpoint is None and "write checkpoint" not in dict(out.phases)
+    assert counts[10].requests == counts[40].requests, counts
+    assert (
+        abs(counts[10].down - counts[40].down) < 4096
+    ), counts  # the checkpoint blob grows, gzip'd
+
+
+def test_upgrade_promotion_writes_the_checkpoint(project):
+    client, repo = project.client, project.settings.release.repository
+    old = old_records(client, repo, 9)
+    digest = project.candidate()
+    out = project.promote("1.4.0")
+    assert [name for name, _ in out.phases][-2:] == ["verify digests", "write checkpoint"]
+    view, _ = reads(client, repo)
+    assert view.checkpoint == out.checkpoint and (view.covered, view.fetched) == (10, 0)
+    assert [r.id for r in view.records[:-1]] == [r.id for r in old]
+    assert all(project.tag(t) == digest for t in ALL)
+
+
+def test_records_of_an_older_and_a_newer_paddlecd_are_read(project):
+    client, repo = project.client, project.settings.release.repository
+    digest = push_image(client, repo)
+    old = {
+        "schema": 1,
+        "id": ledger.new_id("cpu"),
+        "action": "promote",
+        "variant": "cpu",
+        "version": "1.3.0",
+        "digest": digest,
+        "source": "s",
+        "target": "t",
+        "tags": ["1.3.0-cpu"],
+        "previous": {},
+    }
+    newer = {
+        **old,
+        "id": ledger.new_id("cpu"),
+        "version": "1.3.1",
+        "schema": 2,
+        "signed_by": "key-1",
+    }
+    for doc in (old, newer):  # written the way append writes, with exactly these bytes
+        body = json.dumps(doc).encode()
+        ledger._put_artifact(
+            client, repo, doc["id"], body, ledger.RECORD_TYPE, {ledger.ANNOTATION: body.decode()}
+        )
+    view, _ = reads(client, repo)
+    assert [(r.version, r.who, r.evidence) for r in view.records] == [
+        ("1.3.0", "", None),
+        ("1.3.1", "", None),
+    ]
+    ledger.write_checkpoint(client, repo, view)
+    assert list(reads(client, repo)[0].records) == list(view.records)
+
+
+def _checkpoint_of(client: RegistryClient, repo: str, variant: str, records: list[dict]) -> None:
+    """A checkpoint with exactly ``records`` (as a crashed or buggy promoter could have left it)."""
+    body = gzip.compress(json.dumps({"schema": 1, "variant": variant, "records": records}).encode())
+    ledger._put_artifact(
+        client, repo, ledger.checkpoint_tag(variant), body, ledger.CHECKPOINT_TYPE, {}
+    )
+
+
+def test_a_checkpoint_cannot_promise_a_record_the_registry_lacks(project):
+    """A checkpoint written from a plan (the record was never written): the phantom is dropped."""
+    client, repo = project.client, project.settings.release.repository
+    real = old_records(client, repo, 2)
+    phantom = dataclasses.replace(real[-1], id=ledger.new_id("cpu"), version="9.9.9")
+    _checkpoint_of(client, repo, "cpu", [json.loads(r.to_json()) for r in (*real, phantom)])
+    view, _ = reads(client, repo)
+    assert [r.version for r in view.records] == ["0.0.0", "0.0.1"] and view.dropped == 1
+    assert list(view.records) == ledger.read_each(client, repo, "cpu")
+    assert view.stale  # the next promotion replaces it
+
+
+@pytest.mark.parametrize("kind", ["garbage", "other variant", "not ours", "stray blob", "older"])
+def test_a_bad_or_stale_checkpoint_changes_no_read(project, kind):
+    client, repo = project.client, project.settings.release.repository
+    records = old_records(client, repo, 10)
+    older = records[:2]  # 8 outside it: due for a new one
+    if kind == "garbage":
+        ledger._put_artifact(
+            client,
+            repo,
+            ledger.checkpoint_tag("cpu"),
+            b"\x1f\x8b not gzip",
+            ledger.CHECKPOINT_TYPE,
+            {},
+        )
+    elif kind == "other variant":
+        _checkpoint_of(
+            client,
+            repo,
+            "cpu",
+            [
+                json.loads(
+                    dataclasses.replace(
+                        r, id=r.id.replace("ledger.cpu.", "ledger.cu126."), variant="cu126"
+                    ).to_json()
+                )
+                for r in records
+            ],
+        )
+    elif kind == "not ours":
+        ledger._put_artifact(
+            client, repo, ledger.checkpoint_tag("cpu"), b"{}", "application/json", {}
+        )
+    elif kind == "stray blob":  # a crash after the blob upload, before the manifest
+        body = gzip.compress(json.dumps({"schema": 1, "variant": "cpu", "records": []}).encode())
+        client.upload_blob(repo, "sha256:" + hashlib.sha256(body).hexdigest(), body, len(body))
+    else:  # a slow promoter's older checkpoint lands last (the tag is last-writer-wins)
+        _checkpoint_of(client, repo, "cpu", [json.loads(r.to_json()) for r in older])
+    view, _ = reads(client, repo)
+    assert list(view.records) == records == ledger.read_each(client, repo, "cpu")
+    assert (view.problem is not None) == (kind in ("garbage", "other variant", "not ours"))
+    project.candidate()
+    out = project.promote("1.4.0")
+    assert out.checkpoint is not None  # replaced by one that covers every record
+    view, requests = reads(client, repo)
+    assert (view.fetched, view.problem, len(view.records), requests) == (0, None, 11, 3)
+
+
+def test_concurrent_promoters_lose_no_record_and_agree(project, tmp_path):
+    """Four runners (own state folders, no shared lock) promote at once into a history that is due a
+    checkpoint, so they also write checkpoints concurrently."""
+    client, repo = project.client, project.settings.release.repository
+    old_records(client, repo, 12)
+    states = [project.with_state(tmp_path / f"runner{i}") for i in range(4)]
+    versions = ("1.4.0", "1.5.0", "1.4.1", "2.0.0")
+    digests = {v: project.candidate(settings=s) for v, s in zip(versions, states)}
+    barrier, errors = threading.Barrier(4), []
+
+    def run(version, settings):
+        try:
+            barrier.wait()
+            project.promote(version, settings=settings)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=vs) for vs in zip(versions, states)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    view, _ = reads(client, repo)
+    assert list(view.records) == ledger.read_each(client, repo, "cpu") and len(view.records) == 16
+    assert project.tag("latest-cpu") == project.tag("2-cpu") == digests["2.0.0"]
+    assert project.tag("1-cpu") == project.tag("1.5-cpu") == digests["1.5.0"]
+    assert project.tag("1.4-cpu") == digests["1.4.1"]
+
+
+def test_killed_promotion_is_shown_as_missing_and_converges(plain_registry, tmp_path):
+    """`invoke promote` is SIGKILLed right after its ledger record landed (registry 0.2 s away)."""
+    with Relay(plain_registry.port, delay=0.2) as slow:
+        p = Project(tmp_path, **{"registry.url": slow.host})
+        digest = p.candidate()
+        env = {
+            **os.environ,
+            "PADDLECD_STATE_DIR": p.flags["state_dir"],
+            "PADDLECD_REGISTRY_URL": slow.host,
+            "PADDLECD_REGISTRY_REPOSITORY": p.flags["registry.repository"],
+            "PADDLECD_RELEASE_REPOSITORY": p.flags["release.repository"],
+        }
+        env.pop("PADDLECD_REGISTRY_CA_FILE", None)
+        direct, repo = (
+            RegistryClient(plain_registry.host, insecure=True),
+            p.settings.release.repository,
+        )
+        proc = subprocess.Popen(
+            [INVOKE, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 120
+        while not ledger.record_ids(direct.list_tags(repo), "cpu"):
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stderr.read() if proc.stderr else ""
+            )
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.stderr
+        proc.stderr.close()
+        missing = [t for t in ALL if p.tag(t) is None]
+        assert missing, "the kill came after every tag was written"
+        [(record, tags)] = release.list_releases(p.settings, "cpu")
+        assert record.digest == digest and {f"{t} (missing)" for t in missing} <= set(tags)
+        out = p.promote("1.4.0")
+        assert out.plan.record is None and sorted(out.written) == sorted(missing)
+        assert all(p.tag(t) == digest for t in ALL) and len(p.records()) == 1
+        [(_, tags)] = release.list_releases(p.settings, "cpu")
+        assert tags == ["1-cpu", "1.4-cpu", "latest-cpu"]
+
+
+def test_tags_written_elsewhere_are_shown_as_the_registry_has_them(project):
+    first = project.candidate()
+    project.promote("1.4.0")
+    second = project.candidate()
+    project.promote("1.5.0")
+    repo = project.settings.release.repository
+    manifest = project.client.get_manifest(repo, first)  # someone re-points latest by hand
+    project.client.put_manifest(repo, "latest-cpu", manifest.raw, OCI_MANIFEST)
+    rows = {r.version: tags for r, tags in release.list_releases(project.settings, "cpu")}
+    assert rows["1.4.0"] == ["1.4-cpu", "latest-cpu"]
+    assert rows["1.5.0"] == ["1-cpu", "1.5-cpu", "latest-cpu (on 1.4.0)"]
+    [(_, tags, history)] = release.show(project.settings, "1.5.0-cpu")
+    assert tags == rows["1.5.0"] and [h.digest for h in history] == [second]
+
+
+def test_crash_after_the_record_is_marked_then_converges(project):
+    digest = project.candidate()
+
+    def crash_after_record(line: str) -> None:
+        if line.startswith("ledger record "):
+            raise RuntimeError("simulated crash")
+
+    with pytest.raises(PromotionError, match="phase 'write ledger' failed"):
+        project.promote("1.4.0", report=crash_after_record)
+    [(_, tags)] = release.list_releases(project.settings, "cpu")
+    assert tags == [
+        "1.4.0-cpu (missing)",
+        "1-cpu (missing)",
+        "1.4-cpu (missing)",
+        "latest-cpu (missing)",
+    ]
+    assert project.promote("1.4.0").plan.record is None
+    assert all(project.tag(t) == digest for t in ALL)
+
+
+@pytest.mark.parametrize("execute", [False, True])
+def test_a_tag_the_registry_cannot_hold_is_refused_at_planning(project, execute):
+    project.candidate()
+    with pytest.raises(
+        ConfigError, match=r"cannot hold tag '1\.5\.0-a{120}-cpu' \(130 characters\)"
+    ):
+        project.promote("1.5.0-" + "a" * 120, execute=execute)
+    assert project.client.list_tags(project.settings.release.repository) == []
