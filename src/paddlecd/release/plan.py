@@ -148,7 +148,11 @@ def check_tags(variant: str, version: semver.Version) -> None:
             (:func:`paddlecd.registry.reference.check_tag`).
     """
     for tag in (release_tag(version, variant), *moving_tags(version, variant), ledger.new_id(variant)):
-        check_tag(tag, what=f"tag of release {version}-{variant}")
+        try:
+            check_tag(tag, what=f"release {version}-{variant}: tag")
+        except ConfigError as e:
+            raise ConfigError(e.cause, f"{e.hint}; use a shorter version (pre-release) or variant "
+                                       "name") from None
 
 
 def _source(settings: Settings, variant: str, digest: str | None) -> tuple[RegistryClient, Reference]:
