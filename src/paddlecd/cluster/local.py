@@ -20,7 +20,7 @@ from typing import Any
 
 from paddlecd import engine
 from paddlecd.cluster.jobfile import JobSpec, Volume
-from paddlecd.cluster.k8s import parse_quantity
+from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.cluster.render import Target, environment, labels, launch_argv, rank_host
 from paddlecd.errors import ClusterError, EngineError
 
