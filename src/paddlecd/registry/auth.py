@@ -146,7 +146,7 @@ def _from_helper(name: str, server: str) -> Credentials | None:
     exe = shutil.which(f"docker-credential-{name}")
     if not exe:
         return None
-    result = proc.run([exe, "get"], stdin=server.encode(), check=False)
+    result = proc.run([exe, "get"], stdin=server.encode(), check=False, stdout_only=True)
     if result.returncode != 0:
         return None
     try:
