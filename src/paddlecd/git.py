@@ -73,7 +73,7 @@ def origin_url(root: Path) -> str | None:
 
 
 def show(root: Path, ref: str, path: str) -> str | None:
-    """The text of ``path`` (relative to the repository root) at ``ref``; None when it did not exist."""
+    """The text of ``path`` (relative to the repository root) at ``ref``; None if absent there."""
     try:
         return output(root, "show", f"{ref}:{path}")
     except ConfigError:

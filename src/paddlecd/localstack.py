@@ -107,8 +107,9 @@ class RegistryServer:
             RegistryError: the binary is missing or the server does not come up in ``timeout`` s.
         """
         config = self.write_config()
-        self.process = proc.start(["docker-registry", "serve", str(config)], log=self.root / "registry.log",
-                                  error=RegistryError, hint="apt-get install docker-registry")
+        self.process = proc.start(["docker-registry", "serve", str(config)],
+                                  log=self.root / "registry.log", error=RegistryError,
+                                  hint="apt-get install docker-registry")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.process.running():

@@ -31,7 +31,7 @@ class Result:
 
     Attributes:
         returncode: the exit status.
-        stdout: all of stdout (in combined mode: stdout and stderr interleaved), without a final newline.
+        stdout: all of stdout (combined mode: stdout and stderr interleaved), no final newline.
         tail: the last output lines (combined mode) or the last stderr lines (``stdout_only``).
         stderr: all of stderr in ``stdout_only`` mode; empty in combined mode.
     """
@@ -88,12 +88,13 @@ def run(
     Raises:
         error: the executable is missing; it ran longer than ``timeout`` (raised even when
             ``check`` is False: there is no exit status to return); or, with ``check``, it exited
-            non-zero (cause names ``what``/the command and the last line; the hint carries the tail).
+            non-zero (the cause names ``what`` or the command and the last line; the hint carries
+            the tail).
     """
     argv = [which(cmd[0], error=error), *cmd[1:]]
     if echo:
         echo("$ " + " ".join(cmd))
-    group = timeout is not None  # killed as a group: a CLI's plugin child must not hold the pipe open
+    group = timeout is not None  # killed as a group: a CLI plugin's child must not keep the pipe
     popen = subprocess.Popen(
         argv, cwd=cwd, env={**os.environ, **(env or {})},
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -117,7 +118,8 @@ def run(
             timer.cancel()
     if killed.is_set() and result.returncode == -signal.SIGKILL:
         raise error(f"{what or cmd[0]} did not finish within {timeout:g}s (killed)",
-                    "last output:\n" + result.tail if result.tail else "raise the timeout or run it by hand")
+                    "last output:\n" + result.tail if result.tail
+                    else "raise the timeout or run it by hand")
     if check and result.returncode != 0:
         last = next((ln for ln in reversed(result.tail.splitlines()) if ln.strip()), "")
         raise error(

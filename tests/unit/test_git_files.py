@@ -1,4 +1,4 @@
-"""git and files helpers: the revision of a real repository, files at a ref, atomic JSON, UTC stamps."""
+"""git and files helpers: a real repository's revision, files at a ref, atomic JSON, UTC stamps."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from paddlecd import files, git
 @pytest.fixture
 def repo(tmp_path):
     """A git repository with one commit, an origin URL holding a token, and images/lock.yaml."""
-    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)  # noqa: E731
+    def run(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
     run("init", "-q", "-b", "main")
     (tmp_path / "images").mkdir()
     (tmp_path / "images" / "lock.yaml").write_text("bases: {}\n")
@@ -59,7 +61,8 @@ def test_output_failure_carries_gits_message(repo):
 
     with pytest.raises(ConfigError) as e:
         git.output(repo, "rev-parse", "no-such-ref", what="reading no-such-ref", hint="fetch it")
-    assert e.value.cause.startswith("reading no-such-ref failed (exit 128): ") and e.value.hint == "fetch it"
+    assert e.value.cause.startswith("reading no-such-ref failed (exit 128): ")
+    assert e.value.hint == "fetch it"
 
 
 def test_now_iso_is_utc_with_z():

@@ -1,4 +1,4 @@
-"""The one subprocess helper: combined and stdout-only modes, timeouts, errors with a cause and a hint."""
+"""The one subprocess helper: combined and stdout-only modes, timeouts, cause and hint on errors."""
 
 from __future__ import annotations
 
@@ -21,15 +21,16 @@ def test_combined_mode_interleaves_stderr_and_streams_lines():
 
 
 def test_stdout_only_keeps_stderr_apart_for_parsing():
-    r = proc.run([PY, "-c", "import sys; print('{\"a\": 1}'); print('warning: x', file=sys.stderr)"],
-                 stdout_only=True)
+    code = "import sys; print('{\"a\": 1}'); print('warning: x', file=sys.stderr)"
+    r = proc.run([PY, "-c", code], stdout_only=True)
     assert r.stdout == '{"a": 1}' and r.stderr == "warning: x" and r.tail == "warning: x"
 
 
 def test_stdout_only_failure_names_the_last_stderr_line():
     cmd = [PY, "-c", "import sys; print('data'); sys.exit('fatal: not a git repository')"]
     with pytest.raises(ConfigError) as e:
-        proc.run(cmd, stdout_only=True, error=ConfigError, what="reading HEAD", hint="run it in a checkout")
+        proc.run(cmd, stdout_only=True, error=ConfigError, what="reading HEAD",
+                 hint="run it in a checkout")
     assert e.value.cause == "reading HEAD failed (exit 1): fatal: not a git repository"
     assert e.value.hint == "run it in a checkout"
 

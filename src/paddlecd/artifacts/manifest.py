@@ -152,7 +152,7 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
 
 
 def git_revision(root: Path) -> str | None:
-    """``git rev-parse HEAD`` in ``root``, or None outside a git checkout (see :func:`paddlecd.git.revision`)."""
+    """``git rev-parse HEAD`` in ``root``, or None outside a git checkout (see paddlecd.git)."""
     rev = git.revision(root)
     return rev.full if rev.known else None
 

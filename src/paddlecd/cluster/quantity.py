@@ -1,4 +1,4 @@
-"""Kubernetes resource quantities (``"500m"``, ``"4Gi"``, ``2``) as exact numbers, without the client.
+"""Kubernetes resource quantities (``"500m"``, ``"4Gi"``, ``2``) as exact numbers, no client needed.
 
 The grammar is Kubernetes' own (k8s.io/apimachinery ``pkg/api/resource/quantity.go``, the comment
 on ``type Quantity``)::
@@ -22,7 +22,8 @@ import re
 from decimal import Decimal
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)"
-_QUANTITY = re.compile(rf"({_NUMBER})(?:(?P<bin>[KMGTPE]i)|[eE](?P<exp>[+-]?\d+)|(?P<dec>[numkMGTPE]?))")
+_QUANTITY = re.compile(
+    rf"({_NUMBER})(?:(?P<bin>[KMGTPE]i)|[eE](?P<exp>[+-]?\d+)|(?P<dec>[numkMGTPE]?))")
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}  # powers of 1024
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
@@ -32,7 +33,7 @@ def parse_quantity(quantity: str | int) -> Decimal:
     (``"4Gi"`` → 4294967296).
 
     Raises:
-        ValueError: ``quantity`` does not follow the grammar (the job file schema rejects those first).
+        ValueError: ``quantity`` does not follow the grammar (the job file schema rejects it first).
     """
     if isinstance(quantity, int):
         return Decimal(quantity)

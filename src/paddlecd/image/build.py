@@ -100,9 +100,10 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
 def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -> dict[str, str]:
     """OCI annotations (image-spec annotations.md) plus paddle/cuda/cudnn/variant labels."""
     short, full, when = git.revision(settings.root)
+    source = os.environ.get("PADDLECD_SOURCE_URL") or git.origin_url(settings.root) or "unknown"
     oci = "org.opencontainers.image"
     out = {
-        f"{oci}.source": os.environ.get("PADDLECD_SOURCE_URL") or git.origin_url(settings.root) or "unknown",
+        f"{oci}.source": source,
         f"{oci}.revision": full,
         f"{oci}.created": when,  # commit time, not wall time: a no-op rebuild gives the same image
         f"{oci}.version": f"{v.name}-{short}",

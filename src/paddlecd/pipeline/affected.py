@@ -83,4 +83,5 @@ def select(settings: Settings, base_ref: str) -> list[str]:
 
 def _git(settings: Settings, *args: str, what: str) -> str:
     return git.output(settings.root, *args, what=f"git: reading {what}", error=ConfigError,
-                      hint="fetch it first (git fetch origin main; actions/checkout needs fetch-depth: 0)")
+                      hint="fetch it first (git fetch origin main; "
+                           "actions/checkout needs fetch-depth: 0)")

@@ -127,7 +127,8 @@ class Runner:
             if not self._stage(sdef, record):
                 break
         failed = any(s["status"] == "failed" for s in self.summary["stages"])
-        self.summary["status"], self.summary["finished"] = ("failed" if failed else "succeeded"), files.now_iso()
+        self.summary["status"] = "failed" if failed else "succeeded"
+        self.summary["finished"] = files.now_iso()
         self.save()
         self._event("pipeline.end", status=self.summary["status"], summary=str(self.folder / "summary.json"))
         return self.summary

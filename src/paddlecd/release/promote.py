@@ -157,7 +157,8 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
             report(f"copied: {dict(outcome.copied)}, {outcome.bytes_uploaded} bytes uploaded")
     with outcome.phase("write ledger", report):
         if plan.record:  # id and time taken now, not at plan time: the ledger order is the write order
-            record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant), when=files.now_iso("milliseconds"))
+            record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant),
+                                         when=files.now_iso("milliseconds"))
             ledger.append(dst, repo, record)
             report(f"ledger record {record.id}")
     with outcome.phase("write tags", report):

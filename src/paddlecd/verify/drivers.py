@@ -89,8 +89,8 @@ def host_gpus() -> tuple[str | None, int]:
     if not exe:
         return None, 0
     try:
-        out = proc.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], stdout_only=True,
-                       timeout=30, error=VerifyError).stdout.split()
+        out = proc.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+                       stdout_only=True, timeout=30, error=VerifyError).stdout.split()
     except VerifyError:  # a driver that does not answer counts as none (doctor says why)
         return None, 0
     pinned = pinned_devices()
