@@ -1,7 +1,11 @@
 """The container engine, behind one module (STYLE.md §1): nothing else imports ``docker``.
 
-docker-py drives the engine API (inspect, push, run, logs, networks). docker-py has no BuildKit, so
-secret-using builds go through a Docker CLI chosen explicitly by :func:`pick_builder`.
+docker-py drives the engine API (inspect, push, run, logs, networks) through one cached client.
+Callers describe a container with a :class:`ContainerSpec`; only this module turns it into
+docker-py keyword arguments. Every docker-py and transport error is translated once, by
+:func:`_translated`, into a :mod:`paddlecd.errors` type naming the reference, with the original
+as its cause. docker-py has no BuildKit, so secret-using builds go through a Docker CLI chosen
+explicitly by :func:`pick_builder` (run through :mod:`paddlecd.proc`).
 """
 
 from __future__ import annotations
@@ -12,20 +16,28 @@ import json
 import os
 import re
 import shutil
-import subprocess
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import docker
+import docker.constants
 import docker.errors
+import docker.types
 import requests
 
-from paddlecd.errors import EngineError, RegistryAuthError, RegistryError
+from paddlecd import proc
+from paddlecd.errors import EngineError, PaddlecdError, RegistryAuthError, RegistryError
+
+if TYPE_CHECKING:
+    from paddlecd.registry.auth import Credentials
 
 Progress = Callable[[str], None]
 
 KEEP_ENV = "PADDLECD_KEEP"  # set to 1 to keep containers and networks for debugging
+DOCKER_HOST_DEFAULT = "unix:///var/run/docker.sock"
+START_HINT = "start it: scripts/stack.sh up (or: dockerd &); check DOCKER_HOST and socket access"
 
 
 def keep() -> bool:
@@ -33,22 +45,68 @@ def keep() -> bool:
     return os.environ.get(KEEP_ENV, "").lower() in ("1", "true", "yes")
 
 
+@functools.lru_cache(maxsize=1)
 def client() -> docker.DockerClient:
-    """A docker-py client from the environment (``DOCKER_HOST`` or the default socket).
+    """The one docker-py client, from the environment (``DOCKER_HOST`` or the default socket),
+    made and pinged on first use and then shared (:func:`reset_client` drops it).
 
     Raises:
-        EngineError: the daemon does not answer.
+        EngineError: the daemon does not answer (nothing is cached then).
     """
-    try:
+    host = os.environ.get("DOCKER_HOST", DOCKER_HOST_DEFAULT)
+    with _translated(f"connecting to the Docker engine ({host})"):
         c = docker.from_env(timeout=600)
         c.ping()
         return c
-    except (docker.errors.DockerException, requests.RequestException) as e:
-        raise EngineError(
-            f"Docker engine not reachable ({os.environ.get('DOCKER_HOST', 'unix:///var/run/docker.sock')}): "
-            f"{str(e).splitlines()[0][:200]}",
-            "start it: scripts/stack.sh up (or: dockerd &), and check you may use the socket",
-        ) from e
+
+
+def reset_client() -> None:
+    """Forget the cached client (after ``DOCKER_HOST`` changed, or in tests)."""
+    if client.cache_info().currsize:
+        client().close()
+    client.cache_clear()
+
+
+@contextlib.contextmanager
+def _translated(doing: str, *, error: type[PaddlecdError] = EngineError,
+                hint: str | None = None) -> Iterator[None]:
+    """The one translation of docker-py and transport errors into paddlecd errors.
+
+    Everything that talks to the engine runs inside it; the cause names what was being done and
+    the reference (``"pushing reg/app:1.2: …"``) and keeps the original exception as ``__cause__``.
+
+    Args:
+        doing: what was being done, naming the image, container or network.
+        error: the error type (``RegistryError`` for push and pull); a missing local image is
+            always an :class:`EngineError`.
+        hint: what to do about a refusal; defaults per kind of failure.
+
+    Raises:
+        EngineError: a local image is missing, or docker-py failed before any request.
+        error: the engine refused the request (``APIError``: its ``explanation``), or it could not
+            be reached or the connection broke.
+    """
+    try:
+        yield
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"{doing}: image not found in the local engine ({_explain(e)})",
+                          "build, pull or push it first") from e
+    except docker.errors.APIError as e:
+        raise error(f"{doing}: {_explain(e)}",
+                    hint or "check the reference and the daemon log") from e
+    except (requests.ConnectionError, requests.Timeout) as e:  # ``error``: a cut push is retried
+        raise error(f"{doing}: the Docker engine did not answer ({_first_line(e)})",
+                    START_HINT) from e
+    except (docker.errors.DockerException, requests.RequestException) as e:  # from_env, TLS, config
+        raise EngineError(f"{doing}: {_first_line(e)}", START_HINT) from e
+
+
+def _explain(e: docker.errors.APIError) -> str:
+    return _first_line(e.explanation or e)
+
+
+def _first_line(e: object) -> str:
+    return (str(e).strip().splitlines() or ["unknown error"])[0][:300]
 
 
 def info() -> dict[str, Any]:
@@ -57,10 +115,8 @@ def info() -> dict[str, Any]:
     Raises:
         EngineError: the daemon does not answer.
     """
-    try:
+    with _translated("reading the Docker engine's /info", hint="check the daemon log"):
         return dict(client().info())
-    except docker.errors.APIError as e:
-        raise EngineError(f"Docker engine /info failed: {e.explanation}", "check the daemon log") from e
 
 
 # --------------------------------------------------------------------------- images
@@ -77,11 +133,12 @@ def image_id(ref: str) -> str:
 
 def image_exists(ref: str) -> bool:
     """True when ``ref`` is present in the local engine."""
-    try:
-        client().images.get(ref)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
+    with _translated(f"looking up image {ref}"):
+        try:
+            client().images.get(ref)
+        except docker.errors.ImageNotFound:
+            return False
+    return True
 
 
 def repo_digests(ref: str) -> list[str]:
@@ -95,22 +152,29 @@ def image_user(ref: str) -> str:
 
 
 def _image(ref: str) -> Any:
-    try:
+    with _translated(f"inspecting image {ref}"):
         return client().images.get(ref)
-    except docker.errors.ImageNotFound as e:
-        raise EngineError(f"image not found in the local engine: {ref}", "build or pull it first") from e
 
 
 def tag(ref: str, new_ref: str) -> None:
     """Tag local image ``ref`` as ``new_ref`` (``repo:tag``)."""
-    repo, _, t = new_ref.rpartition(":") if ":" in new_ref.rsplit("/", 1)[-1] else (new_ref, "", "latest")
-    if not _image(ref).tag(repo, t):
-        raise EngineError(f"tagging {ref} as {new_ref} failed", "check the reference")
+    repo, t = _split_tag(new_ref)
+    with _translated(f"tagging {ref} as {new_ref}", hint="check the reference"):
+        if not _image(ref).tag(repo, t):
+            raise EngineError(f"tagging {ref} as {new_ref} failed", "check the reference")
+
+
+def _split_tag(ref: str) -> tuple[str, str]:
+    """``("host:5000/repo", "tag")`` of ``host:5000/repo:tag``; ``latest`` when no tag is given."""
+    if ":" in ref.rsplit("/", 1)[-1]:
+        repo, _, t = ref.rpartition(":")
+        return repo, t
+    return ref, "latest"
 
 
 def remove_image(ref: str) -> None:
     """Remove local image tag ``ref``; a missing image is not an error."""
-    with contextlib.suppress(docker.errors.ImageNotFound):
+    with _translated(f"removing image {ref}"), contextlib.suppress(docker.errors.ImageNotFound):
         client().images.remove(ref, noprune=False)
 
 
@@ -118,13 +182,14 @@ def import_rootfs(tar_path: str, ref: str, *, changes: Sequence[str] = ()) -> st
     """Import a root filesystem tarball as image ``ref`` (``docker import``); returns the image ID.
 
     ``changes`` are Dockerfile instructions applied on import (``ENV``, ``CMD``…).
+
+    Raises:
+        EngineError: the engine refused the tarball.
     """
-    repo, _, t = ref.rpartition(":")
-    try:
-        with open(tar_path, "rb") as fh:
-            out = client().api.import_image_from_data(fh, repository=repo, tag=t, changes=list(changes))
-    except docker.errors.APIError as e:
-        raise EngineError(f"importing rootfs {tar_path} as {ref} failed: {e.explanation}", "check the tarball") from e
+    repo, t = _split_tag(ref)
+    with _translated(f"importing rootfs {tar_path} as {ref}", hint="check the tarball"), \
+            open(tar_path, "rb") as fh:
+        out = client().api.import_image_from_data(fh, repository=repo, tag=t, changes=list(changes))
     status = json.loads(out.splitlines()[-1]) if isinstance(out, str) else out
     if "error" in status:
         raise EngineError(f"importing rootfs as {ref} failed: {status['error']}", "check the tarball")
@@ -180,24 +245,24 @@ def _messages(chunk: Any) -> Iterator[dict]:
             yield json.loads(line)
 
 
-def push(ref: str, *, auth_config: Mapping[str, str] | None = None, on_progress: Progress | None = None) -> str:
+def push(ref: str, *, credentials: Credentials | None = None,
+         on_progress: Progress | None = None) -> str:
     """Push local ``ref`` (``registry/repo:tag``) and return the manifest digest the engine reports.
 
-    Credentials: ``auth_config`` when given, else docker-py reads Docker's config.json.
+    Args:
+        credentials: sent to the registry when given (:mod:`paddlecd.registry.auth`); else the
+            engine uses Docker's config.json (docker-py reads it).
 
     Raises:
-        RegistryAuthError, RegistryError: see :func:`decode_stream`; also when no digest was reported.
-        EngineError: the engine refused the request.
+        RegistryAuthError, RegistryError: see :func:`decode_stream`; also when no digest was
+            reported or the engine refused or lost the request.
     """
-    repo, _, t = ref.rpartition(":")
-    try:
+    repo, t = _split_tag(ref)
+    with _translated(f"pushing {ref}", error=RegistryError,
+                     hint="check the registry address and that it is up; re-run to retry"):
         stream = client().api.push(repo, tag=t, stream=True, decode=True,
-                                   auth_config=dict(auth_config) if auth_config else None)
+                                   auth_config=_auth_config(credentials))
         messages = decode_stream(stream, what=f"pushing {ref}", on_progress=on_progress)
-    except docker.errors.APIError as e:
-        raise RegistryError(f"pushing {ref}: {e.explanation}", "check the registry address and that it is up") from e
-    except requests.ConnectionError as e:
-        raise RegistryError(f"pushing {ref}: connection to the engine lost", "re-run to retry") from e
     for msg in reversed(messages):
         digest = (msg.get("aux") or {}).get("Digest")
         if digest:
@@ -205,19 +270,32 @@ def push(ref: str, *, auth_config: Mapping[str, str] | None = None, on_progress:
     raise RegistryError(f"pushing {ref}: the engine reported no digest", "re-run; check the registry logs")
 
 
-def pull(ref: str, *, auth_config: Mapping[str, str] | None = None, on_progress: Progress | None = None) -> None:
-    """Pull ``ref`` into the local engine, decoding every chunk (see :func:`decode_stream`)."""
+def pull(ref: str, *, credentials: Credentials | None = None,
+         on_progress: Progress | None = None) -> None:
+    """Pull ``ref`` (``repo:tag`` or ``repo@sha256:…``) into the local engine, decoding every chunk
+    (see :func:`decode_stream`); ``credentials`` as for :func:`push`.
+
+    Raises:
+        RegistryAuthError, RegistryError: the registry refused, or the engine refused or lost the
+            request.
+    """
     repo, sep, rest = ref.partition("@")
     if not sep:
-        repo, _, rest = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
-    try:
+        repo, rest = _split_tag(ref)
+    with _translated(f"pulling {ref}", error=RegistryError,
+                     hint="check the reference and the registry"):
         stream = client().api.pull(repo, tag=rest, stream=True, decode=True,
-                                   auth_config=dict(auth_config) if auth_config else None)
+                                   auth_config=_auth_config(credentials))
         decode_stream(stream, what=f"pulling {ref}", on_progress=on_progress)
-    except docker.errors.APIError as e:
-        raise RegistryError(f"pulling {ref}: {e.explanation}", "check the reference and registry") from e
-    except requests.ConnectionError as e:
-        raise RegistryError(f"pulling {ref}: connection to the engine lost", "re-run to retry") from e
+
+
+def _auth_config(credentials: Credentials | None) -> dict[str, str] | None:
+    """docker-py's ``auth_config`` (the engine API's ``X-Registry-Auth``) for ``credentials``."""
+    if credentials is None:
+        return None
+    if credentials.identity_token:  # Docker stores OAuth refresh tokens under the user <token>
+        return {"identitytoken": credentials.password}
+    return {"username": credentials.username, "password": credentials.password}
 
 
 # --------------------------------------------------------------------------- builds (BuildKit via CLI)
@@ -271,16 +349,16 @@ def _docker_clis() -> list[str]:
 
 def _ok(argv: Sequence[str]) -> bool:
     try:
-        return subprocess.run(argv, capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        return proc.run(argv, stdout_only=True, check=False, timeout=30).returncode == 0
+    except EngineError:  # missing, or stuck: not a usable builder
         return False
 
 
 def _cli_version(cli: str) -> tuple[int, int] | None:
     try:
-        out = subprocess.run([cli, "version", "--format", "{{.Client.Version}}"], capture_output=True,
-                             text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        out = proc.run([cli, "version", "--format", "{{.Client.Version}}"], stdout_only=True,
+                       check=False, timeout=30).stdout
+    except EngineError:
         return None
     m = re.match(r"(\d+)\.(\d+)", out.strip())
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -293,6 +371,80 @@ def have_cli(name: str) -> bool:
 
 # --------------------------------------------------------------------------- containers and networks
 
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount (``source`` an absolute host path) or a named volume (``source`` its name)."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerSpec:
+    """What to run, as callers describe it; only :func:`_run_kwargs` makes docker-py options of it.
+
+    Attributes:
+        image: reference to run (``host/repo@sha256:…`` after push).
+        command: argv; empty runs the image's ``CMD``.
+        env: environment variables.
+        mounts: bind mounts and volumes.
+        name, hostname, user (``uid:gid`` or a name), workdir: as ``docker run``.
+        labels: container labels (``paddlecd.io/job`` lets tests and cleanup find it).
+        network: a user-defined network to join; ``aliases`` are extra DNS names on it
+            (``docker run --network-alias``).
+        shm_size: ``/dev/shm`` size, bytes or Docker's syntax (``"2g"``).
+        memory: memory limit in bytes. cpus: CPU limit in cores (``0.5``).
+        gpus: GPU-only. ``"all"`` (``--gpus all``) or device indexes (``("0", "1")``); None: no GPU.
+        ipc: GPU-only in practice. ``"host"`` shares the host's IPC namespace (NCCL's shared-memory
+            transport); None: private.
+    """
+
+    image: str
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    name: str | None = None
+    hostname: str | None = None
+    user: str | None = None
+    workdir: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    network: str | None = None
+    aliases: tuple[str, ...] = ()
+    shm_size: int | str | None = None
+    memory: int | None = None
+    cpus: float | None = None
+    gpus: Literal["all"] | tuple[str, ...] | None = None
+    ipc: str | None = None
+
+
+def _run_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    """docker-py ``containers.run`` keyword arguments for ``spec`` (built nowhere else)."""
+    kwargs: dict[str, Any] = {
+        "environment": dict(spec.env),
+        "volumes": {m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+                    for m in spec.mounts},
+        "labels": dict(spec.labels),
+    }
+    optional = {"name": spec.name, "hostname": spec.hostname, "user": spec.user,
+                "working_dir": spec.workdir, "network": spec.network, "shm_size": spec.shm_size,
+                "mem_limit": spec.memory, "ipc_mode": spec.ipc}
+    kwargs.update({k: v for k, v in optional.items() if v is not None})
+    if spec.cpus is not None:
+        kwargs["nano_cpus"] = round(spec.cpus * 10**9)  # the engine API counts 1e-9 CPUs
+    if spec.aliases:
+        if not spec.network:
+            raise EngineError(f"container {spec.name or spec.image}: aliases without a network",
+                              "set ContainerSpec.network")
+        endpoint = docker.types.EndpointConfig(docker.constants.DEFAULT_DOCKER_API_VERSION,
+                                               aliases=list(spec.aliases))
+        kwargs["networking_config"] = {spec.network: endpoint}
+    if spec.gpus is not None:  # GPU-only: the NVIDIA Container Toolkit's device request
+        which = {"count": -1} if spec.gpus == "all" else {"device_ids": list(spec.gpus)}
+        kwargs["device_requests"] = [docker.types.DeviceRequest(**which, capabilities=[["gpu"]])]
+    return kwargs
+
+
 @dataclass
 class Finished:
     """A finished container: ``exit_code`` and its combined ``logs`` (text)."""
@@ -302,103 +454,99 @@ class Finished:
     logs: str
 
 
-@contextlib.contextmanager
-def container(image: str, command: Sequence[str] | None = None, **kwargs: Any) -> Iterator[Any]:
-    """Create and start a container; remove it on exit (kept when ``$PADDLECD_KEEP`` is set).
+class Container:
+    """A container started by :func:`container` (the docker-py object stays inside this module)."""
 
-    ``kwargs`` go to docker-py ``containers.run`` (detach is forced): ``name``, ``environment``,
-    ``volumes``, ``network``, ``shm_size``, ``user``, ``device_requests``, ``ipc_mode``…
+    def __init__(self, raw: Any):
+        self._raw = raw
+
+    @property
+    def name(self) -> str:
+        """The container's name (given in the spec, or the engine's)."""
+        return str(self._raw.name)
+
+    def kill(self) -> None:
+        """Stop it now (SIGKILL); a container that already exited or is gone is left as it is."""
+        with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+            self._raw.kill()
+
+
+@contextlib.contextmanager
+def container(spec: ContainerSpec) -> Iterator[Container]:
+    """Create and start a container from ``spec``; remove it on exit (kept with ``$PADDLECD_KEEP``).
 
     Raises:
         EngineError: the image is missing or the engine refused to start the container.
     """
+    kwargs = _run_kwargs(spec)
+    with _translated(f"starting a container of {spec.image}", hint="check the run options"):
+        raw = client().containers.run(spec.image, list(spec.command) or None, detach=True, **kwargs)
     try:
-        c = client().containers.run(image, command, detach=True, **kwargs)
-    except docker.errors.ImageNotFound as e:
-        raise EngineError(f"image not found: {image}", "push/pull it first") from e
-    except docker.errors.APIError as e:
-        raise EngineError(f"starting a container of {image}: {e.explanation}", "check the run options") from e
-    try:
-        yield c
+        yield Container(raw)
     finally:
         if not keep():
-            with contextlib.suppress(docker.errors.APIError):
-                c.remove(force=True)
+            with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+                raw.remove(force=True)
 
 
-def wait(c: Any, *, timeout: float, on_line: Progress | None = None) -> Finished:
+def wait(c: Container, *, timeout: float, on_line: Progress | None = None) -> Finished:
     """Stream ``c``'s logs to ``on_line`` until it exits; return its exit code and logs.
 
+    Args:
+        timeout: seconds to wait for the exit.
+
     Raises:
-        EngineError: it did not exit within ``timeout`` seconds (it is killed).
+        EngineError: it did not exit within ``timeout`` seconds (it is killed), or the engine
+            failed.
     """
     lines: list[str] = []
-    import threading
+    raw = c._raw
 
     def pump() -> None:
         buf = b""
-        for chunk in c.logs(stream=True, follow=True):
-            buf += chunk
-            *complete, buf = buf.split(b"\n")
-            for raw in complete:
-                line = raw.decode("utf-8", "replace")
-                lines.append(line)
-                if on_line:
-                    on_line(line)
+        with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+            for chunk in raw.logs(stream=True, follow=True):
+                buf += chunk
+                *complete, buf = buf.split(b"\n")
+                for line in (r.decode("utf-8", "replace") for r in complete):
+                    lines.append(line)
+                    if on_line:
+                        on_line(line)
         if buf:
             lines.append(buf.decode("utf-8", "replace"))
 
     t = threading.Thread(target=pump, daemon=True)
     t.start()
-    try:
-        status = c.wait(timeout=timeout)
-    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
-        # docker-py 7.1 surfaces a wait timeout as ConnectionError("... Read timed out"), not ReadTimeout
-        with contextlib.suppress(docker.errors.APIError):
+    with _translated(f"waiting for container {c.name}"):
+        try:
+            status = raw.wait(timeout=timeout)
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
+            # docker-py 7.1 raises a wait timeout as ConnectionError("… Read timed out")
             c.kill()
-        raise EngineError(f"container {c.name} did not finish within {timeout:.0f}s", "raise the timeout (verify.timeout / PADDLECD_VERIFY_TIMEOUT for verify) or check the logs") from e
+            raise EngineError(f"container {c.name} did not finish within {timeout:.0f}s",
+                              "raise the timeout (verify.timeout / PADDLECD_VERIFY_TIMEOUT for "
+                              "verify) or check the logs") from e
     t.join(timeout=10)
     return Finished(c.name, int(status.get("StatusCode", -1)), "\n".join(lines))
 
 
 @contextlib.contextmanager
-def network(name: str, *, labels: Mapping[str, str] | None = None) -> Iterator[Any]:
-    """A user-defined bridge network ``name``, removed on exit (kept with ``$PADDLECD_KEEP``)."""
+def network(name: str, *, labels: Mapping[str, str] | None = None) -> Iterator[str]:
+    """A user-defined bridge network ``name`` (yielded), removed on exit unless ``$PADDLECD_KEEP``.
+
+    Raises:
+        EngineError: the engine refused to create it (a stale network of that name, say).
+    """
+    with _translated(f"creating network {name}",
+                     hint=f"remove the stale network: docker network rm {name}"):
+        net = client().networks.create(name, driver="bridge", labels=dict(labels or {}),
+                                       check_duplicate=True)
     try:
-        net = client().networks.create(name, driver="bridge", labels=dict(labels or {}), check_duplicate=True)
-    except docker.errors.APIError as e:
-        raise EngineError(f"creating network {name}: {e.explanation}", "remove the stale network: docker network rm " + name) from e
-    try:
-        yield net
+        yield name
     finally:
         if not keep():
-            with contextlib.suppress(docker.errors.APIError):
+            with contextlib.suppress(docker.errors.APIError, requests.RequestException):
                 net.reload()
                 for c in net.containers:
                     net.disconnect(c, force=True)
                 net.remove()
-
-
-def network_aliases(network_name: str, aliases: Sequence[str]) -> dict[str, Any]:
-    """``networking_config`` for ``container(..., network=network_name)`` giving the container extra
-    DNS names on that network (``docker run --network-alias``); used by the local cluster executor."""
-    return {network_name: client().api.create_endpoint_config(aliases=list(aliases))}
-
-
-def gpu_request(count: int | None = None) -> list[Any]:
-    """``device_requests`` for NVIDIA GPUs (``--gpus all`` when ``count`` is None). GPU-only path."""
-    return [docker.types.DeviceRequest(count=-1 if count is None else count, capabilities=[["gpu"]])]
-
-
-def gpu_request_ids(device_ids: Sequence[str]) -> list[Any]:
-    """``device_requests`` for the given NVIDIA GPU indexes (``--gpus '"device=0,1"'``). GPU-only path."""
-    return [docker.types.DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
-
-
-def copy_from(c: Any, path: str) -> bytes:
-    """Return a tar stream (bytes) of ``path`` inside container ``c`` (``docker cp``)."""
-    try:
-        bits, _ = c.get_archive(path)
-    except docker.errors.NotFound as e:
-        raise EngineError(f"{path} not found in container {c.name}", "the run did not produce it") from e
-    return b"".join(bits)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
-import os
+import logging
 import signal
 import socket
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +45,7 @@ class RegistryServer:
     port: int = 5000
     users: dict[str, str] = field(default_factory=dict)
     tls: bool = False
-    process: subprocess.Popen | None = None
+    process: proc.Background | None = None
 
     @property
     def host(self) -> str:
@@ -107,14 +106,13 @@ class RegistryServer:
         Raises:
             RegistryError: the binary is missing or the server does not come up in ``timeout`` s.
         """
-        exe = proc.which("docker-registry", hint="apt-get install docker-registry", error=RegistryError)
         config = self.write_config()
-        log = open(self.root / "registry.log", "ab")
-        self.process = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=log,
-                                        start_new_session=True)
+        self.process = proc.start(["docker-registry", "serve", str(config)],
+                                  log=self.root / "registry.log", error=RegistryError,
+                                  hint="apt-get install docker-registry")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if not self.process.running():
                 raise RegistryError(f"registry on {self.host} exited: see {self.root / 'registry.log'}",
                                     "is the port taken?")
             if self.ready():
@@ -134,12 +132,8 @@ class RegistryServer:
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+        if self.process:
+            self.process.stop(grace=10)
         self.process = None
 
     def docker_config(self, dest: Path, username: str, password: str) -> Path:
@@ -158,12 +152,14 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=5000)
     ap.add_argument("--root", type=Path, required=True)
     args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # stack.sh keeps it in serve.log
+    log = logging.getLogger("paddlecd.localstack")
     server = RegistryServer(args.root, port=args.port)
     if server.ready():
-        print(f"registry already answering on {server.host}")
+        log.info("registry already answering on %s", server.host)
         return
     server.start()
-    print(f"registry serving on http://{server.host} (data: {args.root / 'data'})", flush=True)
+    log.info("registry serving on http://%s (data: %s)", server.host, args.root / "data")
 
     def stop(signum: int, frame: object) -> None:  # `scripts/stack.sh down` stops the registry too
         server.stop()

@@ -97,9 +97,11 @@ def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(settin
     assert Path(location + ".pdiparams").is_file()
     assert leftovers(plan.job_id) == []
 
-    with engine.container(image_by_digest, ["python", "-c", LOAD_BACK], user="1000:1000", volumes={
-            str(tmp_path / "out"): {"bind": "/output", "mode": "ro"},
-            str(ROOT / "examples"): {"bind": "/workspace/examples", "mode": "ro"}}) as c:
+    load_back = engine.ContainerSpec(
+        image=image_by_digest, command=("python", "-c", LOAD_BACK), user="1000:1000",
+        mounts=(engine.Mount(str(tmp_path / "out"), "/output", read_only=True),
+                engine.Mount(str(ROOT / "examples"), "/workspace/examples", read_only=True)))
+    with engine.container(load_back) as c:
         loaded = engine.wait(c, timeout=300)
     assert loaded.exit_code == 0, loaded.logs[-2000:]
     m = re.search(r"loaded shape \[512, 1\] mse ([0-9.e+-]+)", loaded.logs)
@@ -164,7 +166,8 @@ def test_container_options_mirror_the_pod(tmp_path):
 
     spec = jobfile.load(write_job(tmp_path, steps=1)).with_overrides(gpus=2)
     target = Target("127.0.0.1:5000/x@sha256:" + "a" * 64, "cu126", "1.4.0-cu126")
-    opts = [local._options(spec, target, "job-1a2b3c", rank) for rank in (0, 1)]
+    opts = [engine._run_kwargs(local._container(spec, target, "job-1a2b3c", rank))
+            for rank in (0, 1)]
 
     assert [o["device_requests"][0]["DeviceIDs"] for o in opts] == [["0", "1"], ["2", "3"]]
     assert opts[1]["networking_config"]["job-1a2b3c"]["Aliases"] == ["job-1a2b3c-1.job-1a2b3c"]

@@ -166,17 +166,30 @@ def test_gpu_pinning_from_environment(monkeypatch, env, expected):
     assert drivers.pinned_devices() == expected
 
 
-def test_gpu_run_options_pin_cards_and_share_ipc(monkeypatch, tmp_path):
+def test_gpu_smoke_container_pins_cards_and_shares_ipc(monkeypatch, tmp_path):
     """GPU-only path, checked without a GPU: the smoke container gets the pinned cards, host IPC, big shm."""
     monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "2,3")
     monkeypatch.setattr(drivers, "host_gpus", lambda: ("560.35.03", 2))
     s = config.load(root=ROOT, environ={})
-    opts = verify.run_options(s, {"io.paddlecd.device": "gpu", "io.paddlecd.cuda.version": "12.6"}, tmp_path)
-    assert opts["ipc_mode"] == "host" and opts["shm_size"] == s.verify.gpu_shm_size
-    assert opts["device_requests"][0]["DeviceIDs"] == ["2", "3"]
-    assert opts["environment"]["PADDLECD_GPUS"] == "2" and opts["environment"]["PADDLECD_DEVICE"] == "gpu"
-    assert opts["environment"]["PADDLECD_EXPECT_CUDA"] == "12.6"
-    assert opts["environment"]["NVIDIA_TF32_OVERRIDE"] == "0"  # full fp32 for the 1e-5 export check
+    labels = {"io.paddlecd.device": "gpu", "io.paddlecd.cuda.version": "12.6"}
+    spec = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path)
+    assert (spec.gpus, spec.ipc, spec.shm_size) == (("2", "3"), "host", s.verify.gpu_shm_size)
+    assert spec.env["PADDLECD_GPUS"] == "2" and spec.env["PADDLECD_DEVICE"] == "gpu"
+    assert spec.env["PADDLECD_EXPECT_CUDA"] == "12.6"
+    assert spec.env["NVIDIA_TF32_OVERRIDE"] == "0"  # full fp32 for the 1e-5 export check
+    kwargs = engine._run_kwargs(spec)  # what the engine is asked for
+    assert kwargs["device_requests"][0]["DeviceIDs"] == ["2", "3"] and kwargs["ipc_mode"] == "host"
+
+
+def test_cpu_smoke_container_has_no_gpu_parts(tmp_path):
+    s = config.load(root=ROOT, environ={})
+    labels = {"io.paddlecd.device": "cpu"}
+    spec = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path)
+    kwargs = engine._run_kwargs(spec)
+    assert "device_requests" not in kwargs and "ipc_mode" not in kwargs
+    assert kwargs["volumes"] == {str(ROOT / "smoke"): {"bind": "/smoke", "mode": "ro"},
+                                 str(tmp_path): {"bind": "/out", "mode": "rw"}}
+    assert kwargs["shm_size"] == s.verify.shm_size and kwargs["working_dir"] == "/tmp"
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:5000", "registry.example/team"])

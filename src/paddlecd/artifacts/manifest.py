@@ -24,7 +24,7 @@ from typing import Any
 import jsonschema
 import semver
 
-from paddlecd import __version__
+from paddlecd import __version__, git
 from paddlecd.errors import ConfigError, PaddlecdError
 
 MANIFEST = "manifest.json"
@@ -156,11 +156,9 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
 
 
 def git_revision(root: Path) -> str | None:
-    """``git rev-parse HEAD`` in ``root``, or None outside a git checkout (see builder.git_revision)."""
-    from paddlecd.image.build import git_revision as revision
-
-    full = revision(root)[1]
-    return None if full == "unknown" else full
+    """``git rev-parse HEAD`` in ``root``, or None outside a git checkout (see paddlecd.git)."""
+    rev = git.revision(root)
+    return rev.full if rev.known else None
 
 
 def installed_paddle_version() -> str | None:

@@ -16,12 +16,12 @@ from typing import Any
 
 import yaml
 
+from paddlecd import git
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.jobfile import JobSpec
 from paddlecd.cluster.render import KINDS, Target, pinned, render
 from paddlecd.config import Settings
 from paddlecd.errors import ClusterError, ConfigError
-from paddlecd.image import build as builder
 from paddlecd.image import variants
 from paddlecd.registry.client import parse_reference, refuse_image_id
 
@@ -132,7 +132,7 @@ def resolve(settings: Settings, *, release: str | None, image: str | None, varia
     if bool(release) == bool(image):
         raise ConfigError("give exactly one of --release X.Y.Z-<variant> or --image host/repo@sha256:…",
                           "e.g. invoke deploy --release 1.4.0-cpu --job examples/train.yaml")
-    revision = builder.git_revision(settings.root)[1]
+    revision = git.revision(settings.root).full
     if image:  # a local image ID where the manifest digest belongs is refused (issue 12)
         reference = str(refuse_image_id(parse_reference(pinned(image))))
         return Target(reference, variant or "cpu", None, revision)

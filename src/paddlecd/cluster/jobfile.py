@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from paddlecd import schema as validation
-from paddlecd.cluster.k8s import parse_quantity
+from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.errors import ConfigError
 
 SCHEMA_PATH = "schemas/train.schema.json"

@@ -12,12 +12,10 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import kubernetes.client
 import kubernetes.config
-import kubernetes.utils
 import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -26,15 +24,6 @@ from paddlecd.config import Settings
 from paddlecd.errors import ClusterError
 
 PADDLEJOB = ("kubeflow.org", "v1", "paddlejobs")
-
-
-def parse_quantity(quantity: str | int) -> Decimal:
-    """A Kubernetes quantity (``"500m"``, ``"4Gi"``, ``2``) as a number (cores or bytes).
-
-    Raises:
-        ValueError: not a quantity (the job file schema rejects those first).
-    """
-    return kubernetes.utils.parse_quantity(quantity)
 
 
 @dataclass

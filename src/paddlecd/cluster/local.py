@@ -20,7 +20,7 @@ from typing import Any
 
 from paddlecd import engine
 from paddlecd.cluster.jobfile import JobSpec, Volume
-from paddlecd.cluster.k8s import parse_quantity
+from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.cluster.render import Target, environment, labels, launch_argv, rank_host
 from paddlecd.errors import ClusterError, EngineError
 
@@ -39,30 +39,29 @@ def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: 
     with contextlib.ExitStack() as stack:
         stack.enter_context(engine.network(job_id, labels=labels(target, job_id)))
         on_event(f"network {job_id} created")
-        ranks = [stack.enter_context(engine.container(target.reference, launch_argv(spec, job_id, i),
-                                                      **_options(spec, target, job_id, i)))
+        ranks = [stack.enter_context(engine.container(_container(spec, target, job_id, i)))
                  for i in range(spec.nodes)]
         on_event(f"started {len(ranks)} containers: " + ", ".join(c.name for c in ranks))
         _wait_all(ranks, timeout=spec.active_deadline_seconds, on_line=on_line)
     on_event("containers and network " + ("kept (PADDLECD_KEEP)" if engine.keep() else "removed"))
 
 
-def _options(spec: JobSpec, target: Target, job_id: str, rank: int) -> dict[str, Any]:
-    """docker-py ``containers.run`` keyword arguments for ``rank``."""
+def _container(spec: JobSpec, target: Target, job_id: str, rank: int) -> engine.ContainerSpec:
+    """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name."""
     r, uid = spec.resources, spec.run_as_user
-    opts: dict[str, Any] = {
-        "name": f"{job_id}-{rank}", "hostname": f"{job_id}-{rank}", "network": job_id,
-        "networking_config": engine.network_aliases(job_id, [rank_host(job_id, rank)]),
-        "environment": {**environment(spec, target, job_id), "JOB_COMPLETION_INDEX": str(rank)},
-        "volumes": {_source(v): {"bind": v.mount_path, "mode": "ro" if v.read_only else "rw"}
-                    for v in spec.volumes.values()},
-        "shm_size": int(parse_quantity(r.shm)), "mem_limit": int(parse_quantity(r.memory)),
-        "nano_cpus": int(parse_quantity(r.cpu) * 10**9), "user": f"{uid}:{uid}", "working_dir": "/tmp",
-        "labels": {**labels(target, job_id), "paddlecd.io/rank": str(rank)},
-    }
-    if r.gpus:  # one machine: rank i gets its own cards [i·g, (i+1)·g)
-        opts["device_requests"] = engine.gpu_request_ids([str(rank * r.gpus + k) for k in range(r.gpus)])
-    return opts
+    return engine.ContainerSpec(
+        image=target.reference, command=tuple(launch_argv(spec, job_id, rank)),
+        name=f"{job_id}-{rank}", hostname=f"{job_id}-{rank}", user=f"{uid}:{uid}", workdir="/tmp",
+        env={**environment(spec, target, job_id), "JOB_COMPLETION_INDEX": str(rank)},
+        mounts=tuple(engine.Mount(_source(v), v.mount_path, read_only=v.read_only)
+                     for v in spec.volumes.values()),
+        labels={**labels(target, job_id), "paddlecd.io/rank": str(rank)},
+        network=job_id, aliases=(rank_host(job_id, rank),),
+        shm_size=int(parse_quantity(r.shm)), memory=int(parse_quantity(r.memory)),
+        cpus=float(parse_quantity(r.cpu)),
+        # GPU-only. One machine: rank i gets its own cards [i·g, (i+1)·g)
+        gpus=tuple(str(rank * r.gpus + k) for k in range(r.gpus)) if r.gpus else None,
+    )
 
 
 def _source(v: Volume) -> str:
@@ -98,7 +97,7 @@ def _prepare_output(output: Volume, uid: int) -> None:
 STOP_GRACE_SECONDS = 15.0
 
 
-def _wait_all(ranks: list[Any], *, timeout: float, on_line: Emit) -> None:
+def _wait_all(ranks: list[engine.Container], *, timeout: float, on_line: Emit) -> None:
     """Wait for every rank; after the first non-zero exit, give the others a short grace to exit,
     stop the rest, and raise naming every rank that failed (with each one's log tail)."""
     with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
@@ -135,10 +134,9 @@ def _job_failed(failures: list[tuple[int, str, str]]) -> ClusterError:
     return ClusterError(cause, "\n".join(tails) or "raise activeDeadlineSeconds in the job file, or look at the log above")
 
 
-def _stop(ranks: list[Any]) -> None:
+def _stop(ranks: list[engine.Container]) -> None:
     for c in ranks:
-        with contextlib.suppress(Exception):  # already exited, or removed: nothing left to stop
-            c.kill()
+        c.kill()  # one that already exited, or is gone, is left as it is
 
 
 def _prefixed(on_line: Emit, rank: int) -> Emit:

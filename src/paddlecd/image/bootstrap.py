@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,7 +72,8 @@ def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = No
         if os.geteuid() != 0:
             raise EngineError("debootstrap needs root to build the base rootfs",
                               "run the bootstrap as root: sudo -E .venv/bin/invoke image.bootstrap (once per registry)")
-        subprocess.run(["rm", "-rf", str(target)], check=False)
+        if target.exists():  # a half-made rootfs from an interrupted run
+            shutil.rmtree(target)
         target.mkdir(parents=True)
         proc.run(["debootstrap", "--variant=minbase", "--include=" + ",".join(boot.packages), boot.suite,
                   str(target), host_mirror(settings)], on_line=on_line, what=f"debootstrap {boot.suite}")

@@ -8,22 +8,20 @@ or layers. The full build log is kept under ``<state>/logs/``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddlecd import engine, proc
+from paddlecd import engine, git, proc
 from paddlecd.config import Settings
 from paddlecd.errors import EngineError
+from paddlecd.files import now_iso, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry.reference import parse_reference
-from paddlecd.verify.evidence import now_iso, write_json
 
 Echo = Callable[[str], None]
 LABEL = "io.paddlecd"
@@ -40,22 +38,6 @@ class Built:
     builder: str
     log: Path
     seconds: float
-
-
-@functools.lru_cache(maxsize=4)
-def git_revision(root: Path) -> tuple[str, str, str]:
-    """``(short sha, full sha, commit time ISO-8601)`` of ``root``'s HEAD; ``-dirty`` appended to the short
-    sha when tracked files outside the lock file differ. ``("nogit", "unknown", now)`` outside git."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
-
-    try:
-        full = git("rev-parse", "HEAD")
-        when = git("show", "-s", "--format=%cI", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!images/lock.yaml")
-    except (OSError, subprocess.CalledProcessError):
-        return "nogit", "unknown", now_iso()
-    return full[:7] + ("-dirty" if dirty else ""), full, when
 
 
 def ca_bundle(settings: Settings) -> str | None:
@@ -119,10 +101,11 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
 
 def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -> dict[str, str]:
     """OCI annotations (image-spec annotations.md) plus paddle/cuda/cudnn/variant labels."""
-    short, full, when = git_revision(settings.root)
+    short, full, when = git.revision(settings.root)
+    source = os.environ.get("PADDLECD_SOURCE_URL") or git.origin_url(settings.root) or "unknown"
     oci = "org.opencontainers.image"
     out = {
-        f"{oci}.source": os.environ.get("PADDLECD_SOURCE_URL", _origin(settings.root)),
+        f"{oci}.source": source,
         f"{oci}.revision": full,
         f"{oci}.created": when,  # commit time, not wall time: a no-op rebuild gives the same image
         f"{oci}.version": f"{v.name}-{short}",
@@ -138,16 +121,9 @@ def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -
     return out
 
 
-def _origin(root: Path) -> str:
-    r = subprocess.run(["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True, text=True)
-    url = r.stdout.strip()
-    # never leak credentials embedded in a remote URL (https://user:token@host/…)
-    return url.split("@", 1)[-1] if "://" in url and "@" in url else (url or "unknown")
-
-
 def candidate_tag(settings: Settings, variant: str) -> str:
     """``<registry>/<repository>:<variant>-<git short sha>`` (never ``latest``)."""
-    return f"{settings.candidate_repo}:{variant}-{git_revision(settings.root)[0]}"
+    return f"{settings.candidate_repo}:{variant}-{git.revision(settings.root).short}"
 
 
 def pull_base(settings: Settings, entry: lock.LockEntry, *, on_line: Echo | None = None) -> bool:
@@ -174,7 +150,7 @@ def pull_base(settings: Settings, entry: lock.LockEntry, *, on_line: Echo | None
         return False
     if on_line:
         on_line(f"pulling base {entry.pinned} with {creds.source}")
-    engine.pull(entry.pinned, auth_config={"username": creds.username, "password": creds.password})
+    engine.pull(entry.pinned, credentials=creds)
     return True
 
 

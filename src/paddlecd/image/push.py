@@ -38,12 +38,6 @@ class Pushed:
     reference: str
 
 
-def env_credentials() -> dict[str, str] | None:
-    """``auth_config`` from ``PADDLECD_REGISTRY_USERNAME``/``_PASSWORD`` when both are set, else None."""
-    creds = registry_auth.env_credentials()
-    return {"username": creds.username, "password": creds.password} if creds else None
-
-
 def _transient(e: BaseException) -> bool:
     return isinstance(e, RegistryError) and not isinstance(e, RegistryAuthError) and not _client_error(e)
 
@@ -71,7 +65,8 @@ def push_reference(settings: Settings, tag: str, *, on_progress: Echo | None = N
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(attempts), wait=tenacity.wait_exponential(multiplier=1, max=20),
         retry=tenacity.retry_if_exception(_transient), before_sleep=before_sleep, reraise=True)
-    digest = retrying(engine.push, tag, auth_config=env_credentials(), on_progress=on_progress)
+    digest = retrying(engine.push, tag, credentials=registry_auth.env_credentials(),
+                      on_progress=on_progress)
     ref = registry.parse_reference(tag)
     served = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.tag).digest
     if served != digest:

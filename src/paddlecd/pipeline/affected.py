@@ -13,12 +13,12 @@ Everything else (the package, tests, docs) builds no image.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
 
+from paddlecd import git
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
 
@@ -66,8 +66,8 @@ def changed_files(settings: Settings, base_ref: str) -> list[str]:
 def at_ref(settings: Settings, base_ref: str, rel: str, key: str) -> dict[str, Any]:
     """The ``key`` mapping of YAML file ``rel`` as it was at the merge base of ``base_ref`` ({} if absent)."""
     base = _git(settings, "merge-base", base_ref, "HEAD", what=f"base ref '{base_ref}'").strip()
-    r = subprocess.run(["git", "-C", str(settings.root), "show", f"{base}:{rel}"], capture_output=True, text=True)
-    return (yaml.safe_load(r.stdout) or {}).get(key) or {} if r.returncode == 0 else {}
+    text = git.show(settings.root, base, rel)
+    return (yaml.safe_load(text) or {}).get(key) or {} if text is not None else {}
 
 
 def select(settings: Settings, base_ref: str) -> list[str]:
@@ -82,8 +82,6 @@ def select(settings: Settings, base_ref: str) -> list[str]:
 
 
 def _git(settings: Settings, *args: str, what: str) -> str:
-    r = subprocess.run(["git", "-C", str(settings.root), *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise ConfigError(f"git: cannot read {what}: {(r.stderr.strip().splitlines() or ['?'])[-1]}",
-                          "fetch it first (git fetch origin main; actions/checkout needs fetch-depth: 0)")
-    return r.stdout
+    return git.output(settings.root, *args, what=f"git: reading {what}", error=ConfigError,
+                      hint="fetch it first (git fetch origin main; "
+                           "actions/checkout needs fetch-depth: 0)")

@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paddlecd import files, git
 from paddlecd.config import Settings
 from paddlecd.errors import PaddlecdError, PipelineError
-from paddlecd.image.build import git_revision
 from paddlecd.pipeline import report as pipeline_report
 from paddlecd.pipeline import spec as pipeline_spec
 from paddlecd.pipeline import stages
 from paddlecd.pipeline.spec import PipelineDef, Selection, StageDef, plan_lines, select
-from paddlecd.verify import evidence
 
 __all__ = ["Result", "Runner", "Selection", "last_run", "new_summary", "plan_lines", "resumable", "run",
            "runs_dir", "select"]
@@ -74,7 +73,7 @@ def new_summary(pdef: PipelineDef, selection: Selection, settings: Settings, opt
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
     return {
         "schema": SCHEMA, "pipeline": pdef.name, "run_id": run_id, "status": "running",
-        "started": evidence.now_iso(), "finished": None, "revision": git_revision(settings.root)[1],
+        "started": files.now_iso(), "finished": None, "revision": git.revision(settings.root).full,
         "variants": list(selection.variants), "selected_by": selection.why, "base_ref": base_ref,
         "options": {k: v for k, v in options.items() if v is not None}, "attempts": 0,
         "stages": [{"name": s.name, "kind": s.kind, "status": "pending", "seconds": 0.0,
@@ -110,7 +109,7 @@ class Runner:
 
     def save(self) -> Path:
         """Write summary.json (atomically) and summary.md; point ``latest`` at this run."""
-        path = evidence.write_json(self.folder / "summary.json", self.summary)
+        path = files.write_json(self.folder / "summary.json", self.summary)
         (self.folder / "summary.md").write_text(pipeline_report.markdown(self.summary))
         (self.folder.parent / "latest").write_text(self.summary["run_id"] + "\n")
         return path
@@ -128,7 +127,8 @@ class Runner:
             if not self._stage(sdef, record):
                 break
         failed = any(s["status"] == "failed" for s in self.summary["stages"])
-        self.summary["status"], self.summary["finished"] = ("failed" if failed else "succeeded"), evidence.now_iso()
+        self.summary["status"] = "failed" if failed else "succeeded"
+        self.summary["finished"] = files.now_iso()
         self.save()
         self._event("pipeline.end", status=self.summary["status"], summary=str(self.folder / "summary.json"))
         return self.summary
@@ -186,7 +186,7 @@ class Runner:
         return out
 
     def _event(self, name: str, **fields: Any) -> None:
-        self.on_event({"event": name, "time": evidence.now_iso(), "pipeline": self.pdef.name,
+        self.on_event({"event": name, "time": files.now_iso(), "pipeline": self.pdef.name,
                        "run_id": self.summary["run_id"], **fields})
 
 

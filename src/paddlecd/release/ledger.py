@@ -132,11 +132,6 @@ def new_id(variant: str, now: dt.datetime | None = None) -> str:
     return f"ledger.{variant}.{now.strftime('%Y%m%dT%H%M%S%f')}Z-{secrets.token_hex(4)}"
 
 
-def now_iso() -> str:
-    """Current UTC time, ISO-8601 with ``Z``, millisecond precision."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def append(client: RegistryClient, repository: str, record: Record) -> None:
     """Store ``record`` as a new artifact tagged ``record.id`` in ``repository``.
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import semver
 
+from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
 from paddlecd.image import variants
@@ -237,7 +238,7 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
         target=dst_ref.name, tags=tuple(desired(new, v, variant)), previous=_previous(old, v, variant),
         evidence=f"{d}@{ev.get('created')}" if ev else None, evidence_summary=_summary(ev),
         attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
-        forced=forced, reason=reason, who=ledger.who(), when=ledger.now_iso())
+        forced=forced, reason=reason, who=ledger.who(), when=files.now_iso("milliseconds"))
     return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository,
                 writes, kept, record, refusal.cause if refusal else None, refusal, att, src, dst, ledger_view=view)
 
@@ -279,6 +280,6 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
     record = None if done else Record(
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
-        previous=_previous(old, v, variant), who=ledger.who(), when=ledger.now_iso())
+        previous=_previous(old, v, variant), who=ledger.who(), when=files.now_iso("milliseconds"))
     return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository,
                 writes, [], record, src=dst, dst=dst, ledger_view=view)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import filelock
 import semver
 
+from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, PaddlecdError, PromotionError
 from paddlecd.image import variants
@@ -170,7 +171,8 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
                    f"{dict(outcome.attestation_copied)}, {outcome.bytes_uploaded} bytes uploaded")
     with outcome.phase("write ledger", report):
         if plan.record:  # id and time taken now, not at plan time: the ledger order is the write order
-            record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant), when=ledger.now_iso())
+            record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant),
+                                         when=files.now_iso("milliseconds"))
             ledger.append(dst, repo, record)
             report(f"ledger record {record.id}")
     with outcome.phase("write tags", report):

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 
+from paddlecd import proc
 from paddlecd.errors import VerifyError
 
 # CUDA major.minor -> driver shipped with that toolkit's GA release (Table 3, Linux).
@@ -89,9 +89,9 @@ def host_gpus() -> tuple[str | None, int]:
     if not exe:
         return None, 0
     try:
-        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30, check=True).stdout.split()
-    except (OSError, subprocess.SubprocessError):
+        out = proc.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+                       stdout_only=True, timeout=30, error=VerifyError).stdout.split()
+    except VerifyError:  # a driver that does not answer counts as none (doctor says why)
         return None, 0
     pinned = pinned_devices()
     return (out[0] if out else None), (min(len(pinned), len(out)) if pinned else len(out))

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
+from paddlecd.files import now_iso, write_json
 
 SCHEMA = 1
 
@@ -39,27 +38,11 @@ def missing_checks(record: dict[str, Any]) -> list[str]:
     return [m for m in REQUIRED_CHECKS if m not in present]
 
 
-def now_iso() -> str:
-    """Current UTC time as ISO-8601 with a ``Z`` suffix, second precision."""
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def _hex(digest: str) -> str:
     algo, _, hexpart = digest.partition(":")
     if algo != "sha256" or len(hexpart) != 64:
         raise ConfigError(f"not a sha256 digest: {digest!r}", "pass sha256:<64 hex characters>")
     return hexpart
-
-
-def write_json(path: Path, data: Any) -> Path:
-    """Atomically write ``data`` as indented JSON to ``path`` (parents created); returns ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
-    return path
 
 
 def evidence_path(settings: Settings, digest: str) -> Path:

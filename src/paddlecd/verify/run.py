@@ -18,8 +18,9 @@ from typing import Any
 from paddlecd import engine
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError
-from paddlecd.image import push as publish
+from paddlecd.files import now_iso
 from paddlecd.image import variants
+from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
 from paddlecd.verify import attested, drivers, evidence, keys
 
@@ -65,9 +66,10 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
     return cand["reference"]
 
 
-def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[str, Any]:
-    """docker-py run options for the smoke container (mounts, env, shm, GPU devices)."""
-    smoke = settings.root / "smoke"
+def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
+                    out: Path) -> engine.ContainerSpec:
+    """The smoke container for image ``reference`` with ``labels``: smoke/ read-only at /smoke,
+    ``out`` at /out, the expected versions in the environment, the shm size for the device."""
     gpu = labels.get("io.paddlecd.device") == "gpu"
     env = {
         "PADDLECD_DEVICE": "gpu" if gpu else "cpu",
@@ -78,21 +80,22 @@ def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[s
         "PADDLECD_OUT": "/out",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    opts: dict[str, Any] = {
-        "environment": env, "working_dir": "/tmp",
-        "volumes": {str(smoke): {"bind": "/smoke", "mode": "ro"}, str(out): {"bind": "/out", "mode": "rw"}},
-        "shm_size": settings.verify.gpu_shm_size if gpu else settings.verify.shm_size,
-    }
-    # GPU-only: all cards and host IPC for NCCL's shared-memory transport. With --ipc=host Docker uses the
-    # host's /dev/shm and ignores --shm-size; it is kept (large) so the same options work if IPC is private.
-    if gpu:
+    gpus: tuple[str, ...] | str | None = None
+    if gpu:  # GPU-only: all (or the pinned) cards and host IPC for NCCL's shared-memory transport
         _, count = drivers.host_gpus()
-        env["PADDLECD_GPUS"] = str(count)
-        # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export comparison needs full fp32 on Ampere+
-        env["NVIDIA_TF32_OVERRIDE"] = "0"
+        # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export check needs fp32 on Ampere+
+        env |= {"PADDLECD_GPUS": str(count), "NVIDIA_TF32_OVERRIDE": "0"}
         pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
-        opts.update(device_requests=engine.gpu_request_ids(pinned) if pinned else engine.gpu_request(), ipc_mode="host")
-    return opts
+        gpus = tuple(pinned) if pinned else "all"
+    # With --ipc=host Docker uses the host's /dev/shm and ignores --shm-size; it is kept (large) so
+    # the same spec works if IPC is private.
+    return engine.ContainerSpec(
+        image=reference, command=tuple(SMOKE_CMD), env=env, workdir="/tmp",
+        mounts=(engine.Mount(str(settings.root / "smoke"), "/smoke", read_only=True),
+                engine.Mount(str(out), "/out")),
+        shm_size=settings.verify.gpu_shm_size if gpu else settings.verify.shm_size,
+        gpus=gpus, ipc="host" if gpu else None,
+    )
 
 
 def parse_junit(path: Path) -> list[dict[str, Any]]:
@@ -133,7 +136,7 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     reference = target(settings, variant, image)
     if keys.configured(settings):
         keys.signer(settings)  # a bad signing key fails now, not after the smoke suite ran
-    engine.pull(reference, auth_config=publish.env_credentials())
+    engine.pull(reference, credentials=registry_auth.env_credentials())
     labels = engine.image_labels(reference)
     if variant and labels.get("io.paddlecd.variant") not in (None, variant):
         raise ConfigError(f"{reference} is variant '{labels['io.paddlecd.variant']}', not '{variant}'", "check --image")
@@ -148,7 +151,7 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     out.chmod(0o777)  # the smoke suite runs as the image's non-root user
     (out / "junit.xml").unlink(missing_ok=True)
     started = time.monotonic()
-    with engine.container(reference, SMOKE_CMD, **run_options(settings, labels, out)) as c:
+    with engine.container(smoke_container(settings, reference, labels, out)) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
     (out / "smoke.log").write_text(finished.logs)
     if not (out / "junit.xml").exists():
@@ -162,7 +165,7 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     record = {
         "digest": digest, "reference": reference, "variant": labels.get("io.paddlecd.variant"),
         "passed": finished.exit_code == 0 and all(c["passed"] for c in checks) and bool(checks),
-        "created": evidence.now_iso(), "duration_s": round(time.monotonic() - started, 3), "checks": checks,
+        "created": now_iso(), "duration_s": round(time.monotonic() - started, 3), "checks": checks,
         "versions": {"paddle": labels.get("io.paddlecd.paddle.version"), "cuda": labels.get("io.paddlecd.cuda.version"),
                      "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
         "revision": labels.get("org.opencontainers.image.revision"), "junit": str(out / "junit.xml"),

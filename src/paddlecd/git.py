@@ -1,0 +1,80 @@
+"""git: the work tree's revision and origin, files as they were at a ref, what changed since one.
+
+Every call goes through :func:`paddlecd.proc.run` in its stdout-only mode: stdout is parsed, and
+git's stderr (``fatal: …``) is kept apart for the error message.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import NamedTuple
+
+from paddlecd import files, proc
+from paddlecd.errors import ConfigError, PaddlecdError
+
+TIMEOUT_S = 120  # a local git command that takes longer is stuck (a lock, a credential prompt)
+
+
+class Revision(NamedTuple):
+    """The revision of a work tree (a tuple, so ``short, full, committed = revision(root)`` reads).
+
+    Attributes:
+        short: the first 7 hex digits of HEAD, ``-dirty`` appended when tracked files differ;
+            ``nogit`` outside a git checkout.
+        full: the 40-hex commit id of HEAD; ``unknown`` outside a git checkout.
+        committed: HEAD's commit time, ISO-8601 with offset (``%cI``); now (UTC) outside git.
+    """
+
+    short: str
+    full: str
+    committed: str
+
+    @property
+    def known(self) -> bool:
+        """False outside a git checkout (or without git)."""
+        return self.full != "unknown"
+
+
+def output(root: Path, *args: str, what: str | None = None, hint: str | None = None,
+           error: type[PaddlecdError] = ConfigError) -> str:
+    """stdout of ``git -C root ARGS…`` (final newline removed).
+
+    Raises:
+        error: git is missing, ran past :data:`TIMEOUT_S`, or exited non-zero (the cause carries
+            git's last stderr line; ``hint`` says what to do).
+    """
+    return proc.run(["git", "-C", str(root), *args], stdout_only=True, timeout=TIMEOUT_S,
+                    what=what or f"git {args[0]}", hint=hint, error=error).stdout
+
+
+@functools.lru_cache(maxsize=4)
+def revision(root: Path) -> Revision:
+    """The :class:`Revision` of ``root``'s HEAD. The lock file does not make the tree dirty (it is
+    rewritten by ``lock`` itself, and the image built from the tree does not depend on it)."""
+    try:
+        full = output(root, "rev-parse", "HEAD").strip()
+        when = output(root, "show", "-s", "--format=%cI", "HEAD").strip()
+        dirty = output(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                       ":!images/lock.yaml").strip()
+    except ConfigError:
+        return Revision("nogit", "unknown", files.now_iso())
+    return Revision(full[:7] + ("-dirty" if dirty else ""), full, when)
+
+
+def origin_url(root: Path) -> str | None:
+    """The URL of remote ``origin``, with any credentials (``https://user:token@host/…``) removed;
+    None when there is no such remote (or no git)."""
+    try:
+        url = output(root, "remote", "get-url", "origin").strip()
+    except ConfigError:
+        return None
+    return (url.split("@", 1)[-1] if "://" in url and "@" in url else url) or None
+
+
+def show(root: Path, ref: str, path: str) -> str | None:
+    """The text of ``path`` (relative to the repository root) at ``ref``; None if absent there."""
+    try:
+        return output(root, "show", f"{ref}:{path}")
+    except ConfigError:
+        return None

@@ -1,0 +1,182 @@
+"""The engine module against the real Docker engine: containers from a ContainerSpec (env,
+mounts, user, network aliases, exit code, logs, timeout), networks, and docker errors translated
+with their cause.
+
+The image is made here from the host's own ``sh``, ``sleep``, ``cat`` and ``getent`` and their
+libraries (no hub is reachable from test machines), imported with ``engine.import_rootfs``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tarfile
+import uuid
+from pathlib import Path
+
+import docker.errors
+import pytest
+
+from paddlecd import engine
+from paddlecd.errors import EngineError, RegistryError
+
+TOOLS = {"sh": "/bin/sh", "sleep": "/bin/sleep", "cat": "/bin/cat", "getent": "/usr/bin/getent"}
+
+
+def _libraries(binary: str) -> set[str]:
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    return {m for m in re.findall(r"(/\S+) \(0x", out)}
+
+
+@pytest.fixture(scope="module")
+def tiny_image(tmp_path_factory, docker_engine):
+    """``paddlecd-test/tiny:<hex>``: sh, sleep, cat and getent from the host; removed afterwards."""
+    tar_path = tmp_path_factory.mktemp("tiny") / "rootfs.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        for name, binary in TOOLS.items():
+            tar.add(Path(binary).resolve(), arcname=f"bin/{name}")
+        for lib in set().union(*(_libraries(b) for b in TOOLS.values())):
+            tar.add(Path(lib).resolve(), arcname=lib.lstrip("/"))
+        for folder in ("tmp", "etc"):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777
+            tar.addfile(info)
+    ref = f"paddlecd-test/tiny:{uuid.uuid4().hex[:8]}"
+    engine.import_rootfs(str(tar_path), ref, changes=["ENV PATH=/bin"])
+    yield ref
+    engine.remove_image(ref)
+
+
+def _name() -> str:
+    return f"paddlecd-test-{uuid.uuid4().hex[:8]}"
+
+
+def _exists(name: str) -> bool:
+    return bool(engine.client().containers.list(all=True, filters={"name": f"^{name}$"}))
+
+
+def test_a_spec_runs_with_its_env_mounts_user_and_workdir(tiny_image, tmp_path):
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)
+    (src / "msg").write_text("from the host\n")
+    name = _name()
+    spec = engine.ContainerSpec(
+        image=tiny_image, name=name, user="4321:4321", workdir="/tmp",
+        command=("sh", "-c", 'echo "greeting=$GREETING"; cat /in/msg; echo "cwd=$PWD"; '
+                             'echo written > /out/result; echo to-stderr >&2; exit 3'),
+        env={"GREETING": "hello world"}, labels={"paddlecd.io/test": "engine"},
+        mounts=(engine.Mount(str(src), "/in", read_only=True), engine.Mount(str(out), "/out")))
+    seen: list[str] = []
+    with engine.container(spec) as c:
+        assert c.name == name
+        raw = engine.client().containers.get(name)
+        assert raw.labels["paddlecd.io/test"] == "engine"
+        finished = engine.wait(c, timeout=60, on_line=seen.append)
+    assert finished.exit_code == 3
+    lines = finished.logs.splitlines()  # stdout and stderr each in order; not their interleaving
+    stdout = ["greeting=hello world", "from the host", "cwd=/tmp"]
+    assert [ln for ln in lines if ln != "to-stderr"] == stdout
+    assert lines.count("to-stderr") == 1
+    assert seen == finished.logs.splitlines()
+    assert (out / "result").read_text() == "written\n" and (out / "result").stat().st_uid == 4321
+    assert not _exists(name)  # removed on exit
+
+
+def test_a_read_only_mount_refuses_writes(tiny_image, tmp_path):
+    spec = engine.ContainerSpec(image=tiny_image, command=("sh", "-c", "echo x > /in/file"),
+                                mounts=(engine.Mount(str(tmp_path), "/in", read_only=True),))
+    with engine.container(spec) as c:
+        finished = engine.wait(c, timeout=60)
+    assert finished.exit_code != 0 and "Read-only file system" in finished.logs
+    assert not (tmp_path / "file").exists()
+
+
+def test_containers_find_each_other_by_network_alias(tiny_image):
+    net = _name()
+    with engine.network(net, labels={"paddlecd.io/test": "engine"}) as joined:
+        assert joined == net
+        server = engine.ContainerSpec(image=tiny_image, name=f"{net}-0", network=net,
+                                      aliases=(f"rank-0.{net}",), command=("sleep", "60"))
+        client = engine.ContainerSpec(image=tiny_image, name=f"{net}-1", network=net,
+                                      command=("getent", "hosts", f"rank-0.{net}"))
+        with engine.container(server) as s, engine.container(client) as c:
+            finished = engine.wait(c, timeout=60)
+            s.kill()
+    assert finished.exit_code == 0, finished.logs
+    assert re.match(rf"\d+\.\d+\.\d+\.\d+\s+rank-0\.{net}", finished.logs)
+    assert not engine.client().networks.list(names=[net])
+
+
+def test_a_limit_on_cpu_memory_and_shm_reaches_the_engine(tiny_image):
+    spec = engine.ContainerSpec(image=tiny_image, command=("sleep", "30"), cpus=0.5,
+                                memory=64 * 2**20, shm_size=8 * 2**20)
+    with engine.container(spec) as c:
+        host = engine.client().containers.get(c.name).attrs["HostConfig"]
+        c.kill()
+    assert (host["NanoCpus"], host["Memory"], host["ShmSize"]) == (5 * 10**8, 64 * 2**20, 8 * 2**20)
+
+
+def test_a_container_past_its_timeout_is_killed_and_named(tiny_image):
+    with engine.container(engine.ContainerSpec(image=tiny_image, command=("sleep", "120"))) as c:
+        with pytest.raises(EngineError) as e:
+            engine.wait(c, timeout=2)
+        state = engine.client().containers.get(c.name).attrs["State"]
+    assert e.value.cause == f"container {c.name} did not finish within 2s"
+    assert state["Running"] is False
+
+
+def test_a_refused_container_is_translated_with_its_cause():
+    """An image the engine cannot pull: one EngineError naming the image, docker's error kept."""
+    ref = "127.0.0.1:9/paddlecd-test/absent:none"  # port 9 (discard): refused at once
+    with pytest.raises(EngineError) as e:
+        with engine.container(engine.ContainerSpec(image=ref)):
+            pass
+    assert e.value.cause.startswith(f"starting a container of {ref}: ")
+    assert isinstance(e.value.__cause__, docker.errors.APIError)
+
+
+def test_a_missing_local_image_is_named():
+    with pytest.raises(EngineError) as e:
+        engine.image_labels("paddlecd-test/absent:none")
+    assert e.value.cause.startswith("inspecting image paddlecd-test/absent:none: image not found")
+    assert e.value.hint == "build, pull or push it first"
+    assert isinstance(e.value.__cause__, docker.errors.ImageNotFound)
+
+
+def test_a_push_the_registry_refuses_is_a_registry_error(tiny_image):
+    ref = f"127.0.0.1:9/paddlecd-test/tiny:{uuid.uuid4().hex[:6]}"
+    engine.tag(tiny_image, ref)
+    try:
+        with pytest.raises(RegistryError) as e:
+            engine.push(ref)
+    finally:
+        engine.remove_image(ref)
+    assert e.value.cause.startswith(f"pushing {ref}: ") and "connection refused" in e.value.cause
+
+
+def test_a_duplicate_network_is_refused_with_the_cleanup_hint():
+    net = _name()
+    with engine.network(net):
+        with pytest.raises(EngineError) as e:
+            with engine.network(net):
+                pass
+    assert e.value.cause.startswith(f"creating network {net}: ")
+    assert e.value.hint == f"remove the stale network: docker network rm {net}"
+    assert isinstance(e.value.__cause__, docker.errors.APIError)
+
+
+def test_one_client_is_shared_and_an_unreachable_engine_is_named(monkeypatch, tmp_path):
+    assert engine.client() is engine.client()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
+    engine.reset_client()
+    try:
+        with pytest.raises(EngineError) as e:
+            engine.client()
+        assert f"unix://{tmp_path}/no.sock" in e.value.cause and "dockerd" in e.value.hint
+        assert e.value.__cause__ is not None
+    finally:
+        monkeypatch.undo()
+        engine.reset_client()
+    assert engine.info()["ServerVersion"]

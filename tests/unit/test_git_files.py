@@ -1,0 +1,79 @@
+"""git and files helpers: a real repository's revision, files at a ref, atomic JSON, UTC stamps."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+
+import pytest
+
+from paddlecd import files, git
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A git repository with one commit, an origin URL holding a token, and images/lock.yaml."""
+    def run(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    run("init", "-q", "-b", "main")
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "lock.yaml").write_text("bases: {}\n")
+    (tmp_path / "a.txt").write_text("one\n")
+    run("add", ".")
+    run("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "first")
+    run("remote", "add", "origin", "https://bot:s3cret@git.example/team/paddlecd.git")
+    return tmp_path
+
+
+def test_revision_of_a_clean_and_a_dirty_tree(repo):
+    rev = git.revision(repo)
+    assert re.fullmatch(r"[0-9a-f]{40}", rev.full) and rev.short == rev.full[:7] and rev.known
+    assert dt.datetime.fromisoformat(rev.committed).tzinfo is not None
+    git.revision.cache_clear()
+    (repo / "images" / "lock.yaml").write_text("bases: {cpu: {}}\n")  # the lock does not count
+    assert git.revision(repo).short == rev.full[:7]
+    git.revision.cache_clear()
+    (repo / "a.txt").write_text("two\n")
+    short, full, _ = git.revision(repo)
+    assert (short, full) == (rev.full[:7] + "-dirty", rev.full)
+
+
+def test_revision_outside_git(tmp_path):
+    rev = git.revision(tmp_path)
+    assert (rev.short, rev.full, rev.known) == ("nogit", "unknown", False)
+
+
+def test_origin_url_drops_credentials(repo, tmp_path_factory):
+    assert git.origin_url(repo) == "git.example/team/paddlecd.git"
+    assert git.origin_url(tmp_path_factory.mktemp("nogit")) is None
+
+
+def test_show_reads_a_file_at_a_ref(repo):
+    assert git.show(repo, "HEAD", "a.txt") == "one"
+    assert git.show(repo, "HEAD", "missing.txt") is None
+
+
+def test_output_failure_carries_gits_message(repo):
+    from paddlecd.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        git.output(repo, "rev-parse", "no-such-ref", what="reading no-such-ref", hint="fetch it")
+    assert e.value.cause.startswith("reading no-such-ref failed (exit 128): ")
+    assert e.value.hint == "fetch it"
+
+
+def test_now_iso_is_utc_with_z():
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", files.now_iso())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", files.now_iso("milliseconds"))
+
+
+def test_write_json_is_atomic_and_leaves_no_temp_file(tmp_path):
+    path = files.write_json(tmp_path / "deep" / "r.json", {"b": 1, "a": [1, 2]})
+    assert json.loads(path.read_text()) == {"a": [1, 2], "b": 1} and path.read_text().endswith("\n")
+    with pytest.raises(TypeError):
+        files.write_json(path, {"bad": object()})
+    assert json.loads(path.read_text()) == {"a": [1, 2], "b": 1}  # the old record survives
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]
