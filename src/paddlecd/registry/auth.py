@@ -30,9 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from docker import auth as docker_auth
-from docker import errors as docker_errors
-
 from paddlecd.errors import ConfigError, RegistryAuthError
 
 USERNAME_ENV = "PADDLECD_REGISTRY_USERNAME"
@@ -122,6 +119,11 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
         raw = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    # imported here: loading docker-py's package costs ~0.1 s and importing paddlecd.cluster or
+    # the registry client must not pull in a client library (tests/unit/test_boundaries.py)
+    from docker import auth as docker_auth
+    from docker import errors as docker_errors
+
     try:
         cfg = docker_auth.AuthConfig.load_config(None, raw if isinstance(raw, dict) else {})
     except docker_errors.InvalidConfigFile as e:
