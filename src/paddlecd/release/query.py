@@ -70,7 +70,14 @@ def history(settings: Settings, variant: str | None = None) -> list[Record]:
 
 
 def list_releases(settings: Settings, variant: str | None = None) -> list[tuple[Record, list[str]]]:
-    """Releases as (promotion record, moving tags pointing at it now by the ledger), by variant then version."""
+    """Releases as (promotion record, moving tags pointing at it now by the ledger), by variant
+    then version.
+
+    Raises:
+        ConfigError: an unknown ``variant`` (an error, not an empty list).
+    """
+    if variant:
+        variants.get(settings, variant)
     records = history(settings, variant)
     out = []
     for name in sorted({r.variant for r in records}):
