@@ -25,9 +25,9 @@ def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):
     digest = p.candidate()
     plan_only = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0")
     assert plan_only.returncode == 2, plan_only.stderr
-    assert "latest-cpu" in plan_only.stdout and "--yes" in plan_only.stderr
+    assert "latest-cpu" in plan_only.stderr and "--yes" in plan_only.stderr  # the plan: stderr
     dry = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--dry-run")
-    assert dry.returncode == 0 and "dry run: nothing written" in dry.stdout
+    assert dry.returncode == 0 and "dry run: nothing written" in dry.stderr
     assert p.tag("1.4.0-cpu") is None
     done = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes")
     assert done.returncode == 0, done.stderr
