@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,9 @@ def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):
     assert p.tag("latest-cpu") == digest
     listed = _run(p, "release.list")
     assert listed.returncode == 0 and f"1.4.0-cpu  {digest}" in listed.stdout
+    as_json = _run(p, "release.list", "--variant", "cpu", "--json")
+    [row] = json.loads(as_json.stdout)
+    assert row["release"]["digest"] == digest and "latest-cpu" in row["moving_tags"]
     for out in (plan_only, dry, done, listed):
         assert "s3cret-Pa55" not in out.stdout + out.stderr
 

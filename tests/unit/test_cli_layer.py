@@ -282,3 +282,37 @@ def test_listing_a_model_that_is_not_there_is_an_error(tmp_path):
     assert transfer.list_versions(store, "ocr-det") == []
     with pytest.raises(StorageError, match=f"no model named 'ocr-det' in file://{tmp_path}"):
         transfer.list_model(store, "ocr-det")
+
+
+# ---------------------------------------------------------------- --json results
+
+def test_json_result_prints_records_as_their_json(capsys):
+    from paddlecd.image.push import Pushed
+    from paddlecd.release.ledger import Record
+
+    pushed = Pushed("cpu", "r/p:cpu-abc", DIGEST, "r/p@" + DIGEST)
+    record = Record(id="ledger.cpu.1", action="promote", variant="cpu", version="1.4.0",
+                    digest=DIGEST, source="r/p@" + DIGEST, target="r/rel", tags=("1.4.0-cpu",))
+    common.json_result([{"pushed": pushed, "release": record}])
+    [doc] = json.loads(capsys.readouterr().out)
+    assert doc["pushed"] == {"variant": "cpu", "tag": "r/p:cpu-abc", "digest": DIGEST,
+                             "reference": "r/p@" + DIGEST}
+    assert doc["release"]["schema"] == 1 and doc["release"]["tags"] == ["1.4.0-cpu"]
+
+
+def test_artifacts_list_json_is_the_versions_on_stdout(tmp_path):
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "model.json").write_text("{}")  # stand-ins: upload checks names and hashes only
+    (out / "model.pdiparams").write_bytes(b"\0" * 64)
+    store = f"file://{tmp_path / 'store'}"
+    up = invoke("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",
+                "--to", store, PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.startswith(f"uploaded: {store}/demo/1.0.0") and "plan: create" in up.stderr
+    listed = invoke("artifacts.list", f"{store}/demo", "--json",
+                    PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert listed.returncode == 0, listed.stderr
+    doc = json.loads(listed.stdout)
+    assert doc["name"] == "demo" and [v["version"] for v in doc["versions"]] == ["1.0.0"]
+    assert doc["versions"][0]["files"] == 2 and doc["versions"][0]["complete"] is True

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from invoke import task
 
+from paddlecd.cli import common
 from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings
 from paddlecd.errors import ConfigError
 
@@ -90,9 +91,10 @@ def download(c, url, dest):
     result(f"downloaded {name} {version} to {dest}: {len(doc['files'])} files, sha256 verified")
 
 
-@task(name="list", help={"url": "<store-url>/<name>, or <name> on the configured store"})
+@task(name="list", help={"url": "<store-url>/<name>, or <name> on the configured store",
+                         "json": common.JSON_HELP})
 @guarded
-def list_(c, url):
+def list_(c, url, json=False):
     """List a model's versions (semver order) with their manifests' summary.
 
     A version without manifest.json is an interrupted upload, shown as 'incomplete'.
@@ -103,7 +105,10 @@ def list_(c, url):
 
     cfg = settings()
     base, (name,) = arts.split_model_url(url, cfg, parts=1)
-    rows = [_row(v) for v in arts.list_model(arts.store_for(cfg, base), name)]
+    versions = arts.list_model(arts.store_for(cfg, base), name)
+    if json:
+        return common.json_result({"store": base, "name": name, "versions": versions})
+    rows = [_row(v) for v in versions]
     header = ("version", "created", "files", "bytes", "image digest", "metrics")
     if not out.is_terminal:  # pipes and CI logs: whole values, tab-separated, nothing cut
         result(f"# {base}/{name}\n" + "\t".join(header))

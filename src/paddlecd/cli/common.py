@@ -8,7 +8,9 @@ it takes these as callbacks.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import os
 import sys
 import time
@@ -33,6 +35,7 @@ err = Console(stderr=True, highlight=False, emoji=False)  # progress, plans, err
 VARIANT_HELP = ("image variant from images/variants.yaml (default: cpu). Given once on a command "
                 "line it applies to every task there, so "
                 "`invoke build push verify --variant cu126` works")
+JSON_HELP = "print the result as one JSON document on stdout instead of text"
 LOG_FORMAT_HELP = ("text (default) or json: one JSON object per line, one event per "
                    "stage/variant/check (also PADDLECD_LOG_FORMAT=json)")
 
@@ -73,6 +76,25 @@ def say(msg: str) -> None:
 def result(msg: str) -> None:
     """A result line, on stdout: what a script running the task wants to capture."""
     out.print(msg, soft_wrap=True, markup=False, highlight=False)
+
+
+def json_result(value: Any) -> None:
+    """``value`` as one JSON document on stdout (``--json``, issue 12): a record with ``to_json``
+    as that, another dataclass as its fields, lists and dicts of them likewise; keys sorted."""
+    out.out(json.dumps(_plain(value), sort_keys=True, default=str), highlight=False)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        data = value.to_json()
+        return json.loads(data) if isinstance(data, (str, bytes)) else data
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def settings(**flags: Any) -> config.Settings:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from invoke import task
 
-from paddlecd.cli.common import VARIANT_HELP, guarded, layer_progress, result, say, settings
+from paddlecd.cli import common
+from paddlecd.cli.common import VARIANT_HELP, guarded, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
 
 
@@ -55,7 +56,7 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
     if dry_run:
         return say(boot.plan(settings(), variant, force=force))
     done = boot.bootstrap_and_lock(settings(), variant, force=force, then_lock=lock, on_line=say,
-                                   on_progress=layer_progress())
+                                   on_progress=common.layer_progress())
     result(f"base of '{variant}' " + (f"pushed: {done.digest}" if done.digest
                                       else "already in the registry (use --force to rebuild)"))
     if done.locked:
@@ -81,10 +82,10 @@ def build(c, variant=None, no_cache=False):
            f"{built.seconds:.1f}s; log: {built.log}")
 
 
-@task(help={"variant": VARIANT_HELP,
+@task(help={"variant": VARIANT_HELP, "json": common.JSON_HELP,
             "dry_run": "show what would be pushed and where, push nothing"})
 @guarded
-def push(c, variant=None, dry_run=False):
+def push(c, variant=None, dry_run=False, json=False):
     """Push the variant's last build to the registry and read its digest back.
 
     Credentials: Docker's config.json (docker login) or PADDLECD_REGISTRY_USERNAME/PASSWORD.
@@ -99,16 +100,19 @@ def push(c, variant=None, dry_run=False):
     if dry_run:
         return say(f"dry run: would push {publish.last_build_tag(s, name)} and read its digest "
                    f"back from {s.registry.url}")
-    pushed = publish.push(s, name, on_progress=layer_progress())
+    pushed = publish.push(s, name, on_progress=common.layer_progress())
+    if json:
+        return common.json_result(pushed)
     result(f"pushed {pushed.tag}\n  reference: {pushed.reference}")
 
 
 @task(help={"variant": VARIANT_HELP,
             "image": "verify this image instead (repo@sha256:..., or a tag resolved once)",
             "out": "output folder for junit.xml, evidence copy, smoke.log, model/ "
-                   "(default .paddlecd/verify/...)"})
+                   "(default .paddlecd/verify/...)",
+            "json": "print the evidence record as JSON on stdout instead of text"})
 @guarded
-def verify(c, variant=None, image=None, out=None):
+def verify(c, variant=None, image=None, out=None, json=False):
     """Run the smoke suite inside the pushed image (by digest) and record evidence for that digest.
 
     Checks: paddle imports as the non-root default user with the labelled version; CUDA as the
@@ -125,8 +129,12 @@ def verify(c, variant=None, image=None, out=None):
 
     done = smoke.verify(settings(), variant=None if image else pick_variant(variant), image=image,
                         out_dir=Path(out) if out else None, on_line=say)
-    result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
+    if json:
+        common.json_result(done.record)
+    else:
+        result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
     error = done.error()
     if error:
         raise error
-    result(f"verified {done.reference}: {len(done.record['checks'])} checks passed")
+    if not json:
+        result(f"verified {done.reference}: {len(done.record['checks'])} checks passed")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from invoke import task
 
-from paddlecd.cli.common import guarded, result, say, settings
+from paddlecd.cli.common import JSON_HELP, guarded, json_result, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
 
@@ -94,13 +94,15 @@ def _evidence_text(record) -> str:
     return text + (f"; FORCED: {record.reason}" if record.forced else "")
 
 
-@task(name="list", help={"variant": "only this variant"})
+@task(name="list", help={"variant": "only this variant", "json": JSON_HELP})
 @guarded
-def list_(c, variant=None):
+def list_(c, variant=None, json=False):
     """Show releases from the ledger: version, variant, digest, when, who, evidence, moving tags."""
     from paddlecd.release import promote as rel
 
     rows = rel.list_releases(settings(), variant)
+    if json:  # [{"release": <ledger record>, "moving_tags": [...]}]
+        return json_result([{"release": record, "moving_tags": tags} for record, tags in rows])
     for record, tags in rows:
         result(f"{record.version}-{record.variant}  {record.digest}  {record.when}  {record.who}  "
                f"[{_evidence_text(record)}]  {' '.join(tags)}")
