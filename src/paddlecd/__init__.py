@@ -7,7 +7,7 @@ library (docker, boto3, kubernetes) is imported before it is needed::
     s = paddlecd.load_settings()
     paddlecd.build(s, "cpu"); paddlecd.push(s, "cpu"); paddlecd.verify_image(s, variant="cpu")
 
-``tasks.py`` is the command-line layer over these functions.
+:mod:`paddlecd.cli` (exposed by ``tasks.py``) is the command-line layer over these functions.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ Status ``fail`` only for what would stop a pipeline here; ``warn`` for what stop
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterable
@@ -21,7 +22,7 @@ from typing import Any
 from paddlecd import engine
 from paddlecd.artifacts import storage
 from paddlecd.config import Settings
-from paddlecd.errors import PaddlecdError
+from paddlecd.errors import DoctorError, PaddlecdError
 from paddlecd.image import variants
 from paddlecd.registry import client as registry
 from paddlecd.verify import drivers
@@ -40,6 +41,18 @@ class Check:
     status: str
     detail: str
     hint: str | None = None
+
+    def text(self) -> str:
+        """The row for a terminal: ``OK    engine          detail``, and the hint on a second line
+        for a row that is not ok."""
+        line = f"{self.status.upper():<4}  {self.name:<15} {self.detail}"
+        return line + (f"\n      hint: {self.hint}" if self.hint and self.status != "ok" else "")
+
+    def to_json(self) -> str:
+        """The row as one JSON object (``--log-format json``), shaped like the pipeline's events:
+        ``{"event": "check", "check", "status", "detail", "hint"}``, keys sorted."""
+        return json.dumps({"event": "check", "check": self.name, "status": self.status,
+                           "detail": self.detail, "hint": self.hint}, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -172,3 +185,12 @@ def run(settings: Settings, *, names: Iterable[str] = (), require_gpu: bool = Fa
         except PaddlecdError as e:
             rows.append(Check(name, "fail", e.cause, e.hint))
     return rows
+
+
+def verdict(rows: Iterable[Check]) -> DoctorError | None:
+    """The error a doctor run ends with (exit 11), or None when no row is ``fail``."""
+    failed = [r.name for r in rows if r.status == "fail"]
+    if not failed:
+        return None
+    return DoctorError(f"doctor: {len(failed)} check(s) failed: {', '.join(failed)}",
+                       "fix the FAIL lines above, then re-run")

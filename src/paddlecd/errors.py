@@ -1,8 +1,9 @@
 """One error root for paddlecd, typed subclasses, stable exit codes.
 
 Every failure a user can meet is raised as a :class:`PaddlecdError` subclass carrying a one-line
-``cause`` (what failed, naming the input) and a ``hint`` (what to do). ``tasks.py`` is the single
-catch site: it prints ``error: <cause>`` / ``hint: <hint>`` and exits with ``exit_code``.
+``cause`` (what failed, naming the input) and a ``hint`` (what to do). The CLI layer's
+``paddlecd.cli.common.guarded`` is the single catch site: it prints ``error: <cause>`` /
+``hint: <hint>`` and exits with ``exit_code``.
 The pattern follows cibuildwheel's ``errors.py``. Exit codes are part of the public interface
 and never change meaning:
 

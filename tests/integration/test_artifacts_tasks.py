@@ -39,7 +39,7 @@ def test_upload_list_download_on_the_default_file_store(project_root, user_env, 
     up = ["upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det", "--version", "1.4.0"]
     r = _invoke(project_root, user_env, *up)
     assert r.returncode == 0, r.stderr
-    assert f"plan: create file://{store}/ocr-det/1.4.0" in r.stdout
+    assert f"plan: create file://{store}/ocr-det/1.4.0" in r.stderr  # the plan: stderr
     assert sorted(p.name for p in (store / "ocr-det" / "1.4.0").iterdir()) == [
         "inference.json", "inference.pdiparams", "manifest.json"]
 
@@ -61,8 +61,8 @@ def test_upload_to_s3_dry_run_then_real(project_root, user_env, s3_server, jit_e
     up = ["upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det", "--version", "1.4.0",
           "--to", f"s3://{bucket}/paddle", "--image", "127.0.0.1:5000/paddlecd/paddle@sha256:" + "c" * 64]
     r = _invoke(project_root, env, *up, "--dry-run")
-    assert r.returncode == 0 and "dry run: nothing written" in r.stdout
-    assert "inference.pdiparams" in r.stdout and "manifest.json  (last)" in r.stdout
+    assert r.returncode == 0 and "dry run: nothing written" in r.stderr and r.stdout == ""
+    assert "inference.pdiparams" in r.stderr and "manifest.json  (last)" in r.stderr
     assert "Contents" not in _s3(s3_server.endpoint).list_objects_v2(Bucket=bucket)
 
     r = _invoke(project_root, env, *up)

@@ -119,9 +119,10 @@ def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_pat
     # Rank 0 fails too (its collective breaks); rank 1 must be named with its own log tail.
     assert re.search(r"error: .*rank 1 \(pytest-train-[0-9a-f]{6}-1\) failed with exit code \d+.*; the job was stopped",
                      result.stderr)
-    hint = result.stderr.split("hint:", 1)[1]
+    hint = result.stderr.split("\nhint: ", 1)[1]  # at a line start: rank log lines start "[rank N]"
     assert "failing on purpose" in hint.split("last lines of rank 1:", 1)[1]
-    job_id = re.search(r"deploy (pytest-train-[0-9a-f]{6}) on local", result.stdout).group(1)
+    plan = result.stderr  # the plan is on stderr, results on stdout
+    job_id = re.search(r"deploy (pytest-train-[0-9a-f]{6}) on local", plan).group(1)
     assert leftovers(job_id) == []
 
 

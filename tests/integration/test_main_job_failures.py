@@ -64,7 +64,7 @@ def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main
     env = cli_env(registry, state, PADDLECD_VARIANTS_FILE=str(vfile))
     run = invoke("build", "push", "verify", "--variant", "nogomp", env=env)
     assert run.returncode == 6, run.stdout[-2000:] + run.stderr[-2000:]
-    error_line = run.stderr.strip().splitlines()[0]
+    error_line = run.stderr.strip().splitlines()[-2]  # progress first, then error + hint
     assert error_line.startswith("error: verify failed for ") and "environment/test_import_paddle" in error_line
     assert "libgomp" in run.stderr
     settings = project_settings(registry, state, variants_file=str(vfile))

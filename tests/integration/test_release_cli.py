@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,15 +24,18 @@ def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):
     digest = p.candidate()
     plan_only = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0")
     assert plan_only.returncode == 2, plan_only.stderr
-    assert "latest-cpu" in plan_only.stdout and "--yes" in plan_only.stderr
+    assert "latest-cpu" in plan_only.stderr and "--yes" in plan_only.stderr  # the plan: stderr
     dry = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--dry-run")
-    assert dry.returncode == 0 and "dry run: nothing written" in dry.stdout
+    assert dry.returncode == 0 and "dry run: nothing written" in dry.stderr
     assert p.tag("1.4.0-cpu") is None
     done = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes")
     assert done.returncode == 0, done.stderr
     assert p.tag("latest-cpu") == digest
     listed = _run(p, "release.list")
     assert listed.returncode == 0 and f"1.4.0-cpu  {digest}" in listed.stdout
+    as_json = _run(p, "release.list", "--variant", "cpu", "--json")
+    [row] = json.loads(as_json.stdout)
+    assert row["release"]["digest"] == digest and "latest-cpu" in row["moving_tags"]
     for out in (plan_only, dry, done, listed):
         assert "s3cret-Pa55" not in out.stdout + out.stderr
 

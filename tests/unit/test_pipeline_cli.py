@@ -34,8 +34,12 @@ def project_with(tmp_path: Path, name: str, pipeline: dict) -> Path:
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     run = invoke("pipeline.run", "nightly", "--dry-run", state=tmp_path / "state")
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[0] == "pipeline nightly: variants cpu, cu118, cu126, cu120-p261 (all variants)"
-    assert "changes the registry" in run.stdout and "dry run: nothing run, nothing written" in run.stdout
+    # the plan is progress for a human: stderr (stdout is for results)
+    plan = run.stderr.splitlines()
+    assert plan[0] == "pipeline nightly: variants cpu, cu118, cu126, cu120-p261 (all variants)"
+    assert "changes the registry" in run.stderr
+    assert "dry run: nothing run, nothing written" in run.stderr
+    assert run.stdout == ""
     assert not (tmp_path / "state").exists()
 
 

@@ -243,6 +243,20 @@ def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
     return [_summary(v, read_manifest(store, f"{name}/{v}/")) for v in versions]
 
 
+def list_model(store: Store, name: str) -> list[dict[str, Any]]:
+    """:func:`list_versions` for a model that must exist (``invoke artifacts.list``).
+
+    Raises:
+        ConfigError: bad name. StorageError: no version of ``name`` in the store (not even an
+            interrupted one), the store failed, or a manifest is invalid.
+    """
+    versions = list_versions(store, name)
+    if not versions:
+        raise StorageError(f"no model named '{name}' in {store.url}",
+                           "check the name, or upload a version first (invoke upload …)")
+    return versions
+
+
 def _semver_key(v: str) -> tuple[int, Any]:
     try:
         return (0, semver.Version.parse(v))

@@ -13,13 +13,14 @@ import os
 import re
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from paddlecd import engine, proc
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, EngineError, NotFoundError
+from paddlecd.image import lock, variants
 from paddlecd.image import push as publish
-from paddlecd.image import variants
 from paddlecd.image.build import buildkit_build
 from paddlecd.registry import client as registry
 
@@ -94,10 +95,7 @@ def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = Fa
     Raises:
         ConfigError: the variant has no ``bootstrap`` section. EngineError, RegistryError: as raised by the steps.
     """
-    v = variants.get(settings, variant_name)
-    if v.bootstrap is None:
-        raise ConfigError(f"variant '{v.name}' has no bootstrap section: its base {v.base} is pulled, not built",
-                          "bootstrap a variant with a 'bootstrap:' block (e.g. cpu)")
+    v = _bootstrappable(settings, variant_name)
     if not force and base_present(settings, v):
         return None
     base_ref = rootfs(settings, v, on_line=on_line)
@@ -109,3 +107,54 @@ def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = Fa
                 "io.paddlecd.paddle.version": v.paddle, "io.paddlecd.device": "cpu"},
         log_name=f"bootstrap-{v.name}", on_line=on_line)
     return publish.push_reference(settings, v.base, on_progress=on_progress or on_line)
+
+
+@dataclass(frozen=True)
+class Bootstrapped:
+    """What :func:`bootstrap_and_lock` did: the pushed ``digest`` (None: the base was already in the
+    registry) and the ``locked`` entry (None when locking was not asked for)."""
+
+    variant: str
+    digest: str | None
+    locked: lock.LockEntry | None
+
+
+def bootstrap_and_lock(settings: Settings, variant_name: str = "cpu", *, force: bool = False,
+                       then_lock: bool = True, on_line: Echo | None = None,
+                       on_progress: Echo | None = None) -> Bootstrapped:
+    """:func:`bootstrap`, then pin the base in ``<state>/lock.local.yaml`` (image.bootstrap).
+
+    Raises:
+        ConfigError, EngineError, RegistryError: as :func:`bootstrap`.
+        LockError: as :func:`lock.lock`.
+    """
+    digest = bootstrap(settings, variant_name, force=force, on_line=on_line,
+                       on_progress=on_progress)
+    entries = lock.lock(settings, [variant_name]) if then_lock else {}
+    return Bootstrapped(variant_name, digest, entries.get(variant_name))
+
+
+def plan(settings: Settings, variant_name: str = "cpu", *, force: bool = False) -> str:
+    """One line saying what :func:`bootstrap` would do (``--dry-run``): nothing, or build from
+    which Debian suite and mirror and push where. Asks the registry whether the base is there;
+    changes nothing.
+
+    Raises:
+        ConfigError: the variant is unknown or has no ``bootstrap`` section. RegistryError: the
+            registry cannot be asked.
+    """
+    v = _bootstrappable(settings, variant_name)
+    if not force and base_present(settings, v):
+        return f"dry run: base {v.base} is in the registry: nothing to do"
+    assert v.bootstrap is not None  # checked by _bootstrappable
+    return (f"dry run: base {v.base} would be built (debootstrap {v.bootstrap.suite} from "
+            f"{host_mirror(settings)}) and pushed")
+
+
+def _bootstrappable(settings: Settings, name: str) -> variants.Variant:
+    v = variants.get(settings, name)
+    if v.bootstrap is None:
+        raise ConfigError(f"variant '{v.name}' has no bootstrap section: its base {v.base} is "
+                          "pulled, not built",
+                          "bootstrap a variant with a 'bootstrap:' block (e.g. cpu)")
+    return v

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from paddlecd.config import Settings
-from paddlecd.errors import LockError, PaddlecdError
+from paddlecd.errors import ConfigError, LockError, PaddlecdError
 from paddlecd.files import now_iso
 from paddlecd.image import variants
 from paddlecd.registry import client as registry
@@ -95,6 +95,25 @@ def write(settings: Settings, entries: dict[str, LockEntry], *, local: set[str] 
             _write_one(path, part, header)
 
 
+def resolve(settings: Settings, names: Iterable[str] | None = None, *,
+            on_progress: Callable[[str], None] | None = None) -> dict[str, LockEntry]:
+    """Resolve the bases of ``names`` (default: all variants) to their digests; write nothing.
+
+    This is ``invoke lock --dry-run``, and the first half of :func:`lock`.
+
+    Returns:
+        ``{variant: LockEntry}`` in the order asked (variants.yaml order by default).
+
+    Raises:
+        ConfigError: an unknown variant, or unusable credentials.
+        LockError: a base could not be resolved (the cause keeps the registry's reason:
+            unreachable, unauthorized, tag unknown).
+    """
+    chosen = ([variants.get(settings, n) for n in names] if names
+              else list(variants.load(settings).values()))
+    return {v.name: _resolve(settings, v, on_progress) for v in chosen}
+
+
 def lock(settings: Settings, names: Iterable[str] | None = None, *,
          on_progress: Callable[[str], None] | None = None) -> dict[str, LockEntry]:
     """Resolve the bases of ``names`` (default: all variants) and update the lock file.
@@ -109,14 +128,13 @@ def lock(settings: Settings, names: Iterable[str] | None = None, *,
             registry's reason: unreachable, unauthorized, tag unknown).
     """
     all_variants = variants.load(settings)
-    chosen = [variants.get(settings, n) for n in names] if names else list(all_variants.values())
     old = read(settings)
     new: dict[str, LockEntry] = {}
-    for v in chosen:
-        entry = _resolve(settings, v, on_progress)
-        same = old.get(v.name)
+    for name, entry in resolve(settings, names, on_progress=on_progress).items():
+        same = old.get(name)
         # an unchanged pin keeps its old entry, so re-locking leaves a committed lock file untouched
-        new[v.name] = same if same and (same.base, same.digest) == (entry.base, entry.digest) else entry
+        unchanged = same and (same.base, same.digest) == (entry.base, entry.digest)
+        new[name] = same if unchanged else entry
     entries = {**old, **new}
     local = {n for n, v in all_variants.items() if v.bootstrap is not None}
     write(settings, {n: e for n, e in entries.items() if n in all_variants}, local=local)
@@ -127,6 +145,8 @@ def _resolve(settings: Settings, v: variants.Variant, on_progress: Callable[[str
     ref = registry.parse_reference(v.base)
     try:
         desc = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.identifier)
+    except ConfigError:  # bad input (e.g. half-set credentials): exit 2, not a lock failure
+        raise
     except PaddlecdError as e:
         raise LockError(f"locking variant '{v.name}': {e.cause}", e.hint) from e
     if on_progress:

@@ -51,6 +51,16 @@ def touched(changed: Iterable[str], *, variants_now: Mapping[str, Mapping[str, A
     return [n for n in variants_now if n in hit]
 
 
+def default_base_ref(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The ref a ``pr`` run diffs against: ``given`` (``--base-ref``), else under GitHub Actions
+    ``origin/$GITHUB_BASE_REF`` (set on ``pull_request`` events: "The name of the base ref or
+    target branch of the pull request", GitHub docs, "Variables › Default environment
+    variables"), else None."""
+    if given is not None:
+        return given
+    return f"origin/{environ['GITHUB_BASE_REF']}" if environ.get("GITHUB_BASE_REF") else None
+
+
 def changed_files(settings: Settings, base_ref: str) -> list[str]:
     """Paths changed between the merge base of ``base_ref`` and the work tree (committed or not).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 STEP_SUMMARY_LIMIT = 1024 * 1024  # bytes, GitHub's per-step limit
@@ -90,6 +91,12 @@ def annotations(summary: dict[str, Any]) -> list[str]:
                 body = r.get("error", "") + (f" — hint: {r['hint']}" if r.get("hint") else "")
                 out.append(f"::error title={title}::{_escape_data(body)}")
     return out
+
+
+def github_annotations(summary: dict[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """:func:`annotations` when running under GitHub Actions (``GITHUB_ACTIONS=true``), else none:
+    outside Actions a ``::error::`` line is noise in a terminal."""
+    return annotations(summary) if environ.get("GITHUB_ACTIONS") == "true" else []
 
 
 def text(event: dict[str, Any]) -> str | None:

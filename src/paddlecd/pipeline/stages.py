@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd.config import Settings
-from paddlecd.errors import PipelineError, VerifyError
+from paddlecd.errors import PipelineError
 from paddlecd.image import lock, variants
 
 Echo = Callable[[str], None]
@@ -64,10 +64,9 @@ def verify(ctx: StageContext) -> None:
                        junit=str(result.out_dir / "junit.xml"), model_dir=result.record.get("model_dir"),
                        checks=[{"name": c["name"], "passed": c["passed"], "skipped": bool(c.get("skipped")),
                                 "seconds": c["duration_s"]} for c in result.record["checks"]])
-    if not result.passed:
-        failed = "; ".join(f"{c['name']}: {(c['message'] or 'failed').splitlines()[0]}" for c in result.failed)
-        raise VerifyError(f"verify failed for {result.reference}: {failed or 'smoke suite exited non-zero'}",
-                          f"see {result.out_dir / 'smoke.log'}")
+    error = result.error()
+    if error:
+        raise error
 
 
 def promote(ctx: StageContext) -> None:

@@ -81,7 +81,12 @@ def list_releases(settings: Settings, variant: str | None = None) -> list[tuple[
     ``"<tag> (on <version or digest>)"``, and a missing immutable tag as ``"<X.Y.Z-V> (missing)"``.
     A re-run of the promotion (or rollback) writes them. Costs: one tag list, each variant's
     checkpoint plus the records outside it, one HEAD per moving tag.
+
+    Raises:
+        ConfigError: an unknown ``variant`` (an error, not an empty list).
     """
+    if variant:
+        variants.get(settings, variant)
     return [(r, tags) for r, tags, _ in _rows(settings, variant)]
 
 

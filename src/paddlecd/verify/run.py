@@ -46,6 +46,18 @@ class Verified:
     def failed(self) -> list[dict[str, Any]]:
         return [c for c in self.record["checks"] if not c["passed"]]
 
+    def error(self) -> VerifyError | None:
+        """The failure as one error (None when every check passed): each failed check's name and
+        the first line of its message, and the smoke log as the hint. Used by ``invoke verify`` and
+        the pipeline's verify stage alike, so both say the same."""
+        if self.passed:
+            return None
+        failed = "; ".join(f"{c['name']}: {(c['message'] or 'failed').splitlines()[0]}"
+                           for c in self.failed)
+        return VerifyError(f"verify failed for {self.reference}: "
+                           f"{failed or 'smoke suite exited non-zero'}",
+                           f"see {self.out_dir / 'smoke.log'}")
+
 
 def target(settings: Settings, variant: str | None, image: str | None) -> str:
     """The ``host/repo@sha256:…`` to verify: ``image`` (a tag is resolved once, here) or the candidate

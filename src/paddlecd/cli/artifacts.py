@@ -1,0 +1,131 @@
+"""Model artifact tasks: upload, download, list (``invoke artifacts.*``; ``upload`` is also a
+short verb)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+
+from paddlecd.cli import common
+from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings
+from paddlecd.errors import ConfigError
+
+STORE_HELP = ("store URL: s3://BUCKET[/prefix] or file:///path "
+              "(default: storage.url, else file://<state>/artifacts)")
+
+
+@task(positional=[], help={
+    "model_dir": "folder given to paddle.jit.save "
+                 "(holds <prefix>.json|.pdmodel + <prefix>.pdiparams)",
+    "name": "model name: lowercase letters, digits, '-' (a DNS label), e.g. ocr-det",
+    "version": "model version, semver: 1.4.0, 2.0.0-rc.1",
+    "to": STORE_HELP,
+    "image": "repo@sha256:... of the image that produced the model (recorded in the manifest)",
+    "metrics": 'JSON file of metric name -> number, e.g. {"hmean": 0.83} '
+               "(recorded in the manifest)",
+    "paddle_version": "Paddle version that exported the model "
+                      "(default: the installed paddlepaddle)",
+    "overwrite": "replace a DIFFERENT model already stored under this name and version",
+    "dry_run": "print the plan, write nothing",
+})
+@guarded
+def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metrics=None,
+           paddle_version=None, overwrite=False, dry_run=False):
+    """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
+
+    The folder must be one complete export (Paddle 3.x <prefix>.json or 2.x <prefix>.pdmodel,
+    plus <prefix>.pdiparams and any <prefix>.pdiparams.info). manifest.json is written LAST: a
+    reader that finds it finds a complete model. Re-uploading the same files moves no bytes; a
+    different model under an existing version is refused unless --overwrite. Leftovers of an
+    interrupted upload are deleted by the next one. S3 endpoint, region, addressing and multipart
+    knobs: the storage.* settings (PADDLECD_STORAGE_ENDPOINT_URL, ...); credentials: the standard
+    AWS chain.
+
+    Example:
+      invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
+    """
+    from paddlecd.artifacts import manifest as artifact_manifest
+    from paddlecd.artifacts import transfer as arts
+
+    given = (("model-dir", model_dir), ("name", name), ("version", version))
+    missing = [f"--{flag}" for flag, value in given if not value]
+    if missing:
+        raise ConfigError(f"upload needs {' '.join(missing)}", "see: invoke --help upload")
+    cfg = settings()
+    store = arts.store_for(cfg, to)
+    plan = arts.plan_upload(store, Path(model_dir), name=name, version=version, image=image,
+                            metrics=Path(metrics) if metrics else None,
+                            paddle_version=paddle_version, overwrite=overwrite,
+                            git_revision=artifact_manifest.git_revision(cfg.root))
+    for line in plan.lines():
+        say(line)
+    if dry_run:
+        return say("dry run: nothing written")
+    bar, tid = bytes_bar(plan.bytes_to_move)
+    with bar:
+        arts.upload(store, plan, progress=lambda n: bar.advance(tid, n))
+    result(f"{'unchanged' if plan.action == 'unchanged' else 'uploaded'}: {plan.url} "
+           f"({plan.bytes_to_move} bytes moved)")
+
+
+@task(help={"url": "<store-url>/<name>/<version>, or <name>/<version> on the configured store",
+            "dest": "folder to create (must be absent or empty)"})
+@guarded
+def download(c, url, dest):
+    """Download a model and verify every file's sha256 against its manifest.
+
+    Files land in a temporary folder next to DEST, renamed to DEST only when all checks pass.
+
+    Example: invoke artifacts.download s3://models/paddle/ocr-det/1.4.0 ./ocr-det
+    """
+    from paddlecd.artifacts import transfer as arts
+
+    cfg = settings()
+    base, (name, version) = arts.split_model_url(url, cfg, parts=2)
+    bar, tid = bytes_bar()
+    with bar:
+        doc = arts.download(arts.store_for(cfg, base), name, version, Path(dest),
+                            progress=lambda n: bar.advance(tid, n),
+                            on_size=lambda t: bar.update(tid, total=t))
+    result(f"downloaded {name} {version} to {dest}: {len(doc['files'])} files, sha256 verified")
+
+
+@task(name="list", help={"url": "<store-url>/<name>, or <name> on the configured store",
+                         "json": common.JSON_HELP})
+@guarded
+def list_(c, url, json=False):
+    """List a model's versions (semver order) with their manifests' summary.
+
+    A version without manifest.json is an interrupted upload, shown as 'incomplete'.
+
+    Example: invoke artifacts.list s3://models/paddle/ocr-det
+    """
+    from paddlecd.artifacts import transfer as arts
+
+    cfg = settings()
+    base, (name,) = arts.split_model_url(url, cfg, parts=1)
+    versions = arts.list_model(arts.store_for(cfg, base), name)
+    if json:
+        return common.json_result({"store": base, "name": name, "versions": versions})
+    rows = [_row(v) for v in versions]
+    header = ("version", "created", "files", "bytes", "image digest", "metrics")
+    if not out.is_terminal:  # pipes and CI logs: whole values, tab-separated, nothing cut
+        result(f"# {base}/{name}\n" + "\t".join(header))
+        for row in rows:
+            result("\t".join(row))
+        return
+    from rich.table import Table
+
+    table = Table(*header, title=f"{base}/{name}")
+    for row in rows:
+        table.add_row(*row[:4], row[4][:19], row[5])
+    out.print(table)
+
+
+def _row(v: dict) -> tuple[str, ...]:
+    if not v["complete"]:
+        return (v["version"], "incomplete", "", "", "", "")
+    metrics = ", ".join(f"{k}={x:g}" for k, x in (v["metrics"] or {}).items())
+    return (v["version"], v["created"], str(v["files"]), str(v["bytes"]), v["image_digest"] or "-",
+            metrics or "-")

@@ -1,0 +1,97 @@
+"""Training-job tasks: deploy, render (``invoke cluster.*``; ``deploy`` is also a short verb).
+
+The plan goes to stderr; stdout gets the results: ``model: <location>``, the manifests of
+``deploy --dry-run`` (so ``invoke deploy … --dry-run > job.yaml`` works), the files ``render``
+wrote.
+"""
+
+from __future__ import annotations
+
+from invoke import task
+
+from paddlecd.cli.common import count, guarded, result, say, settings
+from paddlecd.errors import ConfigError
+
+DEPLOY_HELP = {
+    "release": "release to run, X.Y.Z-<variant> (e.g. 1.4.0-cu126); resolved once to its digest",
+    "image": "instead of --release: an image by digest, host/repo@sha256:<64 hex> "
+             "(tags are refused)",
+    "variant": "with --image: the image's variant (default cpu); decides whether GPUs are allowed",
+    "job": "the job file (schema: src/paddlecd/schemas/train.schema.json; "
+           "example: examples/train.yaml)",
+    "nodes": "number of nodes (pods or containers); default: 'nodes' in the job file",
+    "gpus_per_node": "GPUs per node, one training process each; "
+                     "default: resources.gpus in the job file",
+    "cluster": "local (N containers on one Docker network) or k8s (kubeconfig); "
+               "default: settings cluster.kind",
+    "kind": "job (Indexed batch/v1 Job + headless Service) "
+            "or paddlejob (Kubeflow PaddleJob, k8s only)",
+}
+
+
+def _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster_kind, kind):
+    from paddlecd import cluster as jobs
+
+    return jobs.plan(s, job=job, release=release, image=image, variant=variant,
+                     nodes=count("nodes", nodes),
+                     gpus_per_node=count("gpus-per-node", gpus_per_node),
+                     kind=kind, cluster=cluster_kind)
+
+
+@task(positional=[],
+      help={**DEPLOY_HELP, "dry_run": "print the plan and the manifests, create nothing"})
+@guarded
+def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus_per_node=None,
+           cluster=None, kind="job", dry_run=False):
+    """Run a promoted image as a distributed Paddle training job, locally or on Kubernetes.
+
+    Every node runs `python -m paddle.distributed.launch --master <job>-0.<job>:<port> --nnodes N
+    --rank <i>` on the image by digest, with the environment the Kubeflow PaddleJob controller
+    sets (PADDLE_MASTER, PADDLE_NNODES, PADDLE_JOB_ID). The plan is printed first; --dry-run also
+    prints the manifests and stops. --cluster local runs N containers on a fresh Docker network
+    (gloo on CPU), streams every rank's log and removes everything afterwards (PADDLECD_KEEP=1
+    keeps it). --cluster k8s creates a headless Service + Indexed Job (or a PaddleJob with --kind
+    paddlejob), watches the pods (image pull errors, unschedulable pods, completion, backoff
+    limit) and streams rank 0's log. Prints the exported model location on success (hand it to
+    `invoke upload`).
+    Examples:
+      invoke deploy --release 1.4.0-cpu --job examples/train.yaml --nodes 2
+      invoke deploy --release 1.4.0-cu126 --job train.yaml --nodes 2 --gpus-per-node 8 \\
+        --cluster k8s --dry-run
+    """
+    from paddlecd import cluster as jobs
+
+    s = settings()
+    plan = _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster, kind)
+    for line in plan.describe():
+        say(line)
+    if dry_run:
+        import yaml
+
+        result(yaml.safe_dump_all(plan.manifests, sort_keys=False))
+        return say("dry run: nothing created")
+    location = jobs.run(s, plan, on_event=lambda m: say(f"-- {m}"), on_line=say)
+    result(f"model: {location}")
+    return location
+
+
+@task(positional=[], help={
+    **DEPLOY_HELP, "out": "folder to write the manifests to (created; one YAML file per object)"})
+@guarded
+def render(c, job=None, out=None, release=None, image=None, variant=None, nodes=None,
+           gpus_per_node=None, cluster="k8s", kind="job"):
+    """Write the Kubernetes manifests of a training job to a folder, create nothing.
+
+    The same checks as deploy run first (job file schema, release → digest, GPUs vs variant, shm vs
+    memory). Files are NN-<kind>-<name>.yaml in creation order, ready for kubectl apply -f <out>.
+    Example:
+      invoke cluster.render --release 1.4.0-cu126 --job train.yaml --nodes 2 --gpus-per-node 8 \\
+        --out manifests/
+    """
+    from paddlecd import cluster as jobs
+
+    if not out:
+        raise ConfigError("no output folder given", "pass --out manifests/")
+    plan = _plan(settings(), job, release, image, variant, nodes, gpus_per_node, cluster, kind)
+    for path in jobs.render_to(plan, out):
+        result(f"wrote {path}")

@@ -1,0 +1,176 @@
+"""What every task shares: the one catch site, the two output streams, progress callbacks and
+flag helpers.
+
+Streams (issue 12): results go to stdout (:func:`result`: what a script would capture: a digest, a
+list, a manifest); progress, plans and errors go to stderr (:func:`say`). Library code never prints;
+it takes these as callbacks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from invoke import Exit
+from rich.console import Console
+from rich.markup import escape
+
+from paddlecd import config
+from paddlecd.cli import argv
+from paddlecd.errors import ConfigError, PaddlecdError
+
+Echo = Callable[[str], None]
+
+# emoji off: a ":name:" in a cause, a log line or an annotation is printed as it is
+out = Console(highlight=False, emoji=False)  # results
+err = Console(stderr=True, highlight=False, emoji=False)  # progress, plans, errors
+
+VARIANT_HELP = ("image variant from images/variants.yaml (default: cpu). Given once on a command "
+                "line it applies to every task there, so "
+                "`invoke build push verify --variant cu126` works")
+JSON_HELP = "print the result as one JSON document on stdout instead of text"
+LOG_FORMAT_HELP = ("text (default) or json: one JSON object per line, one event per "
+                   "stage/variant/check (also PADDLECD_LOG_FORMAT=json)")
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The one catch site: a paddlecd error (or an unusable path) becomes ``error: <cause>`` and
+    ``hint: <hint>`` on stderr and ``Exit`` with the error's stable code. With ``PADDLECD_DEBUG=1``
+    the traceback is printed first; the exit code stays the same (issue 12)."""
+
+    @functools.wraps(fn)
+    def wrapper(c, *args, **kwargs):
+        try:
+            return fn(c, *args, **kwargs)
+        except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
+            where = f": {e.filename}" if e.filename else ""
+            _fail(e, f"{e.strerror or e}{where}", "check the path and its permissions", 2)
+        except PaddlecdError as e:
+            _fail(e, e.cause, e.hint, e.exit_code)
+
+    return wrapper
+
+
+def _fail(e: BaseException, cause: str, hint: str | None, code: int) -> None:
+    if os.environ.get("PADDLECD_DEBUG"):
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+    err.print(f"[bold red]error:[/] {escape(cause)}", markup=True, soft_wrap=True)
+    if hint:
+        err.print(f"[yellow]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
+    raise Exit(code=code) from None
+
+
+def say(msg: str) -> None:
+    """A progress or plan line for the user, on stderr (blank lines of build output are dropped)."""
+    if msg.strip():
+        err.print(msg, soft_wrap=True, markup=False, highlight=False)
+
+
+def result(msg: str) -> None:
+    """A result line, on stdout: what a script running the task wants to capture."""
+    out.print(msg, soft_wrap=True, markup=False, highlight=False)
+
+
+def json_result(value: Any) -> None:
+    """``value`` as one JSON document on stdout (``--json``, issue 12): a record with ``to_json``
+    as that, another dataclass as its fields, lists and dicts of them likewise; keys sorted."""
+    out.out(json.dumps(_plain(value), sort_keys=True, default=str), highlight=False)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        data = value.to_json()
+        return json.loads(data) if isinstance(data, (str, bytes)) else data
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def settings(**flags: Any) -> config.Settings:
+    """Resolve configuration with task flags on top (``None`` flags are ignored)."""
+    return config.load(flags)
+
+
+def variant(value: str | None, *, required_by: str | None = None) -> str:
+    """The variant for this task: its own flag, else a ``--variant`` given to another task on the
+    same command line (:func:`argv.shared_variant`), else ``cpu``, except for release operations
+    (``required_by``), which never default: promoting or rolling back the wrong one is costly.
+
+    Raises:
+        ConfigError: ``required_by`` is set and no variant was given.
+    """
+    chosen = value or argv.shared_variant(sys.argv)
+    if chosen:
+        return chosen
+    if required_by:
+        raise ConfigError(f"{required_by} needs --variant",
+                          f"e.g. invoke {required_by} --variant cpu …")
+    return "cpu"
+
+
+def count(flag: str, value: Any) -> int | None:
+    """An optional whole-number flag (invoke passes strings when the default is None).
+
+    Raises:
+        ConfigError: ``value`` is not a whole number.
+    """
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"--{flag} must be a whole number, got {value!r}",
+                          f"e.g. --{flag} 2") from None
+
+
+def log_format(value: str | None) -> str:
+    """``--log-format`` (else ``PADDLECD_LOG_FORMAT``, else text), checked.
+
+    Raises:
+        ConfigError: neither ``text`` nor ``json``.
+    """
+    fmt = (value or os.environ.get("PADDLECD_LOG_FORMAT") or "text").lower()
+    if fmt not in ("text", "json"):
+        raise ConfigError(f"--log-format must be text or json, got {fmt!r}",
+                          "e.g. --log-format json")
+    return fmt
+
+
+def layer_progress(every: float = 5.0) -> Echo:
+    """A callback for push/pull streams: each layer's status changes, and byte progress at most
+    every ``every`` seconds, so a 1 GB push shows progress without thousands of lines."""
+    last: dict[str, str] = {}
+    clock = {"t": 0.0}
+
+    def show(msg: str) -> None:
+        layer, _, rest = msg.partition(" ")
+        status = rest.split("[", 1)[0].strip()
+        now = time.monotonic()
+        if last.get(layer) != status or now - clock["t"] >= every:
+            last[layer] = status
+            clock["t"] = now
+            say(f"  {msg}")
+
+    return show
+
+
+def bytes_bar(total: int | None = None) -> tuple[Any, Any]:
+    """A rich progress bar counting bytes on stderr (gone when done): (progress, task id)."""
+    from rich import progress
+
+    cols = (progress.BarColumn(), progress.DownloadColumn(), progress.TransferSpeedColumn(),
+            progress.TimeRemainingColumn())
+    bar = progress.Progress("[progress.description]{task.description}", *cols, console=err,
+                            transient=True)
+    return bar, bar.add_task("bytes", total=total)

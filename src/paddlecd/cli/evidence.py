@@ -1,0 +1,50 @@
+"""Evidence tasks: signing keys and the signed attestations verify attaches to a digest
+(``invoke evidence.*``, issue 10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+
+from paddlecd.cli.common import guarded, result, settings
+from paddlecd.errors import NoAttestationError
+
+
+@task(help={"out": "folder for the new key pair (created; an existing pair is never overwritten)"})
+@guarded
+def keygen(c, out=".paddlecd/keys"):
+    """Create an ECDSA P-256 key pair for signing verify attestations (PEM files).
+
+    Commit the .pub file and list it in release.trusted_keys; keep the .key file secret: point
+    verify.signing_key at it, or put its PEM in the PADDLECD_SIGNING_KEY secret in CI.
+    Example: invoke evidence.keygen --out .paddlecd/keys
+    """
+    from paddlecd.verify import keys
+
+    private, public = keys.keygen(Path(out))
+    result(f"private key: {private} (secret: verify.signing_key or $PADDLECD_SIGNING_KEY)\n"
+           f"public key:  {public} (commit it; list it in release.trusted_keys)")
+
+
+@task(help={"target": "an image host/repo@sha256:… or a release (1.4.0-cpu)"})
+@guarded
+def show(c, target):
+    """Show the signed attestations of an image or release, each checked against trusted keys.
+
+    For each verify run: who verified what, where, when, with which key, and the key figures.
+    Signatures are checked against release.trusted_keys.
+
+    Examples: invoke evidence.show 127.0.0.1:5000/paddlecd/paddle@sha256:<64 hex>
+              invoke evidence.show 1.4.0-cpu
+    """
+    from paddlecd.release import query
+    from paddlecd.verify import attested
+
+    ref, runs = query.evidence_of(settings(), target)
+    if not runs:
+        raise NoAttestationError(f"no attestation of {ref}",
+                                 "run: invoke verify --image <repo>@<digest>")
+    for run in runs:
+        for line in attested.describe(run):
+            result(line)

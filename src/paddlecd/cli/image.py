@@ -1,0 +1,143 @@
+"""Image tasks: lock, bootstrap, build, push, verify (``invoke image.*``; all but bootstrap are also
+short verbs at the top level)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+
+from paddlecd.cli import common
+from paddlecd.cli.common import VARIANT_HELP, guarded, result, say, settings
+from paddlecd.cli.common import variant as pick_variant
+
+
+@task(help={"variant": "lock only this variant (repeatable); default: all variants",
+            "dry_run": "resolve and show the digests without writing images/lock.yaml"},
+      iterable=["variant"])
+@guarded
+def lock(c, variant=None, dry_run=False):
+    """Pin base images: resolve each variant's base tag to its manifest digest (no pull).
+
+    Through the registry API. Writes images/lock.yaml (commit it) — and, for bases built by
+    image.bootstrap, the per-machine .paddlecd/lock.local.yaml; `build` only ever uses base@sha256
+    from them. All-or-nothing: when one base cannot be resolved (e.g. Docker Hub unreachable from
+    an air-gapped machine) nothing is written.
+    Examples: invoke lock --variant cpu     invoke lock   (all variants)
+    """
+    from paddlecd.image import lock as pins
+
+    s = settings()
+    if dry_run:
+        for entry in pins.resolve(s, variant or None).values():
+            result(f"{entry.variant}: {entry.base} -> {entry.digest}")
+        return say("dry run: no lock file written")
+    entries = pins.lock(s, variant or None, on_progress=say)
+    result(f"locked {len(entries)} base(s): pulled bases in {s.lock_file} (commit it), "
+           f"bootstrapped ones in {s.state / pins.LOCAL_LOCK} (per machine)")
+
+
+@task(help={"variant": "variant whose base to bootstrap (needs a 'bootstrap:' block; default cpu)",
+            "force": "rebuild and push even when the registry already has the base",
+            "lock": "also lock the variant afterwards (default: yes)",
+            "dry_run": "say whether the base would be built and where it would be pushed; "
+                       "change nothing"})
+@guarded
+def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
+    """Build the CPU Paddle base locally (debootstrap + PyPI paddlepaddle) and push it.
+
+    The air-gapped path: no image hub needed. Skipped when the registry already holds the base
+    (cached; use --force to rebuild). Needs root for debootstrap. Then locks the variant.
+
+    Example: invoke image.bootstrap --variant cpu --dry-run
+    """
+    from paddlecd.image import bootstrap as boot
+
+    if dry_run:
+        return say(boot.plan(settings(), variant, force=force))
+    done = boot.bootstrap_and_lock(settings(), variant, force=force, then_lock=lock, on_line=say,
+                                   on_progress=common.layer_progress())
+    result(f"base of '{variant}' " + (f"pushed: {done.digest}" if done.digest
+                                      else "already in the registry (use --force to rebuild)"))
+    if done.locked:
+        result(f"locked {done.locked.variant}: {done.locked.pinned}")
+
+
+@task(help={"variant": VARIANT_HELP, "no_cache": "build without the layer cache"})
+@guarded
+def build(c, variant=None, no_cache=False):
+    """Build a variant's image FROM its locked base digest (BuildKit).
+
+    Tagged <registry>/<repo>:<variant>-<gitsha>. Adds OCI labels (source, revision, created,
+    version, base.name, base.digest) and paddle/cuda/cudnn/variant labels; the CA bundle and index
+    URL enter as BuildKit secrets. Progress is shown; the full log is kept under .paddlecd/logs/.
+    Refuses an unlocked or drifted base (run `invoke lock`).
+
+    Example: invoke build push verify --variant cpu
+    """
+    from paddlecd.image import build as builder
+
+    built = builder.build(settings(), pick_variant(variant), on_line=say, no_cache=no_cache)
+    result(f"built {built.tag} ({built.image_id[:19]}) with {built.builder} in "
+           f"{built.seconds:.1f}s; log: {built.log}")
+
+
+@task(help={"variant": VARIANT_HELP, "json": common.JSON_HELP,
+            "dry_run": "show what would be pushed and where, push nothing"})
+@guarded
+def push(c, variant=None, dry_run=False, json=False):
+    """Push the variant's last build to the registry and read its digest back.
+
+    Credentials: Docker's config.json (docker login) or PADDLECD_REGISTRY_USERNAME/PASSWORD.
+    Transient failures are retried with backoff; every chunk of the push stream is checked. The
+    pushed repo@sha256:... is recorded as the variant's candidate for verify and promote.
+
+    Example: invoke push --variant cpu --dry-run
+    """
+    from paddlecd.image import push as publish
+
+    s, name = settings(), pick_variant(variant)
+    if dry_run:
+        return say(f"dry run: would push {publish.last_build_tag(s, name)} and read its digest "
+                   f"back from {s.registry.url}")
+    pushed = publish.push(s, name, on_progress=common.layer_progress())
+    if json:
+        return common.json_result(pushed)
+    result(f"pushed {pushed.tag}\n  reference: {pushed.reference}")
+
+
+@task(help={"variant": VARIANT_HELP,
+            "image": "verify this image instead (repo@sha256:..., or a tag resolved once)",
+            "out": "output folder for junit.xml, evidence copy, smoke.log, model/ "
+                   "(default .paddlecd/verify/...)",
+            "json": "print the evidence record as JSON on stdout instead of text"})
+@guarded
+def verify(c, variant=None, image=None, out=None, json=False):
+    """Run the smoke suite inside the pushed image (by digest) and record evidence for that digest.
+
+    Checks: paddle imports as the non-root default user with the labelled version; CUDA as the
+    variant says; AllReduce over all cards (NCCL) or 2 CPU processes (gloo) with exact sums and
+    busbw; a short training run converges and 2-rank data parallel matches 1 process;
+    paddle.jit.save export reloads (jit.load and paddle.inference) within 1e-5. Exits 6 if any
+    check fails.
+
+    Examples:
+      invoke verify --variant cpu
+      invoke verify --image registry.example.com/ml/paddle@sha256:<64 hex> --out /tmp/verify-out
+    """
+    from paddlecd.verify import run as smoke
+
+    done = smoke.verify(settings(), variant=None if image else pick_variant(variant), image=image,
+                        out_dir=Path(out) if out else None, on_line=say)
+    if json:
+        common.json_result(done.record)
+    else:
+        result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
+        result(f"attestation: {done.attestation}" if done.attestation else
+               "attestation: none (no signing key: set verify.signing_key or PADDLECD_SIGNING_KEY;"
+               " promotion needs one)")
+    error = done.error()
+    if error:
+        raise error
+    if not json:
+        result(f"verified {done.reference}: {len(done.record['checks'])} checks passed")

@@ -1,0 +1,105 @@
+"""Pipeline tasks: run, list (``invoke pipeline.*``).
+
+Streams: the plan and the stages' own output (build logs, smoke lines) go to stderr; the run's
+report (one line per stage and variant, the end line, GitHub annotations) to stdout. With
+``--log-format json`` every event, the plan included, is one JSON line on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+
+from invoke import task
+
+from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, say, settings
+from paddlecd.cli.common import log_format as pick_log_format
+
+
+def _reporters(fmt: str):
+    """(on_plan, on_event, on_line) for the runner, printing text or JSON lines."""
+    from paddlecd.pipeline import report
+
+    if fmt == "json":
+        def emit(event):
+            out.out(report.json_line(event), highlight=False)
+
+        return (lambda lines: emit({"event": "plan", "lines": lines}), emit,
+                lambda stage, variant, line: emit({"event": "log", "stage": stage,
+                                                   "variant": variant, "line": line}))
+
+    def on_event(event):
+        line = report.text(event)
+        if line:
+            result(line)
+
+    return (lambda lines: say("\n".join(lines)), on_event,
+            lambda stage, variant, line: say(f"  {variant}| {line}"))
+
+
+@task(name="run", iterable=["variant"], help={
+    "name": "pipeline name: a file pipelines/<name>.yaml "
+            "(pr, nightly, release; see invoke pipeline.list)",
+    "variant": "run for this variant (repeatable); wins over the pipeline's own choice "
+               "(pr: the variants the change touches, else cpu; nightly: all)",
+    "base_ref": "git ref to diff against to find the variants a change touches (pr); under GitHub "
+                "Actions default origin/$GITHUB_BASE_REF",
+    "resume": "continue the last run of this pipeline from the first stage that did not succeed, "
+              "reusing the recorded outputs (digests, evidence) of the stages before it",
+    "log_format": LOG_FORMAT_HELP,
+    "dry_run": "print the plan (stages, variants, what each changes) and run nothing",
+    "version": "release pipeline: the version to promote to (X.Y.Z); default: the pipeline's bump",
+    "bump": "release pipeline: major, minor or patch instead of --version",
+    "digest": "release pipeline: promote this sha256:... instead of the variant's last candidate",
+})
+@guarded
+def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry_run=False,
+        version=None, bump=None, digest=None):
+    """Run a pipeline from pipelines/<name>.yaml: its stages in order, for every selected variant.
+
+    Prints the plan first, then one line per stage and variant (status, seconds, key outputs such as
+    digests). Builds run in parallel (bounded, see the file's `parallel`). Writes
+    <state>/pipelines/<name>/<run-id>/summary.json and summary.md; under GitHub Actions also appends
+    the Markdown to $GITHUB_STEP_SUMMARY (capped at 1 MiB) and prints ::error:: annotations for
+    failures.
+    A failed stage stops the run (exit 10); `--resume` then continues from it.
+    Examples: invoke pipeline.run pr                      (cpu, or --variant ...)
+              invoke pipeline.run pr --base-ref origin/main
+              invoke pipeline.run pr --resume
+              invoke pipeline.run release --variant cpu --version 1.4.0 --dry-run
+    """
+    from paddlecd.pipeline import affected, report
+    from paddlecd.pipeline import runner as pl
+    from paddlecd.pipeline import spec as pipeline_spec
+
+    fmt = pick_log_format(log_format)
+    s = settings()
+    base_ref = affected.default_base_ref(base_ref, os.environ)
+    on_plan, on_event, on_line = _reporters(fmt)
+    pdef = pipeline_spec.load(s, name)
+    options = pipeline_spec.check_options({"version": version, "bump": bump, "digest": digest},
+                                          pdef)
+    given = tuple(variant or ())
+    if dry_run:
+        on_plan(pl.plan_lines(pdef, pl.select(s, pdef, given, base_ref), s, options))
+        return say("dry run: nothing run, nothing written") if fmt == "text" else None
+    done = pl.run(s, name, given=given, base_ref=base_ref, resume=resume, options=options,
+                  on_event=on_event, on_line=on_line, on_plan=on_plan)
+    for line in report.github_annotations(done.summary, os.environ):
+        result(line)
+    error = done.error()
+    if error:
+        raise error
+
+
+@task(name="list")
+@guarded
+def list_(c):
+    """List the pipelines in pipelines/: their stages in run order and which variants they cover."""
+    from paddlecd.pipeline import spec as pipeline_spec
+
+    s = settings()
+    for name in pipeline_spec.names(s):
+        pdef = pipeline_spec.load(s, name)
+        covers = ", ".join(pdef.variants) if isinstance(pdef.variants, tuple) else pdef.variants
+        result(f"{name:<9} {' -> '.join(st.name for st in pdef.stages)}  [variants: {covers}]  "
+               f"{pdef.description}")

@@ -1,0 +1,127 @@
+"""Release tasks: promote, rollback, list, show (``invoke release.*``; ``promote`` is also a
+short verb).
+
+Writing tasks show their plan (stderr) and write only with ``--yes``: CI has no prompt.
+"""
+
+from __future__ import annotations
+
+from invoke import task
+
+from paddlecd.cli.common import JSON_HELP, guarded, json_result, result, say, settings
+from paddlecd.cli.common import variant as pick_variant
+from paddlecd.errors import ConfigError
+
+CONFIRM_HINT = "nothing was written: re-run with --yes to write this plan (--dry-run only shows it)"
+
+
+def _confirmed(outcome, dry_run: bool, yes: bool, what: str) -> None:
+    """After a plan-only run: return for --dry-run or a no-op, else refuse without --yes."""
+    if dry_run or outcome.plan.noop:
+        return say("dry run: nothing written" if dry_run else "nothing to do")
+    if not yes:
+        raise ConfigError(f"{what} not confirmed", CONFIRM_HINT)
+
+
+def _phases(outcome) -> str:
+    return ", ".join(f"{name} {seconds:.2f}s" for name, seconds in outcome.phases)
+
+
+@task(help={"variant": "variant to promote (its last pushed candidate, unless --digest)",
+            "version": "release version X.Y.Z or X.Y.Z-rc.N (semver 2.0; no 'v', no leading zeros)",
+            "bump": "instead of --version: major, minor or patch, "
+                    "from the highest existing release",
+            "digest": "promote this sha256:… from the candidate repository "
+                      "instead of the last candidate",
+            "dry_run": "show the plan (and check evidence), write nothing, exit 0",
+            "yes": "write the plan (required: CI has no prompt)",
+            "force": "promote despite missing, failing or stale evidence "
+                     "(needs --reason; recorded)",
+            "reason": "why --force is needed; stored in the ledger record"})
+@guarded
+def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False, yes=False,
+            force=False, reason=None):
+    """Promote a verified image digest to a semver release: X.Y.Z-V, moving X.Y-V, X-V, latest-V.
+
+    Prints the plan first: every tag, in which repository, from which digest, and what each moving
+    tag pointed to before. Writes only with --yes. Requires a passing signed attestation of
+    exactly that digest in the registry, by a key in release.trusted_keys, younger than
+    release.evidence_max_age_hours, with no newer failing run; it is copied along with the image.
+    Moving tags only move forward by
+    semver precedence; a pre-release (1.5.0-rc.1) gets only its own tag; an existing release is
+    never overwritten; a re-run after a crash finishes the job; a complete re-run does nothing.
+    Blobs are mounted inside one registry (no layer moves). Every promotion appends a record to
+    the ledger (invoke release.list).
+    Examples: invoke promote --variant cpu --version 1.4.0 --dry-run
+              invoke promote --variant cu126 --bump minor --yes
+    """
+    from paddlecd.release import promote as rel
+
+    outcome = rel.promote(settings(), variant=pick_variant(variant, required_by="promote"),
+                          version=version, part=bump, digest=digest, force=force, reason=reason,
+                          execute=yes and not dry_run, report=say)
+    if not yes or dry_run:
+        return _confirmed(outcome, dry_run, yes, "promotion")
+    result(f"promoted {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
+           f"({outcome.bytes_uploaded} bytes uploaded; {_phases(outcome)})")
+
+
+@task(help={"variant": "variant whose moving tags to re-point",
+            "to": "the earlier release version, e.g. 1.3.2",
+            "dry_run": "show the plan, write nothing, exit 0", "yes": "write the plan (required)"})
+@guarded
+def rollback(c, variant=None, to=None, dry_run=False, yes=False):
+    """Re-point the moving tags of release --to (X.Y-V, X-V, latest-V) back to it; recorded.
+
+    The one case where a moving tag goes back; the ledger records it. Later promotions move
+    forward from there. Immutable release tags are never touched.
+    Example: invoke release.rollback --variant cpu --to 1.3.2 --yes
+    """
+    from paddlecd.release import promote as rel
+
+    if not to:
+        raise ConfigError("release.rollback needs --to X.Y.Z",
+                          "see: invoke release.list --variant V")
+    name = pick_variant(variant, required_by="release.rollback")
+    outcome = rel.rollback(settings(), variant=name, to=to, execute=yes and not dry_run, report=say)
+    if not yes or dry_run:
+        return _confirmed(outcome, dry_run, yes, "rollback")
+    result(f"rolled back {', '.join(outcome.written) or 'nothing'} to {to} ({_phases(outcome)})")
+
+
+def _evidence_text(record) -> str:
+    ev = record.evidence_summary
+    text = ("no evidence" if not ev else
+            f"{ev['checks'] - len(ev['failed'])}/{ev['checks']} checks passed, {ev['created']}")
+    return text + (f"; FORCED: {record.reason}" if record.forced else "")
+
+
+@task(name="list", help={"variant": "only this variant", "json": JSON_HELP})
+@guarded
+def list_(c, variant=None, json=False):
+    """Show releases from the ledger: version, variant, digest, when, who, evidence, moving tags."""
+    from paddlecd.release import promote as rel
+
+    rows = rel.list_releases(settings(), variant)
+    if json:  # [{"release": <ledger record>, "moving_tags": [...]}]
+        return json_result([{"release": record, "moving_tags": tags} for record, tags in rows])
+    for record, tags in rows:
+        result(f"{record.version}-{record.variant}  {record.digest}  {record.when}  {record.who}  "
+               f"[{_evidence_text(record)}]  {' '.join(tags)}")
+    if not rows:
+        say("no releases yet")
+
+
+@task(help={"version": "a version (1.4.0: every variant) or a release (1.4.0-cpu)"})
+@guarded
+def show(c, version):
+    """Show one release: digest, reference, moving tags on it now, evidence, its ledger history."""
+    from paddlecd.release import promote as rel
+
+    s = settings()
+    for record, tags, history in rel.show(s, version):
+        result(f"{record.version}-{record.variant}\n  reference: {s.release_repo}@{record.digest}\n"
+               f"  moving tags: {' '.join(tags) or '(none)'}\n  evidence: {_evidence_text(record)}\n"
+               f"  attestation: {record.attestation or '(none)'}")
+        for h in history:
+            result(f"  {h.when} {h.action} by {h.who} (record {h.id})")

@@ -1,0 +1,22 @@
+"""Smoke-suite tasks: what the suite checks (``invoke smoke.checks``); ``invoke verify`` runs it."""
+
+from __future__ import annotations
+
+from invoke import task
+
+from paddlecd.cli.common import guarded, result, settings
+
+
+@task(help={"variant": "show the checks as they apply to this variant "
+                       "(GPU-only checks are skipped on CPU)"})
+@guarded
+def checks(c, variant="cpu"):
+    """List the smoke checks verify runs inside every image (module/test), GPU-only ones marked.
+
+    The suite lives in smoke/ and depends only on paddle + pytest + the stdlib; see smoke/README.md.
+    """
+    from paddlecd.verify import suite
+
+    for check in suite.checks(settings(), variant):
+        mark = " (GPU-only)" if check.runs else " (GPU-only: skipped on this variant)"
+        result(check.name + (mark if check.gpu_only else ""))

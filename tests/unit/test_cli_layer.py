@@ -1,0 +1,318 @@
+"""The CLI layer (paddlecd.cli) and the logic it hands to the package: the namespace, the argv
+workarounds, the catch site, the output streams, and the package functions the tasks call (lock
+plan, bootstrap plan, verify failure, smoke listing, base ref, annotations, doctor rows).
+No services."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from invoke import Exit, Task
+
+from paddlecd import config, doctor
+from paddlecd.cli import argv, common, ns
+from paddlecd.errors import ConfigError, DoctorError, LockError, RegistryError, StorageError
+from paddlecd.image import bootstrap, lock
+from paddlecd.pipeline import affected, report
+from paddlecd.verify import run as verify
+from paddlecd.verify import suite
+
+ROOT = Path(__file__).resolve().parents[2]
+DIGEST = "sha256:" + "c" * 64
+
+
+def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECD_", "GITHUB_"))}
+    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, capture_output=True,
+                          text=True, env={**base, **env}, timeout=120)
+
+
+# ---------------------------------------------------------------- the shim and the namespace
+
+def test_tasks_py_is_a_short_shim():
+    lines = (ROOT / "tasks.py").read_text().splitlines()
+    assert len(lines) < 60
+    assert "paddlecd.cli" in "\n".join(lines) and "sys.path.insert(0" in "\n".join(lines)
+
+
+def _names_by_task() -> dict[int, tuple[Task, list[str]]]:
+    found: dict[int, tuple[Task, list[str]]] = {}
+
+    def walk(coll, prefix):
+        for name, t in coll.tasks.items():
+            found.setdefault(id(t), (t, []))[1].append(prefix + name)
+        for sub_name, sub in coll.collections.items():
+            walk(sub, f"{prefix}{sub_name}.")
+
+    walk(ns, "")
+    return found
+
+
+def test_every_task_has_help_text():
+    for t, names in _names_by_task().values():
+        assert (t.__doc__ or "").strip(), f"{names[0]} has no docstring (its --help text)"
+
+
+def test_each_task_once_under_its_namespace_plus_at_most_a_short_verb():
+    for _, names in _names_by_task().values():
+        top = [n for n in names if "." not in n]
+        nested = [n for n in names if "." in n]
+        assert len(nested) <= 1 and len(top) <= 1, names
+        assert not nested or not top or nested[0].endswith("." + top[0]), names
+    assert {"build", "push", "verify", "lock", "promote", "deploy", "upload", "doctor",
+            "image.bootstrap", "release.list", "pipeline.run", "smoke.checks"} <= set(ns.task_names)
+    assert "smoke.run" not in ns.task_names  # a third name for verify
+
+
+# ---------------------------------------------------------------- argv workarounds
+
+@pytest.mark.parametrize("line,expected", [
+    (["invoke", "build", "push", "verify", "--variant", "cu126"], "cu126"),
+    (["invoke", "build", "--variant=cu118", "push"], "cu118"),
+    (["invoke", "build", "-v", "cpu"], None),  # -v belongs to other tasks' flags
+    (["invoke", "build", "--variant"], None),
+])
+def test_shared_variant(line, expected):
+    assert argv.shared_variant(line) == expected
+
+
+def test_help_after_a_task_is_rewritten_only_for_a_known_task():
+    names = ns.task_names
+    assert argv.help_argv(["/x/invoke", "artifacts.list", "--help"], names) == [
+        "/x/invoke", "--help", "artifacts.list"]
+    assert argv.help_argv(["inv", "release.show", "-h"], names) == ["inv", "--help", "release.show"]
+    assert argv.help_argv(["inv", "nosuch", "--help"], names) is None
+    assert argv.help_argv(["inv", "--help", "build"], names) is None
+    calls = []
+    def record(file, args):
+        calls.append((file, args))
+
+    argv.help_after_positional(["inv", "pipeline.run", "--help"], names, execvp=record)
+    argv.help_after_positional(["inv", "pipeline.run", "pr"], names, execvp=record)
+    assert calls == [("inv", ["inv", "--help", "pipeline.run"])]
+
+
+def test_variant_comes_from_the_flag_the_command_line_or_cpu(monkeypatch):
+    monkeypatch.setattr("sys.argv", ["invoke", "build", "push", "--variant", "cu126"])
+    assert common.variant(None) == "cu126" and common.variant("cpu") == "cpu"
+    monkeypatch.setattr("sys.argv", ["invoke", "promote"])
+    assert common.variant(None) == "cpu"
+    with pytest.raises(ConfigError, match="promote needs --variant"):
+        common.variant(None, required_by="promote")
+
+
+# ---------------------------------------------------------------- the catch site
+
+def _failing(error: BaseException):
+    @common.guarded
+    def task_body(c):
+        raise error
+
+    return task_body
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_catch_site_keeps_the_exit_code_with_and_without_debug(monkeypatch, capsys, debug):
+    if debug:
+        monkeypatch.setenv("PADDLECD_DEBUG", "1")
+    else:
+        monkeypatch.delenv("PADDLECD_DEBUG", raising=False)
+    for error, code in ((ConfigError("bad flag", "use another"), 2), (LockError("not locked"), 3),
+                        (RegistryError("registry down", "start it"), 5),
+                        (FileNotFoundError(2, "No such file or directory", "/nope"), 2)):
+        with pytest.raises(Exit) as e:
+            _failing(error)(None)
+        assert e.value.code == code
+        err = capsys.readouterr().err
+        assert ("Traceback (most recent call last)" in err) is debug
+        assert err.splitlines()[-2 if code != 3 else -1].startswith("error: ")
+    assert "hint: check the path and its permissions" in err and "/nope" in err
+
+
+def test_other_exceptions_are_not_swallowed():
+    with pytest.raises(ZeroDivisionError):
+        _failing(ZeroDivisionError("bug"))(None)
+
+
+def test_debug_run_from_the_command_line_exits_with_the_error_code():
+    plain = invoke("pipeline.run", "nigthly")
+    debug = invoke("pipeline.run", "nigthly", PADDLECD_DEBUG="1")
+    assert plain.returncode == debug.returncode == 10
+    assert "Traceback" not in plain.stderr and "Traceback" in debug.stderr
+    assert debug.stderr.splitlines()[-2].startswith("error: unknown pipeline 'nigthly'")
+
+
+# ---------------------------------------------------------------- streams: results on stdout
+
+def test_a_listing_is_on_stdout_and_nothing_else_is():
+    run = invoke("smoke.checks", "--variant", "cpu")
+    assert run.returncode == 0 and run.stderr == ""
+    assert "allreduce/test_allreduce_exact_sums" in run.stdout.splitlines()
+
+
+def test_a_plan_is_on_stderr(tmp_path):
+    run = invoke("pipeline.run", "pr", "--dry-run", PADDLECD_STATE_DIR=str(tmp_path))
+    assert run.returncode == 0 and run.stdout == ""
+    assert run.stderr.startswith("pipeline pr: variants cpu")
+    assert "dry run: nothing run" in run.stderr
+
+
+# ---------------------------------------------------------------- package functions the tasks call
+
+def _settings(tmp_path, **flags):
+    flags = {"state_dir": str(tmp_path / "state"), "lock_file": str(tmp_path / "lock.yaml"),
+             **flags}
+    return config.load(flags, root=ROOT, environ={})
+
+
+class _Registry:
+    def __init__(self, error=None):
+        self.error, self.asked = error, []
+
+    def resolve(self, repository, reference):
+        self.asked.append((repository, reference))
+        if self.error:
+            raise self.error
+        media_type = "application/vnd.oci.image.manifest.v1+json"
+        return type("Descriptor", (), {"digest": DIGEST, "media_type": media_type})()
+
+
+def test_lock_dry_run_resolves_and_writes_nothing(tmp_path, monkeypatch):
+    fake = _Registry()
+    monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: fake)
+    s = _settings(tmp_path)
+    entries = lock.resolve(s, ["cpu", "cu126"])
+    assert list(entries) == ["cpu", "cu126"] and {e.digest for e in entries.values()} == {DIGEST}
+    assert fake.asked[1] == ("paddlepaddle/paddle", "3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5")
+    assert not (tmp_path / "lock.yaml").exists() and not (tmp_path / "state").exists()
+
+
+def test_lock_keeps_bad_input_apart_from_resolution_failures(tmp_path, monkeypatch):
+    s = _settings(tmp_path)
+    refusing = _Registry(ConfigError("half-set"))
+    monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: refusing)
+    with pytest.raises(ConfigError):
+        lock.resolve(s, ["cpu"])
+    down = _Registry(RegistryError("down"))
+    monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: down)
+    with pytest.raises(LockError, match="locking variant 'cpu': down"):
+        lock.resolve(s, ["cpu"])
+
+
+def test_bootstrap_plan_says_what_would_happen(tmp_path, monkeypatch):
+    s = _settings(tmp_path, **{"build.debian_mirror": "http://mirror.example/debian"})
+    monkeypatch.setattr(bootstrap, "base_present", lambda settings, v: False)
+    line = bootstrap.plan(s, "cpu")
+    assert line.startswith("dry run: base ") and "would be built (debootstrap bookworm from " \
+        "http://mirror.example/debian) and pushed" in line
+    monkeypatch.setattr(bootstrap, "base_present", lambda settings, v: True)
+    assert bootstrap.plan(s, "cpu").endswith("is in the registry: nothing to do")
+    assert "would be built" in bootstrap.plan(s, "cpu", force=True)
+    with pytest.raises(ConfigError, match="has no bootstrap section"):
+        bootstrap.plan(s, "cu126")
+
+
+def _verified(tmp_path, checks):
+    passed = all(c["passed"] for c in checks) and bool(checks)
+    record = {"digest": DIGEST, "checks": checks, "passed": passed}
+    return verify.Verified("r/p@" + DIGEST, record["passed"], record, tmp_path / "e.json", tmp_path)
+
+
+def test_a_failed_verify_is_one_error_naming_each_failed_check(tmp_path):
+    ok = {"name": "environment/test_import_paddle", "passed": True, "message": ""}
+    assert _verified(tmp_path, [ok]).error() is None
+    bad = [ok, {"name": "allreduce/test_sums", "passed": False, "message": "wrong sum\nlong trace"},
+           {"name": "export/test_jit", "passed": False, "message": ""}]
+    error = _verified(tmp_path, bad).error()
+    assert error.exit_code == 6
+    assert error.cause == (f"verify failed for r/p@{DIGEST}: "
+                           "allreduce/test_sums: wrong sum; export/test_jit: failed")
+    assert error.hint == f"see {tmp_path / 'smoke.log'}"
+    assert _verified(tmp_path, []).error().cause.endswith("smoke suite exited non-zero")
+
+
+def test_smoke_checks_are_read_from_the_files(tmp_path):
+    (tmp_path / "test_a.py").write_text(
+        "import pytest\n\n@pytest.mark.gpu_only\ndef test_cards():\n    pass\n\n"
+        "def helper():\n    pass\n\ndef test_cpu():\n    pass\n")
+    (tmp_path / "conftest.py").write_text("def test_not_a_check():\n    pass\n")
+    cpu = suite.read(tmp_path, gpu=False)
+    assert [(c.name, c.gpu_only, c.runs) for c in cpu] == [
+        ("a/test_cards", True, False), ("a/test_cpu", False, True)]
+    assert all(c.runs for c in suite.read(tmp_path, gpu=True))
+    real = suite.checks(config.load(root=ROOT, environ={}), "cpu")
+    assert "allreduce/test_allreduce_exact_sums" in [c.name for c in real]
+
+
+def test_base_ref_default():
+    assert affected.default_base_ref(None, {}) is None
+    assert affected.default_base_ref(None, {"GITHUB_BASE_REF": "main"}) == "origin/main"
+    assert affected.default_base_ref("origin/dev", {"GITHUB_BASE_REF": "main"}) == "origin/dev"
+    assert affected.default_base_ref(None, {"GITHUB_BASE_REF": ""}) is None
+
+
+def test_annotations_only_under_github_actions():
+    summary = {"pipeline": "pr", "stages": [{"name": "verify", "variants": {
+        "cpu": {"status": "failed", "error": "verify failed", "hint": "see log"}}}]}
+    assert report.github_annotations(summary, {}) == []
+    under_actions = report.github_annotations(summary, {"GITHUB_ACTIONS": "true"})
+    assert under_actions == report.annotations(summary) != []
+
+
+def test_doctor_rows_render_and_decide_the_exit():
+    rows = [doctor.Check("engine", "ok", "27.0", "unused"),
+            doctor.Check("registry", "fail", "down", "start it")]
+    assert rows[0].text() == "OK    engine          27.0"
+    assert rows[1].text() == "FAIL  registry        down\n      hint: start it"
+    assert json.loads(rows[1].to_json()) == {"event": "check", "check": "registry",
+                                             "status": "fail", "detail": "down", "hint": "start it"}
+    assert doctor.verdict(rows[:1]) is None
+    error = doctor.verdict(rows)
+    assert isinstance(error, DoctorError) and error.cause == "doctor: 1 check(s) failed: registry"
+
+
+def test_listing_a_model_that_is_not_there_is_an_error(tmp_path):
+    from paddlecd.artifacts import storage, transfer
+
+    store = storage.open_store(f"file://{tmp_path}", config.load(root=ROOT, environ={}).storage)
+    assert transfer.list_versions(store, "ocr-det") == []
+    with pytest.raises(StorageError, match=f"no model named 'ocr-det' in file://{tmp_path}"):
+        transfer.list_model(store, "ocr-det")
+
+
+# ---------------------------------------------------------------- --json results
+
+def test_json_result_prints_records_as_their_json(capsys):
+    from paddlecd.image.push import Pushed
+    from paddlecd.release.ledger import Record
+
+    pushed = Pushed("cpu", "r/p:cpu-abc", DIGEST, "r/p@" + DIGEST)
+    record = Record(id="ledger.cpu.1", action="promote", variant="cpu", version="1.4.0",
+                    digest=DIGEST, source="r/p@" + DIGEST, target="r/rel", tags=("1.4.0-cpu",))
+    common.json_result([{"pushed": pushed, "release": record}])
+    [doc] = json.loads(capsys.readouterr().out)
+    assert doc["pushed"] == {"variant": "cpu", "tag": "r/p:cpu-abc", "digest": DIGEST,
+                             "reference": "r/p@" + DIGEST}
+    assert doc["release"]["schema"] == 1 and doc["release"]["tags"] == ["1.4.0-cpu"]
+
+
+def test_artifacts_list_json_is_the_versions_on_stdout(tmp_path):
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "model.json").write_text("{}")  # stand-ins: upload checks names and hashes only
+    (out / "model.pdiparams").write_bytes(b"\0" * 64)
+    store = f"file://{tmp_path / 'store'}"
+    up = invoke("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",
+                "--to", store, PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.startswith(f"uploaded: {store}/demo/1.0.0") and "plan: create" in up.stderr
+    listed = invoke("artifacts.list", f"{store}/demo", "--json",
+                    PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert listed.returncode == 0, listed.stderr
+    doc = json.loads(listed.stdout)
+    assert doc["name"] == "demo" and [v["version"] for v in doc["versions"]] == ["1.0.0"]
+    assert doc["versions"][0]["files"] == 2 and doc["versions"][0]["complete"] is True
