@@ -11,6 +11,8 @@ import pytest
 from paddlecd import engine
 from paddlecd.localstack import RegistryServer, free_port
 
+from support import project_settings
+
 USER, PASSWORD = "ci", "s3cret-Pa55"
 
 
@@ -122,9 +124,6 @@ def s3_env(s3_server, monkeypatch, tmp_path):
 
 
 # ------------------------------------------------------------ main job (build, push, verify), issue 2
-from mainjob import project_settings  # noqa: E402
-
-
 @pytest.fixture(scope="session")
 def main_state(tmp_path_factory):
     """The state folder shared by the main-job session fixtures of this worker."""
@@ -140,7 +139,7 @@ def paddle_base(registry, main_state, tmp_path_factory):
 
     from paddlecd.image import bootstrap, lock
 
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     shared = tmp_path_factory.getbasetemp().parent
     with pytest.MonkeyPatch.context() as mp, FileLock(str(shared / "paddle-base.lock")):
         mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
@@ -155,7 +154,7 @@ def paddle_image(registry, main_state, paddle_base):
     uid 1000); returns its tag ``<registry>/paddlecd/paddle:cpu-<gitsha>``."""
     from paddlecd.image import build as builder
 
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
         return builder.build(settings, "cpu").tag

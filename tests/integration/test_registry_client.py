@@ -7,13 +7,14 @@ import tarfile
 import uuid
 
 import pytest
-from oci_images import push_image, push_index
 
 from paddlecd import config, engine
 from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.auth import Credentials
 from paddlecd.registry.client import RegistryClient, client_for, open_reference
+
+from support.oci_images import push_image, push_index
 
 
 def _repo(prefix: str = "t") -> str:

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 from test_release import Project
 
-ROOT = Path(__file__).resolve().parents[2]
-INVOKE = str(Path(sys.executable).parent / "invoke")
+from support import INVOKE, ROOT, invoke
 
 
 def _run(project: Project, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PADDLECD_STATE_DIR": project.flags["state_dir"],
-           "PADDLECD_REGISTRY_REPOSITORY": project.flags["registry.repository"],
-           "PADDLECD_RELEASE_REPOSITORY": project.flags["release.repository"]}
-    return subprocess.run([INVOKE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    """``invoke *args`` in this process's environment (``registry_env``) with the project's state
+    and repositories."""
+    return invoke(*args, timeout=300, PADDLECD_STATE_DIR=project.flags["state_dir"],
+                  PADDLECD_REGISTRY_REPOSITORY=project.flags["registry.repository"],
+                  PADDLECD_RELEASE_REPOSITORY=project.flags["release.repository"])
 
 
 def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):

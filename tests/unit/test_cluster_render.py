@@ -20,12 +20,14 @@ from paddlecd.cluster import jobfile
 from paddlecd.cluster.render import Target, launch_argv, render
 from paddlecd.errors import ConfigError
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+from support import ROOT
+
+DATA = ROOT / "tests" / "data"
 JOBS = sorted((DATA / "cluster" / "jobs").glob("*.yaml"))
 GOLDEN = DATA / "golden" / "cluster"
 K8S_VERSIONS = ["1.28", "1.30", "1.32"]
 DIGEST = "sha256:" + "4f" * 32
-SHARED_CRD = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kubeflow.org_paddlejobs.yaml"
+SHARED_CRD = ROOT.parent / "shared" / "reference" / "kubeflow.org_paddlejobs.yaml"
 VENDORED_CRD = DATA / "cluster" / "kubeflow.org_paddlejobs.trimmed.yaml"
 
 
@@ -173,3 +175,4 @@ def test_unknown_kind_and_long_job_id_are_refused():
         render(spec, t, job_id="x-1", kind="mpijob")
     with pytest.raises(ConfigError, match="longer than 52"):
         render(spec, t, job_id="x" * 53)
+

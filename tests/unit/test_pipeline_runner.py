@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 
-from paddlecd import config
 from paddlecd.errors import PipelineError, VerifyError
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import stages
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def settings(tmp_path):
-    return config.load({"state_dir": str(tmp_path / "state"), "lock_file": str(tmp_path / "lock.yaml")},
-                       root=ROOT, environ={})
 
 
 class Fakes:
@@ -193,3 +183,4 @@ def test_resume_takes_a_new_version_after_a_refused_promotion(settings):
     second = pipeline.run(settings, "release", resume=True, options={"version": "1.0.1"}, kinds=kinds)
     assert second.error() is None and seen == ["1.0.0", "1.0.1"]
     assert json.loads((second.folder / "summary.json").read_text())["options"]["version"] == "1.0.1"
+
