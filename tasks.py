@@ -34,14 +34,14 @@ def guarded(fn):
         try:
             return fn(c, *args, **kwargs)
         except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
-            if os.environ.get("PADDLECD_DEBUG"):
+            if config.debug_requested():
                 raise
             where = f": {e.filename}" if e.filename else ""
             err.print(f"[bold red]error:[/] {escape(e.strerror or str(e))}{escape(str(where))}", markup=True, soft_wrap=True)
             err.print("[yellow]hint:[/] check the path and its permissions", markup=True)
             raise Exit(code=2) from None
         except PaddlecdError as e:
-            if os.environ.get("PADDLECD_DEBUG"):
+            if config.debug_requested():
                 raise
             err.print(f"[bold red]error:[/] {escape(e.cause)}", markup=True, soft_wrap=True)
             if e.hint:
@@ -52,8 +52,16 @@ def guarded(fn):
 
 
 def settings(**flags):
-    """Resolve configuration with task flags on top (``None`` flags are ignored)."""
-    return config.load(flags)
+    """Resolve configuration with task flags on top (``None`` flags are ignored); print its
+    warnings (ignored ``PADDLECD_*`` variables) once per process on stderr."""
+    s = config.load(flags)
+    for w in sorted(set(s.warnings) - _warned):
+        err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, soft_wrap=True)
+    _warned.update(s.warnings)
+    return s
+
+
+_warned: set[str] = set()
 
 
 def say(msg: str) -> None:
@@ -600,10 +608,9 @@ _LOG_FORMAT_HELP = "text (default) or json: one JSON object per line, one event 
 def _log_format(value: str | None) -> str:
     from paddlecd.errors import ConfigError
 
-    fmt = (value or os.environ.get("PADDLECD_LOG_FORMAT") or "text").lower()
-    if fmt not in ("text", "json"):
-        raise ConfigError(f"--log-format must be text or json, got {fmt!r}", "e.g. --log-format json")
-    return fmt
+    if value and value.lower() not in config.LOG_FORMATS:
+        raise ConfigError(f"--log-format must be text or json, got {value!r}", "e.g. --log-format json")
+    return settings(**{"runtime.log_format": value}).runtime.log_format
 
 
 def _reporters(fmt: str):

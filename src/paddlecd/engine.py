@@ -25,14 +25,6 @@ from paddlecd.errors import EngineError, RegistryAuthError, RegistryError
 
 Progress = Callable[[str], None]
 
-KEEP_ENV = "PADDLECD_KEEP"  # set to 1 to keep containers and networks for debugging
-
-
-def keep() -> bool:
-    """True when ``$PADDLECD_KEEP`` asks to keep containers/networks after a run."""
-    return os.environ.get(KEEP_ENV, "").lower() in ("1", "true", "yes")
-
-
 def client() -> docker.DockerClient:
     """A docker-py client from the environment (``DOCKER_HOST`` or the default socket).
 
@@ -303,8 +295,9 @@ class Finished:
 
 
 @contextlib.contextmanager
-def container(image: str, command: Sequence[str] | None = None, **kwargs: Any) -> Iterator[Any]:
-    """Create and start a container; remove it on exit (kept when ``$PADDLECD_KEEP`` is set).
+def container(image: str, command: Sequence[str] | None = None, *, keep: bool = False,
+              **kwargs: Any) -> Iterator[Any]:
+    """Create and start a container; remove it on exit unless ``keep`` (``runtime.keep``).
 
     ``kwargs`` go to docker-py ``containers.run`` (detach is forced): ``name``, ``environment``,
     ``volumes``, ``network``, ``shm_size``, ``user``, ``device_requests``, ``ipc_mode``…
@@ -321,7 +314,7 @@ def container(image: str, command: Sequence[str] | None = None, **kwargs: Any) -
     try:
         yield c
     finally:
-        if not keep():
+        if not keep:
             with contextlib.suppress(docker.errors.APIError):
                 c.remove(force=True)
 
@@ -362,8 +355,9 @@ def wait(c: Any, *, timeout: float, on_line: Progress | None = None) -> Finished
 
 
 @contextlib.contextmanager
-def network(name: str, *, labels: Mapping[str, str] | None = None) -> Iterator[Any]:
-    """A user-defined bridge network ``name``, removed on exit (kept with ``$PADDLECD_KEEP``)."""
+def network(name: str, *, labels: Mapping[str, str] | None = None,
+            keep: bool = False) -> Iterator[Any]:
+    """A user-defined bridge network ``name``, removed on exit unless ``keep`` (``runtime.keep``)."""
     try:
         net = client().networks.create(name, driver="bridge", labels=dict(labels or {}), check_duplicate=True)
     except docker.errors.APIError as e:
@@ -371,7 +365,7 @@ def network(name: str, *, labels: Mapping[str, str] | None = None) -> Iterator[A
     try:
         yield net
     finally:
-        if not keep():
+        if not keep:
             with contextlib.suppress(docker.errors.APIError):
                 net.reload()
                 for c in net.containers:

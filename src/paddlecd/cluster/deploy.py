@@ -168,7 +168,8 @@ def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: flo
         from paddlecd.cluster import local
 
         started = time.time()
-        local.run(p.spec, p.target, job_id=p.job_id, on_event=on_event, on_line=on_line)
+        local.run(p.spec, p.target, job_id=p.job_id, on_event=on_event, on_line=on_line,
+                  keep=settings.runtime.keep)
         _check_export(p, since=started)
         return p.model_location
     from paddlecd.cluster import k8s, watch

@@ -145,7 +145,8 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     out.chmod(0o777)  # the smoke suite runs as the image's non-root user
     (out / "junit.xml").unlink(missing_ok=True)
     started = time.monotonic()
-    with engine.container(reference, SMOKE_CMD, **run_options(settings, labels, out)) as c:
+    with engine.container(reference, SMOKE_CMD, keep=settings.runtime.keep,
+                          **run_options(settings, labels, out)) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
     (out / "smoke.log").write_text(finished.logs)
     if not (out / "junit.xml").exists():
