@@ -107,8 +107,8 @@ def test_gpu_run_options_pin_cards_and_share_ipc(monkeypatch, tmp_path):
     opts = verify.run_options(s, {"io.paddlecd.device": "gpu", "io.paddlecd.cuda.version": "12.6"}, tmp_path)
     assert opts["ipc_mode"] == "host" and opts["shm_size"] == s.verify.gpu_shm_size
     assert opts["device_requests"][0]["DeviceIDs"] == ["2", "3"]
-    assert opts["environment"]["PADDLECD_GPUS"] == "2" and opts["environment"]["PADDLECD_DEVICE"] == "gpu"
-    assert opts["environment"]["PADDLECD_EXPECT_CUDA"] == "12.6"
+    assert opts["environment"]["SMOKE_GPUS"] == "2" and opts["environment"]["SMOKE_DEVICE"] == "gpu"
+    assert opts["environment"]["SMOKE_EXPECT_CUDA"] == "12.6"
     assert opts["environment"]["NVIDIA_TF32_OVERRIDE"] == "0"  # full fp32 for the 1e-5 export check
 
 

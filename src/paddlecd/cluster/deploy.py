@@ -191,4 +191,4 @@ def _check_export(p: Plan, *, since: float) -> None:
     if p.spec.output.path and (not params.exists() or params.stat().st_mtime < since - 1):
         state = "an old model (not written by this run)" if params.exists() else "no model"
         raise ClusterError(f"job {p.job_id} finished but left {state} at {p.model_location}(.pdiparams)",
-                           f"the script must paddle.jit.save to $PADDLECD_MODEL ({p.spec.model_path})")
+                           f"the script must paddle.jit.save to $TRAIN_MODEL ({p.spec.model_path})")

@@ -69,13 +69,16 @@ def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[s
     """docker-py run options for the smoke container (mounts, env, shm, GPU devices)."""
     smoke = settings.root / "smoke"
     gpu = labels.get("io.paddlecd.device") == "gpu"
+    # The smoke suite's contract (smoke/README.md) has its own prefix, SMOKE_*: not PADDLECD_*, so
+    # nothing for the container looks like a setting (issue 9); smoke/ is mounted from this
+    # checkout, so both sides of the contract always change together.
     env = {
-        "PADDLECD_DEVICE": "gpu" if gpu else "cpu",
-        "PADDLECD_EXPECT_PADDLE": labels.get("io.paddlecd.paddle.version", ""),
-        "PADDLECD_EXPECT_CUDA": labels.get("io.paddlecd.cuda.version", ""),
-        "PADDLECD_EXPECT_CUDNN": labels.get("io.paddlecd.cudnn.version", ""),
-        "PADDLECD_CPU_RANKS": str(settings.verify.cpu_ranks),
-        "PADDLECD_OUT": "/out",
+        "SMOKE_DEVICE": "gpu" if gpu else "cpu",
+        "SMOKE_EXPECT_PADDLE": labels.get("io.paddlecd.paddle.version", ""),
+        "SMOKE_EXPECT_CUDA": labels.get("io.paddlecd.cuda.version", ""),
+        "SMOKE_EXPECT_CUDNN": labels.get("io.paddlecd.cudnn.version", ""),
+        "SMOKE_CPU_RANKS": str(settings.verify.cpu_ranks),
+        "SMOKE_OUT": "/out",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     opts: dict[str, Any] = {
@@ -87,7 +90,7 @@ def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[s
     # host's /dev/shm and ignores --shm-size; it is kept (large) so the same options work if IPC is private.
     if gpu:
         _, count = drivers.host_gpus()
-        env["PADDLECD_GPUS"] = str(count)
+        env["SMOKE_GPUS"] = str(count)
         # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export comparison needs full fp32 on Ampere+
         env["NVIDIA_TF32_OVERRIDE"] = "0"
         pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
