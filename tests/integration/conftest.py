@@ -11,7 +11,7 @@ import pytest
 from paddlecd import engine
 from paddlecd.localstack import RegistryServer, free_port
 
-from support import project_settings
+from support import engine_cleanup, project_settings
 
 USER, PASSWORD = "ci", "s3cret-Pa55"
 
@@ -27,7 +27,9 @@ def registry(tmp_path_factory, docker_engine):
     """A real CNCF distribution registry on 127.0.0.1 with htpasswd auth and TLS (self-signed CA).
 
     The engine trusts the CA via /etc/docker/certs.d; credentials are in a Docker config.json whose
-    folder is ``registry.docker_config_dir`` (use it as DOCKER_CONFIG).
+    folder is ``registry.docker_config_dir`` (use it as DOCKER_CONFIG). At the end of the session
+    every local image named ``<registry.host>/…`` (built, pulled or tagged by this session's tests)
+    is removed, unless PADDLECD_KEEP=1 (support/engine_cleanup.py).
     """
     root = tmp_path_factory.mktemp("registry")
     server = RegistryServer(root, port=free_port(), users={USER: PASSWORD}, tls=True).start()
@@ -35,6 +37,19 @@ def registry(tmp_path_factory, docker_engine):
     server.docker_config_dir = server.docker_config(root / "docker-config", USER, PASSWORD)
     yield server
     server.stop()
+    if not engine_cleanup.keep_requested():
+        engine_cleanup.remove_images_of(server.host)
+
+
+@pytest.fixture(autouse=True)
+def engine_leftovers(request):
+    """After each test that used the ``registry`` fixture: remove the containers of that registry's
+    images the test left behind (and paddlecd's networks they were on), unless PADDLECD_KEEP=1.
+    Images are shared by the session's tests; ``registry`` removes them at the end."""
+    server = request.getfixturevalue("registry") if "registry" in request.fixturenames else None
+    yield
+    if server is not None and not engine_cleanup.keep_requested():
+        engine_cleanup.remove_containers_of(server.host)
 
 
 @pytest.fixture
