@@ -609,7 +609,8 @@ def _log_format(value: str | None) -> str:
     from paddlecd.errors import ConfigError
 
     if value and value.lower() not in config.LOG_FORMATS:
-        raise ConfigError(f"--log-format must be text or json, got {value!r}", "e.g. --log-format json")
+        raise ConfigError(f"--log-format must be text or json, got {value!r}",
+                          "e.g. --log-format json")
     return settings(**{"runtime.log_format": value}).runtime.log_format
 
 

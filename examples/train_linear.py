@@ -4,8 +4,8 @@ Runs under ``python -m paddle.distributed.launch`` on any number of nodes (CPU/g
 every rank draws the same deterministic dataset (seed 2024), keeps its own shard
 (``rank::world_size``), and trains ``paddle.DataParallel(Linear(D, 1))`` with SGD for ``--steps``
 steps. Rank 0 then saves the model with ``paddle.jit.save`` and ``InputSpec([None, D])`` to
-``$TRAIN_MODEL`` (default ``/output/model``: ``model.json`` + ``model.pdiparams``) and prints the final
-loss as ``final_loss=<float>``.
+``$TRAIN_MODEL`` (default ``/output/model``: ``model.json`` + ``model.pdiparams``) and prints the
+final loss as ``final_loss=<float>``.
 
 Used by the README's first command and by tests/integration/test_cluster_local.py.
 """

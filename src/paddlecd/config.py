@@ -102,8 +102,9 @@ class ClusterSettings:
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Switches for one run: ``debug`` shows tracebacks, ``keep`` keeps the containers and networks
-    a run made (for debugging), ``log_format`` is ``text`` or ``json`` (one JSON object per line)."""
+    """Switches for one run: ``debug`` shows tracebacks, ``keep`` keeps the containers and
+    networks a run made (for debugging), ``log_format`` is ``text`` or ``json`` (one JSON object
+    per line)."""
 
     debug: bool = False
     keep: bool = False
@@ -258,7 +259,8 @@ def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
             out[key] = value
             continue
         close = _suggest_env(name, known)
-        warnings.append(f"ignoring {name}: not a setting" + (f" (did you mean {close}?)" if close else ""))
+        hint = f" (did you mean {close}?)" if close else ""
+        warnings.append(f"ignoring {name}: not a setting{hint}")
     return out, warnings
 
 
@@ -320,7 +322,8 @@ def _suggest(key: str, known: list[str]) -> str | None:
 
 def _suggest_env(name: str, known: list[str]) -> str | None:
     """The variable ``name`` was probably meant to be, compared without the prefix:
-    ``PADDLECD_REGISTRY_URLL`` → ``PADDLECD_REGISTRY_URL``, ``PADDLECD_DEBG`` → ``PADDLECD_DEBUG``."""
+    ``PADDLECD_REGISTRY_URLL`` → ``PADDLECD_REGISTRY_URL``, ``PADDLECD_DEBG`` →
+    ``PADDLECD_DEBUG``."""
     names = {n[len(ENV_PREFIX):]: n for n in (*map(_env_name, known), *ENV_ALIASES)}
     close = difflib.get_close_matches(name[len(ENV_PREFIX):], list(names), n=1)
     return names[close[0]] if close else None

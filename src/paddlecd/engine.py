@@ -357,7 +357,8 @@ def wait(c: Any, *, timeout: float, on_line: Progress | None = None) -> Finished
 @contextlib.contextmanager
 def network(name: str, *, labels: Mapping[str, str] | None = None,
             keep: bool = False) -> Iterator[Any]:
-    """A user-defined bridge network ``name``, removed on exit unless ``keep`` (``runtime.keep``)."""
+    """A user-defined bridge network ``name``, removed on exit unless ``keep``
+    (``runtime.keep``)."""
     try:
         net = client().networks.create(name, driver="bridge", labels=dict(labels or {}), check_duplicate=True)
     except docker.errors.APIError as e:

@@ -28,8 +28,8 @@ def registry(tmp_path_factory, docker_engine):
 
     The engine trusts the CA via /etc/docker/certs.d; credentials are in a Docker config.json whose
     folder is ``registry.docker_config_dir`` (use it as DOCKER_CONFIG). At the end of the session
-    every local image named ``<registry.host>/…`` (built, pulled or tagged by this session's tests)
-    is removed, unless PADDLECD_KEEP=1 (support/engine_cleanup.py).
+    every local image named ``<registry.host>/…`` (built, pulled or tagged by this session's
+    tests) is removed, unless PADDLECD_KEEP=1 (support/engine_cleanup.py).
     """
     root = tmp_path_factory.mktemp("registry")
     server = RegistryServer(root, port=free_port(), users={USER: PASSWORD}, tls=True).start()

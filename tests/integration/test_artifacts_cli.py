@@ -1,5 +1,6 @@
 """``invoke upload`` / ``artifacts.download`` / ``artifacts.list`` run as a user runs them: a subprocess
-of the project's ``invoke`` from the repository root (support.invoke), against the default file:// store
+of the project's ``invoke`` from the repository root (support.invoke), against the default
+file:// store
 and moto's S3 server over HTTP, with real jit.save exports (issue 4)."""
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def _invoke(env, *args):
 @pytest.fixture
 def user_env(tmp_path):
     """The user's environment with the state folder (and so the default file store) in tmp_path."""
-    return clean_env(drop=("PADDLECD_", "AWS_", "GITHUB_"), PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    return clean_env(drop=("PADDLECD_", "AWS_", "GITHUB_"),
+                     PADDLECD_STATE_DIR=str(tmp_path / "state"))
 
 
 def _s3(endpoint):

@@ -86,7 +86,8 @@ def test_wrong_paddle_label_fails_the_version_check(paddle_image, registry, main
     (ctx / "Dockerfile").write_text(f"FROM {paddle_image}\nLABEL io.paddlecd.paddle.version=2.6.1\n")
     docker.from_env().images.build(path=str(ctx), tag=ref, rm=True, forcerm=True)
     publish.push_reference(project_settings(main_state, registry=registry), ref)
-    result = verify.verify(project_settings(main_state, registry=registry), image=ref, out_dir=tmp_path / "out")
+    result = verify.verify(project_settings(main_state, registry=registry), image=ref,
+                           out_dir=tmp_path / "out")
     failed = {c["name"]: c["message"] for c in result.failed}
     assert list(failed) == ["environment/test_paddle_version_matches_label"]
     assert "3.0.0" in failed["environment/test_paddle_version_matches_label"]
@@ -199,7 +200,8 @@ def test_registry_rejecting_the_push_mid_stream_fails_push(tmp_path):
 def test_bad_variants_file_is_one_line_exit_2(tmp_path, variants_yaml, expected):
     vfile = tmp_path / "variants.yaml"
     vfile.write_text(variants_yaml)
-    run = invoke("build", "--variant", "cpu", env=cli_env(None, tmp_path, PADDLECD_VARIANTS_FILE=str(vfile)))
+    env = cli_env(None, tmp_path, PADDLECD_VARIANTS_FILE=str(vfile))
+    run = invoke("build", "--variant", "cpu", env=env)
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()
     assert lines[0].startswith("error: ") and expected in run.stderr and lines[1].startswith("hint: ")

@@ -45,9 +45,11 @@ def cli_env(registry: Any, state: Path, **extra: str) -> dict[str, str]:
     for a user of ``registry`` (a :class:`paddlecd.localstack.RegistryServer`, or ``None``): its
     Docker config, host and CA, with the state folder and lock file under ``state``, plus
     ``extra``."""
-    env = {**os.environ, "PADDLECD_STATE_DIR": str(state), "PADDLECD_LOCK_FILE": str(state / "lock.yaml")}
+    env = {**os.environ, "PADDLECD_STATE_DIR": str(state),
+           "PADDLECD_LOCK_FILE": str(state / "lock.yaml")}
     if registry is not None:
-        env.update(DOCKER_CONFIG=str(registry.docker_config_dir), PADDLECD_REGISTRY_URL=registry.host)
+        env.update(DOCKER_CONFIG=str(registry.docker_config_dir),
+                   PADDLECD_REGISTRY_URL=registry.host)
         if registry.ca_file:
             env["PADDLECD_REGISTRY_CA_FILE"] = str(registry.ca_file)
     return {**env, **extra}

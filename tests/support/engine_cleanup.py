@@ -31,14 +31,16 @@ def keep_requested() -> bool:
 def containers_of(host: str) -> list:
     """Containers (running or not) whose image was given as ``host/…``."""
     found = engine.client().containers.list(all=True, ignore_removed=True)
-    return [c for c in found if str(c.attrs.get("Config", {}).get("Image", "")).startswith(f"{host}/")]
+    return [c for c in found
+            if str(c.attrs.get("Config", {}).get("Image", "")).startswith(f"{host}/")]
 
 
 def references_of(host: str) -> list[str]:
     """Local image references (tags and ``repo@digest`` names) under ``host/``."""
     refs: list[str] = []
     for image in engine.client().images.list():
-        refs += [r for r in (*image.tags, *image.attrs.get("RepoDigests", [])) if r.startswith(f"{host}/")]
+        names = (*image.tags, *image.attrs.get("RepoDigests", []))
+        refs += [r for r in names if r.startswith(f"{host}/")]
     return refs
 
 

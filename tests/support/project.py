@@ -16,7 +16,8 @@ def project_settings(state: Path, *, registry: Any = None, lock_file: Path | Non
     ``lock_file`` (default ``state/lock.yaml``) so a test never touches the checkout's .paddlecd or
     lock. ``registry`` is a :class:`paddlecd.localstack.RegistryServer` to point at (host and CA);
     ``flags`` are dotted keys as for :func:`paddlecd.config.load`. The environment is not read."""
-    base: dict[str, Any] = {"state_dir": str(state), "lock_file": str(lock_file or state / "lock.yaml")}
+    base: dict[str, Any] = {"state_dir": str(state),
+                            "lock_file": str(lock_file or state / "lock.yaml")}
     if registry is not None:
         base["registry.url"] = registry.host
         if registry.ca_file:

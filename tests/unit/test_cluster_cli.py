@@ -25,7 +25,8 @@ def cluster_env(tmp_path):
                   "clusters": [{"name": "s", "cluster": {"server": api.url}}], "users": [{"name": "u", "user": {}}],
                   "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}]}
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
-    yield api, clean_env(drop=("PADDLECD_",), KUBECONFIG=str(tmp_path / "kubeconfig"), HOME=str(tmp_path))
+    yield api, clean_env(drop=("PADDLECD_",), KUBECONFIG=str(tmp_path / "kubeconfig"),
+                         HOME=str(tmp_path))
     api.close()
 
 

@@ -179,12 +179,14 @@ def test_unknown_kind_and_long_job_id_are_refused():
 
 @pytest.mark.parametrize("kind", ["job", "paddlejob"])
 def test_the_script_gets_train_variables_and_the_deprecated_names_for_one_release(kind):
-    """issue 9: TRAIN_* for the script (PADDLECD_* names settings); the old names carry the same values."""
+    """issue 9: TRAIN_* for the script (PADDLECD_* names settings); the deprecated old names carry
+    the same values."""
     spec = jobfile.load(JOBS[0])
     [pod_env] = [c["env"] for m in manifests(JOBS[0], kind) for c in _containers(m)]
     env = {e["name"]: e.get("value") for e in pod_env}
     assert env["TRAIN_OUTPUT"] == spec.output.mount_path and env["TRAIN_MODEL"] == spec.model_path
-    assert env["TRAIN_CHECKPOINT_DIR"] == spec.checkpoint and env["TRAIN_RELEASE"] == target_for(spec).release
+    assert env["TRAIN_CHECKPOINT_DIR"] == spec.checkpoint
+    assert env["TRAIN_RELEASE"] == target_for(spec).release
     assert env["TRAIN_IMAGE"] == target_for(spec).reference
     assert {old: env[old] for old in DEPRECATED_TRAIN_ENV.values()} == {
         old: env[new] for new, old in DEPRECATED_TRAIN_ENV.items()}

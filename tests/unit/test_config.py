@@ -75,8 +75,9 @@ def test_runtime_from_the_project_file(tmp_path):
 
 
 @pytest.mark.parametrize("environ", [
-    {"PADDLECD_RUNTIME_DEBUG": "1", "PADDLECD_RUNTIME_KEEP": "true", "PADDLECD_RUNTIME_LOG_FORMAT": "json"},
-    {"PADDLECD_DEBUG": "1", "PADDLECD_KEEP": "true", "PADDLECD_LOG_FORMAT": "JSON"},  # README's names
+    {"PADDLECD_RUNTIME_DEBUG": "1", "PADDLECD_RUNTIME_KEEP": "true",
+     "PADDLECD_RUNTIME_LOG_FORMAT": "json"},
+    {"PADDLECD_DEBUG": "1", "PADDLECD_KEEP": "true", "PADDLECD_LOG_FORMAT": "JSON"},  # README
 ])
 def test_runtime_from_the_environment_by_full_name_or_short_alias(tmp_path, environ):
     s = config.load(root=tmp_path, environ=environ)
@@ -117,7 +118,8 @@ def test_an_unknown_flag_stays_an_error(tmp_path):
      "ignoring PADDLECD_REGISTRY_URLL: not a setting (did you mean PADDLECD_REGISTRY_URL?)"),
     ("PADDLECD_REGSITRY_URL",
      "ignoring PADDLECD_REGSITRY_URL: not a setting (did you mean PADDLECD_REGISTRY_URL?)"),
-    ("PADDLECD_STATE_DRI", "ignoring PADDLECD_STATE_DRI: not a setting (did you mean PADDLECD_STATE_DIR?)"),
+    ("PADDLECD_STATE_DRI",
+     "ignoring PADDLECD_STATE_DRI: not a setting (did you mean PADDLECD_STATE_DIR?)"),
     ("PADDLECD_DEBG", "ignoring PADDLECD_DEBG: not a setting (did you mean PADDLECD_DEBUG?)"),
 ])
 def test_an_unknown_variable_is_a_warning_not_an_error(tmp_path, name, warning):
@@ -128,7 +130,8 @@ def test_an_unknown_variable_is_a_warning_not_an_error(tmp_path, name, warning):
 
 def test_the_cli_prints_the_warning_and_runs(tmp_path):
     """issue 9: `PADDLECD_TOKEN=x invoke doctor` stopped with "unknown setting 'token'"."""
-    run = invoke("pipeline.list", env=clean_env(PADDLECD_TOKEN="x", PADDLECD_STATE_DIR=str(tmp_path)))
+    env = clean_env(PADDLECD_TOKEN="x", PADDLECD_STATE_DIR=str(tmp_path))
+    run = invoke("pipeline.list", env=env)
     assert run.returncode == 0, run.stderr
     assert run.stderr == "warning: ignoring PADDLECD_TOKEN: not a setting\n"
     assert run.stdout.startswith("nightly ")

@@ -1,4 +1,5 @@
-"""Bootstrapping the CPU base: which Debian mirror the host's apt sources give (no debootstrap run)."""
+"""Bootstrapping the CPU base: which Debian mirror the host's apt sources give (no debootstrap
+run)."""
 
 from __future__ import annotations
 

@@ -40,7 +40,8 @@ def settings_for(tmp_path: Path, variants_yaml: str | None = None) -> config.Set
     if variants_yaml is not None:
         vfile = tmp_path / "variants.yaml"
         vfile.write_text(variants_yaml)
-    return project_settings(tmp_path / "state", lock_file=tmp_path / "lock.yaml", variants_file=str(vfile))
+    return project_settings(tmp_path / "state", lock_file=tmp_path / "lock.yaml",
+                            variants_file=str(vfile))
 
 
 def test_repo_variants_load_with_gpu_versions_from_tags(tmp_path):

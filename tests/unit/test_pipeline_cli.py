@@ -37,7 +37,8 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
 
 
 def test_json_log_format_from_the_environment(tmp_path):
-    run = pipeline_cli("pipeline.run", "pr", "--dry-run", state=tmp_path, PADDLECD_LOG_FORMAT="json")
+    run = pipeline_cli("pipeline.run", "pr", "--dry-run", state=tmp_path,
+                       PADDLECD_LOG_FORMAT="json")
     assert run.returncode == 0, run.stderr
     events = [json.loads(line) for line in run.stdout.splitlines()]
     assert [e["event"] for e in events] == ["plan"] and events[0]["lines"][0].startswith("pipeline pr: variants cpu")

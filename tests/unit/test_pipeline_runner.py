@@ -189,8 +189,9 @@ def test_resume_takes_a_new_version_after_a_refused_promotion(settings):
 
 @pytest.mark.parametrize("debug", [False, True])
 def test_an_unexpected_stage_error_shows_its_traceback_only_with_runtime_debug(tmp_path, debug):
-    """runtime.debug (PADDLECD_DEBUG) is a setting: the runner reads it from Settings, not os.environ."""
-    s = project_settings(tmp_path / "state", lock_file=tmp_path / "lock.yaml", **{"runtime.debug": debug})
+    """runtime.debug (PADDLECD_DEBUG) is a setting: the runner reads Settings, not os.environ."""
+    s = project_settings(tmp_path / "state", lock_file=tmp_path / "lock.yaml",
+                         **{"runtime.debug": debug})
 
     def broken(ctx):
         raise KeyError("not a PaddlecdError")

@@ -40,8 +40,9 @@ def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: 
     with contextlib.ExitStack() as stack:
         stack.enter_context(engine.network(job_id, labels=labels(target, job_id), keep=keep))
         on_event(f"network {job_id} created")
-        ranks = [stack.enter_context(engine.container(target.reference, launch_argv(spec, job_id, i),
-                                                      keep=keep, **_options(spec, target, job_id, i)))
+        ranks = [stack.enter_context(engine.container(
+                     target.reference, launch_argv(spec, job_id, i), keep=keep,
+                     **_options(spec, target, job_id, i)))
                  for i in range(spec.nodes)]
         on_event(f"started {len(ranks)} containers: " + ", ".join(c.name for c in ranks))
         _wait_all(ranks, timeout=spec.active_deadline_seconds, on_line=on_line)
