@@ -4,8 +4,8 @@ Runs under ``python -m paddle.distributed.launch`` on any number of nodes (CPU/g
 every rank draws the same deterministic dataset (seed 2024), keeps its own shard
 (``rank::world_size``), and trains ``paddle.DataParallel(Linear(D, 1))`` with SGD for ``--steps``
 steps. Rank 0 then saves the model with ``paddle.jit.save`` and ``InputSpec([None, D])`` to
-``$PADDLECD_MODEL`` (default ``/output/model``: ``model.json`` + ``model.pdiparams``) and prints the final
-loss as ``final_loss=<float>``.
+``$TRAIN_MODEL`` (default ``/output/model``: ``model.json`` + ``model.pdiparams``) and prints the
+final loss as ``final_loss=<float>``.
 
 Used by the README's first command and by tests/integration/test_cluster_local.py.
 """
@@ -38,8 +38,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--samples", type=int, default=4096)
-    ap.add_argument("--model", default=os.environ.get("PADDLECD_MODEL", "/output/model"),
-                    help="paddle.jit.save path prefix (default: $PADDLECD_MODEL, set by paddlecd)")
+    ap.add_argument("--model", default=os.environ.get("TRAIN_MODEL", "/output/model"),
+                    help="paddle.jit.save path prefix (default: $TRAIN_MODEL, set by paddlecd)")
     ap.add_argument("--fail-rank", type=int, default=-1, help="this rank exits 3 (tests the failure path)")
     args = ap.parse_args()
 

@@ -24,7 +24,7 @@ STEPS, LR = 400, 0.1
 
 @dataclass(frozen=True)
 class Expect:
-    """What the image must provide, from ``PADDLECD_*`` variables (see smoke/README.md)."""
+    """What the image must provide, from ``SMOKE_*`` variables (see smoke/README.md)."""
 
     device: str
     paddle: str | None
@@ -41,21 +41,21 @@ class Expect:
 
     @classmethod
     def from_env(cls) -> Expect:
-        out = Path(os.environ.get("PADDLECD_OUT") or tempfile.mkdtemp(prefix="smoke-out-"))
+        out = Path(os.environ.get("SMOKE_OUT") or tempfile.mkdtemp(prefix="smoke-out-"))
         return cls(
-            device=os.environ.get("PADDLECD_DEVICE", "cpu"),
-            paddle=os.environ.get("PADDLECD_EXPECT_PADDLE") or None,
-            cuda=os.environ.get("PADDLECD_EXPECT_CUDA") or None,
-            cudnn=os.environ.get("PADDLECD_EXPECT_CUDNN") or None,
-            gpus=int(os.environ.get("PADDLECD_GPUS", "0")),
-            cpu_ranks=int(os.environ.get("PADDLECD_CPU_RANKS", "2")),
+            device=os.environ.get("SMOKE_DEVICE", "cpu"),
+            paddle=os.environ.get("SMOKE_EXPECT_PADDLE") or None,
+            cuda=os.environ.get("SMOKE_EXPECT_CUDA") or None,
+            cudnn=os.environ.get("SMOKE_EXPECT_CUDNN") or None,
+            gpus=int(os.environ.get("SMOKE_GPUS", "0")),
+            cpu_ranks=int(os.environ.get("SMOKE_CPU_RANKS", "2")),
             out=out,
         )
 
 
 def is_gpu_run() -> bool:
-    """True when the image under test is a GPU variant (``PADDLECD_DEVICE=gpu``)."""
-    return os.environ.get("PADDLECD_DEVICE", "cpu") == "gpu"
+    """True when the image under test is a GPU variant (``SMOKE_DEVICE=gpu``)."""
+    return os.environ.get("SMOKE_DEVICE", "cpu") == "gpu"
 
 
 def make_data(rank: int = 0, world_size: int = 1):

@@ -15,7 +15,7 @@ from _common import Expect  # noqa: E402
 
 @pytest.fixture(scope="session")
 def expect() -> Expect:
-    """The expectations passed in by ``invoke verify`` (PADDLECD_* variables)."""
+    """The expectations passed in by ``invoke verify`` (SMOKE_* variables)."""
     e = Expect.from_env()
     e.out.mkdir(parents=True, exist_ok=True)
     return e

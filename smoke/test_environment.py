@@ -27,7 +27,8 @@ def test_import_paddle(metric):
 def test_paddle_version_matches_label(expect):
     import paddle
 
-    assert expect.paddle, "PADDLECD_EXPECT_PADDLE not set (the image lacks the io.paddlecd.paddle.version label)"
+    assert expect.paddle, ("SMOKE_EXPECT_PADDLE not set "
+                           "(the image lacks the io.paddlecd.paddle.version label)")
     assert paddle.__version__ == expect.paddle, (
         f"paddle.__version__ is {paddle.__version__} but the image label says {expect.paddle}")
 

@@ -3,7 +3,7 @@ paddle.inference predictor; outputs equal the dynamic model within 1e-5.
 
 File layouts: Paddle 2.x writes ``<prefix>.pdmodel`` + ``.pdiparams``; Paddle 3.x with the PIR API
 (the default) writes ``<prefix>.json`` + ``.pdiparams``. Both are accepted. The export is copied to
-``$PADDLECD_OUT/model`` for the upload stage.
+``$SMOKE_OUT/model`` for the upload stage.
 """
 
 from __future__ import annotations

@@ -2,17 +2,27 @@
 
 Unit tests (tests/unit) need no services. Integration tests (tests/integration) talk to the real
 Docker engine, a real distribution registry and a real S3 server; .ci/run and scripts/stack.sh start
-the engine, the fixtures start registries and S3 servers themselves.
+the engine, the fixtures start registries and S3 servers themselves. Shared helpers live in
+tests/support (``from support import ROOT, invoke``).
 """
 
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from paddlecd import config
+
+from support import ROOT, project_settings
 
 
 @pytest.fixture
 def project_root() -> Path:
     """The checkout's root (holds images/, smoke/, pipelines/)."""
     return ROOT
+
+
+@pytest.fixture
+def settings(tmp_path) -> config.Settings:
+    """Settings for the real project files with the state in ``tmp_path/state`` and the lock file
+    ``tmp_path/lock.yaml``; the environment is not read."""
+    return project_settings(tmp_path / "state", lock_file=tmp_path / "lock.yaml")

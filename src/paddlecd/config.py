@@ -2,12 +2,17 @@
 
 Order, lowest to highest: packaged defaults (the dataclass defaults below) → project YAML
 (``paddlecd.yaml`` at the project root) → ``PADDLECD_*`` environment → flags. The result is a frozen
-:class:`Settings`. Unknown keys anywhere are rejected with a "did you mean".
+:class:`Settings`. An unknown key in the project file or a flag is an error with a "did you mean";
+an unknown ``PADDLECD_*`` variable only adds a warning to :attr:`Settings.warnings` (a CI secret
+that happens to share the prefix must not stop every task — issue 9).
 
 Environment names are ``PADDLECD_<SECTION>_<KEY>`` (``PADDLECD_REGISTRY_URL``) or ``PADDLECD_<KEY>``
-for top-level keys (``PADDLECD_STATE_DIR``). Flags are passed as ``{"registry.url": …}``.
-Credentials are never configured here: they come from Docker's config.json, the AWS chain and
-kubeconfig.
+for top-level keys (``PADDLECD_STATE_DIR``); the runtime switches keep their documented short names
+``PADDLECD_DEBUG``, ``PADDLECD_KEEP`` and ``PADDLECD_LOG_FORMAT`` as aliases of ``runtime.*``.
+Flags are passed as ``{"registry.url": …}``. Credentials are never configured here: they come from
+Docker's config.json (or ``PADDLECD_REGISTRY_USERNAME``/``PASSWORD``), the AWS chain and kubeconfig.
+Variables for the smoke and training containers have their own prefixes (``SMOKE_*``, ``TRAIN_*``;
+see verify/run.py and cluster/render.py), so they never look like settings.
 """
 
 from __future__ import annotations
@@ -104,8 +109,24 @@ class ClusterSettings:
 
 
 @dataclass(frozen=True)
+class RuntimeSettings:
+    """Switches for one run: ``debug`` shows tracebacks, ``keep`` keeps the containers and
+    networks a run made (for debugging), ``log_format`` is ``text`` or ``json`` (one JSON object
+    per line)."""
+
+    debug: bool = False
+    keep: bool = False
+    log_format: str = "text"
+
+
+LOG_FORMATS = ("text", "json")
+
+
+@dataclass(frozen=True)
 class Settings:
-    """All settings, resolved. ``root`` is the project root; ``state_dir`` is relative to it."""
+    """All settings, resolved. ``root`` is the project root; ``state_dir`` is relative to it.
+    ``warnings`` are one-line notes about the environment (ignored ``PADDLECD_*`` variables) for the
+    CLI to print; they are not settings."""
 
     root: Path = Path(".")
     state_dir: str = ".paddlecd"
@@ -117,6 +138,8 @@ class Settings:
     release: ReleaseSettings = field(default_factory=ReleaseSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    warnings: tuple[str, ...] = ()
 
     @property
     def state(self) -> Path:
@@ -166,23 +189,42 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
         root: project root; default :func:`find_root`.
         environ: environment to read ``PADDLECD_*`` from; default ``os.environ``.
 
+    Returns:
+        The settings; ``warnings`` lists each ``PADDLECD_*`` variable that was ignored because it is
+        not a setting (with a "did you mean" when it is close to one).
+
     Raises:
-        ConfigError: malformed project YAML, an unknown key (with a suggestion), a bad value type.
+        ConfigError: malformed project YAML, an unknown key in it or in ``flags`` (with a
+            suggestion), a bad value type.
     """
     root = root or find_root()
-    layers: list[tuple[str, dict[str, Any]]] = []
     project = root / PROJECT_FILE
-    if project.exists():
-        layers.append((str(project), _flatten(_read_yaml(project), str(project))))
-    env = environ if environ is not None else os.environ
-    layers.append(("environment", _from_env(env)))
-    layers.append(("flags", {k: v for k, v in (flags or {}).items() if v is not None}))
-    merged: dict[str, Any] = {}
-    for origin, layer in layers:
-        for key, value in layer.items():
+    from_file = _flatten(_read_yaml(project), str(project)) if project.exists() else {}
+    from_env, warnings = _from_env(environ if environ is not None else os.environ)
+    from_flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    for origin, layer in ((str(project), from_file), ("flags", from_flags)):
+        for key in layer:
             _check_key(key, origin)
-            merged[key] = value
-    return _build(root, merged)
+    settings = _build(root, {**from_file, **from_env, **from_flags})
+    return dataclasses.replace(settings, warnings=tuple(warnings))
+
+
+def debug_requested(environ: Mapping[str, str] | None = None, *, root: Path | None = None) -> bool:
+    """Whether ``runtime.debug`` is on, without resolving the whole cascade.
+
+    For the CLI's catch site, which must decide on a traceback even when :func:`load` itself
+    failed. Reads ``PADDLECD_RUNTIME_DEBUG``, then its alias ``PADDLECD_DEBUG``, then
+    ``runtime.debug`` in the project file; anything unreadable counts as off. Never raises.
+    """
+    env = os.environ if environ is None else environ
+    for name in ("PADDLECD_RUNTIME_DEBUG", "PADDLECD_DEBUG"):
+        if env.get(name):
+            return env[name].strip().lower() in _TRUE
+    try:
+        data = _read_yaml((root or find_root()) / PROJECT_FILE)
+        return str((data.get("runtime") or {}).get("debug", "")).lower() in _TRUE
+    except (ConfigError, OSError, AttributeError):
+        return False
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -210,47 +252,97 @@ def _flatten(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
     return out
 
 
-def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Settings from ``PADDLECD_*`` variables, and a warning for each one that is not a setting."""
     out: dict[str, Any] = {}
-    for name, value in environ.items():
-        if not name.startswith("PADDLECD_") or name == "PADDLECD_ROOT":
+    warnings: list[str] = []
+    known = _all_keys()
+    for name, value in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or name in NOT_SETTINGS:
             continue
-        rest = name[len("PADDLECD_"):].lower()
-        if rest in _IGNORED_ENV:
+        key = _env_key(name)
+        if key in known:
+            if name in ENV_ALIASES and _env_name(key) in environ:
+                continue  # the full name wins over its short alias
+            out[key] = value
             continue
-        section, _, key = rest.partition("_")
-        out[f"{section}.{key}" if section in SECTIONS and key else rest] = value
-    return out
+        close = _suggest_env(name, known)
+        hint = f" (did you mean {close}?)" if close else ""
+        warnings.append(f"ignoring {name}: not a setting{hint}")
+    return out, warnings
 
 
-# Variables read elsewhere (debug switches), not settings. Registry credentials are read by
-# paddlecd.registry.auth straight from the environment: secrets are never stored in Settings.
-_IGNORED_ENV = {
-    "debug", "keep", "log_format", "registry_username", "registry_password", "source_url", "update_golden",
-    "signing_key",  # the PEM of the attestation signing key (a CI secret): verify/keys.py reads it
-    # set inside smoke and training containers (smoke/README.md, cluster/render.py), never settings
-    "device", "expect_paddle", "expect_cuda", "expect_cudnn", "gpus", "cpu_ranks", "out",
-    "release", "image", "model", "output", "checkpoint_dir", "variant", "digest", "job",
-}
+ENV_PREFIX = "PADDLECD_"
+
+# The runtime switches' documented short names (README "Configuration"), kept as aliases.
+ENV_ALIASES = {"PADDLECD_DEBUG": "runtime.debug", "PADDLECD_KEEP": "runtime.keep",
+               "PADDLECD_LOG_FORMAT": "runtime.log_format"}
+
+# Variables with our prefix that are read elsewhere and are deliberately not settings: the root
+# (read before any settings exist), registry credentials (read by paddlecd.registry.auth straight
+# from the environment: secrets are never stored in Settings), the source URL label of a build and
+# the golden-file switch of the tests, the signing key's PEM.
+NOT_SETTINGS = frozenset({
+    "PADDLECD_ROOT", "PADDLECD_REGISTRY_USERNAME", "PADDLECD_REGISTRY_PASSWORD",
+    "PADDLECD_SOURCE_URL", "PADDLECD_UPDATE_GOLDEN",
+    "PADDLECD_SIGNING_KEY",  # the PEM of the attestation signing key (a CI secret): verify/keys.py
+})
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _env_key(name: str) -> str:
+    """``PADDLECD_REGISTRY_URL`` → ``registry.url``; ``PADDLECD_STATE_DIR`` → ``state_dir``."""
+    if name in ENV_ALIASES:
+        return ENV_ALIASES[name]
+    section, _, key = name[len(ENV_PREFIX):].lower().partition("_")
+    return f"{section}.{key}" if section in SECTIONS and key else f"{section}_{key}".rstrip("_")
+
+
+def _env_name(key: str) -> str:
+    """``registry.url`` → ``PADDLECD_REGISTRY_URL`` (the inverse of :func:`_env_key`)."""
+    return ENV_PREFIX + key.replace(".", "_").upper()
 
 
 def _all_keys() -> list[str]:
-    keys = [f.name for f in dataclasses.fields(Settings) if f.name not in SECTIONS and f.name != "root"]
+    not_keys = {"root", "warnings", *SECTIONS}
+    keys = [f.name for f in dataclasses.fields(Settings) if f.name not in not_keys]
     for section, cls in SECTIONS.items():
         keys += [f"{section}.{f.name}" for f in dataclasses.fields(cls)]
     return keys
 
 
+def _suggest(key: str, known: list[str]) -> str | None:
+    """The known key closest to ``key``: a misspelt section alone, a key in a misspelt section,
+    or a misspelt key (closeness is difflib's ratio ≥ 0.6)."""
+    head, dot, rest = key.partition(".")
+    if head not in SECTIONS:
+        section = difflib.get_close_matches(head, list(SECTIONS), n=1)
+        if section and not dot:
+            return section[0]
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return close[0]
+    if dot:  # a misspelt section: suggest the section with the same key
+        section = difflib.get_close_matches(head, list(SECTIONS), n=1)
+        return f"{section[0]}.{rest}" if section else None
+    return None
+
+
+def _suggest_env(name: str, known: list[str]) -> str | None:
+    """The variable ``name`` was probably meant to be, compared without the prefix:
+    ``PADDLECD_REGISTRY_URLL`` → ``PADDLECD_REGISTRY_URL``, ``PADDLECD_DEBG`` →
+    ``PADDLECD_DEBUG``."""
+    names = {n[len(ENV_PREFIX):]: n for n in (*map(_env_name, known), *ENV_ALIASES)}
+    close = difflib.get_close_matches(name[len(ENV_PREFIX):], list(names), n=1)
+    return names[close[0]] if close else None
+
+
 def _check_key(key: str, origin: str) -> None:
     known = _all_keys()
     if key not in known:
-        head = key.split(".", 1)[0]
-        section = difflib.get_close_matches(head, list(SECTIONS), n=1) if head not in SECTIONS else []
-        close = [section[0]] if section and "." not in key else difflib.get_close_matches(key, known, n=1)
-        if not close and "." in key:  # a misspelt section: suggest the section
-            section = difflib.get_close_matches(key.split(".", 1)[0], list(SECTIONS), n=1)
-            close = [f"{section[0]}.{key.split('.', 1)[1]}"] if section else []
-        hint = f"did you mean '{close[0]}'?" if close else "known keys: " + ", ".join(known)
+        close = _suggest(key, known)
+        hint = f"did you mean '{close}'?" if close else "known keys: " + ", ".join(known)
         raise ConfigError(f"{origin}: unknown setting '{key}'", hint)
 
 
@@ -265,6 +357,12 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
         if "." not in key:
             kwargs[key] = _coerce(value, hints[key], key)
     settings = Settings(**kwargs)
+    log_format = settings.runtime.log_format.lower()
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"setting 'runtime.log_format' must be text or json, "
+                          f"got {settings.runtime.log_format!r}", "e.g. PADDLECD_LOG_FORMAT=json")
+    settings = dataclasses.replace(
+        settings, runtime=dataclasses.replace(settings.runtime, log_format=log_format))
     for key, host in (("registry.url", settings.registry.url), ("release.registry", settings.release.registry)):
         if host and ("://" in host or "/" in host):
             raise ConfigError(f"setting '{key}' is {host!r}: give host[:port] only",

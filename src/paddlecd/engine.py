@@ -35,14 +35,8 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-KEEP_ENV = "PADDLECD_KEEP"  # set to 1 to keep containers and networks for debugging
 DOCKER_HOST_DEFAULT = "unix:///var/run/docker.sock"
 START_HINT = "start it: scripts/stack.sh up (or: dockerd &); check DOCKER_HOST and socket access"
-
-
-def keep() -> bool:
-    """True when ``$PADDLECD_KEEP`` asks to keep containers/networks after a run."""
-    return os.environ.get(KEEP_ENV, "").lower() in ("1", "true", "yes")
 
 
 @functools.lru_cache(maxsize=1)
@@ -415,6 +409,7 @@ class ContainerSpec:
     memory: int | None = None
     cpus: float | None = None
     gpus: Literal["all"] | tuple[str, ...] | None = None
+    keep: bool = False  # keep it after the run, for debugging (``runtime.keep``)
     ipc: str | None = None
 
 
@@ -473,7 +468,7 @@ class Container:
 
 @contextlib.contextmanager
 def container(spec: ContainerSpec) -> Iterator[Container]:
-    """Create and start a container from ``spec``; remove it on exit (kept with ``$PADDLECD_KEEP``).
+    """Create and start a container from ``spec``; remove it on exit unless ``spec.keep``.
 
     Raises:
         EngineError: the image is missing or the engine refused to start the container.
@@ -484,7 +479,7 @@ def container(spec: ContainerSpec) -> Iterator[Container]:
     try:
         yield Container(raw)
     finally:
-        if not keep():
+        if not spec.keep:
             with contextlib.suppress(docker.errors.APIError, requests.RequestException):
                 raw.remove(force=True)
 
@@ -531,8 +526,10 @@ def wait(c: Container, *, timeout: float, on_line: Progress | None = None) -> Fi
 
 
 @contextlib.contextmanager
-def network(name: str, *, labels: Mapping[str, str] | None = None) -> Iterator[str]:
-    """A user-defined bridge network ``name`` (yielded), removed on exit unless ``$PADDLECD_KEEP``.
+def network(name: str, *, labels: Mapping[str, str] | None = None,
+            keep: bool = False) -> Iterator[str]:
+    """A user-defined bridge network ``name`` (yielded), removed on exit unless ``keep``
+    (``runtime.keep``).
 
     Raises:
         EngineError: the engine refused to create it (a stale network of that name, say).
@@ -544,7 +541,7 @@ def network(name: str, *, labels: Mapping[str, str] | None = None) -> Iterator[s
     try:
         yield name
     finally:
-        if not keep():
+        if not keep:
             with contextlib.suppress(docker.errors.APIError, requests.RequestException):
                 net.reload()
                 for c in net.containers:

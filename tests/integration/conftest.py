@@ -11,6 +11,8 @@ import pytest
 from paddlecd import engine
 from paddlecd.localstack import RegistryServer, free_port
 
+from support import engine_cleanup, project_settings
+
 USER, PASSWORD = "ci", "s3cret-Pa55"
 
 
@@ -25,7 +27,9 @@ def registry(tmp_path_factory, docker_engine):
     """A real CNCF distribution registry on 127.0.0.1 with htpasswd auth and TLS (self-signed CA).
 
     The engine trusts the CA via /etc/docker/certs.d; credentials are in a Docker config.json whose
-    folder is ``registry.docker_config_dir`` (use it as DOCKER_CONFIG).
+    folder is ``registry.docker_config_dir`` (use it as DOCKER_CONFIG). At the end of the session
+    every local image named ``<registry.host>/…`` (built, pulled or tagged by this session's
+    tests) is removed, unless PADDLECD_KEEP=1 (support/engine_cleanup.py).
     """
     root = tmp_path_factory.mktemp("registry")
     server = RegistryServer(root, port=free_port(), users={USER: PASSWORD}, tls=True).start()
@@ -33,6 +37,19 @@ def registry(tmp_path_factory, docker_engine):
     server.docker_config_dir = server.docker_config(root / "docker-config", USER, PASSWORD)
     yield server
     server.stop()
+    if not engine_cleanup.keep_requested():
+        engine_cleanup.remove_images_of(server.host)
+
+
+@pytest.fixture(autouse=True)
+def engine_leftovers(request):
+    """After each test that used the ``registry`` fixture: remove the containers of that registry's
+    images the test left behind (and paddlecd's networks they were on), unless PADDLECD_KEEP=1.
+    Images are shared by the session's tests; ``registry`` removes them at the end."""
+    server = request.getfixturevalue("registry") if "registry" in request.fixturenames else None
+    yield
+    if server is not None and not engine_cleanup.keep_requested():
+        engine_cleanup.remove_containers_of(server.host)
 
 
 @pytest.fixture
@@ -122,9 +139,6 @@ def s3_env(s3_server, monkeypatch, tmp_path):
 
 
 # ------------------------------------------------------------ main job (build, push, verify), issue 2
-from mainjob import project_settings  # noqa: E402
-
-
 @pytest.fixture(scope="session")
 def main_state(tmp_path_factory):
     """The state folder shared by the main-job session fixtures of this worker."""
@@ -140,7 +154,7 @@ def paddle_base(registry, main_state, tmp_path_factory):
 
     from paddlecd.image import bootstrap, lock
 
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     shared = tmp_path_factory.getbasetemp().parent
     with pytest.MonkeyPatch.context() as mp, FileLock(str(shared / "paddle-base.lock")):
         mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
@@ -155,7 +169,7 @@ def paddle_image(registry, main_state, paddle_base):
     uid 1000); returns its tag ``<registry>/paddlecd/paddle:cpu-<gitsha>``."""
     from paddlecd.image import build as builder
 
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
         return builder.build(settings, "cpu").tag

@@ -27,7 +27,6 @@ import requests
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from oci_images import push_image
 from scripted_registry import ScriptedRegistry
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import CryptoSigner, SSlibKey
@@ -45,6 +44,8 @@ from paddlecd.errors import (
 from paddlecd.registry import referrers
 from paddlecd.registry.client import client_for
 from paddlecd.verify import attestation, attested, evidence, keys
+
+from support.oci_images import push_image
 
 ROOT = Path(__file__).resolve().parents[2]
 INVOKE = str(Path(sys.executable).parent / "invoke")

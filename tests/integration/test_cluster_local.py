@@ -8,9 +8,7 @@ steps of a linear model on synthetic data), mounted as the job's code folder.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import threading
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import yaml
 from paddlecd import cluster, config, engine
 from paddlecd.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT, clean_env, invoke, project_settings
 
 # Read the export back with paddle.jit.load in the same image and score it on the training data.
 LOAD_BACK = """
@@ -44,11 +42,6 @@ def image_by_digest(paddle_image, registry):
         digest = engine.push(ref)
     yield f"{registry.host}/paddlecd/cluster-test@{digest}"
     engine.remove_image(ref)  # the tag only: the image stays for other tests
-
-
-@pytest.fixture
-def settings():
-    return config.load(root=ROOT, environ={})
 
 
 def write_job(tmp_path: Path, *, steps: int, extra_args: tuple[str, ...] = ()) -> Path:
@@ -111,9 +104,8 @@ def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(settin
 def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_path):
     """Through the CLI, as a user runs it: exit 9, the failing rank named, its log tail as the hint."""
     job = write_job(tmp_path, steps=50, extra_args=("--fail-rank", "1"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLECD_")}
-    result = subprocess.run([str(ROOT / ".venv/bin/invoke"), "deploy", "--image", image_by_digest, "--job", str(job),
-                             "--cluster", "local"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    result = invoke("deploy", "--image", image_by_digest, "--job", str(job), "--cluster", "local",
+                    env=clean_env(drop=("PADDLECD_",)), timeout=600)
 
     assert result.returncode == 9, result.stdout[-2000:] + result.stderr
     # Rank 0 fails too (its collective breaks); rank 1 must be named with its own log tail.
@@ -150,9 +142,7 @@ def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_pa
 def test_a_release_that_does_not_exist_is_refused_before_anything_runs(registry_env, tmp_path):
     """``--release`` goes through paddlecd.release.promote.find against the real registry: an unknown
     release is a ConfigError (exit 2) and no container or network is created."""
-    from mainjob import project_settings
-
-    settings = project_settings(registry_env, tmp_path / "state")
+    settings = project_settings(tmp_path / "state", registry=registry_env)
     before = {c.name for c in engine.client().containers.list(all=True)}
     with pytest.raises(ConfigError, match="unknown release 9.9.9-cpu"):
         cluster.plan(settings, job=str(write_job(tmp_path, steps=10)), release="9.9.9-cpu", cluster="local")

@@ -7,10 +7,11 @@ from __future__ import annotations
 import boto3
 import pytest
 from conftest import PASSWORD, USER
-from mainjob import cli_env, invoke
 
 from paddlecd.localstack import free_port
 from paddlecd.verify import drivers
+
+from support import cli_env, invoke
 
 HAS_GPU = drivers.host_gpus()[0] is not None
 

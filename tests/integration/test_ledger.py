@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-from oci_images import push_image
 from test_release import Project
 
 from paddlecd.errors import ConfigError, PromotionError
@@ -28,6 +27,8 @@ from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient
 from paddlecd.release import ledger
 from paddlecd.release import promote as release
+
+from support.oci_images import push_image
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -12,9 +12,10 @@ import json
 import shutil
 
 import pytest
-from mainjob import cli_env, invoke
 
 from paddlecd.verify import evidence
+
+from support import ROOT, cli_env, invoke, project_settings
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +91,8 @@ def test_resume_runs_verify_only_on_the_recorded_digest(failed_run, resumed_run,
     assert verified["digest"] == pushed["digest"] and verified["reference"] == pushed["reference"]
     record = json.loads(open(verified["evidence"]).read())
     assert record["passed"] is True and record["digest"] == pushed["digest"]
-    from mainjob import project_settings
-
-    assert evidence.load(project_settings(registry, pr_state), pushed["digest"])["passed"] is True
+    settings = project_settings(pr_state, registry=registry)
+    assert evidence.load(settings, pushed["digest"])["passed"] is True
 
 
 def test_resumed_run_logs_json_lines_one_event_per_stage_and_check(resumed_run):
@@ -133,7 +133,6 @@ def release_root(tmp_path_factory):
     """A project root whose pipelines/release.yaml trains a short job (tmp output) and uploads to a tmp
     file:// store; images/ is the real one. Its own release repository keeps other tests' releases apart."""
     import yaml
-    from mainjob import ROOT
 
     root = tmp_path_factory.mktemp("release-root")
     shutil.copytree(ROOT / "images", root / "images", ignore=shutil.ignore_patterns("lock.yaml"))

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 from filelock import FileLock
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT
 
 
 def demo(env: dict[str, str]) -> subprocess.CompletedProcess:

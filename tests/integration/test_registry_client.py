@@ -7,14 +7,15 @@ import tarfile
 import uuid
 
 import pytest
-from mainjob import ROOT
-from oci_images import push_image, push_index
 
 from paddlecd import config, engine
 from paddlecd.errors import ConfigError, NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.auth import Credentials
 from paddlecd.registry.client import RegistryClient, client_for, open_reference
+
+from support import ROOT
+from support.oci_images import push_image, push_index
 
 
 def _repo(prefix: str = "t") -> str:

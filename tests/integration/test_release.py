@@ -15,7 +15,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from oci_images import push_image
 
 from paddlecd import config
 from paddlecd.errors import ConfigError, PromotionError
@@ -25,7 +24,8 @@ from paddlecd.release import ledger
 from paddlecd.release import promote as release
 from paddlecd.verify import attested, evidence, keys
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT
+from support.oci_images import push_image
 
 
 class Project:

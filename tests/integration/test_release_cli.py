@@ -5,18 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 from test_release import Project
 
-ROOT = Path(__file__).resolve().parents[2]
-INVOKE = str(Path(sys.executable).parent / "invoke")
+from support import INVOKE, ROOT, invoke
 
 
 def _run(project: Project, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **project.env()}
-    return subprocess.run([INVOKE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    """``invoke *args`` in this process's environment (``registry_env``) with the project's state,
+    repositories and keys."""
+    return invoke(*args, timeout=300, **project.env())
 
 
 def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):

@@ -17,15 +17,17 @@ import pytest
 import yaml
 
 from paddlecd.cluster import jobfile
-from paddlecd.cluster.render import Target, launch_argv, render
+from paddlecd.cluster.render import DEPRECATED_TRAIN_ENV, Target, launch_argv, render
 from paddlecd.errors import ConfigError
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+from support import ROOT
+
+DATA = ROOT / "tests" / "data"
 JOBS = sorted((DATA / "cluster" / "jobs").glob("*.yaml"))
 GOLDEN = DATA / "golden" / "cluster"
 K8S_VERSIONS = ["1.28", "1.30", "1.32"]
 DIGEST = "sha256:" + "4f" * 32
-SHARED_CRD = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kubeflow.org_paddlejobs.yaml"
+SHARED_CRD = ROOT.parent / "shared" / "reference" / "kubeflow.org_paddlejobs.yaml"
 VENDORED_CRD = DATA / "cluster" / "kubeflow.org_paddlejobs.trimmed.yaml"
 
 
@@ -173,3 +175,26 @@ def test_unknown_kind_and_long_job_id_are_refused():
         render(spec, t, job_id="x-1", kind="mpijob")
     with pytest.raises(ConfigError, match="longer than 52"):
         render(spec, t, job_id="x" * 53)
+
+
+@pytest.mark.parametrize("kind", ["job", "paddlejob"])
+def test_the_script_gets_train_variables_and_the_deprecated_names_for_one_release(kind):
+    """issue 9: TRAIN_* for the script (PADDLECD_* names settings); the deprecated old names carry
+    the same values."""
+    spec = jobfile.load(JOBS[0])
+    [pod_env] = [c["env"] for m in manifests(JOBS[0], kind) for c in _containers(m)]
+    env = {e["name"]: e.get("value") for e in pod_env}
+    assert env["TRAIN_OUTPUT"] == spec.output.mount_path and env["TRAIN_MODEL"] == spec.model_path
+    assert env["TRAIN_CHECKPOINT_DIR"] == spec.checkpoint
+    assert env["TRAIN_RELEASE"] == target_for(spec).release
+    assert env["TRAIN_IMAGE"] == target_for(spec).reference
+    assert {old: env[old] for old in DEPRECATED_TRAIN_ENV.values()} == {
+        old: env[new] for new, old in DEPRECATED_TRAIN_ENV.items()}
+
+
+def _containers(manifest: dict) -> list[dict]:
+    if manifest["kind"] == "Job":
+        return manifest["spec"]["template"]["spec"]["containers"]
+    if manifest["kind"] == "PaddleJob":
+        return manifest["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    return []

@@ -4,20 +4,13 @@ driver versions from NVIDIA's table as facts."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from paddlecd import config, doctor
 from paddlecd.errors import ClusterError
 from paddlecd.image import variants
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def settings():
-    return config.load({}, root=ROOT, environ={})
+from support import ROOT
 
 
 def host(settings, names, *, driver=None, gpus=0, info=None, require_gpu=False):

@@ -4,23 +4,20 @@ written. Only --dry-run and refusals run here (no engine or registry needed)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT, clean_env, invoke
 
 
-def invoke(*args: str, state: Path, root: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECD_", "GITHUB_"))}
-    base.update(PADDLECD_STATE_DIR=str(state), **env)
-    if root:
-        base["PADDLECD_ROOT"] = str(root)
-    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, env=base, capture_output=True,
-                          text=True, timeout=120)
+def pipeline_cli(*args: str, state: Path, root: Path | None = None,
+                 **env: str) -> subprocess.CompletedProcess:
+    """``invoke *args`` with the state in ``state`` and, if given, another project ``root``."""
+    where = {"PADDLECD_ROOT": str(root)} if root else {}
+    return invoke(*args, env=clean_env(PADDLECD_STATE_DIR=str(state), **where, **env), timeout=120)
 
 
 def project_with(tmp_path: Path, name: str, pipeline: dict) -> Path:
@@ -32,7 +29,7 @@ def project_with(tmp_path: Path, name: str, pipeline: dict) -> Path:
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
-    run = invoke("pipeline.run", "nightly", "--dry-run", state=tmp_path / "state")
+    run = pipeline_cli("pipeline.run", "nightly", "--dry-run", state=tmp_path / "state")
     assert run.returncode == 0, run.stderr
     # the plan is progress for a human: stderr (stdout is for results)
     plan = run.stderr.splitlines()
@@ -44,19 +41,20 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
 
 
 def test_json_log_format_from_the_environment(tmp_path):
-    run = invoke("pipeline.run", "pr", "--dry-run", state=tmp_path, PADDLECD_LOG_FORMAT="json")
+    run = pipeline_cli("pipeline.run", "pr", "--dry-run", state=tmp_path,
+                       PADDLECD_LOG_FORMAT="json")
     assert run.returncode == 0, run.stderr
     events = [json.loads(line) for line in run.stdout.splitlines()]
     assert [e["event"] for e in events] == ["plan"] and events[0]["lines"][0].startswith("pipeline pr: variants cpu")
 
 
 def test_bad_log_format(tmp_path):
-    run = invoke("pipeline.run", "pr", "--log-format", "xml", state=tmp_path)
+    run = pipeline_cli("pipeline.run", "pr", "--log-format", "xml", state=tmp_path)
     assert run.returncode == 2 and "error: --log-format must be text or json, got 'xml'" in run.stderr
 
 
 def test_unknown_pipeline(tmp_path):
-    run = invoke("pipeline.run", "nigthly", state=tmp_path)
+    run = pipeline_cli("pipeline.run", "nigthly", state=tmp_path)
     assert run.returncode == 10
     assert run.stderr.splitlines() == ["error: unknown pipeline 'nigthly' (no pipelines/nigthly.yaml)",
                                        "hint: did you mean 'nightly'? known: nightly, pr, release"]
@@ -65,7 +63,7 @@ def test_unknown_pipeline(tmp_path):
 def test_cycle_in_a_pipeline_file_is_one_line_and_a_hint(tmp_path):
     root = project_with(tmp_path, "loop", {"schema": 1, "stages": [
         {"stage": "build", "needs": ["push"]}, {"stage": "push", "needs": ["build"]}]})
-    run = invoke("pipeline.run", "loop", state=tmp_path / "state", root=root)
+    run = pipeline_cli("pipeline.run", "loop", state=tmp_path / "state", root=root)
     assert run.returncode == 10
     err = run.stderr.splitlines()
     assert len(err) == 2 and "stages form a cycle: " in err[0] and err[1].startswith("hint: remove one 'needs'")
@@ -74,16 +72,16 @@ def test_cycle_in_a_pipeline_file_is_one_line_and_a_hint(tmp_path):
 
 def test_unknown_stage_and_variant_in_a_pipeline_file(tmp_path):
     root = project_with(tmp_path, "typo", {"schema": 1, "variants": ["cpu"], "stages": [{"stage": "verfiy"}]})
-    run = invoke("pipeline.run", "typo", state=tmp_path / "state", root=root)
+    run = pipeline_cli("pipeline.run", "typo", state=tmp_path / "state", root=root)
     assert run.returncode == 10 and "unknown stage 'verfiy'" in run.stderr and "did you mean 'verify'?" in run.stderr
     root2 = project_with(tmp_path / "b", "v", {"schema": 1, "variants": ["cu12"], "stages": [{"stage": "verify"}]})
-    run = invoke("pipeline.run", "v", state=tmp_path / "state", root=root2)
+    run = pipeline_cli("pipeline.run", "v", state=tmp_path / "state", root=root2)
     assert run.returncode == 10 and "unknown variant 'cu12'" in run.stderr
     assert not (tmp_path / "state").exists()
 
 
 def test_pipeline_list(tmp_path):
-    run = invoke("pipeline.list", state=tmp_path)
+    run = pipeline_cli("pipeline.list", state=tmp_path)
     assert run.returncode == 0
     assert any(line.startswith("pr ") and "lock-check -> build -> push -> verify" in line for line in run.stdout.splitlines())
     assert any(line.startswith("release ") and "promote -> deploy -> upload" in line for line in run.stdout.splitlines())

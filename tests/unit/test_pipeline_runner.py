@@ -5,22 +5,14 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 
-from paddlecd import config
 from paddlecd.errors import PipelineError, VerifyError
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import stages
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def settings(tmp_path):
-    return config.load({"state_dir": str(tmp_path / "state"), "lock_file": str(tmp_path / "lock.yaml")},
-                       root=ROOT, environ={})
+from support import project_settings
 
 
 class Fakes:
@@ -193,3 +185,19 @@ def test_resume_takes_a_new_version_after_a_refused_promotion(settings):
     second = pipeline.run(settings, "release", resume=True, options={"version": "1.0.1"}, kinds=kinds)
     assert second.error() is None and seen == ["1.0.0", "1.0.1"]
     assert json.loads((second.folder / "summary.json").read_text())["options"]["version"] == "1.0.1"
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_an_unexpected_stage_error_shows_its_traceback_only_with_runtime_debug(tmp_path, debug):
+    """runtime.debug (PADDLECD_DEBUG) is a setting: the runner reads Settings, not os.environ."""
+    s = project_settings(tmp_path / "state", lock_file=tmp_path / "lock.yaml",
+                         **{"runtime.debug": debug})
+
+    def broken(ctx):
+        raise KeyError("not a PaddlecdError")
+
+    lines = []
+    result = pipeline.run(s, "pr", given=("cpu",), kinds={k: broken for k in stages.KINDS},
+                          on_line=lambda stage, variant, line: lines.append(line))
+    assert result.error() is not None
+    assert ("Traceback (most recent call last):" in lines) is debug

@@ -11,13 +11,7 @@ from paddlecd.errors import ConfigError, PipelineError
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import spec as pipeline_spec
 
-ROOT = Path(__file__).resolve().parents[2]
 PATH = Path("pipelines/test.yaml")
-
-
-@pytest.fixture
-def settings(tmp_path):
-    return config.load({"state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
 
 
 def parse(stages, **top):

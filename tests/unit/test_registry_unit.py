@@ -129,3 +129,14 @@ def test_client_for_release_registry_settings(tmp_path):
     assert c.base == "https://rel.example:5443/v2/" and c.verify == "/tmp/rel-ca.crt"
     s = load({"release.registry": "rel.example", "release.insecure": "true"}, root=tmp_path, environ={})
     assert client_for(s, "rel.example").base == "http://rel.example/v2/"
+
+
+def test_env_registry_credentials_go_only_to_the_configured_registry(tmp_path, monkeypatch):
+    """PADDLECD_REGISTRY_USERNAME/PASSWORD must not be sent to another registry (e.g. Docker Hub for a base)."""
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))  # empty: no config.json
+    monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "alice")
+    monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "s3cret")
+    s = load({"registry.url": "registry.example:5000"}, root=tmp_path, environ={})
+    assert client_for(s).credentials.username == "alice"
+    assert client_for(s, "docker.io").credentials is None
+    assert client_for(s, "other.example").credentials is None

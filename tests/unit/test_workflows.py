@@ -15,7 +15,8 @@ import pytest
 import yaml
 from invoke.parser import Parser
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT
+
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 BIN = Path(sys.executable).parent
 

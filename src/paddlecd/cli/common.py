@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 import sys
 import time
 import traceback
@@ -59,7 +58,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fail(e: BaseException, cause: str, hint: str | None, code: int) -> None:
-    if os.environ.get("PADDLECD_DEBUG"):
+    if config.debug_requested():
         traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
     err.print(f"[bold red]error:[/] {escape(cause)}", markup=True, soft_wrap=True)
     if hint:
@@ -98,8 +97,16 @@ def _plain(value: Any) -> Any:
 
 
 def settings(**flags: Any) -> config.Settings:
-    """Resolve configuration with task flags on top (``None`` flags are ignored)."""
-    return config.load(flags)
+    """Resolve configuration with task flags on top (``None`` flags are ignored); print its
+    warnings (ignored ``PADDLECD_*`` variables) once per process on stderr."""
+    s = config.load(flags)
+    for w in sorted(set(s.warnings) - _warned):
+        err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, soft_wrap=True)
+    _warned.update(s.warnings)
+    return s
+
+
+_warned: set[str] = set()
 
 
 def variant(value: str | None, *, required_by: str | None = None) -> str:
@@ -135,16 +142,15 @@ def count(flag: str, value: Any) -> int | None:
 
 
 def log_format(value: str | None) -> str:
-    """``--log-format`` (else ``PADDLECD_LOG_FORMAT``, else text), checked.
+    """``--log-format`` (else ``runtime.log_format``: ``PADDLECD_LOG_FORMAT``, else text), checked.
 
     Raises:
         ConfigError: neither ``text`` nor ``json``.
     """
-    fmt = (value or os.environ.get("PADDLECD_LOG_FORMAT") or "text").lower()
-    if fmt not in ("text", "json"):
-        raise ConfigError(f"--log-format must be text or json, got {fmt!r}",
+    if value and value.lower() not in config.LOG_FORMATS:
+        raise ConfigError(f"--log-format must be text or json, got {value!r}",
                           "e.g. --log-format json")
-    return fmt
+    return settings(**{"runtime.log_format": value.lower() if value else None}).runtime.log_format
 
 
 def layer_progress(every: float = 5.0) -> Echo:

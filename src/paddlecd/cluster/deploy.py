@@ -171,7 +171,8 @@ def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: flo
         from paddlecd.cluster import local
 
         started = time.time()
-        local.run(p.spec, p.target, job_id=p.job_id, on_event=on_event, on_line=on_line)
+        local.run(p.spec, p.target, job_id=p.job_id, on_event=on_event, on_line=on_line,
+                  keep=settings.runtime.keep)
         _check_export(p, since=started)
         return p.model_location
     from paddlecd.cluster import k8s, watch
@@ -193,4 +194,4 @@ def _check_export(p: Plan, *, since: float) -> None:
     if p.spec.output.path and (not params.exists() or params.stat().st_mtime < since - 1):
         state = "an old model (not written by this run)" if params.exists() else "no model"
         raise ClusterError(f"job {p.job_id} finished but left {state} at {p.model_location}(.pdiparams)",
-                           f"the script must paddle.jit.save to $PADDLECD_MODEL ({p.spec.model_path})")
+                           f"the script must paddle.jit.save to $TRAIN_MODEL ({p.spec.model_path})")

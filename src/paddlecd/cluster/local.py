@@ -5,8 +5,8 @@ name its pod would have under the headless Service — running the same :func:`r
 and :func:`render.environment` as on Kubernetes, as the same non-root uid, with the same ``/dev/shm``
 size and CPU/memory limits. Without GPUs Paddle uses gloo. Logs are streamed with a ``[rank i]``
 prefix; the first rank that fails stops the others and fails the job with its log tail. Containers and
-the network are removed afterwards unless ``PADDLECD_KEEP=1``. Job ids carry a random suffix, so two
-local jobs never share a container, network or alias.
+the network are removed afterwards unless ``keep`` (``runtime.keep``, ``PADDLECD_KEEP=1``). Job ids
+carry a random suffix, so two local jobs never share a container, network or alias.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from paddlecd.errors import ClusterError, EngineError
 Emit = Callable[[str], None]
 
 
-def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: Emit) -> None:
+def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: Emit,
+        keep: bool = False) -> None:
     """Run ``spec`` on ``target`` as ``spec.nodes`` containers and wait for all ranks.
 
     Raises:
@@ -37,16 +38,17 @@ def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: 
     """
     _prepare_output(spec.output, spec.run_as_user)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(engine.network(job_id, labels=labels(target, job_id)))
+        stack.enter_context(engine.network(job_id, labels=labels(target, job_id), keep=keep))
         on_event(f"network {job_id} created")
-        ranks = [stack.enter_context(engine.container(_container(spec, target, job_id, i)))
+        ranks = [stack.enter_context(engine.container(_container(spec, target, job_id, i, keep=keep)))
                  for i in range(spec.nodes)]
         on_event(f"started {len(ranks)} containers: " + ", ".join(c.name for c in ranks))
         _wait_all(ranks, timeout=spec.active_deadline_seconds, on_line=on_line)
-    on_event("containers and network " + ("kept (PADDLECD_KEEP)" if engine.keep() else "removed"))
+    on_event("containers and network " + ("kept (runtime.keep)" if keep else "removed"))
 
 
-def _container(spec: JobSpec, target: Target, job_id: str, rank: int) -> engine.ContainerSpec:
+def _container(spec: JobSpec, target: Target, job_id: str, rank: int, *,
+               keep: bool = False) -> engine.ContainerSpec:
     """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name."""
     r, uid = spec.resources, spec.run_as_user
     return engine.ContainerSpec(
@@ -61,6 +63,7 @@ def _container(spec: JobSpec, target: Target, job_id: str, rank: int) -> engine.
         cpus=float(parse_quantity(r.cpu)),
         # GPU-only. One machine: rank i gets its own cards [i·g, (i+1)·g)
         gpus=tuple(str(rank * r.gpus + k) for k in range(r.gpus)) if r.gpus else None,
+        keep=keep,
     )
 
 

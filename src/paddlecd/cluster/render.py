@@ -102,14 +102,27 @@ def environment(spec: JobSpec, target: Target, job_id: str) -> dict[str, str]:
     """Environment of every node. ``PADDLE_MASTER``/``PADDLE_NNODES``/``PADDLE_JOB_ID`` and
     ``PYTHONUNBUFFERED`` are the names the Kubeflow PaddleJob controller sets in collective mode
     (kubeflow/training-operator pkg/controller.v1/paddlepaddle/envvar.go), so a script reads the
-    same variables under both kinds; ``PADDLECD_*`` tell the script where to write."""
+    same variables under both kinds; ``TRAIN_*`` (:data:`TRAIN_ENV`) tell the script where to
+    write, and the deprecated ``PADDLECD_*`` names carry the same values for one release."""
+    ours = {
+        "TRAIN_OUTPUT": spec.output.mount_path, "TRAIN_MODEL": spec.model_path,
+        "TRAIN_CHECKPOINT_DIR": spec.checkpoint, "TRAIN_RELEASE": target.release or "",
+        "TRAIN_IMAGE": target.reference,
+    }
+    deprecated = {DEPRECATED_TRAIN_ENV[k]: v for k, v in ours.items()}
     return {
         "PADDLE_MASTER": f"{rank_host(job_id, 0)}:{spec.port}", "PADDLE_NNODES": str(spec.nodes),
         "PADDLE_JOB_ID": job_id, "PYTHONUNBUFFERED": "1", "HOME": "/tmp",
-        "PADDLECD_OUTPUT": spec.output.mount_path, "PADDLECD_MODEL": spec.model_path,
-        "PADDLECD_CHECKPOINT_DIR": spec.checkpoint, "PADDLECD_RELEASE": target.release or "",
-        "PADDLECD_IMAGE": target.reference, **dict(spec.env),
+        **ours, **deprecated, **dict(spec.env),
     }
+
+
+# The training script's contract: TRAIN_*. Not PADDLECD_*, which names settings (issue 9), and
+# not PADDLE_*, which belongs to Paddle itself (paddle.distributed.launch reads PADDLE_JOB_ID,
+# PADDLE_MASTER…; context/args_envs.py) and is left to the PaddleJob operator (see _paddlejob).
+TRAIN_ENV = ("TRAIN_OUTPUT", "TRAIN_MODEL", "TRAIN_CHECKPOINT_DIR", "TRAIN_RELEASE", "TRAIN_IMAGE")
+# Deprecated since 0.2, removed in 0.3: the names scripts read before TRAIN_* (README "Deploy").
+DEPRECATED_TRAIN_ENV = {name: "PADDLECD_" + name.removeprefix("TRAIN_") for name in TRAIN_ENV}
 
 
 def render(spec: JobSpec, target: Target, *, job_id: str, kind: str = "job", namespace: str = "default",

@@ -19,7 +19,6 @@ to ``on_event`` (one structured event per stage, variant and check) and ``on_lin
 
 from __future__ import annotations
 
-import os
 import secrets
 import threading
 import time
@@ -158,7 +157,7 @@ class Runner:
         except PaddlecdError as e:
             result = {"status": "failed", "error": e.cause, "hint": e.hint, "error_type": type(e).__name__}
         except Exception as e:  # noqa: BLE001 - an unexpected failure is still recorded against its stage
-            if os.environ.get("PADDLECD_DEBUG"):  # the traceback goes to the stage's log lines
+            if self.settings.runtime.debug:  # the traceback goes to the stage's log lines
                 for line in traceback.format_exc().splitlines():
                     self.on_line(sdef.name, variant, line)
             result = {"status": "failed", "error": f"{type(e).__name__}: {e}", "hint": "re-run with PADDLECD_DEBUG=1",

@@ -83,20 +83,24 @@ def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
     """The smoke container for image ``reference`` with ``labels``: smoke/ read-only at /smoke,
     ``out`` at /out, the expected versions in the environment, the shm size for the device."""
     gpu = labels.get("io.paddlecd.device") == "gpu"
+    # The smoke suite's contract (smoke/README.md) has its own prefix, SMOKE_*: not PADDLECD_*, so
+    # nothing for the container looks like a setting (issue 9); smoke/ is mounted from this
+    # checkout, so both sides of the contract always change together.
     env = {
-        "PADDLECD_DEVICE": "gpu" if gpu else "cpu",
-        "PADDLECD_EXPECT_PADDLE": labels.get("io.paddlecd.paddle.version", ""),
-        "PADDLECD_EXPECT_CUDA": labels.get("io.paddlecd.cuda.version", ""),
-        "PADDLECD_EXPECT_CUDNN": labels.get("io.paddlecd.cudnn.version", ""),
-        "PADDLECD_CPU_RANKS": str(settings.verify.cpu_ranks),
-        "PADDLECD_OUT": "/out",
+        "SMOKE_DEVICE": "gpu" if gpu else "cpu",
+        "SMOKE_EXPECT_PADDLE": labels.get("io.paddlecd.paddle.version", ""),
+        "SMOKE_EXPECT_CUDA": labels.get("io.paddlecd.cuda.version", ""),
+        "SMOKE_EXPECT_CUDNN": labels.get("io.paddlecd.cudnn.version", ""),
+        "SMOKE_CPU_RANKS": str(settings.verify.cpu_ranks),
+        "SMOKE_OUT": "/out",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     gpus: tuple[str, ...] | str | None = None
     if gpu:  # GPU-only: all (or the pinned) cards and host IPC for NCCL's shared-memory transport
         _, count = drivers.host_gpus()
+        env["SMOKE_GPUS"] = str(count)
         # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export check needs fp32 on Ampere+
-        env |= {"PADDLECD_GPUS": str(count), "NVIDIA_TF32_OVERRIDE": "0"}
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
         pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
         gpus = tuple(pinned) if pinned else "all"
     # With --ipc=host Docker uses the host's /dev/shm and ignores --shm-size; it is kept (large) so
@@ -106,7 +110,7 @@ def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
         mounts=(engine.Mount(str(settings.root / "smoke"), "/smoke", read_only=True),
                 engine.Mount(str(out), "/out")),
         shm_size=settings.verify.gpu_shm_size if gpu else settings.verify.shm_size,
-        gpus=gpus, ipc="host" if gpu else None,
+        gpus=gpus, ipc="host" if gpu else None, keep=settings.runtime.keep,
     )
 
 

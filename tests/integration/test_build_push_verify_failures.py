@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mainjob import ROOT, cli_env, invoke, project_settings
 
 from paddlecd import engine
 from paddlecd.errors import RegistryAuthError, RegistryError
 from paddlecd.image import push as publish
 from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.verify import run as verify
+
+from support import ROOT, cli_env, invoke, project_settings
 
 
 def tiny_image(ref: str, tmp: Path) -> str:
@@ -67,7 +68,7 @@ def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main
     error_line = run.stderr.strip().splitlines()[-2]  # progress first, then error + hint
     assert error_line.startswith("error: verify failed for ") and "environment/test_import_paddle" in error_line
     assert "libgomp" in run.stderr
-    settings = project_settings(registry, state, variants_file=str(vfile))
+    settings = project_settings(state, registry=registry, variants_file=str(vfile))
     from paddlecd.verify import evidence
 
     record = evidence.load(settings, evidence.load_candidate(settings, "nogomp")["digest"])
@@ -84,8 +85,9 @@ def test_wrong_paddle_label_fails_the_version_check(paddle_image, registry, main
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(f"FROM {paddle_image}\nLABEL io.paddlecd.paddle.version=2.6.1\n")
     docker.from_env().images.build(path=str(ctx), tag=ref, rm=True, forcerm=True)
-    publish.push_reference(project_settings(registry, main_state), ref)
-    result = verify.verify(project_settings(registry, main_state), image=ref, out_dir=tmp_path / "out")
+    publish.push_reference(project_settings(main_state, registry=registry), ref)
+    result = verify.verify(project_settings(main_state, registry=registry), image=ref,
+                           out_dir=tmp_path / "out")
     failed = {c["name"]: c["message"] for c in result.failed}
     assert list(failed) == ["environment/test_paddle_version_matches_label"]
     assert "3.0.0" in failed["environment/test_paddle_version_matches_label"]
@@ -97,7 +99,7 @@ def test_push_with_wrong_credentials_is_refused_and_leaves_no_tag(registry, main
     monkeypatch.setenv("DOCKER_CONFIG", str(bad))
     ref = tiny_image(f"{registry.host}/paddlecd/creds-test:t1", tmp_path)
     with pytest.raises(RegistryAuthError) as e:
-        publish.push_reference(project_settings(registry, main_state), ref)
+        publish.push_reference(project_settings(main_state, registry=registry), ref)
     assert "wrong-password" not in str(e.value) + (e.value.hint or "")
     monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
     assert "t1" not in tags(registry, "paddlecd/creds-test")
@@ -198,7 +200,8 @@ def test_registry_rejecting_the_push_mid_stream_fails_push(tmp_path):
 def test_bad_variants_file_is_one_line_exit_2(tmp_path, variants_yaml, expected):
     vfile = tmp_path / "variants.yaml"
     vfile.write_text(variants_yaml)
-    run = invoke("build", "--variant", "cpu", env=cli_env_plain(tmp_path, PADDLECD_VARIANTS_FILE=str(vfile)))
+    env = cli_env(None, tmp_path, PADDLECD_VARIANTS_FILE=str(vfile))
+    run = invoke("build", "--variant", "cpu", env=env)
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()
     assert lines[0].startswith("error: ") and expected in run.stderr and lines[1].startswith("hint: ")
@@ -206,9 +209,9 @@ def test_bad_variants_file_is_one_line_exit_2(tmp_path, variants_yaml, expected)
 
 
 def test_unknown_variant_and_unlocked_base(tmp_path):
-    run = invoke("build", "--variant", "cpuu", env=cli_env_plain(tmp_path))
+    run = invoke("build", "--variant", "cpuu", env=cli_env(None, tmp_path))
     assert run.returncode == 2 and "unknown variant 'cpuu'" in run.stderr and "did you mean 'cpu'" in run.stderr
-    run = invoke("build", "--variant", "cu126", env=cli_env_plain(tmp_path))
+    run = invoke("build", "--variant", "cu126", env=cli_env(None, tmp_path))
     assert run.returncode == 3 and "not locked" in run.stderr and "invoke lock --variant cu126" in run.stderr
 
 
@@ -216,7 +219,7 @@ def test_lock_against_an_unreachable_registry_says_so_and_writes_nothing(tmp_pat
     port = free_port()
     vfile = tmp_path / "variants.yaml"
     vfile.write_text(f"variants: {{cpu: {{device: cpu, base: '127.0.0.1:{port}/p/b:3.0.0-cpu', paddle: '3.0.0'}}}}")
-    run = invoke("lock", env=cli_env_plain(tmp_path, PADDLECD_VARIANTS_FILE=str(vfile)))
+    run = invoke("lock", env=cli_env(None, tmp_path, PADDLECD_VARIANTS_FILE=str(vfile)))
     assert run.returncode == 3 and "unreachable" in run.stderr and f"127.0.0.1:{port}" in run.stderr
     assert not (tmp_path / "lock.yaml").exists()
 
@@ -225,11 +228,5 @@ def test_drifted_lock_is_refused(tmp_path):
     (tmp_path / "lock.yaml").write_text(yaml.safe_dump({"schema": 1, "bases": {"cpu": {
         "base": "127.0.0.1:5000/paddlecd/paddle-base:2.6.1-cpu", "digest": "sha256:" + "a" * 64,
         "media_type": "application/vnd.oci.image.manifest.v1+json", "locked": "2026-01-01T00:00:00Z"}}}))
-    run = invoke("build", "--variant", "cpu", env=cli_env_plain(tmp_path))
+    run = invoke("build", "--variant", "cpu", env=cli_env(None, tmp_path))
     assert run.returncode == 3 and "lock drifted for variant 'cpu'" in run.stderr
-
-
-def cli_env_plain(state: Path, **extra: str) -> dict[str, str]:
-    import os
-
-    return {**os.environ, "PADDLECD_STATE_DIR": str(state), "PADDLECD_LOCK_FILE": str(state / "lock.yaml"), **extra}

@@ -4,9 +4,6 @@ mismatched configuration, no traceback. Runs `invoke` in a subprocess; no servic
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +12,7 @@ from paddlecd.errors import ConfigError
 from paddlecd.image import lock
 from paddlecd.image import push as publish
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=120)
+from support import ROOT, invoke
 
 
 @pytest.mark.parametrize("task", ["artifacts.list", "artifacts.download", "release.show", "pipeline.run", "build", "lock"])
@@ -66,18 +58,6 @@ def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
     first = (tmp_path / "lock.yaml").read_text()
     lock.lock(s)
     assert (tmp_path / "lock.yaml").read_text() == first
-
-
-def test_misspelt_section_in_project_file_suggests_the_section(tmp_path):
-    (tmp_path / "paddlecd.yaml").write_text("regsitry: {url: x}\n")
-    with pytest.raises(ConfigError) as e:
-        config.load(root=tmp_path, environ={})
-    assert e.value.hint == "did you mean 'registry'?"
-
-
-def test_container_side_variables_are_not_mistaken_for_settings(tmp_path):
-    s = config.load(root=tmp_path, environ={"PADDLECD_MODEL": "/output/model", "PADDLECD_UPDATE_GOLDEN": "1"})
-    assert s.registry.url == "127.0.0.1:5000"
 
 
 @pytest.mark.parametrize("edit,fragment", [

@@ -12,7 +12,7 @@ from paddlecd import config
 from paddlecd.errors import ConfigError, LockError
 from paddlecd.image import lock, variants
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT, project_settings
 
 
 @pytest.mark.parametrize("tag,expected", [
@@ -40,8 +40,8 @@ def settings_for(tmp_path: Path, variants_yaml: str | None = None) -> config.Set
     if variants_yaml is not None:
         vfile = tmp_path / "variants.yaml"
         vfile.write_text(variants_yaml)
-    return config.load({"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml"),
-                        "state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
+    return project_settings(tmp_path / "state", lock_file=tmp_path / "lock.yaml",
+                            variants_file=str(vfile))
 
 
 def test_repo_variants_load_with_gpu_versions_from_tags(tmp_path):

@@ -1,12 +1,11 @@
 """``invoke upload`` / ``artifacts.download`` / ``artifacts.list`` run as a user runs them: a subprocess
-of the project's ``.venv/bin/invoke`` from the repository root, against the default file:// store
+of the project's ``invoke`` from the repository root (support.invoke), against the default
+file:// store
 and moto's S3 server over HTTP, with real jit.save exports (issue 4)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import uuid
 
 import boto3
@@ -15,18 +14,18 @@ from botocore.config import Config
 
 from paddlecd.localstack import free_port
 
+from support import clean_env, invoke
 
-def _invoke(root, env, *args):
-    return subprocess.run([str(root / ".venv" / "bin" / "invoke"), *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
+
+def _invoke(env, *args):
+    return invoke(*args, env=env, timeout=300)
 
 
 @pytest.fixture
 def user_env(tmp_path):
     """The user's environment with the state folder (and so the default file store) in tmp_path."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECD_", "AWS_"))}
-    env["PADDLECD_STATE_DIR"] = str(tmp_path / "state")
-    return env
+    return clean_env(drop=("PADDLECD_", "AWS_", "GITHUB_"),
+                     PADDLECD_STATE_DIR=str(tmp_path / "state"))
 
 
 def _s3(endpoint):
@@ -34,44 +33,44 @@ def _s3(endpoint):
                         aws_secret_access_key="testing", config=Config(s3={"addressing_style": "path"}))
 
 
-def test_upload_list_download_on_the_default_file_store(project_root, user_env, jit_exports, tmp_path):
+def test_upload_list_download_on_the_default_file_store(user_env, jit_exports, tmp_path):
     store = tmp_path / "state" / "artifacts"
     up = ["upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det", "--version", "1.4.0"]
-    r = _invoke(project_root, user_env, *up)
+    r = _invoke(user_env, *up)
     assert r.returncode == 0, r.stderr
     assert f"plan: create file://{store}/ocr-det/1.4.0" in r.stderr  # the plan: stderr
     assert sorted(p.name for p in (store / "ocr-det" / "1.4.0").iterdir()) == [
         "inference.json", "inference.pdiparams", "manifest.json"]
 
-    r = _invoke(project_root, user_env, *up)
+    r = _invoke(user_env, *up)
     assert r.returncode == 0 and "unchanged" in r.stdout and "(0 bytes moved)" in r.stdout
 
-    r = _invoke(project_root, user_env, "artifacts.list", "ocr-det")
+    r = _invoke(user_env, "artifacts.list", "ocr-det")
     assert r.returncode == 0 and re.search(r"1\.4\.0 .* 2 ", r.stdout), r.stdout
-    r = _invoke(project_root, user_env, "artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl"))
+    r = _invoke(user_env, "artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (jit_exports["tiny"] / "inference.pdiparams").read_bytes()
 
 
-def test_upload_to_s3_dry_run_then_real(project_root, user_env, s3_server, jit_exports, tmp_path):
+def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_path):
     bucket = f"models-{uuid.uuid4().hex[:10]}"
     _s3(s3_server.endpoint).create_bucket(Bucket=bucket)
     env = {**user_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}
     up = ["upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det", "--version", "1.4.0",
           "--to", f"s3://{bucket}/paddle", "--image", "127.0.0.1:5000/paddlecd/paddle@sha256:" + "c" * 64]
-    r = _invoke(project_root, env, *up, "--dry-run")
+    r = _invoke(env, *up, "--dry-run")
     assert r.returncode == 0 and "dry run: nothing written" in r.stderr and r.stdout == ""
     assert "inference.pdiparams" in r.stderr and "manifest.json  (last)" in r.stderr
     assert "Contents" not in _s3(s3_server.endpoint).list_objects_v2(Bucket=bucket)
 
-    r = _invoke(project_root, env, *up)
+    r = _invoke(env, *up)
     assert r.returncode == 0, r.stderr
     assert f"uploaded: s3://{bucket}/paddle/ocr-det/1.4.0" in r.stdout
-    r = _invoke(project_root, env, "artifacts.list", f"s3://{bucket}/paddle/ocr-det")
+    r = _invoke(env, "artifacts.list", f"s3://{bucket}/paddle/ocr-det")
     assert r.returncode == 0 and "sha256:cccccccccc" in r.stdout
 
-    r = _invoke(project_root, env, "upload", "--model-dir", str(jit_exports["tiny2"]), "--name", "ocr-det",
+    r = _invoke(env, "upload", "--model-dir", str(jit_exports["tiny2"]), "--name", "ocr-det",
                 "--version", "1.4.0", "--to", f"s3://{bucket}/paddle")
     assert r.returncode == 8 and "already holds a different model" in r.stderr and "--overwrite" in r.stderr
 
@@ -89,7 +88,7 @@ def test_upload_to_s3_dry_run_then_real(project_root, user_env, s3_server, jit_e
     (["--model-dir", "{tiny}", "--name", "ocr-det", "--version", "1.4.0", "--to", "s3://models",
       "--metrics", "{empty}/m.json"], 2, "metrics file"),
 ])
-def test_bad_input_is_one_line_error_and_writes_nothing(project_root, user_env, s3_server, jit_exports,
+def test_bad_input_is_one_line_error_and_writes_nothing(user_env, s3_server, jit_exports,
                                                        tmp_path, args, code, cause):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -97,7 +96,7 @@ def test_bad_input_is_one_line_error_and_writes_nothing(project_root, user_env, 
            "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}
     args = [a.format(empty=empty, tiny=jit_exports["tiny"]) for a in args]
     since = len(s3_server.requests)
-    r = _invoke(project_root, env, "upload", *args)
+    r = _invoke(env, "upload", *args)
     assert r.returncode == code, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("error: ") and cause in lines[0] and lines[1].startswith("hint: ")
@@ -106,11 +105,11 @@ def test_bad_input_is_one_line_error_and_writes_nothing(project_root, user_env, 
     assert not any(re.search(r'"(PUT|POST|DELETE) ', line) for line in s3_server.requests[since:])
 
 
-def test_unreachable_endpoint_from_the_command_line(project_root, user_env, jit_exports):
+def test_unreachable_endpoint_from_the_command_line(user_env, jit_exports):
     endpoint = f"http://127.0.0.1:{free_port()}"
     env = {**user_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "PADDLECD_STORAGE_ENDPOINT_URL": endpoint}
-    r = _invoke(project_root, env, "upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det",
+    r = _invoke(env, "upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det",
                 "--version", "1.4.0", "--to", "s3://models")
     assert r.returncode == 8
     assert r.stderr.splitlines()[0] == f"error: opening s3://models: cannot reach endpoint {endpoint}"

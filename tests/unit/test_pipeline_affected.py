@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,7 +14,8 @@ from paddlecd.pipeline import affected as changes
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import spec as pipeline_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT
+
 VARIANTS = yaml.safe_load((ROOT / "images/variants.yaml").read_text())["variants"]
 ALL = list(VARIANTS)
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 import requests
-from mainjob import cli_env, invoke, project_settings
 
 from paddlecd import engine
 from paddlecd.image import lock
 from paddlecd.verify import evidence
+
+from support import cli_env, invoke, project_settings
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def pipeline_run(registry, main_state, paddle_base):
 
 
 def test_build_push_verify_records_passing_evidence(pipeline_run, registry, main_state):
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     cand = evidence.load_candidate(settings, "cpu")
     assert cand and cand["reference"] == f"{registry.host}/paddlecd/paddle@{cand['digest']}"
     record = evidence.load(settings, cand["digest"])
@@ -41,7 +42,7 @@ def test_build_push_verify_records_passing_evidence(pipeline_run, registry, main
 
 
 def test_pushed_digest_is_what_the_registry_serves(pipeline_run, registry, main_state):
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     cand = evidence.load_candidate(settings, "cpu")
     r = requests.head(f"https://{registry.host}/v2/paddlecd/paddle/manifests/{cand['tag']}",
                       auth=next(iter(registry.users.items())), verify=str(registry.ca_file), timeout=10,
@@ -51,7 +52,7 @@ def test_pushed_digest_is_what_the_registry_serves(pipeline_run, registry, main_
 
 
 def test_image_labels_and_non_root_user(pipeline_run, registry, main_state):
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     cand = evidence.load_candidate(settings, "cpu")
     labels = engine.image_labels(cand["reference"])
     entry = lock.read(settings)["cpu"]
@@ -64,7 +65,7 @@ def test_image_labels_and_non_root_user(pipeline_run, registry, main_state):
 
 def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
     """The CA bundle and index URL are BuildKit secrets: nothing of them is in the image history/labels."""
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     cand = evidence.load_candidate(settings, "cpu")
     out = subprocess.run(["/usr/bin/docker", "history", "--no-trunc", cand["reference"]], capture_output=True, text=True)
     assert out.returncode == 0
@@ -82,7 +83,7 @@ def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_s
 
     monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
     env = cli_env(registry, main_state)
-    settings = project_settings(registry, main_state)
+    settings = project_settings(main_state, registry=registry)
     before = evidence.load_candidate(settings, "cpu")
     again = invoke("build", "push", "--variant", "cpu", env=env)
     assert again.returncode == 0, again.stderr[-2000:]

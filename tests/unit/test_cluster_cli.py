@@ -6,20 +6,15 @@ over real HTTP (no API server can run here, see test_cluster_k8s.py); it records
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from test_cluster_k8s import ScriptedAPI
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import clean_env, invoke
+from support.k8s_api import ScriptedAPI
+
 IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
-
-
-def invoke(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
 
 
 @pytest.fixture
@@ -30,8 +25,8 @@ def cluster_env(tmp_path):
                   "clusters": [{"name": "s", "cluster": {"server": api.url}}], "users": [{"name": "u", "user": {}}],
                   "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}]}
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLECD_")}
-    yield api, {**env, "KUBECONFIG": str(tmp_path / "kubeconfig"), "HOME": str(tmp_path)}
+    yield api, clean_env(drop=("PADDLECD_",), KUBECONFIG=str(tmp_path / "kubeconfig"),
+                         HOME=str(tmp_path))
     api.close()
 
 

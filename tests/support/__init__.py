@@ -1,0 +1,12 @@
+"""Shared test helpers: the checkout's root, settings for the real project files, running ``invoke``
+as a user does, the scripted Kubernetes API, OCI images pushed by our own client, and the clean-up
+of what integration tests leave in the Docker engine.
+
+``tests/`` is on ``sys.path`` (pytest puts the folder of the root conftest.py there), so tests
+import ``from support import ROOT, invoke``; fixtures built on these live in the conftest files.
+"""
+
+from support.cli import INVOKE, clean_env, cli_env, invoke
+from support.project import ROOT, project_settings
+
+__all__ = ["INVOKE", "ROOT", "clean_env", "cli_env", "invoke", "project_settings"]

@@ -1,0 +1,70 @@
+"""Running the project's ``invoke`` in a subprocess from the checkout's root, as a user does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from support.project import ROOT
+
+# The invoke of the interpreter running the tests (the project's .venv under .ci/run).
+INVOKE = str(Path(sys.executable).parent / "invoke")
+
+
+def invoke(*args: str, env: Mapping[str, str] | None = None, timeout: float = 1200,
+           **extra: str) -> subprocess.CompletedProcess:
+    """Run ``invoke *args`` from the checkout's root; stdout and stderr captured as text.
+
+    Args:
+        env: the whole environment of the run; default this process's (``os.environ``).
+        timeout: seconds before the run is killed (``subprocess.TimeoutExpired``).
+        extra: variables added to ``env``, e.g. ``PADDLECD_STATE_DIR=str(tmp_path)``.
+    """
+    full = {**(os.environ if env is None else env), **extra}
+    return subprocess.run([INVOKE, *args], cwd=ROOT, env=full, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def clean_env(*, drop: tuple[str, ...] = ("PADDLECD_", "GITHUB_"), **extra: str) -> dict[str, str]:
+    """This process's environment without the variables starting with ``drop`` (so a developer's
+    own ``PADDLECD_*`` or a CI runner's ``GITHUB_*`` cannot change what a test sees), plus
+    ``extra``. The keep switch passes through: ``PADDLECD_KEEP=1 pytest …`` keeps containers."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(drop) or k in KEEP_ENV}
+    return {**kept, **extra}
+
+
+KEEP_ENV = ("PADDLECD_KEEP", "PADDLECD_RUNTIME_KEEP")
+
+
+_KEYS: dict[str, str] = {}
+
+
+def signing_env() -> dict[str, str]:
+    """One key pair per test process (issue 10): verify signs with it, promotion trusts it."""
+    if not _KEYS:
+        from paddlecd.verify import keys
+
+        private, public = keys.keygen(Path(tempfile.mkdtemp(prefix="paddlecd-keys-")) / "keys")
+        _KEYS.update(PADDLECD_VERIFY_SIGNING_KEY=str(private),
+                     PADDLECD_RELEASE_TRUSTED_KEYS=str(public))
+    return dict(_KEYS)
+
+
+def cli_env(registry: Any, state: Path, **extra: str) -> dict[str, str]:
+    """This process's environment (with what fixtures such as ``registry_env`` and ``s3_env`` set)
+    for a user of ``registry`` (a :class:`paddlecd.localstack.RegistryServer`, or ``None``): its
+    Docker config, host and CA, with the state folder and lock file under ``state``, plus
+    ``extra``."""
+    env = {**os.environ, "PADDLECD_STATE_DIR": str(state),
+           "PADDLECD_LOCK_FILE": str(state / "lock.yaml"), **signing_env()}
+    if registry is not None:
+        env.update(DOCKER_CONFIG=str(registry.docker_config_dir),
+                   PADDLECD_REGISTRY_URL=registry.host)
+        if registry.ca_file:
+            env["PADDLECD_REGISTRY_CA_FILE"] = str(registry.ca_file)
+    return {**env, **extra}

@@ -1,0 +1,154 @@
+"""The configuration cascade (paddlecd.config): order, errors with a "did you mean", the runtime
+switches and their short aliases, warnings (not errors) for unknown PADDLECD_* variables."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddlecd import config
+from paddlecd.errors import ConfigError
+
+from support import clean_env, invoke
+
+
+def test_config_cascade_order(tmp_path):
+    (tmp_path / "paddlecd.yaml").write_text("registry: {url: file.example:1, repository: team/paddle}\nstate_dir: /s1\n")
+    s = config.load({"registry.url": "flag.example:3"}, root=tmp_path,
+                    environ={"PADDLECD_REGISTRY_URL": "env.example:2", "PADDLECD_STATE_DIR": "/s2"})
+    assert s.registry.url == "flag.example:3"           # flags beat environment
+    assert s.state_dir == "/s2"                          # environment beats the project file
+    assert s.registry.repository == "team/paddle"        # project file beats defaults
+    assert s.candidate_repo == "flag.example:3/team/paddle"
+
+
+@pytest.mark.parametrize("yaml_text,environ,fragment", [
+    ("registry: {urll: x}", {}, "did you mean 'registry.url'"),
+    ("", {"PADDLECD_REGISTRY_INSECURE": "maybe"}, "is not a bool"),
+    ("", {"PADDLECD_VERIFY_CPU_RANKS": "two"}, "is not an integer"),
+    ("", {"PADDLECD_VERIFY_TIMEOUT": "-5"}, "must be greater than 0"),
+    ("registry: [1]", {}, "must be a mapping"),
+    ("registry: {url: [unclosed", {}, "not valid YAML"),
+])
+def test_config_errors(tmp_path, yaml_text, environ, fragment):
+    (tmp_path / "paddlecd.yaml").write_text(yaml_text)
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ=environ)
+    assert fragment in e.value.cause + (e.value.hint or "")
+
+
+def test_config_secrets_are_not_settings(tmp_path):
+    s = config.load(root=tmp_path, environ={"PADDLECD_REGISTRY_PASSWORD": "hunter2", "PADDLECD_REGISTRY_USERNAME": "u"})
+    assert "hunter2" not in repr(s)
+    assert s.warnings == ()  # read by registry.auth: known, so no warning either
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:5000", "registry.example/team"])
+def test_registry_url_is_host_and_port_only(tmp_path, url):
+    with pytest.raises(ConfigError) as e:
+        config.load({"registry.url": url}, root=tmp_path, environ={})
+    assert "give host[:port] only" in e.value.cause
+
+
+def test_misspelt_section_in_project_file_suggests_the_section(tmp_path):
+    (tmp_path / "paddlecd.yaml").write_text("regsitry: {url: x}\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    assert e.value.hint == "did you mean 'registry'?"
+
+
+def test_container_side_variables_are_not_mistaken_for_settings(tmp_path):
+    s = config.load(root=tmp_path, environ={"PADDLECD_MODEL": "/output/model", "PADDLECD_UPDATE_GOLDEN": "1"})
+    assert s.registry.url == "127.0.0.1:5000"
+    assert s.warnings == ("ignoring PADDLECD_MODEL: not a setting",)
+
+
+# ------------------------------------------------------------------ runtime switches
+def test_runtime_defaults(tmp_path):
+    assert config.load(root=tmp_path, environ={}).runtime == config.RuntimeSettings(
+        debug=False, keep=False, log_format="text")
+
+
+def test_runtime_from_the_project_file(tmp_path):
+    (tmp_path / "paddlecd.yaml").write_text("runtime: {debug: true, keep: yes, log_format: json}\n")
+    s = config.load(root=tmp_path, environ={})
+    assert (s.runtime.debug, s.runtime.keep, s.runtime.log_format) == (True, True, "json")
+
+
+@pytest.mark.parametrize("environ", [
+    {"PADDLECD_RUNTIME_DEBUG": "1", "PADDLECD_RUNTIME_KEEP": "true",
+     "PADDLECD_RUNTIME_LOG_FORMAT": "json"},
+    {"PADDLECD_DEBUG": "1", "PADDLECD_KEEP": "true", "PADDLECD_LOG_FORMAT": "JSON"},  # README
+])
+def test_runtime_from_the_environment_by_full_name_or_short_alias(tmp_path, environ):
+    s = config.load(root=tmp_path, environ=environ)
+    assert (s.runtime.debug, s.runtime.keep, s.runtime.log_format) == (True, True, "json")
+    assert s.warnings == ()
+
+
+def test_the_full_name_beats_its_alias_and_flags_beat_both(tmp_path):
+    environ = {"PADDLECD_KEEP": "1", "PADDLECD_RUNTIME_KEEP": "0",
+               "PADDLECD_LOG_FORMAT": "json", "PADDLECD_RUNTIME_LOG_FORMAT": "json"}
+    s = config.load({"runtime.log_format": "text"}, root=tmp_path, environ=environ)
+    assert s.runtime.keep is False and s.runtime.log_format == "text"
+
+
+def test_a_bad_log_format_is_an_error(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={"PADDLECD_LOG_FORMAT": "xml"})
+    assert e.value.cause == "setting 'runtime.log_format' must be text or json, got 'xml'"
+
+
+def test_an_unknown_runtime_key_in_the_project_file_stays_an_error(tmp_path):
+    (tmp_path / "paddlecd.yaml").write_text("runtime: {debugg: true}\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    assert e.value.hint == "did you mean 'runtime.debug'?"
+
+
+def test_an_unknown_flag_stays_an_error(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        config.load({"registry.urll": "x"}, root=tmp_path, environ={})
+    assert e.value.cause == "flags: unknown setting 'registry.urll'"
+
+
+# ------------------------------------------------------------------ unknown PADDLECD_* variables
+@pytest.mark.parametrize("name,warning", [
+    ("PADDLECD_TOKEN", "ignoring PADDLECD_TOKEN: not a setting"),
+    ("PADDLECD_REGISTRY_URLL",
+     "ignoring PADDLECD_REGISTRY_URLL: not a setting (did you mean PADDLECD_REGISTRY_URL?)"),
+    ("PADDLECD_REGSITRY_URL",
+     "ignoring PADDLECD_REGSITRY_URL: not a setting (did you mean PADDLECD_REGISTRY_URL?)"),
+    ("PADDLECD_STATE_DRI",
+     "ignoring PADDLECD_STATE_DRI: not a setting (did you mean PADDLECD_STATE_DIR?)"),
+    ("PADDLECD_DEBG", "ignoring PADDLECD_DEBG: not a setting (did you mean PADDLECD_DEBUG?)"),
+])
+def test_an_unknown_variable_is_a_warning_not_an_error(tmp_path, name, warning):
+    s = config.load(root=tmp_path, environ={name: "127.0.0.1:1", "PADDLECD_VERIFY_TIMEOUT": "7"})
+    assert s.warnings == (warning,)
+    assert s.registry.url == "127.0.0.1:5000" and s.verify.timeout == 7  # ignored, the rest applies
+
+
+def test_the_cli_prints_the_warning_and_runs(tmp_path):
+    """issue 9: `PADDLECD_TOKEN=x invoke doctor` stopped with "unknown setting 'token'"."""
+    env = clean_env(PADDLECD_TOKEN="x", PADDLECD_STATE_DIR=str(tmp_path))
+    run = invoke("pipeline.list", env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == "warning: ignoring PADDLECD_TOKEN: not a setting\n"
+    assert run.stdout.startswith("nightly ")
+
+
+# ------------------------------------------------------------------ debug_requested
+@pytest.mark.parametrize("environ,yaml_text,expected", [
+    ({}, None, False),
+    ({"PADDLECD_DEBUG": "1"}, None, True),
+    ({"PADDLECD_DEBUG": "0"}, None, False),
+    ({"PADDLECD_DEBUG": "1", "PADDLECD_RUNTIME_DEBUG": "off"}, None, False),  # full name wins
+    ({}, "runtime: {debug: true}\n", True),
+    ({"PADDLECD_DEBUG": "1"}, "registry: {url: [unclosed\n", True),  # load() would fail here
+    ({}, "registry: {url: [unclosed\n", False),  # unreadable project file: off, no exception
+    ({}, "- a list\n", False),
+])
+def test_debug_requested_needs_no_valid_configuration(tmp_path, environ, yaml_text, expected):
+    if yaml_text is not None:
+        (tmp_path / "paddlecd.yaml").write_text(yaml_text)
+    assert config.debug_requested(environ, root=tmp_path) is expected
