@@ -8,7 +8,13 @@ the standard AWS chain (env, shared files, SSO, instance role) and are never pri
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import boto3
@@ -17,7 +23,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
-from paddlecd.artifacts.storage.base import MIB, Location, ObjectInfo, Progress
+from paddlecd.artifacts.storage.base import MIB, ConflictError, Location, ObjectInfo, Progress
 from paddlecd.config import StorageSettings
 from paddlecd.errors import ConfigError, StorageError
 
@@ -28,6 +34,13 @@ CHECKSUM_MODES = ("when_required", "when_supported")
 ADDRESSING_STYLES = ("path", "virtual", "auto")
 _AUTH_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
                "ExpiredToken", "403", "Forbidden"}
+# A version is claimed by the object .claims/<name>/<version>.json, created with If-None-Match: *
+# (S3 conditional writes:
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
+# S3 cannot tell a killed writer from a slow one: a claim older than this is taken over.
+CLAIMS = ".claims"
+CLAIM_STALE_AFTER_S = 24 * 3600
+_CONFLICT_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 
 
 class S3Store:
@@ -74,12 +87,26 @@ class S3Store:
         except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
             raise self._fail(e, "uploading", key) from e
 
-    def put_bytes(self, data: bytes, key: str) -> None:
-        """PutObject of a small body (the manifest)."""
+    def put_bytes(self, data: bytes, key: str, *, exclusive: bool = False) -> None:
+        """PutObject of a small body (the manifest); with ``exclusive``, If-None-Match: * so an
+        existing ``key`` is never replaced.
+
+        Raises:
+            ConflictError: ``exclusive`` and ``key`` exists (HTTP 412), or a concurrent conditional
+                write to it won (HTTP 409).
+            StorageError: any other failure.
+        """
+        extra = {"IfNoneMatch": "*"} if exclusive else {}
         try:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                   ContentType="application/json")
-        except (BotoCoreError, ClientError) as e:
+                                   ContentType="application/json", **extra)
+        except ClientError as e:
+            if exclusive and _code(e) in _CONFLICT_CODES:
+                raise ConflictError(
+                    f"s3://{self.bucket}/{self._key(key)} was written by another upload",
+                    "see which model it holds: invoke artifacts.list") from e
+            raise self._fail(e, "writing", key) from e
+        except BotoCoreError as e:
             raise self._fail(e, "writing", key) from e
 
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
@@ -146,6 +173,57 @@ class S3Store:
         except (BotoCoreError, ClientError) as e:
             raise self._fail(e, "aborting unfinished uploads under", prefix) from e
         return aborted
+
+    @contextlib.contextmanager
+    def claim(self, prefix: str, *, take_over: bool = False) -> Iterator[None]:
+        """Hold the exclusive right to write under ``prefix`` (``<name>/<version>/``): the claim
+        object ``.claims/<name>/<version>.json`` is created with If-None-Match: * and read back
+        (a store that ignores the header is caught by the id it returns), then deleted on exit.
+
+        Args:
+            take_over: replace a claim another upload left (``--overwrite``); claims older than
+                :data:`CLAIM_STALE_AFTER_S` are replaced without it.
+
+        Raises:
+            ConflictError: another upload holds the claim (its host, pid and start are named).
+            StorageError: the store failed.
+        """
+        key = f"{CLAIMS}/{prefix.rstrip('/')}.json"
+        me = {"id": uuid.uuid4().hex, "holder": f"{socket.gethostname()} pid {os.getpid()}",
+              "started": time.time()}
+        self._take(key, me, prefix, take_over=take_over)
+        try:
+            yield
+        finally:
+            if (self._claim_of(key) or {}).get("id") == me["id"]:
+                self.delete([key])
+
+    def _take(self, key: str, me: dict, prefix: str, *, take_over: bool) -> None:
+        body = json.dumps(me).encode()
+        try:
+            self.put_bytes(body, key, exclusive=True)
+        except ConflictError:
+            held = self._claim_of(key) or {}
+            age = time.time() - float(held.get("started", 0))
+            if not (take_over or age > CLAIM_STALE_AFTER_S):
+                since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held.get("started", 0)))
+                raise ConflictError(
+                    f"{self.url}/{prefix} is being uploaded by another process "
+                    f"({held.get('holder', 'holder unknown')} since {since})",
+                    "wait for it to finish; if it was killed, re-run with --overwrite") from None
+            self.delete([key])
+            self.put_bytes(body, key, exclusive=True)  # a second taker loses here
+        if (self._claim_of(key) or {}).get("id") != me["id"]:
+            raise ConflictError(
+                f"{self.url}/{prefix} was claimed by another upload at the same time",
+                "wait for it to finish, then re-run (the same model moves nothing)")
+
+    def _claim_of(self, key: str) -> dict | None:
+        raw = self.get_bytes(key)
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return {}
 
 
 def client_config(settings: StorageSettings) -> Config:
