@@ -79,7 +79,7 @@ class StorageSettings:
     endpoint_url: str | None = None
     region: str | None = None
     addressing_style: str = "path"
-    checksum_mode: str = "when_required"
+    checksum_mode: str | None = None  # None: the AWS environment/profile, else when_required
     multipart_threshold_mb: int = 64
     multipart_chunk_mb: int = 16
     max_concurrency: int = 4
