@@ -25,22 +25,24 @@ def aws(tmp_path, monkeypatch):
 
 
 def _config(**settings):
-    store = open_store("s3://models", StorageSettings(endpoint_url="http://127.0.0.1:9", region="us-east-1",
-                                                      **settings))
+    settings = StorageSettings(endpoint_url="http://127.0.0.1:9", region="us-east-1", **settings)
+    store = open_store("s3://models", settings)
     cfg = store.client.meta.config
     return cfg.retries, cfg.request_checksum_calculation, cfg.response_checksum_validation
 
 
 def test_fallbacks_when_nothing_is_given(aws):
     # botocore's retries max_attempts=3 means 4 attempts in all
-    assert _config() == ({"mode": "standard", "total_max_attempts": 4}, "when_required", "when_required")
+    retries = {"mode": "standard", "total_max_attempts": 4}
+    assert _config() == (retries, "when_required", "when_required")
 
 
 def test_environment_wins(aws, monkeypatch):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "9")
     monkeypatch.setenv("AWS_RETRY_MODE", "adaptive")
     monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
-    assert _config() == ({"mode": "adaptive", "total_max_attempts": 9}, "when_supported", "when_required")
+    retries = {"mode": "adaptive", "total_max_attempts": 9}
+    assert _config() == (retries, "when_supported", "when_required")
 
 
 def test_one_environment_variable_leaves_the_other_fallbacks(aws, monkeypatch):
@@ -52,7 +54,8 @@ def test_profile_wins(aws, monkeypatch):
     aws.write_text("[profile ci]\nmax_attempts = 6\nretry_mode = legacy\n"
                    "response_checksum_validation = when_supported\n")
     monkeypatch.setenv("AWS_PROFILE", "ci")
-    assert _config() == ({"mode": "legacy", "total_max_attempts": 6}, "when_required", "when_supported")
+    retries = {"mode": "legacy", "total_max_attempts": 6}
+    assert _config() == (retries, "when_required", "when_supported")
 
 
 def test_storage_checksum_mode_given_beats_the_environment(aws, monkeypatch):

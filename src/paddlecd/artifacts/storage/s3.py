@@ -75,7 +75,8 @@ class S3Store:
             core = botocore.session.Session()  # AWS_PROFILE, AWS_CONFIG_FILE: the standard chain
             config = client_config(settings, profile=core.get_scoped_config())
             self.client = boto3.session.Session(botocore_session=core).client(
-                "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config)
+                "s3", endpoint_url=settings.endpoint_url, region_name=settings.region,
+                config=config)
         except botocore.exceptions.ProfileNotFound as e:
             raise ConfigError(f"AWS profile not found: {e}",
                               "fix AWS_PROFILE, or add the profile to ~/.aws/config") from e
