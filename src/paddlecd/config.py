@@ -90,7 +90,7 @@ class ClusterSettings:
     """Cluster defaults: ``kind`` is ``local`` or ``k8s``; namespace and pull secret for k8s."""
 
     kind: str = "local"
-    namespace: str = "default"
+    namespace: str | None = None  # None: the kubeconfig context's, else the pod's, else default
     context: str | None = None
     image_pull_secret: str | None = "paddlecd-registry"
 
