@@ -14,9 +14,10 @@ KUBECONFIG = {
     "apiVersion": "v1", "kind": "Config", "current-context": "team",
     "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
     "users": [{"name": "u", "user": {"token": "t"}}],
-    "contexts": [{"name": "team", "context": {"cluster": "c", "user": "u", "namespace": "ml-train"}},
-                 {"name": "other", "context": {"cluster": "c", "user": "u", "namespace": "batch"}},
-                 {"name": "bare", "context": {"cluster": "c", "user": "u"}}],
+    "contexts": [
+        {"name": "team", "context": {"cluster": "c", "user": "u", "namespace": "ml-train"}},
+        {"name": "other", "context": {"cluster": "c", "user": "u", "namespace": "batch"}},
+        {"name": "bare", "context": {"cluster": "c", "user": "u"}}],
 }
 
 
@@ -54,14 +55,16 @@ def test_in_cluster_service_account_without_kubeconfig(tmp_path, monkeypatch):
     sa = tmp_path / "namespace"
     sa.write_text("ml-pods\n")
     assert k8s.namespace(settings_with(tmp_path), service_account_namespace=sa) == "ml-pods"
-    assert k8s.namespace(settings_with(tmp_path), service_account_namespace=tmp_path / "no") == "default"
+    none = tmp_path / "no-such-file"
+    assert k8s.namespace(settings_with(tmp_path), service_account_namespace=none) == "default"
 
 
 def test_the_plan_and_its_manifests_use_it(kubeconfig, tmp_path, project_root, monkeypatch):
     monkeypatch.chdir(project_root)
     s = settings_with(project_root)
-    p = deploy.plan(s, job=str(project_root / "examples" / "train.yaml"),
-                    image="127.0.0.1:5000/paddlecd/paddle@sha256:" + "a" * 64, variant="cpu", cluster="k8s")
+    image = "127.0.0.1:5000/paddlecd/paddle@sha256:" + "a" * 64
+    p = deploy.plan(s, job=str(project_root / "examples" / "train.yaml"), image=image,
+                    variant="cpu", cluster="k8s")
     assert p.namespace == "ml-train"
     assert {m["metadata"]["namespace"] for m in p.manifests} == {"ml-train"}
     assert "Kubernetes namespace ml-train" in p.describe()[0]
