@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,21 @@ def test_a_held_claim_refuses_a_second_and_is_released(tmp_path):
     with store.claim("m/1.0.0/"):  # released on exit
         pass
     assert list((tmp_path / "store" / file_store.CLAIMS / "m").iterdir()) == []
+
+
+def test_listing_while_another_upload_renames_its_temp_files(tmp_path, monkeypatch):
+    """A temp file renamed into place between the listing and its stat (a concurrent upload) is
+    left out instead of failing the listing with FileNotFoundError (exit 1)."""
+    store = FileStore(tmp_path / "store")
+    store.put_bytes(b"kept", "m/1.0.0/kept")
+    store.put_bytes(b"tmp", "m/1.0.0/.gone.x.tmp")
+    real_is_file = Path.is_file
+
+    def is_file_then_renamed(self):
+        found = real_is_file(self)
+        if found and self.name == ".gone.x.tmp":
+            self.unlink()  # what the other upload's os.replace does to the temp name
+        return found
+
+    monkeypatch.setattr(Path, "is_file", is_file_then_renamed)
+    assert [o.key for o in store.list("m/")] == ["m/1.0.0/kept"]

@@ -71,23 +71,27 @@ class FileStore:
             progress(dest.stat().st_size)
 
     def get_bytes(self, key: str) -> bytes | None:
-        """The content of ``key``, or None when it does not exist."""
-        p = self._path(key)
-        return p.read_bytes() if p.is_file() else None
+        """The content of ``key``, or None when it does not exist (or was removed meanwhile)."""
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
 
     def head(self, key: str) -> ObjectInfo | None:
         """Size of ``key``, or None when it does not exist."""
         p = self._path(key)
-        return ObjectInfo(key, p.stat().st_size) if p.is_file() else None
+        size = _size(p)
+        return ObjectInfo(key, size) if size is not None and p.is_file() else None
 
     def list(self, prefix: str) -> list[ObjectInfo]:
-        """Objects whose key starts with ``prefix`` (a folder prefix ending in ``/``), sorted."""
+        """Objects whose key starts with ``prefix`` (a folder prefix ending in ``/``), sorted.
+        A file renamed or removed by a concurrent upload while listing is left out."""
         base = self._path(prefix.rstrip("/"))
         if not base.is_dir():
             return []
-        found = [p for p in base.rglob("*") if p.is_file()]
-        return sorted((ObjectInfo(p.relative_to(self.root).as_posix(), p.stat().st_size) for p in found),
-                      key=lambda o: o.key)
+        found = [(p, _size(p)) for p in base.rglob("*") if p.is_file()]
+        return sorted((ObjectInfo(p.relative_to(self.root).as_posix(), size)
+                       for p, size in found if size is not None), key=lambda o: o.key)
 
     def delete(self, keys: Iterable[str]) -> None:
         """Remove ``keys`` (missing ones are ignored)."""
@@ -116,6 +120,13 @@ class FileStore:
         finally:
             path.unlink(missing_ok=True)  # before unlocking: a waiter sees a new inode, retries
             os.close(fd)
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # a temp file renamed into place, or a leftover swept, meanwhile
+        return None
 
 
 def _now() -> str:
