@@ -92,7 +92,7 @@ class StorageSettings:
     endpoint_url: str | None = None
     region: str | None = None
     addressing_style: str = "path"
-    checksum_mode: str = "when_required"
+    checksum_mode: str | None = None  # None: the AWS environment/profile, else when_required
     multipart_threshold_mb: int = 64
     multipart_chunk_mb: int = 16
     max_concurrency: int = 4
@@ -103,7 +103,7 @@ class ClusterSettings:
     """Cluster defaults: ``kind`` is ``local`` or ``k8s``; namespace and pull secret for k8s."""
 
     kind: str = "local"
-    namespace: str = "default"
+    namespace: str | None = None  # None: the kubeconfig context's, else the pod's, else default
     context: str | None = None
     image_pull_secret: str | None = "paddlecd-registry"
 

@@ -6,6 +6,7 @@ and moto's S3 server over HTTP, with real jit.save exports (issue 4)."""
 from __future__ import annotations
 
 import re
+import subprocess
 import uuid
 
 import boto3
@@ -14,7 +15,7 @@ from botocore.config import Config
 
 from paddlecd.localstack import free_port
 
-from support import clean_env, invoke
+from support import INVOKE, clean_env, invoke
 
 
 def _invoke(env, *args):
@@ -113,3 +114,39 @@ def test_unreachable_endpoint_from_the_command_line(user_env, jit_exports):
                 "--version", "1.4.0", "--to", "s3://models")
     assert r.returncode == 8
     assert r.stderr.splitlines()[0] == f"error: opening s3://models: cannot reach endpoint {endpoint}"
+
+
+def test_two_uploads_of_one_version_at_once_one_wins_the_other_exits_8(project_root, user_env,
+                                                                       jit_exports, tmp_path):
+    """issue 12: whatever the interleaving, one process uploads, the other refuses with exit 8."""
+    argv = [INVOKE, "upload", "--name", "ocr-det", "--version", "1.4.0", "--model-dir"]
+    procs = [subprocess.Popen([*argv, str(jit_exports[m])], cwd=project_root, env=user_env,
+                              text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for m in ("tiny", "tiny2")]
+    results = [(p.wait(300), *p.communicate()) for p in procs]
+    assert sorted(rc for rc, _, _ in results) == [0, 8], results
+    winner = ("tiny", "tiny2")[[rc for rc, _, _ in results].index(0)]
+    _, out, err = next(r for r in results if r[0] == 8)
+    assert "uploaded:" not in out and err.startswith("error: ") and "hint: " in err
+    assert "Traceback" not in err
+    r = _invoke(project_root, user_env, "artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
+        jit_exports[winner] / "inference.pdiparams").read_bytes()
+
+
+def test_list_shows_an_interrupted_upload_as_incomplete(project_root, user_env, jit_exports,
+                                                        tmp_path):
+    """issue 12: a version without manifest.json (a killed upload) made artifacts.list raise
+    KeyError."""
+    r = _invoke(project_root, user_env, "upload", "--model-dir", str(jit_exports["tiny"]),
+                "--name", "ocr-det", "--version", "1.4.0")
+    assert r.returncode == 0, r.stderr
+    leftover = tmp_path / "state" / "artifacts" / "ocr-det" / "1.5.0"
+    leftover.mkdir()
+    (leftover / "inference.json").write_text("{}")
+    r = _invoke(project_root, user_env, "artifacts.list", "ocr-det")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^1\.4\.0\s+\S+\s+2\s", r.stdout, re.M), r.stdout
+    assert re.search(r"^1\.5\.0\s+incomplete", r.stdout, re.M), r.stdout

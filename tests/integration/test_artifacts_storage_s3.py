@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -45,6 +50,12 @@ def _writes(server, bucket: str, since: int) -> list[str]:
     return [r for r in server.requests[since:] if re.search(rf'"(PUT|POST|DELETE) /{bucket}/', r)]
 
 
+def _write_keys(server, bucket: str, since: int) -> list[tuple[str, str]]:
+    """(method, key under the store prefix ``paddle/``) of each write since ``since``."""
+    lines = _writes(server, bucket, since)
+    return [re.search(r'"(\w+) /\S+?/paddle/(\S+) ', w).groups() for w in lines]
+
+
 def _upload(store, model_dir: Path, version: str = "1.4.0", **kw):
     plan = artifacts.plan_upload(store, model_dir, name="ocr-det", version=version, **kw)
     return artifacts.upload(store, plan)
@@ -65,8 +76,11 @@ def test_upload_real_export_path_style_manifest_last(s3_env, bucket, jit_exports
     for f in manifest["files"]:
         assert f["sha256"] == _sha256((jit_exports["tiny"] / f["path"]).read_bytes())
     assert manifest["image"]["digest"] == "sha256:" + "a" * 64
-    puts = [r for r in _writes(s3_env, bucket, since) if '"PUT ' in r]
-    assert len(puts) == 3 and "manifest.json" in puts[-1]  # path-style URLs, manifest written last
+    writes = _write_keys(s3_env, bucket, since)
+    claim = ".claims/ocr-det/1.4.0.json"  # path-style URLs; claimed first, manifest last, released
+    assert writes == [("PUT", claim), ("PUT", "ocr-det/1.4.0/inference.json"),
+                      ("PUT", "ocr-det/1.4.0/inference.pdiparams"),
+                      ("PUT", "ocr-det/1.4.0/manifest.json"), ("DELETE", claim)]
 
 
 def test_reupload_of_same_model_moves_no_bytes(s3_env, bucket, jit_exports):
@@ -106,9 +120,12 @@ def test_overwrite_hides_the_old_manifest_before_touching_its_files(s3_env, buck
     since = len(s3_env.requests)
     plan = _upload(store, renamed, overwrite=True)
     assert plan.stale == ["ocr-det/1.4.0/inference.json", "ocr-det/1.4.0/inference.pdiparams"]
-    writes = [re.search(r'"(\w+) /\S+/ocr-det/1\.4\.0/(\S+) ', w).groups() for w in _writes(s3_env, bucket, since)]
-    assert writes == [("DELETE", "manifest.json"), ("DELETE", "inference.json"), ("DELETE", "inference.pdiparams"),
-                      ("PUT", "model.json"), ("PUT", "model.pdiparams"), ("PUT", "manifest.json")]
+    writes = _write_keys(s3_env, bucket, since)
+    claim, v = ".claims/ocr-det/1.4.0.json", "ocr-det/1.4.0/"
+    assert writes == [("PUT", claim), ("DELETE", v + "manifest.json"),
+                      ("DELETE", v + "inference.json"), ("DELETE", v + "inference.pdiparams"),
+                      ("PUT", v + "model.json"), ("PUT", v + "model.pdiparams"),
+                      ("PUT", v + "manifest.json"), ("DELETE", claim)]
 
 
 def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans(s3_env, bucket, jit_exports,
@@ -129,7 +146,9 @@ def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans
     s3 = _client(s3_env.endpoint)
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/2.0.0/").get("Contents", [])}
     assert keys == {"paddle/ocr-det/2.0.0/inference.json"}  # half a model, and no manifest
-    assert artifacts.list_versions(store, "ocr-det") == [{"version": "2.0.0", "complete": False}]
+    [listed] = artifacts.list_versions(store, "ocr-det")
+    assert (listed["version"], listed["complete"], listed["files"]) == ("2.0.0", False, None)
+    assert "no manifest.json" in listed["problem"]
     with pytest.raises(StorageError, match="no manifest.json"):
         artifacts.download(store, "ocr-det", "2.0.0", tmp_path / "dl")
 
@@ -249,7 +268,130 @@ def test_checksum_mode_decides_whether_uploads_carry_the_new_crc_checksums(s3_en
     sent: list[dict] = []
     store.client.meta.events.register("before-send.s3.PutObject", lambda request, **_: sent.append(dict(request.headers)))
     _upload(store, jit_exports["tiny"])
-    assert len(sent) == 3  # two files and the manifest
+    assert len(sent) == 4  # the claim, two files and the manifest
     carries = [any(k.lower().startswith(("x-amz-checksum", "x-amz-sdk-checksum", "x-amz-trailer")) for k in h)
                for h in sent]
-    assert carries == [sends_checksum] * 3
+    assert carries == [sends_checksum] * 4
+
+
+# ------------------------------------------------------------ issue 12: two uploads of one version
+
+
+def test_second_upload_while_the_first_writes_fails_and_touches_nothing(s3_env, bucket, jit_exports,
+                                                                        tmp_path):
+    store = _store(s3_env, bucket)
+    writing, second_done, out = threading.Event(), threading.Event(), {}
+
+    def hold(_n):  # the first upload stops inside its first PutObject until the second is done
+        writing.set()
+        assert second_done.wait(30)
+
+    def first():
+        plan = artifacts.plan_upload(store, jit_exports["tiny"], name="ocr-det", version="3.0.0")
+        out["first"] = artifacts.upload(store, plan, progress=hold)
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert writing.wait(30)
+    since = len(s3_env.requests)
+    try:
+        with pytest.raises(artifacts.ConflictError) as e:
+            _upload(_store(s3_env, bucket), jit_exports["tiny2"], version="3.0.0")
+        during = _writes(s3_env, bucket, since)
+    finally:
+        second_done.set()
+        t.join(30)
+    assert e.value.exit_code == 8 and re.fullmatch(
+        rf"s3://{bucket}/paddle/ocr-det/3\.0\.0/ is being uploaded by another process "
+        r"\(\S+ pid \d+ since \S+Z\)", e.value.cause), e.value.cause
+    assert "--overwrite" in e.value.hint
+    assert len(during) == 1  # the refused claim, nothing else
+    assert re.search(r'"PUT /\S+/paddle/\.claims/ocr-det/3\.0\.0\.json \S+" 412', during[0])
+    assert out["first"].action == "create"
+    artifacts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")  # sha256-verified: the first's
+    assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
+        jit_exports["tiny"] / "inference.pdiparams").read_bytes()
+
+
+def test_upload_planned_before_another_finished_is_refused(s3_env, bucket, jit_exports):
+    store = _store(s3_env, bucket)
+    late = artifacts.plan_upload(store, jit_exports["tiny2"], name="ocr-det", version="3.0.0")
+    _upload(store, jit_exports["tiny"], version="3.0.0")
+    with pytest.raises(artifacts.ConflictError, match="by another process while this one planned"):
+        artifacts.upload(store, late)
+    doc = artifacts.read_manifest(store, "ocr-det/3.0.0/")
+    tiny = (jit_exports["tiny"] / "inference.pdiparams").read_bytes()
+    assert doc["files"][1]["sha256"] == _sha256(tiny)
+
+
+def test_manifest_is_created_with_if_none_match(s3_env, bucket):
+    store = _store(s3_env, bucket)
+    sent: list[dict] = []
+    store.client.meta.events.register("before-send.s3.PutObject",
+                                      lambda request, **_: sent.append(dict(request.headers)))
+    store.put_bytes(b"first", "m/1.0.0/manifest.json", exclusive=True)
+    with pytest.raises(artifacts.ConflictError, match=rf"{bucket}/paddle/m/1.0.0/manifest.json"):
+        store.put_bytes(b"second", "m/1.0.0/manifest.json", exclusive=True)
+    assert [h.get("If-None-Match") for h in sent] == [b"*", b"*"]
+    assert store.get_bytes("m/1.0.0/manifest.json") == b"first"
+
+
+def test_a_claim_left_by_a_killed_upload_blocks_until_overwrite_or_a_day_old(s3_env, bucket,
+                                                                             jit_exports):
+    store = _store(s3_env, bucket)
+    claim = "paddle/.claims/ocr-det/1.4.0.json"
+    s3 = _client(s3_env.endpoint)
+    s3.put_object(Bucket=bucket, Key=claim, Body=json.dumps(
+        {"id": "dead", "holder": "ci-7 pid 4242", "started": time.time() - 60}).encode())
+    with pytest.raises(artifacts.ConflictError, match=r"another process \(ci-7 pid 4242 since "):
+        _upload(store, jit_exports["tiny"])
+    assert artifacts.list_versions(store, "ocr-det") == []  # nothing was written
+    assert _upload(store, jit_exports["tiny"], overwrite=True).action == "create"
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/.claims/")  # released
+
+    s3.put_object(Bucket=bucket, Key=claim.replace("1.4.0", "1.5.0"), Body=json.dumps(
+        {"id": "dead", "holder": "ci-7 pid 4242", "started": time.time() - 25 * 3600}).encode())
+    assert _upload(store, jit_exports["tiny2"], version="1.5.0").action == "create"
+
+
+_RACER = """
+import sys
+from pathlib import Path
+from paddlecd.artifacts import transfer as t
+from paddlecd.artifacts.storage import open_store
+from paddlecd.config import StorageSettings
+store = open_store(sys.argv[1], StorageSettings(endpoint_url=sys.argv[2]))
+plan = t.plan_upload(store, Path(sys.argv[3]), name="ocr-det", version="4.0.0")
+Path(sys.argv[4]).touch()
+while not Path(sys.argv[5]).exists():
+    pass
+try:
+    t.upload(store, plan)
+except t.StorageError as e:
+    print(type(e).__name__, e.exit_code, e.cause)
+    sys.exit(e.exit_code)
+print("uploaded")
+"""
+
+
+def test_two_processes_at_once_exactly_one_wins(s3_env, bucket, jit_exports, tmp_path):
+    """Two real processes, both planned (no manifest yet), released at the same instant."""
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, f"s3://{bucket}/paddle",
+                               s3_env.endpoint, str(jit_exports[m]), str(tmp_path / f"ready-{m}"),
+                               str(go)],
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+             for m in ("tiny", "tiny2")]
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"ready-{m}").exists() for m in ("tiny", "tiny2")):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a racer died"
+        time.sleep(0.01)
+    go.touch()
+    results = [(p.wait(60), p.stdout.read()) for p in procs]
+    assert sorted(rc for rc, _ in results) == [0, 8], results
+    winner = ("tiny", "tiny2")[[rc for rc, _ in results].index(0)]
+    assert "ConflictError 8" in next(out for rc, out in results if rc)
+    artifacts.download(_store(s3_env, bucket), "ocr-det", "4.0.0", tmp_path / "dl")
+    assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
+        jit_exports[winner] / "inference.pdiparams").read_bytes()

@@ -114,3 +114,48 @@ def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="job file not found") as info:
         jobfile.load(tmp_path / "nope.yaml")
     assert "examples/train.yaml" in info.value.hint
+
+
+# ------------------------------------------------------- issue 12: complete before anything runs
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"nodes": 513}, "--nodes 513 is outside 1..512 (train.schema.json nodes)"),
+    ({"nodes": 0}, "--nodes 0 is outside 1..512"),
+    ({"gpus": 17}, "--gpus-per-node 17 is outside 0..16 (train.schema.json resources.gpus)"),
+    ({"gpus": -1}, "--gpus-per-node -1 is outside 0..16"),
+])
+def test_flags_are_held_to_the_schema_bounds(tmp_path, overrides, message):
+    spec = jobfile.load(write(tmp_path))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        spec.with_overrides(**overrides)
+    assert spec.with_overrides(nodes=512, gpus=16).nodes == 512  # the bounds themselves are fine
+
+
+@pytest.mark.parametrize("resources, message", [
+    ({"memory": "512m"}, "resources.memory 512m is not a whole number of bytes"),
+    ({"shm": "100m"}, "resources.shm 100m is not a whole number of bytes"),
+    ({"memory": "99999999T"}, "resources.memory 99999999T is not a whole number of bytes"),
+    ({"memory": "1Mi", "shm": "1Mi"}, "resources.memory 1Mi is under the engine's 6Mi minimum"),
+    ({"cpu": "0"}, "resources.cpu 0 is not between 1m and"),
+    ({"cpu": "0.0005"}, "resources.cpu 0.0005 is not between 1m"),
+    ({"cpu": "10000000000"}, "resources.cpu 10000000000 is not between"),
+    ({"shm": "0"}, "resources.shm 0 is not a whole number"),
+])
+def test_quantities_the_engine_or_the_api_cannot_take_are_refused(tmp_path, resources, message):
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        jobfile.load(write(tmp_path, resources={**BASE["resources"], **resources}))
+    assert str(tmp_path) in info.value.cause and info.value.hint
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"model": "../escape"}, "model ../escape leaves its mount"),
+    ({"model": "a/../../b"}, "model a/../../b leaves its mount"),
+    ({"checkpoint": "/output/../code"}, "checkpoint /output/../code leaves its mount"),
+    ({"command": {"script": "../../bin/sh"}}, "command.script /code/../../bin/sh leaves its mount"),
+    ({"output": {"path": "out", "mountPath": "/output/.."}}, "output.mountPath /output/.. must"),
+    ({"data": {"claim": "d", "mountPath": "/"}}, "data.mountPath / must name a folder"),
+])
+def test_paths_that_leave_their_mount_are_refused(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        jobfile.load(write(tmp_path, **change))

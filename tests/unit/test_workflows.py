@@ -5,6 +5,7 @@ rules the issue sets (GPU matrix, approval environment, secrets only through env
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shlex
 import subprocess
@@ -82,13 +83,22 @@ def expand(text: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\{?([A-Z_][A-Z0-9_]*)\}?", lambda m: expand(env.get(m.group(1), "X"), env), text)
 
 
+def expand_arrays(script: str) -> str:
+    """Replace ``"${name[@]}"`` by every word ever put in the bash array ``name`` (``name=(…)``,
+    ``name+=(…)``), so each flag a script may pass is checked."""
+    words: dict[str, list[str]] = {}
+    for name, body in re.findall(r"\b([a-z_][a-z0-9_]*)\+?=\(([^)]*)\)", script):
+        words.setdefault(name, []).append(body)
+    return re.sub(r'"\$\{([a-z_][a-z0-9_]*)\[@\]\}"', lambda m: " ".join(words.get(m.group(1), [])), script)
+
+
 def invoke_commands():
     for path in WORKFLOWS:
         wf = load(path)
         for job_name, job in wf["jobs"].items():
             for step in job.get("steps", []):
                 env = {**(wf.get("env") or {}), **(job.get("env") or {}), **(step.get("env") or {})}
-                for line in (step.get("run") or "").splitlines():
+                for line in expand_arrays(step.get("run") or "").splitlines():
                     if line.strip().startswith("invoke "):
                         yield f"{path.name}:{job_name}", shlex.split(expand(line.strip(), env))[1:]
 
@@ -125,7 +135,8 @@ def test_gpu_smoke_matrix_covers_every_gpu_variant_on_self_hosted_gpu_runners():
     assert job["runs-on"] == ["self-hosted", "linux", "x64", "gpu"]
     assert set(wf["on"]["pull_request"]["paths"]) >= {"images/**", "smoke/**"} and "schedule" in wf["on"]
     runs = "\n".join(s.get("run", "") for s in job["steps"])
-    assert "invoke pipeline.run pr --variant ${{ matrix.variant }}" in runs
+    assert 'invoke pipeline.run pr --variant "$VARIANT"' in runs
+    assert job["env"]["VARIANT"] == "${{ matrix.variant }}"
     assert "CUDA_VISIBLE_DEVICES" in runs and "NVIDIA_VISIBLE_DEVICES" in runs
     assert job["steps"][-1]["if"] == "always()" and "chown" in job["steps"][-1]["run"]
     uses = [s.get("uses", "") for s in job["steps"]]
@@ -156,7 +167,116 @@ def test_secrets_only_through_env_and_actions_pinned(path):
             assert "secrets." not in step.get("run", ""), f"{path.name}: a secret expanded into a script: {step}"
             assert not re.search(r"echo\s+\"?\$\{?(PADDLECD_REGISTRY_PASSWORD|AWS_SECRET_ACCESS_KEY|KUBECONFIG_DATA)",
                                  step.get("run", "")), f"{path.name}: a secret echoed"
-            if "uses" in step:
-                assert re.search(r"@(v\d+|[0-9a-f]{40})", step["uses"]), f"{path.name}: unpinned {step['uses']}"
     text = path.read_text()
     assert "docker login" not in text or "--password-stdin" in text
+
+
+# ------------------------------------------------------------------ issue 12: workflows not injectable
+
+# Contexts a workflow's caller or a pull request's author controls (GitHub's "script injection" list).
+UNTRUSTED = re.compile(r"\$\{\{[^}]*\b(inputs\.|github\.event\.|github\.head_ref)")
+THIRD_PARTY_USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)(?P<rest>.*)$")
+
+
+def scripts(wf: dict):
+    for job_name, job in wf["jobs"].items():
+        for step in job.get("steps", []):
+            if "run" in step:
+                yield job_name, step
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_no_untrusted_expression_is_expanded_inside_a_script(path):
+    bad = [(job, s.get("name", s["run"][:40])) for job, s in scripts(load(path)) if UNTRUSTED.search(s["run"])]
+    assert not bad, f"{path.name}: pass these through env instead: {bad}"
+
+
+def test_the_expression_rule_catches_an_injectable_script():
+    wf = yaml.safe_load("jobs:\n  a:\n    steps:\n      - run: invoke promote --version ${{ inputs.version }}\n"
+                        "      - run: echo ${{github.event.pull_request.title}}\n")
+    assert len([s for _, s in scripts(wf) if UNTRUSTED.search(s["run"])]) == 2
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_job_has_a_timeout_and_its_own_permissions(path):
+    wf = load(path)
+    assert wf.get("permissions") == {}, f"{path.name}: grant nothing at the top, per job instead"
+    for name, job in wf["jobs"].items():
+        assert isinstance(job.get("timeout-minutes"), int), f"{path.name}:{name} has no timeout-minutes"
+        assert "permissions" in job, f"{path.name}:{name} does not say which permissions it needs"
+        assert job["permissions"] != "write-all" and "pull-requests" not in job["permissions"], \
+            f"{path.name}:{name}: no step comments on pull requests"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_third_party_actions_are_pinned_by_commit_sha_with_the_tag_in_a_comment(path):
+    found = 0
+    for line in path.read_text().splitlines():
+        m = THIRD_PARTY_USES.match(line)
+        if not m or m["ref"].startswith(("./", "docker://")):
+            continue
+        found += 1
+        assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", m["ref"]), f"{path.name}: not SHA-pinned: {line}"
+        assert re.fullmatch(r"\s*#\s*v\d+(\.\d+)*\s*", m["rest"]), f"{path.name}: no '# vX.Y.Z': {line}"
+    assert found, f"{path.name}: no actions found (the pattern is wrong)"
+
+
+def test_dependabot_watches_actions_and_pip():
+    config = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text())
+    assert config["version"] == 2
+    assert {u["package-ecosystem"] for u in config["updates"]} >= {"github-actions", "pip"}
+
+
+def release_step(job: str, name: str | None = None) -> str:
+    steps = load(ROOT / ".github/workflows/release.yml")["jobs"][job]["steps"]
+    return next(s["run"] for s in steps if "run" in s and (name is None or s.get("name") == name))
+
+
+GOOD_INPUTS = {"INPUT_VARIANT": "cu126", "INPUT_VERSION": "1.4.0", "INPUT_BUMP": "none",
+               "INPUT_DIGEST": "sha256:" + "a" * 64}
+
+
+def run_bash(script: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                          env={"PATH": f"{tmp_path}:/usr/bin:/bin", **env}, capture_output=True, text=True,
+                          timeout=30)
+
+
+@pytest.mark.parametrize("given", [
+    {}, {"INPUT_VERSION": "1.5.0-rc.1"}, {"INPUT_VERSION": "", "INPUT_BUMP": "minor"},
+], ids=["version", "pre-release", "bump"])
+def test_release_input_check_accepts_good_inputs(given, tmp_path):
+    r = run_bash(release_step("inputs"), {**GOOD_INPUTS, **given}, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("given", [
+    {"INPUT_VERSION": "1.4.0 --force --reason x"}, {"INPUT_VERSION": "v1.4.0"}, {"INPUT_VERSION": "1.4"},
+    {"INPUT_VERSION": "01.2.3"}, {"INPUT_VERSION": "1.4.0+build.1"}, {"INPUT_VERSION": "1.4.0\n--force"},
+    {"INPUT_VERSION": "1.4.0", "INPUT_BUMP": "patch"}, {"INPUT_VERSION": "", "INPUT_BUMP": "none"},
+    {"INPUT_VERSION": "", "INPUT_BUMP": "patch --force"}, {"INPUT_DIGEST": "sha256:abc"},
+    {"INPUT_DIGEST": "sha256:" + "a" * 64 + " --force"}, {"INPUT_DIGEST": "sha256:" + "A" * 64},
+    {"INPUT_VARIANT": "cpu --force"}, {"INPUT_VARIANT": "$(id)"},
+    {"INPUT_DIGEST": ""},  # issue 10: the digest is required; its attestation is in the registry
+], ids=lambda g: repr(g)[:50])
+def test_release_input_check_refuses_flags_and_malformed_values(given, tmp_path):
+    r = run_bash(release_step("inputs"), {**GOOD_INPUTS, **given}, tmp_path)
+    assert r.returncode == 1 and "::error" in r.stdout, r.stdout + r.stderr
+    assert all(v not in r.stdout for v in given.values() if len(v) > 8), "the message echoed an input"
+
+
+@pytest.mark.parametrize("job,name", [("plan", "plan (dry run)"),
+                                      ("promote", "release pipeline (promote, deploy, upload)")])
+def test_release_scripts_pass_each_input_as_one_argument(job, name, tmp_path):
+    """Even a value the check would refuse reaches invoke as one word bound to its flag."""
+    log = tmp_path / "argv.jsonl"
+    fake = tmp_path / "invoke"
+    fake.write_text("#!/usr/bin/env python3\nimport json, sys\n"
+                    f'open("{log}", "a").write(json.dumps(sys.argv[1:]) + "\\n")\n')
+    fake.chmod(0o755)
+    env = {**GOOD_INPUTS, "INPUT_VERSION": "1.4.0 --force --reason x", "INPUT_DIGEST": "", "INPUT_BUMP": "none"}
+    r = run_bash(release_step(job, name), env, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert calls and all("--version=1.4.0 --force --reason x" in argv and "--force" not in argv for argv in calls)
+    assert all("--variant=cu126" in argv for argv in calls), calls

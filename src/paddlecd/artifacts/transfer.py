@@ -2,7 +2,10 @@
 
 Layout: ``<store>/<name>/<version>/`` holds the export's files and ``manifest.json``, written last,
 so a reader that finds a manifest finds a complete model. Objects under a version with no manifest
-(an interrupted upload) or not named by it are leftovers, removed by the next upload of that version.
+(an interrupted upload) or not named by it are leftovers, removed by the next upload of that version
+and listed as incomplete meanwhile. Two uploads of one version at once (issue 12): each claims the
+version before writing (``Store.claim``) and writes a new manifest only if none exists, so exactly
+one wins and the other fails with :class:`ConflictError` without touching the winner's files.
 Integrity is the sha256 in the manifest, never the ETag (multipart ETags are not MD5s). Plan, then
 act (STYLE.md §9): :func:`plan_upload` only reads; :func:`upload` carries a plan out.
 """
@@ -22,6 +25,7 @@ import semver
 
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts.storage import Progress, Store, default_store_url, split_model_url, store_for  # noqa: F401 (re-exported)
+from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
 
 # Placeholder sha256 of a file hashed while it uploads (see plan_upload); never written to a store.
@@ -36,7 +40,8 @@ class InvalidManifestError(StorageError):
 class UploadPlan:
     """What :func:`upload` will do. ``action``: ``create``, ``overwrite`` or ``unchanged``;
     ``put``: entries whose bytes move; ``stale``: keys (relative to the store) to delete;
-    ``deferred``: the ``put`` files are hashed while they upload (their sha256 is :data:`PENDING`)."""
+    ``deferred``: the ``put`` files are hashed while they upload (their sha256 is :data:`PENDING`);
+    ``overwrite``: the user allowed replacing a different model (and a killed upload's claim)."""
 
     url: str
     prefix: str
@@ -46,6 +51,7 @@ class UploadPlan:
     put: list[am.FileEntry] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     deferred: bool = False
+    overwrite: bool = False
 
     @property
     def bytes_to_move(self) -> int:
@@ -96,7 +102,8 @@ def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image
     entries = [am.hash_file(export.folder / f) if old is not None
                else am.FileEntry(f, (export.folder / f).stat().st_size, PENDING) for f in export.files]
     doc = am.build_manifest(export, entries, name=name, version=version, **meta)
-    plan = UploadPlan(f"{store.url}/{name}/{version}", prefix, export, doc, "create", deferred=old is None)
+    plan = UploadPlan(f"{store.url}/{name}/{version}", prefix, export, doc, "create",
+                      deferred=old is None, overwrite=overwrite)
     return _decide(plan, store, old, overwrite=overwrite)
 
 
@@ -131,21 +138,40 @@ def _difference(old: dict[str, Any], new: dict[str, am.FileEntry]) -> str:
 
 
 def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) -> UploadPlan:
-    """Carry out ``plan``: remove leftovers (objects and unfinished multipart uploads), put the
-    files, then the manifest (last).
+    """Carry out ``plan``: claim the version, remove leftovers (objects and unfinished multipart
+    uploads), put the files, then the manifest (last), then release the claim.
 
     On overwrite the old manifest goes first, so a reader never sees it naming deleted or
-    half-replaced files.
+    half-replaced files. An unchanged model with no leftovers writes nothing (and claims nothing).
 
     Raises:
+        ConflictError: another upload of this version is running, or finished after ``plan`` was
+            made; nothing under the version was written by this call.
         StorageError: a write failed; no manifest is written, and the next upload cleans up.
     """
+    if plan.action == "unchanged" and not plan.stale:
+        return plan
+    with store.claim(plan.prefix, take_over=plan.overwrite):
+        _check_unclaimed_meanwhile(store, plan)
+        _write(store, plan, progress)
+    return plan
+
+
+def _check_unclaimed_meanwhile(store: Store, plan: UploadPlan) -> None:
+    """Planning reads without the claim: a model stored since then belongs to the other upload."""
+    if plan.action == "create" and store.head(plan.prefix + am.MANIFEST) is not None:
+        raise ConflictError(f"{plan.url} was uploaded by another process while this one planned",
+                            "re-run: the same model is then unchanged; a different one needs "
+                            "another --version (or --overwrite)")
+
+
+def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
     if plan.action == "overwrite":  # first, so no manifest ever names a deleted or half-replaced file
         store.delete([plan.prefix + am.MANIFEST])
     store.delete(plan.stale)
     store.abort_uploads(plan.prefix)
     if plan.action == "unchanged":
-        return plan
+        return
     with ThreadPoolExecutor(max_workers=1) as hasher:
         hashing = [hasher.submit(am.hash_file, plan.export.folder / e.path) for e in plan.put if plan.deferred]
         for entry in plan.put:
@@ -154,8 +180,8 @@ def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) 
             plan.put = [f.result() for f in hashing]
             plan.manifest = am.validate_manifest({**plan.manifest, "files": [vars(e) for e in plan.put]},
                                                  where=plan.url, error=StorageError)
-    store.put_bytes(am.manifest_bytes(plan.manifest), plan.prefix + am.MANIFEST)
-    return plan
+    # exclusive: if anything wrote a manifest despite the claim (a claim taken over), it stays
+    store.put_bytes(am.manifest_bytes(plan.manifest), plan.prefix + am.MANIFEST, exclusive=True)
 
 
 def read_manifest(store: Store, prefix: str) -> dict[str, Any] | None:
@@ -231,16 +257,29 @@ def _fetch_verified(store: Store, prefix: str, doc: dict[str, Any], folder: Path
 
 
 def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
-    """Versions of ``name``, semver-ascending, each a summary: ``version``, ``complete`` (has a
-    manifest), and for complete ones ``created``, ``files``, ``bytes``, ``image_digest``, ``metrics``.
+    """Versions of ``name``, semver-ascending, each a summary with the same keys: ``version``,
+    ``complete`` (has a valid manifest), ``problem`` (why not, or None), and from the manifest
+    ``created``, ``files``, ``bytes``, ``format``, ``image_digest``, ``metrics``,
+    ``paddle_version``, ``git_revision`` (None for an incomplete version).
+
+    A version without a manifest (an upload running, interrupted or killed) or with an invalid one
+    is listed as incomplete, never an error (issue 12).
 
     Raises:
-        ConfigError: bad name. StorageError: the store failed or a manifest is invalid.
+        ConfigError: bad name. StorageError: the store failed.
     """
     am.check_name(name)
     versions = sorted({o.key.split("/")[1] for o in store.list(f"{name}/") if o.key.count("/") >= 2},
                       key=_semver_key)
-    return [_summary(v, read_manifest(store, f"{name}/{v}/")) for v in versions]
+    return [_listed(store, name, v) for v in versions]
+
+
+def _listed(store: Store, name: str, version: str) -> dict[str, Any]:
+    try:
+        doc = read_manifest(store, f"{name}/{version}/")
+    except InvalidManifestError as e:
+        return _summary(version, None, problem=e.cause)
+    return _summary(version, doc, problem=None if doc else f"no {am.MANIFEST} (upload unfinished)")
 
 
 def list_model(store: Store, name: str) -> list[dict[str, Any]]:
@@ -264,10 +303,16 @@ def _semver_key(v: str) -> tuple[int, Any]:
         return (1, v)
 
 
-def _summary(version: str, doc: dict[str, Any] | None) -> dict[str, Any]:
+_SUMMARY_KEYS = ("created", "files", "bytes", "format", "image_digest", "metrics", "paddle_version",
+                 "git_revision")
+
+
+def _summary(version: str, doc: dict[str, Any] | None, *, problem: str | None) -> dict[str, Any]:
     if doc is None:
-        return {"version": version, "complete": False}
-    return {"version": version, "complete": True, "created": doc["created"], "files": len(doc["files"]),
-            "bytes": sum(f["size"] for f in doc["files"]), "format": doc["format"],
-            "image_digest": (doc["image"] or {}).get("digest"), "metrics": doc["metrics"],
-            "paddle_version": doc["paddle_version"], "git_revision": doc["git_revision"]}
+        return {"version": version, "complete": False, "problem": problem,
+                **dict.fromkeys(_SUMMARY_KEYS)}
+    return {"version": version, "complete": True, "problem": None, "created": doc["created"],
+            "files": len(doc["files"]), "bytes": sum(f["size"] for f in doc["files"]),
+            "format": doc["format"], "image_digest": (doc["image"] or {}).get("digest"),
+            "metrics": doc["metrics"], "paddle_version": doc["paddle_version"],
+            "git_revision": doc["git_revision"]}

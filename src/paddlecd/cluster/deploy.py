@@ -99,9 +99,19 @@ def plan(settings: Settings, *, job: str, release: str | None = None, image: str
     if cluster == "local":
         check_host_paths(spec)
     job_id = f"{spec.name}-{secrets.token_hex(3)}"
-    manifests = render(spec, target, job_id=job_id, kind=kind, namespace=settings.cluster.namespace,
+    ns = _namespace(settings, cluster)
+    manifests = render(spec, target, job_id=job_id, kind=kind, namespace=ns,
                        pull_secret=settings.cluster.image_pull_secret)
-    return Plan(spec, target, job_id, cluster, kind, settings.cluster.namespace, manifests)
+    return Plan(spec, target, job_id, cluster, kind, ns, manifests)
+
+
+def _namespace(settings: Settings, cluster: str) -> str:
+    """cluster.namespace, else (k8s) the kubeconfig context's as kubectl picks it (issue 12)."""
+    if cluster == "local":
+        return settings.cluster.namespace or "default"
+    from paddlecd.cluster import k8s  # the kubernetes client loads only for k8s deployments
+
+    return k8s.namespace(settings)
 
 
 def check_host_paths(spec: jobfile.JobSpec) -> None:

@@ -1,9 +1,11 @@
 """The training job file (``train.yaml``): read, schema-checked, resolved into a frozen :class:`JobSpec`.
 
 The schema is ``src/paddlecd/schemas/train.schema.json`` (every key is documented there); unknown
-keys are rejected with a "did you mean". After the schema, :func:`check` rejects what is well-formed
-but impossible: GPUs on a CPU variant, ``/dev/shm`` larger than the memory limit (a memory-backed
-emptyDir counts against the container's memory), checkpoints outside every writable mount.
+keys are rejected with a "did you mean". After the schema, :func:`parse` rejects quantities the
+engine or the API cannot take and paths that leave their mount, ``with_overrides`` holds the flags
+to the schema's bounds (issue 12), and :func:`check` rejects what is well-formed but impossible:
+GPUs on a CPU variant, ``/dev/shm`` larger than the memory limit (a memory-backed emptyDir counts
+against the container's memory), checkpoints outside every writable mount.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,10 @@ from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.errors import ConfigError
 
 SCHEMA_PATH = "schemas/train.schema.json"
+# Docker and Kubernetes carry byte counts and nano-CPUs as int64; Docker refuses memory limits
+# under 6 MiB (moby daemon/daemon_unix.go linuxMinMemory); Kubernetes CPU precision is 1m.
+INT64_MAX = 2**63 - 1
+MIN_MEMORY = 6 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,13 @@ class JobSpec:
     source: str = "<memory>"
 
     def with_overrides(self, *, nodes: int | None = None, gpus: int | None = None) -> JobSpec:
-        """A copy with ``--nodes`` / ``--gpus-per-node`` applied (``None`` keeps the file's value)."""
+        """A copy with ``--nodes`` / ``--gpus-per-node`` applied (``None`` keeps the file's value).
+
+        Raises:
+            ConfigError: a value outside the schema's bounds for ``nodes`` / ``resources.gpus``.
+        """
+        _within_schema("--nodes", nodes, "nodes")
+        _within_schema("--gpus-per-node", gpus, "resources", "gpus")
         res = self.resources if gpus is None else dataclasses.replace(self.resources, gpus=gpus)
         return dataclasses.replace(self, nodes=self.nodes if nodes is None else nodes, resources=res)
 
@@ -116,7 +129,65 @@ def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> J
         port=data.get("port", 36543), run_as_user=data.get("runAsUser", 1000),
         env=tuple((k, _env_value(v)) for k, v in data.get("env", {}).items()), source=source,
     )
+    check_quantities(spec)
+    check_paths(spec)
     return spec
+
+
+def _within_schema(flag: str, value: int | None, *keys: str) -> None:
+    """Hold a flag to the schema's ``minimum``/``maximum`` for ``keys`` (the file's own bound)."""
+    if value is None:
+        return
+    rule = validation.load_schema("train.schema.json")
+    for key in keys:
+        rule = rule["properties"][key]
+    low, high = rule.get("minimum"), rule.get("maximum")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ConfigError(f"{flag} {value} is outside {low}..{high} "
+                          f"(train.schema.json {'.'.join(keys)})",
+                          f"pass {flag} between {low} and {high}")
+
+
+def check_quantities(spec: JobSpec) -> None:
+    """Refuse resources the container engine or the Kubernetes API cannot represent.
+
+    Raises:
+        ConfigError: cpu under 1m or finer than 1m; memory or shm not a whole number of bytes
+            (``512m`` is half a byte); memory under Docker's 6 MiB; any value past int64.
+    """
+    r, where = spec.resources, spec.source
+    cpu = parse_quantity(r.cpu)
+    if cpu < Decimal("0.001") or cpu != cpu.quantize(Decimal("0.001")) or cpu * 10**9 > INT64_MAX:
+        most = INT64_MAX // 10**9
+        raise ConfigError(f"{where}: resources.cpu {r.cpu} is not between 1m and {most} cores "
+                          "in steps of 1m", "e.g. cpu: 2 or cpu: 500m")
+    for key, text in (("memory", r.memory), ("shm", r.shm)):
+        size = parse_quantity(text)
+        if size != int(size) or not 0 < size <= INT64_MAX:
+            raise ConfigError(f"{where}: resources.{key} {text} is not a whole number of bytes "
+                              "between 1 and 2^63-1",
+                              "'m' means 1/1000: write Mi or Gi, e.g. 512Mi")
+    if parse_quantity(r.memory) < MIN_MEMORY:
+        raise ConfigError(f"{where}: resources.memory {r.memory} is under the engine's 6Mi minimum",
+                          "give the job at least 6Mi (Paddle needs far more: e.g. 4Gi)")
+
+
+def check_paths(spec: JobSpec) -> None:
+    """Refuse paths that leave their mount: a ``..`` in a mountPath, ``model``, ``checkpoint`` or a
+    script relative to the code mount, and a volume mounted on ``/``.
+
+    Raises:
+        ConfigError: naming the key and the path.
+    """
+    for name, vol in spec.volumes.items():
+        if ".." in vol.mount_path.split("/") or posixpath.normpath(vol.mount_path) == "/":
+            raise ConfigError(f"{spec.source}: {name}.mountPath {vol.mount_path} must name a "
+                              "folder other than / without '..'", f"e.g. mountPath: /{name}")
+    paths = {"model": spec.model, "checkpoint": spec.checkpoint, "command.script": spec.script}
+    for key, path in paths.items():
+        if ".." in path.split("/"):
+            raise ConfigError(f"{spec.source}: {key} {path} leaves its mount ('..')",
+                              "give a path inside the mount, without '..'")
 
 
 def validate(data: Any, source: str) -> None:

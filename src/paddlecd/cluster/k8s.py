@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kubernetes.client
@@ -24,6 +25,9 @@ from paddlecd.config import Settings
 from paddlecd.errors import ClusterError
 
 PADDLEJOB = ("kubeflow.org", "v1", "paddlejobs")
+# Mounted into every pod with a service account (kubernetes.io/docs/tasks/run-application/
+# access-api-from-pod/#directly-accessing-the-rest-api): the pod's own namespace.
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 @dataclass
@@ -40,6 +44,35 @@ class Api:
         self.core.api_client.close()
 
 
+def _config_file() -> str:
+    """``$KUBECONFIG`` (a ``:``-separated list) or ``~/.kube/config``, read now: the client library
+    reads it once, at import time."""
+    paths = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return os.pathsep.join(os.path.expanduser(p) for p in paths.split(os.pathsep))
+
+
+def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESPACE) -> str:
+    """The namespace jobs go to, as kubectl picks it (issue 12): ``settings.cluster.namespace`` when
+    set; else the ``namespace`` of the kubeconfig context (``settings.cluster.context`` or the
+    current one); else, with no kubeconfig, the in-cluster service account's namespace file; else
+    ``default``.
+
+    Args:
+        service_account_namespace: the file a pod's service account mounts (tests pass another).
+    """
+    if settings.cluster.namespace:
+        return settings.cluster.namespace
+    try:
+        contexts, current = kubernetes.config.list_kube_config_contexts(config_file=_config_file())
+    except (ConfigException, FileNotFoundError, TypeError):
+        with contextlib.suppress(OSError):
+            return service_account_namespace.read_text().strip() or "default"
+        return "default"
+    wanted = settings.cluster.context
+    chosen = next((c for c in contexts if c["name"] == wanted), None) if wanted else current
+    return ((chosen or {}).get("context") or {}).get("namespace") or "default"
+
+
 def connect(settings: Settings) -> Api:
     """Connect with the kubeconfig: ``$KUBECONFIG`` (a ``:``-separated list) or ``~/.kube/config``,
     context ``settings.cluster.context`` or the current one; else the in-cluster service account.
@@ -48,9 +81,7 @@ def connect(settings: Settings) -> Api:
         ClusterError: no kubeconfig and not inside a cluster, or an unknown context.
     """
     context = settings.cluster.context
-    # Read $KUBECONFIG now: the client library reads it once, at import time.
-    paths = os.environ.get("KUBECONFIG") or "~/.kube/config"
-    config_file = os.pathsep.join(os.path.expanduser(p) for p in paths.split(os.pathsep))
+    config_file = _config_file()
     try:
         client = kubernetes.config.new_client_from_config(config_file=config_file, context=context)
     except (ConfigException, FileNotFoundError, TypeError) as e:

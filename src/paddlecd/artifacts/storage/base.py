@@ -7,12 +7,20 @@ module imports neither, so the stores and the opener depend on it and not on eac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from paddlecd.errors import StorageError
+
 Progress = Callable[[int], None]  # receives a byte count each time more bytes moved
 MIB = 1024 * 1024
+
+
+class ConflictError(StorageError):
+    """Another upload owns the key or the version: it exists already, or is being written now
+    (exit code 8, as every storage failure)."""
 
 
 @dataclass(frozen=True)
@@ -24,19 +32,29 @@ class ObjectInfo:
 
 
 class Store(Protocol):
-    """What artifacts need from an object store. ``url`` is the root, e.g. ``s3://models/paddle``."""
+    """What artifacts need from an object store. ``url`` is the root, e.g. ``s3://models/paddle``.
+
+    Two calls exist for concurrent writers (issue 12: two uploads of one name and version at once).
+    ``put_bytes(..., exclusive=True)`` creates ``key`` only if it does not exist, else raises
+    :class:`ConflictError`. ``claim(prefix)`` is a context manager holding the right to write under
+    ``prefix`` (one version) while it is open; a second claimant gets :class:`ConflictError` at
+    once.
+    A claim left by a killed process is released by the OS (file) or taken over with ``take_over``
+    (S3, where nothing can tell a dead writer from a slow one).
+    """
 
     url: str
 
     def check(self) -> None: ...
     def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None: ...
-    def put_bytes(self, data: bytes, key: str) -> None: ...
+    def put_bytes(self, data: bytes, key: str, *, exclusive: bool = False) -> None: ...
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None: ...
     def get_bytes(self, key: str) -> bytes | None: ...
     def head(self, key: str) -> ObjectInfo | None: ...
     def list(self, prefix: str) -> list[ObjectInfo]: ...
     def delete(self, keys: Iterable[str]) -> None: ...
     def abort_uploads(self, prefix: str) -> list[str]: ...
+    def claim(self, prefix: str, *, take_over: bool = False) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)

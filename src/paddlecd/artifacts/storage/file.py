@@ -1,18 +1,28 @@
 """The file store: a local folder with the layout of a bucket (the embedded default).
 
-Each write is a temp file renamed into place, so a reader never sees half a file.
+Each write is a temp file renamed into place, so a reader never sees half a file; a failed write
+(a full disk included) removes its temp file and raises StorageError naming the path (issue 12).
+A version is claimed by an exclusive ``flock`` on ``<root>/.claims/<name>/<version>.lock``: the
+kernel drops it when its process dies, so a killed upload never blocks the next one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import shutil
+import socket
 import tempfile
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from paddlecd.artifacts.storage.base import MIB, ObjectInfo, Progress
+from paddlecd.artifacts.storage.base import MIB, ConflictError, ObjectInfo, Progress
 from paddlecd.errors import StorageError
+
+CLAIMS = ".claims"  # under the root; never a model name (those are DNS labels)
 
 
 class FileStore:
@@ -38,13 +48,18 @@ class FileStore:
                 if progress:
                     progress(len(chunk))
 
-    def put_bytes(self, data: bytes, key: str) -> None:
-        """Write ``data`` to ``key`` atomically."""
-        with self._writing(key) as out:
+    def put_bytes(self, data: bytes, key: str, *, exclusive: bool = False) -> None:
+        """Write ``data`` to ``key`` atomically.
+
+        Raises:
+            ConflictError: ``exclusive`` and ``key`` exists (checked by the atomic ``link``).
+            StorageError: the write failed (full disk, permissions); no temp file is left.
+        """
+        with self._writing(key, exclusive=exclusive) as out:
             out.write(data)
 
-    def _writing(self, key: str):
-        return _AtomicWriter(self._path(key), self.url)
+    def _writing(self, key: str, *, exclusive: bool = False) -> _AtomicWriter:
+        return _AtomicWriter(self._path(key), self.url, exclusive=exclusive)
 
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
         """Copy ``key`` to ``dest``. Raises StorageError when it is missing or unreadable."""
@@ -56,23 +71,27 @@ class FileStore:
             progress(dest.stat().st_size)
 
     def get_bytes(self, key: str) -> bytes | None:
-        """The content of ``key``, or None when it does not exist."""
-        p = self._path(key)
-        return p.read_bytes() if p.is_file() else None
+        """The content of ``key``, or None when it does not exist (or was removed meanwhile)."""
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
 
     def head(self, key: str) -> ObjectInfo | None:
         """Size of ``key``, or None when it does not exist."""
         p = self._path(key)
-        return ObjectInfo(key, p.stat().st_size) if p.is_file() else None
+        size = _size(p)
+        return ObjectInfo(key, size) if size is not None and p.is_file() else None
 
     def list(self, prefix: str) -> list[ObjectInfo]:
-        """Objects whose key starts with ``prefix`` (a folder prefix ending in ``/``), sorted."""
+        """Objects whose key starts with ``prefix`` (a folder prefix ending in ``/``), sorted.
+        A file renamed or removed by a concurrent upload while listing is left out."""
         base = self._path(prefix.rstrip("/"))
         if not base.is_dir():
             return []
-        found = [p for p in base.rglob("*") if p.is_file()]
-        return sorted((ObjectInfo(p.relative_to(self.root).as_posix(), p.stat().st_size) for p in found),
-                      key=lambda o: o.key)
+        found = [(p, _size(p)) for p in base.rglob("*") if p.is_file()]
+        return sorted((ObjectInfo(p.relative_to(self.root).as_posix(), size)
+                       for p, size in found if size is not None), key=lambda o: o.key)
 
     def delete(self, keys: Iterable[str]) -> None:
         """Remove ``keys`` (missing ones are ignored)."""
@@ -83,27 +102,131 @@ class FileStore:
         """Nothing to abort: an interrupted write leaves a temp file, which :meth:`list` shows."""
         return []
 
+    @contextlib.contextmanager
+    def claim(self, prefix: str, *, take_over: bool = False) -> Iterator[None]:
+        """Hold the exclusive right to write under ``prefix`` (``<name>/<version>/``).
+
+        ``take_over`` changes nothing here: a claim lives exactly as long as its process.
+
+        Raises:
+            ConflictError: another process holds it (its host, pid and start time are named).
+            StorageError: the claim file cannot be created.
+        """
+        path = self.root / CLAIMS / f"{prefix.rstrip('/')}.lock"
+        fd = _lock(path, self.url, prefix)
+        try:
+            os.write(fd, f"{socket.gethostname()} pid {os.getpid()} since {_now()}".encode())
+            yield
+        finally:
+            path.unlink(missing_ok=True)  # before unlocking: a waiter sees a new inode, retries
+            os.close(fd)
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # a temp file renamed into place, or a leftover swept, meanwhile
+        return None
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _lock(path: Path, url: str, prefix: str) -> int:
+    """An fd of ``path`` holding its flock; the file at ``path`` is the one locked (a holder unlinks
+    it before unlocking, so a lock won on an unlinked inode is retried)."""
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StorageError(f"claiming {url}/{prefix}: {e.strerror} ({path})",
+                               f"check {url} is writable") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_quietly(path)
+            os.close(fd)
+            raise ConflictError(f"{url}/{prefix} is being uploaded by another process ({holder})",
+                                "wait for it to finish, then re-run (the same model moves nothing)")
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _read_quietly(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "holder unknown"
+    except OSError:
+        return "holder unknown"
+
 
 class _AtomicWriter:
-    """Context manager: a temp file next to ``target``, renamed over it on success, removed on error."""
+    """Context manager: a temp file next to ``target``, renamed over it on success (linked, when
+    ``exclusive``, so an existing target is never replaced), removed on any error. OSErrors of the
+    file system become StorageError naming ``target``; other exceptions pass through unchanged."""
 
-    def __init__(self, target: Path, store_url: str):
-        self.target, self.store_url = target, store_url
+    def __init__(self, target: Path, store_url: str, *, exclusive: bool = False):
+        self.target, self.store_url, self.exclusive = target, store_url, exclusive
 
-    def __enter__(self):
+    def _fail(self, e: OSError) -> StorageError:
+        hint = (f"free space on the file system holding {self.target.parent}"
+                if e.errno == errno.ENOSPC else f"check {self.store_url} is writable")
+        return StorageError(f"writing {self.target}: {e.strerror or e}", hint)
+
+    def __enter__(self) -> _Output:
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            fd, self.tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent)
+            fd, self.tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp",
+                                            dir=self.target.parent)
         except OSError as e:
-            raise StorageError(f"writing {self.target}: {e.strerror}", f"check {self.store_url} is writable") from e
-        self.file = os.fdopen(fd, "wb")
+            raise self._fail(e) from e
+        self.file = _Output(os.fdopen(fd, "wb"), self._fail)
         return self.file
 
     def __exit__(self, exc_type, exc, tb):
-        self.file.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.target)
-        else:
-            os.unlink(self.tmp)
+        try:
+            if exc_type is not None:  # the block's own error is the one to report
+                with contextlib.suppress(OSError):
+                    self.file.close()
+                return False
+            try:
+                self.file.close()  # close() flushes: a full disk may show only here
+                self._commit()
+            except OSError as e:
+                raise self._fail(e) from e
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp)
         return False
 
+    def _commit(self) -> None:
+        if not self.exclusive:
+            os.replace(self.tmp, self.target)
+            return
+        try:
+            os.link(self.tmp, self.target)  # atomic, and fails if the target exists
+        except FileExistsError as e:
+            raise ConflictError(f"{self.target} was written by another upload meanwhile",
+                                "see which model it holds: invoke artifacts.list") from e
+
+
+class _Output:
+    """The temp file's write side: OSErrors of ``write`` become StorageError (a full disk)."""
+
+    def __init__(self, file, fail):
+        self._file, self._fail = file, fail
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._file.write(data)
+        except OSError as e:
+            raise self._fail(e) from e
+
+    def close(self) -> None:
+        self._file.close()

@@ -8,16 +8,25 @@ the standard AWS chain (env, shared files, SSO, instance role) and are never pri
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import boto3
 import boto3.exceptions
+import botocore.exceptions
+import botocore.session
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
-from paddlecd.artifacts.storage.base import MIB, Location, ObjectInfo, Progress
+from paddlecd.artifacts.storage.base import MIB, ConflictError, Location, ObjectInfo, Progress
 from paddlecd.config import StorageSettings
 from paddlecd.errors import ConfigError, StorageError
 
@@ -25,9 +34,26 @@ from paddlecd.errors import ConfigError, StorageError
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html).
 MIN_PART_MB = 5
 CHECKSUM_MODES = ("when_required", "when_supported")
+CHECKSUM_SETTINGS = ("request_checksum_calculation", "response_checksum_validation")
+# botocore settings a user gives the standard AWS way: name (also the profile key) -> environment
+# variable (https://docs.aws.amazon.com/sdkref/latest/guide/settings-reference.html).
+AWS_SETTINGS = {"request_checksum_calculation": "AWS_REQUEST_CHECKSUM_CALCULATION",
+                "response_checksum_validation": "AWS_RESPONSE_CHECKSUM_VALIDATION",
+                "retry_mode": "AWS_RETRY_MODE", "max_attempts": "AWS_MAX_ATTEMPTS"}
+# paddlecd's values where neither storage.* nor the AWS environment or profile give one
+FALLBACKS = {"request_checksum_calculation": "when_required",
+             "response_checksum_validation": "when_required", "retry_mode": "standard",
+             "max_attempts": 3}
 ADDRESSING_STYLES = ("path", "virtual", "auto")
 _AUTH_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
                "ExpiredToken", "403", "Forbidden"}
+# A version is claimed by the object .claims/<name>/<version>.json, created with If-None-Match: *
+# (S3 conditional writes:
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
+# S3 cannot tell a killed writer from a slow one: a claim older than this is taken over.
+CLAIMS = ".claims"
+CLAIM_STALE_AFTER_S = 24 * 3600
+_CONFLICT_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 
 
 class S3Store:
@@ -46,8 +72,14 @@ class S3Store:
         self.bucket, self.prefix = bucket, prefix
         self.url = Location("s3", bucket, prefix).url
         try:
-            self.client = boto3.session.Session().client(
-                "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=client_config(settings))
+            core = botocore.session.Session()  # AWS_PROFILE, AWS_CONFIG_FILE: the standard chain
+            config = client_config(settings, profile=core.get_scoped_config())
+            self.client = boto3.session.Session(botocore_session=core).client(
+                "s3", endpoint_url=settings.endpoint_url, region_name=settings.region,
+                config=config)
+        except botocore.exceptions.ProfileNotFound as e:
+            raise ConfigError(f"AWS profile not found: {e}",
+                              "fix AWS_PROFILE, or add the profile to ~/.aws/config") from e
         except ValueError as e:  # botocore: "Invalid endpoint: minio:9000"
             raise ConfigError(f"storage.endpoint_url {settings.endpoint_url!r} is not a URL ({e})",
                               "give the scheme too, e.g. http://minio:9000") from e
@@ -74,12 +106,26 @@ class S3Store:
         except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
             raise self._fail(e, "uploading", key) from e
 
-    def put_bytes(self, data: bytes, key: str) -> None:
-        """PutObject of a small body (the manifest)."""
+    def put_bytes(self, data: bytes, key: str, *, exclusive: bool = False) -> None:
+        """PutObject of a small body (the manifest); with ``exclusive``, If-None-Match: * so an
+        existing ``key`` is never replaced.
+
+        Raises:
+            ConflictError: ``exclusive`` and ``key`` exists (HTTP 412), or a concurrent conditional
+                write to it won (HTTP 409).
+            StorageError: any other failure.
+        """
+        extra = {"IfNoneMatch": "*"} if exclusive else {}
         try:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                   ContentType="application/json")
-        except (BotoCoreError, ClientError) as e:
+                                   ContentType="application/json", **extra)
+        except ClientError as e:
+            if exclusive and _code(e) in _CONFLICT_CODES:
+                raise ConflictError(
+                    f"s3://{self.bucket}/{self._key(key)} was written by another upload",
+                    "see which model it holds: invoke artifacts.list") from e
+            raise self._fail(e, "writing", key) from e
+        except BotoCoreError as e:
             raise self._fail(e, "writing", key) from e
 
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
@@ -147,13 +193,74 @@ class S3Store:
             raise self._fail(e, "aborting unfinished uploads under", prefix) from e
         return aborted
 
+    @contextlib.contextmanager
+    def claim(self, prefix: str, *, take_over: bool = False) -> Iterator[None]:
+        """Hold the exclusive right to write under ``prefix`` (``<name>/<version>/``): the claim
+        object ``.claims/<name>/<version>.json`` is created with If-None-Match: * and read back
+        (a store that ignores the header is caught by the id it returns), then deleted on exit.
 
-def client_config(settings: StorageSettings) -> Config:
+        Args:
+            take_over: replace a claim another upload left (``--overwrite``); claims older than
+                :data:`CLAIM_STALE_AFTER_S` are replaced without it.
+
+        Raises:
+            ConflictError: another upload holds the claim (its host, pid and start are named).
+            StorageError: the store failed.
+        """
+        key = f"{CLAIMS}/{prefix.rstrip('/')}.json"
+        me = {"id": uuid.uuid4().hex, "holder": f"{socket.gethostname()} pid {os.getpid()}",
+              "started": time.time()}
+        self._take(key, me, prefix, take_over=take_over)
+        try:
+            yield
+        finally:
+            if (self._claim_of(key) or {}).get("id") == me["id"]:
+                self.delete([key])
+
+    def _take(self, key: str, me: dict, prefix: str, *, take_over: bool) -> None:
+        body = json.dumps(me).encode()
+        try:
+            self.put_bytes(body, key, exclusive=True)
+        except ConflictError:
+            held = self._claim_of(key) or {}
+            age = time.time() - float(held.get("started", 0))
+            if not (take_over or age > CLAIM_STALE_AFTER_S):
+                since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held.get("started", 0)))
+                raise ConflictError(
+                    f"{self.url}/{prefix} is being uploaded by another process "
+                    f"({held.get('holder', 'holder unknown')} since {since})",
+                    "wait for it to finish; if it was killed, re-run with --overwrite") from None
+            self.delete([key])
+            self.put_bytes(body, key, exclusive=True)  # a second taker loses here
+        if (self._claim_of(key) or {}).get("id") != me["id"]:
+            raise ConflictError(
+                f"{self.url}/{prefix} was claimed by another upload at the same time",
+                "wait for it to finish, then re-run (the same model moves nothing)")
+
+    def _claim_of(self, key: str) -> dict | None:
+        raw = self.get_bytes(key)
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return {}
+
+
+def client_config(settings: StorageSettings, *, profile: Mapping[str, Any] | None = None,
+                  environ: Mapping[str, str] | None = None) -> Config:
     """botocore client Config from ``settings``: addressing style, checksum behaviour, retries.
 
     ``checksum_mode`` sets both ``request_checksum_calculation`` and ``response_checksum_validation``.
     botocore 1.36 made them ``when_supported`` (CRC32 trailers on every upload), which several
-    S3-compatible stores reject; ``when_required`` (our default) works on AWS and on those stores.
+    S3-compatible stores reject; ``when_required`` (our fallback) works on AWS and on those stores.
+
+    Settings the user gives the standard AWS way win over paddlecd's fallbacks (issue 12): a value
+    is put in the Config (where it would beat the AWS environment and profile) only when
+    ``storage.checksum_mode`` is set, or when :data:`AWS_SETTINGS` names neither an environment
+    variable nor a profile key that is set.
+
+    Args:
+        profile: the AWS profile's settings (``botocore`` scoped config); None reads none.
+        environ: the environment (default ``os.environ``).
 
     Raises:
         ConfigError: an unknown addressing style or checksum mode.
@@ -161,13 +268,21 @@ def client_config(settings: StorageSettings) -> Config:
     if settings.addressing_style not in ADDRESSING_STYLES:
         raise ConfigError(f"storage.addressing_style '{settings.addressing_style}' is not one of "
                           f"{', '.join(ADDRESSING_STYLES)}", "path suits MinIO/Ceph; virtual suits AWS")
-    if settings.checksum_mode not in CHECKSUM_MODES:
+    if settings.checksum_mode not in (None, *CHECKSUM_MODES):
         raise ConfigError(f"storage.checksum_mode '{settings.checksum_mode}' is not one of "
                           f"{', '.join(CHECKSUM_MODES)}", "when_required works on AWS and older stores")
-    return Config(s3={"addressing_style": settings.addressing_style},
-                  request_checksum_calculation=settings.checksum_mode,
-                  response_checksum_validation=settings.checksum_mode,
-                  retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10)
+    aws = aws_given(profile or {}, os.environ if environ is None else environ)
+    checksums = {name: settings.checksum_mode or FALLBACKS[name] for name in CHECKSUM_SETTINGS
+                 if settings.checksum_mode or name not in aws}
+    retries = {"mode" if name == "retry_mode" else name: FALLBACKS[name]
+               for name in ("retry_mode", "max_attempts") if name not in aws}
+    return Config(s3={"addressing_style": settings.addressing_style}, retries=retries or None,
+                  connect_timeout=10, **checksums)
+
+
+def aws_given(profile: Mapping[str, Any], environ: Mapping[str, str]) -> set[str]:
+    """Names of :data:`AWS_SETTINGS` the user set in the environment or the AWS profile."""
+    return {name for name, env in AWS_SETTINGS.items() if environ.get(env) or name in profile}
 
 
 def transfer_config(settings: StorageSettings) -> TransferConfig:

@@ -1,0 +1,70 @@
+"""The Kubernetes namespace as kubectl picks it (issue 12): cluster.namespace when set, else the
+kubeconfig context's, else the in-cluster service account's, else ``default``. Real kubeconfig files
+read by the kubernetes client; no API server is contacted."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from paddlecd import config
+from paddlecd.cluster import deploy, k8s
+
+KUBECONFIG = {
+    "apiVersion": "v1", "kind": "Config", "current-context": "team",
+    "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+    "users": [{"name": "u", "user": {"token": "t"}}],
+    "contexts": [
+        {"name": "team", "context": {"cluster": "c", "user": "u", "namespace": "ml-train"}},
+        {"name": "other", "context": {"cluster": "c", "user": "u", "namespace": "batch"}},
+        {"name": "bare", "context": {"cluster": "c", "user": "u"}}],
+}
+
+
+@pytest.fixture
+def kubeconfig(tmp_path, monkeypatch):
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(KUBECONFIG))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    return path
+
+
+def settings_with(root, **cluster):
+    return config.load({f"cluster.{k}": v for k, v in cluster.items()}, root=root, environ={})
+
+
+def test_unset_by_default(tmp_path):
+    assert settings_with(tmp_path).cluster.namespace is None
+
+
+def test_the_current_context_namespace(kubeconfig, tmp_path):
+    assert k8s.namespace(settings_with(tmp_path)) == "ml-train"
+
+
+def test_the_chosen_context_namespace(kubeconfig, tmp_path):
+    assert k8s.namespace(settings_with(tmp_path, context="other")) == "batch"
+    assert k8s.namespace(settings_with(tmp_path, context="bare")) == "default"
+
+
+def test_the_setting_wins(kubeconfig, tmp_path):
+    assert k8s.namespace(settings_with(tmp_path, namespace="prod")) == "prod"
+
+
+def test_in_cluster_service_account_without_kubeconfig(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    sa = tmp_path / "namespace"
+    sa.write_text("ml-pods\n")
+    assert k8s.namespace(settings_with(tmp_path), service_account_namespace=sa) == "ml-pods"
+    none = tmp_path / "no-such-file"
+    assert k8s.namespace(settings_with(tmp_path), service_account_namespace=none) == "default"
+
+
+def test_the_plan_and_its_manifests_use_it(kubeconfig, tmp_path, project_root, monkeypatch):
+    monkeypatch.chdir(project_root)
+    s = settings_with(project_root)
+    image = "127.0.0.1:5000/paddlecd/paddle@sha256:" + "a" * 64
+    p = deploy.plan(s, job=str(project_root / "examples" / "train.yaml"), image=image,
+                    variant="cpu", cluster="k8s")
+    assert p.namespace == "ml-train"
+    assert {m["metadata"]["namespace"] for m in p.manifests} == {"ml-train"}
+    assert "Kubernetes namespace ml-train" in p.describe()[0]
