@@ -218,18 +218,16 @@ def verify(c, variant=None, image=None, out=None):
     Examples: invoke verify --variant cpu
               invoke verify --image registry.example.com/ml/paddle@sha256:<64 hex> --out /tmp/verify-out
     """
-    from paddlecd.errors import VerifyError
     from paddlecd.verify import run as ver
 
     s = settings()
     result = ver.verify(s, variant=None if image else _variant(variant), image=image,
                         out_dir=Path(out) if out else None, on_line=say)
     say(f"evidence: {result.evidence_path}\njunit: {result.out_dir / 'junit.xml'}")
-    if not result.passed:
-        failed = "; ".join(f"{c['name']}: {c['message'].splitlines()[0] if c['message'] else 'failed'}" for c in result.failed)
-        raise VerifyError(f"verify failed for {result.reference}: {failed or 'smoke suite exited non-zero'}",
-                          f"see {result.out_dir / 'smoke.log'}")
-    say(f"verified {result.reference}: {len(result.record['checks'])} checks passed")
+    error = result.error()  # the package's one failure → VerifyError mapping (also used by the pipeline)
+    if error:
+        raise error
+    say(f"verified {result.reference}: {len(result.record.checks)} checks passed")
 
 
 image = Collection("image")

@@ -25,7 +25,6 @@ docker-registry, ~5 GB of disk).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import socket
 import statistics
@@ -109,9 +108,11 @@ def run_paddlecd(host: str, state: Path, digest: str, n: int) -> None:
     s = config.load({"registry.url": host, "registry.repository": "bench/candidate", "state_dir": str(state),
                      "release.repository": f"bench/release-paddlecd-{n}"}, root=ROOT, environ={})
     evidence.save_candidate(s, "cpu", reference=f"{host}/bench/candidate@{digest}", digest=digest, tag="cpu-bench")
-    evidence.save(s, {"digest": digest, "reference": f"{host}/bench/candidate@{digest}", "variant": "cpu",
-                      "passed": True, "created": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
-                      "checks": [], "versions": {}})
+    # promotion requires a passing check from every smoke module (evidence.REQUIRED_CHECKS)
+    evidence.save(s, evidence.Evidence(
+        digest=digest, reference=f"{host}/bench/candidate@{digest}", variant="cpu", passed=True,
+        created=evidence.now_iso(),
+        checks=tuple(evidence.Check(name=f"{m}/bench", passed=True) for m in evidence.REQUIRED_CHECKS)))
     release.promote(s, variant="cpu", version="1.4.0", execute=True)
 
 

@@ -179,7 +179,6 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, pad
     candidate, evidence recorded as verify writes it, promoted with paddlecd.release.promote (registry-side
     copy), then resolved by release.find to release-repo@digest, pulled by digest with credentials
     from DOCKER_CONFIG, and trained on for real."""
-    import datetime as dt
     import uuid
 
     from paddlecd.release import promote as release
@@ -191,11 +190,10 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, pad
     engine.tag(paddle_image, f"{settings.candidate_repo}:cpu-test")
     digest = engine.push(f"{settings.candidate_repo}:cpu-test")
     evidence.save_candidate(settings, "cpu", reference=f"{settings.candidate_repo}@{digest}", digest=digest, tag="cpu-test")
-    evidence.save(settings, {"digest": digest, "reference": f"{settings.candidate_repo}@{digest}", "variant": "cpu",
-                             "passed": True, "created": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
-                             "versions": {"paddle": "3.0.0"},
-                             "checks": [{"name": f"{m}/t", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}
-                                        for m in evidence.REQUIRED_CHECKS]})
+    evidence.save(settings, evidence.Evidence(
+        digest=digest, reference=f"{settings.candidate_repo}@{digest}", variant="cpu", passed=True,
+        created=evidence.now_iso(), versions={"paddle": "3.0.0"},
+        checks=tuple(evidence.Check(name=f"{m}/t", passed=True, duration_s=0.1) for m in evidence.REQUIRED_CHECKS)))
     release.promote(settings, variant="cpu", version="1.0.0", execute=True)
 
     plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=50)), release="1.0.0-cpu", cluster="local")

@@ -92,7 +92,7 @@ def test_resume_runs_verify_only_on_the_recorded_digest(failed_run, resumed_run,
     assert record["passed"] is True and record["digest"] == pushed["digest"]
     from mainjob import project_settings
 
-    assert evidence.load(project_settings(registry, pr_state), pushed["digest"])["passed"] is True
+    assert evidence.load(project_settings(registry, pr_state), pushed["digest"]).passed is True
 
 
 def test_resumed_run_logs_json_lines_one_event_per_stage_and_check(resumed_run):

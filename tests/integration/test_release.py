@@ -6,8 +6,10 @@ candidate records are written with paddlecd.verify.evidence exactly as verify/pu
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
+import json
 import threading
 import uuid
 from pathlib import Path
@@ -51,13 +53,13 @@ class Project:
 
     def evidence(self, digest, variant="cpu", *, passed=True, age_hours=0.0, settings=None):
         created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=age_hours)
-        evidence.save(settings or self.settings, {
-            "digest": digest, "reference": f"{self.settings.candidate_repo}@{digest}", "variant": variant,
-            "passed": passed, "created": created.isoformat().replace("+00:00", "Z"), "versions": {"paddle": "3.0.0"},
-            "checks": [{"name": f"{m}/test_{m}", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}
-                       for m in ("environment", "convergence", "export")]
-            + [{"name": "allreduce/test_allreduce_exact_sums", "passed": passed, "duration_s": 1.0, "metrics": {},
-                "message": ""}]})
+        checks = [evidence.Check(name=f"{m}/test_{m}", passed=True, duration_s=0.1)
+                  for m in ("environment", "convergence", "export")]
+        checks.append(evidence.Check(name="allreduce/test_allreduce_exact_sums", passed=passed, duration_s=1.0))
+        evidence.save(settings or self.settings, evidence.Evidence(
+            digest=digest, reference=f"{self.settings.candidate_repo}@{digest}", variant=variant,
+            passed=passed, created=created.isoformat().replace("+00:00", "Z"), versions={"paddle": "3.0.0"},
+            checks=tuple(checks)))
 
     def promote(self, version=None, *, settings=None, **kw):
         return release.promote(settings or self.settings, variant=kw.pop("variant", "cpu"), version=version,
@@ -190,16 +192,26 @@ def test_rollback_to_unknown_release_refused(project):
         release.rollback(project.settings, variant="cpu", to="1.3.0", execute=True)
 
 
-@pytest.mark.parametrize("kind, words", [("missing", "no evidence for"), ("failed", "is failing \\(allreduce"),
-                                         ("stale", "is stale: 2"), ("incomplete", "lacks the export checks")])
+@pytest.mark.parametrize("kind, words", [
+    ("missing", "no evidence for"), ("failed", "is failing \\(allreduce"), ("stale", "is stale: 2"),
+    ("incomplete", "lacks the export checks"),
+    # evidence checked by type (issue 12): both promoted before
+    ("string", "is malformed: .*checks\\[3\\].passed: 'false' is not of type 'boolean'"),
+    ("contradiction", "is malformed: .*checks\\[3\\].passed: a failed check under passed: true"),
+])
 def test_evidence_refusals(project, kind, words):
     digest = project.candidate(passed=kind != "failed", age_hours=200 if kind == "stale" else 0)
+    path = evidence.evidence_path(project.settings, digest)
     if kind == "missing":
-        evidence.evidence_path(project.settings, digest).unlink()
+        path.unlink()
     if kind == "incomplete":  # a smoke module that did not run (deleted, renamed, not collected)
         record = evidence.load(project.settings, digest)
-        record["checks"] = [c for c in record["checks"] if not c["name"].startswith("export/")]
-        evidence.save(project.settings, record)
+        kept = tuple(c for c in record.checks if c.module != "export")
+        evidence.save(project.settings, dataclasses.replace(record, checks=kept))
+    if kind in ("string", "contradiction"):  # a hand-edited or foreign record on disk
+        data = json.loads(path.read_text())
+        data["checks"][3]["passed"] = "false" if kind == "string" else False
+        path.write_text(json.dumps(data))
     with pytest.raises(PromotionError, match=f"phase 'check evidence' failed: refused: .*{words}"):
         project.promote("1.4.0")
     assert project.tag("1.4.0-cpu") is None and project.records() == []

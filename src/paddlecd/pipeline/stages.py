@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd.config import Settings
-from paddlecd.errors import PipelineError, VerifyError
+from paddlecd.errors import PipelineError
 from paddlecd.image import lock, variants
 
 Echo = Callable[[str], None]
@@ -60,14 +60,15 @@ def verify(ctx: StageContext) -> None:
 
     reference = ctx.earlier.get("push", {}).get("reference")  # the digest this run pushed, even on resume
     result = ver.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
-    ctx.outputs.update(reference=result.reference, digest=result.record["digest"], evidence=str(result.evidence_path),
-                       junit=str(result.out_dir / "junit.xml"), model_dir=result.record.get("model_dir"),
-                       checks=[{"name": c["name"], "passed": c["passed"], "skipped": bool(c.get("skipped")),
-                                "seconds": c["duration_s"]} for c in result.record["checks"]])
-    if not result.passed:
-        failed = "; ".join(f"{c['name']}: {(c['message'] or 'failed').splitlines()[0]}" for c in result.failed)
-        raise VerifyError(f"verify failed for {result.reference}: {failed or 'smoke suite exited non-zero'}",
-                          f"see {result.out_dir / 'smoke.log'}")
+    record = result.record
+    ctx.outputs.update(reference=result.reference, digest=record.digest,
+                       evidence=str(result.evidence_path), junit=str(result.out_dir / "junit.xml"),
+                       model_dir=record.model_dir,
+                       checks=[{"name": c.name, "passed": c.passed, "skipped": c.skipped,
+                                "seconds": c.duration_s} for c in record.checks])
+    error = result.error()
+    if error:
+        raise error
 
 
 def promote(ctx: StageContext) -> None:

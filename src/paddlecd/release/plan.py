@@ -15,7 +15,7 @@ from typing import Any
 import semver
 
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
+from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError, VerifyError
 from paddlecd.image import variants
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
@@ -127,8 +127,8 @@ def _source(settings: Settings, variant: str, digest: str | None) -> tuple[Regis
         if not cand:
             raise PromotionError(f"no candidate recorded for variant '{variant}'",
                                  f"run: invoke push --variant {variant} && invoke verify --variant {variant}, or pass --digest sha256:…")
-        ref = parse_reference(cand["reference"])
-        return client_for(settings, ref.registry), ref.by_digest(cand["digest"])
+        ref = parse_reference(cand.reference)
+        return client_for(settings, ref.registry), ref.by_digest(cand.digest)
     src = client_for(settings)
     if not digest.startswith("sha256:"):
         try:
@@ -141,31 +141,38 @@ def _source(settings: Settings, variant: str, digest: str | None) -> tuple[Regis
     return src, Reference(settings.registry.url, settings.registry.repository, None, check_digest(digest))
 
 
-def evidence_problem(settings: Settings, variant: str, digest: str) -> tuple[str | None, dict[str, Any] | None]:
-    """Why the evidence for ``digest`` does not allow a promotion (None: it does), and the record."""
-    ev = evidence.load(settings, digest)
+def evidence_problem(settings: Settings, variant: str,
+                     digest: str) -> tuple[str | None, evidence.Evidence | None]:
+    """Why the evidence for ``digest`` does not allow a promotion (None: it does), and the record.
+
+    A record that fails :meth:`~paddlecd.verify.evidence.Evidence.from_json` (``passed`` not a
+    boolean, a failed check under ``passed: true``…) refuses with that cause (issue 12).
+    """
+    try:
+        ev = evidence.load(settings, digest)
+    except VerifyError as e:
+        return f"evidence for {digest} is malformed: {e.cause}", None
     if ev is None:
         return f"no evidence for {digest} (verify never ran on this digest; store {settings.state / 'evidence'})", None
-    if ev.get("digest") != digest or ev.get("variant", variant) != variant:
-        return f"evidence file for {digest} names {ev.get('variant')}@{ev.get('digest')}", ev
-    if not ev.get("passed"):
-        failed = [c.get("name", "?") for c in ev.get("checks", []) if not c.get("passed")]
+    if ev.digest != digest or ev.variant != variant:
+        return f"evidence file for {digest} names {ev.variant}@{ev.digest}", ev
+    if ev.passed is not True or ev.failed:
+        failed = [c.name for c in ev.failed]
         return f"evidence for {digest} is failing ({', '.join(failed) or 'passed: false'})", ev
-    missing = evidence.missing_checks(ev)
+    missing = ev.missing_checks()
     if missing:
         return f"evidence for {digest} lacks the {', '.join(missing)} checks (an incomplete smoke run)", ev
-    age, limit = evidence.age_hours(ev), settings.release.evidence_max_age_hours
+    age, limit = ev.age_hours(), settings.release.evidence_max_age_hours
     if age > limit:
         return f"evidence for {digest} is stale: {age:.1f} h old, limit release.evidence_max_age_hours={limit:g}", ev
     return None, ev
 
 
-def _summary(ev: dict[str, Any] | None) -> dict[str, Any] | None:
+def _summary(ev: evidence.Evidence | None) -> dict[str, Any] | None:
     if not ev:
         return None
-    checks = ev.get("checks", [])
-    return {"passed": bool(ev.get("passed")), "checks": len(checks), "created": ev.get("created"),
-            "failed": [c.get("name") for c in checks if not c.get("passed")]}
+    return {"passed": ev.passed, "checks": len(ev.checks), "created": ev.created,
+            "failed": [c.name for c in ev.failed]}
 
 
 def plan_promotion(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,
@@ -200,7 +207,7 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     record = None if done else Record(
         id=record_id, action="promote", variant=variant, version=str(v), digest=d, source=str(src_ref),
         target=dst_ref.name, tags=tuple(desired(new, v, variant)), previous=_previous(old, v, variant),
-        evidence=f"{d}@{ev.get('created')}" if ev else None, evidence_summary=_summary(ev),
+        evidence=f"{d}@{ev.created}" if ev else None, evidence_summary=_summary(ev),
         forced=forced, reason=reason, who=ledger.who(), when=ledger.now_iso())
     return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository, writes, kept, record, problem, src, dst)
 

@@ -34,13 +34,22 @@ class Verified:
 
     reference: str
     passed: bool
-    record: dict[str, Any]
+    record: evidence.Evidence
     evidence_path: Path
     out_dir: Path
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [c for c in self.record["checks"] if not c["passed"]]
+    def failed(self) -> tuple[evidence.Check, ...]:
+        """The checks that did not pass."""
+        return self.record.failed
+
+    def error(self) -> VerifyError | None:
+        """The VerifyError a failed verification is reported as (exit 6), None when it passed."""
+        if self.passed:
+            return None
+        failed = "; ".join(f"{c.name}: {(c.message or 'failed').splitlines()[0]}" for c in self.failed)
+        return VerifyError(f"verify failed for {self.reference}: {failed or 'smoke suite exited non-zero'}",
+                           f"see {self.out_dir / 'smoke.log'}")
 
 
 def target(settings: Settings, variant: str | None, image: str | None) -> str:
@@ -62,7 +71,7 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
     cand = evidence.load_candidate(settings, variant)
     if not cand:
         raise ConfigError(f"no pushed candidate for variant '{variant}'", f"run: invoke build push --variant {variant}")
-    return cand["reference"]
+    return cand.reference
 
 
 def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[str, Any]:
@@ -95,9 +104,9 @@ def run_options(settings: Settings, labels: dict[str, str], out: Path) -> dict[s
     return opts
 
 
-def parse_junit(path: Path) -> list[dict[str, Any]]:
+def parse_junit(path: Path) -> list[evidence.Check]:
     """Checks from a pytest JUnit XML (xunit1): one per test case, with its JSON-decoded properties as
-    ``metrics``; skipped cases are reported with ``skipped: true`` and count as passed."""
+    ``metrics``; skipped cases are reported with ``skipped=True`` and count as passed."""
     import json
 
     checks = []
@@ -110,11 +119,11 @@ def parse_junit(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 metrics[prop.get("name")] = prop.get("value")
         module = (case.get("classname") or "").rsplit(".", 1)[-1].removeprefix("test_")
-        checks.append({
-            "name": f"{module}/{case.get('name')}", "passed": problem is None,
-            "skipped": case.find("skipped") is not None, "duration_s": float(case.get("time") or 0),
-            "metrics": metrics, "message": (problem.get("message") or "")[:2000] if problem is not None else "",
-        })
+        message = (problem.get("message") or "")[:2000] if problem is not None else ""
+        checks.append(evidence.Check(
+            name=f"{module}/{case.get('name')}", passed=problem is None,
+            skipped=case.find("skipped") is not None, duration_s=float(case.get("time") or 0),
+            metrics=metrics, message=message))
     return checks
 
 
@@ -156,29 +165,32 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     except ET.ParseError as e:
         raise VerifyError(f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
                           f"the run was cut short; see {out / 'smoke.log'}") from e
-    record = {
-        "digest": digest, "reference": reference, "variant": labels.get("io.paddlecd.variant"),
-        "passed": finished.exit_code == 0 and all(c["passed"] for c in checks) and bool(checks),
-        "created": evidence.now_iso(), "duration_s": round(time.monotonic() - started, 3), "checks": checks,
-        "versions": {"paddle": labels.get("io.paddlecd.paddle.version"), "cuda": labels.get("io.paddlecd.cuda.version"),
-                     "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
-        "revision": labels.get("org.opencontainers.image.revision"), "junit": str(out / "junit.xml"),
-        "model_dir": str(out / "model") if (out / "model").exists() else None,
-    }
+    record = evidence.Evidence(
+        digest=digest, reference=reference, variant=labels.get("io.paddlecd.variant"),
+        passed=finished.exit_code == 0 and all(c.passed for c in checks) and bool(checks),
+        created=evidence.now_iso(), duration_s=round(time.monotonic() - started, 3),
+        checks=tuple(checks),
+        versions={"paddle": labels.get("io.paddlecd.paddle.version"),
+                  "cuda": labels.get("io.paddlecd.cuda.version"),
+                  "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
+        revision=labels.get("org.opencontainers.image.revision"), junit=str(out / "junit.xml"),
+        model_dir=str(out / "model") if (out / "model").exists() else None,
+    )
     path = evidence.save(settings, record)
     write_summary(record, out)
-    return Verified(reference, record["passed"], record, path, out)
+    return Verified(reference=reference, passed=record.passed, record=record, evidence_path=path,
+                    out_dir=out)
 
 
-def write_summary(record: dict[str, Any], out: Path) -> str:
+def write_summary(record: evidence.Evidence, out: Path) -> str:
     """Markdown summary of a verification, written to ``out/summary.md`` and appended to
     ``$GITHUB_STEP_SUMMARY`` under GitHub Actions; returns the text."""
     icon = {True: "✅", False: "❌"}
-    lines = [f"### {icon[record['passed']]} verify `{record['variant']}` `{record['digest'][:19]}…`", "",
+    lines = [f"### {icon[record.passed]} verify `{record.variant}` `{record.digest[:19]}…`", "",
              "| check | result | seconds |", "|---|---|---|"]
-    for c in record["checks"]:
-        result = "skipped" if c.get("skipped") else icon[c["passed"]]
-        lines.append(f"| {c['name']} | {result} | {c['duration_s']:.2f} |")
+    for c in record.checks:
+        result = "skipped" if c.skipped else icon[c.passed]
+        lines.append(f"| {c.name} | {result} | {c.duration_s:.2f} |")
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
