@@ -224,7 +224,7 @@ def verify(c, variant=None, image=None, out=None):
     result = ver.verify(s, variant=None if image else _variant(variant), image=image,
                         out_dir=Path(out) if out else None, on_line=say)
     say(f"evidence: {result.evidence_path}\njunit: {result.out_dir / 'junit.xml'}")
-    error = result.error()  # the package's one failure → VerifyError mapping (also used by the pipeline)
+    error = result.error()  # the package's one failure → VerifyError mapping (the pipeline's too)
     if error:
         raise error
     say(f"verified {result.reference}: {len(result.record.checks)} checks passed")

@@ -112,7 +112,8 @@ def run_paddlecd(host: str, state: Path, digest: str, n: int) -> None:
     evidence.save(s, evidence.Evidence(
         digest=digest, reference=f"{host}/bench/candidate@{digest}", variant="cpu", passed=True,
         created=evidence.now_iso(),
-        checks=tuple(evidence.Check(name=f"{m}/bench", passed=True) for m in evidence.REQUIRED_CHECKS)))
+        checks=tuple(evidence.Check(name=f"{m}/bench", passed=True)
+                     for m in evidence.REQUIRED_CHECKS)))
     release.promote(s, variant="cpu", version="1.4.0", execute=True)
 
 

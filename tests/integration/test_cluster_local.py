@@ -193,7 +193,8 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, pad
     evidence.save(settings, evidence.Evidence(
         digest=digest, reference=f"{settings.candidate_repo}@{digest}", variant="cpu", passed=True,
         created=evidence.now_iso(), versions={"paddle": "3.0.0"},
-        checks=tuple(evidence.Check(name=f"{m}/t", passed=True, duration_s=0.1) for m in evidence.REQUIRED_CHECKS)))
+        checks=tuple(evidence.Check(name=f"{m}/t", passed=True, duration_s=0.1)
+                     for m in evidence.REQUIRED_CHECKS)))
     release.promote(settings, variant="cpu", version="1.0.0", execute=True)
 
     plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=50)), release="1.0.0-cpu", cluster="local")

@@ -66,10 +66,12 @@ def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
     """The CA bundle and index URL are BuildKit secrets: nothing of them is in the image history/labels."""
     settings = project_settings(registry, main_state)
     cand = evidence.load_candidate(settings, "cpu")
-    out = subprocess.run(["/usr/bin/docker", "history", "--no-trunc", cand.reference], capture_output=True, text=True)
+    out = subprocess.run(["/usr/bin/docker", "history", "--no-trunc", cand.reference],
+                         capture_output=True, text=True)
     assert out.returncode == 0
     assert "BEGIN CERTIFICATE" not in out.stdout and all(p not in out.stdout for p in registry.users.values())
-    assert all(p not in json.dumps(engine.image_labels(cand.reference)) for p in registry.users.values())
+    labels = json.dumps(engine.image_labels(cand.reference))
+    assert all(p not in labels for p in registry.users.values())
     probe = subprocess.run(["/usr/bin/docker", "run", "--rm", cand.reference, "sh", "-c",
                             "ls /run/secrets 2>/dev/null | wc -l"], capture_output=True, text=True)
     assert probe.stdout.strip() == "0"
@@ -88,7 +90,8 @@ def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_s
     assert again.returncode == 0, again.stderr[-2000:]
     after = evidence.load_candidate(settings, "cpu")
     client = reg.client_for(settings)
-    layers = [[layer["digest"] for layer in client.get_manifest("paddlecd/paddle", c.digest).json()["layers"]]
+    layers = [[layer["digest"]
+               for layer in client.get_manifest("paddlecd/paddle", c.digest).json()["layers"]]
               for c in (before, after)]
     assert layers[0] == layers[1]
     if before.tag == after.tag:  # HEAD unchanged between the two runs

@@ -55,11 +55,12 @@ class Project:
         created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=age_hours)
         checks = [evidence.Check(name=f"{m}/test_{m}", passed=True, duration_s=0.1)
                   for m in ("environment", "convergence", "export")]
-        checks.append(evidence.Check(name="allreduce/test_allreduce_exact_sums", passed=passed, duration_s=1.0))
+        checks.append(evidence.Check(name="allreduce/test_allreduce_exact_sums", passed=passed,
+                                     duration_s=1.0))
         evidence.save(settings or self.settings, evidence.Evidence(
             digest=digest, reference=f"{self.settings.candidate_repo}@{digest}", variant=variant,
-            passed=passed, created=created.isoformat().replace("+00:00", "Z"), versions={"paddle": "3.0.0"},
-            checks=tuple(checks)))
+            passed=passed, created=created.isoformat().replace("+00:00", "Z"),
+            versions={"paddle": "3.0.0"}, checks=tuple(checks)))
 
     def promote(self, version=None, *, settings=None, **kw):
         return release.promote(settings or self.settings, variant=kw.pop("variant", "cpu"), version=version,

@@ -1,4 +1,4 @@
-"""Evidence and candidate records: their JSON shape on disk, and evidence checked by type (issue 12)."""
+"""Evidence and candidate records: their JSON shape on disk; evidence checked by type (issue 12)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ def settings(tmp_path):
 def record(**changes) -> Evidence:
     checks = tuple(Check(name=f"{m}/test_{m}", passed=True, duration_s=0.5, metrics={"busbw": 1.5})
                    for m in evidence.REQUIRED_CHECKS)
-    ev = Evidence(digest=DIGEST, reference=f"reg.example/ci/paddle@{DIGEST}", variant="cpu", passed=True,
-                  created=evidence.now_iso(), checks=checks, versions={"paddle": "3.0.0", "driver": None},
-                  duration_s=12.5, revision="f" * 40, junit="/tmp/junit.xml")
+    ev = Evidence(digest=DIGEST, reference=f"reg.example/ci/paddle@{DIGEST}", variant="cpu",
+                  passed=True, created=evidence.now_iso(), checks=checks,
+                  versions={"paddle": "3.0.0", "driver": None}, duration_s=12.5, revision="f" * 40,
+                  junit="/tmp/junit.xml")
     return dataclasses.replace(ev, **changes)
 
 
@@ -45,7 +46,8 @@ def test_evidence_round_trips_in_the_documented_shape(settings):
     assert set(data) == {"schema", "digest", "reference", "variant", "passed", "created", "checks",
                          "versions", "duration_s", "revision", "junit", "model_dir"}
     assert data["schema"] == 1 and data["passed"] is True
-    assert set(data["checks"][0]) == {"name", "passed", "skipped", "duration_s", "metrics", "message"}
+    assert set(data["checks"][0]) == {"name", "passed", "skipped", "duration_s", "metrics",
+                                      "message"}
     assert evidence.load(settings, DIGEST) == record(created=data["created"])
 
 
@@ -61,7 +63,8 @@ def test_evidence_from_an_older_writer_without_optional_keys_reads(settings):
     assert ev.passed is True and not ev.missing_checks() and ev.checks[0].duration_s == 0.0
 
 
-@pytest.mark.parametrize("where, field", [("record", ": passed:"), ("check", ": checks[1].passed:")])
+@pytest.mark.parametrize("where, field", [("record", ": passed:"),
+                                          ("check", ": checks[1].passed:")])
 def test_passed_must_be_a_boolean(settings, where, field):
     data = record().to_json()
     if where == "record":
@@ -112,13 +115,15 @@ def test_promotion_refuses_evidence_that_fails_the_type_check(settings, change, 
 def test_promotion_accepts_typed_passing_evidence_and_refuses_a_failing_one(settings):
     evidence.save(settings, record())
     assert plan.evidence_problem(settings, "cpu", DIGEST)[0] is None
-    failing = record(passed=False, checks=(*record().checks[:3], Check(name="export/jit", passed=False)))
+    checks = (*record().checks[:3], Check(name="export/jit", passed=False))
+    failing = record(passed=False, checks=checks)
     evidence.save(settings, failing)
     assert "is failing (export/jit)" in plan.evidence_problem(settings, "cpu", DIGEST)[0]
 
 
 def test_candidate_keeps_the_shape_scripts_read(settings):
-    path = evidence.save_candidate(settings, "cpu", reference=f"reg/ci/paddle@{DIGEST}", digest=DIGEST, tag="cpu-1")
+    path = evidence.save_candidate(settings, "cpu", reference=f"reg/ci/paddle@{DIGEST}",
+                                   digest=DIGEST, tag="cpu-1")
     data = json.loads(path.read_text())
     assert set(data) == {"variant", "reference", "digest", "tag", "pushed"}
     assert data["digest"] == DIGEST and data["reference"] == f"reg/ci/paddle@{DIGEST}"
@@ -130,7 +135,8 @@ def test_candidate_keeps_the_shape_scripts_read(settings):
 def test_a_broken_candidate_names_the_field(settings):
     path = evidence.candidate_path(settings, "cpu")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"variant": "cpu", "reference": "r@sha256:1", "tag": "t", "pushed": "now"}))
+    path.write_text(json.dumps({"variant": "cpu", "reference": "r@sha256:1", "tag": "t",
+                                "pushed": "now"}))
     with pytest.raises(ConfigError) as e:
         evidence.load_candidate(settings, "cpu")
     assert e.value.cause == f"{path}: 'digest' is missing or not a string"

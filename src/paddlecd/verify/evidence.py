@@ -2,20 +2,21 @@
 
 Layout under the state folder (``settings.state``)::
 
-    evidence/<digest hex>.json     {"schema": 1, "digest": "sha256:…", "reference": "host/repo@sha256:…",
-                                    "variant": "cpu", "passed": true, "created": "<ISO-8601 UTC>",
-                                    "checks": [{"name", "passed", "skipped", "duration_s", "metrics",
-                                                "message"}],
-                                    "versions": {"paddle", "cuda", "cudnn", "driver"}, "junit": "<path>",
-                                    "duration_s", "revision", "model_dir"}
+    evidence/<digest hex>.json     {"schema": 1, "digest": "sha256:…",
+                                    "reference": "host/repo@sha256:…", "variant": "cpu",
+                                    "passed": true, "created": "<ISO-8601 UTC>",
+                                    "checks": [{"name", "passed", "skipped", "duration_s",
+                                                "metrics", "message"}],
+                                    "versions": {"paddle", "cuda", "cudnn", "driver"},
+                                    "junit": "<path>", "duration_s", "revision", "model_dir"}
     candidates/<variant>.json      {"variant", "reference", "digest", "tag", "pushed"}
 
 Both are frozen records here (:class:`Evidence`, :class:`Candidate`) with ``to_json``/``from_json``;
 the JSON shape on disk is the one above (scripts and workflows read ``candidates/<variant>.json``).
 Evidence is keyed by digest (DESIGN.md: a digest is identity) and is what promotion checks, so it is
-checked by type when read (schemas/evidence.schema.json, issue 12): ``passed`` must be a JSON boolean
-in the record and in every check, and a record saying it passed may hold no failed check. Writes are
-atomic (temp file + rename) so a reader never sees half a record.
+checked by type when read (schemas/evidence.schema.json, issue 12): ``passed`` must be a JSON
+boolean in the record and in every check, and a record saying it passed may hold no failed check.
+Writes are atomic (temp file + rename) so a reader never sees half a record.
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ class Evidence:
     """What verify measured inside ``digest`` (``sha256:…``), stored by digest.
 
     Attributes:
-        reference: ``host/repo@sha256:…`` verified. variant: the image's variant label (None if absent).
+        reference: ``host/repo@sha256:…`` verified. variant: the image's variant label (or None).
         passed: every check passed and the suite exited 0. created: ISO-8601 UTC, second precision.
-        checks: the smoke test cases, in JUnit order. versions: ``{"paddle", "cuda", "cudnn", "driver"}``.
+        checks: the smoke test cases, in JUnit order.
+        versions: ``{"paddle", "cuda", "cudnn", "driver"}``.
         duration_s: seconds the smoke container ran. revision: git sha the image was built from.
         junit, model_dir: paths of the JUnit XML and of the exported model (None when not exported).
     """
@@ -115,15 +117,16 @@ class Evidence:
 
         Raises:
             VerifyError: a field of the wrong type, e.g. ``passed`` the string ``"false"``, a failed
-                check under ``passed: true``, an unknown schema version, or ``created`` not ISO-8601;
-                the cause names the field.
+                check under ``passed: true``, an unknown schema version, or ``created`` not
+                ISO-8601; the cause names the field.
         """
         validation.check(data, "evidence.schema.json", source=source, error=VerifyError, messages={
             "const": "a failed check under passed: true (the record contradicts itself)"})
         _parse_time(data["created"], source=source)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         fields = Check.__dataclass_fields__
-        known["checks"] = tuple(Check(**{k: v for k, v in c.items() if k in fields}) for c in data["checks"])
+        known["checks"] = tuple(Check(**{k: v for k, v in c.items() if k in fields})
+                                for c in data["checks"])
         known.setdefault("variant", None)
         return cls(**known)
 
@@ -210,7 +213,8 @@ def load(settings: Settings, digest: str) -> Evidence | None:
     try:
         data = json.loads(path.read_text())
     except ValueError as e:
-        raise VerifyError(f"{path}: not valid JSON ({e})", "re-run verify to write a new record") from e
+        raise VerifyError(f"{path}: not valid JSON ({e})",
+                          "re-run verify to write a new record") from e
     return Evidence.from_json(data, source=str(path))
 
 
@@ -221,7 +225,8 @@ def candidate_path(settings: Settings, variant: str) -> Path:
 
 def save_candidate(settings: Settings, variant: str, *, reference: str, digest: str, tag: str) -> Path:
     """Record the pushed candidate of ``variant`` (``reference`` is ``host/repo@sha256:…``)."""
-    record = Candidate(variant=variant, reference=reference, digest=digest, tag=tag, pushed=now_iso())
+    record = Candidate(variant=variant, reference=reference, digest=digest, tag=tag,
+                       pushed=now_iso())
     return write_json(candidate_path(settings, variant), record.to_json())
 
 
@@ -237,5 +242,6 @@ def load_candidate(settings: Settings, variant: str) -> Candidate | None:
     try:
         data = json.loads(path.read_text())
     except ValueError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})", f"push again: invoke push --variant {variant}") from e
+        raise ConfigError(f"{path}: not valid JSON ({e})",
+                          f"push again: invoke push --variant {variant}") from e
     return Candidate.from_json(data, source=str(path))

@@ -47,8 +47,9 @@ class Verified:
         """The VerifyError a failed verification is reported as (exit 6), None when it passed."""
         if self.passed:
             return None
-        failed = "; ".join(f"{c.name}: {(c.message or 'failed').splitlines()[0]}" for c in self.failed)
-        return VerifyError(f"verify failed for {self.reference}: {failed or 'smoke suite exited non-zero'}",
+        failed = "; ".join(f"{c.name}: {(c.message or 'failed').splitlines()[0]}"
+                           for c in self.failed) or "smoke suite exited non-zero"
+        return VerifyError(f"verify failed for {self.reference}: {failed}",
                            f"see {self.out_dir / 'smoke.log'}")
 
 
