@@ -27,7 +27,6 @@ tests/integration/test_benchmarks.py runs. paddlecd's state folder is a temporar
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import socket
 import statistics
@@ -41,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from paddlecd import config, engine, proc  # noqa: E402
+from paddlecd import config, engine, files, proc  # noqa: E402
 from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
 from paddlecd.verify import evidence  # noqa: E402
@@ -111,13 +110,12 @@ def run_paddlecd(host: str, state: Path, digest: str, n: int) -> None:
     s = config.load({"registry.url": host, "registry.repository": "bench/candidate", "state_dir": str(state),
                      "release.repository": f"bench/release-paddlecd-{n}"}, root=ROOT, environ={})
     evidence.save_candidate(s, "cpu", reference=f"{host}/bench/candidate@{digest}", digest=digest, tag="cpu-bench")
-    # Evidence as verify writes it: one passing check per smoke module promotion requires (issue 11:
-    # with "checks": [] promotion refused it, and nothing noticed because no test ran this script).
-    checks = [{"name": f"{m}/test_{m}", "passed": True, "duration_s": 0.1, "metrics": {},
-               "message": ""} for m in evidence.REQUIRED_CHECKS]
-    evidence.save(s, {"digest": digest, "reference": f"{host}/bench/candidate@{digest}", "variant": "cpu",
-                      "passed": True, "created": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
-                      "checks": checks, "versions": {}})
+    # promotion requires a passing check from every smoke module (evidence.REQUIRED_CHECKS)
+    evidence.save(s, evidence.Evidence(
+        digest=digest, reference=f"{host}/bench/candidate@{digest}", variant="cpu", passed=True,
+        created=files.now_iso(),
+        checks=tuple(evidence.Check(name=f"{m}/bench", passed=True)
+                     for m in evidence.REQUIRED_CHECKS)))
     release.promote(s, variant="cpu", version="1.4.0", execute=True)
 
 

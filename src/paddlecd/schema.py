@@ -36,18 +36,22 @@ def _rank(e: jsonschema.ValidationError) -> tuple[int, int, list[str]]:
 
 
 def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError] = ConfigError,
-          messages: Mapping[str, str] | None = None) -> None:
+          messages: Mapping[str, str] | None = None,
+          schema: Mapping[str, Any] | None = None) -> None:
     """Validate ``data`` against packaged schema ``schema_name``.
 
     Args:
         source: the file name, first word of every cause.
+        schema: the schema to use instead of the packaged file as it is (e.g. one completed from
+            a registry in code, like the pipeline stage kinds); ``schema_name`` names it in hints.
         error: the error class to raise (ConfigError, PipelineError…).
         messages: replacement text per jsonschema keyword (e.g. ``{"oneOf": "give exactly one of …"}``).
 
     Raises:
         error: the first (most specific) violation, as one line plus a hint.
     """
-    errors = list(jsonschema.Draft202012Validator(load_schema(schema_name)).iter_errors(data))
+    doc = schema if schema is not None else load_schema(schema_name)
+    errors = list(jsonschema.Draft202012Validator(doc).iter_errors(data))
     if not errors:
         return
     e = min(errors, key=_rank)

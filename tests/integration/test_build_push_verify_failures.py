@@ -71,8 +71,8 @@ def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main
     settings = project_settings(state, registry=registry, variants_file=str(vfile))
     from paddlecd.verify import evidence
 
-    record = evidence.load(settings, evidence.load_candidate(settings, "nogomp")["digest"])
-    assert record["passed"] is False  # failing evidence is kept: promotion must see it
+    record = evidence.load(settings, evidence.load_candidate(settings, "nogomp").digest)
+    assert record.passed is False  # failing evidence is kept: promotion must see it
 
 
 def test_wrong_paddle_label_fails_the_version_check(paddle_image, registry, main_state, tmp_path, monkeypatch):

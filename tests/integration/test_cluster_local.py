@@ -173,9 +173,9 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, pad
     candidate, evidence recorded as verify writes it, promoted with paddlecd.release.promote (registry-side
     copy), then resolved by release.find to release-repo@digest, pulled by digest with credentials
     from DOCKER_CONFIG, and trained on for real."""
-    import datetime as dt
     import uuid
 
+    from paddlecd import files
     from paddlecd.release import promote as release
     from paddlecd.verify import attested, evidence, keys
 
@@ -189,12 +189,11 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, pad
     engine.tag(paddle_image, f"{settings.candidate_repo}:cpu-test")
     digest = engine.push(f"{settings.candidate_repo}:cpu-test")
     evidence.save_candidate(settings, "cpu", reference=f"{settings.candidate_repo}@{digest}", digest=digest, tag="cpu-test")
-    record = {"digest": digest, "reference": f"{settings.candidate_repo}@{digest}",
-              "variant": "cpu",
-                             "passed": True, "created": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
-                             "versions": {"paddle": "3.0.0"},
-                             "checks": [{"name": f"{m}/t", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}
-                                        for m in evidence.REQUIRED_CHECKS]}
+    record = evidence.Evidence(
+        digest=digest, reference=f"{settings.candidate_repo}@{digest}", variant="cpu", passed=True,
+        created=files.now_iso(), versions={"paddle": "3.0.0"},
+        checks=tuple(evidence.Check(name=f"{m}/t", passed=True, duration_s=0.1)
+                     for m in evidence.REQUIRED_CHECKS))
     evidence.save(settings, record)
     attested.publish(settings, record, tmp_path)  # signed, attached to the digest, as verify does
     release.promote(settings, variant="cpu", version="1.0.0", execute=True)

@@ -92,7 +92,7 @@ def test_resume_runs_verify_only_on_the_recorded_digest(failed_run, resumed_run,
     record = json.loads(open(verified["evidence"]).read())
     assert record["passed"] is True and record["digest"] == pushed["digest"]
     settings = project_settings(pr_state, registry=registry)
-    assert evidence.load(settings, pushed["digest"])["passed"] is True
+    assert evidence.load(settings, pushed["digest"]).passed is True
 
 
 def test_resumed_run_logs_json_lines_one_event_per_stage_and_check(resumed_run):

@@ -68,20 +68,23 @@ class Project:
                  modules=evidence.REQUIRED_CHECKS, attest=True):
         """Save evidence as verify does and (``attest``) sign and push its attestation."""
         created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=age_hours)
-        record = {
-            "digest": digest, "reference": f"{self.settings.candidate_repo}@{digest}", "variant": variant,
-            "passed": passed, "created": created.isoformat().replace("+00:00", "Z"), "versions": {"paddle": "3.0.0"},
-            "checks": [{"name": f"{m}/test_{m}", "passed": True, "duration_s": 0.1, "metrics": {}, "message": ""}
-                       for m in ("environment", "convergence", "export") if m in modules]
-            + [{"name": "allreduce/test_allreduce_exact_sums", "passed": passed, "duration_s": 1.0,
-                "metrics": {"busbw_gbps": 1.25}, "message": ""}]}
+        checks = [evidence.Check(name=f"{m}/test_{m}", passed=True, duration_s=0.1)
+                  for m in ("environment", "convergence", "export") if m in modules]
+        checks.append(evidence.Check(name="allreduce/test_allreduce_exact_sums", passed=passed,
+                                     duration_s=1.0, metrics={"busbw_gbps": 1.25}))
+        record = evidence.Evidence(
+            digest=digest, reference=f"{self.settings.candidate_repo}@{digest}", variant=variant,
+            passed=passed, created=created.isoformat().replace("+00:00", "Z"),
+            versions={"paddle": "3.0.0"}, checks=tuple(checks))
         evidence.save(settings or self.settings, record)
-        if attest:
-            self.out.mkdir(exist_ok=True)
-            (self.out / "junit.xml").write_text('<testsuite name="smoke"/>')
-            (self.out / "smoke.log").write_text(f"smoke log of {digest}\n")
-            return attested.publish(settings or self.settings, record, self.out)
-        return None
+        return self.attest(record, settings=settings) if attest else None
+
+    def attest(self, record, *, settings=None):
+        """Sign and push the attestation of ``record`` (an Evidence, or a raw mapping)."""
+        self.out.mkdir(exist_ok=True)
+        (self.out / "junit.xml").write_text('<testsuite name="smoke"/>')
+        (self.out / "smoke.log").write_text("smoke log\n")
+        return attested.publish(settings or self.settings, record, self.out)
 
     def promote(self, version=None, *, settings=None, **kw):
         return release.promote(settings or self.settings, variant=kw.pop("variant", "cpu"), version=version,
@@ -219,9 +222,12 @@ def test_rollback_to_unknown_release_refused(project):
         release.rollback(project.settings, variant="cpu", to="1.3.0", execute=True)
 
 
-@pytest.mark.parametrize("kind, words", [("missing", "no attestation of"),
-                                         ("failed", "run .* failed: allreduce"),
-                                         ("stale", "is stale: 2"), ("incomplete", "lacks the export checks")])
+@pytest.mark.parametrize("kind, words", [
+    ("missing", "no attestation of"), ("failed", "run .* failed: allreduce"),
+    ("stale", "is stale: 2"), ("incomplete", "lacks the export checks"),
+    # a signed predicate checked by type (issue 12): both promoted before
+    ("string", "run .* failed: allreduce"), ("contradiction", "run .* failed: allreduce"),
+])
 def test_evidence_refusals(project, kind, words):
     """Promotion reads the attestations in the registry: a local evidence file never counts."""
     digest = project.candidate(passed=kind != "failed", age_hours=200 if kind == "stale" else 0)
@@ -229,7 +235,12 @@ def test_evidence_refusals(project, kind, words):
         digest = push_image(project.client, project.settings.registry.repository)
         modules = evidence.REQUIRED_CHECKS[:3] if kind == "incomplete" else evidence.REQUIRED_CHECKS
         project.evidence(digest, modules=modules, attest=kind == "incomplete")
-        assert evidence.load(project.settings, digest)["passed"] is True
+        assert evidence.load(project.settings, digest).passed is True
+    if kind in ("string", "contradiction"):  # a later run signed with a check that is no pass
+        raw = evidence.load(project.settings, digest).to_json()
+        raw["checks"][3]["passed"] = "false" if kind == "string" else False
+        assert raw["passed"] is True and raw["checks"][3]["name"].startswith("allreduce/")
+        project.attest(raw)
     with pytest.raises(PromotionError, match=f"phase 'check evidence' failed: refused: .*{words}"):
         project.promote("1.4.0", digest=digest)
     assert project.tag("1.4.0-cpu") is None and project.records() == []

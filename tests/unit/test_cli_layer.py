@@ -18,8 +18,9 @@ from paddlecd.cli import argv, common, ns
 from paddlecd.errors import ConfigError, DoctorError, LockError, RegistryError, StorageError
 from paddlecd.image import bootstrap, lock
 from paddlecd.pipeline import affected, report
+from paddlecd.pipeline.records import StageRun, Summary, VariantRun
+from paddlecd.verify import evidence, suite
 from paddlecd.verify import run as verify
-from paddlecd.verify import suite
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "c" * 64
@@ -218,8 +219,11 @@ def test_bootstrap_plan_says_what_would_happen(tmp_path, monkeypatch):
 
 def _verified(tmp_path, checks):
     passed = all(c["passed"] for c in checks) and bool(checks)
-    record = {"digest": DIGEST, "checks": checks, "passed": passed}
-    return verify.Verified("r/p@" + DIGEST, record["passed"], record, tmp_path / "e.json", tmp_path)
+    record = evidence.Evidence(digest=DIGEST, reference="r/p@" + DIGEST, variant="cpu",
+                               passed=passed, created="2026-12-01T00:00:00Z",
+                               checks=tuple(evidence.Check(**c) for c in checks))
+    return verify.Verified(reference="r/p@" + DIGEST, passed=passed, record=record,
+                           evidence_path=tmp_path / "e.json", out_dir=tmp_path)
 
 
 def test_a_failed_verify_is_one_error_naming_each_failed_check(tmp_path):
@@ -256,8 +260,9 @@ def test_base_ref_default():
 
 
 def test_annotations_only_under_github_actions():
-    summary = {"pipeline": "pr", "stages": [{"name": "verify", "variants": {
-        "cpu": {"status": "failed", "error": "verify failed", "hint": "see log"}}}]}
+    summary = Summary(pipeline="pr", run_id="r1", status="failed", started="now", stages=(
+        StageRun(name="verify", kind="verify", status="failed", variants={
+            "cpu": VariantRun(status="failed", error="verify failed", hint="see log")}),))
     assert report.github_annotations(summary, {}) == []
     under_actions = report.github_annotations(summary, {"GITHUB_ACTIONS": "true"})
     assert under_actions == report.annotations(summary) != []

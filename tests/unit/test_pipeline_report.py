@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from paddlecd.pipeline import report
+from paddlecd.pipeline.records import Event, Summary
+
+ERROR = "verify failed for reg/repo@sha256:abc: export/jit: outputs differ"
 
 
-def summary(rows: int = 1, error: str = "verify failed for reg/repo@sha256:abc: export/jit: outputs differ"):
+def summary(rows: int = 1, error: str = ERROR, failed: bool = True) -> Summary:
     variants = {f"v{i}": {"status": "succeeded", "seconds": 1.5, "outputs": {"digest": f"sha256:{i:064d}"}}
                 for i in range(rows)}
-    variants["cpu"] = {"status": "failed", "seconds": 2.0, "outputs": {}, "error": error, "hint": "see smoke.log"}
-    return {"pipeline": "pr", "run_id": "20261129T000000Z-abcd", "status": "failed", "revision": "f" * 40,
-            "variants": list(variants), "selected_by": "--variant", "attempts": 1,
-            "stages": [{"name": "push", "kind": "push", "status": "failed", "seconds": 3.5, "variants": variants}]}
+    if failed:
+        variants["cpu"] = {"status": "failed", "seconds": 2.0, "outputs": {}, "error": error,
+                           "hint": "see smoke.log"}
+    return Summary.from_json({
+        "schema": 1, "pipeline": "pr", "run_id": "20261129T000000Z-abcd", "status": "failed",
+        "started": "2026-11-29T00:00:00Z", "revision": "f" * 40, "variants": list(variants),
+        "selected_by": "--variant", "attempts": 1,
+        "stages": [{"name": "push", "kind": "push", "status": "failed", "seconds": 3.5,
+                    "variants": variants}]})
 
 
 def test_markdown_has_one_row_per_stage_and_variant_with_key_outputs():
@@ -61,21 +70,28 @@ def test_to_step_summary_appends_under_github_actions(tmp_path, monkeypatch):
 def test_annotations_escape_workflow_command_characters():
     lines = report.annotations(summary(error="100% broken: a, b\nsecond line"))
     assert lines == ["::error title=pipeline pr%3A push (cpu)::100%25 broken: a, b%0Asecond line — hint: see smoke.log"]
-    ok = summary()
-    ok["stages"][0]["variants"].pop("cpu")
-    assert report.annotations(ok) == []
+    assert report.annotations(summary(failed=False)) == []
 
 
 def test_events_render_as_text_and_json_lines():
-    event = {"event": "variant.end", "stage": "push", "kind": "push", "variant": "cpu", "status": "succeeded",
-             "seconds": 2.25, "outputs": {"digest": "sha256:abc"}, "pipeline": "pr", "run_id": "r", "time": "t"}
+    data = {"event": "variant.end", "stage": "push", "kind": "push", "variant": "cpu",
+            "status": "succeeded", "seconds": 2.25, "outputs": {"digest": "sha256:abc"},
+            "pipeline": "pr", "run_id": "r", "time": "t"}
+    event = Event.from_json(data)
     assert report.text(event) == "✅ push        cpu         succeeded     2.2s  digest=sha256:abc"
-    assert json.loads(report.json_line(event)) == event
-    assert "\n" not in report.json_line({**event, "error": "two\nlines"})
-    assert report.text({"event": "pipeline.start"}) is None
-    check = {"event": "check", "check": "environment/test_gpu_devices_visible", "seconds": 0.0}
-    assert report.text({**check, "status": "skipped"}) == "   – environment/test_gpu_devices_visible (0.0s, skipped)"
-    assert report.text({**check, "status": "failed"}).startswith("   ✘ ")
-    start = {"event": "stage.start", "stage": "build", "kind": "build", "variants": ["cpu", "cu126"]}
+    assert json.loads(report.json_line(event)) == data  # the event; fields not set are left out
+    assert "\n" not in report.json_line(dataclasses.replace(event, error="two\nlines"))
+    plan = {"event": "plan", "lines": ["a"]}  # the CLI's own objects go through json_line too
+    assert json.loads(report.json_line(plan)) == plan
+    base = {"time": "t", "pipeline": "pr", "run_id": "r"}
+    assert report.text(Event(event="pipeline.start", **base)) is None
+    check = Event(event="check", check="environment/test_gpu_devices_visible", seconds=0.0, **base)
+    skipped = dataclasses.replace(check, status="skipped")
+    assert report.text(skipped) == "   – environment/test_gpu_devices_visible (0.0s, skipped)"
+    assert report.text(dataclasses.replace(check, status="failed")).startswith("   ✘ ")
+    start = Event(event="stage.start", stage="build", kind="build", variants=("cpu", "cu126"),
+                  **base)
     assert report.text(start) == "── build: cpu, cu126"
-    assert report.text({**start, "stage": "build-again"}) == "── build-again (build): cpu, cu126"
+    again = dataclasses.replace(start, stage="build-again")
+    assert report.text(again) == "── build-again (build): cpu, cu126"
+    assert json.loads(report.json_line(start))["variants"] == ["cpu", "cu126"]

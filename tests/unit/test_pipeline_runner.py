@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
 from paddlecd.errors import PipelineError, VerifyError
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import stages
+from paddlecd.pipeline.records import Summary
 
-from support import project_settings
+from support import ROOT, project_settings
 
 
 class Fakes:
@@ -32,7 +34,7 @@ class Fakes:
                 if kind == "push":
                     ctx.outputs.update(digest=f"sha256:{ctx.variant}", reference=f"reg/repo@sha256:{ctx.variant}")
                 if kind == "verify":
-                    self.seen_push[ctx.variant] = ctx.earlier["push"]["reference"]
+                    self.seen_push[ctx.variant] = ctx.inputs["push"]["reference"]
                     failing = ctx.variant in self.fail.get("verify", set())
                     ctx.outputs["checks"] = [{"name": "env/import", "passed": True, "seconds": 0.1},
                                              {"name": "export/jit", "passed": not failing, "seconds": 0.2}]
@@ -52,17 +54,18 @@ def test_stages_run_in_order_and_the_summary_is_written(settings):
     fakes, events = Fakes(), []
     result = run(settings, fakes, events, given=("cpu",))
     assert fakes.calls == [("lock-check", "cpu"), ("build", "cpu"), ("push", "cpu"), ("verify", "cpu")]
-    assert result.error() is None and result.summary["status"] == "succeeded"
+    assert result.error() is None and result.summary.status == "succeeded"
     saved = json.loads((result.folder / "summary.json").read_text())
-    assert saved == result.summary and saved["attempts"] == 1 and saved["variants"] == ["cpu"]
+    assert saved == result.summary.to_json() and Summary.from_json(saved) == result.summary
+    assert saved["attempts"] == 1 and saved["variants"] == ["cpu"]
     assert [s["status"] for s in saved["stages"]] == ["succeeded"] * 4
     assert saved["stages"][2]["variants"]["cpu"]["outputs"]["digest"] == "sha256:cpu"
     assert (result.folder.parent / "latest").read_text().strip() == saved["run_id"]
     assert result.folder == settings.state / "pipelines" / "pr" / saved["run_id"]
     assert "| push | cpu | ✅ succeeded |" in (result.folder / "summary.md").read_text()
-    kinds = [e["event"] for e in events]
+    kinds = [e.event for e in events]
     assert kinds.count("variant.end") == 4 and kinds.count("check") == 2 and kinds[-1] == "pipeline.end"
-    assert all(e["run_id"] == saved["run_id"] and e["pipeline"] == "pr" for e in events)
+    assert all(e.run_id == saved["run_id"] and e.pipeline == "pr" for e in events)
 
 
 def test_failed_stage_stops_the_run_and_resume_reuses_recorded_outputs(settings):
@@ -73,18 +76,18 @@ def test_failed_stage_stops_the_run_and_resume_reuses_recorded_outputs(settings)
     assert isinstance(err, PipelineError) and err.exit_code == 10
     assert "stage 'verify' failed for cpu: verify failed for cpu: export/jit" in err.cause
     assert "--resume" in err.hint and str(first.folder / "summary.json") in err.hint
-    verify = first.summary["stages"][3]["variants"]["cpu"]
-    assert verify["status"] == "failed" and verify["outputs"]["checks"][1]["passed"] is False
+    verify = first.summary.stages[3].variants["cpu"]
+    assert verify.status == "failed" and verify.outputs["checks"][1]["passed"] is False
     fakes.calls.clear()
     events = []
     second = run(settings, fakes, events, resume=True)
     assert fakes.calls == [("verify", "cpu")]  # lock-check, build, push reused
     assert fakes.seen_push["cpu"] == "reg/repo@sha256:cpu"  # the recorded push output
-    assert second.folder == first.folder and second.summary["run_id"] == first.summary["run_id"]
-    assert second.summary["status"] == "succeeded" and second.summary["attempts"] == 2
-    assert second.summary["stages"][1]["variants"]["cpu"]["attempt"] == 1
-    assert second.summary["stages"][3]["variants"]["cpu"]["attempt"] == 2
-    assert [e["stage"] for e in events if e.get("status") == "reused"] == ["lock-check", "build", "push"]
+    assert second.folder == first.folder and second.summary.run_id == first.summary.run_id
+    assert second.summary.status == "succeeded" and second.summary.attempts == 2
+    assert second.summary.stages[1].variants["cpu"].attempt == 1
+    assert second.summary.stages[3].variants["cpu"].attempt == 2
+    assert [e.stage for e in events if e.status == "reused"] == ["lock-check", "build", "push"]
 
 
 def test_resume_without_a_previous_run_is_refused(settings):
@@ -148,13 +151,13 @@ def test_variants_on_one_base_build_in_one_group(settings, tmp_path):
 def test_no_touched_variant_skips_every_stage(settings):
     fakes = Fakes()
     result = pipeline.run(settings, "pr", kinds=fakes.kinds(), given=())
-    assert fakes.calls and result.summary["variants"] == ["cpu"]  # local default
+    assert fakes.calls and result.summary.variants == ("cpu",)  # local default
     pdef = pipeline.pipeline_spec.load(settings, "pr")
     summary = pipeline.new_summary(pdef, pipeline.Selection((), "touched by the change since main"), settings, {}, "main")
     runner = pipeline.Runner(settings, pdef, summary, settings.state / "x" / "y", on_event=lambda e: None,
                              on_line=lambda *a: None, kinds=fakes.kinds())
-    assert runner.run()["status"] == "succeeded"
-    assert {s["status"] for s in summary["stages"]} == {"skipped"}
+    done = runner.run()
+    assert done.status == "succeeded" and {s.status for s in done.stages} == {"skipped"}
 
 
 def test_unexpected_exception_is_recorded_against_its_stage(settings):
@@ -163,7 +166,7 @@ def test_unexpected_exception_is_recorded_against_its_stage(settings):
     kinds["push"] = lambda ctx: 1 / 0
     result = pipeline.run(settings, "pr", given=("cpu",), kinds=kinds)
     assert "stage 'push' failed for cpu: ZeroDivisionError" in result.error().cause
-    assert result.summary["stages"][3]["status"] == "pending"  # verify never ran
+    assert result.summary.stages[3].status == "pending"  # verify never ran
 
 
 def test_resume_takes_a_new_version_after_a_refused_promotion(settings):
@@ -201,3 +204,79 @@ def test_an_unexpected_stage_error_shows_its_traceback_only_with_runtime_debug(t
                           on_line=lambda stage, variant, line: lines.append(line))
     assert result.error() is not None
     assert ("Traceback (most recent call last):" in lines) is debug
+
+
+def test_two_stages_of_one_kind_keep_their_own_outputs(settings):
+    """Earlier outputs are keyed by stage name: each verify gets the push it needs, not the last."""
+    pdef = pipeline.pipeline_spec.parse({"schema": 1, "stages": [
+        {"stage": "build"},
+        {"stage": "push", "name": "push-a"}, {"stage": "push", "name": "push-b"},
+        {"stage": "verify", "name": "verify-a", "needs": ["push-a"]},
+        {"stage": "verify", "name": "verify-b", "needs": ["push-b"]},
+    ]}, Path("pipelines/two.yaml"), "two")
+    seen: dict[str, str] = {}
+
+    def push(ctx: stages.StageContext) -> None:
+        ctx.outputs.update(reference=f"reg/{ctx.stage}@sha256:1")
+
+    def verify(ctx: stages.StageContext) -> None:
+        seen[ctx.stage] = ctx.inputs["push"]["reference"]
+        assert set(ctx.earlier) >= {"push-a", "push-b"}
+
+    summary = pipeline.new_summary(pdef, pipeline.Selection(("cpu",), "--variant"), settings, {},
+                                   None)
+    folder = settings.state / "pipelines" / "two" / summary.run_id
+    runner = pipeline.Runner(settings, pdef, summary, folder,
+                             on_event=lambda e: None, on_line=lambda *a: None,
+                             kinds={"build": lambda ctx: None, "push": push, "verify": verify})
+    done = runner.run()
+    assert done.status == "succeeded", done.failures()
+    assert seen == {"verify-a": "reg/push-a@sha256:1", "verify-b": "reg/push-b@sha256:1"}
+    outputs = {s.name: s.variants["cpu"].outputs for s in done.stages}
+    assert outputs["push-a"] != outputs["push-b"]
+
+
+def _install_summary(settings, data: dict) -> Path:
+    folder = settings.state / "pipelines" / "pr" / data["run_id"]
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps(data))
+    (folder.parent / "latest").write_text(data["run_id"] + "\n")
+    return folder
+
+
+def test_a_summary_written_before_the_typed_records_resumes(settings):
+    """tests/data/pipeline-summary-v1.json was written by the dict-based runner (push succeeded,
+    verify failed); resuming it reruns verify with the digest that run pushed."""
+    old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
+    folder = _install_summary(settings, old)
+    fakes = Fakes()
+    result = run(settings, fakes, resume=True)
+    assert fakes.calls == [("verify", "cpu")] and result.folder == folder
+    assert fakes.seen_push["cpu"] == "reg.example/ci/paddle@sha256:" + "a" * 64
+    assert result.summary.status == "succeeded" and result.summary.attempts == 2
+    saved = json.loads((folder / "summary.json").read_text())
+    assert saved["stages"][2] == old["stages"][2]  # the reused stage is written back unchanged
+    assert set(saved) == set(old)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"schema": 2}, "summary schema 2, this paddlecd reads 1"),
+    ({"stages": [{"name": "build"}]}, "not a pipeline summary (KeyError: 'kind')"),
+])
+def test_a_summary_this_paddlecd_cannot_read_is_refused(settings, change, words):
+    old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
+    _install_summary(settings, {**old, **change})
+    with pytest.raises(PipelineError) as e:
+        run(settings, Fakes(), resume=True)
+    assert words in e.value.cause and "summary.json" in e.value.cause
+    assert e.value.hint.startswith("start a fresh run")
+
+
+def test_a_stage_writing_an_undeclared_output_fails(settings):
+    """KINDS says what each kind outputs; a stage that writes more fails instead of growing the
+    summary's contract silently."""
+    kinds = {k: (lambda ctx: None) for k in stages.KINDS}
+    kinds["build"] = lambda ctx: ctx.outputs.update(tag="t", secret_path="/x")
+    result = pipeline.run(settings, "pr", given=("cpu",), kinds=kinds)
+    assert "stage 'build' (build) wrote undeclared outputs: secret_path" in result.error().cause
+    assert "paddlecd.pipeline.stages.KINDS" in result.error().hint

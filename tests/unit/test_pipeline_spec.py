@@ -10,6 +10,7 @@ from paddlecd import config
 from paddlecd.errors import ConfigError, PipelineError
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import spec as pipeline_spec
+from paddlecd.pipeline import stages
 
 PATH = Path("pipelines/test.yaml")
 
@@ -136,3 +137,41 @@ def test_stage_inputs_are_checked_before_anything_runs(stage_list, fragment):
     with pytest.raises(PipelineError) as e:
         parse(stage_list)
     assert fragment in e.value.cause
+
+
+def test_the_kind_registry_is_complete():
+    """Every kind shows only outputs it declares, and needs/reads name kinds that exist."""
+    for kind in stages.KINDS.values():
+        assert set(kind.key_outputs) <= set(kind.outputs), kind.name
+        assert set(kind.needs) | set(kind.reads) <= set(stages.KINDS), kind.name
+        assert kind.changes in (None, "registry", "cluster", "bucket"), kind.name
+    stage = pipeline_spec.schema()["$defs"]["stage"]
+    assert stage["properties"]["stage"]["enum"] == list(stages.KINDS)
+
+
+def test_a_kind_is_added_in_one_place(settings, monkeypatch):
+    """One registry entry makes a kind known to the schema (its `with:` too), the input check and
+    the plan: nothing else is edited."""
+    scan = stages.Kind(name="scan", run=lambda ctx: None, changes="registry", outputs=("report",),
+                       key_outputs=("report",), needs=("push",),
+                       params={"type": "object", "additionalProperties": False,
+                               "properties": {"level": {"type": "integer"}}})
+    monkeypatch.setitem(stages.KINDS, "scan", scan)
+    pdef = parse([{"stage": "build"}, {"stage": "push"}, {"stage": "scan", "with": {"level": 2}}])
+    assert [s.kind for s in pdef.stages] == ["build", "push", "scan"]
+    with pytest.raises(PipelineError, match="unknown key 'levle' at stages\\[2\\].with"):
+        parse([{"stage": "build"}, {"stage": "push"}, {"stage": "scan", "with": {"levle": 2}}])
+    with pytest.raises(PipelineError, match="stage 'scan' \\(scan\\) needs a push stage before it"):
+        parse([{"stage": "build"}, {"stage": "scan"}])
+    lines = pipeline.plan_lines(pdef, pipeline.Selection(("cpu",), "--variant"), settings)
+    assert "changes the registry" in lines[3] and "level=2" in lines[3]
+
+
+def test_an_input_comes_from_the_stage_needed_not_the_last_of_its_kind():
+    pdef = parse([{"stage": "build"}, {"stage": "push", "name": "push-a"},
+                  {"stage": "push", "name": "push-b"}, {"stage": "verify", "needs": ["push-a"]}])
+    verify = pdef.stages[-1]
+    assert pipeline_spec.supplier(pdef.stages, verify, "push").name == "push-a"
+    push_b = pdef.stages[2]
+    assert pipeline_spec.supplier(pdef.stages, push_b, "push").name == "push-a"  # listed before
+    assert pipeline_spec.supplier(pdef.stages, verify, "promote") is None

@@ -4,6 +4,7 @@ import pytest
 
 from paddlecd import schema as validation
 from paddlecd.errors import ConfigError, PipelineError
+from paddlecd.pipeline.spec import schema as pipeline_schema
 
 
 def test_unknown_key_suggests_the_close_one():
@@ -16,7 +17,7 @@ def test_unknown_key_suggests_the_close_one():
 def test_enum_value_suggests_and_lists_the_options():
     with pytest.raises(PipelineError) as e:
         validation.check({"schema": 1, "stages": [{"stage": "biuld"}]}, "pipeline.schema.json", source="p.yaml",
-                         error=PipelineError)
+                         error=PipelineError, schema=pipeline_schema())
     assert "unknown stage 'biuld' at stages[0].stage" in e.value.cause and e.value.hint.startswith("did you mean 'build'?")
 
 

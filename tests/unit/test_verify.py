@@ -80,11 +80,13 @@ def test_parse_junit_turns_properties_into_metrics(tmp_path):
       </testcase>
       <testcase classname="test_environment" name="test_gpu_devices_visible" time="0"><skipped message="GPU-only"/></testcase>
     </testsuite></testsuites>""")
-    checks = {c["name"]: c for c in verify.parse_junit(xml)}
-    assert checks["allreduce/test_allreduce_exact_sums"]["metrics"] == {"world_size": 2, "backend": "gloo"}
-    assert checks["environment/test_import_paddle"]["passed"] is False
-    assert "libgomp" in checks["environment/test_import_paddle"]["message"]
-    assert checks["environment/test_gpu_devices_visible"]["skipped"] and checks["environment/test_gpu_devices_visible"]["passed"]
+    checks = {c.name: c for c in verify.parse_junit(xml)}
+    allreduce = checks["allreduce/test_allreduce_exact_sums"]
+    assert allreduce.metrics == {"world_size": 2, "backend": "gloo"}
+    assert checks["environment/test_import_paddle"].passed is False
+    assert "libgomp" in checks["environment/test_import_paddle"].message
+    gpu = checks["environment/test_gpu_devices_visible"]
+    assert gpu.skipped and gpu.passed
 
 
 @pytest.mark.parametrize("env,expected", [

@@ -140,4 +140,4 @@ def verify(c, variant=None, image=None, out=None, json=False):
     if error:
         raise error
     if not json:
-        result(f"verified {done.reference}: {len(done.record['checks'])} checks passed")
+        result(f"verified {done.reference}: {len(done.record.checks)} checks passed")

@@ -15,32 +15,37 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from paddlecd.pipeline.records import Event, Summary
+
 STEP_SUMMARY_LIMIT = 1024 * 1024  # bytes, GitHub's per-step limit
 MARGIN = 4096  # room for the truncation note and for other writers of the same step
 ICON = {"succeeded": "✅", "failed": "❌", "pending": "⏸", "running": "⏳", "skipped": "➖", "reused": "♻"}
 
 
-def markdown(summary: dict[str, Any]) -> str:
+def markdown(summary: Summary) -> str:
     """The run as Markdown: a header, one table row per stage × variant, and the failures in full."""
-    head = (f"## {ICON.get(summary['status'], '')} pipeline `{summary['pipeline']}` — {summary['status']}\n\n"
-            f"run `{summary['run_id']}`, revision `{(summary.get('revision') or '')[:12]}`, "
-            f"variants: {', '.join(summary['variants']) or 'none'} ({summary.get('selected_by', '')}), "
-            f"attempt {summary.get('attempts', 1)}\n\n| stage | variant | status | seconds | key outputs |\n|---|---|---|---|---|\n")
+    icon = ICON.get(summary.status, "")
+    head = (f"## {icon} pipeline `{summary.pipeline}` — {summary.status}\n\n"
+            f"run `{summary.run_id}`, revision `{(summary.revision or '')[:12]}`, "
+            f"variants: {', '.join(summary.variants) or 'none'} ({summary.selected_by}), "
+            f"attempt {summary.attempts or 1}\n\n"
+            "| stage | variant | status | seconds | key outputs |\n|---|---|---|---|---|\n")
     rows = []
-    for s in summary["stages"]:
-        for v, r in s["variants"].items():
-            outs = ", ".join(f"{k}: `{val}`" for k, val in _key_outputs(s["kind"], r.get("outputs") or {}))
-            rows.append(f"| {s['name']} | {v} | {ICON.get(r['status'], '')} {r['status']} | "
-                        f"{r.get('seconds', 0):.1f} | {outs} |\n")
-    failures = [f"\n**{s['name']} ({v})**: {_md(r.get('error', ''))}\n\n> {_md(r.get('hint') or '')}\n"
-                for s in summary["stages"] for v, r in s["variants"].items() if r["status"] == "failed"]
+    for s in summary.stages:
+        for v, r in s.variants.items():
+            outs = ", ".join(f"{k}: `{val}`" for k, val in _key_outputs(s.kind, r.outputs).items())
+            rows.append(f"| {s.name} | {v} | {ICON.get(r.status, '')} {r.status} | "
+                        f"{r.seconds or 0:.1f} | {outs} |\n")
+    failures = [f"\n**{stage} ({v})**: {_md(r.error or '')}\n\n> {_md(r.hint or '')}\n"
+                for stage, v, r in summary.failures()]
     return head + "".join(rows) + "".join(failures)
 
 
-def _key_outputs(kind: str, outputs: dict[str, Any]) -> list[tuple[str, Any]]:
-    from paddlecd.pipeline.stages import KEY_OUTPUTS
+def _key_outputs(kind: str, outputs: Mapping[str, Any] | None) -> dict[str, Any]:
+    # imported here: stages pulls in the image room; the CLI's doctor imports report for JSON lines
+    from paddlecd.pipeline.stages import key_outputs
 
-    return [(k, outputs[k]) for k in KEY_OUTPUTS.get(kind, ()) if outputs.get(k)]
+    return key_outputs(kind, outputs)
 
 
 def _md(text: str) -> str:
@@ -61,7 +66,7 @@ def cap(text: str, limit: int = STEP_SUMMARY_LIMIT, used: int = 0) -> str:
     return keep + note.format(len(data) - len(keep.encode()))
 
 
-def to_step_summary(summary: dict[str, Any]) -> str | None:
+def to_step_summary(summary: Summary) -> str | None:
     """Append the run's Markdown to ``$GITHUB_STEP_SUMMARY`` when set, capped; returns what was written."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
@@ -81,44 +86,47 @@ def _escape_property(s: str) -> str:
     return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotations(summary: dict[str, Any]) -> list[str]:
+def annotations(summary: Summary) -> list[str]:
     """``::error title=…::cause — hint`` lines, one per failed stage × variant (GitHub workflow commands)."""
     out = []
-    for s in summary["stages"]:
-        for v, r in s["variants"].items():
-            if r["status"] == "failed":
-                title = _escape_property(f"pipeline {summary['pipeline']}: {s['name']} ({v})")
-                body = r.get("error", "") + (f" — hint: {r['hint']}" if r.get("hint") else "")
-                out.append(f"::error title={title}::{_escape_data(body)}")
+    for stage, v, r in summary.failures():
+        title = _escape_property(f"pipeline {summary.pipeline}: {stage} ({v})")
+        body = (r.error or "") + (f" — hint: {r.hint}" if r.hint else "")
+        out.append(f"::error title={title}::{_escape_data(body)}")
     return out
 
 
-def github_annotations(summary: dict[str, Any], environ: Mapping[str, str]) -> list[str]:
+def github_annotations(summary: Summary, environ: Mapping[str, str]) -> list[str]:
     """:func:`annotations` when running under GitHub Actions (``GITHUB_ACTIONS=true``), else none:
     outside Actions a ``::error::`` line is noise in a terminal."""
     return annotations(summary) if environ.get("GITHUB_ACTIONS") == "true" else []
 
 
-def text(event: dict[str, Any]) -> str | None:
+def text(event: Event) -> str | None:
     """A one-line, human rendering of a runner event (None for events shown otherwise)."""
-    kind = event["event"]
-    if kind == "stage.start":
-        kind = f" ({event['kind']})" if event["kind"] != event["stage"] else ""
-        return f"── {event['stage']}{kind}: {', '.join(event['variants']) or 'nothing to do'}"
-    if kind == "variant.end":
-        outs = "  ".join(f"{k}={v}" for k, v in event.get("outputs", {}).items())
-        line = f"{ICON[event['status']]} {event['stage']:<11} {event['variant']:<11} {event['status']:<9} {event['seconds']:7.1f}s  {outs}"
-        return line + (f"\n   error: {event['error']}" if event["status"] == "failed" else "")
-    if kind == "stage.end" and event["status"] == "reused":
-        return f"{ICON['reused']} {event['stage']:<11} reused from the earlier attempt"
-    if kind == "check":
-        mark = {"passed": "✔", "skipped": "–"}.get(event["status"], "✘")
-        return f"   {mark} {event['check']} ({event['seconds']:.1f}s{', skipped' if event['status'] == 'skipped' else ''})"
-    if kind == "pipeline.end":
-        return f"pipeline {event['pipeline']} {event['status']}; summary: {event['summary']}"
+    name = event.event
+    if name == "stage.start":
+        kind = f" ({event.kind})" if event.kind != event.stage else ""
+        return f"── {event.stage}{kind}: {', '.join(event.variants or ()) or 'nothing to do'}"
+    if name == "variant.end":
+        outs = "  ".join(f"{k}={v}" for k, v in (event.outputs or {}).items())
+        status = event.status or ""
+        line = (f"{ICON[status]} {event.stage:<11} {event.variant:<11} {status:<9} "
+                f"{event.seconds or 0:7.1f}s  {outs}")
+        return line + (f"\n   error: {event.error}" if status == "failed" else "")
+    if name == "stage.end" and event.status == "reused":
+        return f"{ICON['reused']} {event.stage:<11} reused from the earlier attempt"
+    if name == "check":
+        mark = {"passed": "✔", "skipped": "–"}.get(event.status or "", "✘")
+        skipped = ", skipped" if event.status == "skipped" else ""
+        return f"   {mark} {event.check} ({event.seconds or 0:.1f}s{skipped})"
+    if name == "pipeline.end":
+        return f"pipeline {event.pipeline} {event.status}; summary: {event.summary}"
     return None
 
 
-def json_line(event: dict[str, Any]) -> str:
-    """One JSON object per line, for log collectors (``--log-format json``)."""
-    return json.dumps(event, sort_keys=True, default=str)
+def json_line(event: Event | Mapping[str, Any]) -> str:
+    """One JSON object per line, for log collectors (``--log-format json``); takes a runner
+    :class:`~paddlecd.pipeline.records.Event` or the CLI's own plan/log/doctor objects."""
+    data = event.to_json() if isinstance(event, Event) else event
+    return json.dumps(data, sort_keys=True, default=str)

@@ -1,24 +1,19 @@
 """Run a pipeline: its stages in order as named, timed phases, for every selected variant.
 
 Each run has an id and a folder ``<state>/pipelines/<name>/<run-id>/`` holding ``summary.json``
-(rewritten after every stage, so a crash leaves what was done) and ``summary.md``;
-``<state>/pipelines/<name>/latest`` names the last run. ``resume`` re-opens the last run and continues
-from the first stage that did not succeed, for the variants that did not succeed in it, reusing the
-recorded outputs (digests, evidence) of everything before. Library code never prints: progress goes
-to ``on_event`` (one structured event per stage, variant and check) and ``on_line`` (tool output).
-
-``summary.json`` (schema 1)::
-
-    {"schema": 1, "pipeline": "pr", "run_id": "20261129T160500Z-4621", "status": "running|succeeded|failed",
-     "started"/"finished": ISO-8601 UTC, "revision": git sha, "variants": ["cpu"], "selected_by": "…",
-     "base_ref": str|null, "options": {"version"…}, "attempts": 1,
-     "stages": [{"name", "kind", "status": "pending|running|succeeded|failed|skipped", "seconds",
-                 "variants": {"cpu": {"status", "seconds", "attempt", "outputs": {"digest", "reference"…},
-                                      "error", "hint", "error_type"}}}]}
+(rewritten after every stage, so a crash leaves what was done; its shape is
+:class:`~paddlecd.pipeline.records.Summary`) and ``summary.md``; ``<state>/pipelines/<name>/latest``
+names the last run. ``resume`` re-opens the last run and continues from the first stage that did not
+succeed, for the variants that did not succeed in it, reusing the recorded outputs (digests,
+evidence) of everything before. Library code never prints: progress goes to ``on_event`` (one
+:class:`~paddlecd.pipeline.records.Event` per stage, variant and check) and ``on_line`` (tool
+output).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import secrets
 import threading
 import time
@@ -35,14 +30,15 @@ from paddlecd.errors import PaddlecdError, PipelineError
 from paddlecd.pipeline import report as pipeline_report
 from paddlecd.pipeline import spec as pipeline_spec
 from paddlecd.pipeline import stages
+from paddlecd.pipeline.records import Event, StageRun, Summary, VariantRun
 from paddlecd.pipeline.spec import PipelineDef, Selection, StageDef, plan_lines, select
 
 __all__ = ["Result", "Runner", "Selection", "last_run", "new_summary", "plan_lines", "resumable", "run",
            "runs_dir", "select"]
 
-Event = Callable[[dict[str, Any]], None]
+OnEvent = Callable[[Event], None]
 Line = Callable[[str, str, str], None]  # (stage name, variant, line)
-SCHEMA = 1
+StageRunner = Callable[[stages.StageContext], None]
 
 
 def runs_dir(settings: Settings, name: str) -> Path:
@@ -50,45 +46,49 @@ def runs_dir(settings: Settings, name: str) -> Path:
     return settings.state / "pipelines" / name
 
 
-def last_run(settings: Settings, name: str) -> tuple[Path, dict[str, Any]]:
+def last_run(settings: Settings, name: str) -> tuple[Path, Summary]:
     """The folder and summary of the last run of pipeline ``name``.
 
     Raises:
-        PipelineError: no run recorded (nothing to resume).
+        PipelineError: no run recorded (nothing to resume), or its summary.json is not valid JSON
+            or not a summary this paddlecd reads.
     """
     latest = runs_dir(settings, name) / "latest"
     path = runs_dir(settings, name) / latest.read_text().strip() / "summary.json" if latest.exists() else None
     if not path or not path.exists():
         raise PipelineError(f"no previous run of pipeline '{name}' to resume (nothing under {runs_dir(settings, name)})",
                             f"start one: invoke pipeline.run {name}")
-    import json
-
-    return path.parent, json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as e:
+        raise PipelineError(f"{path}: not valid JSON ({e})",
+                            f"start a fresh run: invoke pipeline.run {name}") from e
+    return path.parent, Summary.from_json(data, source=str(path))
 
 
 def new_summary(pdef: PipelineDef, selection: Selection, settings: Settings, options: Mapping[str, Any],
-                base_ref: str | None) -> dict[str, Any]:
+                base_ref: str | None) -> Summary:
     """A fresh run record: every stage × variant ``pending``."""
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
-    return {
-        "schema": SCHEMA, "pipeline": pdef.name, "run_id": run_id, "status": "running",
-        "started": files.now_iso(), "finished": None, "revision": git.revision(settings.root).full,
-        "variants": list(selection.variants), "selected_by": selection.why, "base_ref": base_ref,
-        "options": {k: v for k, v in options.items() if v is not None}, "attempts": 0,
-        "stages": [{"name": s.name, "kind": s.kind, "status": "pending", "seconds": 0.0,
-                    "variants": {v: {"status": "pending"} for v in selection.variants}} for s in pdef.stages],
-    }
+    return Summary(
+        pipeline=pdef.name, run_id=run_id, status="running", started=files.now_iso(),
+        revision=git.revision(settings.root).full, variants=tuple(selection.variants),
+        selected_by=selection.why, base_ref=base_ref,
+        options={k: v for k, v in options.items() if v is not None},
+        stages=tuple(StageRun(name=s.name, kind=s.kind,
+                              variants={v: VariantRun() for v in selection.variants})
+                     for s in pdef.stages))
 
 
-def resumable(pdef: PipelineDef, summary: dict[str, Any]) -> None:
+def resumable(pdef: PipelineDef, summary: Summary) -> None:
     """Refuse to resume a run whose stages differ from the pipeline file now.
 
     Raises:
         PipelineError: the stage list changed since the recorded run.
     """
-    recorded = [(s["name"], s["kind"]) for s in summary["stages"]]
+    recorded = [(s.name, s.kind) for s in summary.stages]
     if recorded != [(s.name, s.kind) for s in pdef.stages]:
-        raise PipelineError(f"{pdef.path} changed since run {summary['run_id']} (stages differ)",
+        raise PipelineError(f"{pdef.path} changed since run {summary.run_id} (stages differ)",
                             f"start a fresh run: invoke pipeline.run {pdef.name}")
 
 
@@ -96,129 +96,162 @@ class Runner:
     """Runs the stages of one pipeline run, updating and saving its summary as it goes.
 
     Args:
-        kinds: stage kind → callable (default :data:`paddlecd.pipeline.stages.KINDS`; unit tests pass fakes).
+        kinds: stage kind → callable, overriding the ``run`` of
+            :data:`paddlecd.pipeline.stages.KINDS` (unit tests pass fakes).
     """
 
-    def __init__(self, settings: Settings, pdef: PipelineDef, summary: dict[str, Any], folder: Path, *,
-                 on_event: Event, on_line: Line, kinds: Mapping[str, Callable[[stages.StageContext], None]] | None = None):
+    def __init__(self, settings: Settings, pdef: PipelineDef, summary: Summary, folder: Path, *,
+                 on_event: OnEvent, on_line: Line, kinds: Mapping[str, StageRunner] | None = None):
         self.settings, self.pdef, self.summary, self.folder = settings, pdef, summary, folder
         self.on_event, self.on_line = on_event, on_line
-        self.kinds = kinds or stages.KINDS
+        self.kinds = {**{k: kind.run for k, kind in stages.KINDS.items()}, **(kinds or {})}
         self.lock = threading.Lock()
 
     def save(self) -> Path:
         """Write summary.json (atomically) and summary.md; point ``latest`` at this run."""
-        path = files.write_json(self.folder / "summary.json", self.summary)
+        path = files.write_json(self.folder / "summary.json", self.summary.to_json())
         (self.folder / "summary.md").write_text(pipeline_report.markdown(self.summary))
-        (self.folder.parent / "latest").write_text(self.summary["run_id"] + "\n")
+        (self.folder.parent / "latest").write_text(self.summary.run_id + "\n")
         return path
 
-    def run(self) -> dict[str, Any]:
+    def _update(self, **changes: Any) -> None:
+        with self.lock:
+            self.summary = dataclasses.replace(self.summary, **changes)
+
+    def run(self) -> Summary:
         """Run every stage not yet succeeded; stop after the first failed stage. Returns the summary."""
-        self.summary["attempts"] += 1
-        self.summary["status"], self.summary["finished"] = "running", None
+        self._update(attempts=self.summary.attempts + 1, status="running", finished=None)
         self.save()
-        self._event("pipeline.start", status="running", variants=self.summary["variants"])
-        for sdef, record in zip(self.pdef.stages, self.summary["stages"]):
-            if record["status"] == "succeeded":
-                self._event("stage.end", stage=sdef.name, status="reused", seconds=record["seconds"])
+        self._event("pipeline.start", status="running", variants=self.summary.variants)
+        for index, sdef in enumerate(self.pdef.stages):
+            record = self.summary.stages[index]
+            if record.status == "succeeded":
+                self._event("stage.end", stage=sdef.name, status="reused", seconds=record.seconds)
                 continue
-            if not self._stage(sdef, record):
+            if not self._stage(index, sdef):
                 break
-        failed = any(s["status"] == "failed" for s in self.summary["stages"])
-        self.summary["status"] = "failed" if failed else "succeeded"
-        self.summary["finished"] = files.now_iso()
+        failed = any(s.status == "failed" for s in self.summary.stages)
+        self._update(status="failed" if failed else "succeeded", finished=files.now_iso())
         self.save()
-        self._event("pipeline.end", status=self.summary["status"], summary=str(self.folder / "summary.json"))
+        self._event("pipeline.end", status=self.summary.status,
+                    summary=str(self.folder / "summary.json"))
         return self.summary
 
-    def _stage(self, sdef: StageDef, record: dict[str, Any]) -> bool:
-        todo = [v for v, r in record["variants"].items() if r["status"] != "succeeded"]
-        record["status"] = "running"
-        self._event("stage.start", stage=sdef.name, kind=sdef.kind, variants=todo)
+    def _stage(self, index: int, sdef: StageDef) -> bool:
+        with self.lock:
+            self.summary = self.summary.with_stage(index, status="running")
+        units = self.summary.stages[index].variants
+        todo = [v for v, r in units.items() if r.status != "succeeded"]
+        self._event("stage.start", stage=sdef.name, kind=sdef.kind, variants=tuple(todo))
         started = time.monotonic()
         work = stages.groups(self.settings, sdef.kind, todo) if todo else []
         with ThreadPoolExecutor(max_workers=max(1, min(sdef.parallel, len(work) or 1))) as pool:
-            list(pool.map(lambda group: [self._unit(sdef, record, v) for v in group], work))
-        record["seconds"] = round(record["seconds"] + time.monotonic() - started, 3)
-        ok = all(r["status"] == "succeeded" for r in record["variants"].values())
-        record["status"] = ("succeeded" if record["variants"] else "skipped") if ok else "failed"
+            list(pool.map(lambda group: [self._unit(index, sdef, v) for v in group], work))
+        record = self.summary.stages[index]
+        ok = all(r.status == "succeeded" for r in record.variants.values())
+        with self.lock:
+            self.summary = self.summary.with_stage(
+                index, seconds=round(record.seconds + time.monotonic() - started, 3),
+                status=("succeeded" if record.variants else "skipped") if ok else "failed")
         self.save()
-        self._event("stage.end", stage=sdef.name, status=record["status"], seconds=record["seconds"])
+        record = self.summary.stages[index]
+        self._event("stage.end", stage=sdef.name, status=record.status, seconds=record.seconds)
         return ok
 
-    def _unit(self, sdef: StageDef, record: dict[str, Any], variant: str) -> None:
+    def _unit(self, index: int, sdef: StageDef, variant: str) -> None:
         earlier = self._earlier(sdef, variant)
-        ctx = stages.StageContext(self.settings, variant, {**sdef.params, **self.summary["options"]}, earlier,
-                                  on_line=lambda line: self.on_line(sdef.name, variant, line))
-        started, result = time.monotonic(), {"status": "succeeded"}
+        inputs = {}
+        for kind in (*stages.KINDS[sdef.kind].needs, *stages.KINDS[sdef.kind].reads):
+            source = pipeline_spec.supplier(self.pdef.stages, sdef, kind)
+            if source is not None:
+                inputs[kind] = earlier.get(source.name, {})
+        ctx = stages.StageContext(
+            settings=self.settings, stage=sdef.name, variant=variant,
+            params={**sdef.params, **self.summary.options}, earlier=earlier, inputs=inputs,
+            on_line=lambda line: self.on_line(sdef.name, variant, line))
+        started, failure = time.monotonic(), {}
         try:
             self.kinds[sdef.kind](ctx)
+            self._check_outputs(sdef, ctx.outputs)
         except PaddlecdError as e:
-            result = {"status": "failed", "error": e.cause, "hint": e.hint, "error_type": type(e).__name__}
+            failure = {"error": e.cause, "hint": e.hint, "error_type": type(e).__name__}
         except Exception as e:  # noqa: BLE001 - an unexpected failure is still recorded against its stage
             if self.settings.runtime.debug:  # the traceback goes to the stage's log lines
                 for line in traceback.format_exc().splitlines():
                     self.on_line(sdef.name, variant, line)
-            result = {"status": "failed", "error": f"{type(e).__name__}: {e}", "hint": "re-run with PADDLECD_DEBUG=1",
-                      "error_type": type(e).__name__}
-        result.update(seconds=round(time.monotonic() - started, 3), outputs=ctx.outputs,
-                      attempt=self.summary["attempts"])
+            failure = {"error": f"{type(e).__name__}: {e}", "hint": "re-run with PADDLECD_DEBUG=1",
+                       "error_type": type(e).__name__}
+        unit = VariantRun(status="failed" if failure else "succeeded",
+                          seconds=round(time.monotonic() - started, 3),
+                          attempt=self.summary.attempts, outputs=dict(ctx.outputs), **failure)
         with self.lock:
-            record["variants"][variant] = result
+            self.summary = self.summary.with_unit(index, variant, unit)
             self.save()
         for check in ctx.outputs.get("checks", []) if sdef.kind == "verify" else []:
             self._event("check", stage=sdef.name, variant=variant, check=check["name"],
                         status="skipped" if check.get("skipped") else "passed" if check["passed"] else "failed",
                         seconds=check["seconds"])
-        self._event("variant.end", stage=sdef.name, kind=sdef.kind, variant=variant, **{
-            k: v for k, v in result.items() if k not in ("outputs", "attempt")},
-            outputs={k: ctx.outputs[k] for k in stages.KEY_OUTPUTS.get(sdef.kind, ()) if ctx.outputs.get(k)})
+        self._event("variant.end", stage=sdef.name, kind=sdef.kind, variant=variant,
+                    status=unit.status, seconds=unit.seconds, error=unit.error, hint=unit.hint,
+                    error_type=unit.error_type, outputs=stages.key_outputs(sdef.kind, ctx.outputs))
 
-    def _earlier(self, sdef: StageDef, variant: str) -> dict[str, dict[str, Any]]:
-        """Outputs of the stages before ``sdef`` for ``variant``, by kind (recorded ones on resume)."""
-        out: dict[str, dict[str, Any]] = {}
-        for s in self.summary["stages"]:
-            if s["name"] == sdef.name:
+    @staticmethod
+    def _check_outputs(sdef: StageDef, outputs: Mapping[str, Any]) -> None:
+        """The registry lists what each kind outputs (the summary's contract): hold kinds to it."""
+        extra = sorted(set(outputs) - set(stages.KINDS[sdef.kind].outputs))
+        if extra:
+            raise PipelineError(
+                f"stage '{sdef.name}' ({sdef.kind}) wrote undeclared outputs: {', '.join(extra)}",
+                f"list them in the '{sdef.kind}' entry of paddlecd.pipeline.stages.KINDS")
+
+    def _earlier(self, sdef: StageDef, variant: str) -> dict[str, stages.Outputs]:
+        """Outputs of the stages before ``sdef`` for ``variant``, by stage name (recorded ones on
+        resume)."""
+        out: dict[str, stages.Outputs] = {}
+        for s in self.summary.stages:
+            if s.name == sdef.name:
                 break
-            out[s["kind"]] = s["variants"].get(variant, {}).get("outputs", {})
+            unit = s.variants.get(variant)
+            out[s.name] = (unit.outputs if unit else None) or {}
         return out
 
     def _event(self, name: str, **fields: Any) -> None:
-        self.on_event({"event": name, "time": files.now_iso(), "pipeline": self.pdef.name,
-                       "run_id": self.summary["run_id"], **fields})
+        self.on_event(Event(event=name, time=files.now_iso(), pipeline=self.pdef.name,
+                            run_id=self.summary.run_id, **fields))
 
 
 @dataclass(frozen=True)
 class Result:
     """A finished run: its ``summary`` and the ``folder`` holding summary.json / summary.md."""
 
-    summary: dict[str, Any]
+    summary: Summary
     folder: Path
 
     @property
-    def failures(self) -> list[tuple[str, str, dict[str, Any]]]:
-        """``(stage, variant, record)`` of every failed stage × variant."""
-        return [(s["name"], v, r) for s in self.summary["stages"] for v, r in s["variants"].items()
-                if r["status"] == "failed"]
+    def failures(self) -> list[tuple[str, str, VariantRun]]:
+        """``(stage, variant, unit)`` of every failed stage × variant."""
+        return self.summary.failures()
 
     def error(self) -> PipelineError | None:
         """The PipelineError for a failed run (first failure, with the resume command), else None."""
         if not self.failures:
             return None
         stage, variant, r = self.failures[0]
-        stage_kind = next((x["kind"] for x in self.summary["stages"] if x["name"] == stage), "")
+        stage_kind = next((x.kind for x in self.summary.stages if x.name == stage), "")
         more = f" (+{len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
-        return PipelineError(f"pipeline {self.summary['pipeline']}: stage '{stage}' failed for {variant}: {r['error']}{more}",
-                             f"{r.get('hint') or 'fix the cause'}; then: invoke pipeline.run {self.summary['pipeline']} "
+        name = self.summary.pipeline
+        return PipelineError(f"pipeline {name}: stage '{stage}' failed for {variant}: "
+                             f"{r.error}{more}",
+                             f"{r.hint or 'fix the cause'}; then: invoke pipeline.run {name} "
                              f"--resume{' [--version …]' if stage_kind == 'promote' else ''} "
                              f"(summary: {self.folder / 'summary.json'})")
 
 
 def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref: str | None = None,
-        resume: bool = False, options: Mapping[str, Any] | None = None, on_event: Event = lambda e: None,
+        resume: bool = False, options: Mapping[str, Any] | None = None,
+        on_event: OnEvent = lambda e: None,
         on_line: Line = lambda s, v, line: None, on_plan: Callable[[list[str]], None] = lambda lines: None,
-        kinds: Mapping[str, Callable[[stages.StageContext], None]] | None = None) -> Result:
+        kinds: Mapping[str, StageRunner] | None = None) -> Result:
     """Run pipeline ``name`` (or resume its last run) and return the :class:`Result` (failed or not).
 
     The plan goes to ``on_plan`` before anything runs. Under GitHub Actions the Markdown summary is
@@ -232,21 +265,21 @@ def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref:
     if resume:
         folder, summary = last_run(settings, name)
         resumable(pdef, summary)
-        if summary.get("status") == "succeeded":
-            raise PipelineError(f"run {summary['run_id']} of '{name}' succeeded: there is nothing to resume",
+        if summary.status == "succeeded":
+            raise PipelineError(f"run {summary.run_id} of '{name}' succeeded: nothing to resume",
                                 f"start a fresh run: invoke pipeline.run {name} …")
-        if given and set(given) != set(summary["variants"]):
-            raise PipelineError(f"--resume continues run {summary['run_id']} for its variants "
-                                f"({', '.join(summary['variants'])}), not {', '.join(given)}",
+        if given and set(given) != set(summary.variants):
+            raise PipelineError(f"--resume continues run {summary.run_id} for its variants "
+                                f"({', '.join(summary.variants)}), not {', '.join(given)}",
                                 f"drop --variant, or start a fresh run: invoke pipeline.run {name} --variant …")
-        selection = Selection(tuple(summary["variants"]), f"resumed run {summary['run_id']}")
+        selection = Selection(summary.variants, f"resumed run {summary.run_id}")
         # options given again win (e.g. a new --version after a refused promotion); the rest are reused
-        summary["options"] = {**summary.get("options", {}), **{k: v for k, v in (options or {}).items() if v}}
-        options = summary["options"]
+        options = {**summary.options, **{k: v for k, v in (options or {}).items() if v}}
+        summary = dataclasses.replace(summary, options=options)
     else:
         selection = select(settings, pdef, given, base_ref)
         summary = new_summary(pdef, selection, settings, options or {}, base_ref)
-        folder = runs_dir(settings, name) / summary["run_id"]
+        folder = runs_dir(settings, name) / summary.run_id
     on_plan(plan_lines(pdef, selection, settings, options))
     runner = Runner(settings, pdef, summary, folder, on_event=on_event, on_line=on_line, kinds=kinds)
     try:

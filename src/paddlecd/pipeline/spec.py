@@ -1,13 +1,16 @@
 """Pipeline definitions: ``pipelines/<name>.yaml`` loaded, schema-checked and put in run order.
 
-A pipeline names stage kinds (``lock-check``, ``build``, ``push``, ``verify``, ``promote``, ``deploy``,
-``upload``) with their parameters. Stages run in the order listed; ``needs`` may reorder them (a stage
-runs after every stage it needs) and a cycle is refused. Schema: ``schemas/pipeline.schema.json``.
+A pipeline names stage kinds (``lock-check``, ``build``, ``push``, ``verify``, ``promote``,
+``deploy``, ``upload``; the registry is :data:`paddlecd.pipeline.stages.KINDS`) with their
+parameters. Stages run in the order listed; ``needs`` may reorder them (a stage runs after every
+stage it needs) and a cycle is refused. Schema: ``schemas/pipeline.schema.json``, completed with
+the kinds by :func:`schema`.
 :func:`select` decides which variants a run covers; :func:`plan_lines` is the plan printed first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import graphlib
 import re
@@ -32,13 +35,15 @@ SCHEMA_FILE = "src/paddlecd/schemas/pipeline.schema.json"
 @dataclass(frozen=True)
 class StageDef:
     """One stage of a pipeline: its unique ``name``, its ``kind``, the stages it ``needs``, how many
-    variants run at once (``parallel``) and the kind's parameters (``params``)."""
+    variants run at once (``parallel``) and the kind's parameters (``params``). ``after`` is what it
+    runs after: its ``needs``, or else the stage listed before it."""
 
     name: str
     kind: str
     needs: tuple[str, ...] = ()
     parallel: int = 1
     params: dict[str, Any] = field(default_factory=dict, compare=False)
+    after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,10 @@ def load(settings: Settings, name: str) -> PipelineDef:
 def parse(data: Any, path: Path, name: str) -> PipelineDef:
     """Validate already-read YAML ``data`` of pipeline ``name`` (see :func:`load`)."""
     _validate(data, path)
-    stages = [StageDef(s.get("name", s["stage"]), s["stage"], tuple(s.get("needs", ())), s.get("parallel", 1),
-                       dict(s.get("with", {}))) for s in data["stages"]]
+    stages = [StageDef(name=s.get("name", s["stage"]), kind=s["stage"],
+                       needs=tuple(s.get("needs", ())), parallel=s.get("parallel", 1),
+                       params=dict(s.get("with", {})))
+              for s in data["stages"]]
     seen: set[str] = set()
     for i, s in enumerate(stages):
         if s.name in seen:
@@ -97,18 +104,31 @@ def parse(data: Any, path: Path, name: str) -> PipelineDef:
                        tuple(variants) if isinstance(variants, list) else variants, ordered)
 
 
-# A stage that consumes another's output needs that stage earlier in the run (checked before anything runs).
-NEEDS_EARLIER = {"push": "build", "deploy": "promote", "upload": "deploy"}
+def supplier(pdef_stages: tuple[StageDef, ...], stage: StageDef, kind: str) -> StageDef | None:
+    """The stage whose outputs ``stage`` takes as its ``kind`` input: the nearest stage of that
+    kind among those it runs after (its ``needs``, transitively; without ``needs`` the stage listed
+    before it), or None. Two stages of one kind are told apart by this, not by which ran last."""
+    by_name = {s.name: s for s in pdef_stages}
+    queue, seen = list(stage.after), set()
+    while queue:
+        name = queue.pop(0)
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        if by_name[name].kind == kind:
+            return by_name[name]
+        queue += by_name[name].after
+    return None
 
 
 def _check_inputs(ordered: tuple[StageDef, ...], path: Path) -> None:
-    kinds: set[str] = set()
+    """Every kind a stage needs (its ``KINDS`` entry) has a supplying stage before it."""
     for s in ordered:
-        need = NEEDS_EARLIER.get(s.kind)
-        if need and need not in kinds:
-            raise PipelineError(f"{path}: stage '{s.name}' ({s.kind}) needs a {need} stage before it",
-                                f"add '- stage: {need}' earlier in {path.name}")
-        kinds.add(s.kind)
+        for need in stages.KINDS[s.kind].needs:
+            if supplier(ordered, s, need) is None:
+                raise PipelineError(f"{path}: stage '{s.name}' ({s.kind}) needs a {need} stage "
+                                    "before it",
+                                    f"add '- stage: {need}' earlier in {path.name}")
 
 
 def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
@@ -122,6 +142,7 @@ def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
                 raise PipelineError(f"{path}: stage '{s.name}' needs unknown stage '{need}'",
                                     f"did you mean '{close[0]}'?" if close else "stages: " + ", ".join(by_name))
         graph[s.name] = s.needs if s.needs or i == 0 else (stages[i - 1].name,)
+        stages[i] = dataclasses.replace(s, after=graph[s.name])
     sorter = graphlib.TopologicalSorter(graph)
     try:
         sorter.prepare()
@@ -134,6 +155,7 @@ def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
         ready = sorted(sorter.get_ready(), key=position.__getitem__)
         order += ready
         sorter.done(*ready)
+    by_name = {s.name: s for s in stages}  # now with ``after`` set
     return [by_name[n] for n in order]
 
 
@@ -146,8 +168,23 @@ def _read(path: Path) -> Any:
         raise PipelineError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax") from e
 
 
+def schema() -> dict[str, Any]:
+    """pipeline.schema.json completed from the stage-kind registry: the ``stage`` enum and each
+    kind's ``with:`` parameters (:data:`paddlecd.pipeline.stages.KINDS`)."""
+    doc = validation.load_schema("pipeline.schema.json")
+    stage = doc["$defs"]["stage"]
+    stage["properties"]["stage"]["enum"] = list(stages.KINDS)
+    stage["allOf"] = [
+        {"if": {"properties": {"stage": {"const": k.name}}},
+         "then": {**({"required": ["with"]} if k.required_params else {}),
+                  "properties": {"with": dict(k.params)}}}
+        for k in stages.KINDS.values()]
+    return doc
+
+
 def _validate(data: Any, path: Path) -> None:
-    validation.check(data, "pipeline.schema.json", source=str(path), error=PipelineError)
+    validation.check(data, "pipeline.schema.json", source=str(path), error=PipelineError,
+                     schema=schema())
 
 
 @dataclass(frozen=True)
@@ -220,7 +257,8 @@ def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings,
     out = [f"pipeline {pdef.name}: variants {names} ({selection.why})"]
     for i, s in enumerate(pdef.stages, 1):
         extra = [f"{s.parallel} at once"] if s.parallel > 1 else []
-        extra += [f"changes the {where[stages.CHANGES[s.kind]]}"] if s.kind in stages.CHANGES else []
+        changes = stages.KINDS[s.kind].changes
+        extra += [f"changes the {where[changes]}"] if changes else []
         extra += [f"{k}={v}" for k, v in s.params.items() if not (s.kind == "promote" and options and options.get("version") and k == "bump")]
         extra += [f"{k}={v}" for k, v in (options or {}).items() if v and s.kind == "promote"]
         kind = f" ({s.kind})" if s.kind != s.name else ""

@@ -1,13 +1,23 @@
-"""Pipeline stages: each kind calls the one package function that does the work, for one variant.
+"""Pipeline stage kinds: one registry entry per kind, each calling the one package function that
+does the work, for one variant.
 
-A stage gets a :class:`StageContext` and fills ``ctx.outputs`` with what later stages and the summary
-need (digests, references, evidence paths). Outputs of earlier stages of the same variant are in
-``ctx.earlier`` by stage kind, so a resumed run reuses them instead of re-reading "the last" candidate.
+:data:`KINDS` is the only table of kinds (issue 9): an entry says what the kind runs, what it
+changes outside this machine (shown in the plan and ``--dry-run``), what it outputs, which outputs
+are shown on its line, which kinds it needs earlier in the run and which parameters (``with:``) it
+takes.
+Adding a kind means adding one entry here; the pipeline schema, the input check, the plan and the
+reports read it.
+
+A stage gets a :class:`StageContext` and fills ``ctx.outputs``. ``ctx.earlier`` holds the outputs
+of the earlier stages of the same variant by stage NAME, so two stages of one kind never overwrite
+each other; ``ctx.inputs`` holds, per kind the stage needs or reads, the outputs of the stage that
+supplies it (see :func:`paddlecd.pipeline.spec.supplier`). A resumed run fills both from the
+recorded summary, so it reuses the digests it pushed instead of re-reading "the last" candidate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,17 +27,21 @@ from paddlecd.errors import PipelineError
 from paddlecd.image import lock, variants
 
 Echo = Callable[[str], None]
+Outputs = Mapping[str, Any]  # a stage's outputs as recorded in summary.json (a JSON object)
 
 
 @dataclass
 class StageContext:
-    """What one stage run for one ``variant`` sees: its ``params`` (the pipeline file's ``with`` plus
-    run options such as ``version``), ``earlier`` outputs by kind, and ``outputs`` to fill."""
+    """What one stage run for one ``variant`` sees: its ``stage`` name, its ``params`` (the pipeline
+    file's ``with`` plus run options such as ``version``), ``earlier`` outputs by stage name,
+    ``inputs`` by the kind that supplied them, and ``outputs`` to fill."""
 
     settings: Settings
+    stage: str
     variant: str
-    params: dict[str, Any]
-    earlier: dict[str, dict[str, Any]]
+    params: Mapping[str, Any]
+    earlier: Mapping[str, Outputs]
+    inputs: Mapping[str, Outputs]
     on_line: Echo
     outputs: dict[str, Any] = field(default_factory=dict)
 
@@ -58,12 +72,15 @@ def verify(ctx: StageContext) -> None:
     """Smoke suite inside the pushed digest (verify.verify); a failed check raises VerifyError."""
     from paddlecd.verify import run as ver
 
-    reference = ctx.earlier.get("push", {}).get("reference")  # the digest this run pushed, even on resume
+    # the digest this run pushed (also on resume); without a push stage, the variant's candidate
+    reference = ctx.inputs.get("push", {}).get("reference")
     result = ver.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
-    ctx.outputs.update(reference=result.reference, digest=result.record["digest"], evidence=str(result.evidence_path),
-                       junit=str(result.out_dir / "junit.xml"), model_dir=result.record.get("model_dir"),
-                       checks=[{"name": c["name"], "passed": c["passed"], "skipped": bool(c.get("skipped")),
-                                "seconds": c["duration_s"]} for c in result.record["checks"]])
+    record = result.record
+    ctx.outputs.update(reference=result.reference, digest=record.digest,
+                       evidence=str(result.evidence_path), junit=str(result.out_dir / "junit.xml"),
+                       model_dir=record.model_dir,
+                       checks=[{"name": c.name, "passed": c.passed, "skipped": c.skipped,
+                                "seconds": c.duration_s} for c in record.checks])
     error = result.error()
     if error:
         raise error
@@ -87,7 +104,7 @@ def deploy(ctx: StageContext) -> None:
     """Run the training job on the promoted release (cluster.plan + cluster.run)."""
     from paddlecd import cluster
 
-    p, release = ctx.params, ctx.earlier.get("promote", {}).get("release")
+    p, release = ctx.params, ctx.inputs.get("promote", {}).get("release")
     if not release:
         raise PipelineError("deploy needs a promote stage before it in the pipeline", "add '- stage: promote' first")
     plan = cluster.plan(ctx.settings, job=str(ctx.settings.path(p["job"])), release=release, nodes=p.get("nodes"),
@@ -103,7 +120,7 @@ def upload(ctx: StageContext) -> None:
     from paddlecd.artifacts import manifest as artifact_manifest
     from paddlecd.artifacts import transfer as artifacts
 
-    model, promoted = ctx.earlier.get("deploy", {}).get("model"), ctx.earlier.get("promote", {})
+    model, promoted = ctx.inputs.get("deploy", {}).get("model"), ctx.inputs.get("promote", {})
     if not model or model.startswith(("claim:", "node:")):
         raise PipelineError(f"upload: the model is not on this machine ({model or 'no deploy stage output'})",
                             "upload from where the volume is mounted: invoke upload --model-dir … --name … --version …")
@@ -117,25 +134,97 @@ def upload(ctx: StageContext) -> None:
     ctx.outputs.update(url=plan.url, action=plan.action, bytes=plan.bytes_to_move)
 
 
-KINDS: dict[str, Callable[[StageContext], None]] = {
-    "lock-check": lock_check, "build": build, "push": push, "verify": verify,
-    "promote": promote, "deploy": deploy, "upload": upload,
-}
-# What each kind changes outside this machine (printed in the plan; DESIGN.md "plan, then act").
-CHANGES = {"push": "registry", "promote": "registry", "deploy": "cluster", "upload": "bucket"}
-# Key outputs shown on a stage's line and in the step summary.
-KEY_OUTPUTS = {"lock-check": ("base",), "build": ("tag",), "push": ("digest",), "verify": ("digest", "evidence"),
-               "promote": ("release", "digest"), "deploy": ("job_id", "model"), "upload": ("url",)}
+def by_base(settings: Settings, names: list[str]) -> list[list[str]]:
+    """Builds of variants on the same locked base go in one group (run one after another, so the
+    later ones reuse the base layers the first pulled)."""
+    entries = lock.read(settings)
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(entries[n].digest if n in entries else n, []).append(n)
+    return list(groups.values())
+
+
+def one_each(settings: Settings, names: list[str]) -> list[list[str]]:
+    """One variant per parallel worker."""
+    return [[n] for n in names]
+
+
+Grouping = Callable[[Settings, list[str]], list[list[str]]]
+NO_PARAMS: Mapping[str, Any] = {"type": "object", "additionalProperties": False, "properties": {}}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One stage kind.
+
+    Attributes:
+        name: as written in ``stage:``. run: the callable doing one variant's work.
+        changes: what it changes outside this machine (``registry``, ``cluster``, ``bucket``), named
+            in the plan (DESIGN.md "plan, then act"); None for local work.
+        outputs: the keys it puts in ``ctx.outputs``; key_outputs: those shown on its line and in
+            the step summary.
+        needs: kinds that must run before it (checked before anything runs, issue 6); reads: kinds
+            whose outputs it uses when present. Both arrive in ``ctx.inputs``.
+        params: JSON Schema of its ``with:`` parameters (merged into pipeline.schema.json on load).
+        required_params: True when ``with:`` must be given. grouping: how variants share workers.
+    """
+
+    name: str
+    run: Callable[[StageContext], None]
+    changes: str | None = None
+    outputs: tuple[str, ...] = ()
+    key_outputs: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=lambda: NO_PARAMS)
+    required_params: bool = False
+    grouping: Grouping = one_each
+
+
+def _params(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    return {"type": "object", "additionalProperties": False, "properties": dict(properties),
+            **({"required": list(required)} if required else {})}
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind(name="lock-check", run=lock_check, outputs=("base",), key_outputs=("base",)),
+    Kind(name="build", run=build, outputs=("tag", "image_id", "builder", "log"),
+         key_outputs=("tag",), params=_params({"no_cache": {"type": "boolean", "default": False}}),
+         grouping=by_base),
+    Kind(name="push", run=push, changes="registry", outputs=("tag", "digest", "reference"),
+         key_outputs=("digest",), needs=("build",)),
+    Kind(name="verify", run=verify,
+         outputs=("reference", "digest", "evidence", "junit", "model_dir", "checks"),
+         key_outputs=("digest", "evidence"), reads=("push",)),
+    Kind(name="promote", run=promote, changes="registry",
+         outputs=("release", "version", "digest", "reference", "tags"),
+         key_outputs=("release", "digest"),
+         params=_params({"bump": {"enum": ["major", "minor", "patch"],
+                                  "description": "used when no --version is given"}})),
+    Kind(name="deploy", run=deploy, changes="cluster", outputs=("job_id", "image", "model"),
+         key_outputs=("job_id", "model"), needs=("promote",), required_params=True,
+         params=_params({
+             "job": {"type": "string", "description": "job file, relative to the project root"},
+             "nodes": {"type": "integer", "minimum": 1},
+             "gpus_per_node": {"type": "integer", "minimum": 0},
+             "cluster": {"enum": ["local", "k8s"], "description": "default: settings cluster.kind"},
+             "kind": {"enum": ["job", "paddlejob"]}}, required=("job",))),
+    Kind(name="upload", run=upload, changes="bucket", outputs=("url", "action", "bytes"),
+         key_outputs=("url",), needs=("deploy", "promote"), required_params=True,
+         params=_params({
+             "name": {"type": "string", "description": "model name in the store (a DNS label)"},
+             "to": {"type": "string", "description": "store URL; default: storage.url"},
+             "overwrite": {"type": "boolean", "default": False}}, required=("name",))),
+)}
+
+
+def key_outputs(kind: str, outputs: Outputs | None) -> dict[str, Any]:
+    """The outputs of a ``kind`` stage shown on its line and in the step summary (set ones only)."""
+    known = KINDS[kind].key_outputs if kind in KINDS else ()
+    return {k: outputs[k] for k in known if outputs and outputs.get(k)}
 
 
 def groups(settings: Settings, kind: str, names: list[str]) -> list[list[str]]:
-    """How to spread ``names`` over parallel workers: builds of variants on the same locked base go in
-    one group (run one after another, so the later ones reuse the base layers the first pulled);
-    every other kind runs one variant per group."""
-    if kind != "build":
-        return [[n] for n in names]
-    entries = lock.read(settings)
-    by_base: dict[str, list[str]] = {}
-    for n in names:
-        by_base.setdefault(entries[n].digest if n in entries else n, []).append(n)
-    return list(by_base.values())
+    """How to spread ``names`` over parallel workers (the kind's ``grouping``): builds of variants
+    on the same locked base go in one group; every other kind runs one variant per group."""
+    return KINDS[kind].grouping(settings, names)

@@ -162,8 +162,8 @@ def _source(settings: Settings, variant: str, digest: str | None) -> tuple[Regis
         if not cand:
             raise PromotionError(f"no candidate recorded for variant '{variant}'",
                                  f"run: invoke push --variant {variant} && invoke verify --variant {variant}, or pass --digest sha256:…")
-        ref = parse_reference(cand["reference"])
-        return client_for(settings, ref.registry), ref.by_digest(cand["digest"])
+        ref = parse_reference(cand.reference)
+        return client_for(settings, ref.registry), ref.by_digest(cand.digest)
     src = client_for(settings)
     if not digest.startswith("sha256:"):
         try:
@@ -190,12 +190,11 @@ def evidence_problem(settings: Settings, src: RegistryClient, repository: str, v
         return e, None
 
 
-def _summary(ev: dict[str, Any] | None) -> dict[str, Any] | None:
+def _summary(ev: evidence.Evidence | None) -> dict[str, Any] | None:
     if not ev:
         return None
-    checks = ev.get("checks", [])
-    return {"passed": bool(ev.get("passed")), "checks": len(checks), "created": ev.get("created"),
-            "failed": [c.get("name") for c in checks if not c.get("passed")]}
+    return {"passed": ev.passed, "checks": len(ev.checks), "created": ev.created,
+            "failed": [c.name for c in ev.failed]}
 
 
 def plan_promotion(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,

@@ -187,13 +187,15 @@ class VerifiedAttestation:
 
     @property
     def passed(self) -> bool:
-        """True when the signed run passed."""
-        return self.predicate.get("passed") is True
+        """True when the signed run passed: ``passed`` is the boolean true in the predicate and in
+        every check (checked by type, issue 12: the string ``"false"`` is no pass)."""
+        return self.predicate.get("passed") is True and not self.failed
 
     @property
     def failed(self) -> list[str]:
-        """Names of the checks that failed in the run."""
-        return [str(c.get("name")) for c in self.predicate.get("checks", []) if not c.get("passed")]
+        """Names of the checks that did not pass (``passed`` anything but the boolean true)."""
+        return [str(c.get("name")) for c in self.predicate.get("checks", [])
+                if c.get("passed") is not True]
 
     def age_hours(self, now: dt.datetime | None = None) -> float:
         """Hours since :attr:`created`."""

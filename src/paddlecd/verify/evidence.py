@@ -2,29 +2,39 @@
 
 Layout under the state folder (``settings.state``)::
 
-    evidence/<digest hex>.json     {"schema": 1, "digest": "sha256:…", "reference": "host/repo@sha256:…",
-                                    "variant": "cpu", "passed": true, "created": "<ISO-8601 UTC>",
-                                    "checks": [{"name", "passed", "duration_s", "metrics", "message"}],
-                                    "versions": {"paddle", "cuda", "cudnn", "driver"}, "junit": "<path>"}
+    evidence/<digest hex>.json     {"schema": 1, "digest": "sha256:…",
+                                    "reference": "host/repo@sha256:…", "variant": "cpu",
+                                    "passed": true, "created": "<ISO-8601 UTC>",
+                                    "checks": [{"name", "passed", "skipped", "duration_s",
+                                                "metrics", "message"}],
+                                    "versions": {"paddle", "cuda", "cudnn", "driver"},
+                                    "junit": "<path>", "duration_s", "revision", "model_dir"}
     candidates/<variant>.json      {"variant", "reference", "digest", "tag", "pushed"}
 
-Evidence is keyed by digest (DESIGN.md: a digest is identity) and is what promotion checks. Writes
-are atomic (temp file + rename) so a reader never sees half a record.
+Both are frozen records here (:class:`Evidence`, :class:`Candidate`) with ``to_json``/``from_json``;
+the JSON shape on disk is the one above (scripts and workflows read ``candidates/<variant>.json``).
+Evidence is keyed by digest (DESIGN.md: a digest is identity) and is what promotion checks, so it is
+checked by type when read (schemas/evidence.schema.json, issue 12): ``passed`` must be a JSON
+boolean in the record and in every check, and a record saying it passed may hold no failed check.
+Writes are atomic (temp file + rename) so a reader never sees half a record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from paddlecd import schema as validation
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, VerifyError
 from paddlecd.files import now_iso, write_json
 
 SCHEMA = 1
-
 
 # The smoke modules every passing verification must contain (smoke/test_<module>.py); evidence missing
 # one (a module deleted, renamed or not collected) cannot promote. Skipped checks inside them are allowed
@@ -32,10 +42,129 @@ SCHEMA = 1
 REQUIRED_CHECKS = ("environment", "allreduce", "convergence", "export")
 
 
-def missing_checks(record: dict[str, Any]) -> list[str]:
-    """The :data:`REQUIRED_CHECKS` modules with no check in ``record['checks']`` (names ``module/test``)."""
-    present = {str(c.get("name", "")).split("/", 1)[0] for c in record.get("checks", [])}
-    return [m for m in REQUIRED_CHECKS if m not in present]
+@dataclass(frozen=True)
+class Check:
+    """One smoke test case: ``name`` is ``<module>/<test>``; a ``skipped`` check counts as passed.
+
+    ``duration_s`` is seconds; ``metrics`` are the test's JSON-decoded JUnit properties (busbw,
+    loss…); ``message`` is the failure text (at most 2000 characters, empty when it passed).
+    """
+
+    name: str
+    passed: bool
+    skipped: bool = False
+    duration_s: float = 0.0
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def module(self) -> str:
+        """The smoke module the check belongs to (``allreduce`` for ``allreduce/test_sums``)."""
+        return self.name.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What verify measured inside ``digest`` (``sha256:…``), stored by digest.
+
+    Attributes:
+        reference: ``host/repo@sha256:…`` verified. variant: the image's variant label (or None).
+        passed: every check passed and the suite exited 0. created: ISO-8601 UTC, second precision.
+        checks: the smoke test cases, in JUnit order.
+        versions: ``{"paddle", "cuda", "cudnn", "driver"}``.
+        duration_s: seconds the smoke container ran. revision: git sha the image was built from.
+        junit, model_dir: paths of the JUnit XML and of the exported model (None when not exported).
+    """
+
+    digest: str
+    reference: str
+    variant: str | None
+    passed: bool
+    created: str
+    checks: tuple[Check, ...] = ()
+    versions: Mapping[str, str | None] = field(default_factory=dict)
+    duration_s: float = 0.0
+    revision: str | None = None
+    junit: str | None = None
+    model_dir: str | None = None
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        """The checks that did not pass."""
+        return tuple(c for c in self.checks if not c.passed)
+
+    def missing_checks(self) -> list[str]:
+        """The :data:`REQUIRED_CHECKS` modules with no check in this record."""
+        present = {c.module for c in self.checks}
+        return [m for m in REQUIRED_CHECKS if m not in present]
+
+    def age_hours(self) -> float:
+        """Hours since :attr:`created`."""
+        return (dt.datetime.now(dt.timezone.utc) - _parse_time(self.created)).total_seconds() / 3600
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as stored: a JSON object with ``schema`` first among its keys."""
+        return {"schema": SCHEMA, **dataclasses.asdict(self),
+                "checks": [dataclasses.asdict(c) for c in self.checks]}
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str = "evidence") -> Evidence:
+        """Parse a stored record, checked by type (keys from newer writers are ignored).
+
+        Args:
+            data: the decoded JSON. source: names the record in errors (e.g. its path).
+
+        Raises:
+            VerifyError: a field of the wrong type, e.g. ``passed`` the string ``"false"``, a failed
+                check under ``passed: true``, an unknown schema version, or ``created`` not
+                ISO-8601; the cause names the field.
+        """
+        validation.check(data, "evidence.schema.json", source=source, error=VerifyError, messages={
+            "const": "a failed check under passed: true (the record contradicts itself)"})
+        _parse_time(data["created"], source=source)
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields = Check.__dataclass_fields__
+        known["checks"] = tuple(Check(**{k: v for k, v in c.items() if k in fields})
+                                for c in data["checks"])
+        known.setdefault("variant", None)
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The last pushed image of ``variant``: ``reference`` is ``host/repo@sha256:…``, ``digest`` its
+    ``sha256:…``, ``tag`` the build tag pushed, ``pushed`` the ISO-8601 UTC time."""
+
+    variant: str
+    reference: str
+    digest: str
+    tag: str
+    pushed: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as stored (scripts read ``["digest"]`` and ``["reference"]``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str = "candidate") -> Candidate:
+        """Parse a stored candidate record.
+
+        Raises:
+            ConfigError: a field missing or not a string (the cause names it).
+        """
+        for name in cls.__dataclass_fields__:
+            if not isinstance(data, dict) or not isinstance(data.get(name), str):
+                raise ConfigError(f"{source}: '{name}' is missing or not a string",
+                                  "push again to rewrite it: invoke push --variant …")
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+def _parse_time(text: str, *, source: str = "evidence") -> dt.datetime:
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise VerifyError(f"{source}: created: {text!r} is not an ISO-8601 time",
+                          "re-run verify to write a new record") from e
 
 
 def _hex(digest: str) -> str:
@@ -50,30 +179,52 @@ def evidence_path(settings: Settings, digest: str) -> Path:
     return settings.state / "evidence" / f"{_hex(digest)}.json"
 
 
-def save(settings: Settings, record: dict[str, Any]) -> Path:
-    """Store an evidence ``record`` (must carry ``digest``); returns its path."""
-    return write_json(evidence_path(settings, record["digest"]), {"schema": SCHEMA, **record})
+def save(settings: Settings, record: Evidence) -> Path:
+    """Store an evidence ``record`` under its digest; returns its path."""
+    return write_json(evidence_path(settings, record.digest), record.to_json())
 
 
-def load(settings: Settings, digest: str) -> dict[str, Any] | None:
-    """The evidence record for ``digest``, or None when verify never ran on it."""
+def load(settings: Settings, digest: str) -> Evidence | None:
+    """The evidence record for ``digest``, or None when verify never ran on it.
+
+    Raises:
+        VerifyError: the stored record is not valid JSON or fails :meth:`Evidence.from_json`.
+    """
     path = evidence_path(settings, digest)
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as e:
+        raise VerifyError(f"{path}: not valid JSON ({e})",
+                          "re-run verify to write a new record") from e
+    return Evidence.from_json(data, source=str(path))
 
 
-def age_hours(record: dict[str, Any]) -> float:
-    """Hours since ``record['created']``."""
-    created = dt.datetime.fromisoformat(record["created"].replace("Z", "+00:00"))
-    return (dt.datetime.now(dt.timezone.utc) - created).total_seconds() / 3600
+def candidate_path(settings: Settings, variant: str) -> Path:
+    """Where the candidate record of ``variant`` lives."""
+    return settings.state / "candidates" / f"{variant}.json"
 
 
 def save_candidate(settings: Settings, variant: str, *, reference: str, digest: str, tag: str) -> Path:
     """Record the pushed candidate of ``variant`` (``reference`` is ``host/repo@sha256:…``)."""
-    record = {"variant": variant, "reference": reference, "digest": digest, "tag": tag, "pushed": now_iso()}
-    return write_json(settings.state / "candidates" / f"{variant}.json", record)
+    record = Candidate(variant=variant, reference=reference, digest=digest, tag=tag,
+                       pushed=now_iso())
+    return write_json(candidate_path(settings, variant), record.to_json())
 
 
-def load_candidate(settings: Settings, variant: str) -> dict[str, Any] | None:
-    """The last pushed candidate of ``variant``, or None."""
-    path = settings.state / "candidates" / f"{variant}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+def load_candidate(settings: Settings, variant: str) -> Candidate | None:
+    """The last pushed candidate of ``variant``, or None.
+
+    Raises:
+        ConfigError: the stored record is not valid JSON or lacks a field.
+    """
+    path = candidate_path(settings, variant)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e})",
+                          f"push again: invoke push --variant {variant}") from e
+    return Candidate.from_json(data, source=str(path))

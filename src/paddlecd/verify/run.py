@@ -13,7 +13,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from paddlecd import engine
 from paddlecd.config import Settings
@@ -37,14 +36,15 @@ class Verified:
 
     reference: str
     passed: bool
-    record: dict[str, Any]
+    record: evidence.Evidence
     evidence_path: Path
     out_dir: Path
     attestation: str | None = None
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [c for c in self.record["checks"] if not c["passed"]]
+    def failed(self) -> tuple[evidence.Check, ...]:
+        """The checks that did not pass."""
+        return self.record.failed
 
     def error(self) -> VerifyError | None:
         """The failure as one error (None when every check passed): each failed check's name and
@@ -52,7 +52,7 @@ class Verified:
         the pipeline's verify stage alike, so both say the same."""
         if self.passed:
             return None
-        failed = "; ".join(f"{c['name']}: {(c['message'] or 'failed').splitlines()[0]}"
+        failed = "; ".join(f"{c.name}: {(c.message or 'failed').splitlines()[0]}"
                            for c in self.failed)
         return VerifyError(f"verify failed for {self.reference}: "
                            f"{failed or 'smoke suite exited non-zero'}",
@@ -75,7 +75,7 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
     cand = evidence.load_candidate(settings, variant)
     if not cand:
         raise ConfigError(f"no pushed candidate for variant '{variant}'", f"run: invoke build push --variant {variant}")
-    return cand["reference"]
+    return cand.reference
 
 
 def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
@@ -114,9 +114,9 @@ def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
     )
 
 
-def parse_junit(path: Path) -> list[dict[str, Any]]:
+def parse_junit(path: Path) -> list[evidence.Check]:
     """Checks from a pytest JUnit XML (xunit1): one per test case, with its JSON-decoded properties as
-    ``metrics``; skipped cases are reported with ``skipped: true`` and count as passed."""
+    ``metrics``; skipped cases are reported with ``skipped=True`` and count as passed."""
     import json
 
     checks = []
@@ -129,11 +129,11 @@ def parse_junit(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 metrics[prop.get("name")] = prop.get("value")
         module = (case.get("classname") or "").rsplit(".", 1)[-1].removeprefix("test_")
-        checks.append({
-            "name": f"{module}/{case.get('name')}", "passed": problem is None,
-            "skipped": case.find("skipped") is not None, "duration_s": float(case.get("time") or 0),
-            "metrics": metrics, "message": (problem.get("message") or "")[:2000] if problem is not None else "",
-        })
+        message = (problem.get("message") or "")[:2000] if problem is not None else ""
+        checks.append(evidence.Check(
+            name=f"{module}/{case.get('name')}", passed=problem is None,
+            skipped=case.find("skipped") is not None, duration_s=float(case.get("time") or 0),
+            metrics=metrics, message=message))
     return checks
 
 
@@ -178,33 +178,36 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     except ET.ParseError as e:
         raise VerifyError(f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
                           f"the run was cut short; see {out / 'smoke.log'}") from e
-    record = {
-        "digest": digest, "reference": reference, "variant": labels.get("io.paddlecd.variant"),
-        "passed": finished.exit_code == 0 and all(c["passed"] for c in checks) and bool(checks),
-        "created": now_iso(), "duration_s": round(time.monotonic() - started, 3), "checks": checks,
-        "versions": {"paddle": labels.get("io.paddlecd.paddle.version"), "cuda": labels.get("io.paddlecd.cuda.version"),
-                     "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
-        "revision": labels.get("org.opencontainers.image.revision"), "junit": str(out / "junit.xml"),
-        "model_dir": str(out / "model") if (out / "model").exists() else None,
-    }
+    record = evidence.Evidence(
+        digest=digest, reference=reference, variant=labels.get("io.paddlecd.variant"),
+        passed=finished.exit_code == 0 and all(c.passed for c in checks) and bool(checks),
+        created=now_iso(), duration_s=round(time.monotonic() - started, 3),
+        checks=tuple(checks),
+        versions={"paddle": labels.get("io.paddlecd.paddle.version"),
+                  "cuda": labels.get("io.paddlecd.cuda.version"),
+                  "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
+        revision=labels.get("org.opencontainers.image.revision"), junit=str(out / "junit.xml"),
+        model_dir=str(out / "model") if (out / "model").exists() else None,
+    )
     path = evidence.save(settings, record)
     # issue 10: every run, passing or not, is signed and attached to the digest in the registry
     att = attested.publish(settings, record, out).location if keys.configured(settings) else None
     write_summary(record, out, attestation=att)
-    return Verified(reference, record["passed"], record, path, out, att)
+    return Verified(reference=reference, passed=record.passed, record=record, evidence_path=path,
+                    out_dir=out, attestation=att)
 
 
-def write_summary(record: dict[str, Any], out: Path, *, attestation: str | None = None) -> str:
+def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | None = None) -> str:
     """Markdown summary of a verification, written to ``out/summary.md`` and appended to
     ``$GITHUB_STEP_SUMMARY`` under GitHub Actions; returns the text."""
     icon = {True: "✅", False: "❌"}
-    lines = [f"### {icon[record['passed']]} verify `{record['variant']}` `{record['digest'][:19]}…`", "",
+    lines = [f"### {icon[record.passed]} verify `{record.variant}` `{record.digest[:19]}…`", "",
              "| check | result | seconds |", "|---|---|---|"]
-    for c in record["checks"]:
-        result = "skipped" if c.get("skipped") else icon[c["passed"]]
-        lines.append(f"| {c['name']} | {result} | {c['duration_s']:.2f} |")
+    for c in record.checks:
+        result = "skipped" if c.skipped else icon[c.passed]
+        lines.append(f"| {c.name} | {result} | {c.duration_s:.2f} |")
     if attestation:
-        image = f"{attestation.split('@')[0]}@{record['digest']}"
+        image = f"{attestation.split('@')[0]}@{record.digest}"
         lines += ["", f"attestation: `{attestation}` (`invoke evidence.show {image}`)"]
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text)
