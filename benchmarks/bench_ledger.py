@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import semver  # noqa: E402
+from attested import key_flags, passing_candidate  # noqa: E402
 from relay import Relay, Wire  # noqa: E402
 
 from paddlecd import config  # noqa: E402
@@ -53,7 +54,6 @@ from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient  # noqa: E402
 from paddlecd.release import ledger, policy  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
-from paddlecd.verify import evidence  # noqa: E402
 
 CANDIDATES = "bench/candidate"
 VARIANTS = ("cpu", "cu118", "cu126", "rocm62", "cu129", "xpu")
@@ -216,6 +216,7 @@ class Bench:
                 "registry.repository": CANDIDATES,
                 "release.repository": repo,
                 "state_dir": str(self.state),
+                **key_flags(self.state),
             },
             root=ROOT,
             environ={},
@@ -250,28 +251,7 @@ class Bench:
         s = self.settings(repo)
         digest = push_image(self.direct, CANDIDATES, f"{repo}-{time.time_ns()}")
         reference = f"{self.relay.host}/{CANDIDATES}@{digest}"
-        evidence.save_candidate(s, "cpu", reference=reference, digest=digest, tag="bench")
-        evidence.save(
-            s,
-            {
-                "digest": digest,
-                "reference": reference,
-                "variant": "cpu",
-                "passed": True,
-                "created": evidence.now_iso(),
-                "versions": {"paddle": "3.0.0"},
-                "checks": [
-                    {
-                        "name": f"{m}/test_{m}",
-                        "passed": True,
-                        "duration_s": 0.1,
-                        "metrics": {},
-                        "message": "",
-                    }
-                    for m in evidence.REQUIRED_CHECKS
-                ],
-            },
-        )
+        passing_candidate(s, digest, reference)
         self.versions[repo] = self.versions.get(repo, 0) + 1
         version = f"9.0.{self.versions[repo]}"
         return lambda: release.promote(s, variant="cpu", version=version, execute=True)

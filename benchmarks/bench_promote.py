@@ -40,10 +40,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from paddlecd import config, engine, files, proc  # noqa: E402
+from attested import key_flags, passing_candidate  # noqa: E402
+
+from paddlecd import config, engine, proc  # noqa: E402
 from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
-from paddlecd.verify import evidence  # noqa: E402
 
 TAGS = ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu")
 
@@ -107,15 +108,10 @@ def make_rootfs(path: Path, mb: int, files: int) -> None:
 
 
 def run_paddlecd(host: str, state: Path, digest: str, n: int) -> None:
-    s = config.load({"registry.url": host, "registry.repository": "bench/candidate", "state_dir": str(state),
-                     "release.repository": f"bench/release-paddlecd-{n}"}, root=ROOT, environ={})
-    evidence.save_candidate(s, "cpu", reference=f"{host}/bench/candidate@{digest}", digest=digest, tag="cpu-bench")
-    # promotion requires a passing check from every smoke module (evidence.REQUIRED_CHECKS)
-    evidence.save(s, evidence.Evidence(
-        digest=digest, reference=f"{host}/bench/candidate@{digest}", variant="cpu", passed=True,
-        created=files.now_iso(),
-        checks=tuple(evidence.Check(name=f"{m}/bench", passed=True)
-                     for m in evidence.REQUIRED_CHECKS)))
+    s = config.load({"registry.url": host, "registry.repository": "bench/candidate",
+                     "state_dir": str(state), "release.repository": f"bench/release-paddlecd-{n}",
+                     **key_flags(state)}, root=ROOT, environ={})
+    passing_candidate(s, digest, f"{host}/bench/candidate@{digest}")
     release.promote(s, variant="cpu", version="1.4.0", execute=True)
 
 

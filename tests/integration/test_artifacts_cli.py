@@ -130,7 +130,7 @@ def test_two_uploads_of_one_version_at_once_one_wins_the_other_exits_8(project_r
     _, out, err = next(r for r in results if r[0] == 8)
     assert "uploaded:" not in out and err.startswith("error: ") and "hint: " in err
     assert "Traceback" not in err
-    r = _invoke(project_root, user_env, "artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl"))
+    r = _invoke(user_env, "artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
         jit_exports[winner] / "inference.pdiparams").read_bytes()
@@ -140,13 +140,13 @@ def test_list_shows_an_interrupted_upload_as_incomplete(project_root, user_env, 
                                                         tmp_path):
     """issue 12: a version without manifest.json (a killed upload) made artifacts.list raise
     KeyError."""
-    r = _invoke(project_root, user_env, "upload", "--model-dir", str(jit_exports["tiny"]),
+    r = _invoke(user_env, "upload", "--model-dir", str(jit_exports["tiny"]),
                 "--name", "ocr-det", "--version", "1.4.0")
     assert r.returncode == 0, r.stderr
     leftover = tmp_path / "state" / "artifacts" / "ocr-det" / "1.5.0"
     leftover.mkdir()
     (leftover / "inference.json").write_text("{}")
-    r = _invoke(project_root, user_env, "artifacts.list", "ocr-det")
+    r = _invoke(user_env, "artifacts.list", "ocr-det")
     assert r.returncode == 0, r.stderr
     assert re.search(r"^1\.4\.0\s+\S+\s+2\s", r.stdout, re.M), r.stdout
     assert re.search(r"^1\.5\.0\s+incomplete", r.stdout, re.M), r.stdout

@@ -88,7 +88,7 @@ def test_wrong_paddle_label_fails_the_version_check(paddle_image, registry, main
     publish.push_reference(project_settings(main_state, registry=registry), ref)
     result = verify.verify(project_settings(main_state, registry=registry), image=ref,
                            out_dir=tmp_path / "out")
-    failed = {c["name"]: c["message"] for c in result.failed}
+    failed = {c.name: c.message for c in result.failed}
     assert list(failed) == ["environment/test_paddle_version_matches_label"]
     assert "3.0.0" in failed["environment/test_paddle_version_matches_label"]
     assert "2.6.1" in failed["environment/test_paddle_version_matches_label"]

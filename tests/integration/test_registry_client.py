@@ -228,7 +228,7 @@ def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_p
 
     base = f"{registry.host}/bases/tiny-{uuid.uuid4().hex[:8]}:3.0.0-cpu"
     engine.import_rootfs(_tiny_rootfs(tmp_path), base)
-    digest = engine.push(base, auth_config={"username": "ci", "password": "s3cret-Pa55"})
+    digest = engine.push(base, credentials=Credentials("ci", "s3cret-Pa55"))
     engine.remove_image(base)  # the build must fetch it from the registry
     dockerfile = tmp_path / "Dockerfile.tiny"
     dockerfile.write_text("ARG BASE\nFROM ${BASE}\nARG PACKAGES=\"\"\nLABEL tiny=1\n")

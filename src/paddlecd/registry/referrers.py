@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from paddlecd.errors import NotFoundError, RegistryError
+from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.registry.auth import scope
 from paddlecd.registry.client import OCI_INDEX, OCI_MANIFEST, Descriptor, RegistryClient
 from paddlecd.registry.reference import check_digest
@@ -286,6 +286,21 @@ def read_blob(client: RegistryClient, repository: str, digest: str, limit: int =
     return data
 
 
+_COPY_ATTEMPTS = 4
+
+
+def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str,
+               manifest: Any, subject: str, referrer: Referrer, counts: Counter[str]) -> None:
+    for blob in manifest.children():  # a few small blobs: within one registry, mount without asking
+        same = dst.host == src.host
+        counts[
+            "mounted"
+            if same and dst.mount_blob(from_repo, to_repo, blob.digest)
+            else dst.copy_blob(src, from_repo, to_repo, blob)
+        ] += 1
+    _put(dst, to_repo, subject, referrer, manifest.raw)  # idempotent: the index lists it once
+
+
 def copy(
     dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str, digest: str
 ) -> Counter[str]:
@@ -315,15 +330,21 @@ def copy(
     referrer = Referrer(
         digest, manifest.descriptor.size, doc.get("artifactType", ""), doc.get("annotations") or {}
     )
-    for blob in manifest.children():  # a few small blobs: within one registry, mount without asking
-        same = dst.host == src.host
-        counts[
-            "mounted"
-            if same and dst.mount_blob(from_repo, to_repo, blob.digest)
-            else dst.copy_blob(src, from_repo, to_repo, blob)
-        ] += 1
-    _put(
-        dst, to_repo, subject, referrer, manifest.raw
-    )  # idempotent: the index never lists it twice
+    # Two promoters copying one attestation at once race inside distribution (a blob mounted by
+    # one is not yet linked when the other's manifest PUT checks it: DIGEST_INVALID /
+    # MANIFEST_BLOB_UNKNOWN, seen in tests/integration/test_release.py); the copy is idempotent,
+    # so it is simply done again.
+    for attempt in range(_COPY_ATTEMPTS):
+        tried: Counter[str] = Counter()
+        try:
+            _copy_once(dst, src, from_repo, to_repo, manifest, subject, referrer, tried)
+            counts.update(tried)
+            break
+        except RegistryAuthError:
+            raise
+        except RegistryError:
+            if attempt == _COPY_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
     counts["copied"] += 1
     return counts

@@ -190,11 +190,12 @@ def evidence_problem(settings: Settings, src: RegistryClient, repository: str, v
         return e, None
 
 
-def _summary(ev: evidence.Evidence | None) -> dict[str, Any] | None:
-    if not ev:
+def _summary(att: VerifiedAttestation | None) -> dict[str, Any] | None:
+    """The ledger's evidence summary of the attested run promotion accepted."""
+    if not att:
         return None
-    return {"passed": ev.passed, "checks": len(ev.checks), "created": ev.created,
-            "failed": [c.name for c in ev.failed]}
+    return {"passed": att.passed, "checks": len(att.predicate.get("checks", [])),
+            "created": att.created, "failed": att.failed}
 
 
 def plan_promotion(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,
@@ -231,11 +232,10 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     new = fold([*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])], variant)
     writes, kept = _writes(dst, dst_ref.repository, old, new, v, variant)
     refusal, att = evidence_problem(settings, src, src_ref.repository, variant, d)
-    ev = att.predicate if att else None
     record = None if done else Record(
         id=record_id, action="promote", variant=variant, version=str(v), digest=d, source=str(src_ref),
         target=dst_ref.name, tags=tuple(desired(new, v, variant)), previous=_previous(old, v, variant),
-        evidence=f"{d}@{ev.get('created')}" if ev else None, evidence_summary=_summary(ev),
+        evidence=f"{d}@{att.created}" if att else None, evidence_summary=_summary(att),
         attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
         forced=forced, reason=reason, who=ledger.who(), when=files.now_iso("milliseconds"))
     return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository,
