@@ -43,7 +43,8 @@ class Result:
 
 
 def which(name: str, *, hint: str | None = None, error: type[PaddlecdError] = EngineError) -> str:
-    """Return the absolute path of executable ``name`` or raise ``error`` naming it, with ``hint``."""
+    """Return the absolute path of executable ``name`` or raise ``error`` naming it, with
+    ``hint``."""
     path = name if os.path.isabs(name) and os.access(name, os.X_OK) else shutil.which(name)
     if not path:
         raise error(f"executable not found: {name}", hint or f"install {name} or put it on PATH")

@@ -11,5 +11,7 @@ from support import ROOT
 def test_ruff_is_clean():
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     assert ruff, "ruff is a pinned test dependency (pyproject.toml [test])"
-    result = subprocess.run([ruff, "check", "--no-cache", str(ROOT)], capture_output=True, text=True)
+    result = subprocess.run(
+        [ruff, "check", "--no-cache", str(ROOT)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout[-3000:]
