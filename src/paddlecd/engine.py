@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,11 +29,11 @@ import requests
 
 from paddlecd import proc
 from paddlecd.errors import EngineError, PaddlecdError, RegistryAuthError, RegistryError
+from paddlecd.types import Echo
 
 if TYPE_CHECKING:
     from paddlecd.registry.auth import Credentials
 
-Progress = Callable[[str], None]
 
 DOCKER_HOST_DEFAULT = "unix:///var/run/docker.sock"
 START_HINT = "start it: scripts/stack.sh up (or: dockerd &); check DOCKER_HOST and socket access"
@@ -195,7 +195,7 @@ def import_rootfs(tar_path: str, ref: str, *, changes: Sequence[str] = ()) -> st
 # --------------------------------------------------------------------------- push / pull
 
 def decode_stream(
-    chunks: Iterator[Any], *, what: str, on_progress: Progress | None = None
+    chunks: Iterator[Any], *, what: str, on_progress: Echo | None = None
 ) -> list[dict]:
     """Decode every chunk of a push/pull/build JSON stream and raise on an error chunk.
 
@@ -258,7 +258,7 @@ def _messages(chunk: Any) -> Iterator[dict]:
 
 
 def push(ref: str, *, credentials: Credentials | None = None,
-         on_progress: Progress | None = None) -> str:
+         on_progress: Echo | None = None) -> str:
     """Push local ``ref`` (``registry/repo:tag``) and return the manifest digest the engine reports.
 
     Args:
@@ -285,7 +285,7 @@ def push(ref: str, *, credentials: Credentials | None = None,
 
 
 def pull(ref: str, *, credentials: Credentials | None = None,
-         on_progress: Progress | None = None) -> None:
+         on_progress: Echo | None = None) -> None:
     """Pull ``ref`` (``repo:tag`` or ``repo@sha256:…``) into the local engine, decoding every chunk
     (see :func:`decode_stream`); ``credentials`` as for :func:`push`.
 
@@ -510,7 +510,7 @@ def container(spec: ContainerSpec) -> Iterator[Container]:
                 raw.remove(force=True)
 
 
-def wait(c: Container, *, timeout: float, on_line: Progress | None = None) -> Finished:
+def wait(c: Container, *, timeout: float, on_line: Echo | None = None) -> Finished:
     """Stream ``c``'s logs to ``on_line`` until it exits; return its exit code and logs.
 
     Args:

@@ -16,13 +16,12 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from paddlecd.errors import EngineError, PaddlecdError
-
-Echo = Callable[[str], None]
+from paddlecd.types import Echo
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +23,8 @@ from paddlecd.image import lock, variants
 from paddlecd.image import push as publish
 from paddlecd.image.build import buildkit_build
 from paddlecd.registry import client as registry
+from paddlecd.types import Echo
 
-Echo = Callable[[str], None]
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +22,8 @@ from paddlecd.errors import ConfigError, PaddlecdError, RegistryAuthError, Regis
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
+from paddlecd.types import Echo
 from paddlecd.verify.evidence import save_candidate
-
-Echo = Callable[[str], None]
 
 
 @dataclass(frozen=True)

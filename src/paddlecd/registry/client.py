@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal
 from urllib.parse import urljoin
@@ -30,6 +29,7 @@ from paddlecd.errors import (
 from paddlecd.registry.auth import scope
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
 from paddlecd.registry.transport import Sized, Transport
+from paddlecd.types import Echo
 
 __all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for",
            "open_reference", "pin", "refuse_image_id", "ACCEPT"]
@@ -306,7 +306,7 @@ class RegistryClient(Transport):
 
 
 def client_for(settings: Any, registry: str | None = None, *,
-               on_progress: Callable[[str], None] | None = None) -> RegistryClient:
+               on_progress: Echo | None = None) -> RegistryClient:
     """A client for ``registry`` (default: ``settings.registry.url``) configured from Settings.
 
     The candidate registry uses ``registry.ca_file``/``registry.insecure``, a separate release

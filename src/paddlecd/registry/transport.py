@@ -31,6 +31,7 @@ from paddlecd.errors import RegistryAuthError, RegistryError, RegistryRateLimitE
 from paddlecd.registry import answers, auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
+from paddlecd.types import Echo
 
 
 class _Retryable(Exception):
@@ -110,7 +111,7 @@ class Transport:
     def __init__(self, registry: str, *, ca_file: str | None = None, insecure: bool = False,
                  credentials: Credentials | None = None, retries: int = 4, timeout: float = 60,
                  env_credentials: bool = True, rate_limit_wait: float = 120.0,
-                 on_progress: Callable[[str], None] | None = None):
+                 on_progress: Echo | None = None):
         self.registry = registry
         self.host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
         self.base = f"{'http' if insecure else 'https'}://{self.host}/v2/"

@@ -30,7 +30,7 @@ import dataclasses
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import filelock
@@ -51,9 +51,8 @@ from paddlecd.release.query import (  # re-exported
     show,
     split_release_tag,
 )
+from paddlecd.types import Echo
 from paddlecd.verify import attested
-
-Report = Callable[[str], None]
 
 
 @dataclass
@@ -72,7 +71,7 @@ class Outcome:
     checkpoint: str | None = None  # digest of the ledger checkpoint this action wrote, if any
 
     @contextlib.contextmanager
-    def phase(self, name: str, report: Report) -> Iterator[None]:
+    def phase(self, name: str, report: Echo) -> Iterator[None]:
         """Time phase ``name``; re-raise any failure as the same error type naming the phase."""
         start = time.monotonic()
         try:
@@ -114,7 +113,7 @@ def promote(
     force: bool = False,
     reason: str | None = None,
     execute: bool = False,
-    report: Report = lambda line: None,
+    report: Echo = lambda line: None,
 ) -> Outcome:
     """Promote a verified digest of ``variant`` to release ``version`` (or the next ``part`` bump).
 
@@ -169,7 +168,7 @@ def promote(
 
 
 def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False,
-             report: Report = lambda line: None) -> Outcome:
+             report: Echo = lambda line: None) -> Outcome:
     """Re-point the moving tags of release ``to`` of ``variant`` back to it (recorded as a
     rollback).
 
@@ -188,7 +187,7 @@ def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False
     return outcome
 
 
-def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
+def _apply(plan: Plan, outcome: Outcome, report: Echo) -> None:
     assert plan.src and plan.dst
     dst, repo = plan.dst, plan.repository
     if plan.action == "promote":
@@ -223,7 +222,7 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
             _checkpoint(plan, view, outcome, report)
 
 
-def _checkpoint(plan: Plan, view: ledger.View, outcome: Outcome, report: Report) -> None:
+def _checkpoint(plan: Plan, view: ledger.View, outcome: Outcome, report: Echo) -> None:
     """Cache the ledger just read back in a checkpoint. The release is complete at this point, so a
     refused write is reported, not raised: readers only fetch more records until the next one."""
     assert plan.dst
@@ -247,7 +246,7 @@ def _write_tag(plan: Plan, tag: str, digest: str) -> None:
     plan.dst.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
 
 
-def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) -> ledger.View:
+def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 3) -> ledger.View:
     """Check every tag of the version against the fold of all ledger records; rewrite drift.
 
     Returns the last read of the ledger (what a checkpoint may cache: read after every write)."""
