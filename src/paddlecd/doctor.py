@@ -217,7 +217,8 @@ def run(settings: Settings, *, names: Iterable[str] = (), require_gpu: bool = Fa
         info = engine.info()
     except PaddlecdError:
         info = None
-    host = Host(settings, chosen, driver, gpus, info, require_gpu)
+    host = Host(settings=settings, variants=chosen, driver=driver, gpus=gpus, info=info,
+                require_gpu=require_gpu)
     rows = []
     for name, check in CHECKS:
         try:

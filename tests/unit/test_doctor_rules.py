@@ -16,12 +16,12 @@ from support import ROOT
 def host(settings, names, *, driver=None, gpus=0, info=None, require_gpu=False):
     chosen = tuple(variants.get(settings, n) for n in names)
     return doctor.Host(
-        settings,
-        chosen,
-        driver,
-        gpus,
-        info or {"Runtimes": {"runc": {}}, "DockerRootDir": "/"},
-        require_gpu,
+        settings=settings,
+        variants=chosen,
+        driver=driver,
+        gpus=gpus,
+        info=info or {"Runtimes": {"runc": {}}, "DockerRootDir": "/"},
+        require_gpu=require_gpu,
     )
 
 

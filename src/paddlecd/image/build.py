@@ -11,7 +11,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +22,8 @@ from paddlecd.files import now_iso, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry.reference import parse_reference
+from paddlecd.types import Echo
 
-Echo = Callable[[str], None]
 LABEL = "io.paddlecd"
 DEFAULT_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
@@ -187,7 +187,8 @@ def build(
         on_line=on_line,
         no_cache=no_cache,
     )
-    built = Built(v.name, tag, engine.image_id(tag), builder, log, time.monotonic() - started)
+    built = Built(variant=v.name, tag=tag, image_id=engine.image_id(tag), builder=builder, log=log,
+                  seconds=time.monotonic() - started)
     write_json(settings.state / "builds" / f"{v.name}.json",
                {"variant": v.name, "tag": tag, "image_id": built.image_id, "builder": builder,
                 "log": str(log), "built": now_iso(), "base": entry.pinned})

@@ -103,8 +103,9 @@ def parse(data: Any, path: Path, name: str) -> PipelineDef:
     variants = data.get("variants", "one")
     ordered = tuple(_ordered(stages, path))
     _check_inputs(ordered, path)
-    return PipelineDef(name, path, data.get("description", ""),
-                       tuple(variants) if isinstance(variants, list) else variants, ordered)
+    return PipelineDef(name=name, path=path, description=data.get("description", ""),
+                       variants=tuple(variants) if isinstance(variants, list) else variants,
+                       stages=ordered)
 
 
 def supplier(pdef_stages: tuple[StageDef, ...], stage: StageDef, kind: str) -> StageDef | None:

@@ -268,8 +268,8 @@ def read_view(client: RegistryClient, repository: str, variant: str, tags: list[
     fetched = [i for i in ids if i not in cached]
     records = {i: r for i, r in cached.items() if i in listed}
     records.update((r.id, r) for r in _fetch(client, repository, fetched))
-    return View(variant, tuple(records[i] for i in ids if i in records), digest,
-                covered=len(listed & cached.keys()), fetched=len(fetched),
+    return View(variant=variant, records=tuple(records[i] for i in ids if i in records),
+                checkpoint=digest, covered=len(listed & cached.keys()), fetched=len(fetched),
                 dropped=len(cached.keys() - listed), problem=problem)
 
 

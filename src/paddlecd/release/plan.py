@@ -156,12 +156,12 @@ def _writes(dst: RegistryClient, repo: str, old: State, new: State, version: sem
             before = old.moving.get(tag) if tag != immutable else None
             writes.append(
                 TagWrite(
-                    tag,
-                    digest,
-                    str(points_to),
-                    have,
-                    str(before) if before else None,
-                    tag != immutable,
+                    tag=tag,
+                    digest=digest,
+                    version=str(points_to),
+                    previous=have,
+                    previous_version=str(before) if before else None,
+                    moving=tag != immutable,
                 )
             )
     return writes, kept
@@ -315,21 +315,21 @@ def plan_promotion(
         )
     )
     return Plan(
-        "promote",
-        variant,
-        str(v),
-        d,
-        str(src_ref),
-        dst_ref.name,
-        dst_ref.repository,
-        writes,
-        kept,
-        record,
-        refusal.cause if refusal else None,
-        refusal,
-        att,
-        src,
-        dst,
+        action="promote",
+        variant=variant,
+        version=str(v),
+        digest=d,
+        source=str(src_ref),
+        target=dst_ref.name,
+        repository=dst_ref.repository,
+        writes=writes,
+        kept=kept,
+        record=record,
+        evidence_problem=refusal.cause if refusal else None,
+        refusal=refusal,
+        attestation=att,
+        src=src,
+        dst=dst,
         ledger_view=view,
     )
 
@@ -383,5 +383,6 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
         previous=_previous(old, v, variant), who=ledger.who(), when=files.now_iso("milliseconds"))
-    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository,
-                writes, [], record, src=dst, dst=dst, ledger_view=view)
+    return Plan(action="rollback", variant=variant, version=str(v), digest=d,
+                source=str(ref.by_digest(d)), target=ref.name, repository=ref.repository,
+                writes=writes, kept=[], record=record, src=dst, dst=dst, ledger_view=view)
