@@ -236,11 +236,13 @@ def evidence_problem(settings: Settings, src: RegistryClient, repository: str, v
         return e, None
 
 
-def _summary(ev: evidence.Evidence | None) -> dict[str, Any] | None:
-    if not ev:
+def _summary(att: VerifiedAttestation | None) -> dict[str, Any] | None:
+    """The ledger's ``evidence_summary`` of the attestation a promotion rests on (its predicate
+    is a signed dict; ``passed``/``failed`` are read by type, issue 12)."""
+    if not att:
         return None
-    return {"passed": ev.passed, "checks": len(ev.checks), "created": ev.created,
-            "failed": [c.name for c in ev.failed]}
+    return {"passed": att.passed, "checks": len(att.predicate.get("checks", [])),
+            "created": att.created, "failed": att.failed}
 
 
 def plan_promotion(
@@ -291,7 +293,6 @@ def plan_promotion(
     )
     writes, kept = _writes(dst, dst_ref.repository, old, new, v, variant)
     refusal, att = evidence_problem(settings, src, src_ref.repository, variant, d)
-    ev = att.predicate if att else None
     record = (
         None
         if done
@@ -305,8 +306,8 @@ def plan_promotion(
             target=dst_ref.name,
             tags=tuple(desired(new, v, variant)),
             previous=_previous(old, v, variant),
-            evidence=f"{d}@{ev.get('created')}" if ev else None,
-            evidence_summary=_summary(ev),
+            evidence=f"{d}@{att.created}" if att else None,
+            evidence_summary=_summary(att),
             attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
             forced=forced,
             reason=reason,
