@@ -42,16 +42,30 @@ def blob_bytes(registry_root: Path) -> int:
 
 
 def plain(settings, tag: str, *, no_cache: bool) -> tuple[float, list[str]]:
-    """docker build (DOCKER_BUILDKIT=1, the same CLI, secrets and args) + docker push; returns seconds, push lines."""
+    """docker build (DOCKER_BUILDKIT=1, the same CLI, secrets and args) + docker push; returns
+    seconds, push lines."""
     v = variants.get(settings, "cpu")
     entry = lock.check(settings, v)
     b = engine.pick_builder()
     start = time.perf_counter()
     with builder.secret_args(settings) as secrets:
-        cmd = [*b.argv, "-q", "-f", str(ROOT / "images/Dockerfile"), "-t", tag, *secrets,
-               "--build-arg", f"BASE={entry.pinned}", *(["--no-cache"] if no_cache else []), str(ROOT / "images")]
+        cmd = [
+            *b.argv,
+            "-q",
+            "-f",
+            str(ROOT / "images/Dockerfile"),
+            "-t",
+            tag,
+            *secrets,
+            "--build-arg",
+            f"BASE={entry.pinned}",
+            *(["--no-cache"] if no_cache else []),
+            str(ROOT / "images"),
+        ]
         subprocess.run(cmd, env={**os.environ, **dict(b.env)}, check=True, capture_output=True)
-    out = subprocess.run([b.argv[0], "push", tag], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [b.argv[0], "push", tag], check=True, capture_output=True, text=True
+    ).stdout
     return time.perf_counter() - start, out.splitlines()
 
 
@@ -105,7 +119,10 @@ def run(rounds: int, server: RegistryServer, state: Path) -> None:
     print(f"{'mode':8} {'plain docker (s)':>17} {'paddlecd (s)':>13} {'ratio':>7}")
     for mode, (p, t) in rows.items():
         print(f"{mode:8} {p:17.2f} {t:13.2f} {t / p:7.3f}")
-    print(f"no-op rebuild+push: {noop_bytes} bytes added to the registry; layers pushed {pushed}, already present {existing}")
+    print(
+        f"no-op rebuild+push: {noop_bytes} bytes added to the registry; layers pushed {pushed}, "
+        f"already present {existing}"
+    )
     print(json.dumps({"rounds": rounds, "median_seconds": rows, "noop_bytes": noop_bytes,
                       "noop_layers_pushed": pushed}))
 

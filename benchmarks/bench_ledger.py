@@ -185,7 +185,9 @@ def old_read_path() -> Iterator[None]:
     def each(
         client: RegistryClient, repo: str, variant: str, tags: list[str], **_: object
     ) -> ledger.View:
-        return ledger.View(variant, tuple(ledger.read_each(client, repo, variant, tags)))
+        return ledger.View(
+            variant=variant, records=tuple(ledger.read_each(client, repo, variant, tags))
+        )
 
     ledger.read_view = each  # type: ignore[assignment]
     try:

@@ -6,15 +6,17 @@ Setup (not timed): a tarball of ``--files`` files of random bytes (``--mb`` MiB 
 cannot shrink it) is ``docker import``-ed and pushed as the candidate ``bench/candidate`` to a fresh
 distribution registry on 127.0.0.1 (plain HTTP; the engine treats loopback registries as insecure).
 Every client then reaches the registry through a byte-counting TCP relay, so "bytes moved" is what
-crossed the wire in both directions, for each method alike. Each method promotes the same digest into
-its own fresh repository of the same registry:
+crossed the wire in both directions, for each method alike. Each method promotes the same digest
+into its own fresh repository of the same registry:
 
 * paddlecd   ``release.promote`` (plan, evidence, mount blobs, ledger, 4 tags, verify);
-* docker     ``docker pull repo@digest`` (local copy removed first) + ``docker tag`` + ``docker push`` of
+* docker     ``docker pull repo@digest`` (local copy removed first) + ``docker tag`` +
+  ``docker push`` of
              the immutable tag and the 3 moving tags;
 * skopeo     ``skopeo copy`` of the immutable tag + 3 more ``skopeo copy`` for the moving tags. Its
-             blob-info cache (/var/lib/containers/cache) does not know the fresh random blobs in round 0
-             (as on a fresh CI runner), so round 0 uploads every byte; later rounds mount. Both are shown.
+             blob-info cache (/var/lib/containers/cache) does not know the fresh random blobs in
+             round 0 (as on a fresh CI runner), so round 0 uploads every byte; later rounds mount.
+             Both are shown.
 
 Each method runs ``--rounds`` times into fresh repositories (the docker method's pulled image is
 removed between rounds); medians are reported. Also reported: growth of the registry's blob
@@ -50,7 +52,8 @@ TAGS = ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu")
 
 
 class CountingRelay:
-    """A TCP relay 127.0.0.1:<port> → target port that counts bytes each way (the wire, as seen by clients)."""
+    """A TCP relay 127.0.0.1:<port> → target port that counts bytes each way (the wire, as seen by
+    clients)."""
 
     def __init__(self, target_port: int):
         self.target_port = target_port
@@ -119,8 +122,12 @@ def run_docker(host: str, digest: str, n: int) -> None:
     src = f"{host}/bench/candidate@{digest}"
     proc.run(["docker", "pull", "-q", src], what="docker pull")
     for tag in TAGS:
-        proc.run(["docker", "tag", src, f"{host}/bench/release-docker-{n}:{tag}"], what="docker tag")
-        proc.run(["docker", "push", "-q", f"{host}/bench/release-docker-{n}:{tag}"], what="docker push")
+        proc.run(
+            ["docker", "tag", src, f"{host}/bench/release-docker-{n}:{tag}"], what="docker tag"
+        )
+        proc.run(
+            ["docker", "push", "-q", f"{host}/bench/release-docker-{n}:{tag}"], what="docker push"
+        )
 
 
 def clean_docker(host: str, digest: str, n: int) -> None:
@@ -139,7 +146,9 @@ def run_skopeo(host: str, digest: str, n: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=int, default=1024, help="image size in MiB (random, incompressible)")
+    ap.add_argument(
+        "--mb", type=int, default=1024, help="image size in MiB (random, incompressible)"
+    )
     ap.add_argument("--files", type=int, default=8, help="number of random files in the layer")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per method (median reported)")
     ap.add_argument("--quick", action="store_true",
@@ -161,30 +170,43 @@ def main() -> None:
             digest = engine.push(local)
             engine.remove_image(local)  # docker pull must really download
             relay.reset()
-            print(f"candidate {digest}; image blobs in the registry: {storage_bytes(server) / 2**20:.0f} MiB\n", flush=True)
+            print(
+                f"candidate {digest}; image blobs in the registry: "
+                f"{storage_bytes(server) / 2**20:.0f} MiB\n",
+                flush=True,
+            )
             results: dict[str, list[tuple[float, int, int, int]]] = {}
             for n in range(args.rounds):
-                for name, fn in (("paddlecd", lambda: run_paddlecd(host, work / "state", digest, n)),
-                                 ("skopeo copy", lambda: run_skopeo(host, digest, n)),
-                                 ("docker pull+tag+push", lambda: run_docker(host, digest, n))):
+                for name, fn in (
+                    ("paddlecd", lambda: run_paddlecd(host, work / "state", digest, n)),
+                    ("skopeo copy", lambda: run_skopeo(host, digest, n)),
+                    ("docker pull+tag+push", lambda: run_docker(host, digest, n)),
+                ):
                     before = storage_bytes(server)
                     start = time.perf_counter()
                     fn()
                     seconds = time.perf_counter() - start
                     up, down = relay.reset()
                     grown = storage_bytes(server) - before
-                    if name.startswith("skopeo"):  # its blob-info cache learns where blobs are after round 0
+                    # skopeo's blob-info cache learns where blobs are after round 0
+                    if name.startswith("skopeo"):
                         name += " (cold cache)" if n == 0 else " (warm cache)"
                     results.setdefault(name, []).append((seconds, up, down, grown))
-                    print(f"round {n} {name:28} {seconds:8.2f} s  up {up:>13,} B  down {down:>13,} B  "
-                          f"storage +{grown:,} B", flush=True)
+                    print(
+                        f"round {n} {name:28} {seconds:8.2f} s  up {up:>13,} B  "
+                        f"down {down:>13,} B  storage +{grown:,} B",
+                        flush=True,
+                    )
                     if name.startswith("docker"):
                         clean_docker(host, digest, n)
         finally:
             engine.remove_image(local)
             server.stop()
     median = {name: statistics.median(r[0] for r in rows) for name, rows in results.items()}
-    print("\nmedian over each method's rounds; wall time relative to paddlecd (higher = paddlecd faster):")
+    print(
+        "\nmedian over each method's rounds; "
+        "wall time relative to paddlecd (higher = paddlecd faster):"
+    )
     for name, rows in results.items():
         wire = max(up + down for _, up, down, _ in rows)
         print(f"  {name:28} {median[name]:8.2f} s  {median[name] / median['paddlecd']:8.1f}×   "

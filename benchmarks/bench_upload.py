@@ -1,4 +1,5 @@
-"""Upload throughput of ``paddlecd`` artifacts vs bare boto3, side by side, against moto's S3 server.
+"""Upload throughput of ``paddlecd`` artifacts vs bare boto3, side by side, against moto's S3
+server.
 
 Usage: .venv/bin/python benchmarks/bench_upload.py [--mb 200] [--rounds 6] [--quick]
 
@@ -46,8 +47,11 @@ paddle.jit.save(paddle.nn.Linear(4, int(sys.argv[2])), sys.argv[1] + "/inference
 
 def start_moto() -> tuple[subprocess.Popen, str]:
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
@@ -74,13 +78,17 @@ def empty(client, bucket: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=int, default=200, help="size of the parameters file in MB (1e6 bytes)")
+    ap.add_argument(
+        "--mb", type=int, default=200, help="size of the parameters file in MB (1e6 bytes)"
+    )
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--quick", action="store_true", help="2 MB, one round (what the test runs)")
     args = ap.parse_args()
     if args.quick:
         args.mb, args.rounds = 2, 1
-    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1"
+    )
     server, endpoint = start_moto()
     try:
         run(endpoint, args.mb, args.rounds)
@@ -91,24 +99,36 @@ def main() -> None:
 
 def run(endpoint: str, mb: int, rounds: int) -> None:
     settings = StorageSettings(endpoint_url=endpoint)
-    client = boto3.client("s3", endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"},
-                                                                     request_checksum_calculation="when_required"))
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        config=Config(
+            s3={"addressing_style": "path"}, request_checksum_calculation="when_required"
+        ),
+    )
     for b in ("bare", "tool"):
         client.create_bucket(Bucket=b)
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp)
-        subprocess.run([sys.executable, "-c", JIT_SAVE, str(model), str(mb * 1_000_000 // 20)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", JIT_SAVE, str(model), str(mb * 1_000_000 // 20)],
+            check=True,
+            capture_output=True,
+        )
         total = sum(f.stat().st_size for f in model.iterdir())
         store, cfg = open_store("s3://tool/paddle", settings), transfer_config(settings)
         bare_s, tool_s = [], []
-        for i in range(rounds):  # ABBA order, and an emptied server, so neither side gets a warmer one
+        for i in range(
+            rounds
+        ):  # ABBA order, and an emptied server, so neither side gets a warmer one
             for side in (("bare", "tool") if i % 2 == 0 else ("tool", "bare")):
                 t = time.perf_counter()
                 if side == "bare":
                     bare_upload(client, "bare", model, f"paddle/bench/1.0.{i}", cfg)
                 else:
-                    artifacts.upload(store, artifacts.plan_upload(store, model, name="bench", version=f"1.0.{i}"))
+                    artifacts.upload(
+                        store, artifacts.plan_upload(store, model, name="bench", version=f"1.0.{i}")
+                    )
                 (bare_s if side == "bare" else tool_s).append(time.perf_counter() - t)
                 if i < rounds - 1:
                     empty(client, side)
@@ -117,14 +137,23 @@ def run(endpoint: str, mb: int, rounds: int) -> None:
         plan = artifacts.plan_upload(store, model, name="bench", version=f"1.0.{rounds - 1}")
         artifacts.upload(store, plan, progress=moved.append)
         reupload_s = time.perf_counter() - t
-    bare_mbs, tool_mbs = total / statistics.median(bare_s) / 1e6, total / statistics.median(tool_s) / 1e6
-    print(f"model: {total / 1e6:.1f} MB (paddle.jit.save, Linear(4, {mb * 1_000_000 // 20})), rounds: {rounds}, "
-          f"transfer: {cfg.multipart_threshold >> 20} MiB threshold, {cfg.multipart_chunksize >> 20} MiB parts, "
-          f"{cfg.max_concurrency} threads")
-    print(f"bare boto3 upload_file : median {statistics.median(bare_s):.2f} s  {bare_mbs:7.1f} MB/s  "
-          f"(runs {', '.join(f'{s:.2f}' for s in bare_s)})")
-    print(f"paddlecd upload        : median {statistics.median(tool_s):.2f} s  {tool_mbs:7.1f} MB/s  "
-          f"(runs {', '.join(f'{s:.2f}' for s in tool_s)}; includes sha256 + manifest)")
+    bare_mbs, tool_mbs = (
+        total / statistics.median(bare_s) / 1e6,
+        total / statistics.median(tool_s) / 1e6,
+    )
+    print(
+        f"model: {total / 1e6:.1f} MB (paddle.jit.save, Linear(4, {mb * 1_000_000 // 20})), "
+        f"rounds: {rounds}, transfer: {cfg.multipart_threshold >> 20} MiB threshold, "
+        f"{cfg.multipart_chunksize >> 20} MiB parts, {cfg.max_concurrency} threads"
+    )
+    print(
+        f"bare boto3 upload_file : median {statistics.median(bare_s):.2f} s  {bare_mbs:7.1f} MB/s  "
+        f"(runs {', '.join(f'{s:.2f}' for s in bare_s)})"
+    )
+    print(
+        f"paddlecd upload        : median {statistics.median(tool_s):.2f} s  {tool_mbs:7.1f} MB/s  "
+        f"(runs {', '.join(f'{s:.2f}' for s in tool_s)}; includes sha256 + manifest)"
+    )
     print(f"throughput ratio paddlecd / boto3: {tool_mbs / bare_mbs:.3f} (medians), "
           f"{min(bare_s) / min(tool_s):.3f} (best runs)  (target >= 0.95)")
     print(f"unchanged re-upload: action={plan.action}, {sum(moved)} object bytes moved "

@@ -55,9 +55,22 @@ _LAZY = {
     "run_doctor": ("doctor", "run"),  # not "doctor": that name is the module
 }
 
-__all__ = ["__version__", "PaddlecdError", "ConfigError", "LockError", "EngineError", "RegistryError",
-           "RegistryAuthError", "VerifyError", "PromotionError", "StorageError", "ClusterError",
-           "PipelineError", "DoctorError", *_LAZY]
+__all__ = [
+    "__version__",
+    "PaddlecdError",
+    "ConfigError",
+    "LockError",
+    "EngineError",
+    "RegistryError",
+    "RegistryAuthError",
+    "VerifyError",
+    "PromotionError",
+    "StorageError",
+    "ClusterError",
+    "PipelineError",
+    "DoctorError",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -36,7 +36,8 @@ PROJECT_FILE = "paddlecd.yaml"
 
 @dataclass(frozen=True)
 class RegistrySettings:
-    """Where candidate images are pushed. ``url`` is ``host[:port]``; ``insecure`` means plain HTTP."""
+    """Where candidate images are pushed. ``url`` is ``host[:port]``; ``insecure`` means plain
+    HTTP."""
 
     url: str = "127.0.0.1:5000"
     repository: str = "paddlecd/paddle"
@@ -48,7 +49,8 @@ class RegistrySettings:
 
 @dataclass(frozen=True)
 class BuildSettings:
-    """How images are built: ``docker_cli`` is ``auto`` or a path; ``ca_bundle`` enters as a secret."""
+    """How images are built: ``docker_cli`` is ``auto`` or a path; ``ca_bundle`` enters as a
+    secret."""
 
     docker_cli: str = "auto"
     ca_bundle: str | None = None
@@ -86,7 +88,8 @@ class ReleaseSettings:
 
 @dataclass(frozen=True)
 class StorageSettings:
-    """Artifact store URL (``file://…`` or ``s3://bucket/prefix``) and S3-compatible endpoint knobs."""
+    """Artifact store URL (``file://…`` or ``s3://bucket/prefix``) and S3-compatible endpoint
+    knobs."""
 
     url: str | None = None  # None: file://<state_dir>/artifacts
     endpoint_url: str | None = None
@@ -233,10 +236,15 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or str(e).splitlines()[0]}",
-                          "fix the syntax") from e
+        raise ConfigError(
+            f"{path}: not valid YAML{where}: "
+            f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}",
+            "fix the syntax",
+        ) from e
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level", "see README 'Configuration'")
+        raise ConfigError(
+            f"{path}: expected a mapping at the top level", "see README 'Configuration'"
+        )
     return data
 
 
@@ -352,7 +360,9 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
     for name, sub in SECTIONS.items():
         sub_hints = typing.get_type_hints(sub)
         values = {k.split(".", 1)[1]: v for k, v in merged.items() if k.startswith(name + ".")}
-        kwargs[name] = sub(**{k: _coerce(v, sub_hints[k], f"{name}.{k}") for k, v in values.items()})
+        kwargs[name] = sub(
+            **{k: _coerce(v, sub_hints[k], f"{name}.{k}") for k, v in values.items()}
+        )
     for key, value in merged.items():
         if "." not in key:
             kwargs[key] = _coerce(value, hints[key], key)
@@ -363,10 +373,16 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
                           f"got {settings.runtime.log_format!r}", "e.g. PADDLECD_LOG_FORMAT=json")
     settings = dataclasses.replace(
         settings, runtime=dataclasses.replace(settings.runtime, log_format=log_format))
-    for key, host in (("registry.url", settings.registry.url), ("release.registry", settings.release.registry)):
+    for key, host in (
+        ("registry.url", settings.registry.url),
+        ("release.registry", settings.release.registry),
+    ):
         if host and ("://" in host or "/" in host):
-            raise ConfigError(f"setting '{key}' is {host!r}: give host[:port] only",
-                              "no scheme or path (plain HTTP: registry.insecure=true; repository: registry.repository)")
+            raise ConfigError(
+                f"setting '{key}' is {host!r}: give host[:port] only",
+                "no scheme or path (plain HTTP: registry.insecure=true; repository: "
+                "registry.repository)",
+            )
     for key in ("registry.repository", "release.repository"):  # issue 12: the spec's rule, up front
         section, name = key.split(".")
         check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
@@ -377,7 +393,9 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
     args = typing.get_args(typ)
     optional = type(None) in args
     base = next((a for a in args if a is not type(None)), typ) if args else typ
-    if value is None or (optional and isinstance(value, str) and value.lower() in ("", "none", "null")):
+    if value is None or (
+        optional and isinstance(value, str) and value.lower() in ("", "none", "null")
+    ):
         if optional:
             return None
         raise ConfigError(f"setting '{key}' may not be empty", "remove it to use the default")
@@ -393,9 +411,15 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
         if base in (int, float):
             number = base(value)
             if number <= 0:  # every numeric setting is a count, a size or a duration
-                raise ConfigError(f"setting '{key}' must be greater than 0, got {value!r}", "use a positive number")
+                raise ConfigError(
+                    f"setting '{key}' must be greater than 0, got {value!r}",
+                    "use a positive number",
+                )
             return number
         return str(value)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"setting '{key}': {value!r} is not {'an integer' if base is int else 'a ' + base.__name__}", "fix the value") from e
-
+        raise ConfigError(
+            f"setting '{key}': {value!r} is not "
+            f"{'an integer' if base is int else 'a ' + base.__name__}",
+            "fix the value",
+        ) from e

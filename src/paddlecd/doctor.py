@@ -1,9 +1,9 @@
 """doctor: can this machine run the pipelines? One check per line, a hint for each problem.
 
 Checks: the engine and a BuildKit builder; the registry (reachable, credentials accepted); the host
-NVIDIA driver against every GPU variant in use (NVIDIA's table in :mod:`paddlecd.verify.drivers`); the NVIDIA
-container runtime; free disk under the engine's root folder; the artifact store (S3 credentials and
-bucket); the kubeconfig context when the cluster is Kubernetes.
+NVIDIA driver against every GPU variant in use (NVIDIA's table in :mod:`paddlecd.verify.drivers`);
+the NVIDIA container runtime; free disk under the engine's root folder; the artifact store (S3
+credentials and bucket); the kubeconfig context when the cluster is Kubernetes.
 
 Status ``fail`` only for what would stop a pipeline here; ``warn`` for what stops only some of it
 (GPU variants configured on a machine without a GPU, unless ``require_gpu``). Library code: returns
@@ -29,13 +29,15 @@ from paddlecd.verify import drivers
 
 GIB = 1024**3
 # Disk budget per variant, GiB: image + its base + build cache. The cpu image measures 1.1 GB here
-# (docker images); the official Paddle GPU images unpack to well over 10 GB (CUDA + cuDNN + TensorRT).
+# (docker images); the official Paddle GPU images unpack to well over 10 GB (CUDA + cuDNN +
+# TensorRT).
 DISK_GIB = {"cpu": 4, "gpu": 25}
 
 
 @dataclass(frozen=True)
 class Check:
-    """One doctor line: ``status`` is ``ok``, ``warn``, ``fail`` or ``skip``; ``hint`` says what to do."""
+    """One doctor line: ``status`` is ``ok``, ``warn``, ``fail`` or ``skip``; ``hint`` says what to
+    do."""
 
     name: str
     status: str
@@ -57,8 +59,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Host:
-    """What the checks share: the ``variants`` in use, the NVIDIA ``driver`` and ``gpus`` count of this
-    host, the engine ``info`` (None when the engine is down) and ``require_gpu``."""
+    """What the checks share: the ``variants`` in use, the NVIDIA ``driver`` and ``gpus`` count of
+    this host, the engine ``info`` (None when the engine is down) and ``require_gpu``."""
 
     settings: Settings
     variants: tuple[variants.Variant, ...]
@@ -77,7 +79,11 @@ def check_engine(host: Host) -> Check:
     if host.info is None:
         engine.info()  # raises the EngineError with its cause and hint
     builder = engine.pick_builder(host.settings.build.docker_cli)
-    return Check("engine", "ok", f"Docker {host.info['ServerVersion']}; BuildKit builder: {builder.description}")
+    return Check(
+        "engine",
+        "ok",
+        f"Docker {host.info['ServerVersion']}; BuildKit builder: {builder.description}",
+    )
 
 
 def check_registry(host: Host) -> Check:
@@ -85,7 +91,11 @@ def check_registry(host: Host) -> Check:
     url = host.settings.registry.url
     client = registry.client_for(host.settings)
     client.request("GET", "", [], f"checking registry {url}")
-    who = f"logged in as {client.credentials.username}" if client.credentials else "anonymous access allowed"
+    who = (
+        f"logged in as {client.credentials.username}"
+        if client.credentials
+        else "anonymous access allowed"
+    )
     return Check("registry", "ok", f"{url} answers /v2/ ({who})")
 
 
@@ -96,17 +106,27 @@ def check_gpu_driver(host: Host) -> Check:
         if not gpu:
             return Check("gpu driver", "ok", "no GPU on this host; only CPU variants in use")
         names = ", ".join(v.name for v in gpu)
-        return Check("gpu driver", "fail" if host.require_gpu else "warn",
-                     f"no GPU on this host (nvidia-smi found none): GPU variants {names} cannot be verified here",
-                     "run them on a GPU runner, or select CPU variants: invoke doctor --variant cpu")
+        return Check(
+            "gpu driver",
+            "fail" if host.require_gpu else "warn",
+            f"no GPU on this host (nvidia-smi found none): GPU variants {names} cannot be verified "
+            "here",
+            "run them on a GPU runner, or select CPU variants: invoke doctor --variant cpu",
+        )
     results = [drivers.check(v.cuda or "", host.driver) for v in gpu]
     bad = [r for r in results if not r.ok]
     if bad:
-        return Check("gpu driver", "fail", "; ".join(r.message for r in bad),
-                     f"upgrade the NVIDIA driver to >= {max(drivers.required(r.cuda)[1] for r in bad)}")
+        return Check(
+            "gpu driver",
+            "fail",
+            "; ".join(r.message for r in bad),
+            f"upgrade the NVIDIA driver to >= {max(drivers.required(r.cuda)[1] for r in bad)}",
+        )
     partial = [r for r in results if not r.full]
-    detail = f"driver {host.driver}, {host.gpus} GPU(s); " + ("; ".join(r.message for r in partial) or
-                                                             f"meets CUDA {', '.join(sorted({r.cuda for r in results})) or '-'}")
+    detail = f"driver {host.driver}, {host.gpus} GPU(s); " + (
+        "; ".join(r.message for r in partial)
+        or f"meets CUDA {', '.join(sorted({r.cuda for r in results})) or '-'}"
+    )
     return Check("gpu driver", "warn" if partial else "ok", detail,
                  "upgrade the driver for PTX JIT and full features" if partial else None)
 
@@ -117,11 +137,14 @@ def check_nvidia_runtime(host: Host) -> Check:
     if "nvidia" in runtimes:
         return Check("nvidia runtime", "ok", "nvidia runtime registered with the engine")
     needed = bool(host.driver and host.gpu_variants)
-    return Check("nvidia runtime", "fail" if needed or (host.require_gpu and host.gpu_variants) else "warn",
-                 f"no nvidia runtime (engine runtimes: {', '.join(runtimes) or 'none'})"
-                 + ("" if host.driver else "; no GPU on this host either"),
-                 "install the NVIDIA Container Toolkit, then: nvidia-ctk runtime configure --runtime=docker "
-                 "and restart dockerd")
+    return Check(
+        "nvidia runtime",
+        "fail" if needed or (host.require_gpu and host.gpu_variants) else "warn",
+        f"no nvidia runtime (engine runtimes: {', '.join(runtimes) or 'none'})"
+        + ("" if host.driver else "; no GPU on this host either"),
+        "install the NVIDIA Container Toolkit, then: nvidia-ctk runtime configure --runtime=docker "
+        "and restart dockerd",
+    )
 
 
 def check_disk(host: Host) -> Check:
@@ -132,21 +155,35 @@ def check_disk(host: Host) -> Check:
     runnable = [v for v in host.variants if not v.is_gpu or host.driver]
     need_here, need_all = (sum(DISK_GIB[v.device] for v in vs) for vs in (runnable, host.variants))
     status = "fail" if free < need_here else "warn" if free < need_all else "ok"
-    return Check("disk", status, f"{free:.0f} GiB free in {root}; the variants in use need about {need_all} GiB",
-                 None if status == "ok" else f"free space in {root} (docker system prune / docker builder prune)")
+    return Check(
+        "disk",
+        status,
+        f"{free:.0f} GiB free in {root}; the variants in use need about {need_all} GiB",
+        None
+        if status == "ok"
+        else f"free space in {root} (docker system prune / docker builder prune)",
+    )
 
 
 def check_storage(host: Host) -> Check:
     """The artifact store opens: HeadBucket with the AWS credential chain for s3://, a folder for file://."""
     url = storage.default_store_url(host.settings)
     storage.store_for(host.settings).check()
-    return Check("storage", "ok", f"{url} reachable" + (" (credentials accepted)" if url.startswith("s3://") else ""))
+    return Check(
+        "storage",
+        "ok",
+        f"{url} reachable" + (" (credentials accepted)" if url.startswith("s3://") else ""),
+    )
 
 
 def check_kubeconfig(host: Host) -> Check:
     """A kubeconfig and its context load when ``cluster.kind`` is ``k8s``."""
     if host.settings.cluster.kind != "k8s":
-        return Check("kubeconfig", "skip", f"cluster.kind is {host.settings.cluster.kind}: no kubeconfig needed")
+        return Check(
+            "kubeconfig",
+            "skip",
+            f"cluster.kind is {host.settings.cluster.kind}: no kubeconfig needed",
+        )
     from paddlecd.cluster import k8s
 
     api = k8s.connect(host.settings)
@@ -162,7 +199,8 @@ CHECKS: tuple[tuple[str, Callable[[Host], Check]], ...] = (
 
 
 def run(settings: Settings, *, names: Iterable[str] = (), require_gpu: bool = False) -> list[Check]:
-    """Run every check; a check that raises a paddlecd error is a ``fail`` row with its cause and hint.
+    """Run every check; a check that raises a paddlecd error is a ``fail`` row with its cause and
+    hint.
 
     Args:
         names: the variants in use (default: every variant in images/variants.yaml).
@@ -171,13 +209,16 @@ def run(settings: Settings, *, names: Iterable[str] = (), require_gpu: bool = Fa
     Raises:
         ConfigError: an unknown variant or a bad variants file.
     """
-    chosen = tuple(variants.get(settings, n) for n in names) or tuple(variants.load(settings).values())
+    chosen = tuple(variants.get(settings, n) for n in names) or tuple(
+        variants.load(settings).values()
+    )
     driver, gpus = drivers.host_gpus()
     try:
         info = engine.info()
     except PaddlecdError:
         info = None
-    host = Host(settings, chosen, driver, gpus, info, require_gpu)
+    host = Host(settings=settings, variants=chosen, driver=driver, gpus=gpus, info=info,
+                require_gpu=require_gpu)
     rows = []
     for name, check in CHECKS:
         try:

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,11 +29,11 @@ import requests
 
 from paddlecd import proc
 from paddlecd.errors import EngineError, PaddlecdError, RegistryAuthError, RegistryError
+from paddlecd.types import Echo
 
 if TYPE_CHECKING:
     from paddlecd.registry.auth import Credentials
 
-Progress = Callable[[str], None]
 
 DOCKER_HOST_DEFAULT = "unix:///var/run/docker.sock"
 START_HINT = "start it: scripts/stack.sh up (or: dockerd &); check DOCKER_HOST and socket access"
@@ -186,20 +186,25 @@ def import_rootfs(tar_path: str, ref: str, *, changes: Sequence[str] = ()) -> st
         out = client().api.import_image_from_data(fh, repository=repo, tag=t, changes=list(changes))
     status = json.loads(out.splitlines()[-1]) if isinstance(out, str) else out
     if "error" in status:
-        raise EngineError(f"importing rootfs as {ref} failed: {status['error']}", "check the tarball")
+        raise EngineError(
+            f"importing rootfs as {ref} failed: {status['error']}", "check the tarball"
+        )
     return image_id(ref)
 
 
 # --------------------------------------------------------------------------- push / pull
 
-def decode_stream(chunks: Iterator[Any], *, what: str, on_progress: Progress | None = None) -> list[dict]:
+def decode_stream(
+    chunks: Iterator[Any], *, what: str, on_progress: Echo | None = None
+) -> list[dict]:
     """Decode every chunk of a push/pull/build JSON stream and raise on an error chunk.
 
-    docker-py's ``push`` returns in-band errors inside an HTTP 200 stream (docker/docker-py#3161), so
-    a 200 proves nothing: each decoded message is checked for ``error``/``errorDetail``.
+    docker-py's ``push`` returns in-band errors inside an HTTP 200 stream (docker/docker-py#3161),
+    so a 200 proves nothing: each decoded message is checked for ``error``/``errorDetail``.
 
     Args:
-        chunks: items of ``APIClient.push(..., stream=True, decode=True)`` (dicts) or raw bytes lines.
+        chunks: items of ``APIClient.push(..., stream=True, decode=True)`` (dicts) or raw bytes
+            lines.
         what: the action, for the error message ("pushing reg/app:cpu-1a2b3c4").
 
     Returns:
@@ -214,19 +219,32 @@ def decode_stream(chunks: Iterator[Any], *, what: str, on_progress: Progress | N
         for msg in _messages(chunk):
             messages.append(msg)
             if "error" in msg or "errorDetail" in msg:
-                text = msg.get("error") or msg.get("errorDetail", {}).get("message", "unknown error")
-                if re.search(r"unauthorized|authentication required|denied|no basic auth", text, re.I):
+                text = msg.get("error") or msg.get("errorDetail", {}).get(
+                    "message", "unknown error"
+                )
+                if re.search(
+                    r"unauthorized|authentication required|denied|no basic auth", text, re.I
+                ):
                     raise RegistryAuthError(f"{what}: {text}", _login_hint(what))
-                raise RegistryError(f"{what}: {text}", "check the registry is up and has space; re-run to retry")
+                raise RegistryError(
+                    f"{what}: {text}", "check the registry is up and has space; re-run to retry"
+                )
             if on_progress and msg.get("status"):
-                on_progress(" ".join(str(msg[k]) for k in ("id", "status", "progress") if msg.get(k)))
+                on_progress(
+                    " ".join(str(msg[k]) for k in ("id", "status", "progress") if msg.get(k))
+                )
     return messages
 
 
 def _login_hint(what: str) -> str:
     host = what.split()[-1].split("/", 1)[0] if "/" in what else "<registry>"
-    if os.environ.get("PADDLECD_REGISTRY_USERNAME") and os.environ.get("PADDLECD_REGISTRY_PASSWORD"):
-        return f"{host} rejected PADDLECD_REGISTRY_USERNAME/PASSWORD: check them (or unset them to use docker login)"
+    if os.environ.get("PADDLECD_REGISTRY_USERNAME") and os.environ.get(
+        "PADDLECD_REGISTRY_PASSWORD"
+    ):
+        return (
+            f"{host} rejected PADDLECD_REGISTRY_USERNAME/PASSWORD: "
+            "check them (or unset them to use docker login)"
+        )
     return f"run: docker login {host} (or set PADDLECD_REGISTRY_USERNAME/PASSWORD)"
 
 
@@ -240,7 +258,7 @@ def _messages(chunk: Any) -> Iterator[dict]:
 
 
 def push(ref: str, *, credentials: Credentials | None = None,
-         on_progress: Progress | None = None) -> str:
+         on_progress: Echo | None = None) -> str:
     """Push local ``ref`` (``registry/repo:tag``) and return the manifest digest the engine reports.
 
     Args:
@@ -261,11 +279,13 @@ def push(ref: str, *, credentials: Credentials | None = None,
         digest = (msg.get("aux") or {}).get("Digest")
         if digest:
             return str(digest)
-    raise RegistryError(f"pushing {ref}: the engine reported no digest", "re-run; check the registry logs")
+    raise RegistryError(
+        f"pushing {ref}: the engine reported no digest", "re-run; check the registry logs"
+    )
 
 
 def pull(ref: str, *, credentials: Credentials | None = None,
-         on_progress: Progress | None = None) -> None:
+         on_progress: Echo | None = None) -> None:
     """Pull ``ref`` (``repo:tag`` or ``repo@sha256:…``) into the local engine, decoding every chunk
     (see :func:`decode_stream`); ``credentials`` as for :func:`push`.
 
@@ -292,11 +312,14 @@ def _auth_config(credentials: Credentials | None) -> dict[str, str] | None:
     return {"username": credentials.username, "password": credentials.password}
 
 
-# --------------------------------------------------------------------------- builds (BuildKit via CLI)
+# --------------------------------------------------------------------------- builds (BuildKit via
+# CLI)
+
 
 @dataclass(frozen=True)
 class Builder:
-    """A BuildKit-capable build command: ``argv`` prefix, extra ``env``, and a human ``description``."""
+    """A BuildKit-capable build command: ``argv`` prefix, extra ``env``, and a human
+    ``description``."""
 
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
@@ -307,10 +330,10 @@ class Builder:
 def pick_builder(preference: str = "auto") -> Builder:
     """Choose the BuildKit builder explicitly.
 
-    Order: the ``buildx`` plugin of any ``docker`` CLI (``docker buildx build --load``); else a classic
-    CLI older than 23.0 with ``DOCKER_BUILDKIT=1`` (Debian's docker.io 20.10). A newer CLI without
-    buildx refuses BuildKit ("BuildKit is enabled but the buildx component is missing"), so it is
-    skipped even when first on PATH (DESIGN.md, machine facts).
+    Order: the ``buildx`` plugin of any ``docker`` CLI (``docker buildx build --load``); else a
+    classic CLI older than 23.0 with ``DOCKER_BUILDKIT=1`` (Debian's docker.io 20.10). A newer CLI
+    without buildx refuses BuildKit ("BuildKit is enabled but the buildx component is missing"), so
+    it is skipped even when first on PATH (DESIGN.md, machine facts).
 
     Args:
         preference: ``auto`` or the path of a docker CLI to use.
@@ -328,7 +351,8 @@ def pick_builder(preference: str = "auto") -> Builder:
                            f"{cli} {'.'.join(map(str, version))} with DOCKER_BUILDKIT=1")
     raise EngineError(
         "no BuildKit-capable docker CLI found (tried: " + ", ".join(candidates or ["docker"]) + ")",
-        "apt-get install docker.io (CLI 20.10 builds with DOCKER_BUILDKIT=1) or install the buildx plugin",
+        "apt-get install docker.io (CLI 20.10 builds with DOCKER_BUILDKIT=1) or install the buildx "
+        "plugin",
     )
 
 
@@ -363,7 +387,9 @@ def have_cli(name: str) -> bool:
     return shutil.which(name) is not None
 
 
-# --------------------------------------------------------------------------- containers and networks
+# --------------------------------------------------------------------------- containers and
+# networks
+
 
 @dataclass(frozen=True)
 class Mount:
@@ -484,7 +510,7 @@ def container(spec: ContainerSpec) -> Iterator[Container]:
                 raw.remove(force=True)
 
 
-def wait(c: Container, *, timeout: float, on_line: Progress | None = None) -> Finished:
+def wait(c: Container, *, timeout: float, on_line: Echo | None = None) -> Finished:
     """Stream ``c``'s logs to ``on_line`` until it exits; return its exit code and logs.
 
     Args:

@@ -63,8 +63,14 @@ class RegistryServer:
         cfg: dict = {
             "version": 0.1,
             "log": {"level": "warn", "accesslog": {"disabled": True}},
-            "storage": {"filesystem": {"rootdirectory": str(self.root / "data")}, "delete": {"enabled": True}},
-            "http": {"addr": f"127.0.0.1:{self.port}", "headers": {"X-Content-Type-Options": ["nosniff"]}},
+            "storage": {
+                "filesystem": {"rootdirectory": str(self.root / "data")},
+                "delete": {"enabled": True},
+            },
+            "http": {
+                "addr": f"127.0.0.1:{self.port}",
+                "headers": {"X-Content-Type-Options": ["nosniff"]},
+            },
         }
         if self.users:
             cfg["auth"] = {"htpasswd": {"realm": "paddlecd", "path": str(self._write_htpasswd())}}
@@ -79,7 +85,10 @@ class RegistryServer:
         import bcrypt  # test/stack dependency; distribution accepts bcrypt entries only
 
         path = self.root / "htpasswd"
-        lines = [f"{u}:{bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=5)).decode()}" for u, p in self.users.items()]
+        lines = [
+            f"{u}:{bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=5)).decode()}"
+            for u, p in self.users.items()
+        ]
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -88,9 +97,27 @@ class RegistryServer:
         d.mkdir(exist_ok=True)
         cert, key = d / "ca.crt", d / "ca.key"
         if not cert.exists():
-            proc.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3",
-                      "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-                      "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], what="creating a test CA")
+            proc.run(
+                [
+                    "openssl",
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-days",
+                    "3",
+                    "-keyout",
+                    str(key),
+                    "-out",
+                    str(cert),
+                    "-subj",
+                    "/CN=127.0.0.1",
+                    "-addext",
+                    "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                ],
+                what="creating a test CA",
+            )
         return cert, key
 
     def trust_in_engine(self) -> None:
@@ -113,12 +140,17 @@ class RegistryServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.process.running():
-                raise RegistryError(f"registry on {self.host} exited: see {self.root / 'registry.log'}",
-                                    "is the port taken?")
+                raise RegistryError(
+                    f"registry on {self.host} exited: see {self.root / 'registry.log'}",
+                    "is the port taken?",
+                )
             if self.ready():
                 return self
             time.sleep(0.2)
-        raise RegistryError(f"registry on {self.host} did not answer in {timeout}s", f"see {self.root / 'registry.log'}")
+        raise RegistryError(
+            f"registry on {self.host} did not answer in {timeout}s",
+            f"see {self.root / 'registry.log'}",
+        )
 
     def ready(self) -> bool:
         """True when ``/v2/`` answers (200, or 401 when auth is on)."""
@@ -145,7 +177,8 @@ class RegistryServer:
 
 
 def main() -> None:
-    """``python -m paddlecd.localstack --port 5000 --root DIR``: run the embedded registry in the foreground."""
+    """``python -m paddlecd.localstack --port 5000 --root DIR``: run the embedded registry in the
+    foreground."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)

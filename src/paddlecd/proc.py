@@ -16,13 +16,12 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from paddlecd.errors import EngineError, PaddlecdError
-
-Echo = Callable[[str], None]
+from paddlecd.types import Echo
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,8 @@ class Result:
 
 
 def which(name: str, *, hint: str | None = None, error: type[PaddlecdError] = EngineError) -> str:
-    """Return the absolute path of executable ``name`` or raise ``error`` naming it, with ``hint``."""
+    """Return the absolute path of executable ``name`` or raise ``error`` naming it, with
+    ``hint``."""
     path = name if os.path.isabs(name) and os.access(name, os.X_OK) else shutil.which(name)
     if not path:
         raise error(f"executable not found: {name}", hint or f"install {name} or put it on PATH")

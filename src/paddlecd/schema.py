@@ -1,8 +1,8 @@
 """JSON Schema validation of user files, with errors a person can act on.
 
 One place turns the first jsonschema error into a one-line cause naming the file and the location,
-and a hint: unknown keys and unknown enum values get a "did you mean" (difflib), anything else points at
-the schema file. Used for images/variants.yaml, train.yaml job files and pipelines/*.yaml.
+and a hint: unknown keys and unknown enum values get a "did you mean" (difflib), anything else
+points at the schema file. Used for images/variants.yaml, train.yaml job files and pipelines/*.yaml.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
         schema: the schema to use instead of the packaged file as it is (e.g. one completed from
             a registry in code, like the pipeline stage kinds); ``schema_name`` names it in hints.
         error: the error class to raise (ConfigError, PipelineError…).
-        messages: replacement text per jsonschema keyword (e.g. ``{"oneOf": "give exactly one of …"}``).
+        messages: replacement text per jsonschema keyword (e.g.
+            ``{"oneOf": "give exactly one of …"}``).
 
     Raises:
         error: the first (most specific) violation, as one line plus a hint.
@@ -60,14 +61,23 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
         allowed = list(e.schema.get("properties", {}))
         extra = next((k for k in e.instance if k not in allowed), "?")
         close = difflib.get_close_matches(str(extra), allowed, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else (
-            "allowed keys: " + ", ".join(allowed) if allowed else f"{at} takes no parameters here: remove it")
+        hint = (
+            f"did you mean '{close[0]}'?"
+            if close
+            else (
+                "allowed keys: " + ", ".join(allowed)
+                if allowed
+                else f"{at} takes no parameters here: remove it"
+            )
+        )
         raise error(f"{source}: unknown key '{extra}' at {at}", hint)
     if e.validator == "enum" and e.absolute_path and isinstance(e.absolute_path[-1], str):
         key, options = e.absolute_path[-1], [str(v) for v in e.validator_value]
         close = difflib.get_close_matches(str(e.instance), options, n=1)
-        raise error(f"{source}: unknown {key} '{e.instance}' at {at}",
-                    (f"did you mean '{close[0]}'? " if close else "") + f"{key}s: " + ", ".join(options))
+        raise error(
+            f"{source}: unknown {key} '{e.instance}' at {at}",
+            (f"did you mean '{close[0]}'? " if close else "") + f"{key}s: " + ", ".join(options),
+        )
     if messages and str(e.validator) in messages:
         raise error(f"{source}: {at}: {messages[str(e.validator)]}", see)
     raise error(f"{source}: {at}: {e.message}", see)

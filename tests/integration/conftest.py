@@ -1,5 +1,6 @@
 """Fixtures that start real services: a distribution registry with htpasswd auth over TLS with a
-self-signed CA, and (in their own modules) S3. The Docker engine must already run (.ci/run starts it).
+self-signed CA, and (in their own modules) S3. The Docker engine must already run (.ci/run starts
+it).
 """
 
 from __future__ import annotations
@@ -78,9 +79,9 @@ paddle.jit.save(paddle.nn.Linear(4, int(sys.argv[2])), sys.argv[1] + "/inference
 
 
 def jit_save(dest: Path, *, out_features: int = 2, seed: int = 0) -> Path:
-    """A real ``paddle.jit.save`` export of ``paddle.nn.Linear(4, out_features)`` (InputSpec [None, 4])
-    written to ``dest`` by Paddle on the host CPU, in a subprocess to keep Paddle out of this one.
-    Parameters take 20 * out_features bytes (float32 weight [4, N] + bias [N])."""
+    """A real ``paddle.jit.save`` export of ``paddle.nn.Linear(4, out_features)`` (InputSpec [None,
+    4]) written to ``dest`` by Paddle on the host CPU, in a subprocess to keep Paddle out of this
+    one. Parameters take 20 * out_features bytes (float32 weight [4, N] + bias [N])."""
     import subprocess
     import sys
 
@@ -92,8 +93,8 @@ def jit_save(dest: Path, *, out_features: int = 2, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="session")
 def jit_exports(tmp_path_factory):
-    """Three real exports: ``tiny`` (Linear(4, 2)), ``tiny2`` (same shape, other weights) and ``big``
-    (Linear(4, 786432): ~15.7 MB of parameters, above a 5 MiB multipart threshold)."""
+    """Three real exports: ``tiny`` (Linear(4, 2)), ``tiny2`` (same shape, other weights) and
+    ``big`` (Linear(4, 786432): ~15.7 MB of parameters, above a 5 MiB multipart threshold)."""
     root = tmp_path_factory.mktemp("jit")
     return {"tiny": jit_save(root / "tiny"), "tiny2": jit_save(root / "tiny2", seed=1),
             "big": jit_save(root / "big", out_features=786432)}
@@ -128,17 +129,22 @@ def s3_server():
 @pytest.fixture
 def s3_env(s3_server, monkeypatch, tmp_path):
     """Environment pointing paddlecd (and subprocesses) at ``s3_server`` with test credentials."""
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "aws-config"),
-                        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-credentials"),
-                        "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(tmp_path / "aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-credentials"),
+        "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint,
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     return s3_server
 
 
-# ------------------------------------------------------------ main job (build, push, verify), issue 2
+# ------------------------------------------------------------ main job (build, push, verify), issue
+# 2
 @pytest.fixture(scope="session")
 def main_state(tmp_path_factory):
     """The state folder shared by the main-job session fixtures of this worker."""
@@ -148,8 +154,9 @@ def main_state(tmp_path_factory):
 @pytest.fixture(scope="session")
 def paddle_base(registry, main_state, tmp_path_factory):
     """The CPU Paddle base, bootstrapped for real (debootstrap + PyPI paddlepaddle), pushed to
-    ``registry`` and locked in ``main_state/lock.local.yaml`` (a bootstrapped, per-machine pin). The local build is shared by xdist workers
-    (file lock; the engine caches the rootfs and layers); each worker pushes to its own registry."""
+    ``registry`` and locked in ``main_state/lock.local.yaml`` (a bootstrapped, per-machine pin). The
+    local build is shared by xdist workers (file lock; the engine caches the rootfs and layers);
+    each worker pushes to its own registry."""
     from filelock import FileLock
 
     from paddlecd.image import bootstrap, lock

@@ -1,5 +1,5 @@
-"""`invoke doctor` as a user runs it, against the real engine, the TLS + htpasswd registry fixture and
-moto's S3 server. The test machines have no GPU: doctor must say so and not fail a CPU-only
+"""`invoke doctor` as a user runs it, against the real engine, the TLS + htpasswd registry fixture
+and moto's S3 server. The test machines have no GPU: doctor must say so and not fail a CPU-only
 configuration (on a GPU host the driver line is checked against the table instead)."""
 
 from __future__ import annotations
@@ -22,8 +22,19 @@ def lines(run):
     for line in run.stdout.splitlines():
         parts = line.split(None, 1)
         if parts and parts[0] in ("OK", "WARN", "FAIL", "SKIP"):
-            name = next(n for n in ("engine", "registry", "gpu driver", "nvidia runtime", "disk", "storage",
-                                    "kubeconfig") if parts[1].startswith(n))
+            name = next(
+                n
+                for n in (
+                    "engine",
+                    "registry",
+                    "gpu driver",
+                    "nvidia runtime",
+                    "disk",
+                    "storage",
+                    "kubeconfig",
+                )
+                if parts[1].startswith(n)
+            )
             out[name] = line
     return out
 
@@ -32,17 +43,31 @@ def test_cpu_only_configuration_passes_and_says_there_is_no_gpu(registry, tmp_pa
     run = invoke("doctor", "--variant", "cpu", env=cli_env(registry, tmp_path))
     assert run.returncode == 0, run.stdout + run.stderr
     rows = lines(run)
-    assert set(rows) == {"engine", "registry", "gpu driver", "nvidia runtime", "disk", "storage", "kubeconfig"}
+    assert set(rows) == {
+        "engine",
+        "registry",
+        "gpu driver",
+        "nvidia runtime",
+        "disk",
+        "storage",
+        "kubeconfig",
+    }
     assert rows["engine"].startswith("OK") and "BuildKit" in rows["engine"]
     assert rows["registry"].startswith("OK") and f"logged in as {USER}" in rows["registry"]
     if not HAS_GPU:
-        assert rows["gpu driver"].startswith("OK") and "no GPU on this host; only CPU variants in use" in rows["gpu driver"]
+        assert (
+            rows["gpu driver"].startswith("OK")
+            and "no GPU on this host; only CPU variants in use" in rows["gpu driver"]
+        )
     assert PASSWORD not in run.stdout + run.stderr
 
 
 def test_gpu_variants_without_gpu_warn_and_fail_only_with_require_gpu(registry, tmp_path):
     if HAS_GPU:
-        pytest.fail("this test describes a host without a GPU; on a GPU host test_doctor_rules covers the driver rules")
+        pytest.fail(
+            "this test describes a host without a GPU; on a GPU host test_doctor_rules covers the "
+            "driver rules"
+        )
     run = invoke("doctor", env=cli_env(registry, tmp_path))
     assert run.returncode == 0, run.stdout + run.stderr
     assert lines(run)["gpu driver"].startswith("WARN") and "cu126" in lines(run)["gpu driver"]
@@ -53,7 +78,9 @@ def test_gpu_variants_without_gpu_warn_and_fail_only_with_require_gpu(registry, 
 
 def test_wrong_registry_password_fails_with_a_login_hint(registry, tmp_path):
     config_dir = registry.docker_config(tmp_path / "bad-docker-config", USER, "not-the-password")
-    run = invoke("doctor", "--variant", "cpu", env=cli_env(registry, tmp_path, DOCKER_CONFIG=str(config_dir)))
+    run = invoke(
+        "doctor", "--variant", "cpu", env=cli_env(registry, tmp_path, DOCKER_CONFIG=str(config_dir))
+    )
     assert run.returncode == 11
     row = lines(run)["registry"]
     assert row.startswith("FAIL") and "hint:" in run.stdout.split(row, 1)[1].splitlines()[1]
@@ -70,8 +97,16 @@ def test_s3_store_bucket_and_credentials(registry, s3_env, tmp_path):
     env = cli_env(registry, tmp_path, PADDLECD_STORAGE_URL="s3://doctor-models/paddle")
     missing = invoke("doctor", "--variant", "cpu", "--log-format", "json", env=env)
     assert missing.returncode == 11 and '"check": "storage"' in missing.stdout
-    assert '"status": "fail"' in [line for line in missing.stdout.splitlines() if '"storage"' in line][0]
-    boto3.client("s3", endpoint_url=s3_env.endpoint, region_name="us-east-1").create_bucket(Bucket="doctor-models")
+    assert (
+        '"status": "fail"'
+        in [line for line in missing.stdout.splitlines() if '"storage"' in line][0]
+    )
+    boto3.client("s3", endpoint_url=s3_env.endpoint, region_name="us-east-1").create_bucket(
+        Bucket="doctor-models"
+    )
     ok = invoke("doctor", "--variant", "cpu", env=env)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert lines(ok)["storage"].startswith("OK") and "s3://doctor-models/paddle reachable" in lines(ok)["storage"]
+    assert (
+        lines(ok)["storage"].startswith("OK")
+        and "s3://doctor-models/paddle reachable" in lines(ok)["storage"]
+    )

@@ -1,9 +1,11 @@
-"""The `pr` pipeline end to end on the real engine and a real distribution registry (TLS + htpasswd),
-for the `cpu` variant, as a user (or CI) runs it: a failure injected into verify, then --resume.
+"""The `pr` pipeline end to end on the real engine and a real distribution registry (TLS +
+htpasswd), for the `cpu` variant, as a user (or CI) runs it: a failure injected into verify, then
+--resume.
 
-The failure is real, not a hook: the first run sets PADDLECD_VERIFY_TIMEOUT=1, so the smoke container
-is killed after one second and verify fails; lock-check, build and push have succeeded by then. The
-resumed run (normal timeout) must run verify only, against the digest the first run pushed.
+The failure is real, not a hook: the first run sets PADDLECD_VERIFY_TIMEOUT=1, so the smoke
+container is killed after one second and verify fails; lock-check, build and push have succeeded by
+then. The resumed run (normal timeout) must run verify only, against the digest the first run
+pushed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from support import ROOT, cli_env, invoke, project_settings
 def pr_state(registry, main_state, paddle_base, tmp_path_factory):
     """An own state folder with a copy of the lock main_state holds (other tests keep theirs)."""
     state = tmp_path_factory.mktemp("pipeline-state")
-    for name in ("lock.yaml", "lock.local.yaml"):  # the shared pins and this machine's bootstrapped ones
+    for name in (
+        "lock.yaml",
+        "lock.local.yaml",
+    ):  # the shared pins and this machine's bootstrapped ones
         if (main_state / name).exists():
             shutil.copy(main_state / name, state / name)
     return state
@@ -47,7 +52,9 @@ def failed_run(registry, pr_state, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def resumed_run(failed_run, registry, pr_state):
-    run = invoke("pipeline.run", "pr", "--resume", "--log-format", "json", env=cli_env(registry, pr_state))
+    run = invoke(
+        "pipeline.run", "pr", "--resume", "--log-format", "json", env=cli_env(registry, pr_state)
+    )
     folder, summary = summary_of(pr_state)
     return run, folder, summary
 
@@ -58,12 +65,18 @@ def test_injected_verify_failure_stops_the_run_after_push(failed_run):
     assert "error: pipeline pr: stage 'verify' failed for cpu" in run.stderr
     assert "invoke pipeline.run pr --resume" in run.stderr
     status = {s["name"]: s["status"] for s in summary["stages"]}
-    assert status == {"lock-check": "succeeded", "build": "succeeded", "push": "succeeded", "verify": "failed"}
+    assert status == {
+        "lock-check": "succeeded",
+        "build": "succeeded",
+        "push": "succeeded",
+        "verify": "failed",
+    }
     assert summary["status"] == "failed" and summary["variants"] == ["cpu"]
     push = summary["stages"][2]["variants"]["cpu"]
     assert push["outputs"]["reference"].endswith("@" + push["outputs"]["digest"])
-    # engine.wait turns docker-py's ReadTimeout into "did not finish within 1s"; docker-py 7.1 raises it
-    # as requests' ConnectionError("… Read timed out.") over the unix socket, recorded as it is
+    # engine.wait turns docker-py's ReadTimeout into "did not finish within 1s"; docker-py 7.1
+    # raises it as requests' ConnectionError("… Read timed out.") over the unix socket, recorded as
+    # it is
     assert "timed out" in summary["stages"][3]["variants"]["cpu"]["error"] or \
         "within 1s" in summary["stages"][3]["variants"]["cpu"]["error"]
     # the per-stage lines, with the digest as the push line's key output
@@ -75,10 +88,16 @@ def test_failure_is_annotated_and_summarised_for_github(failed_run):
     run, _, summary, step_summary = failed_run
     assert "::error title=pipeline pr%3A verify (cpu)::" in run.stdout
     text = step_summary.read_text()
-    assert "pipeline `pr` — failed" in text and summary["run_id"] in text and "| verify | cpu | ❌ failed |" in text
+    assert (
+        "pipeline `pr` — failed" in text
+        and summary["run_id"] in text
+        and "| verify | cpu | ❌ failed |" in text
+    )
 
 
-def test_resume_runs_verify_only_on_the_recorded_digest(failed_run, resumed_run, registry, pr_state):
+def test_resume_runs_verify_only_on_the_recorded_digest(
+    failed_run, resumed_run, registry, pr_state
+):
     _, first_folder, first, _ = failed_run
     run, folder, summary = resumed_run
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -97,16 +116,23 @@ def test_resume_runs_verify_only_on_the_recorded_digest(failed_run, resumed_run,
 
 def test_resumed_run_logs_json_lines_one_event_per_stage_and_check(resumed_run):
     run, _, summary = resumed_run
-    events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]  # every line is JSON
+    events = [
+        json.loads(line) for line in run.stdout.splitlines() if line.strip()
+    ]  # every line is JSON
     kinds = [e["event"] for e in events]
-    assert kinds[0] == "plan" and kinds[-1] == "pipeline.end" and events[-1]["status"] == "succeeded"
+    assert (
+        kinds[0] == "plan" and kinds[-1] == "pipeline.end" and events[-1]["status"] == "succeeded"
+    )
     reused = [e["stage"] for e in events if e["event"] == "stage.end" and e["status"] == "reused"]
     assert reused == ["lock-check", "build", "push"]
     checks = [e for e in events if e["event"] == "check"]
     assert len(checks) == len(summary["stages"][3]["variants"]["cpu"]["outputs"]["checks"]) >= 4
     assert all(e["status"] in ("passed", "skipped") and e["variant"] == "cpu" for e in checks)
     skipped = {e["check"] for e in checks if e["status"] == "skipped"}
-    assert "environment/test_gpu_devices_visible" in skipped and "export/test_jit_save_load_and_inference" not in skipped
+    assert (
+        "environment/test_gpu_devices_visible" in skipped
+        and "export/test_jit_save_load_and_inference" not in skipped
+    )
     ends = [e for e in events if e["event"] == "variant.end"]
     assert [(e["stage"], e["status"]) for e in ends] == [("verify", "succeeded")]
 
@@ -125,13 +151,15 @@ def test_unknown_variant_changes_nothing(registry, tmp_path):
     assert not (tmp_path / "pipelines").exists()
 
 
-# ------------------------------------------------------------------ release: promote → deploy → upload
+# ------------------------------------------------------------------ release: promote → deploy →
+# upload
 
 
 @pytest.fixture(scope="module")
 def release_root(tmp_path_factory):
-    """A project root whose pipelines/release.yaml trains a short job (tmp output) and uploads to a tmp
-    file:// store; images/ is the real one. Its own release repository keeps other tests' releases apart."""
+    """A project root whose pipelines/release.yaml trains a short job (tmp output) and uploads to a
+    tmp file:// store; images/ is the real one. Its own release repository keeps other tests'
+    releases apart."""
     import yaml
 
     root = tmp_path_factory.mktemp("release-root")
@@ -143,32 +171,63 @@ def release_root(tmp_path_factory):
            "resources": {"cpu": "1", "memory": "2Gi", "shm": "256Mi"}, "activeDeadlineSeconds": 600}
     (root / "train.yaml").write_text(yaml.safe_dump(job))
     (root / "pipelines").mkdir()
-    (root / "pipelines" / "release.yaml").write_text(yaml.safe_dump({"schema": 1, "variants": "one", "stages": [
-        {"stage": "promote"},
-        {"stage": "deploy", "with": {"job": "train.yaml", "nodes": 2, "cluster": "local"}},
-        {"stage": "upload", "with": {"name": "linear-demo", "to": f"file://{root / 'store'}"}}]}))
+    (root / "pipelines" / "release.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "schema": 1,
+                "variants": "one",
+                "stages": [
+                    {"stage": "promote"},
+                    {
+                        "stage": "deploy",
+                        "with": {"job": "train.yaml", "nodes": 2, "cluster": "local"},
+                    },
+                    {
+                        "stage": "upload",
+                        "with": {"name": "linear-demo", "to": f"file://{root / 'store'}"},
+                    },
+                ],
+            }
+        )
+    )
     return root
 
 
-def test_release_pipeline_promotes_trains_and_uploads(resumed_run, registry, pr_state, release_root):
-    """promote (the pr run's verified digest, evidence required) → deploy (2 local containers, gloo, on
-    the promoted digest) → upload (the jit.save export, with the promoted image in its manifest)."""
+def test_release_pipeline_promotes_trains_and_uploads(
+    resumed_run, registry, pr_state, release_root
+):
+    """promote (the pr run's verified digest, evidence required) → deploy (2 local containers, gloo,
+    on the promoted digest) → upload (the jit.save export, with the promoted image in its
+    manifest)."""
     env = cli_env(registry, pr_state, PADDLECD_ROOT=str(release_root),
                   PADDLECD_RELEASE_REPOSITORY="paddlecd/pipeline-release")
-    plan = invoke("pipeline.run", "release", "--variant", "cpu", "--version", "1.0.0", "--dry-run", env=env)
+    plan = invoke(
+        "pipeline.run", "release", "--variant", "cpu", "--version", "1.0.0", "--dry-run", env=env
+    )
     assert plan.returncode == 0  # the plan is on stderr, results on stdout
     assert "changes the registry" in plan.stderr and "dry run" in plan.stderr
     assert not (pr_state / "pipelines" / "release").exists()
 
     run = invoke("pipeline.run", "release", "--variant", "cpu", "--version", "1.0.0", env=env)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-3000:]
-    summary = json.loads((pr_state / "pipelines" / "release" / (pr_state / "pipelines" / "release" / "latest")
-                          .read_text().strip() / "summary.json").read_text())
+    summary = json.loads(
+        (
+            pr_state
+            / "pipelines"
+            / "release"
+            / (pr_state / "pipelines" / "release" / "latest").read_text().strip()
+            / "summary.json"
+        ).read_text()
+    )
     out = {s["name"]: s["variants"]["cpu"]["outputs"] for s in summary["stages"]}
     verified = resumed_run[2]["stages"][3]["variants"]["cpu"]["outputs"]
-    assert out["promote"]["release"] == "1.0.0-cpu" and out["promote"]["digest"] == verified["digest"]
+    assert (
+        out["promote"]["release"] == "1.0.0-cpu" and out["promote"]["digest"] == verified["digest"]
+    )
     assert out["deploy"]["image"].endswith("@" + verified["digest"])
     assert out["deploy"]["model"] == str(release_root / "out" / "model")
-    manifest = json.loads((release_root / "store" / "linear-demo" / "1.0.0" / "manifest.json").read_text())
+    manifest = json.loads(
+        (release_root / "store" / "linear-demo" / "1.0.0" / "manifest.json").read_text()
+    )
     assert out["upload"]["url"].endswith("/linear-demo/1.0.0")
     assert verified["digest"] in json.dumps(manifest)

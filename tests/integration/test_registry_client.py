@@ -1,4 +1,5 @@
-"""paddlecd.registry.client against a real distribution registry (htpasswd auth over TLS, our own CA)."""
+"""paddlecd.registry.client against a real distribution registry (htpasswd auth over TLS, our own
+CA)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,9 @@ def test_mount_across_repositories_moves_no_bytes(client):
     digest = push_image(client, src)
     before = client.stats["bytes_uploaded"]
     counts = client.copy_image(client, src, digest, dst)
-    assert counts["mounted"] == 3 and counts["copied"] == 1  # config + 2 layers mounted; manifest PUT
+    assert (
+        counts["mounted"] == 3 and counts["copied"] == 1
+    )  # config + 2 layers mounted; manifest PUT
     assert client.stats["bytes_uploaded"] == before
     assert client.resolve(dst, digest).digest == digest
     again = client.copy_image(client, src, digest, dst)
@@ -87,7 +90,10 @@ def test_copy_of_an_index_copies_children_by_digest(client):
     desc = client.resolve(src, "multi")
     assert (desc.digest, desc.media_type) == (digest, "application/vnd.oci.image.index.v1+json")
     counts = client.copy_image(client, src, digest, dst)
-    assert counts == {"mounted": 4, "copied": 3}  # 2 × (config + layer) mounted; 2 children + index PUT
+    assert counts == {
+        "mounted": 4,
+        "copied": 3,
+    }  # 2 × (config + layer) mounted; 2 children + index PUT
     assert [client.resolve(dst, c).digest for c in children] == children
     assert client.get_manifest(dst, digest).is_index
 
@@ -122,10 +128,17 @@ def test_unknown_tag_and_blob_are_not_found(client):
 
 
 def test_wrong_password_is_an_auth_error_without_the_secret(registry):
-    c = RegistryClient(registry.host, ca_file=str(registry.ca_file), credentials=Credentials("ci", "wrong-Secret-9"))
+    c = RegistryClient(
+        registry.host,
+        ca_file=str(registry.ca_file),
+        credentials=Credentials("ci", "wrong-Secret-9"),
+    )
     with pytest.raises(RegistryAuthError) as info:
         c.list_tags("any/repo")
-    assert "docker login" in info.value.hint and "wrong-Secret-9" not in info.value.cause + info.value.hint
+    assert (
+        "docker login" in info.value.hint
+        and "wrong-Secret-9" not in info.value.cause + info.value.hint
+    )
 
 
 def test_no_credentials_is_an_auth_error(registry, tmp_path, monkeypatch):

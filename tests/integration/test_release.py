@@ -34,11 +34,14 @@ class Project:
     def __init__(self, tmp_path: Path, *, same_repo: bool = False, **flags):
         uid = uuid.uuid4().hex[:8]
         private, public = keys.keygen(tmp_path / f"keys-{uid}")
-        self.flags = {"state_dir": str(tmp_path / "state"), "registry.repository": f"ci/paddle-{uid}",
-                      "release.repository": f"ci/paddle-{uid}" if same_repo
-                      else f"release/paddle-{uid}",
-                      "verify.signing_key": str(private), "release.trusted_keys": str(public),
-                      **flags}
+        self.flags = {
+            "state_dir": str(tmp_path / "state"),
+            "registry.repository": f"ci/paddle-{uid}",
+            "release.repository": f"ci/paddle-{uid}" if same_repo else f"release/paddle-{uid}",
+            "verify.signing_key": str(private),
+            "release.trusted_keys": str(public),
+            **flags,
+        }
         self.out = tmp_path / f"verify-{uid}"
         self.settings = config.load(self.flags, root=ROOT)
         self.client = client_for(self.settings)
@@ -87,8 +90,13 @@ class Project:
         return attested.publish(settings or self.settings, record, self.out)
 
     def promote(self, version=None, *, settings=None, **kw):
-        return release.promote(settings or self.settings, variant=kw.pop("variant", "cpu"), version=version,
-                               execute=kw.pop("execute", True), **kw)
+        return release.promote(
+            settings or self.settings,
+            variant=kw.pop("variant", "cpu"),
+            version=version,
+            execute=kw.pop("execute", True),
+            **kw,
+        )
 
     def tag(self, tag: str) -> str | None:
         from paddlecd.release.plan import current
@@ -121,15 +129,26 @@ def test_promote_to_another_repository_mounts_blobs(project, registry):
     record_blob = hashlib.sha256(record.to_json()).hexdigest()
     record_manifest = project.tag(record.id).split(":")[1]
     assert _blobs(registry) - blobs_before == {record_blob, record_manifest}
-    assert (record.action, record.version, record.digest, record.forced) == ("promote", "1.4.0", digest, False)
+    assert (record.action, record.version, record.digest, record.forced) == (
+        "promote",
+        "1.4.0",
+        digest,
+        False,
+    )
     assert record.evidence.startswith(digest) and record.evidence_summary["passed"] is True
     # the attestation came along: its three files and the empty config mounted, its manifest written
     assert out.attestation_copied == {"mounted": 4, "copied": 1}
     proof = attested.check(project.settings, project.client, project.settings.release.repository,
                            digest, "cpu")
     assert record.attestation == proof.location.rsplit("@", 1)[1]
-    assert [name for name, _ in out.phases] == ["plan", "check evidence", "copy", "write ledger", "write tags",
-                                                 "verify digests"]
+    assert [name for name, _ in out.phases] == [
+        "plan",
+        "check evidence",
+        "copy",
+        "write ledger",
+        "write tags",
+        "verify digests",
+    ]
 
 
 def test_promote_within_one_repository(registry_env, tmp_path):
@@ -187,7 +206,9 @@ def test_out_of_order_promotions_end_on_highest(project):
     for version in ("1.10.0", "1.9.0", "1.4.2", "1.9.1"):
         d[version] = project.candidate()
         project.promote(version)
-    assert project.tag("latest-cpu") == project.tag("1-cpu") == project.tag("1.10-cpu") == d["1.10.0"]
+    assert (
+        project.tag("latest-cpu") == project.tag("1-cpu") == project.tag("1.10-cpu") == d["1.10.0"]
+    )
     assert project.tag("1.9-cpu") == d["1.9.1"] and project.tag("1.4-cpu") == d["1.4.2"]
 
 
@@ -226,7 +247,8 @@ def test_rollback_to_unknown_release_refused(project):
     ("missing", "no attestation of"), ("failed", "run .* failed: allreduce"),
     ("stale", "is stale: 2"), ("incomplete", "lacks the export checks"),
     # a signed predicate checked by type (issue 12): both promoted before
-    ("string", "newer run .* failed .*: allreduce"), ("contradiction", "newer run .* failed .*: allreduce"),
+    ("string", "newer run .* failed .*: allreduce"),
+    ("contradiction", "newer run .* failed .*: allreduce"),
 ])
 def test_evidence_refusals(project, kind, words):
     """Promotion reads the attestations in the registry: a local evidence file never counts."""
@@ -265,7 +287,9 @@ def test_interrupted_promotion_converges_on_rerun(project):
         if line.startswith("wrote "):
             raise RuntimeError("simulated crash")
 
-    with pytest.raises(PromotionError, match="phase 'write tags' failed: RuntimeError: simulated crash"):
+    with pytest.raises(
+        PromotionError, match="phase 'write tags' failed: RuntimeError: simulated crash"
+    ):
         project.promote("1.4.0", report=crash_after_first_tag)
     assert project.tag("1.4.0-cpu") == digest and project.tag("latest-cpu") is None
     out = project.promote("1.4.0")
@@ -301,7 +325,8 @@ def test_concurrent_promotions_keep_every_record_and_end_on_highest(project, tmp
 
 
 def test_concurrent_claims_of_one_version_leave_one_winner(project, tmp_path):
-    """Two runners promote different digests as 1.4.0 at once: one wins, the tags all agree with it."""
+    """Two runners promote different digests as 1.4.0 at once: one wins, the tags all agree with
+    it."""
     states = [project.with_state(tmp_path / f"runner{i}") for i in range(2)]
     digests = [project.candidate(settings=s) for s in states]
     results: list[object] = [None, None]
@@ -347,9 +372,12 @@ def test_digest_not_in_repository(project):
 
 def test_tag_instead_of_digest(project):
     digest = project.candidate()
-    project.client.put_manifest(project.settings.registry.repository, "cpu-moved",
-                                project.client.get_manifest(project.settings.registry.repository, digest).raw,
-                                "application/vnd.oci.image.manifest.v1+json")
+    project.client.put_manifest(
+        project.settings.registry.repository,
+        "cpu-moved",
+        project.client.get_manifest(project.settings.registry.repository, digest).raw,
+        "application/vnd.oci.image.manifest.v1+json",
+    )
     with pytest.raises(ConfigError, match="'cpu-moved' is a tag, not a digest") as info:
         project.promote("1.4.0", digest="cpu-moved")
     assert digest in info.value.hint
@@ -378,7 +406,9 @@ def test_promote_to_another_registry_copies_only_missing_blobs(registry_env, tmp
         digest = p.candidate()
         out = p.promote("2.0.0")
         assert out.copied == {"copied": 4} and out.bytes_uploaded > 0
-        assert out.attestation_copied == {"copied": 5}  # empty config, envelope, JUnit, log+manifest
+        assert out.attestation_copied == {
+            "copied": 5
+        }  # empty config, envelope, JUnit, log+manifest
         target = client_for(p.settings, other.host)
         assert attested.check(p.settings, target, p.settings.release.repository, digest,
                               "cpu").passed

@@ -1,4 +1,5 @@
-"""The release tasks as users run them (`invoke promote …`), against the real TLS + auth registry."""
+"""The release tasks as users run them (`invoke promote …`), against the real TLS + auth
+registry."""
 
 from __future__ import annotations
 
@@ -50,13 +51,22 @@ def test_promote_cli_bad_input_exit_codes(registry_env, tmp_path):
 
 
 def test_two_promote_processes_at_once(registry_env, tmp_path):
-    """Two `invoke promote` processes of one variant, one state folder (serialised by its lock file)."""
+    """Two `invoke promote` processes of one variant, one state folder (serialised by its lock
+    file)."""
     p = Project(tmp_path)
     digests = {"1.4.0": p.candidate(), "1.5.0": p.candidate()}
     env = {**os.environ, **p.env()}
-    procs = [subprocess.Popen([INVOKE, "promote", "--variant", "cpu", "--version", v, "--digest", d, "--yes"],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for v, d in digests.items()]
+    procs = [
+        subprocess.Popen(
+            [INVOKE, "promote", "--variant", "cpu", "--version", v, "--digest", d, "--yes"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for v, d in digests.items()
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err

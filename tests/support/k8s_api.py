@@ -22,7 +22,9 @@ class ScriptedAPI:
         self.routes = {k: list(v) for k, v in routes.items()}
         self.requests: list[tuple[str, str, str]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     @property
     def url(self) -> str:
@@ -41,10 +43,16 @@ class ScriptedAPI:
                 api.requests.append((self.command, url.path, url.query))
                 self.rfile.read(length)
                 script = api.routes.get((self.command, url.path))
-                status, body = (script.pop(0) if len(script) > 1 else script[0]) if script else (404, API["paddlejob_crd_missing"])
+                status, body = (
+                    (script.pop(0) if len(script) > 1 else script[0])
+                    if script
+                    else (404, API["paddlejob_crd_missing"])
+                )
                 raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
+                self.send_header(
+                    "Content-Type", "text/plain" if isinstance(body, str) else "application/json"
+                )
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)

@@ -31,7 +31,8 @@ def _layer(size: int) -> tuple[bytes, str]:
 
 def push_image(client: RegistryClient, repository: str, tag: str | None = None, *,
                layers: int = 2, layer_size: int = 4096) -> str:
-    """Upload a fresh random image to ``repository`` (tagged ``tag`` if given); return its digest."""
+    """Upload a fresh random image to ``repository`` (tagged ``tag`` if given); return its
+    digest."""
     blobs, diff_ids = [], []
     for _ in range(layers):
         blob, diff_id = _layer(layer_size)
@@ -41,19 +42,42 @@ def push_image(client: RegistryClient, repository: str, tag: str | None = None, 
                          "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
     for blob in (config, *blobs):
         client.upload_blob(repository, _sha(blob), blob, len(blob))
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": _sha(config), "size": len(config)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": _sha(b), "size": len(b)}
-                   for b in blobs],
-    }).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": _sha(config),
+                "size": len(config),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "digest": _sha(b),
+                    "size": len(b),
+                }
+                for b in blobs
+            ],
+        }
+    ).encode()
     return client.put_manifest(repository, tag or _sha(manifest), manifest, OCI_MANIFEST).digest
 
 
 def push_index(client: RegistryClient, repository: str, tag: str) -> tuple[str, list[str]]:
-    """Upload a two-platform OCI image index (amd64 + arm64 children); return (index digest, child digests)."""
+    """Upload a two-platform OCI image index (amd64 + arm64 children); return (index digest, child
+    digests)."""
     children = [push_image(client, repository, layers=1) for _ in range(2)]
-    manifests = [{"mediaType": OCI_MANIFEST, "digest": d, "size": client.resolve(repository, d).size,
-                  "platform": {"architecture": arch, "os": "linux"}} for d, arch in zip(children, ("amd64", "arm64"))]
-    index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}).encode()
+    manifests = [
+        {
+            "mediaType": OCI_MANIFEST,
+            "digest": d,
+            "size": client.resolve(repository, d).size,
+            "platform": {"architecture": arch, "os": "linux"},
+        }
+        for d, arch in zip(children, ("amd64", "arm64"))
+    ]
+    index = json.dumps(
+        {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
+    ).encode()
     return client.put_manifest(repository, tag, index, OCI_INDEX).digest, children

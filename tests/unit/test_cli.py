@@ -15,27 +15,47 @@ from paddlecd.image import push as publish
 from support import ROOT, invoke
 
 
-@pytest.mark.parametrize("task", ["artifacts.list", "artifacts.download", "release.show", "pipeline.run", "build", "lock"])
+@pytest.mark.parametrize(
+    "task",
+    ["artifacts.list", "artifacts.download", "release.show", "pipeline.run", "build", "lock"],
+)
 def test_help_after_the_task_name_shows_help_even_with_positional_arguments(task):
     run = invoke(task, "--help")
-    assert run.returncode == 0 and run.stdout.startswith(f"Usage: inv[oke] [--core-opts] {task}"), run.stderr
+    assert run.returncode == 0 and run.stdout.startswith(
+        f"Usage: inv[oke] [--core-opts] {task}"
+    ), run.stderr
 
 
 def test_an_unwritable_output_path_is_one_line_not_a_traceback(tmp_path):
     image = "127.0.0.1:5000/p/q@sha256:" + "a" * 64
-    run = invoke("cluster.render", "--image", image, "--job", "examples/train.yaml", "--out", "/proc/paddlecd-nope/x",
-                 PADDLECD_STATE_DIR=str(tmp_path))
+    run = invoke(
+        "cluster.render",
+        "--image",
+        image,
+        "--job",
+        "examples/train.yaml",
+        "--out",
+        "/proc/paddlecd-nope/x",
+        PADDLECD_STATE_DIR=str(tmp_path),
+    )
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.startswith("error: ") and "/proc/paddlecd-nope" in run.stderr
 
 
 def test_push_refuses_a_build_tagged_for_another_registry(tmp_path):
-    s = config.load({"state_dir": str(tmp_path), "registry.url": "registry.example:5000"}, root=ROOT, environ={})
+    s = config.load(
+        {"state_dir": str(tmp_path), "registry.url": "registry.example:5000"}, root=ROOT, environ={}
+    )
     (tmp_path / "builds").mkdir()
-    (tmp_path / "builds" / "cpu.json").write_text(json.dumps({"tag": "127.0.0.1:5000/paddlecd/paddle:cpu-abc1234"}))
+    (tmp_path / "builds" / "cpu.json").write_text(
+        json.dumps({"tag": "127.0.0.1:5000/paddlecd/paddle:cpu-abc1234"})
+    )
     with pytest.raises(ConfigError) as e:
         publish.last_build_tag(s, "cpu")
-    assert "not for registry.example:5000/paddlecd/paddle" in e.value.cause and "invoke build push" in e.value.hint
+    assert (
+        "not for registry.example:5000/paddlecd/paddle" in e.value.cause
+        and "invoke build push" in e.value.hint
+    )
 
 
 def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
@@ -52,7 +72,11 @@ def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
 
     vfile = tmp_path / "v.yaml"
     vfile.write_text("variants: {a: {device: cpu, base: 'reg.example/p/b:3.0.0', paddle: '3.0.0'}}")
-    s = config.load({"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml")}, root=ROOT, environ={})
+    s = config.load(
+        {"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml")},
+        root=ROOT,
+        environ={},
+    )
     monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: C())
     lock.lock(s)
     first = (tmp_path / "lock.yaml").read_text()
@@ -60,18 +84,35 @@ def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
     assert (tmp_path / "lock.yaml").read_text() == first
 
 
-@pytest.mark.parametrize("edit,fragment", [
-    (("script: train_linear.py", "script: missing.py"), "missing.py does not exist"),
-    (("  path: .\n  mountPath: /workspace/examples", "  path: /nonexistent-code\n  mountPath: /workspace/examples"),
-     "code.path /nonexistent-code is not a folder"),
-])
+@pytest.mark.parametrize(
+    "edit,fragment",
+    [
+        (("script: train_linear.py", "script: missing.py"), "missing.py does not exist"),
+        (
+            (
+                "  path: .\n  mountPath: /workspace/examples",
+                "  path: /nonexistent-code\n  mountPath: /workspace/examples",
+            ),
+            "code.path /nonexistent-code is not a folder",
+        ),
+    ],
+)
 def test_local_deploy_checks_host_folders_before_creating_anything(tmp_path, edit, fragment):
     job = (ROOT / "examples/train.yaml").read_text()
     assert edit[0] in job
-    path = ROOT / "examples" / f".test-{tmp_path.name}.yaml"  # relative paths resolve against the job file
+    path = (
+        ROOT / "examples" / f".test-{tmp_path.name}.yaml"
+    )  # relative paths resolve against the job file
     path.write_text(job.replace(edit[0], edit[1]))
     try:
-        run = invoke("deploy", "--image", "127.0.0.1:5000/p/q@sha256:" + "a" * 64, "--job", str(path), "--dry-run")
+        run = invoke(
+            "deploy",
+            "--image",
+            "127.0.0.1:5000/p/q@sha256:" + "a" * 64,
+            "--job",
+            str(path),
+            "--dry-run",
+        )
     finally:
         path.unlink()
     assert run.returncode == 2 and fragment in run.stderr and "Traceback" not in run.stderr
@@ -85,10 +126,24 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
     (out / "model.json").write_text("{}")
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = tmp_path / "store"
-    run = invoke("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",
-                 "--to", f"file://{store}", PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    run = invoke(
+        "upload",
+        "--model-dir",
+        str(out / "model"),
+        "--name",
+        "demo",
+        "--version",
+        "1.0.0",
+        "--to",
+        f"file://{store}",
+        PADDLECD_STATE_DIR=str(tmp_path / "state"),
+    )
     assert run.returncode == 0, run.stderr
-    assert sorted(p.name for p in (store / "demo" / "1.0.0").iterdir()) == ["manifest.json", "model.json", "model.pdiparams"]
+    assert sorted(p.name for p in (store / "demo" / "1.0.0").iterdir()) == [
+        "manifest.json",
+        "model.json",
+        "model.pdiparams",
+    ]
 
 
 def test_local_deploy_never_re_owns_an_existing_output_folder(tmp_path):
@@ -110,27 +165,45 @@ def test_local_deploy_never_re_owns_an_existing_output_folder(tmp_path):
 
 
 def test_an_unreachable_kubernetes_api_is_one_line_exit_9(tmp_path):
-    """No API server runs here: a kubeconfig pointing at a closed local port stands in for a cluster that
-    is down; nothing can be created, and the user gets one line, not urllib3's traceback."""
+    """No API server runs here: a kubeconfig pointing at a closed local port stands in for a cluster
+    that is down; nothing can be created, and the user gets one line, not urllib3's traceback."""
     from paddlecd.localstack import free_port
 
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(f"""apiVersion: v1
 kind: Config
-clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:{free_port()}", insecure-skip-tls-verify: true}}}}]
+clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:{free_port()}",
+                               insecure-skip-tls-verify: true}}}}]
 users: [{{name: u, user: {{token: not-a-secret}}}}]
 contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
 current-context: x
 """)
-    run = invoke("deploy", "--image", "127.0.0.1:5000/p/q@sha256:" + "a" * 64, "--job", "examples/train.yaml",
-                 "--cluster", "k8s", KUBECONFIG=str(kubeconfig))
+    run = invoke(
+        "deploy",
+        "--image",
+        "127.0.0.1:5000/p/q@sha256:" + "a" * 64,
+        "--job",
+        "examples/train.yaml",
+        "--cluster",
+        "k8s",
+        KUBECONFIG=str(kubeconfig),
+    )
     assert run.returncode == 9 and "Traceback" not in run.stderr
     assert "Kubernetes API server https://127.0.0.1:" in run.stderr and "unreachable" in run.stderr
 
 
 def test_the_release_pipeline_refuses_two_variants_before_anything_runs(tmp_path):
-    run = invoke("pipeline.run", "release", "--variant", "cpu", "--variant", "cu126", "--version", "2.0.0",
-                 PADDLECD_STATE_DIR=str(tmp_path))
+    run = invoke(
+        "pipeline.run",
+        "release",
+        "--variant",
+        "cpu",
+        "--variant",
+        "cu126",
+        "--version",
+        "2.0.0",
+        PADDLECD_STATE_DIR=str(tmp_path),
+    )
     assert run.returncode == 2 and "runs one variant at a time" in run.stderr
     assert not (tmp_path / "pipelines").exists()
 
@@ -148,7 +221,8 @@ def test_pipeline_promote_options_are_checked_before_anything_runs(tmp_path, arg
 
 
 def test_a_kubernetes_hostpath_model_is_not_taken_for_a_local_folder(tmp_path):
-    """On k8s a `path:` output is a hostPath on some node: upload must not read this machine's folder."""
+    """On k8s a `path:` output is a hostPath on some node: upload must not read this machine's
+    folder."""
     from paddlecd.cluster import deploy
 
     s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
@@ -163,14 +237,27 @@ def test_render_refuses_a_folder_that_already_holds_files(tmp_path):
     out = tmp_path / "manifests"
     out.mkdir()
     (out / "00-job-old.yaml").write_text("kind: Job\n")
-    run = invoke("cluster.render", "--image", "127.0.0.1:5000/p/q@sha256:" + "a" * 64, "--job", "examples/train.yaml",
-                 "--out", str(out))
+    run = invoke(
+        "cluster.render",
+        "--image",
+        "127.0.0.1:5000/p/q@sha256:" + "a" * 64,
+        "--job",
+        "examples/train.yaml",
+        "--out",
+        str(out),
+    )
     assert run.returncode == 2 and "is not an empty folder" in run.stderr
     assert [p.name for p in out.iterdir()] == ["00-job-old.yaml"]
 
 
 def test_a_half_set_of_env_credentials_is_refused(tmp_path):
-    run = invoke("lock", "--variant", "cpu", "--dry-run", PADDLECD_REGISTRY_PASSWORD="hunter2-secret",
-                 PADDLECD_STATE_DIR=str(tmp_path))
+    run = invoke(
+        "lock",
+        "--variant",
+        "cpu",
+        "--dry-run",
+        PADDLECD_REGISTRY_PASSWORD="hunter2-secret",
+        PADDLECD_STATE_DIR=str(tmp_path),
+    )
     assert run.returncode == 2 and "only one of PADDLECD_REGISTRY_USERNAME" in run.stderr
     assert "hunter2-secret" not in run.stdout + run.stderr

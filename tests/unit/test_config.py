@@ -12,7 +12,9 @@ from support import clean_env, invoke
 
 
 def test_config_cascade_order(tmp_path):
-    (tmp_path / "paddlecd.yaml").write_text("registry: {url: file.example:1, repository: team/paddle}\nstate_dir: /s1\n")
+    (tmp_path / "paddlecd.yaml").write_text(
+        "registry: {url: file.example:1, repository: team/paddle}\nstate_dir: /s1\n"
+    )
     s = config.load({"registry.url": "flag.example:3"}, root=tmp_path,
                     environ={"PADDLECD_REGISTRY_URL": "env.example:2", "PADDLECD_STATE_DIR": "/s2"})
     assert s.registry.url == "flag.example:3"           # flags beat environment
@@ -37,7 +39,10 @@ def test_config_errors(tmp_path, yaml_text, environ, fragment):
 
 
 def test_config_secrets_are_not_settings(tmp_path):
-    s = config.load(root=tmp_path, environ={"PADDLECD_REGISTRY_PASSWORD": "hunter2", "PADDLECD_REGISTRY_USERNAME": "u"})
+    s = config.load(
+        root=tmp_path,
+        environ={"PADDLECD_REGISTRY_PASSWORD": "hunter2", "PADDLECD_REGISTRY_USERNAME": "u"},
+    )
     assert "hunter2" not in repr(s)
     assert s.warnings == ()  # read by registry.auth: known, so no warning either
 
@@ -57,7 +62,9 @@ def test_misspelt_section_in_project_file_suggests_the_section(tmp_path):
 
 
 def test_container_side_variables_are_not_mistaken_for_settings(tmp_path):
-    s = config.load(root=tmp_path, environ={"PADDLECD_MODEL": "/output/model", "PADDLECD_UPDATE_GOLDEN": "1"})
+    s = config.load(
+        root=tmp_path, environ={"PADDLECD_MODEL": "/output/model", "PADDLECD_UPDATE_GOLDEN": "1"}
+    )
     assert s.registry.url == "127.0.0.1:5000"
     assert s.warnings == ("ignoring PADDLECD_MODEL: not a setting",)
 

@@ -1,5 +1,5 @@
-"""doctor's GPU, runtime and disk rules on given host facts (the engine/registry checks run for real in
-tests/integration/test_doctor.py). No GPU exists on the test machines: the GPU-present cases use
+"""doctor's GPU, runtime and disk rules on given host facts (the engine/registry checks run for real
+in tests/integration/test_doctor.py). No GPU exists on the test machines: the GPU-present cases use
 driver versions from NVIDIA's table as facts."""
 
 from __future__ import annotations
@@ -15,8 +15,14 @@ from support import ROOT
 
 def host(settings, names, *, driver=None, gpus=0, info=None, require_gpu=False):
     chosen = tuple(variants.get(settings, n) for n in names)
-    return doctor.Host(settings, chosen, driver, gpus, info or {"Runtimes": {"runc": {}}, "DockerRootDir": "/"},
-                       require_gpu)
+    return doctor.Host(
+        settings=settings,
+        variants=chosen,
+        driver=driver,
+        gpus=gpus,
+        info=info or {"Runtimes": {"runc": {}}, "DockerRootDir": "/"},
+        require_gpu=require_gpu,
+    )
 
 
 def test_no_gpu_and_cpu_only_is_fine(settings):
@@ -42,23 +48,40 @@ def test_minor_version_compatibility_warns(settings):
 
 
 def test_recent_driver_is_ok_for_every_gpu_variant(settings):
-    row = doctor.check_gpu_driver(host(settings, ["cu118", "cu126", "cu120-p261"], driver="570.86.15", gpus=4))
+    row = doctor.check_gpu_driver(
+        host(settings, ["cu118", "cu126", "cu120-p261"], driver="570.86.15", gpus=4)
+    )
     assert row.status == "ok" and "11.8, 12.0, 12.6" in row.detail
 
 
 def test_nvidia_runtime_missing_is_a_warning_without_gpu_and_a_failure_with_one(settings):
     assert doctor.check_nvidia_runtime(host(settings, ["cu126"])).status == "warn"
-    assert doctor.check_nvidia_runtime(host(settings, ["cu126"], driver="570.86.15", gpus=1)).status == "fail"
+    assert (
+        doctor.check_nvidia_runtime(host(settings, ["cu126"], driver="570.86.15", gpus=1)).status
+        == "fail"
+    )
     present = {"Runtimes": {"runc": {}, "nvidia": {}}, "DockerRootDir": "/"}
-    assert doctor.check_nvidia_runtime(host(settings, ["cu126"], driver="570.86.15", gpus=1, info=present)).status == "ok"
+    assert (
+        doctor.check_nvidia_runtime(
+            host(settings, ["cu126"], driver="570.86.15", gpus=1, info=present)
+        ).status
+        == "ok"
+    )
 
 
 def test_disk_budget_counts_only_runnable_variants_as_blocking(settings, monkeypatch):
     free = {"value": 10 * doctor.GIB}
-    monkeypatch.setattr(doctor.shutil, "disk_usage", lambda p: type("U", (), {"free": free["value"]})())
+    monkeypatch.setattr(
+        doctor.shutil, "disk_usage", lambda p: type("U", (), {"free": free["value"]})()
+    )
     assert doctor.check_disk(host(settings, ["cpu"])).status == "ok"
-    assert doctor.check_disk(host(settings, ["cpu", "cu126"])).status == "warn"  # the GPU one cannot run here
-    assert doctor.check_disk(host(settings, ["cpu", "cu126"], driver="570.86.15", gpus=1)).status == "fail"
+    assert (
+        doctor.check_disk(host(settings, ["cpu", "cu126"])).status == "warn"
+    )  # the GPU one cannot run here
+    assert (
+        doctor.check_disk(host(settings, ["cpu", "cu126"], driver="570.86.15", gpus=1)).status
+        == "fail"
+    )
     free["value"] = 1 * doctor.GIB
     assert doctor.check_disk(host(settings, ["cpu"])).status == "fail"
 

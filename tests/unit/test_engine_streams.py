@@ -10,8 +10,11 @@ from paddlecd.errors import EngineError, RegistryAuthError, RegistryError
 
 
 def test_push_stream_error_chunk_raises_even_after_progress():
-    chunks = [{"status": "Preparing", "id": "abc"}, {"status": "Pushing", "id": "abc", "progress": "[=>] 1MB"},
-              {"errorDetail": {"message": "blob upload unknown"}, "error": "blob upload unknown"}]
+    chunks = [
+        {"status": "Preparing", "id": "abc"},
+        {"status": "Pushing", "id": "abc", "progress": "[=>] 1MB"},
+        {"errorDetail": {"message": "blob upload unknown"}, "error": "blob upload unknown"},
+    ]
     seen = []
     with pytest.raises(RegistryError) as e:
         engine.decode_stream(iter(chunks), what="pushing r/x:1", on_progress=seen.append)
@@ -25,8 +28,9 @@ def test_push_stream_auth_error_is_typed():
 
 
 def test_push_stream_success_returns_messages():
-    msgs = engine.decode_stream(iter([{"status": "Pushed", "id": "a"}, {"aux": {"Digest": "sha256:" + "1" * 64}}]),
-                                what="p")
+    msgs = engine.decode_stream(
+        iter([{"status": "Pushed", "id": "a"}, {"aux": {"Digest": "sha256:" + "1" * 64}}]), what="p"
+    )
     assert msgs[-1]["aux"]["Digest"].startswith("sha256:")
 
 

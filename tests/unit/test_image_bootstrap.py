@@ -17,5 +17,7 @@ def test_bootstrap_mirror_skips_non_debian_archives(tmp_path):
     security.write_text("deb http://security.debian.org/debian-security bookworm-security main\n")
     assert bootstrap.host_mirror(s, [ubuntu, security]) == bootstrap.DEFAULT_MIRROR
     assert bootstrap.host_mirror(s, [ubuntu, debian]) == "http://mirror.example/debian"
-    s2 = config.load({"build.debian_mirror": "http://pinned.example/debian"}, root=tmp_path, environ={})
+    s2 = config.load(
+        {"build.debian_mirror": "http://pinned.example/debian"}, root=tmp_path, environ={}
+    )
     assert bootstrap.host_mirror(s2, [debian]) == "http://pinned.example/debian"

@@ -28,7 +28,9 @@ def test_parse_base_tag(tag, expected):
     assert (info.paddle, info.cuda, info.cudnn, info.tensorrt, info.device) == expected
 
 
-@pytest.mark.parametrize("tag", ["latest", "3.0-gpu", "v3.0.0", "3.0.0-gpu-cuda12-cudnn9", "3.0.0-gpu-cuda12.6-trt10.5"])
+@pytest.mark.parametrize(
+    "tag", ["latest", "3.0-gpu", "v3.0.0", "3.0.0-gpu-cuda12-cudnn9", "3.0.0-gpu-cuda12.6-trt10.5"]
+)
 def test_parse_base_tag_rejects_non_paddle_tags(tag):
     with pytest.raises(ConfigError) as e:
         variants.parse_base_tag(tag)
@@ -48,20 +50,51 @@ def test_repo_variants_load_with_gpu_versions_from_tags(tmp_path):
     vs = variants.load(settings_for(tmp_path))
     assert {"cpu", "cu118", "cu126", "cu120-p261"} <= set(vs)
     assert (vs["cu126"].cuda, vs["cu126"].cudnn, vs["cu126"].tensorrt) == ("12.6", "9.5", "10.5")
-    assert vs["cpu"].base.startswith("127.0.0.1:5000/") and vs["cpu"].bootstrap.wheel == "paddlepaddle==3.0.0"
+    assert (
+        vs["cpu"].base.startswith("127.0.0.1:5000/")
+        and vs["cpu"].bootstrap.wheel == "paddlepaddle==3.0.0"
+    )
 
 
-@pytest.mark.parametrize("body,fragment,hint", [
-    ("variants: {a: {device: cpu, base: 'r/p:3.0.0', paddle: '3.0.0', paddel: 1}}", "unknown key 'paddel'", "did you mean 'paddle'"),
-    ("variants: {a: {device: tpu, base: 'r/p:3.0.0', paddle: '3.0.0'}}", "unknown device 'tpu' at variants.a.device", "devices: cpu, gpu"),
-    ("variants: {a: {device: cpu, base: 'r/p:3.0.0'}}", "'paddle' is a required property", None),
-    ("variantz: {}", "unknown key 'variantz'", "did you mean 'variants'"),
-    ("- a\n- b", "expected a mapping", None),
-    ("variants: {a: {device: gpu, base: 'r/p:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', paddle: '3.0.0', cuda: '12.6', cudnn: '8.9', tensorrt: '10.5'}}",
-     "declares cudnn=8.9 but its base tag", None),
-    ("variants: {a: {device: cpu, base: 'r/p:3.0.0-gpu-cuda12.6-cudnn9.5', paddle: '3.0.0'}}", "declares device=cpu", None),
-    ("variants: {a: {device: cpu, base: 'r/p:2.6.1', paddle: '3.0.0'}}", "declares paddle=3.0.0", None),
-])
+@pytest.mark.parametrize(
+    "body,fragment,hint",
+    [
+        (
+            "variants: {a: {device: cpu, base: 'r/p:3.0.0', paddle: '3.0.0', paddel: 1}}",
+            "unknown key 'paddel'",
+            "did you mean 'paddle'",
+        ),
+        (
+            "variants: {a: {device: tpu, base: 'r/p:3.0.0', paddle: '3.0.0'}}",
+            "unknown device 'tpu' at variants.a.device",
+            "devices: cpu, gpu",
+        ),
+        (
+            "variants: {a: {device: cpu, base: 'r/p:3.0.0'}}",
+            "'paddle' is a required property",
+            None,
+        ),
+        ("variantz: {}", "unknown key 'variantz'", "did you mean 'variants'"),
+        ("- a\n- b", "expected a mapping", None),
+        (
+            "variants: {a: {device: gpu, base: 'r/p:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', "
+            "paddle: '3.0.0', cuda: '12.6', cudnn: '8.9', tensorrt: '10.5'}}",
+            "declares cudnn=8.9 but its base tag",
+            None,
+        ),
+        (
+            "variants: {a: {device: cpu, base: 'r/p:3.0.0-gpu-cuda12.6-cudnn9.5', "
+            "paddle: '3.0.0'}}",
+            "declares device=cpu",
+            None,
+        ),
+        (
+            "variants: {a: {device: cpu, base: 'r/p:2.6.1', paddle: '3.0.0'}}",
+            "declares paddle=3.0.0",
+            None,
+        ),
+    ],
+)
 def test_bad_variants_files(tmp_path, body, fragment, hint):
     with pytest.raises(ConfigError) as e:
         variants.load(settings_for(tmp_path, body))
@@ -101,7 +134,8 @@ class FakeClient:
 
 BODY = """variants:
   a: {device: cpu, base: 'reg.example/p/base:3.0.0', paddle: '3.0.0'}
-  b: {device: gpu, base: 'reg.example/p/gpu:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', paddle: '3.0.0', cuda: '12.6', cudnn: '9.5', tensorrt: '10.5'}
+  b: {device: gpu, base: 'reg.example/p/gpu:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', paddle: '3.0.0',
+      cuda: '12.6', cudnn: '9.5', tensorrt: '10.5'}
 """
 DA, DB = "sha256:" + "a" * 64, "sha256:" + "b" * 64
 
@@ -120,7 +154,12 @@ def test_lock_writes_pins_and_check_refuses_missing_and_drift(tmp_path, monkeypa
     lock.lock(s)
     assert lock.read(s)["b"].digest == DB and lock.read(s)["a"].digest == DA
     # variants.yaml moves the base of 'a' to another tag: the lock has drifted
-    s2 = settings_for(tmp_path, BODY.replace("base:3.0.0'", "base:3.0.1'").replace("paddle: '3.0.0'}\n  b", "paddle: '3.0.1'}\n  b"))
+    s2 = settings_for(
+        tmp_path,
+        BODY.replace("base:3.0.0'", "base:3.0.1'").replace(
+            "paddle: '3.0.0'}\n  b", "paddle: '3.0.1'}\n  b"
+        ),
+    )
     with pytest.raises(LockError) as e:
         lock.check(s2, variants.get(s2, "a"))
     assert "drifted" in e.value.cause

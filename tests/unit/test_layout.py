@@ -92,7 +92,8 @@ def test_every_module_says_what_room_it_is():
 
 
 def test_rooms_are_folders():
-    """The flow's stages and the external systems each have a subpackage; no flat prefixes remain."""
+    """The flow's stages and the external systems each have a subpackage; no flat prefixes
+    remain."""
     rooms = {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
     assert {"image", "registry", "verify", "release", "artifacts", "pipeline", "cluster"} <= rooms
     flat = [p.name for p in SRC.glob("*.py")]

@@ -68,7 +68,7 @@ def test_checkpoint_parse_round_trip_and_refusals():
     ],
 )
 def test_a_checkpoint_is_due_after_enough_records_or_a_dropped_one(fetched, dropped, due):
-    view = ledger.View("cpu", (_record(),), fetched=fetched, dropped=dropped)
+    view = ledger.View(variant="cpu", records=(_record(),), fetched=fetched, dropped=dropped)
     assert view.stale is due
 
 

@@ -1,4 +1,5 @@
-"""Which variants a change touches (issue 6): the rules on file lists, and on a real git repository."""
+"""Which variants a change touches (issue 6): the rules on file lists, and on a real git
+repository."""
 
 from __future__ import annotations
 
@@ -21,18 +22,35 @@ ALL = list(VARIANTS)
 
 
 def touched(files, before=None, lock_now=None, lock_before=None):
-    return changes.touched(files, variants_now=VARIANTS, variants_before=VARIANTS if before is None else before,
-                           lock_now=lock_now, lock_before=lock_before)
+    return changes.touched(
+        files,
+        variants_now=VARIANTS,
+        variants_before=VARIANTS if before is None else before,
+        lock_now=lock_now,
+        lock_before=lock_before,
+    )
 
 
-@pytest.mark.parametrize("path", ["images/Dockerfile", "smoke/test_export.py", "smoke/workers/allreduce.py",
-                                  "images/.dockerignore"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "images/Dockerfile",
+        "smoke/test_export.py",
+        "smoke/workers/allreduce.py",
+        "images/.dockerignore",
+    ],
+)
 def test_shared_files_touch_every_variant(path):
     assert touched(["README.md", path]) == ALL
 
 
 def test_code_and_docs_touch_no_variant():
-    assert touched(["src/paddlecd/builder.py", "README.md", "tests/unit/test_changes.py", "smokey.txt"]) == []
+    assert (
+        touched(
+            ["src/paddlecd/builder.py", "README.md", "tests/unit/test_changes.py", "smokey.txt"]
+        )
+        == []
+    )
 
 
 def test_base_dockerfile_touches_bootstrapped_variants():
@@ -57,16 +75,25 @@ def test_a_moved_lock_entry_touches_that_variant():
 
 def test_own_dockerfile_of_a_variant():
     variants = {**VARIANTS, "cu126": {**VARIANTS["cu126"], "dockerfile": "Dockerfile.trt"}}
-    assert changes.touched(["images/Dockerfile.trt"], variants_now=variants, variants_before=variants) == ["cu126"]
+    assert changes.touched(
+        ["images/Dockerfile.trt"], variants_now=variants, variants_before=variants
+    ) == ["cu126"]
 
 
 @pytest.fixture
 def repo(tmp_path):
     """A git repository holding a copy of images/ and smoke/, one commit on branch main."""
-    shutil.copytree(ROOT / "images", tmp_path / "images", ignore=shutil.ignore_patterns("lock.yaml"))
-    shutil.copytree(ROOT / "smoke", tmp_path / "smoke", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "images", tmp_path / "images", ignore=shutil.ignore_patterns("lock.yaml")
+    )
+    shutil.copytree(
+        ROOT / "smoke", tmp_path / "smoke", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copytree(ROOT / "pipelines", tmp_path / "pipelines")
-    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)  # noqa: E731
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+
     git("init", "-q", "-b", "main")
     git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "empty")
     git("add", ".")
@@ -78,7 +105,11 @@ def repo(tmp_path):
 def test_select_on_a_real_repository(repo):
     s = config.load({}, root=repo, environ={})
     assert changes.select(s, "main") == []
-    text = (repo / "images/variants.yaml").read_text().replace("Paddle 2.6.1, CUDA 12.0", "Paddle 2.6.1 on CUDA 12.0")
+    text = (
+        (repo / "images/variants.yaml")
+        .read_text()
+        .replace("Paddle 2.6.1, CUDA 12.0", "Paddle 2.6.1 on CUDA 12.0")
+    )
     (repo / "images/variants.yaml").write_text(text)  # uncommitted edits count too
     assert changes.select(s, "main") == ["cu120-p261"]
     (repo / "smoke" / "test_new.py").write_text("def test_x():\n    pass\n")  # untracked too

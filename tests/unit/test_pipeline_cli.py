@@ -1,5 +1,5 @@
-"""`invoke pipeline.run/list` bad inputs as a user meets them: one-line cause, hint, non-zero exit, nothing
-written. Only --dry-run and refusals run here (no engine or registry needed)."""
+"""`invoke pipeline.run/list` bad inputs as a user meets them: one-line cause, hint, non-zero exit,
+nothing written. Only --dry-run and refusals run here (no engine or registry needed)."""
 
 from __future__ import annotations
 
@@ -45,19 +45,25 @@ def test_json_log_format_from_the_environment(tmp_path):
                        PADDLECD_LOG_FORMAT="json")
     assert run.returncode == 0, run.stderr
     events = [json.loads(line) for line in run.stdout.splitlines()]
-    assert [e["event"] for e in events] == ["plan"] and events[0]["lines"][0].startswith("pipeline pr: variants cpu")
+    assert [e["event"] for e in events] == ["plan"] and events[0]["lines"][0].startswith(
+        "pipeline pr: variants cpu"
+    )
 
 
 def test_bad_log_format(tmp_path):
     run = pipeline_cli("pipeline.run", "pr", "--log-format", "xml", state=tmp_path)
-    assert run.returncode == 2 and "error: --log-format must be text or json, got 'xml'" in run.stderr
+    assert (
+        run.returncode == 2 and "error: --log-format must be text or json, got 'xml'" in run.stderr
+    )
 
 
 def test_unknown_pipeline(tmp_path):
     run = pipeline_cli("pipeline.run", "nigthly", state=tmp_path)
     assert run.returncode == 10
-    assert run.stderr.splitlines() == ["error: unknown pipeline 'nigthly' (no pipelines/nigthly.yaml)",
-                                       "hint: did you mean 'nightly'? known: nightly, pr, release"]
+    assert run.stderr.splitlines() == [
+        "error: unknown pipeline 'nigthly' (no pipelines/nigthly.yaml)",
+        "hint: did you mean 'nightly'? known: nightly, pr, release",
+    ]
 
 
 def test_cycle_in_a_pipeline_file_is_one_line_and_a_hint(tmp_path):
@@ -66,15 +72,27 @@ def test_cycle_in_a_pipeline_file_is_one_line_and_a_hint(tmp_path):
     run = pipeline_cli("pipeline.run", "loop", state=tmp_path / "state", root=root)
     assert run.returncode == 10
     err = run.stderr.splitlines()
-    assert len(err) == 2 and "stages form a cycle: " in err[0] and err[1].startswith("hint: remove one 'needs'")
+    assert (
+        len(err) == 2
+        and "stages form a cycle: " in err[0]
+        and err[1].startswith("hint: remove one 'needs'")
+    )
     assert not (tmp_path / "state").exists()
 
 
 def test_unknown_stage_and_variant_in_a_pipeline_file(tmp_path):
-    root = project_with(tmp_path, "typo", {"schema": 1, "variants": ["cpu"], "stages": [{"stage": "verfiy"}]})
+    root = project_with(
+        tmp_path, "typo", {"schema": 1, "variants": ["cpu"], "stages": [{"stage": "verfiy"}]}
+    )
     run = pipeline_cli("pipeline.run", "typo", state=tmp_path / "state", root=root)
-    assert run.returncode == 10 and "unknown stage 'verfiy'" in run.stderr and "did you mean 'verify'?" in run.stderr
-    root2 = project_with(tmp_path / "b", "v", {"schema": 1, "variants": ["cu12"], "stages": [{"stage": "verify"}]})
+    assert (
+        run.returncode == 10
+        and "unknown stage 'verfiy'" in run.stderr
+        and "did you mean 'verify'?" in run.stderr
+    )
+    root2 = project_with(
+        tmp_path / "b", "v", {"schema": 1, "variants": ["cu12"], "stages": [{"stage": "verify"}]}
+    )
     run = pipeline_cli("pipeline.run", "v", state=tmp_path / "state", root=root2)
     assert run.returncode == 10 and "unknown variant 'cu12'" in run.stderr
     assert not (tmp_path / "state").exists()
@@ -83,5 +101,11 @@ def test_unknown_stage_and_variant_in_a_pipeline_file(tmp_path):
 def test_pipeline_list(tmp_path):
     run = pipeline_cli("pipeline.list", state=tmp_path)
     assert run.returncode == 0
-    assert any(line.startswith("pr ") and "lock-check -> build -> push -> verify" in line for line in run.stdout.splitlines())
-    assert any(line.startswith("release ") and "promote -> deploy -> upload" in line for line in run.stdout.splitlines())
+    assert any(
+        line.startswith("pr ") and "lock-check -> build -> push -> verify" in line
+        for line in run.stdout.splitlines()
+    )
+    assert any(
+        line.startswith("release ") and "promote -> deploy -> upload" in line
+        for line in run.stdout.splitlines()
+    )

@@ -1,4 +1,5 @@
-"""Step summary Markdown under GitHub's 1 MiB limit, ::error:: annotations, text and JSON-lines events."""
+"""Step summary Markdown under GitHub's 1 MiB limit, ::error:: annotations, text and JSON-lines
+events."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ ERROR = "verify failed for reg/repo@sha256:abc: export/jit: outputs differ"
 
 
 def summary(rows: int = 1, error: str = ERROR, failed: bool = True) -> Summary:
-    variants = {f"v{i}": {"status": "succeeded", "seconds": 1.5, "outputs": {"digest": f"sha256:{i:064d}"}}
-                for i in range(rows)}
+    variants = {
+        f"v{i}": {"status": "succeeded", "seconds": 1.5, "outputs": {"digest": f"sha256:{i:064d}"}}
+        for i in range(rows)
+    }
     if failed:
         variants["cpu"] = {"status": "failed", "seconds": 2.0, "outputs": {}, "error": error,
                            "hint": "see smoke.log"}
@@ -44,7 +47,9 @@ def test_cap_cuts_a_big_summary_under_the_limit_with_a_note():
     assert len(capped.encode()) <= report.STEP_SUMMARY_LIMIT - report.MARGIN
     assert "summary truncated" in capped and capped.startswith(text[:200])
     left_out = int(capped.split("summary truncated: ")[1].split(" bytes")[0])
-    assert left_out == len(text.encode()) - len(capped.split("\n\n> ⚠ summary truncated")[0].encode())
+    assert left_out == len(text.encode()) - len(
+        capped.split("\n\n> ⚠ summary truncated")[0].encode()
+    )
     body = capped.split("\n\n> ⚠")[0]
     assert body.endswith("|\n")  # cut at a line end, never inside a table row
 
@@ -53,12 +58,17 @@ def test_cap_counts_what_the_step_summary_already_holds():
     text = report.markdown(summary(rows=2000))  # ~200 KiB
     used = report.STEP_SUMMARY_LIMIT - 100 * 1024
     capped = report.cap(text, used=used)
-    assert used + len(capped.encode()) <= report.STEP_SUMMARY_LIMIT - report.MARGIN and "truncated" in capped
+    assert (
+        used + len(capped.encode()) <= report.STEP_SUMMARY_LIMIT - report.MARGIN
+        and "truncated" in capped
+    )
 
 
 def test_to_step_summary_appends_under_github_actions(tmp_path, monkeypatch):
     path = tmp_path / "step_summary.md"
-    path.write_text("x" * (report.STEP_SUMMARY_LIMIT - 50 * 1024))  # verify already wrote most of it
+    path.write_text(
+        "x" * (report.STEP_SUMMARY_LIMIT - 50 * 1024)
+    )  # verify already wrote most of it
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
     written = report.to_step_summary(summary(rows=5000))
     assert written and "truncated" in written
@@ -69,7 +79,10 @@ def test_to_step_summary_appends_under_github_actions(tmp_path, monkeypatch):
 
 def test_annotations_escape_workflow_command_characters():
     lines = report.annotations(summary(error="100% broken: a, b\nsecond line"))
-    assert lines == ["::error title=pipeline pr%3A push (cpu)::100%25 broken: a, b%0Asecond line — hint: see smoke.log"]
+    assert lines == [
+        "::error title=pipeline pr%3A push (cpu)::100%25 broken: a, b%0Asecond line — hint: see "
+        "smoke.log"
+    ]
     assert report.annotations(summary(failed=False)) == []
 
 

@@ -1,5 +1,6 @@
-"""The pipeline runner with fake stage callables (the real stages run in tests/integration/test_pipeline.py):
-order, summary files, resume from the failed stage with the recorded outputs, parallel builds, events."""
+"""The pipeline runner with fake stage callables (the real stages run in
+tests/integration/test_pipeline.py): order, summary files, resume from the failed stage with the
+recorded outputs, parallel builds, events."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from support import ROOT, project_settings
 
 
 class Fakes:
-    """Stage callables that record their calls; ``fail`` makes a kind raise once per variant listed."""
+    """Stage callables that record their calls; ``fail`` makes a kind raise once per variant
+    listed."""
 
     def __init__(self):
         self.calls: list[tuple[str, str]] = []
@@ -32,28 +34,46 @@ class Fakes:
                 with self.lock:
                     self.calls.append((kind, ctx.variant))
                 if kind == "push":
-                    ctx.outputs.update(digest=f"sha256:{ctx.variant}", reference=f"reg/repo@sha256:{ctx.variant}")
+                    ctx.outputs.update(
+                        digest=f"sha256:{ctx.variant}", reference=f"reg/repo@sha256:{ctx.variant}"
+                    )
                 if kind == "verify":
                     self.seen_push[ctx.variant] = ctx.inputs["push"]["reference"]
                     failing = ctx.variant in self.fail.get("verify", set())
-                    ctx.outputs["checks"] = [{"name": "env/import", "passed": True, "seconds": 0.1},
-                                             {"name": "export/jit", "passed": not failing, "seconds": 0.2}]
+                    ctx.outputs["checks"] = [
+                        {"name": "env/import", "passed": True, "seconds": 0.1},
+                        {"name": "export/jit", "passed": not failing, "seconds": 0.2},
+                    ]
                 if ctx.variant in self.fail.get(kind, set()):
                     self.fail[kind].discard(ctx.variant)
-                    raise VerifyError(f"verify failed for {ctx.variant}: export/jit: outputs differ", "see smoke.log")
+                    raise VerifyError(
+                        f"verify failed for {ctx.variant}: export/jit: outputs differ",
+                        "see smoke.log",
+                    )
+
             return run
         return {k: make(k) for k in stages.KINDS}
 
 
 def run(settings, fakes, events=None, **kw):
-    return pipeline.run(settings, "pr", kinds=fakes.kinds(), on_event=(events.append if events is not None else
-                                                                        lambda e: None), **kw)
+    return pipeline.run(
+        settings,
+        "pr",
+        kinds=fakes.kinds(),
+        on_event=(events.append if events is not None else lambda e: None),
+        **kw,
+    )
 
 
 def test_stages_run_in_order_and_the_summary_is_written(settings):
     fakes, events = Fakes(), []
     result = run(settings, fakes, events, given=("cpu",))
-    assert fakes.calls == [("lock-check", "cpu"), ("build", "cpu"), ("push", "cpu"), ("verify", "cpu")]
+    assert fakes.calls == [
+        ("lock-check", "cpu"),
+        ("build", "cpu"),
+        ("push", "cpu"),
+        ("verify", "cpu"),
+    ]
     assert result.error() is None and result.summary.status == "succeeded"
     saved = json.loads((result.folder / "summary.json").read_text())
     assert saved == result.summary.to_json() and Summary.from_json(saved) == result.summary
@@ -64,7 +84,11 @@ def test_stages_run_in_order_and_the_summary_is_written(settings):
     assert result.folder == settings.state / "pipelines" / "pr" / saved["run_id"]
     assert "| push | cpu | ✅ succeeded |" in (result.folder / "summary.md").read_text()
     kinds = [e.event for e in events]
-    assert kinds.count("variant.end") == 4 and kinds.count("check") == 2 and kinds[-1] == "pipeline.end"
+    assert (
+        kinds.count("variant.end") == 4
+        and kinds.count("check") == 2
+        and kinds[-1] == "pipeline.end"
+    )
     assert all(e.run_id == saved["run_id"] and e.pipeline == "pr" for e in events)
 
 
@@ -134,17 +158,32 @@ def test_builds_of_two_variants_run_at_once(settings):
     barrier = threading.Barrier(2, timeout=20)
     fakes = Fakes()
     kinds = fakes.kinds()
-    kinds["build"] = lambda ctx: barrier.wait()  # a serial runner breaks the barrier (BrokenBarrierError)
+    kinds["build"] = (
+        lambda ctx: barrier.wait()
+    )  # a serial runner breaks the barrier (BrokenBarrierError)
     result = pipeline.run(settings, "pr", given=("cpu", "cu126"), kinds=kinds)
     assert result.error() is None, result.error()
 
 
 def test_variants_on_one_base_build_in_one_group(settings, tmp_path):
     digest = "sha256:" + "1" * 64
-    lock = {"schema": 1, "bases": {n: {"base": f"b/{n}:1", "digest": digest if n != "cu126" else "sha256:" + "2" * 64,
-                                       "media_type": "x", "locked": "now"} for n in ("cpu", "cu118", "cu126")}}
+    lock = {
+        "schema": 1,
+        "bases": {
+            n: {
+                "base": f"b/{n}:1",
+                "digest": digest if n != "cu126" else "sha256:" + "2" * 64,
+                "media_type": "x",
+                "locked": "now",
+            }
+            for n in ("cpu", "cu118", "cu126")
+        },
+    }
     (tmp_path / "lock.yaml").write_text(json.dumps(lock))
-    assert stages.groups(settings, "build", ["cpu", "cu118", "cu126"]) == [["cpu", "cu118"], ["cu126"]]
+    assert stages.groups(settings, "build", ["cpu", "cu118", "cu126"]) == [
+        ["cpu", "cu118"],
+        ["cu126"],
+    ]
     assert stages.groups(settings, "push", ["cpu", "cu118"]) == [["cpu"], ["cu118"]]
 
 
@@ -153,9 +192,18 @@ def test_no_touched_variant_skips_every_stage(settings):
     result = pipeline.run(settings, "pr", kinds=fakes.kinds(), given=())
     assert fakes.calls and result.summary.variants == ("cpu",)  # local default
     pdef = pipeline.pipeline_spec.load(settings, "pr")
-    summary = pipeline.new_summary(pdef, pipeline.Selection((), "touched by the change since main"), settings, {}, "main")
-    runner = pipeline.Runner(settings, pdef, summary, settings.state / "x" / "y", on_event=lambda e: None,
-                             on_line=lambda *a: None, kinds=fakes.kinds())
+    summary = pipeline.new_summary(
+        pdef, pipeline.Selection((), "touched by the change since main"), settings, {}, "main"
+    )
+    runner = pipeline.Runner(
+        settings,
+        pdef,
+        summary,
+        settings.state / "x" / "y",
+        on_event=lambda e: None,
+        on_line=lambda *a: None,
+        kinds=fakes.kinds(),
+    )
     done = runner.run()
     assert done.status == "succeeded" and {s.status for s in done.stages} == {"skipped"}
 
@@ -183,9 +231,13 @@ def test_resume_takes_a_new_version_after_a_refused_promotion(settings):
 
     kinds = {k: (lambda ctx: None) for k in stages.KINDS}
     kinds["promote"] = promote
-    first = pipeline.run(settings, "release", given=("cpu",), options={"version": "1.0.0"}, kinds=kinds)
+    first = pipeline.run(
+        settings, "release", given=("cpu",), options={"version": "1.0.0"}, kinds=kinds
+    )
     assert first.error() is not None and "--resume" in first.error().hint
-    second = pipeline.run(settings, "release", resume=True, options={"version": "1.0.1"}, kinds=kinds)
+    second = pipeline.run(
+        settings, "release", resume=True, options={"version": "1.0.1"}, kinds=kinds
+    )
     assert second.error() is None and seen == ["1.0.0", "1.0.1"]
     assert json.loads((second.folder / "summary.json").read_text())["options"]["version"] == "1.0.1"
 

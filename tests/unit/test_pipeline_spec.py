@@ -1,4 +1,5 @@
-"""Pipeline files: the shipped ones load, bad ones are refused with one line and a hint (issue 6)."""
+"""Pipeline files: the shipped ones load, bad ones are refused with one line and a hint (issue
+6)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ def parse(stages, **top):
 
 def test_shipped_pipelines_load_in_order(settings):
     assert pipeline_spec.names(settings) == ["nightly", "pr", "release"]
-    order = {n: [s.kind for s in pipeline_spec.load(settings, n).stages] for n in pipeline_spec.names(settings)}
+    order = {
+        n: [s.kind for s in pipeline_spec.load(settings, n).stages]
+        for n in pipeline_spec.names(settings)
+    }
     assert order["pr"] == ["lock-check", "build", "push", "verify"]
     assert order["nightly"] == ["lock-check", "build", "push", "verify"]
     assert order["release"] == ["promote", "deploy", "upload"]
@@ -33,7 +37,9 @@ def test_shipped_pipelines_load_in_order(settings):
 def test_unknown_pipeline_names_the_known_ones(settings):
     with pytest.raises(PipelineError) as e:
         pipeline_spec.load(settings, "nightlyy")
-    assert "unknown pipeline 'nightlyy'" in e.value.cause and "did you mean 'nightly'" in e.value.hint
+    assert (
+        "unknown pipeline 'nightlyy'" in e.value.cause and "did you mean 'nightly'" in e.value.hint
+    )
 
 
 def test_unknown_stage_kind_with_did_you_mean():
@@ -49,13 +55,18 @@ def test_unknown_key_at_top_level_and_in_a_stage():
     assert "unknown key 'varients'" in e.value.cause and e.value.hint == "did you mean 'variants'?"
     with pytest.raises(PipelineError) as e:
         parse([{"stage": "build", "paralel": 2}])
-    assert "unknown key 'paralel' at stages[0]" in e.value.cause and e.value.hint == "did you mean 'parallel'?"
+    assert (
+        "unknown key 'paralel' at stages[0]" in e.value.cause
+        and e.value.hint == "did you mean 'parallel'?"
+    )
 
 
 def test_unknown_stage_parameter_is_checked_per_kind():
     with pytest.raises(PipelineError) as e:
         parse([{"stage": "build", "with": {"no_cahce": True}}])
-    assert "unknown key 'no_cahce' at stages[0].with" in e.value.cause and "no_cache" in e.value.hint
+    assert (
+        "unknown key 'no_cahce' at stages[0].with" in e.value.cause and "no_cache" in e.value.hint
+    )
     with pytest.raises(PipelineError) as e:
         parse([{"stage": "verify", "with": {"no_cache": True}}])
     assert "unknown key 'no_cache'" in e.value.cause and "takes no parameters" in e.value.hint
@@ -67,7 +78,10 @@ def test_unknown_stage_parameter_is_checked_per_kind():
 def test_duplicate_stage_is_refused_with_a_rename_hint():
     with pytest.raises(PipelineError) as e:
         parse([{"stage": "build"}, {"stage": "push"}, {"stage": "build"}])
-    assert e.value.cause == f"{PATH}: duplicate stage 'build' (stages[2])" and "name: build-2" in e.value.hint
+    assert (
+        e.value.cause == f"{PATH}: duplicate stage 'build' (stages[2])"
+        and "name: build-2" in e.value.hint
+    )
     ok = parse([{"stage": "build"}, {"stage": "build", "name": "build-again"}])
     assert [s.name for s in ok.stages] == ["build", "build-again"]
 
@@ -83,14 +97,18 @@ def test_cycle_through_needs_is_refused():
 def test_needs_on_unknown_stage():
     with pytest.raises(PipelineError) as e:
         parse([{"stage": "build"}, {"stage": "push", "needs": ["biuld"]}])
-    assert "needs unknown stage 'biuld'" in e.value.cause and e.value.hint == "did you mean 'build'?"
+    assert (
+        "needs unknown stage 'biuld'" in e.value.cause and e.value.hint == "did you mean 'build'?"
+    )
 
 
 def test_needs_reorders_and_default_is_the_stage_listed_before():
     p = parse([{"stage": "lock-check"}, {"stage": "build"}, {"stage": "verify", "needs": ["push"]},
                {"stage": "push", "needs": ["build"]}])
     assert [s.name for s in p.stages] == ["lock-check", "build", "push", "verify"]
-    with pytest.raises(PipelineError):  # listed first with no needs, lock-check would follow verify: a cycle
+    with pytest.raises(
+        PipelineError
+    ):  # listed first with no needs, lock-check would follow verify: a cycle
         parse([{"stage": "verify", "needs": ["push"]}, {"stage": "lock-check"}, {"stage": "push"}])
 
 
@@ -126,13 +144,25 @@ def test_variant_selection_policies(settings):
     assert pipeline.select(settings, nightly, ("cpu",)).variants == ("cpu",)
 
 
-@pytest.mark.parametrize("stage_list,fragment", [
-    ([{"stage": "deploy", "with": {"job": "examples/train.yaml"}}], "needs a promote stage before it"),
-    ([{"stage": "promote"}, {"stage": "deploy"}], "'with' is a required property"),
-    ([{"stage": "promote"}, {"stage": "deploy", "with": {"job": "j.yaml"}}, {"stage": "upload"}],
-     "'with' is a required property"),
-    ([{"stage": "push"}], "needs a build stage before it"),
-])
+@pytest.mark.parametrize(
+    "stage_list,fragment",
+    [
+        (
+            [{"stage": "deploy", "with": {"job": "examples/train.yaml"}}],
+            "needs a promote stage before it",
+        ),
+        ([{"stage": "promote"}, {"stage": "deploy"}], "'with' is a required property"),
+        (
+            [
+                {"stage": "promote"},
+                {"stage": "deploy", "with": {"job": "j.yaml"}},
+                {"stage": "upload"},
+            ],
+            "'with' is a required property",
+        ),
+        ([{"stage": "push"}], "needs a build stage before it"),
+    ],
+)
 def test_stage_inputs_are_checked_before_anything_runs(stage_list, fragment):
     with pytest.raises(PipelineError) as e:
         parse(stage_list)

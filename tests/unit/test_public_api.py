@@ -9,10 +9,23 @@ def test_every_public_name_resolves():
 
 
 def test_errors_share_one_root_with_distinct_exit_codes():
-    codes = {cls.exit_code for cls in (paddlecd.ConfigError, paddlecd.LockError, paddlecd.EngineError,
-                                       paddlecd.RegistryError, paddlecd.VerifyError, paddlecd.PromotionError,
-                                       paddlecd.StorageError, paddlecd.ClusterError, paddlecd.PipelineError)}
-    assert len(codes) == 9 and all(issubclass(c, paddlecd.PaddlecdError) for c in (paddlecd.RegistryAuthError,))
+    codes = {
+        cls.exit_code
+        for cls in (
+            paddlecd.ConfigError,
+            paddlecd.LockError,
+            paddlecd.EngineError,
+            paddlecd.RegistryError,
+            paddlecd.VerifyError,
+            paddlecd.PromotionError,
+            paddlecd.StorageError,
+            paddlecd.ClusterError,
+            paddlecd.PipelineError,
+        )
+    }
+    assert len(codes) == 9 and all(
+        issubclass(c, paddlecd.PaddlecdError) for c in (paddlecd.RegistryAuthError,)
+    )
 
 
 def test_each_client_library_is_imported_by_its_one_module():
@@ -27,7 +40,12 @@ def test_each_client_library_is_imported_by_its_one_module():
     import re
     from pathlib import Path
 
-    owners = {"docker": {"engine.py"}, "boto3": {"s3.py"}, "botocore": {"s3.py"}, "kubernetes": {"k8s.py"}}
+    owners = {
+        "docker": {"engine.py"},
+        "boto3": {"s3.py"},
+        "botocore": {"s3.py"},
+        "kubernetes": {"k8s.py"},
+    }
     narrow = {("registry/auth.py", "docker"): {"docker.auth", "docker.errors"}}
     src = Path(paddlecd.__file__).parent
     for path in [*src.rglob("*.py"), src.parents[1] / "tasks.py"]:

@@ -1,4 +1,5 @@
-"""Bearer token auth and retries of paddlecd.registry.transport, against a small in-process HTTP stub.
+"""Bearer token auth and retries of paddlecd.registry.transport, against a small in-process HTTP
+stub.
 
 The integration tests use the real distribution registry with htpasswd (Basic) auth; distribution's
 token auth needs a separate token server with signing keys, which the test machines do not have, so
@@ -45,12 +46,17 @@ class Stub(http.server.BaseHTTPRequestHandler):
             q = parse_qs(url.query)
             good = ok and q.get("service") == ["stub"] and q.get("scope") == [
                 "repository:ci/p:pull"]
-            return self._send(200, json.dumps({"token": "T0K"}).encode()) if good else self._send(401)
+            return (
+                self._send(200, json.dumps({"token": "T0K"}).encode()) if good else self._send(401)
+            )
         if Stub.failures:
             return self._send(Stub.failures.pop(0))  # no Retry-After: the client's own backoff
         if auth != "Bearer T0K":
             realm = f"http://{self.headers['Host']}/token"
-            return self._send(401, headers={"WWW-Authenticate": f'Bearer realm="{realm}",service="stub",scope="x"'})
+            return self._send(
+                401,
+                headers={"WWW-Authenticate": f'Bearer realm="{realm}",service="stub",scope="x"'},
+            )
         return self._send(200, json.dumps({"name": "ci/p", "tags": ["a"]}).encode())
 
 

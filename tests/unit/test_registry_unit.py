@@ -1,4 +1,5 @@
-"""Registry client pieces that need no server: reference grammar, Accept list, challenges, credentials."""
+"""Registry client pieces that need no server: reference grammar, Accept list, challenges,
+credentials."""
 
 from __future__ import annotations
 
@@ -16,19 +17,33 @@ from paddlecd.registry.client import ACCEPT, RegistryClient, client_for, parse_r
 D = "sha256:" + "ab" * 32
 
 
-@pytest.mark.parametrize("text, registry, repository, tag, digest", [
-    ("ubuntu", "docker.io", "library/ubuntu", "latest", None),
-    ("ubuntu:22.04", "docker.io", "library/ubuntu", "22.04", None),
-    ("paddlepaddle/paddle:3.0.0-gpu", "docker.io", "paddlepaddle/paddle", "3.0.0-gpu", None),
-    ("index.docker.io/library/python:3.11", "docker.io", "library/python", "3.11", None),
-    ("127.0.0.1:5000/paddlecd/paddle:cpu", "127.0.0.1:5000", "paddlecd/paddle", "cpu", None),
-    ("localhost/a/b/c", "localhost", "a/b/c", "latest", None),
-    (f"reg.example.com/ci/paddle@{D}", "reg.example.com", "ci/paddle", None, D),
-    (f"reg.example.com:443/ci/paddle:1.4.0-cpu@{D}", "reg.example.com:443", "ci/paddle", "1.4.0-cpu", D),
-])
+@pytest.mark.parametrize(
+    "text, registry, repository, tag, digest",
+    [
+        ("ubuntu", "docker.io", "library/ubuntu", "latest", None),
+        ("ubuntu:22.04", "docker.io", "library/ubuntu", "22.04", None),
+        ("paddlepaddle/paddle:3.0.0-gpu", "docker.io", "paddlepaddle/paddle", "3.0.0-gpu", None),
+        ("index.docker.io/library/python:3.11", "docker.io", "library/python", "3.11", None),
+        ("127.0.0.1:5000/paddlecd/paddle:cpu", "127.0.0.1:5000", "paddlecd/paddle", "cpu", None),
+        ("localhost/a/b/c", "localhost", "a/b/c", "latest", None),
+        (f"reg.example.com/ci/paddle@{D}", "reg.example.com", "ci/paddle", None, D),
+        (
+            f"reg.example.com:443/ci/paddle:1.4.0-cpu@{D}",
+            "reg.example.com:443",
+            "ci/paddle",
+            "1.4.0-cpu",
+            D,
+        ),
+    ],
+)
 def test_parse_reference(text, registry, repository, tag, digest):
     ref = parse_reference(text)
-    assert (ref.registry, ref.repository, ref.tag, ref.digest) == (registry, repository, tag, digest)
+    assert (ref.registry, ref.repository, ref.tag, ref.digest) == (
+        registry,
+        repository,
+        tag,
+        digest,
+    )
     assert parse_reference(str(ref)) == ref
 
 
@@ -62,7 +77,10 @@ def test_parse_bearer_challenge_with_commas_in_quotes():
     assert c.params == {"realm": "https://auth.example/token", "service": "registry.example",
                         "scope": "repository:ci/paddle:pull,push"}
     assert token_params(c, ["repository:a:pull,push", "repository:b:pull"]) == [
-        ("service", "registry.example"), ("scope", "repository:a:pull,push"), ("scope", "repository:b:pull")]
+        ("service", "registry.example"),
+        ("scope", "repository:a:pull,push"),
+        ("scope", "repository:b:pull"),
+    ]
 
 
 def test_parse_basic_challenge():
@@ -99,10 +117,14 @@ def test_credentials_env_wins_and_secret_is_hidden(tmp_path, monkeypatch):
 def test_credentials_from_helper(tmp_path, monkeypatch):
     helper = tmp_path / "bin" / "docker-credential-fake"
     helper.parent.mkdir()
-    helper.write_text('#!/bin/sh\nread server\necho "{\\"Username\\":\\"u-$server\\",\\"Secret\\":\\"s\\"}"\n')
+    helper.write_text(
+        '#!/bin/sh\nread server\necho "{\\"Username\\":\\"u-$server\\",\\"Secret\\":\\"s\\"}"\n'
+    )
     helper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{helper.parent}:/usr/bin:/bin")
-    _write_config(tmp_path, monkeypatch, {"credHelpers": {"reg.example": "fake"}, "credsStore": "missing"})
+    _write_config(
+        tmp_path, monkeypatch, {"credHelpers": {"reg.example": "fake"}, "credsStore": "missing"}
+    )
     assert find_credentials("reg.example") == Credentials("u-reg.example", "s")
     with pytest.raises(RegistryAuthError, match="docker-credential-missing .*is not on PATH"):
         find_credentials("other.example")  # the store is not installed: docker push fails too
@@ -111,7 +133,11 @@ def test_credentials_from_helper(tmp_path, monkeypatch):
 def test_client_for_schemes(tmp_path):
     s = load({"registry.url": "127.0.0.1:5999"}, root=tmp_path, environ={})
     assert client_for(s).base == "http://127.0.0.1:5999/v2/"
-    s = load({"registry.url": "127.0.0.1:5999", "registry.ca_file": "/tmp/ca.crt"}, root=tmp_path, environ={})
+    s = load(
+        {"registry.url": "127.0.0.1:5999", "registry.ca_file": "/tmp/ca.crt"},
+        root=tmp_path,
+        environ={},
+    )
     assert client_for(s).base == "https://127.0.0.1:5999/v2/"
     assert client_for(s, "reg.example").base == "https://reg.example/v2/"
     assert RegistryClient("docker.io").base == "https://registry-1.docker.io/v2/"
@@ -127,12 +153,15 @@ def test_client_for_release_registry_settings(tmp_path):
               "release.ca_file": "/tmp/rel-ca.crt"}, root=tmp_path, environ={})
     c = client_for(s, "rel.example:5443")
     assert c.base == "https://rel.example:5443/v2/" and c.verify == "/tmp/rel-ca.crt"
-    s = load({"release.registry": "rel.example", "release.insecure": "true"}, root=tmp_path, environ={})
+    s = load(
+        {"release.registry": "rel.example", "release.insecure": "true"}, root=tmp_path, environ={}
+    )
     assert client_for(s, "rel.example").base == "http://rel.example/v2/"
 
 
 def test_env_registry_credentials_go_only_to_the_configured_registry(tmp_path, monkeypatch):
-    """PADDLECD_REGISTRY_USERNAME/PASSWORD must not be sent to another registry (e.g. Docker Hub for a base)."""
+    """PADDLECD_REGISTRY_USERNAME/PASSWORD must not be sent to another registry (e.g. Docker Hub for
+    a base)."""
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))  # empty: no config.json
     monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "alice")
     monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "s3cret")

@@ -6,7 +6,15 @@ import pytest
 import semver
 
 from paddlecd.errors import ConfigError
-from paddlecd.release.policy import Action, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
+from paddlecd.release.policy import (
+    Action,
+    bump,
+    fold,
+    moving_tags,
+    parse_release_tag,
+    parse_version,
+    release_tag,
+)
 
 V = semver.Version.parse
 D1, D2, D3 = ("sha256:" + c * 64 for c in "123")
@@ -14,17 +22,26 @@ D1, D2, D3 = ("sha256:" + c * 64 for c in "123")
 
 # --------------------------------------------------------------------------- §11 precedence
 
-@pytest.mark.parametrize("lower, higher", [
-    ("1.0.0", "2.0.0"), ("2.0.0", "2.1.0"), ("2.1.0", "2.1.1"),          # 11.2: major, minor, patch
-    ("1.9.0", "1.10.0"), ("1.0.9", "1.0.10"), ("9.0.0", "10.0.0"),       # numerically, not as strings
-    ("1.0.0-alpha", "1.0.0"), ("1.5.0-rc.1", "1.5.0"),                   # 11.3: pre-release < release
-    ("1.0.0-alpha", "1.0.0-alpha.1"),                                    # 11.4.4: more fields is higher
-    ("1.0.0-alpha.1", "1.0.0-alpha.beta"),                               # 11.4.3: numeric < alphanumeric
-    ("1.0.0-alpha.beta", "1.0.0-beta"), ("1.0.0-beta", "1.0.0-beta.2"),
-    ("1.0.0-beta.2", "1.0.0-beta.11"),                                   # 11.4.1: numeric identifiers as numbers
-    ("1.0.0-beta.11", "1.0.0-rc.1"),                                     # 11.4.2: ASCII order of alphanumerics
-    ("1.0.0-rc.1", "1.0.0-rc.1a"),
-])
+@pytest.mark.parametrize(
+    "lower, higher",
+    [
+        ("1.0.0", "2.0.0"),
+        ("2.0.0", "2.1.0"),
+        ("2.1.0", "2.1.1"),  # 11.2: major, minor, patch
+        ("1.9.0", "1.10.0"),
+        ("1.0.9", "1.0.10"),
+        ("9.0.0", "10.0.0"),  # numerically, not as strings
+        ("1.0.0-alpha", "1.0.0"),
+        ("1.5.0-rc.1", "1.5.0"),  # 11.3: pre-release < release
+        ("1.0.0-alpha", "1.0.0-alpha.1"),  # 11.4.4: more fields is higher
+        ("1.0.0-alpha.1", "1.0.0-alpha.beta"),  # 11.4.3: numeric < alphanumeric
+        ("1.0.0-alpha.beta", "1.0.0-beta"),
+        ("1.0.0-beta", "1.0.0-beta.2"),
+        ("1.0.0-beta.2", "1.0.0-beta.11"),  # 11.4.1: numeric identifiers as numbers
+        ("1.0.0-beta.11", "1.0.0-rc.1"),  # 11.4.2: ASCII order of alphanumerics
+        ("1.0.0-rc.1", "1.0.0-rc.1a"),
+    ],
+)
 def test_precedence(lower, higher):
     assert parse_version(lower) < parse_version(higher)
 
@@ -53,11 +70,18 @@ def test_tags_for_release_and_prerelease():
     assert moving_tags(V("1.5.0-rc.1"), "cpu") == []
 
 
-@pytest.mark.parametrize("tag, variant, version", [
-    ("1.4.0-cpu", "cpu", "1.4.0"), ("1.5.0-rc.1-cu126", "cu126", "1.5.0-rc.1"),
-    ("2.0.0-cu120-p261", "cu120-p261", "2.0.0"), ("1.4-cpu", "cpu", None), ("latest-cpu", "cpu", None),
-    ("1.4.0-cu126", "cpu", None), ("cpu-1a2b3c4", "cpu", None),
-])
+@pytest.mark.parametrize(
+    "tag, variant, version",
+    [
+        ("1.4.0-cpu", "cpu", "1.4.0"),
+        ("1.5.0-rc.1-cu126", "cu126", "1.5.0-rc.1"),
+        ("2.0.0-cu120-p261", "cu120-p261", "2.0.0"),
+        ("1.4-cpu", "cpu", None),
+        ("latest-cpu", "cpu", None),
+        ("1.4.0-cu126", "cpu", None),
+        ("cpu-1a2b3c4", "cpu", None),
+    ],
+)
 def test_parse_release_tag(tag, variant, version):
     got = parse_release_tag(tag, variant)
     assert (str(got) if got else None) == version
@@ -86,12 +110,18 @@ def _promote(version, digest, key):
 
 def test_moving_tags_follow_a_release():
     state = fold([_promote("1.4.0", D1, "a")], "cpu")
-    assert {t: str(v) for t, v in state.moving.items()} == {"1.4-cpu": "1.4.0", "1-cpu": "1.4.0", "latest-cpu": "1.4.0"}
+    assert {t: str(v) for t, v in state.moving.items()} == {
+        "1.4-cpu": "1.4.0",
+        "1-cpu": "1.4.0",
+        "latest-cpu": "1.4.0",
+    }
     assert state.digest_of("latest-cpu") == D1
 
 
 def test_out_of_order_promotions_end_on_highest():
-    state = fold([_promote("1.10.0", D1, "a"), _promote("1.9.0", D2, "b"), _promote("1.4.2", D3, "c")], "cpu")
+    state = fold(
+        [_promote("1.10.0", D1, "a"), _promote("1.9.0", D2, "b"), _promote("1.4.2", D3, "c")], "cpu"
+    )
     assert state.moving["latest-cpu"] == V("1.10.0") and state.moving["1-cpu"] == V("1.10.0")
     assert state.moving["1.9-cpu"] == V("1.9.0") and state.moving["1.4-cpu"] == V("1.4.2")
 
@@ -102,13 +132,22 @@ def test_moving_tags_only_move_forward_within_a_series():
 
 
 def test_prerelease_never_moves_a_moving_tag():
-    state = fold([_promote("1.4.0", D1, "a"), _promote("1.5.0-rc.1", D2, "b"), _promote("2.0.0-rc.1", D3, "c")], "cpu")
+    state = fold(
+        [
+            _promote("1.4.0", D1, "a"),
+            _promote("1.5.0-rc.1", D2, "b"),
+            _promote("2.0.0-rc.1", D3, "c"),
+        ],
+        "cpu",
+    )
     assert state.moving == {"1.4-cpu": V("1.4.0"), "1-cpu": V("1.4.0"), "latest-cpu": V("1.4.0")}
     assert state.releases[V("1.5.0-rc.1")] == D2
 
 
 def test_clobbering_claim_is_void_and_same_digest_is_idempotent():
-    state = fold([_promote("1.4.0", D1, "a"), _promote("1.4.0", D2, "b"), _promote("1.4.0", D1, "c")], "cpu")
+    state = fold(
+        [_promote("1.4.0", D1, "a"), _promote("1.4.0", D2, "b"), _promote("1.4.0", D1, "c")], "cpu"
+    )
     assert state.releases[V("1.4.0")] == D1 and state.void == ["b"]
 
 
@@ -118,7 +157,11 @@ def test_order_is_by_key_not_by_arrival():
 
 
 def test_rollback_moves_back_then_promotions_move_forward_from_there():
-    actions = [_promote("1.3.2", D1, "a"), _promote("1.4.0", D2, "b"), Action("rollback", V("1.3.2"), D1, "c")]
+    actions = [
+        _promote("1.3.2", D1, "a"),
+        _promote("1.4.0", D2, "b"),
+        Action("rollback", V("1.3.2"), D1, "c"),
+    ]
     state = fold(actions, "cpu")
     assert state.moving["latest-cpu"] == V("1.3.2") and state.moving["1-cpu"] == V("1.3.2")
     assert state.moving["1.4-cpu"] == V("1.4.0")  # not a moving tag of 1.3.2: untouched

@@ -1,4 +1,5 @@
-"""The shared schema-error translation (paddlecd.schema) used by variants, job and pipeline files."""
+"""The shared schema-error translation (paddlecd.schema) used by variants, job and pipeline
+files."""
 
 import pytest
 
@@ -9,16 +10,33 @@ from paddlecd.pipeline.spec import schema as pipeline_schema
 
 def test_unknown_key_suggests_the_close_one():
     with pytest.raises(ConfigError) as e:
-        validation.check({"variants": {"cpu": {"device": "cpu", "base": "r/p:3.0.0", "paddle": "3.0.0", "bootstrp": {}}}},
-                         "variants.schema.json", source="v.yaml")
-    assert e.value.cause == "v.yaml: unknown key 'bootstrp' at variants.cpu" and e.value.hint == "did you mean 'bootstrap'?"
+        validation.check(
+            {
+                "variants": {
+                    "cpu": {"device": "cpu", "base": "r/p:3.0.0", "paddle": "3.0.0", "bootstrp": {}}
+                }
+            },
+            "variants.schema.json",
+            source="v.yaml",
+        )
+    assert (
+        e.value.cause == "v.yaml: unknown key 'bootstrp' at variants.cpu"
+        and e.value.hint == "did you mean 'bootstrap'?"
+    )
 
 
 def test_enum_value_suggests_and_lists_the_options():
     with pytest.raises(PipelineError) as e:
-        validation.check({"schema": 1, "stages": [{"stage": "biuld"}]}, "pipeline.schema.json", source="p.yaml",
-                         error=PipelineError, schema=pipeline_schema())
-    assert "unknown stage 'biuld' at stages[0].stage" in e.value.cause and e.value.hint.startswith("did you mean 'build'?")
+        validation.check(
+            {"schema": 1, "stages": [{"stage": "biuld"}]},
+            "pipeline.schema.json",
+            source="p.yaml",
+            error=PipelineError,
+            schema=pipeline_schema(),
+        )
+    assert "unknown stage 'biuld' at stages[0].stage" in e.value.cause and e.value.hint.startswith(
+        "did you mean 'build'?"
+    )
 
 
 def test_other_violations_point_at_the_schema():
@@ -28,5 +46,8 @@ def test_other_violations_point_at_the_schema():
 
 
 def test_valid_document_passes():
-    validation.check({"variants": {"cpu": {"device": "cpu", "base": "r/p:3.0.0", "paddle": "3.0.0"}}},
-                     "variants.schema.json", source="v.yaml")
+    validation.check(
+        {"variants": {"cpu": {"device": "cpu", "base": "r/p:3.0.0", "paddle": "3.0.0"}}},
+        "variants.schema.json",
+        source="v.yaml",
+    )

@@ -1,6 +1,7 @@
-"""The GitHub Actions workflows are checked here (issue 6): actionlint (with shellcheck when installed),
-hadolint on the Dockerfiles, every `invoke` command they run exists with the flags they pass, and the
-rules the issue sets (GPU matrix, approval environment, secrets only through env, pinned actions)."""
+"""The GitHub Actions workflows are checked here (issue 6): actionlint (with shellcheck when
+installed), hadolint on the Dockerfiles, every `invoke` command they run exists with the flags they
+pass, and the rules the issue sets (GPU matrix, approval environment, secrets only through env,
+pinned actions)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def load(path: Path) -> dict:
 
 
 def tool(name: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / name), *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(BIN / name), *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_workflows_exist():
@@ -45,7 +48,9 @@ def test_actionlint_is_clean():
 def test_actionlint_catches_a_broken_workflow(tmp_path):
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
     (tmp_path / ".github" / "workflows" / "bad.yml").write_text(
-        "on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ matrix.nope }}\n")
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo "
+        "${{ matrix.nope }}\n"
+    )
     r = tool("actionlint", "-no-color", ".github/workflows/bad.yml", cwd=tmp_path)
     assert r.returncode != 0 and "matrix" in r.stdout
 
@@ -74,13 +79,17 @@ def tasks_namespace():
 
 
 def expand(text: str, env: dict[str, str]) -> str:
-    """Replace ``${{ … }}`` by a value (``format('--flag {0}', …)`` keeps its flag) and ``$VAR`` by env."""
+    """Replace ``${{ … }}`` by a value (``format('--flag {0}', …)`` keeps its flag) and ``$VAR`` by
+    env."""
+
     def expr(m):
         flags = re.findall(r"format\('([^']*)\{0\}'", m.group(1))
         return " ".join(f + "X" for f in flags) if flags else "X"
 
     text = re.sub(r"\$\{\{(.*?)\}\}", expr, text, flags=re.S)
-    return re.sub(r"\$\{?([A-Z_][A-Z0-9_]*)\}?", lambda m: expand(env.get(m.group(1), "X"), env), text)
+    return re.sub(
+        r"\$\{?([A-Z_][A-Z0-9_]*)\}?", lambda m: expand(env.get(m.group(1), "X"), env), text
+    )
 
 
 def expand_arrays(script: str) -> str:
@@ -89,7 +98,9 @@ def expand_arrays(script: str) -> str:
     words: dict[str, list[str]] = {}
     for name, body in re.findall(r"\b([a-z_][a-z0-9_]*)\+?=\(([^)]*)\)", script):
         words.setdefault(name, []).append(body)
-    return re.sub(r'"\$\{([a-z_][a-z0-9_]*)\[@\]\}"', lambda m: " ".join(words.get(m.group(1), [])), script)
+    return re.sub(
+        r'"\$\{([a-z_][a-z0-9_]*)\[@\]\}"', lambda m: " ".join(words.get(m.group(1), [])), script
+    )
 
 
 def invoke_commands():
@@ -113,7 +124,9 @@ def test_workflows_call_invoke():
 
 @pytest.mark.parametrize("where,argv", COMMANDS, ids=[f"{w}:{' '.join(a)}" for w, a in COMMANDS])
 def test_every_invoke_command_exists_with_its_flags(where, argv):
-    parsed = Parser(contexts=tasks_namespace().to_contexts()).parse_argv(argv)  # ParseError on unknown task/flag
+    parsed = Parser(contexts=tasks_namespace().to_contexts()).parse_argv(
+        argv
+    )  # ParseError on unknown task/flag
     assert [c.name for c in parsed][0] == argv[0]
 
 
@@ -121,19 +134,27 @@ def test_the_checker_rejects_an_unknown_flag():
     from invoke.exceptions import ParseError
 
     with pytest.raises(ParseError):
-        Parser(contexts=tasks_namespace().to_contexts()).parse_argv(["pipeline.run", "pr", "--varient", "cpu"])
+        Parser(contexts=tasks_namespace().to_contexts()).parse_argv(
+            ["pipeline.run", "pr", "--varient", "cpu"]
+        )
 
 
-# ------------------------------------------------------------------ what the issue asks of each workflow
+# ------------------------------------------------------------------ what the issue asks of each
+# workflow
 
 
 def test_gpu_smoke_matrix_covers_every_gpu_variant_on_self_hosted_gpu_runners():
     wf = load(ROOT / ".github/workflows/gpu-smoke.yml")
     job = wf["jobs"]["smoke"]
     variants = yaml.safe_load((ROOT / "images/variants.yaml").read_text())["variants"]
-    assert sorted(job["strategy"]["matrix"]["variant"]) == sorted(n for n, v in variants.items() if v["device"] == "gpu")
+    assert sorted(job["strategy"]["matrix"]["variant"]) == sorted(
+        n for n, v in variants.items() if v["device"] == "gpu"
+    )
     assert job["runs-on"] == ["self-hosted", "linux", "x64", "gpu"]
-    assert set(wf["on"]["pull_request"]["paths"]) >= {"images/**", "smoke/**"} and "schedule" in wf["on"]
+    assert (
+        set(wf["on"]["pull_request"]["paths"]) >= {"images/**", "smoke/**"}
+        and "schedule" in wf["on"]
+    )
     runs = "\n".join(s.get("run", "") for s in job["steps"])
     assert 'invoke pipeline.run pr --variant "$VARIANT"' in runs
     assert job["env"]["VARIANT"] == "${{ matrix.variant }}"
@@ -148,7 +169,9 @@ def test_release_runs_the_release_pipeline_behind_the_release_environment():
     wf = load(ROOT / ".github/workflows/release.yml")
     assert {"version", "variant"} <= set(wf["on"]["workflow_dispatch"]["inputs"])
     gated = [j for j in wf["jobs"].values() if j.get("environment") == "release"]
-    assert gated and any("invoke pipeline.run release" in s.get("run", "") for j in gated for s in j["steps"])
+    assert gated and any(
+        "invoke pipeline.run release" in s.get("run", "") for j in gated for s in j["steps"]
+    )
 
 
 def test_ci_runs_lint_and_the_suite_like_ci_run():
@@ -164,16 +187,22 @@ def test_secrets_only_through_env_and_actions_pinned(path):
     wf = load(path)
     for job in wf["jobs"].values():
         for step in job.get("steps", []):
-            assert "secrets." not in step.get("run", ""), f"{path.name}: a secret expanded into a script: {step}"
-            assert not re.search(r"echo\s+\"?\$\{?(PADDLECD_REGISTRY_PASSWORD|AWS_SECRET_ACCESS_KEY|KUBECONFIG_DATA)",
-                                 step.get("run", "")), f"{path.name}: a secret echoed"
+            assert "secrets." not in step.get(
+                "run", ""
+            ), f"{path.name}: a secret expanded into a script: {step}"
+            assert not re.search(
+                r"echo\s+\"?\$\{?(PADDLECD_REGISTRY_PASSWORD|AWS_SECRET_ACCESS_KEY|KUBECONFIG_DATA)",
+                step.get("run", ""),
+            ), f"{path.name}: a secret echoed"
     text = path.read_text()
     assert "docker login" not in text or "--password-stdin" in text
 
 
-# ------------------------------------------------------------------ issue 12: workflows not injectable
+# ------------------------------------------------------------------ issue 12: workflows not
+# injectable
 
-# Contexts a workflow's caller or a pull request's author controls (GitHub's "script injection" list).
+# Contexts a workflow's caller or a pull request's author controls (GitHub's "script injection"
+# list).
 UNTRUSTED = re.compile(r"\$\{\{[^}]*\b(inputs\.|github\.event\.|github\.head_ref)")
 THIRD_PARTY_USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)(?P<rest>.*)$")
 
@@ -187,13 +216,19 @@ def scripts(wf: dict):
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_no_untrusted_expression_is_expanded_inside_a_script(path):
-    bad = [(job, s.get("name", s["run"][:40])) for job, s in scripts(load(path)) if UNTRUSTED.search(s["run"])]
+    bad = [
+        (job, s.get("name", s["run"][:40]))
+        for job, s in scripts(load(path))
+        if UNTRUSTED.search(s["run"])
+    ]
     assert not bad, f"{path.name}: pass these through env instead: {bad}"
 
 
 def test_the_expression_rule_catches_an_injectable_script():
-    wf = yaml.safe_load("jobs:\n  a:\n    steps:\n      - run: invoke promote --version ${{ inputs.version }}\n"
-                        "      - run: echo ${{github.event.pull_request.title}}\n")
+    wf = yaml.safe_load(
+        "jobs:\n  a:\n    steps:\n      - run: invoke promote --version ${{ inputs.version }}\n"
+        "      - run: echo ${{github.event.pull_request.title}}\n"
+    )
     assert len([s for _, s in scripts(wf) if UNTRUSTED.search(s["run"])]) == 2
 
 
@@ -202,7 +237,9 @@ def test_every_job_has_a_timeout_and_its_own_permissions(path):
     wf = load(path)
     assert wf.get("permissions") == {}, f"{path.name}: grant nothing at the top, per job instead"
     for name, job in wf["jobs"].items():
-        assert isinstance(job.get("timeout-minutes"), int), f"{path.name}:{name} has no timeout-minutes"
+        assert isinstance(
+            job.get("timeout-minutes"), int
+        ), f"{path.name}:{name} has no timeout-minutes"
         assert "permissions" in job, f"{path.name}:{name} does not say which permissions it needs"
         assert job["permissions"] != "write-all" and "pull-requests" not in job["permissions"], \
             f"{path.name}:{name}: no step comments on pull requests"
@@ -216,8 +253,12 @@ def test_third_party_actions_are_pinned_by_commit_sha_with_the_tag_in_a_comment(
         if not m or m["ref"].startswith(("./", "docker://")):
             continue
         found += 1
-        assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", m["ref"]), f"{path.name}: not SHA-pinned: {line}"
-        assert re.fullmatch(r"\s*#\s*v\d+(\.\d+)*\s*", m["rest"]), f"{path.name}: no '# vX.Y.Z': {line}"
+        assert re.fullmatch(
+            r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", m["ref"]
+        ), f"{path.name}: not SHA-pinned: {line}"
+        assert re.fullmatch(
+            r"\s*#\s*v\d+(\.\d+)*\s*", m["rest"]
+        ), f"{path.name}: no '# vX.Y.Z': {line}"
     assert found, f"{path.name}: no actions found (the pattern is wrong)"
 
 
@@ -237,9 +278,13 @@ GOOD_INPUTS = {"INPUT_VARIANT": "cu126", "INPUT_VERSION": "1.4.0", "INPUT_BUMP":
 
 
 def run_bash(script: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-                          env={"PATH": f"{tmp_path}:/usr/bin:/bin", **env}, capture_output=True, text=True,
-                          timeout=30)
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 @pytest.mark.parametrize("given", [
@@ -250,19 +295,35 @@ def test_release_input_check_accepts_good_inputs(given, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("given", [
-    {"INPUT_VERSION": "1.4.0 --force --reason x"}, {"INPUT_VERSION": "v1.4.0"}, {"INPUT_VERSION": "1.4"},
-    {"INPUT_VERSION": "01.2.3"}, {"INPUT_VERSION": "1.4.0+build.1"}, {"INPUT_VERSION": "1.4.0\n--force"},
-    {"INPUT_VERSION": "1.4.0", "INPUT_BUMP": "patch"}, {"INPUT_VERSION": "", "INPUT_BUMP": "none"},
-    {"INPUT_VERSION": "", "INPUT_BUMP": "patch --force"}, {"INPUT_DIGEST": "sha256:abc"},
-    {"INPUT_DIGEST": "sha256:" + "a" * 64 + " --force"}, {"INPUT_DIGEST": "sha256:" + "A" * 64},
-    {"INPUT_VARIANT": "cpu --force"}, {"INPUT_VARIANT": "$(id)"},
-    {"INPUT_DIGEST": ""},  # issue 10: the digest is required; its attestation is in the registry
-], ids=lambda g: repr(g)[:50])
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"INPUT_VERSION": "1.4.0 --force --reason x"},
+        {"INPUT_VERSION": "v1.4.0"},
+        {"INPUT_VERSION": "1.4"},
+        {"INPUT_VERSION": "01.2.3"},
+        {"INPUT_VERSION": "1.4.0+build.1"},
+        {"INPUT_VERSION": "1.4.0\n--force"},
+        {"INPUT_VERSION": "1.4.0", "INPUT_BUMP": "patch"},
+        {"INPUT_VERSION": "", "INPUT_BUMP": "none"},
+        {"INPUT_VERSION": "", "INPUT_BUMP": "patch --force"},
+        {"INPUT_DIGEST": "sha256:abc"},
+        {"INPUT_DIGEST": "sha256:" + "a" * 64 + " --force"},
+        {"INPUT_DIGEST": "sha256:" + "A" * 64},
+        {"INPUT_VARIANT": "cpu --force"},
+        {"INPUT_VARIANT": "$(id)"},
+        {
+            "INPUT_DIGEST": ""
+        },  # issue 10: the digest is required; its attestation is in the registry
+    ],
+    ids=lambda g: repr(g)[:50],
+)
 def test_release_input_check_refuses_flags_and_malformed_values(given, tmp_path):
     r = run_bash(release_step("inputs"), {**GOOD_INPUTS, **given}, tmp_path)
     assert r.returncode == 1 and "::error" in r.stdout, r.stdout + r.stderr
-    assert all(v not in r.stdout for v in given.values() if len(v) > 8), "the message echoed an input"
+    assert all(
+        v not in r.stdout for v in given.values() if len(v) > 8
+    ), "the message echoed an input"
 
 
 @pytest.mark.parametrize("job,name", [("plan", "plan (dry run)"),
@@ -274,9 +335,16 @@ def test_release_scripts_pass_each_input_as_one_argument(job, name, tmp_path):
     fake.write_text("#!/usr/bin/env python3\nimport json, sys\n"
                     f'open("{log}", "a").write(json.dumps(sys.argv[1:]) + "\\n")\n')
     fake.chmod(0o755)
-    env = {**GOOD_INPUTS, "INPUT_VERSION": "1.4.0 --force --reason x", "INPUT_DIGEST": "", "INPUT_BUMP": "none"}
+    env = {
+        **GOOD_INPUTS,
+        "INPUT_VERSION": "1.4.0 --force --reason x",
+        "INPUT_DIGEST": "",
+        "INPUT_BUMP": "none",
+    }
     r = run_bash(release_step(job, name), env, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert calls and all("--version=1.4.0 --force --reason x" in argv and "--force" not in argv for argv in calls)
+    assert calls and all(
+        "--version=1.4.0 --force --reason x" in argv and "--force" not in argv for argv in calls
+    )
     assert all("--variant=cu126" in argv for argv in calls), calls

@@ -1,11 +1,11 @@
 """The command-line layer: Invoke tasks that parse flags, call one package function and turn
 paddlecd errors into exit codes (STYLE.md §3). ``tasks.py`` at the project root exposes :data:`ns`.
 
-One module per namespace: :mod:`.image`, :mod:`.smoke`, :mod:`.release`, :mod:`.evidence`, :mod:`.artifacts`,
-:mod:`.cluster`, :mod:`.pipeline`, plus :mod:`.doctor` (top level only). :mod:`.common` holds
-the one catch site and the output streams (results on stdout, progress and plans on stderr);
-:mod:`.argv` the two command-line workarounds. ``invoke --list`` shows each task once under its
-namespace, plus the short verbs in :data:`SHORT_VERBS` at the top level.
+One module per namespace: :mod:`.image`, :mod:`.smoke`, :mod:`.release`, :mod:`.evidence`,
+:mod:`.artifacts`, :mod:`.cluster`, :mod:`.pipeline`, plus :mod:`.doctor` (top level only).
+:mod:`.common` holds the one catch site and the output streams (results on stdout, progress and
+plans on stderr); :mod:`.argv` the two command-line workarounds. ``invoke --list`` shows each task
+once under its namespace, plus the short verbs in :data:`SHORT_VERBS` at the top level.
 """
 
 from __future__ import annotations

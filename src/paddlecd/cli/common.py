@@ -24,8 +24,7 @@ from rich.markup import escape
 from paddlecd import config
 from paddlecd.cli import argv
 from paddlecd.errors import ConfigError, PaddlecdError
-
-Echo = Callable[[str], None]
+from paddlecd.types import Echo
 
 # emoji off: a ":name:" in a cause, a log line or an annotation is printed as it is
 out = Console(highlight=False, emoji=False)  # results

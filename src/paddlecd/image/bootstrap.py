@@ -1,9 +1,10 @@
 """Base bootstrap (the air-gapped path): build the CPU Paddle base locally and push it.
 
-Steps, each cached: ``debootstrap`` a minimal Debian rootfs from the host's configured mirror with the
-runtime packages Paddle needs (libgomp1 for its OpenMP kernels, python3-venv…), import it into the
-engine, BuildKit-build ``images/base/Dockerfile.cpu`` on it (PyPI ``paddlepaddle`` in a venv; CA bundle
-and index URL as secrets), tag it as the variant's ``base`` and push it to the configured registry.
+Steps, each cached: ``debootstrap`` a minimal Debian rootfs from the host's configured mirror with
+the runtime packages Paddle needs (libgomp1 for its OpenMP kernels, python3-venv…), import it into
+the engine, BuildKit-build ``images/base/Dockerfile.cpu`` on it (PyPI ``paddlepaddle`` in a venv; CA
+bundle and index URL as secrets), tag it as the variant's ``base`` and push it to the configured
+registry.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,22 +23,26 @@ from paddlecd.image import lock, variants
 from paddlecd.image import push as publish
 from paddlecd.image.build import buildkit_build
 from paddlecd.registry import client as registry
+from paddlecd.types import Echo
 
-Echo = Callable[[str], None]
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 
 def host_mirror(settings: Settings, sources: list[Path] | None = None) -> str:
-    """The Debian mirror to debootstrap from: settings.build.debian_mirror, else the first ``URIs:`` /
-    ``deb`` line of the host's apt sources (deb822 ``*.sources`` or ``sources.list``) that is a Debian
-    archive (not security, not Ubuntu's), else deb.debian.org."""
+    """The Debian mirror to debootstrap from: settings.build.debian_mirror, else the first ``URIs:``
+    / ``deb`` line of the host's apt sources (deb822 ``*.sources`` or ``sources.list``) that is a
+    Debian archive (not security, not Ubuntu's), else deb.debian.org."""
     if settings.build.debian_mirror:
         return settings.build.debian_mirror
     if sources is None:
-        sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]
+        sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [
+            Path("/etc/apt/sources.list")
+        ]
     for path in sources:
         text = path.read_text() if path.is_file() else ""
-        m = re.search(r"^URIs:\s*(\S+)", text, re.M) or re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.M)
+        m = re.search(r"^URIs:\s*(\S+)", text, re.M) or re.search(
+            r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.M
+        )
         # an Ubuntu (or other derivative's) archive does not serve Debian suites such as bookworm
         if m and "security" not in m.group(1) and "ubuntu" not in m.group(1).lower():
             return m.group(1)
@@ -56,7 +60,8 @@ def base_present(settings: Settings, v: variants.Variant) -> bool:
 
 
 def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = None) -> str:
-    """Debootstrap (cached under ``<state>/bootstrap``) and import the rootfs; returns the local image ref.
+    """Debootstrap (cached under ``<state>/bootstrap``) and import the rootfs; returns the local
+    image ref.
 
     Raises:
         EngineError: debootstrap or the import failed (debootstrap needs root).
@@ -71,15 +76,31 @@ def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = No
     target, tar = work / "rootfs", work / "rootfs.tar"
     if not (target / ".paddlecd-complete").exists():
         if os.geteuid() != 0:
-            raise EngineError("debootstrap needs root to build the base rootfs",
-                              "run the bootstrap as root: sudo -E .venv/bin/invoke image.bootstrap (once per registry)")
+            raise EngineError(
+                "debootstrap needs root to build the base rootfs",
+                "run the bootstrap as root: sudo -E .venv/bin/invoke image.bootstrap (once per "
+                "registry)",
+            )
         if target.exists():  # a half-made rootfs from an interrupted run
             shutil.rmtree(target)
         target.mkdir(parents=True)
-        proc.run(["debootstrap", "--variant=minbase", "--include=" + ",".join(boot.packages), boot.suite,
-                  str(target), host_mirror(settings)], on_line=on_line, what=f"debootstrap {boot.suite}")
+        proc.run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=" + ",".join(boot.packages),
+                boot.suite,
+                str(target),
+                host_mirror(settings),
+            ],
+            on_line=on_line,
+            what=f"debootstrap {boot.suite}",
+        )
         (target / ".paddlecd-complete").touch()
-    proc.run(["tar", "-C", str(target), "--exclude=./.paddlecd-complete", "-cf", str(tar), "."], what="packing the rootfs")
+    proc.run(
+        ["tar", "-C", str(target), "--exclude=./.paddlecd-complete", "-cf", str(tar), "."],
+        what="packing the rootfs",
+    )
     engine.import_rootfs(str(tar), ref, changes=["ENV LANG=C.UTF-8", 'CMD ["/bin/bash"]'])
     tar.unlink()
     return ref
@@ -93,7 +114,8 @@ def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = Fa
         the pushed base digest, or None when the base was already present (and ``force`` is off).
 
     Raises:
-        ConfigError: the variant has no ``bootstrap`` section. EngineError, RegistryError: as raised by the steps.
+        ConfigError: the variant has no ``bootstrap`` section. EngineError, RegistryError: as raised
+            by the steps.
     """
     v = _bootstrappable(settings, variant_name)
     if not force and base_present(settings, v):
@@ -101,11 +123,25 @@ def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = Fa
     base_ref = rootfs(settings, v, on_line=on_line)
     dockerfile = settings.root / "images" / "base" / "Dockerfile.cpu"
     buildkit_build(
-        settings, context=dockerfile.parent, dockerfile=dockerfile, tag=v.base,
-        build_args={"ROOTFS": base_ref, "PADDLE_WHEEL": v.bootstrap.wheel, "PIP_PACKAGES": " ".join(v.bootstrap.pip)},
-        labels={"org.opencontainers.image.title": f"paddlecd CPU base ({v.bootstrap.suite}, {v.bootstrap.wheel})",
-                "io.paddlecd.paddle.version": v.paddle, "io.paddlecd.device": "cpu"},
-        log_name=f"bootstrap-{v.name}", on_line=on_line)
+        settings,
+        context=dockerfile.parent,
+        dockerfile=dockerfile,
+        tag=v.base,
+        build_args={
+            "ROOTFS": base_ref,
+            "PADDLE_WHEEL": v.bootstrap.wheel,
+            "PIP_PACKAGES": " ".join(v.bootstrap.pip),
+        },
+        labels={
+            "org.opencontainers.image.title": (
+                f"paddlecd CPU base ({v.bootstrap.suite}, {v.bootstrap.wheel})"
+            ),
+            "io.paddlecd.paddle.version": v.paddle,
+            "io.paddlecd.device": "cpu",
+        },
+        log_name=f"bootstrap-{v.name}",
+        on_line=on_line,
+    )
     return publish.push_reference(settings, v.base, on_progress=on_progress or on_line)
 
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,15 +22,16 @@ from paddlecd.files import now_iso, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry.reference import parse_reference
+from paddlecd.types import Echo
 
-Echo = Callable[[str], None]
 LABEL = "io.paddlecd"
 DEFAULT_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
 
 @dataclass(frozen=True)
 class Built:
-    """A finished build: local ``tag``, ``image_id``, the ``builder`` used, the kept ``log`` path."""
+    """A finished build: local ``tag``, ``image_id``, the ``builder`` used, the kept ``log``
+    path."""
 
     variant: str
     tag: str
@@ -52,8 +53,9 @@ def ca_bundle(settings: Settings) -> str | None:
 
 @contextlib.contextmanager
 def secret_args(settings: Settings) -> Iterator[list[str]]:
-    """``--secret`` flags for the CA bundle and the pip index URL (written to a 0600 temp file that is
-    removed afterwards). The index URL comes from settings.build.pip_index_url or $PIP_INDEX_URL."""
+    """``--secret`` flags for the CA bundle and the pip index URL (written to a 0600 temp file that
+    is removed afterwards). The index URL comes from settings.build.pip_index_url or
+    $PIP_INDEX_URL."""
     args: list[str] = []
     bundle = ca_bundle(settings)
     if bundle:
@@ -74,7 +76,8 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
     """Run one BuildKit build; returns ``(builder description, log path)``.
 
     Raises:
-        EngineError: no BuildKit builder, or the build failed (cause: last log line; the log path in the hint).
+        EngineError: no BuildKit builder, or the build failed (cause: last log line; the log path in
+            the hint).
     """
     builder = engine.pick_builder(settings.build.docker_cli)
     log_path = settings.state / "logs" / f"{log_name}-{time.strftime('%Y%m%dT%H%M%S')}.log"
@@ -93,7 +96,9 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
                 on_line(text)
 
         try:
-            proc.run([*argv, str(context)], env=dict(builder.env), on_line=line, what=f"building {tag}")
+            proc.run(
+                [*argv, str(context)], env=dict(builder.env), on_line=line, what=f"building {tag}"
+            )
         except EngineError as e:
             raise EngineError(e.cause, f"full build log: {log_path}") from e
     return builder.description, log_path
@@ -154,11 +159,15 @@ def pull_base(settings: Settings, entry: lock.LockEntry, *, on_line: Echo | None
     return True
 
 
-def build(settings: Settings, variant_name: str, *, on_line: Echo | None = None, no_cache: bool = False) -> Built:
-    """Build ``variant_name`` FROM its locked base digest and record the build under ``<state>/builds``.
+def build(
+    settings: Settings, variant_name: str, *, on_line: Echo | None = None, no_cache: bool = False
+) -> Built:
+    """Build ``variant_name`` FROM its locked base digest and record the build under
+    ``<state>/builds``.
 
     Raises:
-        ConfigError: unknown variant. LockError: base unlocked or drifted. EngineError: the build failed.
+        ConfigError: unknown variant. LockError: base unlocked or drifted. EngineError: the build
+            failed.
         RegistryError: the base could not be pulled (:func:`pull_base`).
     """
     v = variants.get(settings, variant_name)
@@ -168,10 +177,18 @@ def build(settings: Settings, variant_name: str, *, on_line: Echo | None = None,
     started = time.monotonic()
     images = settings.root / "images"
     builder, log = buildkit_build(
-        settings, context=images, dockerfile=images / v.dockerfile, tag=tag,
+        settings,
+        context=images,
+        dockerfile=images / v.dockerfile,
+        tag=tag,
         build_args={"BASE": entry.pinned, "PACKAGES": " ".join(v.packages)},
-        labels=labels_for(settings, v, entry), log_name=f"build-{v.name}", on_line=on_line, no_cache=no_cache)
-    built = Built(v.name, tag, engine.image_id(tag), builder, log, time.monotonic() - started)
+        labels=labels_for(settings, v, entry),
+        log_name=f"build-{v.name}",
+        on_line=on_line,
+        no_cache=no_cache,
+    )
+    built = Built(variant=v.name, tag=tag, image_id=engine.image_id(tag), builder=builder, log=log,
+                  seconds=time.monotonic() - started)
     write_json(settings.state / "builds" / f"{v.name}.json",
                {"variant": v.name, "tag": tag, "image_id": built.image_id, "builder": builder,
                 "log": str(log), "built": now_iso(), "base": entry.pinned})

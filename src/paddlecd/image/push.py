@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,14 +22,14 @@ from paddlecd.errors import ConfigError, PaddlecdError, RegistryAuthError, Regis
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
+from paddlecd.types import Echo
 from paddlecd.verify.evidence import save_candidate
-
-Echo = Callable[[str], None]
 
 
 @dataclass(frozen=True)
 class Pushed:
-    """A pushed image: ``tag`` (``host/repo:tag``), ``digest`` and ``reference`` (``host/repo@sha256:…``)."""
+    """A pushed image: ``tag`` (``host/repo:tag``), ``digest`` and ``reference``
+    (``host/repo@sha256:…``)."""
 
     variant: str | None
     tag: str
@@ -39,13 +38,19 @@ class Pushed:
 
 
 def _transient(e: BaseException) -> bool:
-    return isinstance(e, RegistryError) and not isinstance(e, RegistryAuthError) and not _client_error(e)
+    return (
+        isinstance(e, RegistryError)
+        and not isinstance(e, RegistryAuthError)
+        and not _client_error(e)
+    )
 
 
 def _client_error(e: PaddlecdError) -> bool:
     # 4xx-style answers repeat identically on retry (distribution error codes, spec "Error Codes")
     text = e.cause.lower()
-    return any(k in text for k in ("invalid", "unknown", "denied", "unsupported", "too large", "not found"))
+    return any(
+        k in text for k in ("invalid", "unknown", "denied", "unsupported", "too large", "not found")
+    )
 
 
 def push_reference(settings: Settings, tag: str, *, on_progress: Echo | None = None) -> str:
@@ -53,25 +58,33 @@ def push_reference(settings: Settings, tag: str, *, on_progress: Echo | None = N
 
     Raises:
         RegistryAuthError: credentials missing/wrong (not retried).
-        RegistryError: the push failed after ``settings.registry.push_retries`` attempts, or the digest
-            read back differs from the one the engine reported.
+        RegistryError: the push failed after ``settings.registry.push_retries`` attempts, or the
+            digest read back differs from the one the engine reported.
     """
     attempts = max(1, settings.registry.push_retries)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         if on_progress:
-            on_progress(f"push attempt {state.attempt_number} failed: {state.outcome.exception()}; retrying")
+            on_progress(
+                f"push attempt {state.attempt_number} failed: {state.outcome.exception()}; retrying"
+            )
 
     retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(attempts), wait=tenacity.wait_exponential(multiplier=1, max=20),
-        retry=tenacity.retry_if_exception(_transient), before_sleep=before_sleep, reraise=True)
+        stop=tenacity.stop_after_attempt(attempts),
+        wait=tenacity.wait_exponential(multiplier=1, max=20),
+        retry=tenacity.retry_if_exception(_transient),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
     digest = retrying(engine.push, tag, credentials=registry_auth.env_credentials(),
                       on_progress=on_progress)
     ref = registry.parse_reference(tag)
     served = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.tag).digest
     if served != digest:
-        raise RegistryError(f"pushed {tag}: engine reported {digest} but the registry serves {served}",
-                            "another push raced this one; re-run push")
+        raise RegistryError(
+            f"pushed {tag}: engine reported {digest} but the registry serves {served}",
+            "another push raced this one; re-run push",
+        )
     return digest
 
 
@@ -90,8 +103,11 @@ def last_build_tag(settings: Settings, variant_name: str) -> str:
                             f"run: invoke build --variant {variant_name}")
     tag = json.loads(record.read_text())["tag"]
     if tag.rsplit(":", 1)[0] != settings.candidate_repo:
-        raise ConfigError(f"the last build of '{variant_name}' is tagged {tag}, not for {settings.candidate_repo}",
-                          f"rebuild for the configured registry: invoke build push --variant {variant_name}")
+        raise ConfigError(
+            f"the last build of '{variant_name}' is tagged {tag}, not for "
+            f"{settings.candidate_repo}",
+            f"rebuild for the configured registry: invoke build push --variant {variant_name}",
+        )
     return tag
 
 
@@ -119,7 +135,8 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
 
     Raises:
         ConfigError: the state folder is not writable.
-        RegistryError: no build recorded for the variant, or the push failed (see :func:`push_reference`).
+        RegistryError: no build recorded for the variant, or the push failed (see
+            :func:`push_reference`).
     """
     tag = last_build_tag(settings, variant_name)
     if not engine.image_exists(tag):
@@ -129,5 +146,7 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
     digest = push_reference(settings, tag, on_progress=on_progress)
     repo = tag.rsplit(":", 1)[0]
     pushed = Pushed(variant_name, tag, digest, f"{repo}@{digest}")
-    save_candidate(settings, variant_name, reference=pushed.reference, digest=digest, tag=tag.rsplit(":", 1)[1])
+    save_candidate(
+        settings, variant_name, reference=pushed.reference, digest=digest, tag=tag.rsplit(":", 1)[1]
+    )
     return pushed

@@ -20,8 +20,8 @@ from paddlecd import schema as validation
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
 
-# Official Paddle tag grammar, e.g. 3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5, 2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6,
-# 3.0.0 (CPU), 3.0.0-cpu-bookworm (our bootstrapped CPU base).
+# Official Paddle tag grammar, e.g. 3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5,
+# 2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6, 3.0.0 (CPU), 3.0.0-cpu-bookworm (our bootstrapped CPU base).
 TAG_RE = re.compile(
     r"^(?P<paddle>\d+\.\d+\.\d+)"
     r"(?:-gpu-cuda(?P<cuda>\d+\.\d+)-cudnn(?P<cudnn>\d+\.\d+)(?:-trt(?P<tensorrt>\d+\.\d+))?"
@@ -31,7 +31,8 @@ TAG_RE = re.compile(
 
 @dataclass(frozen=True)
 class TagInfo:
-    """Versions parsed from a Paddle base tag; ``cuda``/``cudnn``/``tensorrt`` are None on CPU tags."""
+    """Versions parsed from a Paddle base tag; ``cuda``/``cudnn``/``tensorrt`` are None on CPU
+    tags."""
 
     paddle: str
     cuda: str | None = None
@@ -50,20 +51,23 @@ def parse_base_tag(tag: str) -> TagInfo:
         tag: the tag part only, e.g. ``"3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6"``.
 
     Raises:
-        ConfigError: the tag does not follow the official ``<ver>[-gpu-cuda<X.Y>-cudnn<A.B>[-trt<T>]]`` form.
+        ConfigError: the tag does not follow the official
+            ``<ver>[-gpu-cuda<X.Y>-cudnn<A.B>[-trt<T>]]`` form.
     """
     m = TAG_RE.match(tag)
     if not m:
         raise ConfigError(
             f"base tag '{tag}' is not a Paddle tag",
-            "expected <paddle>-gpu-cuda<X.Y>-cudnn<A.B>[-trt<T>] (e.g. 3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5) or <paddle>[-cpu…]",
+            "expected <paddle>-gpu-cuda<X.Y>-cudnn<A.B>[-trt<T>] (e.g. "
+            "3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5) or <paddle>[-cpu…]",
         )
     return TagInfo(**{k: v for k, v in m.groupdict().items() if v})
 
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """How to build a base locally: Debian ``suite``, Paddle ``wheel`` requirement, runtime ``packages``."""
+    """How to build a base locally: Debian ``suite``, Paddle ``wheel`` requirement, runtime
+    ``packages``."""
 
     suite: str
     wheel: str
@@ -112,8 +116,8 @@ def load(settings: Settings) -> dict[str, Variant]:
         ``{name: Variant}`` in file order.
 
     Raises:
-        ConfigError: unreadable/malformed YAML, a schema violation (unknown keys with a "did you mean"),
-            a base tag that is not a Paddle tag, or versions that disagree with the tag.
+        ConfigError: unreadable/malformed YAML, a schema violation (unknown keys with a "did you
+            mean"), a base tag that is not a Paddle tag, or versions that disagree with the tag.
     """
     path = settings.path(settings.variants_file)
     data = _read(path)
@@ -137,11 +141,18 @@ def load(settings: Settings) -> dict[str, Variant]:
 
 
 def get(settings: Settings, name: str) -> Variant:
-    """The variant ``name``. Raises ConfigError naming the known variants (with a "did you mean")."""
+    """The variant ``name``. Raises ConfigError naming the known variants (with a "did you
+    mean")."""
     variants = load(settings)
     if name not in variants:
-        close = [v for v in variants if v == name.lower()] or difflib.get_close_matches(name.lower(), variants, n=1)
-        hint = (f"did you mean '{close[0]}'? " if close else "") + "known variants: " + ", ".join(variants)
+        close = [v for v in variants if v == name.lower()] or difflib.get_close_matches(
+            name.lower(), variants, n=1
+        )
+        hint = (
+            (f"did you mean '{close[0]}'? " if close else "")
+            + "known variants: "
+            + ", ".join(variants)
+        )
         raise ConfigError(f"unknown variant '{name}' (not in {settings.variants_file})", hint)
     return variants[name]
 
@@ -150,13 +161,21 @@ def _read(path: Path) -> dict:
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError as e:
-        raise ConfigError(f"variants file not found: {path}", "run from the project root or set PADDLECD_VARIANTS_FILE") from e
+        raise ConfigError(
+            f"variants file not found: {path}",
+            "run from the project root or set PADDLECD_VARIANTS_FILE",
+        ) from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax") from e
+        raise ConfigError(
+            f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax"
+        ) from e
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping with a 'variants' key", "see images/variants.yaml in the repo")
+        raise ConfigError(
+            f"{path}: expected a mapping with a 'variants' key",
+            "see images/variants.yaml in the repo",
+        )
     return data
 
 
@@ -166,11 +185,17 @@ def _validate(data: dict, path: Path) -> None:
 
 def _cross_check(v: Variant, path: Path) -> None:
     info = parse_base_tag(v.base_tag)
-    checks = [("paddle", v.paddle, info.paddle), ("device", v.device, info.device),
-              ("cuda", v.cuda, info.cuda), ("cudnn", v.cudnn, info.cudnn), ("tensorrt", v.tensorrt, info.tensorrt)]
+    checks = [
+        ("paddle", v.paddle, info.paddle),
+        ("device", v.device, info.device),
+        ("cuda", v.cuda, info.cuda),
+        ("cudnn", v.cudnn, info.cudnn),
+        ("tensorrt", v.tensorrt, info.tensorrt),
+    ]
     for key, declared, parsed in checks:
         if declared != parsed:
             raise ConfigError(
-                f"{path}: variant '{v.name}' declares {key}={declared} but its base tag {v.base_tag} says {parsed}",
+                f"{path}: variant '{v.name}' declares {key}={declared} but its base tag "
+                f"{v.base_tag} says {parsed}",
                 f"make '{key}' match the tag, or pick the base tag that carries {key} {declared}",
             )

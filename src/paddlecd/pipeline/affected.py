@@ -2,10 +2,12 @@
 
 Rules (issue 6), for the files changed between the merge base of ``base_ref`` and the work tree:
 
-* ``smoke/**``, ``images/Dockerfile``, ``images/.dockerignore`` → every variant (all images run them);
+* ``smoke/**``, ``images/Dockerfile``, ``images/.dockerignore`` → every variant (all images run
+  them);
 * a variant's own ``dockerfile`` (when not the shared one) → that variant;
 * ``images/base/**`` → the variants with a ``bootstrap:`` block (their base is built from it);
-* ``images/variants.yaml`` → the variants whose entry differs from the base ref's (new ones included);
+* ``images/variants.yaml`` → the variants whose entry differs from the base ref's (new ones
+  included);
 * the lock file → the variants whose locked base digest differs.
 
 Everything else (the package, tests, docs) builds no image.
@@ -25,13 +27,21 @@ from paddlecd.errors import ConfigError
 SHARED = ("smoke/", "images/Dockerfile", "images/.dockerignore")
 
 
-def touched(changed: Iterable[str], *, variants_now: Mapping[str, Mapping[str, Any]],
-            variants_before: Mapping[str, Mapping[str, Any]], lock_now: Mapping[str, Any] | None = None,
-            lock_before: Mapping[str, Any] | None = None, lock_file: str = "images/lock.yaml") -> list[str]:
-    """The variants (in ``variants_now`` order) touched by the ``changed`` paths (relative to the root).
+def touched(
+    changed: Iterable[str],
+    *,
+    variants_now: Mapping[str, Mapping[str, Any]],
+    variants_before: Mapping[str, Mapping[str, Any]],
+    lock_now: Mapping[str, Any] | None = None,
+    lock_before: Mapping[str, Any] | None = None,
+    lock_file: str = "images/lock.yaml",
+) -> list[str]:
+    """The variants (in ``variants_now`` order) touched by the ``changed`` paths (relative to the
+    root).
 
     Args:
-        variants_now, variants_before: the ``variants:`` mappings of images/variants.yaml now and at the base.
+        variants_now, variants_before: the ``variants:`` mappings of images/variants.yaml now and at
+            the base.
         lock_now, lock_before: the ``bases:`` mappings of the lock file now and at the base.
     """
     files = list(changed)
@@ -41,8 +51,12 @@ def touched(changed: Iterable[str], *, variants_now: Mapping[str, Mapping[str, A
             return list(variants_now)
         if path.startswith("images/base/"):
             hit |= {n for n, v in variants_now.items() if v.get("bootstrap")}
-        hit |= {n for n, v in variants_now.items()
-                if v.get("dockerfile", "Dockerfile") != "Dockerfile" and path == f"images/{v['dockerfile']}"}
+        hit |= {
+            n
+            for n, v in variants_now.items()
+            if v.get("dockerfile", "Dockerfile") != "Dockerfile"
+            and path == f"images/{v['dockerfile']}"
+        }
     if "images/variants.yaml" in files:
         hit |= {n for n, v in variants_now.items() if variants_before.get(n) != v}
     if lock_file in files:
@@ -65,16 +79,20 @@ def changed_files(settings: Settings, base_ref: str) -> list[str]:
     """Paths changed between the merge base of ``base_ref`` and the work tree (committed or not).
 
     Raises:
-        ConfigError: ``base_ref`` is not a known ref (a shallow CI checkout needs ``fetch-depth: 0``).
+        ConfigError: ``base_ref`` is not a known ref (a shallow CI checkout needs
+            ``fetch-depth: 0``).
     """
     base = _git(settings, "merge-base", base_ref, "HEAD", what=f"base ref '{base_ref}'")
-    out = _git(settings, "diff", "--name-only", base.strip(), "--", what=f"diff against '{base_ref}'")
+    out = _git(
+        settings, "diff", "--name-only", base.strip(), "--", what=f"diff against '{base_ref}'"
+    )
     untracked = _git(settings, "ls-files", "--others", "--exclude-standard", what="untracked files")
     return sorted({*out.split(), *untracked.split()})
 
 
 def at_ref(settings: Settings, base_ref: str, rel: str, key: str) -> dict[str, Any]:
-    """The ``key`` mapping of YAML file ``rel`` as it was at the merge base of ``base_ref`` ({} if absent)."""
+    """The ``key`` mapping of YAML file ``rel`` as it was at the merge base of ``base_ref`` ({} if
+    absent)."""
     base = _git(settings, "merge-base", base_ref, "HEAD", what=f"base ref '{base_ref}'").strip()
     text = git.show(settings.root, base, rel)
     return (yaml.safe_load(text) or {}).get(key) or {} if text is not None else {}
@@ -85,10 +103,19 @@ def select(settings: Settings, base_ref: str) -> list[str]:
     rel_variants, rel_lock = settings.variants_file, settings.lock_file
     now_v = yaml.safe_load(settings.path(rel_variants).read_text()).get("variants") or {}
     lock_path = settings.path(rel_lock)
-    now_l = (yaml.safe_load(lock_path.read_text()) or {}).get("bases") or {} if lock_path.exists() else {}
-    return touched(changed_files(settings, base_ref), variants_now=now_v,
-                   variants_before=at_ref(settings, base_ref, rel_variants, "variants"), lock_now=now_l,
-                   lock_before=at_ref(settings, base_ref, rel_lock, "bases"), lock_file=rel_lock)
+    now_l = (
+        (yaml.safe_load(lock_path.read_text()) or {}).get("bases") or {}
+        if lock_path.exists()
+        else {}
+    )
+    return touched(
+        changed_files(settings, base_ref),
+        variants_now=now_v,
+        variants_before=at_ref(settings, base_ref, rel_variants, "variants"),
+        lock_now=now_l,
+        lock_before=at_ref(settings, base_ref, rel_lock, "bases"),
+        lock_file=rel_lock,
+    )
 
 
 def _git(settings: Settings, *args: str, what: str) -> str:

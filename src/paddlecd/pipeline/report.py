@@ -19,11 +19,19 @@ from paddlecd.pipeline.records import Event, Summary
 
 STEP_SUMMARY_LIMIT = 1024 * 1024  # bytes, GitHub's per-step limit
 MARGIN = 4096  # room for the truncation note and for other writers of the same step
-ICON = {"succeeded": "✅", "failed": "❌", "pending": "⏸", "running": "⏳", "skipped": "➖", "reused": "♻"}
+ICON = {
+    "succeeded": "✅",
+    "failed": "❌",
+    "pending": "⏸",
+    "running": "⏳",
+    "skipped": "➖",
+    "reused": "♻",
+}
 
 
 def markdown(summary: Summary) -> str:
-    """The run as Markdown: a header, one table row per stage × variant, and the failures in full."""
+    """The run as Markdown: a header, one table row per stage × variant, and the failures in
+    full."""
     icon = ICON.get(summary.status, "")
     head = (f"## {icon} pipeline `{summary.pipeline}` — {summary.status}\n\n"
             f"run `{summary.run_id}`, revision `{(summary.revision or '')[:12]}`, "
@@ -53,21 +61,25 @@ def _md(text: str) -> str:
 
 
 def cap(text: str, limit: int = STEP_SUMMARY_LIMIT, used: int = 0) -> str:
-    """``text`` cut (at a line end) so that ``used + len(result in UTF-8) <= limit - MARGIN``, with a note
-    saying how many bytes were left out. Returns ``text`` unchanged when it fits."""
+    """``text`` cut (at a line end) so that ``used + len(result in UTF-8) <= limit - MARGIN``, with
+    a note saying how many bytes were left out. Returns ``text`` unchanged when it fits."""
     room = limit - MARGIN - used
     data = text.encode()
     if len(data) <= room:
         return text
-    note = "\n\n> ⚠ summary truncated: {} bytes left out (GitHub's step summary limit is 1 MiB); the full " \
-           "summary is summary.md in the run folder.\n"
+    note = (
+        "\n\n> ⚠ summary truncated: {} bytes left out (GitHub's step summary limit is 1 MiB); the "
+        "full "
+        "summary is summary.md in the run folder.\n"
+    )
     keep = data[: max(0, room - len(note.encode()) - 20)].decode("utf-8", "ignore")
     keep = keep[: keep.rfind("\n") + 1] if "\n" in keep else ""
     return keep + note.format(len(data) - len(keep.encode()))
 
 
 def to_step_summary(summary: Summary) -> str | None:
-    """Append the run's Markdown to ``$GITHUB_STEP_SUMMARY`` when set, capped; returns what was written."""
+    """Append the run's Markdown to ``$GITHUB_STEP_SUMMARY`` when set, capped; returns what was
+    written."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return None
@@ -87,7 +99,8 @@ def _escape_property(s: str) -> str:
 
 
 def annotations(summary: Summary) -> list[str]:
-    """``::error title=…::cause — hint`` lines, one per failed stage × variant (GitHub workflow commands)."""
+    """``::error title=…::cause — hint`` lines, one per failed stage × variant (GitHub workflow
+    commands)."""
     out = []
     for stage, v, r in summary.failures():
         title = _escape_property(f"pipeline {summary.pipeline}: {stage} ({v})")

@@ -33,8 +33,18 @@ from paddlecd.pipeline import stages
 from paddlecd.pipeline.records import Event, StageRun, Summary, VariantRun
 from paddlecd.pipeline.spec import PipelineDef, Selection, StageDef, plan_lines, select
 
-__all__ = ["Result", "Runner", "Selection", "last_run", "new_summary", "plan_lines", "resumable", "run",
-           "runs_dir", "select"]
+__all__ = [
+    "Result",
+    "Runner",
+    "Selection",
+    "last_run",
+    "new_summary",
+    "plan_lines",
+    "resumable",
+    "run",
+    "runs_dir",
+    "select",
+]
 
 OnEvent = Callable[[Event], None]
 Line = Callable[[str, str, str], None]  # (stage name, variant, line)
@@ -54,10 +64,17 @@ def last_run(settings: Settings, name: str) -> tuple[Path, Summary]:
             or not a summary this paddlecd reads.
     """
     latest = runs_dir(settings, name) / "latest"
-    path = runs_dir(settings, name) / latest.read_text().strip() / "summary.json" if latest.exists() else None
+    path = (
+        runs_dir(settings, name) / latest.read_text().strip() / "summary.json"
+        if latest.exists()
+        else None
+    )
     if not path or not path.exists():
-        raise PipelineError(f"no previous run of pipeline '{name}' to resume (nothing under {runs_dir(settings, name)})",
-                            f"start one: invoke pipeline.run {name}")
+        raise PipelineError(
+            f"no previous run of pipeline '{name}' to resume (nothing under "
+            f"{runs_dir(settings, name)})",
+            f"start one: invoke pipeline.run {name}",
+        )
     try:
         data = json.loads(path.read_text())
     except ValueError as e:
@@ -66,8 +83,13 @@ def last_run(settings: Settings, name: str) -> tuple[Path, Summary]:
     return path.parent, Summary.from_json(data, source=str(path))
 
 
-def new_summary(pdef: PipelineDef, selection: Selection, settings: Settings, options: Mapping[str, Any],
-                base_ref: str | None) -> Summary:
+def new_summary(
+    pdef: PipelineDef,
+    selection: Selection,
+    settings: Settings,
+    options: Mapping[str, Any],
+    base_ref: str | None,
+) -> Summary:
     """A fresh run record: every stage × variant ``pending``."""
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
     return Summary(
@@ -119,7 +141,8 @@ class Runner:
             self.summary = dataclasses.replace(self.summary, **changes)
 
     def run(self) -> Summary:
-        """Run every stage not yet succeeded; stop after the first failed stage. Returns the summary."""
+        """Run every stage not yet succeeded; stop after the first failed stage. Returns the
+        summary."""
         self._update(attempts=self.summary.attempts + 1, status="running", finished=None)
         self.save()
         self._event("pipeline.start", status="running", variants=self.summary.variants)
@@ -188,9 +211,18 @@ class Runner:
             self.summary = self.summary.with_unit(index, variant, unit)
             self.save()
         for check in ctx.outputs.get("checks", []) if sdef.kind == "verify" else []:
-            self._event("check", stage=sdef.name, variant=variant, check=check["name"],
-                        status="skipped" if check.get("skipped") else "passed" if check["passed"] else "failed",
-                        seconds=check["seconds"])
+            self._event(
+                "check",
+                stage=sdef.name,
+                variant=variant,
+                check=check["name"],
+                status="skipped"
+                if check.get("skipped")
+                else "passed"
+                if check["passed"]
+                else "failed",
+                seconds=check["seconds"],
+            )
         self._event("variant.end", stage=sdef.name, kind=sdef.kind, variant=variant,
                     status=unit.status, seconds=unit.seconds, error=unit.error, hint=unit.hint,
                     error_type=unit.error_type, outputs=stages.key_outputs(sdef.kind, ctx.outputs))
@@ -233,7 +265,8 @@ class Result:
         return self.summary.failures()
 
     def error(self) -> PipelineError | None:
-        """The PipelineError for a failed run (first failure, with the resume command), else None."""
+        """The PipelineError for a failed run (first failure, with the resume command), else
+        None."""
         if not self.failures:
             return None
         stage, variant, r = self.failures[0]
@@ -247,12 +280,21 @@ class Result:
                              f"(summary: {self.folder / 'summary.json'})")
 
 
-def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref: str | None = None,
-        resume: bool = False, options: Mapping[str, Any] | None = None,
-        on_event: OnEvent = lambda e: None,
-        on_line: Line = lambda s, v, line: None, on_plan: Callable[[list[str]], None] = lambda lines: None,
-        kinds: Mapping[str, StageRunner] | None = None) -> Result:
-    """Run pipeline ``name`` (or resume its last run) and return the :class:`Result` (failed or not).
+def run(
+    settings: Settings,
+    name: str,
+    *,
+    given: tuple[str, ...] = (),
+    base_ref: str | None = None,
+    resume: bool = False,
+    options: Mapping[str, Any] | None = None,
+    on_event: OnEvent = lambda e: None,
+    on_line: Line = lambda s, v, line: None,
+    on_plan: Callable[[list[str]], None] = lambda lines: None,
+    kinds: Mapping[str, StageRunner] | None = None,
+) -> Result:
+    """Run pipeline ``name`` (or resume its last run) and return the :class:`Result` (failed or
+    not).
 
     The plan goes to ``on_plan`` before anything runs. Under GitHub Actions the Markdown summary is
     appended to ``$GITHUB_STEP_SUMMARY`` (capped, see :mod:`paddlecd.pipeline.report`).
@@ -269,11 +311,14 @@ def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref:
             raise PipelineError(f"run {summary.run_id} of '{name}' succeeded: nothing to resume",
                                 f"start a fresh run: invoke pipeline.run {name} …")
         if given and set(given) != set(summary.variants):
-            raise PipelineError(f"--resume continues run {summary.run_id} for its variants "
-                                f"({', '.join(summary.variants)}), not {', '.join(given)}",
-                                f"drop --variant, or start a fresh run: invoke pipeline.run {name} --variant …")
+            raise PipelineError(
+                f"--resume continues run {summary.run_id} for its variants "
+                f"({', '.join(summary.variants)}), not {', '.join(given)}",
+                f"drop --variant, or start a fresh run: invoke pipeline.run {name} --variant …",
+            )
         selection = Selection(summary.variants, f"resumed run {summary.run_id}")
-        # options given again win (e.g. a new --version after a refused promotion); the rest are reused
+        # options given again win (e.g. a new --version after a refused promotion); the rest are
+        # reused
         options = {**summary.options, **{k: v for k, v in (options or {}).items() if v}}
         summary = dataclasses.replace(summary, options=options)
     else:
@@ -281,7 +326,9 @@ def run(settings: Settings, name: str, *, given: tuple[str, ...] = (), base_ref:
         summary = new_summary(pdef, selection, settings, options or {}, base_ref)
         folder = runs_dir(settings, name) / summary.run_id
     on_plan(plan_lines(pdef, selection, settings, options))
-    runner = Runner(settings, pdef, summary, folder, on_event=on_event, on_line=on_line, kinds=kinds)
+    runner = Runner(
+        settings, pdef, summary, folder, on_event=on_event, on_line=on_line, kinds=kinds
+    )
     try:
         summary = runner.run()
     finally:

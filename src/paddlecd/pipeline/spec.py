@@ -48,7 +48,8 @@ class StageDef:
 
 @dataclass(frozen=True)
 class PipelineDef:
-    """A loaded pipeline: ``name`` (the file stem), ``variants`` policy and ``stages`` in run order."""
+    """A loaded pipeline: ``name`` (the file stem), ``variants`` policy and ``stages`` in run
+    order."""
 
     name: str
     path: Path
@@ -72,15 +73,17 @@ def load(settings: Settings, name: str) -> PipelineDef:
 
     Raises:
         PipelineError: no such pipeline (with a "did you mean"), malformed YAML, a schema violation
-            (unknown keys and stage kinds with a "did you mean"), a duplicate stage name, a ``needs`` on
-            an unknown stage, or a cycle.
+            (unknown keys and stage kinds with a "did you mean"), a duplicate stage name, a
+            ``needs`` on an unknown stage, or a cycle.
     """
     path = folder(settings) / f"{name}.yaml"
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) or not path.exists():  # a name, never a path
         known = names(settings)
         close = difflib.get_close_matches(name, known, n=1)
-        raise PipelineError(f"unknown pipeline '{name}' (no {FOLDER}/{name}.yaml)",
-                            (f"did you mean '{close[0]}'? " if close else "") + "known: " + ", ".join(known))
+        raise PipelineError(
+            f"unknown pipeline '{name}' (no {FOLDER}/{name}.yaml)",
+            (f"did you mean '{close[0]}'? " if close else "") + "known: " + ", ".join(known),
+        )
     return parse(_read(path), path, name)
 
 
@@ -100,8 +103,9 @@ def parse(data: Any, path: Path, name: str) -> PipelineDef:
     variants = data.get("variants", "one")
     ordered = tuple(_ordered(stages, path))
     _check_inputs(ordered, path)
-    return PipelineDef(name, path, data.get("description", ""),
-                       tuple(variants) if isinstance(variants, list) else variants, ordered)
+    return PipelineDef(name=name, path=path, description=data.get("description", ""),
+                       variants=tuple(variants) if isinstance(variants, list) else variants,
+                       stages=ordered)
 
 
 def supplier(pdef_stages: tuple[StageDef, ...], stage: StageDef, kind: str) -> StageDef | None:
@@ -132,15 +136,18 @@ def _check_inputs(ordered: tuple[StageDef, ...], path: Path) -> None:
 
 
 def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
-    """Stages in run order: listed order, each after its ``needs`` (default: the stage listed before)."""
+    """Stages in run order: listed order, each after its ``needs`` (default: the stage listed
+    before)."""
     by_name = {s.name: s for s in stages}
     graph: dict[str, tuple[str, ...]] = {}
     for i, s in enumerate(stages):
         for need in s.needs:
             if need not in by_name:
                 close = difflib.get_close_matches(need, by_name, n=1)
-                raise PipelineError(f"{path}: stage '{s.name}' needs unknown stage '{need}'",
-                                    f"did you mean '{close[0]}'?" if close else "stages: " + ", ".join(by_name))
+                raise PipelineError(
+                    f"{path}: stage '{s.name}' needs unknown stage '{need}'",
+                    f"did you mean '{close[0]}'?" if close else "stages: " + ", ".join(by_name),
+                )
         graph[s.name] = s.needs if s.needs or i == 0 else (stages[i - 1].name,)
         stages[i] = dataclasses.replace(s, after=graph[s.name])
     sorter = graphlib.TopologicalSorter(graph)
@@ -148,8 +155,11 @@ def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
         sorter.prepare()
     except graphlib.CycleError as e:
         cycle = " -> ".join(e.args[1])
-        raise PipelineError(f"{path}: stages form a cycle: {cycle}",
-                            "remove one 'needs' of that cycle (without 'needs' a stage follows the one listed before it)") from e
+        raise PipelineError(
+            f"{path}: stages form a cycle: {cycle}",
+            "remove one 'needs' of that cycle (without 'needs' a stage follows the one listed "
+            "before it)",
+        ) from e
     order, position = [], {s.name: i for i, s in enumerate(stages)}
     while sorter.is_active():  # among the ready stages, the one listed first goes first
         ready = sorted(sorter.get_ready(), key=position.__getitem__)
@@ -165,7 +175,9 @@ def _read(path: Path) -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise PipelineError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax") from e
+        raise PipelineError(
+            f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax"
+        ) from e
 
 
 def schema() -> dict[str, Any]:
@@ -189,77 +201,108 @@ def _validate(data: Any, path: Path) -> None:
 
 @dataclass(frozen=True)
 class Selection:
-    """The variants a run covers and ``why`` (``--variant``, ``changed since origin/main``, ``all``…)."""
+    """The variants a run covers and ``why`` (``--variant``, ``changed since origin/main``,
+    ``all``…)."""
 
     variants: tuple[str, ...]
     why: str
 
 
-def select(settings: Settings, pdef: PipelineDef, given: tuple[str, ...] = (), base_ref: str | None = None) -> Selection:
-    """Pick the variants for a run: ``given`` (--variant) wins; else the pipeline's ``variants`` policy.
+def select(
+    settings: Settings, pdef: PipelineDef, given: tuple[str, ...] = (), base_ref: str | None = None
+) -> Selection:
+    """Pick the variants for a run: ``given`` (--variant) wins; else the pipeline's ``variants``
+    policy.
 
-    ``changed`` uses ``base_ref`` (default under GitHub Actions: ``origin/$GITHUB_BASE_REF``) and falls back
-    to ``cpu`` for a local run without one.
+    ``changed`` uses ``base_ref`` (default under GitHub Actions: ``origin/$GITHUB_BASE_REF``) and
+    falls back to ``cpu`` for a local run without one.
 
     Raises:
-        ConfigError: an unknown variant on the command line. PipelineError: one in the pipeline file.
+        ConfigError: an unknown variant on the command line. PipelineError: one in the pipeline
+            file.
         ConfigError: ``base_ref`` unknown to git.
     """
     if given:
         if pdef.variants == "one" and len(set(given)) > 1:
-            raise ConfigError(f"pipeline '{pdef.name}' runs one variant at a time, got {', '.join(given)}",
-                              "run it once per variant (each is its own release)")
+            raise ConfigError(
+                f"pipeline '{pdef.name}' runs one variant at a time, got {', '.join(given)}",
+                "run it once per variant (each is its own release)",
+            )
         return Selection(tuple(variants.get(settings, n).name for n in given), "--variant")
     policy = pdef.variants
     if isinstance(policy, tuple):
         try:
-            return Selection(tuple(variants.get(settings, n).name for n in policy), f"listed in {pdef.path.name}")
+            return Selection(
+                tuple(variants.get(settings, n).name for n in policy), f"listed in {pdef.path.name}"
+            )
         except ConfigError as e:
             raise PipelineError(f"{pdef.path}: {e.cause}", e.hint) from e
     if policy == "all":
         return Selection(tuple(variants.load(settings)), "all variants")
     if policy == "changed" and base_ref:
-        return Selection(tuple(changes.select(settings, base_ref)), f"touched by the change since {base_ref}")
-    return Selection(("cpu",), "the default without --variant" + (" or --base-ref" if policy == "changed" else ""))
+        return Selection(
+            tuple(changes.select(settings, base_ref)), f"touched by the change since {base_ref}"
+        )
+    return Selection(
+        ("cpu",),
+        "the default without --variant" + (" or --base-ref" if policy == "changed" else ""),
+    )
 
 
 def check_options(options: Mapping[str, Any], pdef: PipelineDef | None = None) -> dict[str, Any]:
-    """Validate the promote options a run carries (``version``, ``bump``, ``digest``); returns the given ones.
+    """Validate the promote options a run carries (``version``, ``bump``, ``digest``); returns the
+    given ones.
 
     Raises:
         ConfigError: an invalid semver version, both --version and --bump, a bump other than
-            major|minor|patch, a malformed digest, or options for a pipeline without a promote stage.
+            major|minor|patch, a malformed digest, or options for a pipeline without a promote
+            stage.
     """
     from paddlecd.release import policy as semver_policy
 
     given = {k: v for k, v in options.items() if v}
     if given and pdef and not any(s.kind == "promote" for s in pdef.stages):
-        raise ConfigError(f"{' '.join('--' + k for k in given)}: for the promote stage, and pipeline '{pdef.name}' has none",
-                          "drop them, or run a pipeline with a promote stage (e.g. release)")
+        raise ConfigError(
+            f"{' '.join('--' + k for k in given)}: for the promote stage, and pipeline "
+            f"'{pdef.name}' has none",
+            "drop them, or run a pipeline with a promote stage (e.g. release)",
+        )
     if given.get("version") and given.get("bump"):
         raise ConfigError("pass one of --version and --bump, not both", "e.g. --version 1.4.0")
     if "version" in given:
         semver_policy.parse_version(given["version"])
     if given.get("bump") not in (None, "major", "minor", "patch"):
-        raise ConfigError(f"--bump '{given['bump']}' is not major, minor or patch", "e.g. --bump minor")
+        raise ConfigError(
+            f"--bump '{given['bump']}' is not major, minor or patch", "e.g. --bump minor"
+        )
     if "digest" in given and not re.fullmatch(r"sha256:[0-9a-f]{64}", given["digest"]):
-        raise ConfigError(f"--digest '{given['digest']}' is not sha256:<64 hex>", "copy it from invoke release.list or the evidence")
+        raise ConfigError(
+            f"--digest '{given['digest']}' is not sha256:<64 hex>",
+            "copy it from invoke release.list or the evidence",
+        )
     return given
 
 
 def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings,
                options: Mapping[str, Any] | None = None) -> list[str]:
-    """The run plan as lines (printed before anything runs; all of ``--dry-run``); ``options`` (version,
-    bump, digest) are shown on the promote stage."""
-    where = {"registry": f"registry {settings.registry.url}", "cluster": f"cluster ({settings.cluster.kind} default)",
-             "bucket": "bucket " + (settings.storage.url or f"file://{settings.state / 'artifacts'}")}
+    """The run plan as lines (printed before anything runs; all of ``--dry-run``); ``options``
+    (version, bump, digest) are shown on the promote stage."""
+    where = {
+        "registry": f"registry {settings.registry.url}",
+        "cluster": f"cluster ({settings.cluster.kind} default)",
+        "bucket": "bucket " + (settings.storage.url or f"file://{settings.state / 'artifacts'}"),
+    }
     names = ", ".join(selection.variants) or "none"
     out = [f"pipeline {pdef.name}: variants {names} ({selection.why})"]
     for i, s in enumerate(pdef.stages, 1):
         extra = [f"{s.parallel} at once"] if s.parallel > 1 else []
         changes = stages.KINDS[s.kind].changes
         extra += [f"changes the {where[changes]}"] if changes else []
-        extra += [f"{k}={v}" for k, v in s.params.items() if not (s.kind == "promote" and options and options.get("version") and k == "bump")]
+        extra += [
+            f"{k}={v}"
+            for k, v in s.params.items()
+            if not (s.kind == "promote" and options and options.get("version") and k == "bump")
+        ]
         extra += [f"{k}={v}" for k, v in (options or {}).items() if v and s.kind == "promote"]
         kind = f" ({s.kind})" if s.kind != s.name else ""
         out.append(f"  {i}. {s.name + kind:<12} " + "; ".join(extra))

@@ -93,7 +93,7 @@ def read_answer(status: int, body: bytes, content_type: str = "") -> Answer:
     items = [e for e in errors if isinstance(e, dict)]
     codes = tuple(str(e.get("code", "")).upper() for e in items)
     detail = "; ".join(f"{e.get('code')}: {str(e.get('message', ''))[:160]}" for e in items)
-    return Answer(status, codes, detail, content_type=ctype)
+    return Answer(status=status, codes=codes, detail=detail, content_type=ctype)
 
 
 def retryable(answer: Answer) -> bool:

@@ -11,11 +11,12 @@ its stdout only: a helper's warnings on stderr go to the terminal, never into th
 is the one place besides :mod:`paddlecd.engine` that imports docker-py, and only ``docker.auth``
 (a config-file and helper reader, no engine client) and the ``docker.errors`` it raises.
 
-Token auth follows the distribution token specification (distribution.github.io/distribution/spec/auth/token/):
-a 401 carries ``WWW-Authenticate: Bearer realm=…,service=…,scope=…``; the client GETs the realm with
-``service`` and one ``scope`` parameter per scope, using basic auth when it has credentials, and
-sends ``Authorization: Bearer <token>`` (the response's ``token``, or ``access_token``).
-Secrets are held in memory only and never appear in messages.
+Token auth follows the distribution token specification
+(distribution.github.io/distribution/spec/auth/token/): a 401 carries
+``WWW-Authenticate: Bearer realm=…,service=…,scope=…``; the client GETs the realm with ``service``
+and one ``scope`` parameter per scope, using basic auth when it has credentials, and sends
+``Authorization: Bearer <token>`` (the response's ``token``, or ``access_token``). Secrets are held
+in memory only and never appear in messages.
 """
 
 from __future__ import annotations
@@ -39,11 +40,14 @@ _PARAM = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))')
 
 @dataclass(frozen=True)
 class Credentials:
-    """A username and secret. ``repr`` hides the secret so it cannot leak through logs or tracebacks."""
+    """A username and secret. ``repr`` hides the secret so it cannot leak through logs or
+    tracebacks."""
 
     username: str
     password: str = field(repr=False)
-    source: str = field(default="Docker config.json", compare=False)  # where they came from, for error hints (never the secret)
+    source: str = field(
+        default="Docker config.json", compare=False
+    )  # where they came from, for error hints (never the secret)
 
     @property
     def identity_token(self) -> bool:
@@ -65,7 +69,9 @@ def parse_challenge(header: str) -> Challenge:
     Quoted values may contain commas; only the first challenge is used (registries send one).
     """
     scheme, _, rest = (header or "").strip().partition(" ")
-    params = {k.lower(): (q if q else bare).replace('\\"', '"') for k, q, bare in _PARAM.findall(rest)}
+    params = {
+        k.lower(): (q if q else bare).replace('\\"', '"') for k, q, bare in _PARAM.findall(rest)
+    }
     return Challenge(scheme.lower(), params)
 
 
@@ -87,7 +93,8 @@ def docker_config_path() -> Path:
 
 
 def env_credentials(environ: Mapping[str, str] | None = None) -> Credentials | None:
-    """Credentials from ``PADDLECD_REGISTRY_USERNAME``/``PADDLECD_REGISTRY_PASSWORD``, or None when neither is set.
+    """Credentials from ``PADDLECD_REGISTRY_USERNAME``/``PADDLECD_REGISTRY_PASSWORD``, or None when
+    neither is set.
 
     Raises:
         ConfigError: only one of the two is set.

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal
 from urllib.parse import urljoin
@@ -30,6 +29,7 @@ from paddlecd.errors import (
 from paddlecd.registry.auth import scope
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
 from paddlecd.registry.transport import Sized, Transport
+from paddlecd.types import Echo
 
 __all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for",
            "open_reference", "pin", "refuse_image_id", "ACCEPT"]
@@ -77,15 +77,23 @@ class Manifest:
     def children(self) -> list[Descriptor]:
         """Child manifests of an index, else the config and layer blobs of an image manifest."""
         doc = self.json()
-        items = doc.get("manifests", []) if self.is_index else [doc.get("config"), *doc.get("layers", [])]
-        return [Descriptor(d["digest"], d.get("mediaType", ""), int(d.get("size", 0))) for d in items if d]
+        items = (
+            doc.get("manifests", [])
+            if self.is_index
+            else [doc.get("config"), *doc.get("layers", [])]
+        )
+        return [
+            Descriptor(d["digest"], d.get("mediaType", ""), int(d.get("size", 0)))
+            for d in items
+            if d
+        ]
 
 
 class RegistryClient(Transport):
     """The distribution API of one registry: manifests, tags, blobs, mounts and copies.
 
-    Args: as :class:`paddlecd.registry.transport.Transport` (registry, ca_file, insecure, credentials,
-    retries, timeout).
+    Args: as :class:`paddlecd.registry.transport.Transport` (registry, ca_file, insecure,
+    credentials, retries, timeout).
 
     Attributes:
         stats: counters of what crossed the wire: ``blob_mounts``, ``blob_uploads``,
@@ -98,28 +106,38 @@ class RegistryClient(Transport):
         """Resolve a tag (or digest) to the manifest's descriptor: HEAD, falling back to GET.
 
         Raises:
-            NotFoundError: no such repository or tag. RegistryAuthError: 401/403. RegistryError: other.
+            NotFoundError: no such repository or tag. RegistryAuthError: 401/403. RegistryError:
+                other.
             ConfigError: ``reference`` is the digest of a blob (an image ID), not of a manifest.
         """
         what = f"resolving {self.name(repository, reference)}"
         resp = self._manifest_request("HEAD", repository, reference, what, ok=(200, 405))
-        digest, ctype = resp.headers.get("Docker-Content-Digest"), resp.headers.get("Content-Type", "")
+        digest, ctype = (
+            resp.headers.get("Docker-Content-Digest"),
+            resp.headers.get("Content-Type", ""),
+        )
         if resp.status_code == 200 and digest and ctype:
-            return Descriptor(digest, ctype.split(";")[0].strip(), int(resp.headers.get("Content-Length", 0)))
+            return Descriptor(
+                digest, ctype.split(";")[0].strip(), int(resp.headers.get("Content-Length", 0))
+            )
         return self.get_manifest(repository, reference).descriptor
 
     def get_manifest(self, repository: str, reference: str) -> Manifest:
         """GET a manifest by tag or digest; its bytes are checked against a digest reference.
 
         Raises:
-            NotFoundError, RegistryAuthError, RegistryError: as :meth:`resolve`; also on a digest mismatch.
+            NotFoundError, RegistryAuthError, RegistryError: as :meth:`resolve`; also on a digest
+                mismatch.
         """
         what = f"fetching manifest {self.name(repository, reference)}"
         resp = self._manifest_request("GET", repository, reference, what)
         raw = resp.content
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()
         if reference.startswith("sha256:") and reference != digest:
-            raise RegistryError(f"{what}: content digest {digest} does not match", "the registry is corrupt or lying")
+            raise RegistryError(
+                f"{what}: content digest {digest} does not match",
+                "the registry is corrupt or lying",
+            )
         ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
         media_type = json.loads(raw).get("mediaType") or ctype
         return Manifest(Descriptor(digest, media_type, len(raw)), raw)
@@ -138,11 +156,15 @@ class RegistryClient(Transport):
                 raise image_id_error(f"{self.registry}/{repository}", reference) from None
             raise
 
-    def put_manifest(self, repository: str, reference: str, raw: bytes, media_type: str) -> Descriptor:
-        """PUT manifest bytes under a tag or digest; the digest the registry reports must be sha256(raw).
+    def put_manifest(
+        self, repository: str, reference: str, raw: bytes, media_type: str
+    ) -> Descriptor:
+        """PUT manifest bytes under a tag or digest; the digest the registry reports must be
+        sha256(raw).
 
         Raises:
-            RegistryError: refused (e.g. MANIFEST_BLOB_UNKNOWN when a blob is missing) or digest changed.
+            RegistryError: refused (e.g. MANIFEST_BLOB_UNKNOWN when a blob is missing) or digest
+                changed.
         """
         what = f"writing manifest {self.name(repository, reference)}"
         resp = self.request("PUT", f"{repository}/manifests/{reference}", [scope(repository)], what,
@@ -150,17 +172,26 @@ class RegistryClient(Transport):
         expected = "sha256:" + hashlib.sha256(raw).hexdigest()
         got = resp.headers.get("Docker-Content-Digest", expected)
         if got != expected:
-            raise RegistryError(f"{what}: the registry stored {got}, expected {expected}", "the registry rewrote the manifest")
+            raise RegistryError(
+                f"{what}: the registry stored {got}, expected {expected}",
+                "the registry rewrote the manifest",
+            )
         self.stats["manifest_puts"] += 1
         return Descriptor(expected, media_type, len(raw))
 
     def delete_manifest(self, repository: str, digest: str) -> None:
         """DELETE a manifest by digest (the registry must allow deletes)."""
-        self.request("DELETE", f"{repository}/manifests/{check_digest(digest)}", [scope(repository, "*")],
-                      f"deleting {self.name(repository, digest)}", ok=(202,))
+        self.request(
+            "DELETE",
+            f"{repository}/manifests/{check_digest(digest)}",
+            [scope(repository, "*")],
+            f"deleting {self.name(repository, digest)}",
+            ok=(202,),
+        )
 
     def list_tags(self, repository: str) -> list[str]:
-        """All tags of ``repository`` (following ``Link`` pagination); ``[]`` if it does not exist yet."""
+        """All tags of ``repository`` (following ``Link`` pagination); ``[]`` if it does not exist
+        yet."""
         tags: list[str] = []
         url: str | None = f"{repository}/tags/list?n=1000"
         try:
@@ -168,7 +199,9 @@ class RegistryClient(Transport):
                 resp = self.request("GET", url, [_read(repository)],
                                     f"listing tags of {self.registry}/{repository}")
                 tags += resp.json().get("tags") or []
-                url = urljoin(self.base, resp.links["next"]["url"]) if "next" in resp.links else None
+                url = (
+                    urljoin(self.base, resp.links["next"]["url"]) if "next" in resp.links else None
+                )
         except NotFoundError:
             return []
         return tags
@@ -196,27 +229,41 @@ class RegistryClient(Transport):
         return False
 
     def upload_blob(self, repository: str, digest: str, data: bytes | BinaryIO, size: int) -> None:
-        """Monolithic upload (POST then PUT ``?digest=``); ``data`` may be a stream of ``size`` bytes.
+        """Monolithic upload (POST then PUT ``?digest=``); ``data`` may be a stream of ``size``
+        bytes.
 
         Raises:
             RegistryError: refused, e.g. DIGEST_INVALID when the bytes do not hash to ``digest``.
         """
         what = f"uploading {self.name(repository, digest)}"
-        start = self.request("POST", f"{repository}/blobs/uploads/", [scope(repository)], what, ok=(202,))
+        start = self.request(
+            "POST", f"{repository}/blobs/uploads/", [scope(repository)], what, ok=(202,)
+        )
         location = urljoin(self.base, start.headers["Location"])
         body = data if isinstance(data, bytes) else Sized(data, size)
-        self.request("PUT", location, [scope(repository)], what, ok=(201,), params={"digest": digest},
-                      data=body, headers={"Content-Type": "application/octet-stream"},
-                      retry=isinstance(data, bytes))
+        self.request(
+            "PUT",
+            location,
+            [scope(repository)],
+            what,
+            ok=(201,),
+            params={"digest": digest},
+            data=body,
+            headers={"Content-Type": "application/octet-stream"},
+            retry=isinstance(data, bytes),
+        )
         self.stats["blob_uploads"] += 1
         self.stats["bytes_uploaded"] += size
 
-    def copy_blob(self, source: RegistryClient, from_repo: str, to_repo: str, blob: Descriptor) -> BlobCopy:
-        """Make ``to_repo`` (here) hold ``blob`` from ``source``'s ``from_repo``, moving as little as possible.
+    def copy_blob(
+        self, source: RegistryClient, from_repo: str, to_repo: str, blob: Descriptor
+    ) -> BlobCopy:
+        """Make ``to_repo`` (here) hold ``blob`` from ``source``'s ``from_repo``, moving as little
+        as possible.
 
         Returns:
-            ``"present"`` (nothing to do), ``"mounted"`` (same registry, no bytes moved) or ``"copied"``
-            (streamed from ``source`` without touching disk).
+            ``"present"`` (nothing to do), ``"mounted"`` (same registry, no bytes moved) or
+            ``"copied"`` (streamed from ``source`` without touching disk).
         """
         if self.blob_exists(to_repo, blob.digest):
             return "present"
@@ -230,7 +277,9 @@ class RegistryClient(Transport):
             self.upload_blob(to_repo, blob.digest, resp.raw, size)
         return "copied"
 
-    def copy_image(self, source: RegistryClient, from_repo: str, digest: str, to_repo: str) -> Counter[str]:
+    def copy_image(
+        self, source: RegistryClient, from_repo: str, digest: str, to_repo: str
+    ) -> Counter[str]:
         """Copy manifest ``digest`` (and, recursively, its children and blobs) from ``source`` into
         ``to_repo`` here, addressed by digest only: no tag is written.
 
@@ -257,14 +306,14 @@ class RegistryClient(Transport):
 
 
 def client_for(settings: Any, registry: str | None = None, *,
-               on_progress: Callable[[str], None] | None = None) -> RegistryClient:
+               on_progress: Echo | None = None) -> RegistryClient:
     """A client for ``registry`` (default: ``settings.registry.url``) configured from Settings.
 
-    The candidate registry uses ``registry.ca_file``/``registry.insecure``, a separate release registry
-    ``release.ca_file``/``release.insecure``; other registries use TLS with the system CAs. A loopback
-    registry (127.0.0.1, localhost) with no CA configured is spoken to over plain HTTP, as Docker
-    treats loopback registries as insecure (the embedded registry). ``on_progress`` gets one line
-    per rate-limit wait (``registry.rate_limit_wait`` bounds them, in seconds).
+    The candidate registry uses ``registry.ca_file``/``registry.insecure``, a separate release
+    registry ``release.ca_file``/``release.insecure``; other registries use TLS with the system CAs.
+    A loopback registry (127.0.0.1, localhost) with no CA configured is spoken to over plain HTTP,
+    as Docker treats loopback registries as insecure (the embedded registry). ``on_progress`` gets
+    one line per rate-limit wait (``registry.rate_limit_wait`` bounds them, in seconds).
     """
     host = registry or settings.registry.url
     ca_file, insecure = None, False
@@ -274,12 +323,19 @@ def client_for(settings: Any, registry: str | None = None, *,
         ca_file, insecure = settings.release.ca_file, settings.release.insecure
     if not ca_file and host.rsplit(":", 1)[0] in LOOPBACK:
         insecure = True
-    # PADDLECD_REGISTRY_USERNAME/PASSWORD belong to the configured registries: never send them to another
-    # one (a base on Docker Hub, say); those use Docker's config.json / credential helpers only.
+    # PADDLECD_REGISTRY_USERNAME/PASSWORD belong to the configured registries: never send them to
+    # another one (a base on Docker Hub, say); those use Docker's config.json / credential helpers
+    # only.
     configured = host in (settings.registry.url, settings.release.registry)
-    return RegistryClient(host, ca_file=ca_file, insecure=insecure, retries=settings.registry.push_retries,
-                          env_credentials=configured, on_progress=on_progress,
-                          rate_limit_wait=settings.registry.rate_limit_wait)
+    return RegistryClient(
+        host,
+        ca_file=ca_file,
+        insecure=insecure,
+        retries=settings.registry.push_retries,
+        env_credentials=configured,
+        on_progress=on_progress,
+        rate_limit_wait=settings.registry.rate_limit_wait,
+    )
 
 
 def image_id_error(name: str, digest: str) -> ConfigError:
@@ -343,7 +399,8 @@ def pin(settings: Any, image: str) -> Reference:
 
 
 def open_reference(settings: Any, ref: str) -> tuple[RegistryClient, Reference]:
-    """Parse ``ref`` and return a client for its registry (see :func:`client_for`) with the Reference.
+    """Parse ``ref`` and return a client for its registry (see :func:`client_for`) with the
+    Reference.
 
     Raises:
         ConfigError: ``ref`` is malformed.

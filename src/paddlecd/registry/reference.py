@@ -1,9 +1,9 @@
 """Image references: ``[registry/]repository[:tag][@digest]``, parsed once and carried as values.
 
 The grammar is distribution's reference grammar (github.com/distribution/reference, ``regexp.go``):
-the first path component is a registry when it contains ``.`` or ``:`` or is ``localhost``; otherwise
-the registry is Docker Hub (``docker.io``) and one-component names get the ``library/`` prefix, as
-the Docker CLI does. Docker Hub's API endpoint is ``registry-1.docker.io``.
+the first path component is a registry when it contains ``.`` or ``:`` or is ``localhost``;
+otherwise the registry is Docker Hub (``docker.io``) and one-component names get the ``library/``
+prefix, as the Docker CLI does. Docker Hub's API endpoint is ``registry-1.docker.io``.
 """
 
 from __future__ import annotations
@@ -19,14 +19,17 @@ DOCKER_HUB_API = "registry-1.docker.io"
 # distribution/reference regexp.go: path components, tag and digest.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
 _REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
-_DOMAIN = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?\.?)+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
+_DOMAIN = re.compile(
+    r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?\.?)+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?"
+)
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")  # \w would also admit non-ASCII letters
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
 REPOSITORY_RULE = ("repository names are lower-case components [a-z0-9]+ joined by '.', '_', "
                    "'__' or '-'s, separated by '/' (distribution-spec name grammar), 255 "
                    "characters at most")
 TAG_RULE = "tags are [A-Za-z0-9_][A-Za-z0-9._-]{0,127}: 128 characters at most (distribution spec)"
-_HINT = "use [registry[:port]/]repository[:tag][@sha256:<64 hex>], e.g. 127.0.0.1:5000/paddlecd/paddle:cpu"
+_HINT = ("use [registry[:port]/]repository[:tag][@sha256:<64 hex>], "
+         "e.g. 127.0.0.1:5000/paddlecd/paddle:cpu")
 
 
 @dataclass(frozen=True)
@@ -114,9 +117,12 @@ def check_tag(tag: str, *, what: str = "tag") -> str:
 
 
 def check_digest(digest: str) -> str:
-    """Return ``digest`` if it is ``sha256:<64 lowercase hex>`` (or sha512), else raise ConfigError."""
+    """Return ``digest`` if it is ``sha256:<64 lowercase hex>`` (or sha512), else raise
+    ConfigError."""
     if not _DIGEST.fullmatch(digest or ""):
-        raise ConfigError(f"invalid digest {digest!r}", "a digest is sha256: followed by 64 lowercase hex digits")
+        raise ConfigError(
+            f"invalid digest {digest!r}", "a digest is sha256: followed by 64 lowercase hex digits"
+        )
     return digest
 
 
@@ -131,7 +137,8 @@ def parse_reference(ref: str, *, default_tag: str | None = "latest") -> Referenc
         a :class:`Reference`; ``str()`` of it parses back to an equal value.
 
     Raises:
-        ConfigError: empty, upper-case repository, bad tag or digest, name longer than 255 characters.
+        ConfigError: empty, upper-case repository, bad tag or digest, name longer than 255
+            characters.
     """
     text = (ref or "").strip()
     rest, _, digest = text.partition("@")

@@ -1,4 +1,5 @@
-"""HTTP for :mod:`paddlecd.registry.client`: one session per registry, retries, auth, error translation.
+"""HTTP for :mod:`paddlecd.registry.client`: one session per registry, retries, auth, error
+translation.
 
 Retries (``tenacity``) follow the status and OCI error code (:mod:`paddlecd.registry.answers`):
 429, 500, 502–504 and connection resets/timeouts, exponential backoff 0.5 s … 10 s, at most
@@ -30,6 +31,7 @@ from paddlecd.errors import RegistryAuthError, RegistryError, RegistryRateLimitE
 from paddlecd.registry import answers, auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
+from paddlecd.types import Echo
 
 
 class _Retryable(Exception):
@@ -109,16 +111,19 @@ class Transport:
     def __init__(self, registry: str, *, ca_file: str | None = None, insecure: bool = False,
                  credentials: Credentials | None = None, retries: int = 4, timeout: float = 60,
                  env_credentials: bool = True, rate_limit_wait: float = 120.0,
-                 on_progress: Callable[[str], None] | None = None):
+                 on_progress: Echo | None = None):
         self.registry = registry
         self.host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
         self.base = f"{'http' if insecure else 'https'}://{self.host}/v2/"
         self.session = requests.Session()
-        # Passed on every request: a session-level verify loses to $REQUESTS_CA_BUNDLE (psf/requests#3829).
+        # Passed on every request: a session-level verify loses to $REQUESTS_CA_BUNDLE
+        # (psf/requests#3829).
         self.verify: str | bool = ca_file or True
         self.retries, self.timeout = max(1, retries), timeout
         self.rate_limit_wait, self.on_progress = rate_limit_wait, on_progress
-        self._env_credentials = env_credentials  # PADDLECD_REGISTRY_* are for the configured registries only
+        self._env_credentials = (
+            env_credentials  # PADDLECD_REGISTRY_* are for the configured registries only
+        )
         # the env pair is checked now (a half-set pair is bad input even if no 401 ever comes);
         # config.json and its helpers are consulted on the first 401 only
         from_env = None if credentials or not env_credentials else auth.env_credentials()
@@ -140,11 +145,23 @@ class Transport:
         """Credentials for this registry, looked up once (env, then Docker's config.json)."""
         if not self._looked_up:
             environ = None if self._env_credentials else {}
-            self._credentials, self._looked_up = find_credentials(self.registry, environ=environ), True
+            self._credentials, self._looked_up = (
+                find_credentials(self.registry, environ=environ),
+                True,
+            )
         return self._credentials
 
-    def request(self, method: str, path: str, scopes: list[str], what: str, *, ok: tuple[int, ...] = (200,),
-                retry: bool = True, **kwargs: Any) -> requests.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        scopes: list[str],
+        what: str,
+        *,
+        ok: tuple[int, ...] = (200,),
+        retry: bool = True,
+        **kwargs: Any,
+    ) -> requests.Response:
         """Send one API request (``path`` under ``/v2/``, or an absolute URL) with auth and retries.
 
         Args:
@@ -155,7 +172,8 @@ class Transport:
             kwargs: passed to ``requests`` (``headers``, ``data``, ``params``, ``stream``).
 
         Raises:
-            RegistryAuthError: 401/403. NotFoundError: 404. RegistryError: unreachable, TLS, other statuses.
+            RegistryAuthError: 401/403. NotFoundError: 404. RegistryError: unreachable, TLS, other
+                statuses.
         """
         attempts = self.retries if retry else 1
         retrying = tenacity.Retrying(stop=self._stop(attempts, retry), wait=_wait, reraise=True,
@@ -166,17 +184,26 @@ class Transport:
         except _Retryable as e:
             raise self._gave_up(e, what, attempts) from None
         except requests.exceptions.SSLError as e:
-            raise RegistryError(f"{what}: TLS with {self.host} failed: {_short(e)}",
-                                "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to the registry's CA; "
-                                "a plain-HTTP registry needs registry.insecure=true") from e
+            raise RegistryError(
+                f"{what}: TLS with {self.host} failed: {_short(e)}",
+                "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to the registry's CA; "
+                "a plain-HTTP registry needs registry.insecure=true",
+            ) from e
         except (requests.ConnectionError, requests.Timeout) as e:
             hub = self.host.endswith("docker.io")
             raise RegistryError(
                 f"{what}: registry {self.host} unreachable: {_short(e)}"
-                + (" — Docker Hub cannot be reached from this machine" if hub else " — is it running?"),
-                "lock on a machine that reaches the hub and commit images/lock.yaml, or mirror the base into your "
-                "registry" if hub else
-                "start it (scripts/stack.sh up) or check registry.url / release.registry (PADDLECD_*_URL)") from e
+                + (
+                    " — Docker Hub cannot be reached from this machine"
+                    if hub
+                    else " — is it running?"
+                ),
+                "lock on a machine that reaches the hub and commit images/lock.yaml, "
+                "or mirror the base into your registry"
+                if hub
+                else "start it (scripts/stack.sh up) or check registry.url / release.registry "
+                "(PADDLECD_*_URL)",
+            ) from e
         if resp.status_code not in ok:
             raise self._error(resp, what)
         return resp
@@ -216,7 +243,9 @@ class Transport:
         return RegistryRateLimitError(f"{what}: {self.host} rate limit{named}: {detail} after "
                                       f"{attempts} attempts", answers.RATE_LIMIT_HINT)
 
-    def _send(self, method: str, path: str, scopes: list[str], kwargs: dict[str, Any]) -> requests.Response:
+    def _send(
+        self, method: str, path: str, scopes: list[str], kwargs: dict[str, Any]
+    ) -> requests.Response:
         url = path if path.startswith(("http://", "https://")) else self.base + path
         extra = dict(kwargs)
         headers = dict(extra.pop("headers", {}))
@@ -259,32 +288,55 @@ class Transport:
         realm, creds = challenge.params["realm"], self.credentials
         try:
             if creds and creds.identity_token:  # OAuth2 refresh token stored by `docker login`
-                resp = self.session.post(realm, timeout=self.timeout, verify=self.verify, data={
-                    "grant_type": "refresh_token", "refresh_token": creds.password, "client_id": "paddlecd",
-                    "service": challenge.params.get("service", ""), "scope": " ".join(scopes)})
+                resp = self.session.post(
+                    realm,
+                    timeout=self.timeout,
+                    verify=self.verify,
+                    data={
+                        "grant_type": "refresh_token",
+                        "refresh_token": creds.password,
+                        "client_id": "paddlecd",
+                        "service": challenge.params.get("service", ""),
+                        "scope": " ".join(scopes),
+                    },
+                )
             else:
-                resp = self.session.get(realm, params=token_params(challenge, sorted(scopes)), timeout=self.timeout,
-                                        verify=self.verify,
-                                        auth=(creds.username, creds.password) if creds else None)
+                resp = self.session.get(
+                    realm,
+                    params=token_params(challenge, sorted(scopes)),
+                    timeout=self.timeout,
+                    verify=self.verify,
+                    auth=(creds.username, creds.password) if creds else None,
+                )
         except requests.RequestException as e:
             raise RegistryError(f"token service {realm} for {self.host} unreachable: {_short(e)}",
                                 "check the network path to the registry's auth service") from e
         if resp.status_code in (401, 403):
-            raise RegistryAuthError(f"{self.host}: the token service refused the credentials (HTTP {resp.status_code})",
-                                    self._login_hint())
+            raise RegistryAuthError(
+                f"{self.host}: the token service refused the credentials (HTTP {resp.status_code})",
+                self._login_hint(),
+            )
         body = resp.json() if resp.status_code == 200 else {}
         token = body.get("token") or body.get("access_token")
         if not token:
-            raise RegistryError(f"{self.host}: the token service answered HTTP {resp.status_code} without a token",
-                                "check the registry's auth configuration")
+            raise RegistryError(
+                f"{self.host}: the token service answered HTTP {resp.status_code} without a token",
+                "check the registry's auth configuration",
+            )
         return str(token)
 
     def _login_hint(self) -> str:
         creds = self.credentials
         if creds:
-            return (f"{self.registry} rejected the credentials from {creds.source}: check them (docker login "
-                    f"{self.registry} replaces config.json's), and that the account may pull/push this repository")
-        return f"no credentials for {self.registry}: run docker login {self.registry} (or set PADDLECD_REGISTRY_USERNAME/PASSWORD)"
+            return (
+                f"{self.registry} rejected the credentials from {creds.source}: check them "
+                f"(docker login {self.registry} replaces config.json's), "
+                "and that the account may pull/push this repository"
+            )
+        return (
+            f"no credentials for {self.registry}: run docker login {self.registry} "
+            "(or set PADDLECD_REGISTRY_USERNAME/PASSWORD)"
+        )
 
     def _error(self, resp: requests.Response, what: str,
                answer: answers.Answer | None = None) -> RegistryError:
@@ -293,7 +345,8 @@ class Transport:
 
 
 class Sized:
-    """A stream with a known length, so requests sends Content-Length instead of chunked encoding."""
+    """A stream with a known length, so requests sends Content-Length instead of chunked
+    encoding."""
 
     def __init__(self, raw: Any, size: int):
         self.raw, self.size = raw, size
@@ -314,7 +367,8 @@ def _read(resp: requests.Response) -> answers.Answer:
 
 
 def _short(e: Exception) -> str:
-    """The useful part of a requests/urllib3 exception text (they nest reprs several levels deep)."""
+    """The useful part of a requests/urllib3 exception text (they nest reprs several levels
+    deep)."""
     text = str(e)
     errno = re.search(r"\[Errno (-?\d+)\] ([^'\"\])]+)", text)
     if errno:

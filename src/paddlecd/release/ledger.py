@@ -1,11 +1,12 @@
 """The release ledger: one OCI artifact per record, in the release repository itself; checkpoints.
 
 Where it lives, and why: every record is an OCI image manifest tagged
-``ledger.<variant>.<UTC time to µs>Z-<8 random hex>`` in the release repository, with the record JSON
-as its config blob and copied into the ``org.paddlecd.ledger.record`` annotation (one GET reads it).
-The ledger travels with the releases it describes: whoever can read ``release/paddle`` can read its
-history, from any runner, with the same credentials; nothing else must be backed up. (The artifact
-store of issue 4 was the other candidate; it is optional per deployment, the registry is not.)
+``ledger.<variant>.<UTC time to µs>Z-<8 random hex>`` in the release repository, with the record
+JSON as its config blob and copied into the ``org.paddlecd.ledger.record`` annotation (one GET reads
+it). The ledger travels with the releases it describes: whoever can read ``release/paddle`` can read
+its history, from any runner, with the same credentials; nothing else must be backed up. (The
+artifact store of issue 4 was the other candidate; it is optional per deployment, the registry is
+not.)
 
 Reading it costs a bounded number of requests (issue 11): a **checkpoint** per variant, tagged
 ``ledger.<variant>.checkpoint``, is one gzip'd blob holding copies of the records it covers, so a
@@ -68,7 +69,9 @@ CHECKPOINT_ANNOTATION = "org.paddlecd.ledger.checkpoint"
 # Records outside the checkpoint before a promotion writes a new one: the most a reader fetches one
 # by one. Small, because each costs a request; a checkpoint write costs one blob + one manifest.
 CHECKPOINT_EVERY = 4
-_TAG = re.compile(r"ledger\.(?P<variant>[a-z0-9][a-z0-9._-]*)\.(?P<time>\d{8}T\d{12}Z)-(?P<rand>[0-9a-f]{8})")
+_TAG = re.compile(
+    r"ledger\.(?P<variant>[a-z0-9][a-z0-9._-]*)\.(?P<time>\d{8}T\d{12}Z)-(?P<rand>[0-9a-f]{8})"
+)
 
 
 @dataclass(frozen=True)
@@ -79,11 +82,14 @@ class Record:
         id: its ledger tag (orders records). action: ``promote`` or ``rollback``.
         variant, version, digest: what was released (``sha256:…``).
         source: ``host/repo@sha256:…`` copied from; target: ``host/repo`` released into.
-        tags: the tags the action owns; previous: ``{moving tag: "version@digest" or null}`` before it.
-        evidence: evidence id ``sha256:<hex>@<created>`` (None for rollbacks / forced without evidence).
+        tags: the tags the action owns; previous: ``{moving tag: "version@digest" or null}`` before
+            it.
+        evidence: evidence id ``sha256:<hex>@<created>`` (None for rollbacks / forced without
+            evidence).
         evidence_summary: ``{"passed", "checks", "failed": [names], "created"}`` or None.
         attestation: digest of the signed attestation copied with the release (issue 10), or None.
-        forced, reason: ``--force`` and its ``--reason``. who: ``$GITHUB_ACTOR`` or ``user@host``; when: ISO-8601 UTC.
+        forced, reason: ``--force`` and its ``--reason``. who: ``$GITHUB_ACTOR`` or ``user@host``;
+            when: ISO-8601 UTC.
     """
 
     id: str
@@ -105,7 +111,9 @@ class Record:
 
     def to_json(self) -> bytes:
         """Canonical JSON bytes (sorted keys), as stored."""
-        return json.dumps({"schema": 1, **asdict(self)}, sort_keys=True, separators=(",", ":")).encode()
+        return json.dumps(
+            {"schema": 1, **asdict(self)}, sort_keys=True, separators=(",", ":")
+        ).encode()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Record:
@@ -194,7 +202,8 @@ class View:
         return self.fetched >= CHECKPOINT_EVERY or (self.dropped > 0 and bool(self.records))
 
 
-# Records never change once written, so each is fetched once per process: (registry, repository, id) → Record.
+# Records never change once written, so each is fetched once per process: (registry, repository, id)
+# → Record.
 _CACHE: dict[tuple[str, str, str], Record] = {}
 # Checkpoint blobs are addressed by digest: (registry, digest) → {record id: Record}.
 _CHECKPOINTS: dict[tuple[str, str], dict[str, Record]] = {}
@@ -259,8 +268,8 @@ def read_view(client: RegistryClient, repository: str, variant: str, tags: list[
     fetched = [i for i in ids if i not in cached]
     records = {i: r for i, r in cached.items() if i in listed}
     records.update((r.id, r) for r in _fetch(client, repository, fetched))
-    return View(variant, tuple(records[i] for i in ids if i in records), digest,
-                covered=len(listed & cached.keys()), fetched=len(fetched),
+    return View(variant=variant, records=tuple(records[i] for i in ids if i in records),
+                checkpoint=digest, covered=len(listed & cached.keys()), fetched=len(fetched),
                 dropped=len(cached.keys() - listed), problem=problem)
 
 

@@ -5,8 +5,8 @@ Evidence is the signed attestation of the digest in the candidate repository (is
 same evidence, and only what a trusted key signed counts.
 
 A plan is computed from the registry (current tags) and the ledger (the order of past actions): the
-ledger's :func:`~paddlecd.release.policy.fold`, with this action appended, says where every tag of the
-version must point; a :class:`TagWrite` is planned for each tag that does not point there yet. A
+ledger's :func:`~paddlecd.release.policy.fold`, with this action appended, says where every tag of
+the version must point; a :class:`TagWrite` is planned for each tag that does not point there yet. A
 re-run after a crash therefore plans exactly the writes that are still missing (convergence), and a
 complete re-run plans nothing (idempotent no-op). Nothing here writes.
 """
@@ -26,14 +26,24 @@ from paddlecd.registry.client import Manifest, RegistryClient, client_for
 from paddlecd.registry.reference import Reference, check_digest, check_tag, parse_reference
 from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
-from paddlecd.release.policy import Action, State, bump, fold, moving_tags, parse_release_tag, parse_version, release_tag
+from paddlecd.release.policy import (
+    Action,
+    State,
+    bump,
+    fold,
+    moving_tags,
+    parse_release_tag,
+    parse_version,
+    release_tag,
+)
 from paddlecd.verify import attested, evidence
 from paddlecd.verify.attestation import VerifiedAttestation
 
 
 @dataclass(frozen=True)
 class TagWrite:
-    """One planned tag write: ``tag`` → ``digest`` (release ``version``); ``previous`` digest or None."""
+    """One planned tag write: ``tag`` → ``digest`` (release ``version``); ``previous`` digest or
+    None."""
 
     tag: str
     digest: str
@@ -66,7 +76,9 @@ class Plan:
     attestation: VerifiedAttestation | None = None
     src: RegistryClient | None = field(default=None, repr=False)
     dst: RegistryClient | None = field(default=None, repr=False)
-    manifests: dict[str, Manifest] = field(default_factory=dict, repr=False)  # by digest, for tag writes
+    manifests: dict[str, Manifest] = field(
+        default_factory=dict, repr=False
+    )  # by digest, for tag writes
     ledger_view: ledger.View | None = field(default=None, repr=False)  # the read it was made from
 
     @property
@@ -75,19 +87,27 @@ class Plan:
         return not self.writes and self.record is None
 
     def describe(self) -> list[str]:
-        """The plan as lines for the user: every tag, where, from which digest, what it pointed to."""
+        """The plan as lines for the user: every tag, where, from which digest, what it pointed
+        to."""
         head = f"{self.action} {self.version}-{self.variant}: {self.source} → {self.target}"
         if self.noop:
-            return [head, "  nothing to do: every tag is in place and the ledger has the record (no-op)"]
+            return [
+                head,
+                "  nothing to do: every tag is in place and the ledger has the record (no-op)",
+            ]
         lines = [head]
         for w in self.writes:
             was = f"was {w.previous_version or '?'} ({w.previous})" if w.previous else "new"
             kind = "moving" if w.moving else "immutable"
-            lines.append(f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; {was})")
+            lines.append(
+                f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; {was})"
+            )
         lines += [f"  keep            {k}" for k in self.kept]
         if self.attestation:  # issue 10: what the promotion rests on, and who signed it
             a = self.attestation
-            lines.append(f"  evidence        {a.location} (verified {a.created}, key {a.keyid[:12]}…)")
+            lines.append(
+                f"  evidence        {a.location} (verified {a.created}, key {a.keyid[:12]}…)"
+            )
         elif self.refusal:
             lines.append(f"  evidence        REFUSED: {self.refusal.cause}")
         lines.append(f"  ledger record   new {self.action} record in {self.target}" if self.record
@@ -128,11 +148,22 @@ def _writes(dst: RegistryClient, repo: str, old: State, new: State, version: sem
     for tag, digest in desired(new, version, variant).items():
         points_to = new.moving.get(tag, version)
         if tag != immutable and points_to != version:
-            kept.append(f"{tag} stays on {points_to} (higher than {version}: moving tags only move forward)")
+            kept.append(
+                f"{tag} stays on {points_to} (higher than {version}: moving tags only move forward)"
+            )
         have = current(dst, repo, tag)
         if have != digest:
             before = old.moving.get(tag) if tag != immutable else None
-            writes.append(TagWrite(tag, digest, str(points_to), have, str(before) if before else None, tag != immutable))
+            writes.append(
+                TagWrite(
+                    tag=tag,
+                    digest=digest,
+                    version=str(points_to),
+                    previous=have,
+                    previous_version=str(before) if before else None,
+                    moving=tag != immutable,
+                )
+            )
     return writes, kept
 
 
@@ -148,7 +179,11 @@ def check_tags(variant: str, version: semver.Version) -> None:
         ConfigError: a release tag, moving tag or the ledger record tag breaks the grammar
             (:func:`paddlecd.registry.reference.check_tag`).
     """
-    for tag in (release_tag(version, variant), *moving_tags(version, variant), ledger.new_id(variant)):
+    for tag in (
+        release_tag(version, variant),
+        *moving_tags(version, variant),
+        ledger.new_id(variant),
+    ):
         try:
             check_tag(tag, what=f"release {version}-{variant}: tag")
         except ConfigError as e:
@@ -156,12 +191,17 @@ def check_tags(variant: str, version: semver.Version) -> None:
                                        "name") from None
 
 
-def _source(settings: Settings, variant: str, digest: str | None) -> tuple[RegistryClient, Reference]:
+def _source(
+    settings: Settings, variant: str, digest: str | None
+) -> tuple[RegistryClient, Reference]:
     if digest is None:
         cand = evidence.load_candidate(settings, variant)
         if not cand:
-            raise PromotionError(f"no candidate recorded for variant '{variant}'",
-                                 f"run: invoke push --variant {variant} && invoke verify --variant {variant}, or pass --digest sha256:…")
+            raise PromotionError(
+                f"no candidate recorded for variant '{variant}'",
+                f"run: invoke push --variant {variant} && invoke verify --variant {variant}, or "
+                "pass --digest sha256:…",
+            )
         ref = parse_reference(cand.reference)
         return client_for(settings, ref.registry), ref.by_digest(cand.digest)
     src = client_for(settings)
@@ -171,9 +211,15 @@ def _source(settings: Settings, variant: str, digest: str | None) -> tuple[Regis
         except PaddlecdError:
             now = None  # not even a valid tag: the message below still applies
         hint = f"it points to {now} now; " if now else ""
-        raise ConfigError(f"--digest {digest!r} is a tag, not a digest: tags move, evidence is per digest",
-                          hint + "pass the digest verify checked (--digest sha256:…), or only --variant for the last candidate")
-    return src, Reference(settings.registry.url, settings.registry.repository, None, check_digest(digest))
+        raise ConfigError(
+            f"--digest {digest!r} is a tag, not a digest: tags move, evidence is per digest",
+            hint
+            + "pass the digest verify checked (--digest sha256:…), or only --variant for the last "
+              "candidate",
+        )
+    return src, Reference(
+        settings.registry.url, settings.registry.repository, None, check_digest(digest)
+    )
 
 
 def evidence_problem(settings: Settings, src: RegistryClient, repository: str, variant: str,
@@ -191,21 +237,32 @@ def evidence_problem(settings: Settings, src: RegistryClient, repository: str, v
 
 
 def _summary(att: VerifiedAttestation | None) -> dict[str, Any] | None:
-    """The ledger's evidence summary of the attested run promotion accepted."""
+    """The ledger's ``evidence_summary`` of the attestation a promotion rests on (its predicate
+    is a signed dict; ``passed``/``failed`` are read by type, issue 12)."""
     if not att:
         return None
     return {"passed": att.passed, "checks": len(att.predicate.get("checks", [])),
             "created": att.created, "failed": att.failed}
 
 
-def plan_promotion(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,
-                   digest: str | None = None, forced: bool = False, reason: str | None = None) -> Plan:
-    """Plan promoting ``digest`` (default: the variant's last candidate) to ``version`` (or ``--bump part``).
+def plan_promotion(
+    settings: Settings,
+    *,
+    variant: str,
+    version: str | None = None,
+    part: str | None = None,
+    digest: str | None = None,
+    forced: bool = False,
+    reason: str | None = None,
+) -> Plan:
+    """Plan promoting ``digest`` (default: the variant's last candidate) to ``version`` (or
+    ``--bump part``).
 
     Raises:
         ConfigError: unknown variant, invalid version, a tag given as ``digest``, a release tag
             the registry cannot hold (:func:`check_tags`).
-        PromotionError: no candidate, digest not in the candidate repository, clobber of an immutable tag.
+        PromotionError: no candidate, digest not in the candidate repository, clobber of an
+            immutable tag.
         RegistryError: the registry failed.
     """
     variants.get(settings, variant)
@@ -215,8 +272,10 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     try:
         src.resolve(src_ref.repository, src_ref.digest or "")
     except NotFoundError as e:
-        raise PromotionError(f"digest {src_ref.digest} is not in {src_ref.name}",
-                             "pass a digest that was pushed there (see invoke push output / the candidate record)") from e
+        raise PromotionError(
+            f"digest {src_ref.digest} is not in {src_ref.name}",
+            "pass a digest that was pushed there (see invoke push output / the candidate record)",
+        ) from e
     dst, dst_ref = target(settings)
     tags = dst.list_tags(dst_ref.repository)
     view = ledger.read_view(dst, dst_ref.repository, variant, tags)
@@ -229,29 +288,71 @@ def plan_promotion(settings: Settings, *, variant: str, version: str | None = No
     _refuse_clobber(dst, dst_ref, old, v, variant, d)
     done = any(r.action == "promote" and r.version == str(v) and r.digest == d for r in records)
     record_id = ledger.new_id(variant)
-    new = fold([*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])], variant)
+    new = fold(
+        [*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])], variant
+    )
     writes, kept = _writes(dst, dst_ref.repository, old, new, v, variant)
     refusal, att = evidence_problem(settings, src, src_ref.repository, variant, d)
-    record = None if done else Record(
-        id=record_id, action="promote", variant=variant, version=str(v), digest=d, source=str(src_ref),
-        target=dst_ref.name, tags=tuple(desired(new, v, variant)), previous=_previous(old, v, variant),
-        evidence=f"{d}@{att.created}" if att else None, evidence_summary=_summary(att),
-        attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
-        forced=forced, reason=reason, who=ledger.who(), when=files.now_iso("milliseconds"))
-    return Plan("promote", variant, str(v), d, str(src_ref), dst_ref.name, dst_ref.repository,
-                writes, kept, record, refusal.cause if refusal else None, refusal, att, src, dst, ledger_view=view)
+    record = (
+        None
+        if done
+        else Record(
+            id=record_id,
+            action="promote",
+            variant=variant,
+            version=str(v),
+            digest=d,
+            source=str(src_ref),
+            target=dst_ref.name,
+            tags=tuple(desired(new, v, variant)),
+            previous=_previous(old, v, variant),
+            evidence=f"{d}@{att.created}" if att else None,
+            evidence_summary=_summary(att),
+            attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
+            forced=forced,
+            reason=reason,
+            who=ledger.who(),
+            when=files.now_iso("milliseconds"),
+        )
+    )
+    return Plan(
+        action="promote",
+        variant=variant,
+        version=str(v),
+        digest=d,
+        source=str(src_ref),
+        target=dst_ref.name,
+        repository=dst_ref.repository,
+        writes=writes,
+        kept=kept,
+        record=record,
+        evidence_problem=refusal.cause if refusal else None,
+        refusal=refusal,
+        attestation=att,
+        src=src,
+        dst=dst,
+        ledger_view=view,
+    )
 
 
-def _refuse_clobber(dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str) -> None:
+def _refuse_clobber(
+    dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str
+) -> None:
     tag = release_tag(v, variant)
     existing = state.releases.get(v) or current(dst, ref.repository, tag)
     if existing and existing != d:
-        raise PromotionError(f"{ref.name}:{tag} exists on {existing}; releases are immutable, refusing to re-point it to {d}",
-                             "promote a new version (e.g. --bump patch); a release is never overwritten")
+        raise PromotionError(
+            f"{ref.name}:{tag} exists on {existing}; releases are immutable, refusing to re-point "
+            f"it to {d}",
+            "promote a new version (e.g. --bump patch); a release is never overwritten",
+        )
 
 
 def _previous(state: State, v: semver.Version, variant: str) -> dict[str, str | None]:
-    return {t: (f"{state.moving[t]}@{state.digest_of(t)}" if t in state.moving else None) for t in moving_tags(v, variant)}
+    return {
+        t: (f"{state.moving[t]}@{state.digest_of(t)}" if t in state.moving else None)
+        for t in moving_tags(v, variant)
+    }
 
 
 def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
@@ -264,7 +365,10 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
     variants.get(settings, variant)
     v = parse_version(to)
     if v.prerelease:
-        raise ConfigError(f"cannot roll back to pre-release {v}: it owns no moving tag", "roll back to a release X.Y.Z")
+        raise ConfigError(
+            f"cannot roll back to pre-release {v}: it owns no moving tag",
+            "roll back to a release X.Y.Z",
+        )
     dst, ref = target(settings)
     view = ledger.read_view(dst, ref.repository, variant, dst.list_tags(ref.repository))
     records = list(view.records)
@@ -280,5 +384,6 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
         previous=_previous(old, v, variant), who=ledger.who(), when=files.now_iso("milliseconds"))
-    return Plan("rollback", variant, str(v), d, str(ref.by_digest(d)), ref.name, ref.repository,
-                writes, [], record, src=dst, dst=dst, ledger_view=view)
+    return Plan(action="rollback", variant=variant, version=str(v), digest=d,
+                source=str(ref.by_digest(d)), target=ref.name, repository=ref.repository,
+                writes=writes, kept=[], record=record, src=dst, dst=dst, ledger_view=view)

@@ -1,10 +1,10 @@
 """Release versions, release tags and the moving-tag rules (issue 3), on the ``semver`` package.
 
-For version ``X.Y.Z`` of variant ``V`` a promotion writes the immutable tag ``X.Y.Z-V`` and the moving
-tags ``X.Y-V``, ``X-V`` and ``latest-V``. Precedence is Semantic Versioning 2.0.0 §11 (semver.org):
-numeric identifiers compare as numbers (1.10.0 > 1.9.0), a pre-release is lower than its release
-(1.5.0-rc.1 < 1.5.0), pre-release identifiers compare left to right, numeric below alphanumeric.
-``semver.Version`` implements exactly that; nothing here compares strings.
+For version ``X.Y.Z`` of variant ``V`` a promotion writes the immutable tag ``X.Y.Z-V`` and the
+moving tags ``X.Y-V``, ``X-V`` and ``latest-V``. Precedence is Semantic Versioning 2.0.0 §11
+(semver.org): numeric identifiers compare as numbers (1.10.0 > 1.9.0), a pre-release is lower than
+its release (1.5.0-rc.1 < 1.5.0), pre-release identifiers compare left to right, numeric below
+alphanumeric. ``semver.Version`` implements exactly that; nothing here compares strings.
 
 Rules:
 
@@ -50,10 +50,14 @@ def parse_version(text: str) -> semver.Version:
     try:
         version = semver.Version.parse(text)
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"invalid version {text!r}: not MAJOR.MINOR.PATCH without leading zeros", _FORMAT) from e
+        raise ConfigError(
+            f"invalid version {text!r}: not MAJOR.MINOR.PATCH without leading zeros", _FORMAT
+        ) from e
     if version.build:
-        raise ConfigError(f"invalid version {text!r}: build metadata ('+{version.build}') cannot be in a tag",
-                          "drop the '+…' part; use a pre-release (-rc.1) to distinguish builds")
+        raise ConfigError(
+            f"invalid version {text!r}: build metadata ('+{version.build}') cannot be in a tag",
+            "drop the '+…' part; use a pre-release (-rc.1) to distinguish builds",
+        )
     return version
 
 
@@ -66,7 +70,11 @@ def moving_tags(version: semver.Version, variant: str) -> list[str]:
     """The moving tags a release may move, most specific first; none for a pre-release."""
     if version.prerelease:
         return []
-    return [f"{version.major}.{version.minor}-{variant}", f"{version.major}-{variant}", f"latest-{variant}"]
+    return [
+        f"{version.major}.{version.minor}-{variant}",
+        f"{version.major}-{variant}",
+        f"latest-{variant}",
+    ]
 
 
 def parse_release_tag(tag: str, variant: str) -> semver.Version | None:
@@ -82,7 +90,8 @@ def parse_release_tag(tag: str, variant: str) -> semver.Version | None:
 
 
 def bump(releases: Iterable[semver.Version], part: Part) -> semver.Version:
-    """The next version after the highest existing release (pre-releases ignored); from 0.0.0 if none.
+    """The next version after the highest existing release (pre-releases ignored); from 0.0.0 if
+    none.
 
     Raises:
         ConfigError: ``part`` is not major, minor or patch.
@@ -105,8 +114,9 @@ class Action:
 
 @dataclass
 class State:
-    """Where releases and moving tags stand: ``releases`` {version: digest}, ``moving`` {tag: version},
-    ``void`` keys of actions that did not apply (a clobbering promotion, a rollback to no release)."""
+    """Where releases and moving tags stand: ``releases`` {version: digest}, ``moving`` {tag:
+    version}, ``void`` keys of actions that did not apply (a clobbering promotion, a rollback to no
+    release)."""
 
     releases: dict[semver.Version, str] = field(default_factory=dict)
     moving: dict[str, semver.Version] = field(default_factory=dict)
@@ -119,7 +129,8 @@ class State:
 
 
 def fold(actions: Iterable[Action], variant: str) -> State:
-    """Replay ``actions`` in ``key`` order into the :class:`State` the tags of ``variant`` must have."""
+    """Replay ``actions`` in ``key`` order into the :class:`State` the tags of ``variant`` must
+    have."""
     state = State()
     for a in sorted(actions, key=lambda a: a.key):
         claimed = state.releases.get(a.version)

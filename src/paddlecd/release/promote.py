@@ -11,11 +11,12 @@ A promotion runs as named, timed phases (promo-tools' pipeline; STYLE.md §10):
 * copy: the image goes into the release repository by digest only — blobs mounted within one
   registry (no bytes move), streamed across registries only when missing (crane ``copy``) — and its
   attestation with it, so the release proves itself from the release repository alone;
-* write ledger *before* the tags: the ledger record is the intent, and the tags are materialised from
-  the ledger's :func:`~paddlecd.release.policy.fold`. So a crash anywhere converges on re-run (the
-  re-run plans only what is missing), and two concurrent promoters agree on every moving tag
+* write ledger *before* the tags: the ledger record is the intent, and the tags are materialised
+  from the ledger's :func:`~paddlecd.release.policy.fold`. So a crash anywhere converges on re-run
+  (the re-run plans only what is missing), and two concurrent promoters agree on every moving tag
   because each reconciles the tags against the fold of *all* records after its own writes;
-* verify digests: re-read every tag of the version and the ledger; drift is re-written and re-checked.
+* verify digests: re-read every tag of the version and the ledger; drift is re-written and
+  re-checked.
 
 A failure names its phase. Promotions of one variant from one machine are also serialised by a
 file lock under the state folder (CI runners on one host), which keeps the registry traffic simple.
@@ -29,7 +30,7 @@ import dataclasses
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import filelock
@@ -42,10 +43,16 @@ from paddlecd.image import variants
 from paddlecd.release import ledger
 from paddlecd.release.plan import Plan, actions_of, current, desired, plan_promotion, plan_rollback
 from paddlecd.release.policy import fold, parse_version
-from paddlecd.release.query import Release, find, history, list_releases, show, split_release_tag  # re-exported
+from paddlecd.release.query import (  # re-exported
+    Release,
+    find,
+    history,
+    list_releases,
+    show,
+    split_release_tag,
+)
+from paddlecd.types import Echo
 from paddlecd.verify import attested
-
-Report = Callable[[str], None]
 
 
 @dataclass
@@ -64,7 +71,7 @@ class Outcome:
     checkpoint: str | None = None  # digest of the ledger checkpoint this action wrote, if any
 
     @contextlib.contextmanager
-    def phase(self, name: str, report: Report) -> Iterator[None]:
+    def phase(self, name: str, report: Echo) -> Iterator[None]:
         """Time phase ``name``; re-raise any failure as the same error type naming the phase."""
         start = time.monotonic()
         try:
@@ -72,8 +79,10 @@ class Outcome:
         except PaddlecdError as e:
             raise type(e)(f"phase '{name}' failed: {e.cause}", e.hint) from e
         except Exception as e:  # noqa: BLE001 - anything else is still reported with its phase
-            raise PromotionError(f"phase '{name}' failed: {type(e).__name__}: {e}",
-                                 "fix the cause and re-run the same command: promotion converges") from e
+            raise PromotionError(
+                f"phase '{name}' failed: {type(e).__name__}: {e}",
+                "fix the cause and re-run the same command: promotion converges",
+            ) from e
         finally:
             self.phases.append((name, time.monotonic() - start))
         report(f"phase {name}: {self.phases[-1][1]:.2f} s")
@@ -88,13 +97,24 @@ def _locked(settings: Settings, variant: str, timeout: float = 600) -> Iterator[
         with filelock.FileLock(str(path), timeout=timeout):
             yield
     except filelock.Timeout as e:
-        raise PromotionError(f"another promotion of {variant} held {path} for {timeout:.0f} s",
-                             "wait for it to finish; remove the lock file only if no promotion runs") from e
+        raise PromotionError(
+            f"another promotion of {variant} held {path} for {timeout:.0f} s",
+            "wait for it to finish; remove the lock file only if no promotion runs",
+        ) from e
 
 
-def promote(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,
-            digest: str | None = None, force: bool = False, reason: str | None = None,
-            execute: bool = False, report: Report = lambda line: None) -> Outcome:
+def promote(
+    settings: Settings,
+    *,
+    variant: str,
+    version: str | None = None,
+    part: str | None = None,
+    digest: str | None = None,
+    force: bool = False,
+    reason: str | None = None,
+    execute: bool = False,
+    report: Echo = lambda line: None,
+) -> Outcome:
     """Promote a verified digest of ``variant`` to release ``version`` (or the next ``part`` bump).
 
     Without ``execute`` it stops after the evidence check (``--dry-run``, or no ``--yes``).
@@ -102,7 +122,8 @@ def promote(settings: Settings, *, variant: str, version: str | None = None, par
     Args:
         digest: ``sha256:…`` in the candidate repository; default: the variant's last candidate
             (``<state>/candidates/<variant>.json``).
-        force, reason: promote despite missing/failed/stale evidence; ``reason`` is required and recorded.
+        force, reason: promote despite missing/failed/stale evidence; ``reason`` is required and
+            recorded.
         report: receives the plan lines and progress.
 
     Raises:
@@ -115,15 +136,24 @@ def promote(settings: Settings, *, variant: str, version: str | None = None, par
         raise ConfigError("pass exactly one of --version X.Y.Z and --bump major|minor|patch",
                           "e.g. invoke promote --variant cpu --version 1.4.0 --dry-run")
     if force and not (reason or "").strip():
-        raise ConfigError("--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"')
+        raise ConfigError(
+            "--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"'
+        )
     if version:
         parse_version(version)  # bad input is refused before any registry is asked
     variants.get(settings, variant)  # …and before a lock file is made for it
     outcome = Outcome()
     with _locked(settings, variant) if execute else contextlib.nullcontext():
         with outcome.phase("plan", report):
-            plan = outcome.plan = plan_promotion(settings, variant=variant, version=version, part=part,
-                                                 digest=digest, forced=force, reason=reason)
+            plan = outcome.plan = plan_promotion(
+                settings,
+                variant=variant,
+                version=version,
+                part=part,
+                digest=digest,
+                forced=force,
+                reason=reason,
+            )
         for line in plan.describe():
             report(line)
         if plan.noop:
@@ -138,8 +168,9 @@ def promote(settings: Settings, *, variant: str, version: str | None = None, par
 
 
 def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False,
-             report: Report = lambda line: None) -> Outcome:
-    """Re-point the moving tags of release ``to`` of ``variant`` back to it (recorded as a rollback).
+             report: Echo = lambda line: None) -> Outcome:
+    """Re-point the moving tags of release ``to`` of ``variant`` back to it (recorded as a
+    rollback).
 
     Raises:
         ConfigError: invalid version, pre-release, unknown variant.
@@ -156,7 +187,7 @@ def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False
     return outcome
 
 
-def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
+def _apply(plan: Plan, outcome: Outcome, report: Echo) -> None:
     assert plan.src and plan.dst
     dst, repo = plan.dst, plan.repository
     if plan.action == "promote":
@@ -170,7 +201,9 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
             report(f"copied: {dict(outcome.copied)}, attestation "
                    f"{dict(outcome.attestation_copied)}, {outcome.bytes_uploaded} bytes uploaded")
     with outcome.phase("write ledger", report):
-        if plan.record:  # id and time taken now, not at plan time: the ledger order is the write order
+        if (
+            plan.record
+        ):  # id and time taken now, not at plan time: the ledger order is the write order
             record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant),
                                          when=files.now_iso("milliseconds"))
             ledger.append(dst, repo, record)
@@ -189,7 +222,7 @@ def _apply(plan: Plan, outcome: Outcome, report: Report) -> None:
             _checkpoint(plan, view, outcome, report)
 
 
-def _checkpoint(plan: Plan, view: ledger.View, outcome: Outcome, report: Report) -> None:
+def _checkpoint(plan: Plan, view: ledger.View, outcome: Outcome, report: Echo) -> None:
     """Cache the ledger just read back in a checkpoint. The release is complete at this point, so a
     refused write is reported, not raised: readers only fetch more records until the next one."""
     assert plan.dst
@@ -213,7 +246,7 @@ def _write_tag(plan: Plan, tag: str, digest: str) -> None:
     plan.dst.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
 
 
-def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) -> ledger.View:
+def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 3) -> ledger.View:
     """Check every tag of the version against the fold of all ledger records; rewrite drift.
 
     Returns the last read of the ledger (what a checkpoint may cache: read after every write)."""
@@ -230,13 +263,19 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Report, rounds: int = 3) ->
             _write_tag(plan, tag, digest)
             outcome.written.append(tag)
             report(f"reconciled {plan.target}:{tag} → {digest}")
-        if plan.action == "promote" and state.releases.get(version) != plan.digest:  # tags restored above
-            raise PromotionError(f"{plan.version}-{plan.variant} was claimed first by {state.releases.get(version)}",
-                                 "a concurrent promotion took this version; promote yours as another version")
+        if (
+            plan.action == "promote" and state.releases.get(version) != plan.digest
+        ):  # tags restored above
+            raise PromotionError(
+                f"{plan.version}-{plan.variant} was claimed first by {state.releases.get(version)}",
+                "a concurrent promotion took this version; promote yours as another version",
+            )
         if not drift:
             return view
-    raise PromotionError(f"tags of {plan.version}-{plan.variant} kept changing under this promotion",
-                         "another promotion is running; re-run when it has finished")
+    raise PromotionError(
+        f"tags of {plan.version}-{plan.variant} kept changing under this promotion",
+        "another promotion is running; re-run when it has finished",
+    )
 
 
 __all__ = ["Outcome", "Plan", "Release", "find", "history", "list_releases", "promote",

@@ -26,7 +26,8 @@ from paddlecd.verify import attested
 
 @dataclass(frozen=True)
 class Release:
-    """A release: ``version``, ``variant``, ``digest`` and ``reference`` (``host/repo@sha256:…``)."""
+    """A release: ``version``, ``variant``, ``digest`` and ``reference``
+    (``host/repo@sha256:…``)."""
 
     version: str
     variant: str
@@ -38,16 +39,22 @@ def split_release_tag(settings: Settings, tag: str) -> tuple[semver.Version, str
     """``"1.4.0-cu126"`` → (1.4.0, ``cu126``) using the known variants.
 
     Raises:
-        ConfigError: no known variant suffix, a moving tag (``1.4-cu126``, ``latest-cu126``), bad version.
+        ConfigError: no known variant suffix, a moving tag (``1.4-cu126``, ``latest-cu126``), bad
+            version.
     """
     names = sorted(variants.load(settings), key=len, reverse=True)
     variant = next((n for n in names if tag.endswith(f"-{n}") and len(tag) > len(n) + 1), None)
     if variant is None:
-        raise ConfigError(f"'{tag}' names no known variant", "a release is X.Y.Z-<variant>, variants: " + ", ".join(names))
+        raise ConfigError(
+            f"'{tag}' names no known variant",
+            "a release is X.Y.Z-<variant>, variants: " + ", ".join(names),
+        )
     prefix = tag[: -len(variant) - 1]
     if prefix == "latest" or re.fullmatch(r"\d+(\.\d+)?", prefix):
-        raise ConfigError(f"'{tag}' is a moving tag, not a release",
-                          f"pass the immutable release tag X.Y.Z-{variant} (see invoke release.list)")
+        raise ConfigError(
+            f"'{tag}' is a moving tag, not a release",
+            f"pass the immutable release tag X.Y.Z-{variant} (see invoke release.list)",
+        )
     return parse_version(prefix), variant
 
 
@@ -62,7 +69,9 @@ def find(settings: Settings, release: str) -> Release:
     try:
         digest = client.resolve(ref.repository, release).digest
     except NotFoundError as e:
-        raise ConfigError(f"unknown release {release} in {ref.name}", "see: invoke release.list") from e
+        raise ConfigError(
+            f"unknown release {release} in {ref.name}", "see: invoke release.list"
+        ) from e
     return Release(str(version), variant, digest, str(ref.by_digest(digest)))
 
 
@@ -136,7 +145,9 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
         ConfigError: invalid version, or no such release.
     """
     wanted_variant = None
-    if "-" in version:  # 1.4.0-cpu names a variant; 1.5.0-rc.1 alone is a pre-release of any variant
+    if (
+        "-" in version
+    ):  # 1.4.0-cpu names a variant; 1.5.0-rc.1 alone is a pre-release of any variant
         with contextlib.suppress(ConfigError):
             parsed, wanted_variant = split_release_tag(settings, version)
             version = str(parsed)
@@ -144,8 +155,10 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
     rows = [row for row in _rows(settings, wanted_variant)
             if semver.Version.parse(row[0].version) == v]
     if not rows:
-        raise ConfigError(f"no release {version}" + (f"-{wanted_variant}" if wanted_variant else ""),
-                          "see: invoke release.list")
+        raise ConfigError(
+            f"no release {version}" + (f"-{wanted_variant}" if wanted_variant else ""),
+            "see: invoke release.list",
+        )
     return rows
 
 
