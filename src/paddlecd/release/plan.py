@@ -190,11 +190,15 @@ def evidence_problem(settings: Settings, src: RegistryClient, repository: str, v
         return e, None
 
 
-def _summary(ev: evidence.Evidence | None) -> dict[str, Any] | None:
-    if not ev:
+def _summary(predicate: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ledger's evidence summary of a signed attestation predicate (a mapping, as signed);
+    a check passed only when its ``passed`` is the boolean true (issue 12)."""
+    if not predicate:
         return None
-    return {"passed": ev.passed, "checks": len(ev.checks), "created": ev.created,
-            "failed": [c.name for c in ev.failed]}
+    checks = predicate.get("checks") or []
+    return {"passed": predicate.get("passed") is True, "checks": len(checks),
+            "created": predicate.get("created"),
+            "failed": [c.get("name") for c in checks if c.get("passed") is not True]}
 
 
 def plan_promotion(settings: Settings, *, variant: str, version: str | None = None, part: str | None = None,
