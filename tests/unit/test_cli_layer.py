@@ -357,3 +357,31 @@ def test_upload_json_errors_stay_on_stderr(tmp_path):
                  "--to", f"file://{tmp_path / 'store'}", "--json",
                  PADDLECD_STATE_DIR=str(tmp_path / "state"))
     assert bad.returncode == 2 and bad.stdout == "" and "error:" in bad.stderr
+
+
+def test_demo_reads_only_keys_the_json_results_have():
+    """scripts/demo.sh reads each task's --json document with `field KEY <<<"$VAR"` (issue 12):
+    every key it reads must be one the record printed by that task has."""
+    import dataclasses
+    import re
+
+    from paddlecd.artifacts.transfer import Uploaded
+    from paddlecd.cluster.deploy import Deployed
+    from paddlecd.image.push import Pushed
+    from paddlecd.release.promote import Released
+
+    def keys(cls, **extra):
+        return {f.name for f in dataclasses.fields(cls)} | set(extra)
+
+    docs = {"PUSHED": keys(Pushed), "EVIDENCE": keys(evidence.Evidence, schema=1),
+            "PROMOTED": keys(Released, release=1), "DEPLOYED": keys(Deployed),
+            "UPLOADED": keys(Uploaded)}
+    released = Released("promote", "cpu", "1.0.0", DIGEST, "r/p@" + DIGEST, executed=True)
+    assert set(released.to_json()) == docs["PROMOTED"]
+    script = (ROOT / "scripts/demo.sh").read_text()
+    reads = re.findall(r'field (\w+) <<<"\$(\w+)"', script)
+    assert {var for _, var in reads} == set(docs)  # every document is read
+    for key, var in reads:
+        assert key in docs[var], f"demo.sh reads {key!r} from {var}, which has {sorted(docs[var])}"
+    for var in docs:
+        assert f"{var}=$($INV " in script and "--json" in script.split(f"{var}=$($INV ")[1][:200]
