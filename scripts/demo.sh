@@ -2,19 +2,23 @@
 # README command 1: the whole pipeline on the embedded default, on one Debian/Ubuntu machine.
 #   1. install/start what is missing: Docker engine, CNCF distribution registry on 127.0.0.1:5000, .venv
 #   2. bootstrap the CPU Paddle base into that registry if it lacks it, and lock it
-#   3. invoke build push verify --variant cpu          (evidence under .paddlecd/evidence/, and a
+#   3. invoke build, push --json, verify --json (cpu) (evidence under .paddlecd/evidence/, and a
 #      signed attestation attached to the digest in the registry; the key pair is made on first
 #      run under .paddlecd/keys and trusted for this demo)
 #   4. promote the verified digest to a pre-release     (0.1.0-demo.d<digest>, idempotent per
 #      digest; promotion checks the registry's attestation and copies it to the release repository)
 #   5. deploy it: 2 containers train examples/train_linear.py with gloo (--cluster local)
 #   6. upload the trained jit.save export to the file:// store under .paddlecd/artifacts
+# Each step's result (reference, digest, release, model folder) comes from the task's --json
+# document on stdout (issue 12), never from paddlecd's state files.
 # Re-running is fast (every step is cached or idempotent) and safe. Never prompts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/stack.sh up
 INV=.venv/bin/invoke
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+# field KEY: one key of the JSON document on stdin (a task's --json result); no jq needed
+field() { .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
 # The embedded default signs too (issue 10): a key pair made once per machine, trusted by this
 # demo only (a real project commits its public key and lists it in release.trusted_keys).
@@ -29,25 +33,39 @@ step "base image (bootstrapped once, then cached in the registry)"
 $INV image.bootstrap --variant cpu
 
 step "build push verify (cpu)"
-$INV build push verify --variant cpu
+# each task's result is read from its --json document on stdout (issue 12); progress is on stderr
+$INV build --variant cpu
+PUSHED=$($INV push --variant cpu --json)
+REFERENCE=$(field reference <<<"$PUSHED")
+EVIDENCE=$($INV verify --variant cpu --json)
+DIGEST=$(field digest <<<"$EVIDENCE")
+if [ "$DIGEST" != "$(field digest <<<"$PUSHED")" ]; then
+  echo "verify ran $DIGEST, but push made $REFERENCE" >&2
+  exit 1
+fi
+echo "verified $REFERENCE: passed=$(field passed <<<"$EVIDENCE")"
 
-DIGEST=$(.venv/bin/python -c 'import json;print(json.load(open(".paddlecd/candidates/cpu.json"))["digest"])')
 VERSION="0.1.0-demo.d${DIGEST:7:12}"
 step "promote $DIGEST as $VERSION"
-$INV promote --variant cpu --version "$VERSION" --yes
+PROMOTED=$($INV promote --variant cpu --version "$VERSION" --digest "$DIGEST" --yes --json)
+RELEASE=$(field release <<<"$PROMOTED")
+echo "promoted $RELEASE = $(field reference <<<"$PROMOTED")" \
+  "($(field bytes_uploaded <<<"$PROMOTED") bytes uploaded; ledger record $(field record <<<"$PROMOTED"))"
 
-step "deploy release $VERSION-cpu: 2-node gloo training in local containers"
+step "deploy release $RELEASE: 2-node gloo training in local containers"
 rm -rf .paddlecd/train-output
-$INV deploy --release "$VERSION-cpu" --job examples/train.yaml --nodes 2 --cluster local
+DEPLOYED=$($INV deploy --release "$RELEASE" --job examples/train.yaml --nodes 2 --cluster local --json)
+MODEL=$(field model <<<"$DEPLOYED")
+echo "job $(field job_id <<<"$DEPLOYED") wrote its model to $MODEL"
 
 step "upload the trained model"
 # the demo retrains on every run, so it replaces the model of this version (--overwrite)
-$INV upload --model-dir .paddlecd/train-output/model --name linear-demo --version "$VERSION" \
-  --image "$(.venv/bin/python -c 'import json;print(json.load(open(".paddlecd/candidates/cpu.json"))["reference"])')" \
-  --overwrite
+UPLOADED=$($INV upload --model-dir "$MODEL" --name linear-demo --version "$VERSION" \
+  --image "$REFERENCE" --overwrite --json)
+echo "uploaded $(field url <<<"$UPLOADED") (manifest $(field manifest_digest <<<"$UPLOADED"))"
 
 step "done"
 echo "evidence:   .paddlecd/evidence/${DIGEST:7}.json"
 echo "attestation: PADDLECD_RELEASE_TRUSTED_KEYS=.paddlecd/keys invoke evidence.show $VERSION-cpu"
-echo "release:    invoke release.show $VERSION"
+echo "release:    invoke release.show $VERSION   ($RELEASE)"
 echo "artifacts:  invoke artifacts.list linear-demo"

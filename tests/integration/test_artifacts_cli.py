@@ -76,6 +76,27 @@ def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_pa
     assert r.returncode == 8 and "already holds a different model" in r.stderr and "--overwrite" in r.stderr
 
 
+def test_upload_to_s3_json_names_the_stored_manifest(user_env, s3_server, jit_exports):
+    """issue 12: `upload --json` prints the URL and the sha256 of manifest.json as S3 holds it."""
+    import hashlib
+    import json
+
+    bucket = f"models-{uuid.uuid4().hex[:10]}"
+    s3 = _s3(s3_server.endpoint)
+    s3.create_bucket(Bucket=bucket)
+    env = {**user_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}
+    image = "127.0.0.1:5000/paddlecd/paddle@sha256:" + "d" * 64
+    r = _invoke(env, "upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det",
+                "--version", "2.0.0", "--to", f"s3://{bucket}/p", "--image", image, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    stored = s3.get_object(Bucket=bucket, Key="p/ocr-det/2.0.0/manifest.json")["Body"].read()
+    assert doc["url"] == f"s3://{bucket}/p/ocr-det/2.0.0" and doc["action"] == "create"
+    assert doc["manifest_digest"] == "sha256:" + hashlib.sha256(stored).hexdigest()
+    assert doc["files"] == len(json.loads(stored)["files"]) and doc["image_digest"] == image[-71:]
+
+
 @pytest.mark.parametrize(("args", "code", "cause"), [
     (["--model-dir", "{empty}", "--name", "ocr-det", "--version", "1.4.0"], 2, "is not a paddle.jit.save export"),
     (["--model-dir", "{tiny}", "--name", "OCR_det", "--version", "1.4.0"], 2, "invalid model name 'OCR_det'"),
@@ -136,8 +157,7 @@ def test_two_uploads_of_one_version_at_once_one_wins_the_other_exits_8(project_r
         jit_exports[winner] / "inference.pdiparams").read_bytes()
 
 
-def test_list_shows_an_interrupted_upload_as_incomplete(project_root, user_env, jit_exports,
-                                                        tmp_path):
+def test_list_shows_an_interrupted_upload_as_incomplete(user_env, jit_exports, tmp_path):
     """issue 12: a version without manifest.json (a killed upload) made artifacts.list raise
     KeyError."""
     r = _invoke(user_env, "upload", "--model-dir", str(jit_exports["tiny"]),

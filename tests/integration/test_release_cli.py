@@ -39,6 +39,33 @@ def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):
         assert "s3cret-Pa55" not in out.stdout + out.stderr
 
 
+def test_promote_cli_json_is_the_release(registry_env, tmp_path):
+    """issue 12: --json puts exactly one document on stdout — the plan on --dry-run, the release
+    after --yes, the same release (record found in the ledger, nothing written) on a re-run."""
+    p = Project(tmp_path)
+    digest = p.candidate()
+    args = ("promote", "--variant", "cpu", "--version", "1.4.0", "--json")
+    dry = _run(p, *args, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["executed"] is False and plan["written"] == [] and plan["record"] is None
+    assert {w["tag"] for w in plan["planned"]} == {"1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu"}
+    assert "latest-cpu" in dry.stderr and p.tag("1.4.0-cpu") is None  # the plan is on stderr
+    done = _run(p, *args, "--yes")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    [record] = p.records()
+    assert doc["release"] == "1.4.0-cpu" and doc["digest"] == digest and doc["executed"] is True
+    assert doc["reference"] == f"{p.settings.release_repo}@{digest}"
+    assert sorted(doc["written"]) == ["1-cpu", "1.4-cpu", "1.4.0-cpu", "latest-cpu"]
+    assert doc["record"] == record.id and record.attestation
+    assert doc["attestation"] == record.attestation
+    again = json.loads(_run(p, *args, "--yes").stdout)
+    assert again["written"] == [] and again["record"] == record.id
+    refused = _run(p, "promote", "--variant", "cpu", "--version", "1.5.0", "--json")  # no --yes
+    assert refused.returncode == 2 and refused.stdout == "" and "--yes" in refused.stderr
+
+
 def test_promote_cli_bad_input_exit_codes(registry_env, tmp_path):
     p = Project(tmp_path)
     p.candidate(passed=False)

@@ -321,3 +321,67 @@ def test_artifacts_list_json_is_the_versions_on_stdout(tmp_path):
     doc = json.loads(listed.stdout)
     assert doc["name"] == "demo" and [v["version"] for v in doc["versions"]] == ["1.0.0"]
     assert doc["versions"][0]["files"] == 2 and doc["versions"][0]["complete"] is True
+
+
+def test_upload_json_is_the_uploaded_version_on_stdout(tmp_path):
+    import hashlib
+
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "model.json").write_text("{}")  # stand-ins: upload checks names and hashes only
+    (out / "model.pdiparams").write_bytes(b"\1" * 64)
+    store, state = tmp_path / "store", str(tmp_path / "state")
+    args = ("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",
+            "--to", f"file://{store}", "--json")
+    dry = invoke(*args, "--dry-run", PADDLECD_STATE_DIR=state)
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)  # exactly one document: the plan went to stderr
+    assert planned["action"] == "create" and planned["executed"] is False
+    assert planned["manifest_digest"] is None and planned["bytes_moved"] == 0
+    assert "plan: create" in dry.stderr and not store.exists()
+    done = invoke(*args, PADDLECD_STATE_DIR=state)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    stored = (store / "demo/1.0.0/manifest.json").read_bytes()
+    assert doc == {"url": f"file://{store}/demo/1.0.0", "name": "demo", "version": "1.0.0",
+                   "action": "create", "executed": True, "files": 2, "bytes": 66,
+                   "bytes_moved": 66, "image_digest": None,
+                   "manifest_digest": "sha256:" + hashlib.sha256(stored).hexdigest()}
+    again = json.loads(invoke(*args, PADDLECD_STATE_DIR=state).stdout)
+    assert again["action"] == "unchanged" and again["bytes_moved"] == 0
+    assert again["manifest_digest"] == doc["manifest_digest"]
+
+
+def test_upload_json_errors_stay_on_stderr(tmp_path):
+    bad = invoke("upload", "--model-dir", str(tmp_path), "--name", "Demo", "--version", "1.0.0",
+                 "--to", f"file://{tmp_path / 'store'}", "--json",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert bad.returncode == 2 and bad.stdout == "" and "error:" in bad.stderr
+
+
+def test_demo_reads_only_keys_the_json_results_have():
+    """scripts/demo.sh reads each task's --json document with `field KEY <<<"$VAR"` (issue 12):
+    every key it reads must be one the record printed by that task has."""
+    import dataclasses
+    import re
+
+    from paddlecd.artifacts.transfer import Uploaded
+    from paddlecd.cluster.deploy import Deployed
+    from paddlecd.image.push import Pushed
+    from paddlecd.release.promote import Released
+
+    def keys(cls, **extra):
+        return {f.name for f in dataclasses.fields(cls)} | set(extra)
+
+    docs = {"PUSHED": keys(Pushed), "EVIDENCE": keys(evidence.Evidence, schema=1),
+            "PROMOTED": keys(Released, release=1), "DEPLOYED": keys(Deployed),
+            "UPLOADED": keys(Uploaded)}
+    released = Released("promote", "cpu", "1.0.0", DIGEST, "r/p@" + DIGEST, executed=True)
+    assert set(released.to_json()) == docs["PROMOTED"]
+    script = (ROOT / "scripts/demo.sh").read_text()
+    reads = re.findall(r'field (\w+) <<<"\$(\w+)"', script)
+    assert {var for _, var in reads} == set(docs)  # every document is read
+    for key, var in reads:
+        assert key in docs[var], f"demo.sh reads {key!r} from {var}, which has {sorted(docs[var])}"
+    for var in docs:
+        assert f"{var}=$($INV " in script and "--json" in script.split(f"{var}=$($INV ")[1][:200]

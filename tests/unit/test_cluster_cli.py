@@ -76,6 +76,25 @@ def test_dry_run_prints_plan_and_manifests_without_a_cluster(tmp_path):
     assert [d["kind"] for d in docs] == ["Service", "Job"] and docs[1]["spec"]["completions"] == 3
 
 
+def test_dry_run_json_is_the_deployment_and_its_manifests(tmp_path):
+    """issue 12: a script reads the job id, the digest and the model location from stdout."""
+    import json
+
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path),
+           "PADDLECD_CLUSTER_NAMESPACE": "ml"}
+    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path), "--image", IMAGE,
+                    "--nodes", "2", "--dry-run", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)  # one document; the plan is on stderr
+    assert "dry run: nothing created" in result.stderr
+    assert doc["job_id"].startswith("t-") and doc["executed"] is False
+    assert doc["reference"] == IMAGE and doc["digest"] == "sha256:" + "4f" * 32
+    assert doc["model"] == "claim:out/model" and doc["output_claim"] == "out"
+    assert doc["output_path"] is None and doc["release"] is None and doc["namespace"] == "ml"
+    assert [m["kind"] for m in doc["manifests"]] == ["Service", "Job"]
+    assert doc["manifests"][1]["metadata"]["name"] == doc["job_id"]
+
+
 def test_a_missing_kubeconfig_exits_9_before_anything_is_created(tmp_path):
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path)}
     env.pop("KUBERNETES_SERVICE_HOST", None)

@@ -12,12 +12,13 @@ act (STYLE.md §9): :func:`plan_upload` only reads; :func:`upload` carries a pla
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,54 @@ def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
                                                  where=plan.url, error=StorageError)
     # exclusive: if anything wrote a manifest despite the claim (a claim taken over), it stays
     store.put_bytes(am.manifest_bytes(plan.manifest), plan.prefix + am.MANIFEST, exclusive=True)
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """The result of an upload for scripts (``invoke upload --json``, issue 12).
+
+    Attributes:
+        url: ``<store>/<name>/<version>`` of the model. name, version: as given.
+        action: ``create``, ``overwrite`` or ``unchanged``. executed: False for ``--dry-run``.
+        files: files of the export named by the manifest; bytes: their total size (B);
+            bytes_moved: bytes this run sent (0 when unchanged or planned only).
+        manifest_digest: ``sha256:<hex>`` of ``manifest.json`` as stored (None when not written
+            yet: a dry run of a new or replaced model). image_digest: the producing image's digest.
+    """
+
+    url: str
+    name: str
+    version: str
+    action: str
+    executed: bool
+    files: int
+    bytes: int
+    bytes_moved: int
+    manifest_digest: str | None
+    image_digest: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields as plain JSON values."""
+        return asdict(self)
+
+
+def uploaded(store: Store, plan: UploadPlan, *, executed: bool) -> Uploaded:
+    """The :class:`Uploaded` record of ``plan`` once :func:`upload` ran it (``executed``) or not.
+
+    The manifest digest is read back from the store (one GET), so it names the bytes stored.
+
+    Raises:
+        StorageError: the store failed reading the manifest back.
+    """
+    raw = (store.get_bytes(plan.prefix + am.MANIFEST)
+           if executed or plan.action == "unchanged" else None)
+    files = plan.manifest["files"]
+    return Uploaded(
+        url=plan.url, name=plan.manifest["name"], version=plan.manifest["version"],
+        action=plan.action, executed=executed, files=len(files),
+        bytes=sum(f["size"] for f in files), bytes_moved=plan.bytes_to_move if executed else 0,
+        manifest_digest=f"sha256:{hashlib.sha256(raw).hexdigest()}" if raw else None,
+        image_digest=(plan.manifest["image"] or {}).get("digest"))
 
 
 def read_manifest(store: Store, prefix: str) -> dict[str, Any] | None:

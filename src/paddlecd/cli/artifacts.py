@@ -28,10 +28,12 @@ STORE_HELP = ("store URL: s3://BUCKET[/prefix] or file:///path "
                       "(default: the installed paddlepaddle)",
     "overwrite": "replace a DIFFERENT model already stored under this name and version",
     "dry_run": "print the plan, write nothing",
+    "json": "print the uploaded version (URL, manifest digest, files, action) as one JSON "
+            "document on stdout",
 })
 @guarded
 def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metrics=None,
-           paddle_version=None, overwrite=False, dry_run=False):
+           paddle_version=None, overwrite=False, dry_run=False, json=False):
     """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
 
     The folder must be one complete export (Paddle 3.x <prefix>.json or 2.x <prefix>.pdmodel,
@@ -40,7 +42,8 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
     different model under an existing version is refused unless --overwrite. Leftovers of an
     interrupted upload are deleted by the next one. S3 endpoint, region, addressing and multipart
     knobs: the storage.* settings (PADDLECD_STORAGE_ENDPOINT_URL, ...); credentials: the standard
-    AWS chain.
+    AWS chain. --json prints url, action (create/overwrite/unchanged), files, bytes and the
+    manifest's sha256 digest (paddlecd.artifacts.transfer.Uploaded).
 
     Example:
       invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
@@ -61,10 +64,13 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
     for line in plan.lines():
         say(line)
     if dry_run:
-        return say("dry run: nothing written")
+        say("dry run: nothing written")
+        return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
     bar, tid = bytes_bar(plan.bytes_to_move)
     with bar:
         arts.upload(store, plan, progress=lambda n: bar.advance(tid, n))
+    if json:
+        return common.json_result(arts.uploaded(store, plan, executed=True))
     result(f"{'unchanged' if plan.action == 'unchanged' else 'uploaded'}: {plan.url} "
            f"({plan.bytes_to_move} bytes moved)")
 

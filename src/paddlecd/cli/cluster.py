@@ -2,14 +2,14 @@
 
 The plan goes to stderr; stdout gets the results: ``model: <location>``, the manifests of
 ``deploy --dry-run`` (so ``invoke deploy … --dry-run > job.yaml`` works), the files ``render``
-wrote.
+wrote; with ``deploy --json``, one JSON document (issue 12).
 """
 
 from __future__ import annotations
 
 from invoke import task
 
-from paddlecd.cli.common import count, guarded, result, say, settings
+from paddlecd.cli.common import count, guarded, json_result, result, say, settings
 from paddlecd.errors import ConfigError
 
 DEPLOY_HELP = {
@@ -39,10 +39,12 @@ def _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster_kind, k
 
 
 @task(positional=[],
-      help={**DEPLOY_HELP, "dry_run": "print the plan and the manifests, create nothing"})
+      help={**DEPLOY_HELP, "dry_run": "print the plan and the manifests, create nothing",
+            "json": "print the job id, image digest and model location as one JSON document "
+                    "on stdout (with --dry-run: also the manifests)"})
 @guarded
 def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus_per_node=None,
-           cluster=None, kind="job", dry_run=False):
+           cluster=None, kind="job", dry_run=False, json=False):
     """Run a promoted image as a distributed Paddle training job, locally or on Kubernetes.
 
     Every node runs `python -m paddle.distributed.launch --master <job>-0.<job>:<port> --nnodes N
@@ -53,7 +55,8 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
     keeps it). --cluster k8s creates a headless Service + Indexed Job (or a PaddleJob with --kind
     paddlejob), watches the pods (image pull errors, unschedulable pods, completion, backoff
     limit) and streams rank 0's log. Prints the exported model location on success (hand it to
-    `invoke upload`).
+    `invoke upload`); --json prints job_id, digest, model and the output volume instead
+    (paddlecd.cluster.Deployed).
     Examples:
       invoke deploy --release 1.4.0-cpu --job examples/train.yaml --nodes 2
       invoke deploy --release 1.4.0-cu126 --job train.yaml --nodes 2 --gpus-per-node 8 \\
@@ -65,12 +68,19 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
     plan = _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster, kind)
     for line in plan.describe():
         say(line)
+    if dry_run and json:
+        say("dry run: nothing created")
+        return json_result({**jobs.deployed(plan, executed=False).to_json(),
+                            "manifests": plan.manifests})
     if dry_run:
         import yaml
 
         result(yaml.safe_dump_all(plan.manifests, sort_keys=False))
         return say("dry run: nothing created")
     location = jobs.run(s, plan, on_event=lambda m: say(f"-- {m}"), on_line=say)
+    if json:
+        json_result(jobs.deployed(plan, executed=True))
+        return location
     result(f"model: {location}")
     return location
 

@@ -37,10 +37,11 @@ def _phases(outcome) -> str:
             "yes": "write the plan (required: CI has no prompt)",
             "force": "promote despite missing, failing or stale evidence "
                      "(needs --reason; recorded)",
-            "reason": "why --force is needed; stored in the ledger record"})
+            "reason": "why --force is needed; stored in the ledger record",
+            "json": "print the release (with --dry-run: the plan) as one JSON document on stdout"})
 @guarded
 def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False, yes=False,
-            force=False, reason=None):
+            force=False, reason=None, json=False):
     """Promote a verified image digest to a semver release: X.Y.Z-V, moving X.Y-V, X-V, latest-V.
 
     Prints the plan first: every tag, in which repository, from which digest, and what each moving
@@ -51,9 +52,10 @@ def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False
     semver precedence; a pre-release (1.5.0-rc.1) gets only its own tag; an existing release is
     never overwritten; a re-run after a crash finishes the job; a complete re-run does nothing.
     Blobs are mounted inside one registry (no layer moves). Every promotion appends a record to
-    the ledger (invoke release.list).
+    the ledger (invoke release.list). --json prints version, variant, digest, release
+    reference, tags written, attestation and ledger record id (paddlecd.release.promote.Released).
     Examples: invoke promote --variant cpu --version 1.4.0 --dry-run
-              invoke promote --variant cu126 --bump minor --yes
+              invoke promote --variant cu126 --bump minor --yes --json
     """
     from paddlecd.release import promote as rel
 
@@ -61,7 +63,10 @@ def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False
                           version=version, part=bump, digest=digest, force=force, reason=reason,
                           execute=yes and not dry_run, report=say)
     if not yes or dry_run:
-        return _confirmed(outcome, dry_run, yes, "promotion")
+        _confirmed(outcome, dry_run, yes, "promotion")  # raises unless there is nothing to write
+        return json_result(rel.released(outcome, executed=False)) if json else None
+    if json:
+        return json_result(rel.released(outcome, executed=True))
     result(f"promoted {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
            f"({outcome.bytes_uploaded} bytes uploaded; {_phases(outcome)})")
 

@@ -5,8 +5,9 @@ Modules: :mod:`.jobfile` (train.yaml → JobSpec), :mod:`.render` (pure: spec + 
 :mod:`.local` (N containers on a Docker network), :mod:`.deploy` (plan, then run).
 """
 
-from paddlecd.cluster.deploy import Plan, plan, render_to, resolve, run
+from paddlecd.cluster.deploy import Deployed, Plan, deployed, plan, render_to, resolve, run
 from paddlecd.cluster.jobfile import JobSpec, load
 from paddlecd.cluster.render import Target, launch_argv
 
-__all__ = ["JobSpec", "Plan", "Target", "launch_argv", "load", "plan", "render_to", "resolve", "run"]
+__all__ = ["Deployed", "JobSpec", "Plan", "Target", "deployed", "launch_argv", "load", "plan",
+           "render_to", "resolve", "run"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,49 @@ class Plan:
                 f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
                 "  create    " + self._creates(),
                 f"  model     {self.model_location}"]
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The result of a deployment for scripts (``invoke deploy --json``, issue 12).
+
+    Attributes:
+        job_id: the job's name (``<name>-<6 hex>``), also its network/containers or Job/Service.
+        cluster: ``local`` or ``k8s``; kind: ``job`` or ``paddlejob``; namespace: where (k8s).
+        release: ``X.Y.Z-<variant>`` run, or None for ``--image``; variant: the image's variant.
+        reference, digest: the image run, ``host/repo@sha256:…`` and ``sha256:…``.
+        model: where the exported model is (:attr:`Plan.model_location`: a host path prefix for
+            ``invoke upload --model-dir``, ``node:<path>`` or ``claim:<pvc>/<model>``).
+        output_path, output_claim: the output volume: host folder, or claim/volume name.
+        executed: False for ``--dry-run`` (nothing created; ``model`` is where it would land).
+    """
+
+    job_id: str
+    cluster: str
+    kind: str
+    namespace: str
+    release: str | None
+    variant: str
+    reference: str
+    digest: str
+    model: str
+    output_path: str | None
+    output_claim: str | None
+    executed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields as plain JSON values."""
+        return asdict(self)
+
+
+def deployed(p: Plan, *, executed: bool) -> Deployed:
+    """The :class:`Deployed` record of plan ``p`` after :func:`run` (``executed``) or without it."""
+    out = p.spec.output
+    return Deployed(job_id=p.job_id, cluster=p.cluster, kind=p.kind, namespace=p.namespace,
+                    release=p.target.release, variant=p.target.variant,
+                    reference=p.target.reference, digest=p.target.digest,
+                    model=p.model_location, output_path=out.path, output_claim=out.claim,
+                    executed=executed)
 
 
 def plan(settings: Settings, *, job: str, release: str | None = None, image: str | None = None,

@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import filelock
 import semver
@@ -69,6 +70,7 @@ class Outcome:
     written: list[str] = field(default_factory=list)
     attestation_copied: Counter[str] = field(default_factory=Counter)
     checkpoint: str | None = None  # digest of the ledger checkpoint this action wrote, if any
+    record: str | None = None  # id of the ledger record this action wrote, if any
 
     @contextlib.contextmanager
     def phase(self, name: str, report: Echo) -> Iterator[None]:
@@ -86,6 +88,82 @@ class Outcome:
         finally:
             self.phases.append((name, time.monotonic() - start))
         report(f"phase {name}: {self.phases[-1][1]:.2f} s")
+
+
+@dataclass(frozen=True)
+class Released:
+    """The result of a promotion or rollback for scripts (``invoke promote --json``, issue 12).
+
+    Attributes:
+        action: ``promote`` or ``rollback``. variant, version: the release is
+            ``<version>-<variant>`` (:attr:`release`).
+        digest: ``sha256:…`` released. reference: ``host/repo@sha256:…`` in the release repository.
+        executed: False when only planned (``--dry-run``): then ``written`` is empty and
+            ``planned`` says what a run with ``--yes`` writes.
+        planned: the planned tag writes, each ``{"tag", "digest", "moving", "previous"}``
+            (previous: the digest the tag pointed to, or None).
+        written: tags written by this run (a complete re-run writes none).
+        attestation: digest of the signed attestation copied along (None: none, e.g. ``--force``).
+        record: the ledger record id of this release: written now, else the one the ledger has
+            (None for a plan whose record is not written yet).
+        forced, reason: ``--force`` and its ``--reason``.
+        bytes_uploaded: bytes copied into the release registry (0 when blobs were mounted).
+    """
+
+    action: str
+    variant: str
+    version: str
+    digest: str
+    reference: str
+    executed: bool
+    planned: tuple[dict[str, Any], ...] = ()
+    written: tuple[str, ...] = ()
+    attestation: str | None = None
+    record: str | None = None
+    forced: bool = False
+    reason: str | None = None
+    bytes_uploaded: int = 0
+
+    @property
+    def release(self) -> str:
+        """``<version>-<variant>``: the immutable release tag."""
+        return f"{self.version}-{self.variant}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields as plain JSON values, plus ``release``."""
+        return {**dataclasses.asdict(self), "release": self.release, "planned": list(self.planned),
+                "written": list(self.written)}
+
+
+def released(outcome: Outcome, *, executed: bool) -> Released:
+    """The :class:`Released` record of ``outcome`` (``executed``: whether the plan was carried out).
+
+    The ledger record id is the one written now, else the ledger's record of the same release
+    (a re-run that finds everything in place), else None.
+    """
+    plan = outcome.plan
+    assert plan is not None, "released() needs an outcome with a plan"
+    known = plan.record or _recorded(plan)  # planned now, or in the ledger already
+    record_id = outcome.record or (known.id if known and not plan.record else None)
+    attestation = known.attestation if known else None
+    if attestation is None and plan.attestation and plan.attestation.location:
+        attestation = plan.attestation.location.rsplit("@", 1)[1]
+    return Released(
+        action=plan.action, variant=plan.variant, version=plan.version, digest=plan.digest,
+        reference=f"{plan.target}@{plan.digest}", executed=executed,
+        planned=tuple({"tag": w.tag, "digest": w.digest, "moving": w.moving,
+                       "previous": w.previous} for w in plan.writes),
+        written=tuple(outcome.written), attestation=attestation, record=record_id,
+        forced=bool(known and known.forced), reason=known.reason if known else None,
+        bytes_uploaded=outcome.bytes_uploaded)
+
+
+def _recorded(plan: Plan) -> ledger.Record | None:
+    """The ledger's last record of this very release (same action, version, digest), if any."""
+    records = plan.ledger_view.records if plan.ledger_view else ()
+    same = [r for r in records
+            if (r.action, r.version, r.digest) == (plan.action, plan.version, plan.digest)]
+    return same[-1] if same else None
 
 
 @contextlib.contextmanager
@@ -207,6 +285,7 @@ def _apply(plan: Plan, outcome: Outcome, report: Echo) -> None:
             record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant),
                                          when=files.now_iso("milliseconds"))
             ledger.append(dst, repo, record)
+            outcome.record = record.id
             report(f"ledger record {record.id}")
     with outcome.phase("write tags", report):
         for w in plan.writes:
@@ -278,5 +357,5 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 3) -> l
     )
 
 
-__all__ = ["Outcome", "Plan", "Release", "find", "history", "list_releases", "promote",
-           "rollback", "show", "split_release_tag"]
+__all__ = ["Outcome", "Plan", "Release", "Released", "find", "history", "list_releases", "promote",
+           "released", "rollback", "show", "split_release_tag"]

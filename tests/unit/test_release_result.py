@@ -1,0 +1,66 @@
+"""The release as scripts read it (``invoke promote --json``, issue 12): the :class:`Released`
+record of a promotion's outcome, planned and executed, and of a complete re-run. No services."""
+
+from __future__ import annotations
+
+import json
+
+from paddlecd.release import ledger
+from paddlecd.release.plan import Plan, TagWrite
+from paddlecd.release.promote import Outcome, Released, released
+
+DIGEST = "sha256:" + "a" * 64
+ATTESTATION = "sha256:" + "b" * 64
+OLD = "sha256:" + "c" * 64
+
+
+def _record(**changes) -> ledger.Record:
+    fields = dict(id="ledger.cpu.20250101T000000000000Z-00000000", action="promote", variant="cpu",
+                  version="1.4.0", digest=DIGEST, source="r:5000/cand@" + DIGEST,
+                  target="r:5000/rel",
+                  tags=("1.4.0-cpu", "latest-cpu"), attestation=ATTESTATION)
+    return ledger.Record(**{**fields, **changes})
+
+
+def _plan(record: ledger.Record | None, writes: list[TagWrite], view_records=()) -> Plan:
+    return Plan("promote", "cpu", "1.4.0", DIGEST, "r:5000/cand@" + DIGEST, "r:5000/rel", "rel",
+                writes, [], record, ledger_view=ledger.View("cpu", tuple(view_records)))
+
+
+WRITES = [TagWrite("1.4.0-cpu", DIGEST, "1.4.0", None, None, False),
+          TagWrite("latest-cpu", DIGEST, "1.4.0", OLD, "1.3.0", True)]
+
+
+def test_a_planned_promotion_names_its_writes_and_no_record_yet():
+    plan = _plan(_record(forced=True, reason="runner down"), WRITES)
+    doc = json.loads(json.dumps(released(Outcome(plan=plan), executed=False).to_json()))
+    assert doc["release"] == "1.4.0-cpu" and doc["reference"] == "r:5000/rel@" + DIGEST
+    assert doc["executed"] is False and doc["written"] == [] and doc["record"] is None
+    assert doc["planned"] == [
+        {"tag": "1.4.0-cpu", "digest": DIGEST, "moving": False, "previous": None},
+        {"tag": "latest-cpu", "digest": DIGEST, "moving": True, "previous": OLD}]
+    assert doc["attestation"] == ATTESTATION and doc["forced"] is True
+    assert doc["reason"] == "runner down"
+
+
+def test_an_executed_promotion_names_the_record_and_tags_it_wrote():
+    outcome = Outcome(plan=_plan(_record(), WRITES), written=["1.4.0-cpu", "latest-cpu"],
+                      bytes_uploaded=12, record="ledger.cpu.20250102T000000000000Z-11111111")
+    got = released(outcome, executed=True)
+    assert isinstance(got, Released) and got.executed
+    assert got.record == "ledger.cpu.20250102T000000000000Z-11111111"  # the id written, not planned
+    assert got.written == ("1.4.0-cpu", "latest-cpu") and got.bytes_uploaded == 12
+    assert got.to_json()["written"] == ["1.4.0-cpu", "latest-cpu"]
+
+
+def test_a_complete_rerun_reports_the_record_the_ledger_has():
+    earlier = _record(id="ledger.cpu.20241231T000000000000Z-22222222", attestation=OLD)
+    other = _record(id="ledger.cpu.20241230T000000000000Z-33333333", version="1.3.0", digest=OLD)
+    got = released(Outcome(plan=_plan(None, [], [other, earlier])), executed=True)
+    assert got.record == earlier.id and got.attestation == OLD
+    assert got.written == () and got.planned == ()
+
+
+def test_a_plan_without_a_ledger_match_has_no_record():
+    got = released(Outcome(plan=_plan(None, [], [])), executed=True)
+    assert got.record is None and got.attestation is None and got.forced is False
