@@ -21,7 +21,7 @@ from paddlecd.files import now_iso
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
-from paddlecd.verify import attested, drivers, evidence, keys
+from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl
 
 Echo = Callable[[str], None]
 SMOKE_CMD = ["python3", "-m", "pytest", "/smoke", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
@@ -101,6 +101,7 @@ def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
         env["SMOKE_GPUS"] = str(count)
         # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export check needs fp32 on Ampere+
         env["NVIDIA_TF32_OVERRIDE"] = "0"
+        env["NCCL_DEBUG"] = "INFO"  # the transports NCCL chose go into the evidence (issue 14)
         pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
         gpus = tuple(pinned) if pinned else "all"
     # With --ipc=host Docker uses the host's /dev/shm and ignores --shm-size; it is kept (large) so
@@ -135,6 +136,19 @@ def parse_junit(path: Path) -> list[evidence.Check]:
             skipped=case.find("skipped") is not None, duration_s=float(case.get("time") or 0),
             metrics=metrics, message=message))
     return checks
+
+
+def nccl_transports(out: Path) -> tuple[str, ...]:
+    """The NCCL transports logged in the allreduce worker logs the smoke suite kept in ``out``."""
+    lines = (line for log in sorted(out.glob("allreduce.workerlog.*"))
+             for line in log.read_text(errors="replace").splitlines())
+    return nccl.transports(lines)
+
+
+def warnings(checks: list[evidence.Check]) -> tuple[str, ...]:
+    """One line per check that is neither pass nor fail (a busbw with no expectation, one card)."""
+    return tuple(f"{c.name}: {c.message}" for c in checks
+                 if c.skipped and c.name == bandwidth.CHECK_NAME and c.message)
 
 
 def verify(settings: Settings, *, variant: str | None = None, image: str | None = None,
@@ -178,9 +192,13 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     except ET.ParseError as e:
         raise VerifyError(f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
                           f"the run was cut short; see {out / 'smoke.log'}") from e
+    if driver:  # GPU-only: busbw against the expectation table (issue 14)
+        checks.append(bandwidth.check(checks, fraction=settings.verify.busbw_fraction,
+                                      transports=nccl_transports(out)))
     record = evidence.Evidence(
         digest=digest, reference=reference, variant=labels.get("io.paddlecd.variant"),
         passed=finished.exit_code == 0 and all(c.passed for c in checks) and bool(checks),
+        warnings=warnings(checks),
         created=now_iso(), duration_s=round(time.monotonic() - started, 3),
         checks=tuple(checks),
         versions={"paddle": labels.get("io.paddlecd.paddle.version"),
@@ -206,6 +224,10 @@ def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | No
     for c in record.checks:
         result = "skipped" if c.skipped else icon[c.passed]
         lines.append(f"| {c.name} | {result} | {c.duration_s:.2f} |")
+    if record.warnings:
+        lines += ["", *(f"- ⚠️ {w}" for w in record.warnings)]
+    for chart in charts.charts(record):
+        lines += ["", chart]
     if attestation:
         image = f"{attestation.split('@')[0]}@{record.digest}"
         lines += ["", f"attestation: `{attestation}` (`invoke evidence.show {image}`)"]
