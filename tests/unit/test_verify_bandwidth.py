@@ -156,3 +156,39 @@ def test_summary_draws_the_charts_and_lists_warnings(tmp_path, monkeypatch):
     assert text.count("```mermaid") == 2
     assert "- ⚠️ allreduce/busbw_expectation: no expectation" in text
     assert (tmp_path / "summary.md").read_text() == text
+
+
+def test_verify_jobs_render_as_deploys_indexed_job_and_validate(tmp_path):
+    import kubernetes_validate
+
+    from paddlecd import config
+    from paddlecd.cluster.render import Target
+    from paddlecd.verify import nodes
+
+    settings = config.load(root=tmp_path)
+    target = Target("registry.example.com/paddlecd/paddle@sha256:" + "4f" * 32, "cpu")
+    docs = nodes.manifests(settings, target, nodes=2, gpus_per_node=0, namespace="ml",
+                           pull_secret="paddlecd-registry")
+    assert [d["kind"] for d in docs] == ["Service", "Job", "Service", "Job"]
+    for doc in docs:
+        assert kubernetes_validate.validate(doc, "1.30", strict=True) == "1.30"
+    job = docs[1]["spec"]
+    assert job["completions"] == job["parallelism"] == 2 and job["completionMode"] == "Indexed"
+    argv = job["template"]["spec"]["containers"][0]["command"]
+    assert argv[argv.index("--nnodes") + 1] == "2" and "/smoke/workers/allreduce.py" in argv
+
+
+def test_worker_results_become_the_smoke_checks():
+    from paddlecd.verify import nodes
+
+    ok = nodes.judge("allreduce", {"world_size": 2, "backend": "gloo", "results": sweep(1.0)},
+                     world_size=2, duration_s=1.0)
+    assert ok.passed and ok.name == "allreduce/test_allreduce_exact_sums"
+    short = nodes.judge("allreduce", {"world_size": 1, "backend": "gloo", "results": sweep(1.0)},
+                        world_size=2, duration_s=1.0)
+    assert not short.passed and "world size 1, expected 2" in short.message
+    losses = [0.6, 0.1, 0.06]
+    dp = nodes.judge("train_dp", {"world_size": 2, "losses": losses,
+                                  "single_losses": [0.6, 0.1, 0.06 * (1 + 1e-3)]},
+                     world_size=2, duration_s=1.0)
+    assert not dp.passed and "relative diff 9.99e-04 > 0.0001" in dp.message
