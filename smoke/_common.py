@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -148,6 +149,8 @@ def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dic
     cmd += [str(SMOKE_DIR / "workers" / script), "--out", str(result), "--device", expect.device, *args]
     env = {**os.environ, "PYTHONPATH": f"{SMOKE_DIR}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=work)
+    for log in sorted((work / "log").glob("workerlog.*")):  # kept: verify reads NCCL's INFO lines
+        shutil.copyfile(log, expect.out / f"{Path(script).stem}.{log.name}")
     if proc.returncode != 0 or not result.exists():
         logs = sorted((work / "log").glob("workerlog.*"))
         tail = "\n".join(p.read_text(errors="replace")[-1500:] for p in logs[:2]) or proc.stdout[-1500:]

@@ -17,6 +17,7 @@ from _common import STEPS, launch, make_data, make_model, require_collective, se
 
 LOSS_THRESHOLD = 0.09
 DP_RTOL = 1e-4
+LOSS_EVERY = 20  # steps between the points of the recorded loss curve
 
 
 def train_single(device: str) -> list[float]:
@@ -33,6 +34,8 @@ def test_single_process_reaches_threshold(expect, metric):
     metric("steps", STEPS)
     metric("initial_loss", losses[0])
     metric("final_loss", losses[-1])
+    metric("loss_every", LOSS_EVERY)  # the curve drawn in the step summary (issue 14)
+    metric("loss_curve", losses[::LOSS_EVERY] + losses[-1:])
     metric("train_seconds", time.perf_counter() - start)
     assert losses[-1] < LOSS_THRESHOLD, f"final loss {losses[-1]:.5f} ≥ threshold {LOSS_THRESHOLD} after {STEPS} steps"
     assert losses[-1] < losses[0] / 5, f"loss fell only from {losses[0]:.4f} to {losses[-1]:.4f}"

@@ -48,6 +48,7 @@ def test_gpu_devices_visible(expect, metric):  # GPU-only
 
     count = paddle.device.cuda.device_count()
     metric("device_count", count)
+    metric("gpu_name", paddle.device.cuda.get_device_name(0))  # the busbw table's key
     assert count >= 1, "no CUDA device visible inside the container (--gpus all missing?)"
     assert count == expect.gpus, f"{count} devices visible but {expect.gpus} cards were given"
 

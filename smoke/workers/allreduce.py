@@ -3,7 +3,8 @@
 Every rank fills element i with (rank+1)·(i mod 13 + 1); after a SUM all-reduce each element must be
 exactly (i mod 13 + 1)·n(n+1)/2 — small integers, exact in every dtype tested. Bandwidth follows
 nccl-tests' definitions (doc/PERFORMANCE.md): algbw = S / t with S the message size in bytes, and
-busbw = algbw · 2(n−1)/n for all-reduce.
+busbw = algbw · 2(n−1)/n for all-reduce. On GPU a float32 sweep up to 1 GiB follows (nccl-tests
+``-e 1G``), its sums checked on several iterations, not only the first (nccl-tests ``-c``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from _common import init_worker
 
 CPU_SIZES = [1, 1024, 65536, 1 << 20]          # elements
 GPU_SIZES = [1, 1024, 1 << 20, 16 << 20]       # GPU-only: larger messages
+GPU_SWEEP = [1 << p for p in range(10, 29, 2)]  # GPU-only: float32 elements, 4 KiB … 1 GiB
+DATA_CHECKS = 5                                 # GPU-only: iterations whose sums are checked
 DTYPES = ["float32", "float64", "int32", "int64"]
 
 
@@ -26,12 +29,14 @@ def busbw(algbw: float, world_size: int) -> float:
     return algbw * 2 * (world_size - 1) / world_size
 
 
-def one(size: int, dtype: str, rank: int, n: int, iters: int) -> dict:
+def one(size: int, dtype: str, rank: int, n: int, iters: int, checks: int = 1) -> dict:
     base = (np.arange(size) % 13 + 1).astype(dtype)
     expected = base * (n * (n + 1) // 2)
-    x = paddle.to_tensor(base * (rank + 1))
-    dist.all_reduce(x)  # correctness pass
-    wrong = int(np.count_nonzero(x.numpy() != expected))
+    wrong = 0
+    for _ in range(checks):  # correctness passes: a fresh buffer each, every result compared
+        x = paddle.to_tensor(base * (rank + 1))
+        dist.all_reduce(x)
+        wrong += int(np.count_nonzero(x.numpy() != expected))
     y = paddle.to_tensor(base)
     dist.barrier()
     start = time.perf_counter()
@@ -49,6 +54,8 @@ def main() -> None:
     args, rank, n = init_worker(__doc__)
     sizes = GPU_SIZES if args.device == "gpu" else CPU_SIZES
     results = [one(s, d, rank, n, iters=5 if s >= 1 << 20 else 20) for s in sizes for d in DTYPES]
+    if args.device == "gpu":  # GPU-only: the bandwidth sweep judged against verify/bandwidth.py
+        results += [one(s, "float32", rank, n, iters=20, checks=DATA_CHECKS) for s in GPU_SWEEP]
     backend = "nccl" if args.device == "gpu" else "gloo"
     if rank == 0:
         with open(args.out, "w") as fh:

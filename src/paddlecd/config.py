@@ -69,6 +69,8 @@ class VerifySettings:
     gpu_shm_size: str = "16g"
     timeout: int = 1800
     signing_key: str | None = None
+    # issue 14: a GPU all-reduce below this share of its table row fails (verify/bandwidth.py)
+    busbw_fraction: float = 0.8
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class ReleaseSettings:
     ca_file: str | None = None
     insecure: bool = False
     trusted_keys: str | None = None
+    # issue 14: promotion needs an attested run on at least this many nodes (verify --nodes N)
+    require_nodes: int = 1
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ def test_evidence_round_trips_in_the_documented_shape(settings):
     path = evidence.save(settings, record())
     data = json.loads(path.read_text())
     assert set(data) == {"schema", "digest", "reference", "variant", "passed", "created", "checks",
-                         "versions", "duration_s", "revision", "junit", "model_dir"}
+                         "versions", "duration_s", "revision", "junit", "model_dir",
+                         "warnings", "nodes"}
     assert data["schema"] == 1 and data["passed"] is True
     assert set(data["checks"][0]) == {"name", "passed", "skipped", "duration_s", "metrics",
                                       "message"}

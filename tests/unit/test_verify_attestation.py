@@ -230,3 +230,25 @@ def test_the_pem_secret_is_no_setting(tmp_path):
     )
     assert settings.verify.signing_key == "a.key" and settings.release.trusted_keys == "keys/"
     assert "BEGIN" not in repr(settings)
+
+
+def _on_nodes(pair, nodes: int, **kw):
+    signer, trusted = pair
+    record = {**_record(**kw, modules=("allreduce", "convergence")),
+              "nodes": [{"hostname": f"n{i}", "rank": i} for i in range(nodes)]}
+    return attestation.verify(attestation.sign(record, signer, junit=b"", log=b""), trusted, DIGEST)
+
+
+def test_require_nodes_needs_a_passing_multi_node_run(pair):
+    one_node = _verified(pair, hours_ago=3)
+    rule = {"digest": DIGEST, "variant": "cpu", "max_age_hours": 168}
+    with pytest.raises(AttestedFailureError, match="require_nodes=2: no attested multi-node run"):
+        attestation.choose([one_node], require_nodes=2, **rule)
+    two = _on_nodes(pair, 2, hours_ago=1)
+    # the multi-node run holds only the collective checks: the one-node run still decides
+    assert attestation.choose([one_node, two], require_nodes=2, **rule) == one_node
+    with pytest.raises(AttestedFailureError, match="spans 2 nodes"):
+        attestation.choose([one_node, two], require_nodes=4, **rule)
+    failed = _on_nodes(pair, 2, passed=False)
+    with pytest.raises(AttestedFailureError, match=r"newest 2-node run \(.*\) failed"):
+        attestation.choose([one_node, two, failed], **rule)  # even at require_nodes=1

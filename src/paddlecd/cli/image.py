@@ -10,6 +10,7 @@ from invoke import task
 from paddlecd.cli import common
 from paddlecd.cli.common import VARIANT_HELP, guarded, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
+from paddlecd.errors import ConfigError
 
 
 @task(help={"variant": "lock only this variant (repeatable); default: all variants",
@@ -110,9 +111,14 @@ def push(c, variant=None, dry_run=False, json=False):
             "image": "verify this image instead (repo@sha256:..., or a tag resolved once)",
             "out": "output folder for junit.xml, evidence copy, smoke.log, model/ "
                    "(default .paddlecd/verify/...)",
-            "json": "print the evidence record as JSON on stdout instead of text"})
+            "json": "print the evidence record as JSON on stdout instead of text",
+            "nodes": "run the collective checks as an N-node job (default 1: one container)",
+            "cluster": "where an N-node run goes: local (N containers on one network) or k8s "
+                       "(print the Indexed Job + Service manifests)",
+            "gpus_per_node": "cards per node of an N-node GPU run (default: host cards / N)"})
 @guarded
-def verify(c, variant=None, image=None, out=None, json=False):
+def verify(c, variant=None, image=None, out=None, json=False, nodes=1, cluster="local",
+           gpus_per_node=None):
     """Run the smoke suite inside the pushed image (by digest) and record evidence for that digest.
 
     Checks: paddle imports as the non-root default user with the labelled version; CUDA as the
@@ -121,14 +127,25 @@ def verify(c, variant=None, image=None, out=None, json=False):
     paddle.jit.save export reloads (jit.load and paddle.inference) within 1e-5. Exits 6 if any
     check fails.
 
+    --nodes N runs AllReduce (exact sums, busbw) and data-parallel training == one process as an
+    N-node job through deploy's launcher and rendezvous; the evidence lists every node. A rank
+    that cannot reach the master fails within a minute, naming the address.
+
     Examples:
       invoke verify --variant cpu
       invoke verify --image registry.example.com/ml/paddle@sha256:<64 hex> --out /tmp/verify-out
+      invoke verify --variant cpu --nodes 2 --cluster local
     """
     from paddlecd.verify import run as smoke
 
+    if cluster not in ("local", "k8s"):
+        raise ConfigError(f"--cluster {cluster}: not a cluster kind", "use --cluster local or k8s")
+    if cluster == "k8s":
+        return _verify_manifests(variant, image, int(nodes), gpus_per_node)
+    gpus = int(gpus_per_node) if gpus_per_node is not None else None
     done = smoke.verify(settings(), variant=None if image else pick_variant(variant), image=image,
-                        out_dir=Path(out) if out else None, on_line=say)
+                        out_dir=Path(out) if out else None, on_line=say, nodes=int(nodes),
+                        gpus_per_node=gpus)
     if json:
         common.json_result(done.record)
     else:
@@ -141,3 +158,20 @@ def verify(c, variant=None, image=None, out=None, json=False):
         raise error
     if not json:
         result(f"verified {done.reference}: {len(done.record.checks)} checks passed")
+
+
+def _verify_manifests(variant, image, nodes, gpus_per_node):
+    """``verify --cluster k8s``: the verify jobs' manifests as YAML on stdout (nothing submitted)."""
+    import yaml
+
+    from paddlecd.cluster.render import Target
+    from paddlecd.verify import nodes as multinode
+    from paddlecd.verify import run as smoke
+
+    s = settings()
+    reference = smoke.target(s, None if image else pick_variant(variant), image)
+    docs = multinode.manifests(s, Target(reference, variant or "image"), nodes=nodes,
+                               gpus_per_node=int(gpus_per_node or 0),
+                               namespace=s.cluster.namespace or "default",
+                               pull_secret=s.cluster.image_pull_secret)
+    result(yaml.safe_dump_all(docs, sort_keys=False))

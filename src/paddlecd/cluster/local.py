@@ -27,9 +27,15 @@ from paddlecd.errors import ClusterError, EngineError
 Emit = Callable[[str], None]
 
 
+Preflight = Callable[[int], list[str]]
+
+
 def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: Emit,
-        keep: bool = False) -> None:
+        keep: bool = False, preflight: Preflight | None = None) -> None:
     """Run ``spec`` on ``target`` as ``spec.nodes`` containers and wait for all ranks.
+
+    ``preflight(rank)``: an argv each node runs first, ending in the launcher argv it then execs
+    (verify's bounded rendezvous wait, smoke/rendezvous.py); None runs the launcher directly.
 
     Raises:
         ClusterError: a rank exited non-zero (its log tail in the hint; other ranks are stopped),
@@ -40,19 +46,21 @@ def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: 
     with contextlib.ExitStack() as stack:
         stack.enter_context(engine.network(job_id, labels=labels(target, job_id), keep=keep))
         on_event(f"network {job_id} created")
-        ranks = [stack.enter_context(engine.container(_container(spec, target, job_id, i, keep=keep)))
-                 for i in range(spec.nodes)]
+        ranks = [stack.enter_context(engine.container(
+            _container(spec, target, job_id, i, keep=keep, preflight=preflight)))
+            for i in range(spec.nodes)]
         on_event(f"started {len(ranks)} containers: " + ", ".join(c.name for c in ranks))
         _wait_all(ranks, timeout=spec.active_deadline_seconds, on_line=on_line)
     on_event("containers and network " + ("kept (runtime.keep)" if keep else "removed"))
 
 
 def _container(spec: JobSpec, target: Target, job_id: str, rank: int, *,
-               keep: bool = False) -> engine.ContainerSpec:
+               keep: bool = False, preflight: Preflight | None = None) -> engine.ContainerSpec:
     """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name."""
     r, uid = spec.resources, spec.run_as_user
+    argv = launch_argv(spec, job_id, rank)
     return engine.ContainerSpec(
-        image=target.reference, command=tuple(launch_argv(spec, job_id, rank)),
+        image=target.reference, command=tuple([*preflight(rank), "--", *argv] if preflight else argv),
         name=f"{job_id}-{rank}", hostname=f"{job_id}-{rank}", user=f"{uid}:{uid}", workdir="/tmp",
         env={**environment(spec, target, job_id), "JOB_COMPLETION_INDEX": str(rank)},
         mounts=tuple(engine.Mount(_source(v), v.mount_path, read_only=v.read_only)

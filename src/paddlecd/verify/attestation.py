@@ -285,8 +285,14 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
     )
 
 
+def node_count(run: VerifiedAttestation) -> int:
+    """Nodes a signed run spanned: the length of its ``nodes`` facts (1 when absent)."""
+    return max(1, len(run.predicate.get("nodes") or ()))
+
+
 def choose(
-    runs: Sequence[VerifiedAttestation], *, digest: str, variant: str | None, max_age_hours: float
+    runs: Sequence[VerifiedAttestation], *, digest: str, variant: str | None, max_age_hours: float,
+    require_nodes: int = 1,
 ) -> VerifiedAttestation:
     """The promotion rule over every verified run of ``digest``: the newest run decides.
 
@@ -294,8 +300,14 @@ def choose(
         NoAttestationError: no verified run. SubjectError: the run is of another variant.
         AttestedFailureError: the newest run failed (naming the older passing run, if any), lacks a
             smoke module of :data:`~paddlecd.verify.evidence.REQUIRED_CHECKS`, or is older than
-            ``max_age_hours`` (``release.evidence_max_age_hours``).
+            ``max_age_hours`` (``release.evidence_max_age_hours``); with ``require_nodes`` > 1
+            (``release.require_nodes``, issue 14) also when the newest multi-node run is missing,
+            failed, spans fewer nodes or is stale. Multi-node runs hold only the collective checks,
+            so the newest-run rule above is applied to the one-node runs and to them separately.
     """
+    _require_nodes([r for r in runs if node_count(r) > 1], digest=digest, nodes=require_nodes,
+                   max_age_hours=max_age_hours)
+    runs = [r for r in runs if node_count(r) == 1] or list(runs)
     if not runs:
         raise NoAttestationError(
             f"no attestation of {digest}", f"run: invoke verify --image <repo>@{digest}"
@@ -334,3 +346,26 @@ def choose(
             "verify the digest again (invoke verify --image …@digest)",
         )
     return newest
+
+
+def _require_nodes(wide: Sequence[VerifiedAttestation], *, digest: str, nodes: int,
+                   max_age_hours: float) -> None:
+    """The multi-node half of :func:`choose`: a failed newest multi-node run always blocks."""
+    again = f"run: invoke verify --image <repo>@{digest} --nodes {max(nodes, 2)}"
+    if not wide:
+        if nodes > 1:
+            raise AttestedFailureError(
+                f"release.require_nodes={nodes}: no attested multi-node run of {digest}", again)
+        return
+    newest = max(wide, key=lambda r: r.created)
+    if not newest.passed:
+        raise AttestedFailureError(
+            f"the newest {node_count(newest)}-node run ({newest.created}) failed: "
+            f"{', '.join(newest.failed) or 'passed: false'}", again)
+    if nodes > 1 and node_count(newest) < nodes:
+        raise AttestedFailureError(
+            f"release.require_nodes={nodes}: the newest multi-node run of {digest} spans "
+            f"{node_count(newest)} nodes", again)
+    if nodes > 1 and newest.age_hours() > max_age_hours:
+        raise AttestedFailureError(
+            f"the newest multi-node run of {digest} is stale: {newest.age_hours():.1f} h old", again)

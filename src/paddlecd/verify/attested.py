@@ -164,6 +164,7 @@ def check(
         digest=digest,
         variant=variant,
         max_age_hours=settings.release.evidence_max_age_hours,
+        require_nodes=settings.release.require_nodes,
     )
 
 
@@ -228,7 +229,19 @@ def describe(run: Run) -> list[str]:
         for c in checks
         if (figures := _figures(c.get("metrics") or {}))
     ]
-    return lines
+    return lines + _charts(p)
+
+
+def _charts(predicate: Mapping[str, Any]) -> list[str]:
+    """The busbw and loss charts of a signed run (issue 14); none when the record does not parse."""
+    from paddlecd.errors import VerifyError
+    from paddlecd.verify import charts, evidence
+
+    try:
+        record = evidence.Evidence.from_json(dict(predicate), source="attestation predicate")
+    except VerifyError:
+        return []
+    return [line for chart in charts.charts(record) for line in ["", *chart.splitlines()]]
 
 
 def _figures(metrics: Mapping[str, Any], limit: int = 4) -> str:

@@ -8,7 +8,8 @@ Layout under the state folder (``settings.state``)::
                                     "checks": [{"name", "passed", "skipped", "duration_s",
                                                 "metrics", "message"}],
                                     "versions": {"paddle", "cuda", "cudnn", "driver"},
-                                    "junit": "<path>", "duration_s", "revision", "model_dir"}
+                                    "junit": "<path>", "duration_s", "revision", "model_dir",
+                                    "warnings": ["<one line>"], "nodes": [{"hostname", …}]}
     candidates/<variant>.json      {"variant", "reference", "digest", "tag", "pushed"}
 
 Both are frozen records here (:class:`Evidence`, :class:`Candidate`) with ``to_json``/``from_json``;
@@ -74,6 +75,9 @@ class Evidence:
         versions: ``{"paddle", "cuda", "cudnn", "driver"}``.
         duration_s: seconds the smoke container ran. revision: git sha the image was built from.
         junit, model_dir: paths of the JUnit XML and of the exported model (None when not exported).
+        warnings: one-line notes that are neither pass nor fail (a busbw with no expectation).
+        nodes: per-node facts of a ``--nodes N`` run (``hostname``, ``gpu``, ``gpus``,
+            ``driver``, ``rank``); empty for a one-container run, whose node count is 1.
     """
 
     digest: str
@@ -87,6 +91,13 @@ class Evidence:
     revision: str | None = None
     junit: str | None = None
     model_dir: str | None = None
+    warnings: tuple[str, ...] = ()
+    nodes: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def node_count(self) -> int:
+        """Nodes the collective checks ran across (1 unless ``verify --nodes N``)."""
+        return max(1, len(self.nodes))
 
     @property
     def failed(self) -> tuple[Check, ...]:
@@ -127,6 +138,8 @@ class Evidence:
         known["checks"] = tuple(Check(**{k: v for k, v in c.items() if k in fields})
                                 for c in data["checks"])
         known.setdefault("variant", None)
+        known["warnings"] = tuple(data.get("warnings", ()))
+        known["nodes"] = tuple(data.get("nodes", ()))
         return cls(**known)
 
 

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paddlecd import engine
+from paddlecd.cluster.render import Target
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError
-from paddlecd.files import now_iso
+from paddlecd.files import now_iso, write_json
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
-from paddlecd.verify import attested, drivers, evidence, keys
+from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl
+from paddlecd.verify import nodes as multinode
 
 Echo = Callable[[str], None]
 SMOKE_CMD = ["python3", "-m", "pytest", "/smoke", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
@@ -101,6 +103,7 @@ def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
         env["SMOKE_GPUS"] = str(count)
         # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export check needs fp32 on Ampere+
         env["NVIDIA_TF32_OVERRIDE"] = "0"
+        env["NCCL_DEBUG"] = "INFO"  # the transports NCCL chose go into the evidence (issue 14)
         pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
         gpus = tuple(pinned) if pinned else "all"
     # With --ipc=host Docker uses the host's /dev/shm and ignores --shm-size; it is kept (large) so
@@ -137,18 +140,40 @@ def parse_junit(path: Path) -> list[evidence.Check]:
     return checks
 
 
+def nccl_transports(out: Path) -> tuple[str, ...]:
+    """The NCCL transports logged in the allreduce worker logs the smoke suite kept in ``out``."""
+    lines = (line for log in sorted(out.glob("allreduce.workerlog.*"))
+             for line in log.read_text(errors="replace").splitlines())
+    return nccl.transports(lines)
+
+
+def warnings(checks: list[evidence.Check]) -> tuple[str, ...]:
+    """One line per check that is neither pass nor fail (a busbw with no expectation, one card)."""
+    return tuple(f"{c.name}: {c.message}" for c in checks
+                 if c.skipped and c.name == bandwidth.CHECK_NAME and c.message)
+
+
 def verify(settings: Settings, *, variant: str | None = None, image: str | None = None,
-           out_dir: Path | None = None, on_line: Echo | None = None) -> Verified:
+           out_dir: Path | None = None, on_line: Echo | None = None, nodes: int = 1,
+           gpus_per_node: int | None = None) -> Verified:
     """Verify one image by digest and store its evidence.
+
+    Args:
+        nodes: 1 runs the whole smoke suite in one container; N > 1 runs the collective checks as
+            an N-node local job (:mod:`paddlecd.verify.nodes`), its evidence listing every node.
+        gpus_per_node: cards per node of an N-node GPU run (default: the host's cards / N).
 
     Returns:
         :class:`Verified`; ``passed`` is False when any check failed (the caller decides the exit).
 
     Raises:
-        ConfigError: no target. RegistryError: the digest cannot be pulled. VerifyError: GPU image on a
-            host without a suitable driver, or the smoke suite could not run at all (no JUnit written).
-        SigningKeyError: a signing key is configured but unusable (checked before the run).
+        ConfigError: no target, or ``nodes`` < 1. RegistryError: the digest cannot be pulled.
+            VerifyError: GPU image on a host without a suitable driver, or the smoke suite could
+            not run at all (no JUnit written). SigningKeyError: a signing key is configured but
+            unusable (checked before the run).
     """
+    if nodes < 1:
+        raise ConfigError(f"--nodes {nodes}: a run needs at least 1 node", "pass --nodes 1 or more")
     reference = target(settings, variant, image)
     if keys.configured(settings):
         keys.signer(settings)  # a bad signing key fails now, not after the smoke suite ran
@@ -160,13 +185,55 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     if labels.get("io.paddlecd.device") == "gpu":  # GPU-only: before any container starts
         driver = drivers.require_for(labels.get("io.paddlecd.cuda.version", "")).driver
     digest = reference.split("@", 1)[1]
-    out = out_dir or settings.state / "verify" / f"{labels.get('io.paddlecd.variant', 'image')}-{digest[7:19]}"
+    name = f"{labels.get('io.paddlecd.variant', 'image')}-{digest[7:19]}"
+    out = out_dir or settings.state / "verify" / (name if nodes == 1 else f"{name}-{nodes}nodes")
     if out_dir and out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"--out {out_dir} is not empty", "give a new or empty folder: verify writes and replaces files there")
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o777)  # the smoke suite runs as the image's non-root user
     (out / "junit.xml").unlink(missing_ok=True)
     started = time.monotonic()
+    facts: tuple = ()
+    if nodes == 1:
+        ok, checks = _one_container(settings, reference, labels, out, on_line)
+        transports = nccl_transports(out)
+    else:
+        gpus = 0 if not driver else gpus_per_node or drivers.host_gpus()[1] // nodes  # GPU-only
+        ran = multinode.run_local(settings, Target(reference, labels.get("io.paddlecd.variant") or
+                                                   "image"), nodes=nodes, gpus_per_node=gpus,
+                                  out=out, on_line=on_line or (lambda _: None))
+        (out / "smoke.log").write_text("\n".join(ran.lines) + "\n")
+        ok, checks, facts, transports = True, list(ran.checks), ran.facts, nccl.transports(ran.lines)
+    if driver:  # GPU-only: busbw against the expectation table (issue 14)
+        checks.append(bandwidth.check(checks, fraction=settings.verify.busbw_fraction,
+                                      nodes=nodes, transports=transports))
+    record = evidence.Evidence(
+        digest=digest, reference=reference, variant=labels.get("io.paddlecd.variant"),
+        passed=ok and all(c.passed for c in checks) and bool(checks),
+        warnings=warnings(checks), nodes=facts,
+        created=now_iso(), duration_s=round(time.monotonic() - started, 3),
+        checks=tuple(checks),
+        versions={"paddle": labels.get("io.paddlecd.paddle.version"),
+                  "cuda": labels.get("io.paddlecd.cuda.version"),
+                  "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
+        revision=labels.get("org.opencontainers.image.revision"),
+        junit=str(out / "junit.xml") if nodes == 1 else None,
+        model_dir=str(out / "model") if (out / "model").exists() else None,
+    )
+    # A multi-node run holds only the collective checks: it is kept in its folder and signed,
+    # never stored over the digest's one-container evidence.
+    path = evidence.save(settings, record) if nodes == 1 else write_json(out / "evidence.json",
+                                                                         record.to_json())
+    # issue 10: every run, passing or not, is signed and attached to the digest in the registry
+    att = attested.publish(settings, record, out).location if keys.configured(settings) else None
+    write_summary(record, out, attestation=att)
+    return Verified(reference=reference, passed=record.passed, record=record, evidence_path=path,
+                    out_dir=out, attestation=att)
+
+
+def _one_container(settings: Settings, reference: str, labels: dict[str, str], out: Path,
+                   on_line: Echo | None) -> tuple[bool, list[evidence.Check]]:
+    """The whole smoke suite in one container: (exited 0, its checks from the JUnit XML)."""
     with engine.container(smoke_container(settings, reference, labels, out)) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
     (out / "smoke.log").write_text(finished.logs)
@@ -174,27 +241,10 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
         tail = "\n".join(finished.logs.splitlines()[-15:])
         raise VerifyError(f"smoke suite did not run in {reference} (exit {finished.exit_code})", f"container output:\n{tail}")
     try:
-        checks = parse_junit(out / "junit.xml")
+        return finished.exit_code == 0, parse_junit(out / "junit.xml")
     except ET.ParseError as e:
         raise VerifyError(f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
                           f"the run was cut short; see {out / 'smoke.log'}") from e
-    record = evidence.Evidence(
-        digest=digest, reference=reference, variant=labels.get("io.paddlecd.variant"),
-        passed=finished.exit_code == 0 and all(c.passed for c in checks) and bool(checks),
-        created=now_iso(), duration_s=round(time.monotonic() - started, 3),
-        checks=tuple(checks),
-        versions={"paddle": labels.get("io.paddlecd.paddle.version"),
-                  "cuda": labels.get("io.paddlecd.cuda.version"),
-                  "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
-        revision=labels.get("org.opencontainers.image.revision"), junit=str(out / "junit.xml"),
-        model_dir=str(out / "model") if (out / "model").exists() else None,
-    )
-    path = evidence.save(settings, record)
-    # issue 10: every run, passing or not, is signed and attached to the digest in the registry
-    att = attested.publish(settings, record, out).location if keys.configured(settings) else None
-    write_summary(record, out, attestation=att)
-    return Verified(reference=reference, passed=record.passed, record=record, evidence_path=path,
-                    out_dir=out, attestation=att)
 
 
 def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | None = None) -> str:
@@ -206,6 +256,10 @@ def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | No
     for c in record.checks:
         result = "skipped" if c.skipped else icon[c.passed]
         lines.append(f"| {c.name} | {result} | {c.duration_s:.2f} |")
+    if record.warnings:
+        lines += ["", *(f"- ⚠️ {w}" for w in record.warnings)]
+    for chart in charts.charts(record):
+        lines += ["", chart]
     if attestation:
         image = f"{attestation.split('@')[0]}@{record.digest}"
         lines += ["", f"attestation: `{attestation}` (`invoke evidence.show {image}`)"]

@@ -1,0 +1,152 @@
+"""``verify --nodes N``: the collective checks as an N-node job, launched like ``deploy`` launches.
+
+The AllReduce worker and the data-parallel training worker of smoke/workers/ each run as one job
+of N nodes through :func:`paddlecd.cluster.render.launch_argv` (``--master <job>-0.<job>:port``,
+``--nnodes N``, ``--rank``) — locally as N containers on one network by
+:func:`paddlecd.cluster.local.run`, on Kubernetes as the Indexed Job + headless Service of
+:func:`paddlecd.cluster.render.render`. Before its launcher, every local node runs
+smoke/rendezvous.py: it records the node's facts and fails within ``RENDEZVOUS_TIMEOUT`` seconds,
+naming the address, when the master cannot be reached (the launcher itself would wait unbounded).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from paddlecd.cluster import local
+from paddlecd.cluster.jobfile import JobSpec, Resources, Volume
+from paddlecd.cluster.render import Target, rank_host, render
+from paddlecd.config import Settings
+from paddlecd.errors import ClusterError
+from paddlecd.verify.evidence import Check
+
+Echo = Callable[[str], None]
+WORKERS = {"allreduce": "allreduce/test_allreduce_exact_sums",
+           "train_dp": "convergence/test_data_parallel_matches_single_process"}
+RENDEZVOUS_TIMEOUT = 60.0  # s a rank waits for the master before failing with its address
+DP_RTOL = 1e-4  # as smoke/test_convergence.py: data parallel vs one process, float32 sum order
+LOSS_EVERY = 20  # as smoke/test_convergence.py: steps between the recorded loss-curve points
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """What an N-node run produced: its ``checks`` (smoke names), the per-node ``facts``
+    (``rank``, ``hostname``, ``gpu``, ``gpus``, ``driver``) and the launcher ``lines`` seen."""
+
+    checks: tuple[Check, ...]
+    facts: tuple[dict[str, Any], ...]
+    lines: tuple[str, ...]
+
+
+def job_spec(settings: Settings, worker: str, *, nodes: int, gpus_per_node: int,
+             out: Path) -> JobSpec:
+    """The job of one smoke ``worker`` (``allreduce`` or ``train_dp``) on ``nodes`` nodes: smoke/
+    read-only at /smoke, ``out`` at /out, one process per GPU (or one, gloo, on CPU)."""
+    env = {"PYTHONPATH": "/smoke", "SMOKE_OUT": "/out", "SMOKE_SINGLE_TOO": "1"}
+    if gpus_per_node:  # GPU-only: NCCL names the transports it chose (verify/nccl.py)
+        env["NCCL_DEBUG"] = "INFO"
+    return JobSpec(
+        name=f"verify-{worker.replace('_', '-')}", script=f"/smoke/workers/{worker}.py",
+        args=("--out", f"/out/{worker}.json", "--device", "gpu" if gpus_per_node else "cpu"),
+        nodes=nodes, code=Volume("/smoke", path=str(settings.root / "smoke"), read_only=True),
+        output=Volume("/out", path=str(out)), checkpoint="/out",
+        resources=Resources(cpu="1", memory="4Gi" if gpus_per_node else "2Gi", gpus=gpus_per_node,
+                            shm="2Gi" if gpus_per_node else "512Mi"),
+        active_deadline_seconds=settings.verify.timeout, env=tuple(sorted(env.items())),
+        source="verify --nodes")
+
+
+def preflight(spec: JobSpec, job_id: str, *, master: str | None = None,
+              timeout: float = RENDEZVOUS_TIMEOUT) -> local.Preflight:
+    """smoke/rendezvous.py's argv for a rank; ``master`` overrides the address ranks dial
+    (default rank 0's DNS name and the job's port, what the launcher dials)."""
+    address = master or f"{rank_host(job_id, 0)}:{spec.port}"
+    return lambda rank: ["python", "/smoke/rendezvous.py", "--rank", str(rank), "--master",
+                         address, "--out", "/out", "--timeout", f"{timeout:g}"]
+
+
+def run_local(settings: Settings, target: Target, *, nodes: int, gpus_per_node: int, out: Path,
+              on_line: Echo, master: str | None = None,
+              timeout: float = RENDEZVOUS_TIMEOUT) -> NodeRun:
+    """Run both collective workers as ``nodes`` local containers each; a job that fails becomes a
+    failed check with the executor's cause (which rank, why) and stops the run.
+
+    Raises:
+        EngineError: the engine could not create the network or a container.
+    """
+    checks: list[Check] = []
+    lines: list[str] = []
+
+    def seen(line: str) -> None:
+        lines.append(line)
+        on_line(line)
+
+    for worker, name in WORKERS.items():
+        spec = job_spec(settings, worker, nodes=nodes, gpus_per_node=gpus_per_node, out=out)
+        job_id = f"{spec.name}-{secrets.token_hex(3)}"
+        started = time.monotonic()
+        try:
+            local.run(spec, target, job_id=job_id, on_event=on_line, on_line=seen,
+                      keep=settings.runtime.keep,
+                      preflight=preflight(spec, job_id, master=master, timeout=timeout))
+        except ClusterError as e:
+            checks.append(Check(name=name, passed=False, duration_s=_since(started),
+                                message=f"{e.cause}\n{e.hint}"[:2000]))
+            break
+        result = json.loads((out / f"{worker}.json").read_text())
+        checks.append(judge(worker, result, world_size=nodes * max(1, gpus_per_node),
+                            duration_s=_since(started)))
+    facts = tuple(json.loads(p.read_text()) for p in sorted(out.glob("node-*.json")))
+    return NodeRun(tuple(checks), tuple(sorted(facts, key=lambda f: f["rank"])), tuple(lines))
+
+
+def judge(worker: str, result: dict[str, Any], *, world_size: int, duration_s: float) -> Check:
+    """The smoke check a worker's rank-0 JSON amounts to, named and measured as in smoke/:
+    exact sums at the expected world size, or data parallel within :data:`DP_RTOL` of one
+    process."""
+    name = WORKERS[worker]
+    if worker == "allreduce":
+        wrong = {f"{r['dtype']}x{r['elements']}": r["wrong"] for r in result["results"] if r["wrong"]}
+        largest = max(result["results"], key=lambda r: (r["bytes"], r["busbw_GBps"]))
+        metrics = {"world_size": result["world_size"], "backend": result["backend"],
+                   "results": result["results"], "wrong_elements": sum(wrong.values()),
+                   "busbw_GBps_largest": largest["busbw_GBps"]}
+        problem = (f"world size {result['world_size']}, expected {world_size}"
+                   if result["world_size"] != world_size else
+                   f"all_reduce produced wrong elements: {wrong}" if wrong else
+                   "busbw of the largest message is not positive"
+                   if largest["busbw_GBps"] <= 0 else "")
+    else:
+        dp, single = result["losses"][-1], result["single_losses"][-1]
+        rel = abs(dp - single) / max(abs(single), 1e-12)
+        metrics = {"world_size": result["world_size"], "single_final_loss": single,
+                   "dp_final_loss": dp, "relative_difference": rel, "loss_every": LOSS_EVERY,
+                   "loss_curve": result["losses"][::LOSS_EVERY] + result["losses"][-1:]}
+        problem = (f"data-parallel loss {dp:.7f} vs single {single:.7f}: relative diff "
+                   f"{rel:.2e} > {DP_RTOL}" if rel > DP_RTOL else "")
+    return Check(name=name, passed=not problem, duration_s=duration_s, metrics=metrics,
+                 message=problem)
+
+
+def manifests(settings: Settings, target: Target, *, nodes: int, gpus_per_node: int,
+              namespace: str, pull_secret: str | None) -> list[dict[str, Any]]:
+    """``--cluster k8s``: the Service + Indexed Job of each worker, as deploy renders them. The
+    smoke suite is a hostPath at /smoke (bake it into the image or swap in a claim for a real
+    cluster); the output is the pods' own /out, read from rank 0's log."""
+    out: list[dict[str, Any]] = []
+    for worker in WORKERS:
+        spec = job_spec(settings, worker, nodes=nodes, gpus_per_node=gpus_per_node,
+                        out=Path("/tmp/paddlecd-verify"))
+        out += render(spec, target, job_id=f"{spec.name}-{secrets.token_hex(3)}",
+                      namespace=namespace, pull_secret=pull_secret)
+    return out
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)

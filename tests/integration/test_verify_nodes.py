@@ -1,0 +1,65 @@
+"""``verify --nodes 2`` for real: the collective checks as 2 containers on one network (gloo), on
+the Paddle CPU image of the ``paddle_image`` fixture pushed to the TLS + htpasswd test registry;
+and a rank that cannot reach the master fails fast with the address named (issue 14)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from paddlecd import engine
+from paddlecd.cluster.render import Target
+from paddlecd.verify import nodes
+from paddlecd.verify import run as smoke
+
+from support import project_settings
+
+
+@pytest.fixture(scope="module")
+def image_by_digest(paddle_image, registry):
+    """``paddle_image`` pushed to the test registry: ``host/paddlecd/verify-nodes@sha256:…``."""
+    ref = f"{registry.host}/paddlecd/verify-nodes:cpu"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+        engine.tag(paddle_image, ref)
+        digest = engine.push(ref)
+    yield f"{registry.host}/paddlecd/verify-nodes@{digest}"
+    engine.remove_image(ref)  # the tag only: the image stays for other tests
+
+
+def test_two_node_verify_passes_and_lists_both_nodes(image_by_digest, registry, tmp_path,
+                                                     monkeypatch):
+    monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+    settings = project_settings(tmp_path / "state", registry=registry)
+    lines: list[str] = []
+    done = smoke.verify(settings, image=image_by_digest, out_dir=tmp_path / "out", nodes=2,
+                        on_line=lines.append)
+    assert done.passed, [c.message for c in done.failed] or lines[-30:]
+    names = [c.name for c in done.record.checks]
+    assert names == list(nodes.WORKERS.values())
+    allreduce, dp = done.record.checks
+    assert allreduce.metrics["world_size"] == 2 and allreduce.metrics["backend"] == "gloo"
+    assert dp.metrics["relative_difference"] <= nodes.DP_RTOL
+    facts = done.record.nodes
+    assert [f["rank"] for f in facts] == [0, 1] and done.record.node_count == 2
+    assert len({f["hostname"] for f in facts}) == 2 and all(f["gpus"] == 0 for f in facts)
+    assert (tmp_path / "out" / "evidence.json").is_file()
+    assert "```mermaid" in (tmp_path / "out" / "summary.md").read_text()
+    assert not (settings.state / "evidence").exists()  # one-container evidence is not replaced
+
+
+def test_a_rank_that_cannot_reach_the_master_fails_fast_naming_it(settings, image_by_digest,
+                                                                  tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    started = time.monotonic()
+    ran = nodes.run_local(settings, Target(image_by_digest, "cpu"), nodes=2, gpus_per_node=0,
+                          out=out, on_line=lambda _: None, master="no-such-master.invalid:36543",
+                          timeout=5)
+    assert time.monotonic() - started < 90  # the launcher alone would wait until the deadline
+    (check,) = ran.checks  # the run stops at the first failed job
+    assert not check.passed and check.name == nodes.WORKERS["allreduce"]
+    assert "rank 1" in check.message
+    assert "cannot reach the master no-such-master.invalid:36543 within 5s" in check.message
