@@ -24,6 +24,7 @@ from typing import Any
 import semver
 
 from paddlecd.artifacts import manifest as am
+from paddlecd.artifacts import program
 from paddlecd.artifacts.storage import Progress, Store, default_store_url, split_model_url, store_for  # noqa: F401 (re-exported)
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
@@ -61,6 +62,10 @@ class UploadPlan:
     def lines(self) -> list[str]:
         """The plan for humans, one line per step."""
         out = [f"plan: {self.action} {self.url} ({self.export.format}, from {self.export.folder})"]
+        doc = self.manifest
+        out.append(f"  paddle {doc['paddle_version']} (from the {doc['paddle_version_from']})"
+                   if doc["paddle_version"] else
+                   "  paddle version unknown (give --image repo@sha256:… or --paddle-version)")
         out += [f"  put    {e.path}  {e.size} B  "
                 + ("sha256 while uploading" if e.sha256 == PENDING else f"sha256:{e.sha256[:12]}") for e in self.put]
         out += [f"  delete {k}  (not in the manifest: leftover)" for k in self.stale]
@@ -72,7 +77,7 @@ class UploadPlan:
 
 def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image: str | None = None,
                 metrics: Path | None = None, paddle_version: str | None = None, git_revision: str | None = None,
-                overwrite: bool = False) -> UploadPlan:
+                overwrite: bool = False, image_paddle: str | None = None) -> UploadPlan:
     """Check the inputs and the store, hash the export, and decide what to move (reads only).
 
     When the version holds no manifest there is nothing to compare with, so hashing is deferred to
@@ -84,7 +89,11 @@ def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image
         model_dir: the folder given to ``paddle.jit.save``.
         image: ``repo@sha256:…`` of the image that produced the model, or None.
         metrics: a JSON file of metric name → number, or None.
-        paddle_version: recorded as is; default: the installed paddlepaddle version, if any.
+        paddle_version: recorded as is (``paddle_version_from: flag``).
+        image_paddle: the Paddle version the producing image declares (its label, read by
+            :func:`paddlecd.artifacts.runtime.paddle_version`); recorded when ``paddle_version``
+            is not given (``paddle_version_from: image``). Never the uploading host's Paddle
+            (issue 13): with neither, ``paddle_version`` is null.
         overwrite: replace a different model already stored under this name and version.
 
     Raises:
@@ -94,8 +103,11 @@ def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image
     """
     am.check_name(name), am.check_version(version)
     export = am.find_export(model_dir)
-    meta = {"image": am.parse_image(image), "metrics": am.load_metrics(metrics), "git_revision": git_revision,
-            "paddle_version": paddle_version or am.installed_paddle_version()}
+    specs = program.inputs_of(export.folder, export.prefix, export.format)
+    meta = {"image": am.parse_image(image), "metrics": am.load_metrics(metrics),
+            "git_revision": git_revision, "paddle_version": paddle_version or image_paddle,
+            "paddle_version_from": "flag" if paddle_version else "image" if image_paddle else None,
+            "input_spec": None if specs is None else [s.to_json() for s in specs]}
     store.check()
     prefix = f"{name}/{version}/"
     old = _read_manifest_or_none(store, prefix)

@@ -25,7 +25,7 @@ STORE_HELP = ("store URL: s3://BUCKET[/prefix] or file:///path "
     "metrics": 'JSON file of metric name -> number, e.g. {"hmean": 0.83} '
                "(recorded in the manifest)",
     "paddle_version": "Paddle version that exported the model "
-                      "(default: the installed paddlepaddle)",
+                      "(default: the --image's io.paddlecd.paddle.version label; never this host's)",
     "overwrite": "replace a DIFFERENT model already stored under this name and version",
     "dry_run": "print the plan, write nothing",
 })
@@ -46,6 +46,7 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
       invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
     from paddlecd.artifacts import manifest as artifact_manifest
+    from paddlecd.artifacts import runtime
     from paddlecd.artifacts import transfer as arts
 
     given = (("model-dir", model_dir), ("name", name), ("version", version))
@@ -54,12 +55,17 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
         raise ConfigError(f"upload needs {' '.join(missing)}", "see: invoke --help upload")
     cfg = settings()
     store = arts.store_for(cfg, to)
+    artifact_manifest.parse_image(image)  # a reference without a digest fails before any lookup
+    image_paddle, unknown = (None, None) if paddle_version else runtime.declared_paddle(cfg, image)
     plan = arts.plan_upload(store, Path(model_dir), name=name, version=version, image=image,
                             metrics=Path(metrics) if metrics else None,
                             paddle_version=paddle_version, overwrite=overwrite,
+                            image_paddle=image_paddle,
                             git_revision=artifact_manifest.git_revision(cfg.root))
     for line in plan.lines():
         say(line)
+    if unknown and image:
+        say(f"  paddle version unknown: {unknown}")
     if dry_run:
         return say("dry run: nothing written")
     bar, tid = bytes_bar(plan.bytes_to_move)

@@ -118,6 +118,7 @@ def deploy(ctx: StageContext) -> None:
 def upload(ctx: StageContext) -> None:
     """Upload the model the deploy stage exported (artifacts.plan_upload + upload)."""
     from paddlecd.artifacts import manifest as artifact_manifest
+    from paddlecd.artifacts import runtime
     from paddlecd.artifacts import transfer as artifacts
 
     model, promoted = ctx.inputs.get("deploy", {}).get("model"), ctx.inputs.get("promote", {})
@@ -127,7 +128,10 @@ def upload(ctx: StageContext) -> None:
     store = artifacts.store_for(ctx.settings, ctx.params.get("to"))
     plan = artifacts.plan_upload(store, Path(model).parent, name=ctx.params["name"], version=promoted["version"],
                                  image=promoted.get("reference"), overwrite=bool(ctx.params.get("overwrite")),
-                                 git_revision=artifact_manifest.git_revision(ctx.settings.root))
+                                 git_revision=artifact_manifest.git_revision(ctx.settings.root),
+                                 # the promoted image trained it: its Paddle, not this host's
+                                 image_paddle=runtime.declared_paddle(
+                                     ctx.settings, promoted.get("reference"))[0])
     for line in plan.lines():
         ctx.on_line(line)
     artifacts.upload(store, plan)
