@@ -36,6 +36,9 @@ PROGRAM_SUFFIXES = {".json": "paddle-pir-json", ".pdmodel": "paddle-program"}
 # array, and output_<i> → array in fetch order; ``artifacts.check`` compares against them.
 REFERENCE_INPUTS, REFERENCE_OUTPUTS = "reference_inputs.npz", "reference_outputs.npz"
 REFERENCE_FILES = (REFERENCE_INPUTS, REFERENCE_OUTPUTS)
+# Written next to manifest.json by artifacts.check (paddlecd.artifacts.check); not in the manifest.
+CHECK_JSON, CHECK_JUNIT = "check.json", "check.junit.xml"
+CHECK_FILES = (CHECK_JSON, CHECK_JUNIT)
 # RFC 1123 DNS label: the name is a key segment and often a Kubernetes/registry name, too.
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 DIGEST_REF_RE = re.compile(r"^(?P<repo>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$")

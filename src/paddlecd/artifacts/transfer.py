@@ -124,7 +124,8 @@ def _decide(plan: UploadPlan, store: Store, old: dict[str, Any] | None, *, overw
     present = {o.key for o in store.list(plan.prefix)}
     plan.stale = sorted(k for k in present if k[len(plan.prefix):] not in {*new, am.MANIFEST})
     if old is not None and am.entries_of(old) == new:
-        plan.action = "unchanged"
+        plan.action = "unchanged"  # the check of this very model still holds: keep it
+        plan.stale = [k for k in plan.stale if k[len(plan.prefix):] not in am.CHECK_FILES]
         return plan
     if old is not None and not overwrite:
         raise StorageError(f"{plan.url} already holds a different model ({_difference(old, new)})",
@@ -272,7 +273,8 @@ def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
     """Versions of ``name``, semver-ascending, each a summary with the same keys: ``version``,
     ``complete`` (has a valid manifest), ``problem`` (why not, or None), and from the manifest
     ``created``, ``files``, ``bytes``, ``format``, ``image_digest``, ``metrics``,
-    ``paddle_version``, ``git_revision`` (None for an incomplete version).
+    ``paddle_version``, ``git_revision`` (None for an incomplete version), and ``check``: the
+    stored model check's ``status``/``image``/``paddle_version``/``created`` (None: unchecked).
 
     A version without a manifest (an upload running, interrupted or killed) or with an invalid one
     is listed as incomplete, never an error (issue 12).
@@ -291,7 +293,23 @@ def _listed(store: Store, name: str, version: str) -> dict[str, Any]:
         doc = read_manifest(store, f"{name}/{version}/")
     except InvalidManifestError as e:
         return _summary(version, None, problem=e.cause)
-    return _summary(version, doc, problem=None if doc else f"no {am.MANIFEST} (upload unfinished)")
+    summary = _summary(version, doc, problem=None if doc else f"no {am.MANIFEST} (upload unfinished)")
+    if doc is not None:
+        summary["check"] = _check_of(store, f"{name}/{version}/")
+    return summary
+
+
+def _check_of(store: Store, prefix: str) -> dict[str, Any] | None:
+    """The stored check's summary (``status``, ``image``, ``paddle_version``, ``created``), or
+    None when the version was never checked; an unreadable record reads as ``status: invalid``."""
+    raw = store.get_bytes(prefix + am.CHECK_JSON)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        return {k: doc[k] for k in ("status", "image", "paddle_version", "created")}
+    except (ValueError, KeyError, TypeError):
+        return {"status": "invalid", "image": None, "paddle_version": None, "created": None}
 
 
 def list_model(store: Store, name: str) -> list[dict[str, Any]]:
@@ -316,7 +334,7 @@ def _semver_key(v: str) -> tuple[int, Any]:
 
 
 _SUMMARY_KEYS = ("created", "files", "bytes", "format", "image_digest", "metrics", "paddle_version",
-                 "git_revision")
+                 "git_revision", "check")
 
 
 def _summary(version: str, doc: dict[str, Any] | None, *, problem: str | None) -> dict[str, Any]:
@@ -327,4 +345,4 @@ def _summary(version: str, doc: dict[str, Any] | None, *, problem: str | None) -
             "files": len(doc["files"]), "bytes": sum(f["size"] for f in doc["files"]),
             "format": doc["format"], "image_digest": (doc["image"] or {}).get("digest"),
             "metrics": doc["metrics"], "paddle_version": doc["paddle_version"],
-            "git_revision": doc["git_revision"]}
+            "git_revision": doc["git_revision"], "check": None}
