@@ -5,7 +5,10 @@ every rank draws the same deterministic dataset (seed 2024), keeps its own shard
 (``rank::world_size``), and trains ``paddle.DataParallel(Linear(D, 1))`` with SGD for ``--steps``
 steps. Rank 0 then saves the model with ``paddle.jit.save`` and ``InputSpec([None, D])`` to
 ``$TRAIN_MODEL`` (default ``/output/model``: ``model.json`` + ``model.pdiparams``) and prints the
-final loss as ``final_loss=<float>``.
+final loss as ``final_loss=<float>``. Next to the model it records reference inputs and outputs
+(``reference_inputs.npz``: input name → array, 4 rows; ``reference_outputs.npz``: ``output_0``)
+computed by the trained layer, which ``invoke artifacts.check`` compares the loaded export with
+(issue 13).
 
 Used by the README's first command and by tests/integration/test_cluster_local.py.
 """
@@ -30,6 +33,15 @@ def synthetic(n: int) -> tuple[np.ndarray, np.ndarray]:
     x = rng.normal(size=(n, D)).astype("float32")
     y = x @ w + 0.5 + 0.01 * rng.normal(size=(n, 1)).astype("float32")
     return x, y
+
+
+def record_references(layer: paddle.nn.Layer, folder: str, rows: int = 4) -> None:
+    """Write ``rows`` reference inputs (shape ``[rows, D]``) and the layer's outputs for them."""
+    x = np.random.default_rng(SEED + 1).normal(size=(rows, D)).astype("float32")
+    layer.eval()
+    y = layer(paddle.to_tensor(x)).numpy()
+    np.savez(os.path.join(folder, "reference_inputs.npz"), x=x)
+    np.savez(os.path.join(folder, "reference_outputs.npz"), output_0=y)
 
 
 def main() -> None:
@@ -66,6 +78,7 @@ def main() -> None:
         layer = model._layers if isinstance(model, paddle.DataParallel) else model
         path = args.model
         paddle.jit.save(layer, path, input_spec=[paddle.static.InputSpec([None, D], "float32", "x")])
+        record_references(layer, os.path.dirname(path) or ".")
         print(f"saved {path}", flush=True)
     print(f"rank {rank}/{world} final_loss={final:.6f}", flush=True)
 

@@ -139,3 +139,8 @@ class DoctorError(PaddlecdError):
     """``doctor`` found a problem that would stop the pipeline."""
 
     exit_code = 11
+
+
+class ModelCheckError(VerifyError):
+    """An exported model failed its check in the runtime image (issue 13), or could not be checked
+    there (an image without Paddle); exit code 6, as every verification failure."""

@@ -59,7 +59,7 @@ def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_pa
     env = {**user_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}
     up = ["upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det", "--version", "1.4.0",
-          "--to", f"s3://{bucket}/paddle", "--image", "127.0.0.1:5000/paddlecd/paddle@sha256:" + "c" * 64]
+          "--to", f"s3://{bucket}/paddle", "--image", f"127.0.0.1:{free_port()}/paddlecd/paddle@sha256:" + "c" * 64]
     r = _invoke(env, *up, "--dry-run")
     assert r.returncode == 0 and "dry run: nothing written" in r.stderr and r.stdout == ""
     assert "inference.pdiparams" in r.stderr and "manifest.json  (last)" in r.stderr

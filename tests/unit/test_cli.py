@@ -123,7 +123,8 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
     (File contents are stand-ins: upload checks names and hashes, not Paddle formats.)"""
     out = tmp_path / "train-output"
     out.mkdir()
-    (out / "model.json").write_text("{}")
+    # a PIR program written by paddle.jit.save: upload reads its InputSpec (issue 13)
+    (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = tmp_path / "store"
     run = invoke(

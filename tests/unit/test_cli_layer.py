@@ -308,7 +308,8 @@ def test_json_result_prints_records_as_their_json(capsys):
 def test_artifacts_list_json_is_the_versions_on_stdout(tmp_path):
     out = tmp_path / "export"
     out.mkdir()
-    (out / "model.json").write_text("{}")  # stand-ins: upload checks names and hashes only
+    # a real PIR program (upload reads its InputSpec, issue 13); the parameters are stand-ins
+    (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = f"file://{tmp_path / 'store'}"
     up = invoke("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",

@@ -28,7 +28,7 @@ def test_shipped_pipelines_load_in_order(settings):
     }
     assert order["pr"] == ["lock-check", "build", "push", "verify"]
     assert order["nightly"] == ["lock-check", "build", "push", "verify"]
-    assert order["release"] == ["promote", "deploy", "upload"]
+    assert order["release"] == ["promote", "deploy", "upload", "check"]
     nightly = pipeline_spec.load(settings, "nightly")
     assert nightly.variants == "all" and nightly.stages[1].params == {"no_cache": True}
     assert nightly.stages[1].parallel == 2

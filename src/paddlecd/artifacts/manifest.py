@@ -5,6 +5,9 @@ or ``<prefix>.pdmodel`` (Paddle 2.x), plus an optional ``<prefix>.pdiparams.info
 (https://www.paddlepaddle.org.cn/documentation/docs/en/api/paddle/jit/save_en.html). The manifest
 (``manifest.json``, schema ``schemas/artifact-manifest.schema.json``) lists each file's path, size
 and sha256 with the producing image digest, Paddle version, git revision, metrics and creation time.
+Issue 13: the Paddle version is the producing image's (its label) or given, never the uploading
+host's; ``input_spec`` is read from the program itself (:mod:`.program`); the reference inputs and
+outputs recorded at export time (:data:`REFERENCE_FILES`) travel with the export.
 No I/O to stores here: :mod:`paddlecd.artifacts.transfer` moves the bytes.
 """
 
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import importlib.metadata
 import json
 import re
 from dataclasses import dataclass
@@ -30,6 +32,13 @@ from paddlecd.errors import ConfigError, PaddlecdError
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 1
 PROGRAM_SUFFIXES = {".json": "paddle-pir-json", ".pdmodel": "paddle-program"}
+# Recorded next to the export by the training script (examples/train_linear.py): input name →
+# array, and output_<i> → array in fetch order; ``artifacts.check`` compares against them.
+REFERENCE_INPUTS, REFERENCE_OUTPUTS = "reference_inputs.npz", "reference_outputs.npz"
+REFERENCE_FILES = (REFERENCE_INPUTS, REFERENCE_OUTPUTS)
+# Written next to manifest.json by artifacts.check (paddlecd.artifacts.check); not in the manifest.
+CHECK_JSON, CHECK_JUNIT = "check.json", "check.junit.xml"
+CHECK_FILES = (CHECK_JSON, CHECK_JUNIT)
 # RFC 1123 DNS label: the name is a key segment and often a Kubernetes/registry name, too.
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 DIGEST_REF_RE = re.compile(r"^(?P<repo>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$")
@@ -106,6 +115,7 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
                           "re-run paddle.jit.save into an empty folder")
     files = [prefix + s for s in programs] + [prefix + ".pdiparams"]
     files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
+    files += [n for n in REFERENCE_FILES if n in names]
     return Export(folder, prefix, PROGRAM_SUFFIXES[programs[0]], tuple(files))
 
 
@@ -161,27 +171,25 @@ def git_revision(root: Path) -> str | None:
     return rev.full if rev.known else None
 
 
-def installed_paddle_version() -> str | None:
-    """Version of the installed ``paddlepaddle``/``paddlepaddle-gpu`` distribution, or None."""
-    for dist in ("paddlepaddle", "paddlepaddle-gpu"):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def build_manifest(export: Export, entries: list[FileEntry], *, name: str, version: str,
                    image: dict[str, str] | None = None, paddle_version: str | None = None,
                    git_revision: str | None = None, metrics: dict[str, float] | None = None,
-                   created: dt.datetime | None = None) -> dict[str, Any]:
-    """The manifest document (validated against the schema). ``created`` defaults to now (UTC)."""
+                   created: dt.datetime | None = None, paddle_version_from: str | None = None,
+                   input_spec: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The manifest document (validated against the schema). ``created`` defaults to now (UTC).
+
+    ``paddle_version_from`` says where ``paddle_version`` came from: ``flag`` (given) or ``image``
+    (the producing image's label); ``input_spec``: ``[{"name", "shape", "dtype"}]`` read from the
+    program (None for a legacy program, whose inputs only Paddle can read).
+    """
     when = (created or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
     doc = {
         "schema_version": SCHEMA_VERSION, "name": name, "version": version, "format": export.format,
         "model_prefix": export.prefix,
         "files": [{"path": e.path, "size": e.size, "sha256": e.sha256} for e in entries],
-        "image": image, "paddle_version": paddle_version, "git_revision": git_revision,
+        "image": image, "paddle_version": paddle_version,
+        "paddle_version_from": paddle_version_from if paddle_version else None,
+        "input_spec": input_spec, "git_revision": git_revision,
         "metrics": metrics, "created": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "tool": f"paddlecd {__version__}",
     }
     return validate_manifest(doc, where=f"manifest of {name} {version}", error=ConfigError)

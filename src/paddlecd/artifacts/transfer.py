@@ -25,6 +25,7 @@ from typing import Any
 import semver
 
 from paddlecd.artifacts import manifest as am
+from paddlecd.artifacts import program
 from paddlecd.artifacts.storage import Progress, Store, default_store_url, split_model_url, store_for  # noqa: F401 (re-exported)
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
@@ -62,6 +63,10 @@ class UploadPlan:
     def lines(self) -> list[str]:
         """The plan for humans, one line per step."""
         out = [f"plan: {self.action} {self.url} ({self.export.format}, from {self.export.folder})"]
+        doc = self.manifest
+        out.append(f"  paddle {doc['paddle_version']} (from the {doc['paddle_version_from']})"
+                   if doc["paddle_version"] else
+                   "  paddle version unknown (give --image repo@sha256:… or --paddle-version)")
         out += [f"  put    {e.path}  {e.size} B  "
                 + ("sha256 while uploading" if e.sha256 == PENDING else f"sha256:{e.sha256[:12]}") for e in self.put]
         out += [f"  delete {k}  (not in the manifest: leftover)" for k in self.stale]
@@ -73,7 +78,7 @@ class UploadPlan:
 
 def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image: str | None = None,
                 metrics: Path | None = None, paddle_version: str | None = None, git_revision: str | None = None,
-                overwrite: bool = False) -> UploadPlan:
+                overwrite: bool = False, image_paddle: str | None = None) -> UploadPlan:
     """Check the inputs and the store, hash the export, and decide what to move (reads only).
 
     When the version holds no manifest there is nothing to compare with, so hashing is deferred to
@@ -85,7 +90,11 @@ def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image
         model_dir: the folder given to ``paddle.jit.save``.
         image: ``repo@sha256:…`` of the image that produced the model, or None.
         metrics: a JSON file of metric name → number, or None.
-        paddle_version: recorded as is; default: the installed paddlepaddle version, if any.
+        paddle_version: recorded as is (``paddle_version_from: flag``).
+        image_paddle: the Paddle version the producing image declares (its label, read by
+            :func:`paddlecd.artifacts.runtime.paddle_version`); recorded when ``paddle_version``
+            is not given (``paddle_version_from: image``). Never the uploading host's Paddle
+            (issue 13): with neither, ``paddle_version`` is null.
         overwrite: replace a different model already stored under this name and version.
 
     Raises:
@@ -95,8 +104,11 @@ def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image
     """
     am.check_name(name), am.check_version(version)
     export = am.find_export(model_dir)
-    meta = {"image": am.parse_image(image), "metrics": am.load_metrics(metrics), "git_revision": git_revision,
-            "paddle_version": paddle_version or am.installed_paddle_version()}
+    specs = program.inputs_of(export.folder, export.prefix, export.format)
+    meta = {"image": am.parse_image(image), "metrics": am.load_metrics(metrics),
+            "git_revision": git_revision, "paddle_version": paddle_version or image_paddle,
+            "paddle_version_from": "flag" if paddle_version else "image" if image_paddle else None,
+            "input_spec": None if specs is None else [s.to_json() for s in specs]}
     store.check()
     prefix = f"{name}/{version}/"
     old = _read_manifest_or_none(store, prefix)
@@ -113,7 +125,8 @@ def _decide(plan: UploadPlan, store: Store, old: dict[str, Any] | None, *, overw
     present = {o.key for o in store.list(plan.prefix)}
     plan.stale = sorted(k for k in present if k[len(plan.prefix):] not in {*new, am.MANIFEST})
     if old is not None and am.entries_of(old) == new:
-        plan.action = "unchanged"
+        plan.action = "unchanged"  # the check of this very model still holds: keep it
+        plan.stale = [k for k in plan.stale if k[len(plan.prefix):] not in am.CHECK_FILES]
         return plan
     if old is not None and not overwrite:
         raise StorageError(f"{plan.url} already holds a different model ({_difference(old, new)})",
@@ -309,7 +322,8 @@ def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
     """Versions of ``name``, semver-ascending, each a summary with the same keys: ``version``,
     ``complete`` (has a valid manifest), ``problem`` (why not, or None), and from the manifest
     ``created``, ``files``, ``bytes``, ``format``, ``image_digest``, ``metrics``,
-    ``paddle_version``, ``git_revision`` (None for an incomplete version).
+    ``paddle_version``, ``git_revision`` (None for an incomplete version), and ``check``: the
+    stored model check's ``status``/``image``/``paddle_version``/``created`` (None: unchecked).
 
     A version without a manifest (an upload running, interrupted or killed) or with an invalid one
     is listed as incomplete, never an error (issue 12).
@@ -328,7 +342,23 @@ def _listed(store: Store, name: str, version: str) -> dict[str, Any]:
         doc = read_manifest(store, f"{name}/{version}/")
     except InvalidManifestError as e:
         return _summary(version, None, problem=e.cause)
-    return _summary(version, doc, problem=None if doc else f"no {am.MANIFEST} (upload unfinished)")
+    summary = _summary(version, doc, problem=None if doc else f"no {am.MANIFEST} (upload unfinished)")
+    if doc is not None:
+        summary["check"] = _check_of(store, f"{name}/{version}/")
+    return summary
+
+
+def _check_of(store: Store, prefix: str) -> dict[str, Any] | None:
+    """The stored check's summary (``status``, ``image``, ``paddle_version``, ``created``), or
+    None when the version was never checked; an unreadable record reads as ``status: invalid``."""
+    raw = store.get_bytes(prefix + am.CHECK_JSON)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        return {k: doc[k] for k in ("status", "image", "paddle_version", "created")}
+    except (ValueError, KeyError, TypeError):
+        return {"status": "invalid", "image": None, "paddle_version": None, "created": None}
 
 
 def list_model(store: Store, name: str) -> list[dict[str, Any]]:
@@ -353,7 +383,7 @@ def _semver_key(v: str) -> tuple[int, Any]:
 
 
 _SUMMARY_KEYS = ("created", "files", "bytes", "format", "image_digest", "metrics", "paddle_version",
-                 "git_revision")
+                 "git_revision", "check")
 
 
 def _summary(version: str, doc: dict[str, Any] | None, *, problem: str | None) -> dict[str, Any]:
@@ -364,4 +394,4 @@ def _summary(version: str, doc: dict[str, Any] | None, *, problem: str | None) -
             "files": len(doc["files"]), "bytes": sum(f["size"] for f in doc["files"]),
             "format": doc["format"], "image_digest": (doc["image"] or {}).get("digest"),
             "metrics": doc["metrics"], "paddle_version": doc["paddle_version"],
-            "git_revision": doc["git_revision"]}
+            "git_revision": doc["git_revision"], "check": None}

@@ -25,7 +25,7 @@ STORE_HELP = ("store URL: s3://BUCKET[/prefix] or file:///path "
     "metrics": 'JSON file of metric name -> number, e.g. {"hmean": 0.83} '
                "(recorded in the manifest)",
     "paddle_version": "Paddle version that exported the model "
-                      "(default: the installed paddlepaddle)",
+                      "(default: the --image's io.paddlecd.paddle.version label; never this host's)",
     "overwrite": "replace a DIFFERENT model already stored under this name and version",
     "dry_run": "print the plan, write nothing",
     "json": "print the uploaded version (URL, manifest digest, files, action) as one JSON "
@@ -49,6 +49,7 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
       invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
     from paddlecd.artifacts import manifest as artifact_manifest
+    from paddlecd.artifacts import runtime
     from paddlecd.artifacts import transfer as arts
 
     given = (("model-dir", model_dir), ("name", name), ("version", version))
@@ -57,12 +58,17 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
         raise ConfigError(f"upload needs {' '.join(missing)}", "see: invoke --help upload")
     cfg = settings()
     store = arts.store_for(cfg, to)
+    artifact_manifest.parse_image(image)  # a reference without a digest fails before any lookup
+    image_paddle, unknown = (None, None) if paddle_version else runtime.declared_paddle(cfg, image)
     plan = arts.plan_upload(store, Path(model_dir), name=name, version=version, image=image,
                             metrics=Path(metrics) if metrics else None,
                             paddle_version=paddle_version, overwrite=overwrite,
+                            image_paddle=image_paddle,
                             git_revision=artifact_manifest.git_revision(cfg.root))
     for line in plan.lines():
         say(line)
+    if unknown and image:
+        say(f"  paddle version unknown: {unknown}")
     if dry_run:
         say("dry run: nothing written")
         return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
@@ -97,6 +103,63 @@ def download(c, url, dest):
     result(f"downloaded {name} {version} to {dest}: {len(doc['files'])} files, sha256 verified")
 
 
+@task(help={
+    "model": "export folder, or <name>[/<version>] on the store (default: highest version)",
+    "image": "runtime image: a release (1.4.0-cpu) or repo@sha256:...",
+    "store": STORE_HELP,
+    "batch": "second batch size fed after batch 1 (default 3)",
+    "rtol": "relative tolerance against the reference outputs (default 1e-5)",
+    "atol": "absolute tolerance against the reference outputs (default 1e-6)",
+    "no_pir": "run with FLAGS_enable_pir_api=0 (Paddle 2.x programs in a 3.x runtime)",
+    "json": common.JSON_HELP,
+})
+@guarded
+def check(c, model, image=None, store=None, batch=3, rtol=1e-5, atol=1e-6, no_pir=False,
+          json=False):
+    """Load a model inside its runtime image and compare it with its reference outputs.
+
+    Runs smoke/workers/check_export.py in IMAGE: paddle.inference and paddle.jit.load at batch 1
+    and --batch, outputs compared with reference_outputs.npz (numpy.allclose, --rtol/--atol).
+    Without references only loading and output shapes are checked, and the result says so. The
+    record (check.json + check.junit.xml) is stored next to manifest.json; artifacts.list shows
+    it. Exit 6 with the cause and its fix when the model does not load or run there.
+
+    Example: invoke artifacts.check linear-demo/1.4.0 --image 1.4.0-cpu
+    """
+    from paddlecd.artifacts import check as model_check
+    from paddlecd.artifacts import transfer as arts
+
+    cfg = settings()
+    options = {"image": image, "batch": int(batch), "rtol": float(rtol), "atol": float(atol),
+               "no_pir": no_pir, "on_line": lambda line: say(f"  | {line}")}
+    if Path(model).exists():
+        record = model_check.check_folder(cfg, Path(model), **options)
+    else:
+        base, parts = _model_and_version(model, cfg)
+        record = model_check.check_stored(cfg, arts.store_for(cfg, store or base), parts[0],
+                                          parts[1] if len(parts) > 1 else None, **options)
+    if json:
+        common.json_result(record.to_json())
+    else:
+        for case in record.cases:
+            say(f"  {'ok  ' if case.passed else 'FAIL'} {case.name}: {case.message[:120]}")
+    error = record.error()
+    if error:
+        raise error
+    if not json:
+        result(f"{record.status}: {record.model} in {record.image} "
+               f"(Paddle {record.paddle_version}, rtol {record.rtol:g}, atol {record.atol:g})")
+
+
+def _model_and_version(model: str, cfg) -> tuple[str, list[str]]:
+    from paddlecd.artifacts import transfer as arts
+
+    try:
+        return arts.split_model_url(model, cfg, parts=2)
+    except ConfigError:
+        return arts.split_model_url(model, cfg, parts=1)
+
+
 @task(name="list", help={"url": "<store-url>/<name>, or <name> on the configured store",
                          "json": common.JSON_HELP})
 @guarded
@@ -115,7 +178,7 @@ def list_(c, url, json=False):
     if json:
         return common.json_result({"store": base, "name": name, "versions": versions})
     rows = [_row(v) for v in versions]
-    header = ("version", "created", "files", "bytes", "image digest", "metrics")
+    header = ("version", "created", "files", "bytes", "image digest", "metrics", "check")
     if not out.is_terminal:  # pipes and CI logs: whole values, tab-separated, nothing cut
         result(f"# {base}/{name}\n" + "\t".join(header))
         for row in rows:
@@ -125,13 +188,14 @@ def list_(c, url, json=False):
 
     table = Table(*header, title=f"{base}/{name}")
     for row in rows:
-        table.add_row(*row[:4], row[4][:19], row[5])
+        table.add_row(*row[:4], row[4][:19], *row[5:])
     out.print(table)
 
 
 def _row(v: dict) -> tuple[str, ...]:
     if not v["complete"]:
-        return (v["version"], "incomplete", "", "", "", "")
+        return (v["version"], "incomplete", "", "", "", "", "")
     metrics = ", ".join(f"{k}={x:g}" for k, x in (v["metrics"] or {}).items())
+    check = v.get("check") or {}
     return (v["version"], v["created"], str(v["files"]), str(v["bytes"]), v["image_digest"] or "-",
-            metrics or "-")
+            metrics or "-", check.get("status") or "-")

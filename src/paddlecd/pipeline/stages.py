@@ -118,6 +118,7 @@ def deploy(ctx: StageContext) -> None:
 def upload(ctx: StageContext) -> None:
     """Upload the model the deploy stage exported (artifacts.plan_upload + upload)."""
     from paddlecd.artifacts import manifest as artifact_manifest
+    from paddlecd.artifacts import runtime
     from paddlecd.artifacts import transfer as artifacts
 
     model, promoted = ctx.inputs.get("deploy", {}).get("model"), ctx.inputs.get("promote", {})
@@ -127,11 +128,35 @@ def upload(ctx: StageContext) -> None:
     store = artifacts.store_for(ctx.settings, ctx.params.get("to"))
     plan = artifacts.plan_upload(store, Path(model).parent, name=ctx.params["name"], version=promoted["version"],
                                  image=promoted.get("reference"), overwrite=bool(ctx.params.get("overwrite")),
-                                 git_revision=artifact_manifest.git_revision(ctx.settings.root))
+                                 git_revision=artifact_manifest.git_revision(ctx.settings.root),
+                                 # the promoted image trained it: its Paddle, not this host's
+                                 image_paddle=runtime.declared_paddle(
+                                     ctx.settings, promoted.get("reference"))[0])
     for line in plan.lines():
         ctx.on_line(line)
     artifacts.upload(store, plan)
     ctx.outputs.update(url=plan.url, action=plan.action, bytes=plan.bytes_to_move)
+
+
+def check(ctx: StageContext) -> None:
+    """Check the uploaded model inside the promoted image (artifacts.check.check_stored); a
+    model that does not load or match its references raises ModelCheckError (issue 13)."""
+    from paddlecd.artifacts import check as model_check
+    from paddlecd.artifacts import transfer as artifacts
+
+    uploaded, promoted = ctx.inputs.get("upload", {}), ctx.inputs.get("promote", {})
+    base, (name, version) = artifacts.split_model_url(uploaded["url"], ctx.settings, parts=2)
+    p = ctx.params
+    record = model_check.check_stored(
+        ctx.settings, artifacts.store_for(ctx.settings, base), name, version,
+        image=p.get("image") or promoted.get("reference"), batch=p.get("batch", 3),
+        rtol=p.get("rtol", model_check.RTOL), atol=p.get("atol", model_check.ATOL),
+        no_pir=bool(p.get("no_pir")), on_line=ctx.on_line)
+    ctx.outputs.update(status=record.status, image=record.image,
+                       check=f"{uploaded['url']}/{model_check.CHECK_JSON}")
+    error = record.error()
+    if error:
+        raise error
 
 
 def by_base(settings: Settings, names: list[str]) -> list[list[str]]:
@@ -215,6 +240,13 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
              "name": {"type": "string", "description": "model name in the store (a DNS label)"},
              "to": {"type": "string", "description": "store URL; default: storage.url"},
              "overwrite": {"type": "boolean", "default": False}}, required=("name",))),
+    Kind(name="check", run=check, outputs=("status", "image", "check"),
+         key_outputs=("status",), needs=("upload",), reads=("promote",),
+         params=_params({
+             "image": {"type": "string", "description": "runtime image; default: the promoted"},
+             "batch": {"type": "integer", "minimum": 2, "default": 3},
+             "rtol": {"type": "number", "minimum": 0}, "atol": {"type": "number", "minimum": 0},
+             "no_pir": {"type": "boolean", "default": False}})),
 )}
 
 

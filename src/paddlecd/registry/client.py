@@ -142,6 +142,21 @@ class RegistryClient(Transport):
         media_type = json.loads(raw).get("mediaType") or ctype
         return Manifest(Descriptor(digest, media_type, len(raw)), raw)
 
+    def image_labels(self, repository: str, digest: str) -> dict[str, str]:
+        """The labels of image ``repository@digest`` from its config blob (``config.Labels``, OCI
+        image-spec config); a multi-platform index is read through its first image.
+
+        Raises:
+            NotFoundError, RegistryAuthError, RegistryError: as :meth:`get_manifest`.
+        """
+        doc = self.get_manifest(repository, digest).json()
+        if doc.get("manifests"):
+            doc = self.get_manifest(repository, doc["manifests"][0]["digest"]).json()
+        config = check_digest(doc.get("config", {}).get("digest", ""))
+        resp = self.request("GET", f"{repository}/blobs/{config}", [_read(repository)],
+                            f"reading the config of {self.name(repository, digest)}")
+        return dict((json.loads(resp.content).get("config") or {}).get("Labels") or {})
+
     def _manifest_request(self, method: str, repository: str, reference: str, what: str,
                           ok: tuple[int, ...] = (200,)) -> Any:
         """A manifest read. A digest that fails is checked for being a blob instead: distribution

@@ -1,0 +1,338 @@
+"""The model check: an export loaded INSIDE the runtime image and compared with its references.
+
+Issue 13. ``smoke/workers/check_export.py`` runs in a container of the runtime image (smoke/
+read-only at /smoke, the export read-only at /model, results in /out), the way verify runs the
+smoke suite (:func:`paddlecd.verify.run.smoke_container`). It opens the export with
+``paddle.inference`` and ``paddle.jit.load``, feeds batch 1 and a second batch size of the
+recorded InputSpec and compares the outputs with ``reference_outputs.npz`` within ``rtol``/``atol``
+(``numpy.allclose``: ``|got - want| <= atol + rtol * |want|``). The result is a :class:`CheckResult`
+(``check.json`` + ``check.junit.xml``) stored next to ``manifest.json``. Each known failure has a
+one-line cause and its fix (:data:`CAUSES`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paddlecd import engine
+from paddlecd.artifacts import manifest as am
+from paddlecd.artifacts import program
+from paddlecd.errors import ConfigError, EngineError, ModelCheckError
+from paddlecd.files import now_iso
+
+Echo = Callable[[str], None]
+CHECK_JSON, CHECK_JUNIT = am.CHECK_JSON, am.CHECK_JUNIT
+LOADER = "/smoke/workers/check_export.py"
+RTOL, ATOL = 1e-5, 1e-6  # fp32 on CPU; a GPU runtime may need more (TF32: see verify.run)
+
+# code (set by the loader) → (cause, fix). Sources: Paddle #75145, #71996, PR #65671 (legacy
+# programs under PIR), #65106, #52392 (shape arithmetic on a dynamic dimension).
+CAUSES: dict[str, tuple[str, str]] = {
+    "legacy-in-pir": ("a Paddle 2.x program (.pdmodel) in a PIR-only Paddle 3.x runtime",
+                      "set FLAGS_enable_pir_api=0 before `import paddle` in the server "
+                      "(artifacts.check --no-pir), or re-export under Paddle 3.x "
+                      "(Paddle #75145, #71996, PR #65671)"),
+    "pir-in-legacy": ("a Paddle 3.x PIR program (.json) in a Paddle 2.x runtime, which cannot "
+                      "read it", "serve it from a Paddle 3.x image, or re-export under 2.x"),
+    "missing-params": ("the export has no <prefix>.pdiparams",
+                       "upload the whole paddle.jit.save folder"),
+    "fixed-dim": ("a dynamic input dimension became fixed or negative in the export: the "
+                  "second batch gives the wrong output shape",
+                  "re-export computing sizes with paddle.shape(x) instead of x.shape "
+                  "(Paddle #65106, #52392)"),
+    "mismatch": ("the outputs differ from the reference outputs beyond the tolerance",
+                 "serve it from the image that exported it, or re-record the references"),
+    "no-paddle": ("the image has no Paddle (python3 -c 'import paddle' fails)",
+                  "check with a Paddle runtime image, e.g. a release of the cpu variant"),
+    "error": ("the export failed to load or run", "see the message in check.json"),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One loader case: ``name`` (``load``, ``jit.load``, ``inference/batch-3``), ``passed``,
+    ``code`` (a :data:`CAUSES` key, None when passed), the loader's ``message``, output
+    ``shapes`` and the largest absolute error against the references."""
+
+    name: str
+    passed: bool
+    code: str | None = None
+    message: str = ""
+    shapes: tuple[tuple[int, ...], ...] = ()
+    max_abs_err: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The case as a JSON object (shapes as lists)."""
+        return {"name": self.name, "passed": self.passed, "code": self.code,
+                "message": self.message, "shapes": [list(s) for s in self.shapes],
+                "max_abs_err": self.max_abs_err}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Case:
+        """The inverse of :meth:`to_json` (also reads the loader's output)."""
+        return cls(doc["name"], bool(doc["passed"]), doc.get("code"), doc.get("message", ""),
+                   tuple(tuple(s) for s in doc.get("shapes") or ()), doc.get("max_abs_err"))
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A finished model check.
+
+    Attributes:
+        image: ``repo@sha256:…`` it ran in; paddle_version: that image's Paddle (from the loader).
+        format: the export's; pir_api: whether PIR was on in the runtime.
+        passed: every case passed. limited: no reference outputs, so only load + shapes checked.
+        rtol, atol: the tolerance of ``numpy.allclose``. batches: the batch sizes fed.
+        inputs: the InputSpec fed (``[{"name", "shape", "dtype"}]``, ``-1`` dynamic).
+    """
+
+    model: str
+    image: str
+    paddle_version: str | None
+    format: str
+    pir_api: bool | None
+    passed: bool
+    limited: bool
+    rtol: float
+    atol: float
+    batches: tuple[int, ...]
+    inputs: tuple[dict[str, Any], ...]
+    cases: tuple[Case, ...]
+    created: str
+    duration_s: float
+    flags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> tuple[Case, ...]:
+        """The cases that did not pass."""
+        return tuple(c for c in self.cases if not c.passed)
+
+    @property
+    def status(self) -> str:
+        """``passed``, ``passed (load + shapes only)`` or ``failed``, as ``artifacts.list`` shows."""
+        if not self.passed:
+            return "failed"
+        return "passed (load + shapes only)" if self.limited else "passed"
+
+    def error(self) -> ModelCheckError | None:
+        """The first failure as one error: its cause, the case, the loader's message; the fix as
+        the hint. None when the check passed."""
+        if not self.failed:
+            return None
+        first = next((c for c in self.failed if c.code != "error"), self.failed[0])
+        cause, fix = CAUSES[first.code or "error"]
+        detail = first.message.splitlines()[0][:300] if first.message else ""
+        return ModelCheckError(f"{self.model} in {self.image}: {cause} ({first.name}: {detail})",
+                               fix)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as stored in ``check.json``."""
+        return {"schema_version": 1, "model": self.model, "image": self.image,
+                "paddle_version": self.paddle_version, "format": self.format,
+                "pir_api": self.pir_api, "passed": self.passed, "limited": self.limited,
+                "status": self.status, "rtol": self.rtol, "atol": self.atol,
+                "batches": list(self.batches), "inputs": list(self.inputs),
+                "cases": [c.to_json() for c in self.cases], "created": self.created,
+                "duration_s": self.duration_s, "flags": dict(self.flags)}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> CheckResult:
+        """The inverse of :meth:`to_json`.
+
+        Raises:
+            KeyError, TypeError: not a check record.
+        """
+        return cls(doc["model"], doc["image"], doc["paddle_version"], doc["format"],
+                   doc["pir_api"], doc["passed"], doc["limited"], doc["rtol"], doc["atol"],
+                   tuple(doc["batches"]), tuple(doc["inputs"]),
+                   tuple(Case.from_json(c) for c in doc["cases"]), doc["created"],
+                   doc["duration_s"], dict(doc.get("flags") or {}))
+
+    def junit(self) -> bytes:
+        """The cases as JUnit XML (one testsuite ``artifacts.check``), for CI report viewers."""
+        suite = ET.Element("testsuite", name="artifacts.check", tests=str(len(self.cases)),
+                           failures=str(len(self.failed)), time=f"{self.duration_s:.3f}")
+        for c in self.cases:
+            tc = ET.SubElement(suite, "testcase", classname=self.model, name=c.name)
+            if not c.passed:
+                cause, fix = CAUSES[c.code or "error"]
+                ET.SubElement(tc, "failure", message=f"{cause}: {fix}").text = c.message
+        return ET.tostring(ET.ElementTree(suite).getroot(), encoding="utf-8", xml_declaration=True)
+
+
+def resolve_image(settings: Any, image: str | None) -> str:
+    """``--image`` as ``host/repo@sha256:…``: a digest reference as given, a release such as
+    ``1.4.0-cpu`` in the release repository, any other tag resolved once in its registry.
+
+    Raises:
+        ConfigError: no image, or an image ID. NotFoundError, RegistryError: as registry.pin.
+    """
+    from paddlecd.registry import client as registry
+
+    if not image:
+        raise ConfigError("artifacts.check needs --image", "give the runtime image: a release "
+                          "(1.4.0-cpu) or repo@sha256:...")
+    if "@" in image:
+        am.parse_image(image)  # the digest is the identity; an image ID is refused
+        return image
+    full = image if "/" in image else f"{settings.release_repo}:{image}"
+    return str(registry.pin(settings, full))
+
+
+def check_folder(settings: Any, folder: Path, *, image: str, name: str | None = None,
+                 rtol: float = RTOL, atol: float = ATOL, batch: int = 3, no_pir: bool = False,
+                 on_line: Echo | None = None) -> CheckResult:
+    """Check the export in ``folder`` inside ``image`` and write ``check.json`` and
+    ``check.junit.xml`` next to it.
+
+    Args:
+        image: the runtime image (see :func:`resolve_image`).
+        batch: the second batch size fed (the first is 1), >= 2.
+        no_pir: run with ``FLAGS_enable_pir_api=0`` (the flag path for 2.x programs).
+
+    Returns:
+        The record; ``passed`` False when a case failed (``error()`` says why).
+
+    Raises:
+        ConfigError: not an export, bad tolerance or batch. ModelCheckError: the image has no
+            Paddle (no record is written). EngineError, RegistryError: the image cannot be run.
+    """
+    if batch < 2 or rtol < 0 or atol < 0:
+        raise ConfigError(f"bad check parameters (batch {batch}, rtol {rtol}, atol {atol})",
+                          "use --batch >= 2 and non-negative --rtol/--atol")
+    export = am.find_export(folder)
+    specs = program.inputs_of(export.folder, export.prefix, export.format)
+    reference = resolve_image(settings, image)
+    _pull(reference)
+    out = _out_dir(settings, export)
+    spec = engine.ContainerSpec(
+        image=reference, workdir="/tmp", keep=settings.runtime.keep,
+        command=("python3", LOADER, "/model", export.prefix, export.format, "/out/loader.json",
+                 json.dumps(None if specs is None else [s.to_json() for s in specs]),
+                 repr(rtol), repr(atol), f"1,{batch}"),
+        env={"PYTHONDONTWRITEBYTECODE": "1", **({"FLAGS_enable_pir_api": "0"} if no_pir else {})},
+        mounts=(engine.Mount(str(settings.root / "smoke"), "/smoke", read_only=True),
+                engine.Mount(str(export.folder.resolve()), "/model", read_only=True),
+                engine.Mount(str(out), "/out")))
+    started = time.monotonic()
+    loader = _run(spec, settings.verify.timeout, on_line)
+    record = _record(loader, name or export.folder.name, reference, export.format,
+                     time.monotonic() - started, {"FLAGS_enable_pir_api": "0"} if no_pir else {})
+    save(record, export.folder)
+    return record
+
+
+def _pull(reference: str) -> None:
+    from paddlecd.registry import auth as registry_auth
+
+    if not engine.image_exists(reference):
+        engine.pull(reference, credentials=registry_auth.env_credentials())
+
+
+def _out_dir(settings: Any, export: am.Export) -> Path:
+    import tempfile
+
+    base = settings.state / "check"
+    base.mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(prefix=f"{export.prefix}-", dir=base))
+    out.chmod(0o777)  # the loader runs as the image's non-root user
+    return out
+
+
+def _run(spec: engine.ContainerSpec, timeout: float, on_line: Echo | None) -> dict[str, Any]:
+    try:
+        with engine.container(spec) as c:
+            finished = engine.wait(c, timeout=timeout, on_line=on_line)
+    except EngineError as e:
+        if "executable file not found" in e.cause or "no such file" in e.cause.lower():
+            raise _no_paddle(spec.image, "no python3") from e
+        raise
+    result = Path(spec.mounts[2].source) / "loader.json"
+    if not result.is_file():
+        tail = " | ".join(finished.logs.strip().splitlines()[-3:])
+        if "No module named" in finished.logs or "not found" in finished.logs:
+            raise _no_paddle(spec.image, tail)
+        raise ModelCheckError(f"the model check did not run in {spec.image} "
+                              f"(exit {finished.exit_code}): {tail[:300]}",
+                              "run the image by hand: docker run --rm IMAGE python3 -c "
+                              "'import paddle'")
+    doc = json.loads(result.read_text())
+    codes = {c.get("code") for c in doc["cases"]}
+    if "no-paddle" in codes:
+        raise _no_paddle(spec.image, doc["cases"][0].get("message", ""))
+    return doc
+
+
+def _no_paddle(image: str, detail: str) -> ModelCheckError:
+    cause, fix = CAUSES["no-paddle"]
+    return ModelCheckError(f"{image}: {cause}: {detail[:200]}", fix)
+
+
+def _record(doc: dict[str, Any], model: str, image: str, fmt: str, seconds: float,
+            flags: dict[str, str]) -> CheckResult:
+    cases = tuple(Case.from_json(c) for c in doc["cases"])
+    return CheckResult(model=model, image=image, paddle_version=doc.get("paddle"), format=fmt,
+                       pir_api=doc.get("pir_api"), passed=bool(cases) and all(c.passed for c in cases),
+                       limited=not doc.get("references"), rtol=doc["rtol"], atol=doc["atol"],
+                       batches=tuple(doc["batches"]), inputs=tuple(doc.get("inputs") or ()),
+                       cases=cases, created=now_iso(), duration_s=round(seconds, 3), flags=flags)
+
+
+def save(record: CheckResult, folder: Path) -> None:
+    """Write ``check.json`` (the record) and ``check.junit.xml`` into ``folder``."""
+    (folder / CHECK_JSON).write_text(json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n")
+    (folder / CHECK_JUNIT).write_bytes(record.junit())
+
+
+def check_stored(settings: Any, store: Any, name: str, version: str | None, *, image: str,
+                 **options: Any) -> CheckResult:
+    """Check ``<name>/<version>`` of ``store`` (default: its highest complete version): download
+    it (sha256-verified), check it (:func:`check_folder`), store ``check.json`` and
+    ``check.junit.xml`` next to its ``manifest.json``.
+
+    Raises:
+        as :func:`check_folder`; StorageError: no such model, or the store failed.
+    """
+    import shutil
+    import tempfile
+
+    from paddlecd.artifacts import transfer
+
+    version = version or _latest(transfer.list_model(store, name), store.url, name)
+    tmp = Path(tempfile.mkdtemp(prefix="paddlecd-check-"))
+    try:
+        transfer.download(store, name, version, tmp / "model")
+        record = check_folder(settings, tmp / "model", image=image, name=f"{name} {version}",
+                              **options)
+        for f in (CHECK_JSON, CHECK_JUNIT):
+            store.put_bytes((tmp / "model" / f).read_bytes(), f"{name}/{version}/{f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return record
+
+
+def _latest(versions: list[dict[str, Any]], url: str, name: str) -> str:
+    complete = [v["version"] for v in versions if v["complete"]]
+    if not complete:
+        from paddlecd.errors import StorageError
+
+        raise StorageError(f"{url}/{name} has no complete version", "upload one first")
+    return complete[-1]
+
+
+def load(raw: bytes, *, where: str) -> CheckResult:
+    """A stored ``check.json``.
+
+    Raises:
+        ConfigError: not JSON or not a check record (naming ``where``).
+    """
+    try:
+        return CheckResult.from_json(json.loads(raw))
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{where}: not a check record ({e})", "re-run artifacts.check") from e

@@ -1,0 +1,83 @@
+"""Truthful manifests (issue 13): the InputSpec is read from the export's program, the Paddle
+version is the producing image's (or given), never the uploading host's. The PIR programs in
+tests/data/artifacts were written by paddle.jit.save (Paddle 3.0.0, InputSpec([None, 4]))."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from paddlecd.artifacts import program
+from paddlecd.artifacts import transfer as arts
+from paddlecd.artifacts.storage.file import FileStore
+from paddlecd.errors import ConfigError
+
+DATA = Path(__file__).parents[1] / "data" / "artifacts"
+
+
+def _export(folder: Path, program_file: str | None = "pir-linear.json", *, legacy=False) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    if legacy:
+        (folder / "inference.pdmodel").write_bytes(b"\x0a\x02legacy-protobuf")
+    else:
+        shutil.copy(DATA / program_file, folder / "inference.json")
+    (folder / "inference.pdiparams").write_bytes(b"\0" * 40)
+    return folder
+
+
+def test_pir_inputs_are_read_from_the_program():
+    (spec,) = program.pir_inputs(DATA / "pir-linear.json")
+    assert spec == program.InputSpec("x", (-1, 4), "float32")
+    assert spec.dynamic == (0,)
+    assert program.InputSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(("text", "cause"), [
+    ("not json", "is not a PIR program"),
+    ('{"base_code": {"magic": "other"}}', "no base_code.magic 'pir'"),
+    ('{"base_code": {"magic": "pir"}, "program": {"regions": []}}', "has no input"),
+])
+def test_not_a_pir_program(tmp_path, text, cause):
+    (tmp_path / "m.json").write_text(text)
+    with pytest.raises(ConfigError, match=cause):
+        program.pir_inputs(tmp_path / "m.json")
+
+
+def _plan(tmp_path, folder, **kw):
+    store = FileStore(tmp_path / "store")
+    return arts.plan_upload(store, folder, name="ocr-det", version="1.4.0", **kw)
+
+
+def test_upload_does_not_record_the_hosts_paddle(tmp_path):
+    """The reported bug: a 2.x-format export uploaded from a host with Paddle 3.0.0 was recorded
+    as paddle_version 3.0.0. Without an image or a flag the version is unknown, and said so."""
+    plan = _plan(tmp_path, _export(tmp_path / "m", legacy=True))
+    doc = plan.manifest
+    assert doc["format"] == "paddle-program"
+    assert (doc["paddle_version"], doc["paddle_version_from"], doc["input_spec"]) == (None, None, None)
+    assert any("paddle version unknown" in line for line in plan.lines())
+
+
+def test_the_producing_images_paddle_and_the_programs_inputs_are_recorded(tmp_path):
+    plan = _plan(tmp_path, _export(tmp_path / "m"), image_paddle="3.0.0")
+    doc = plan.manifest
+    assert (doc["paddle_version"], doc["paddle_version_from"]) == ("3.0.0", "image")
+    assert doc["input_spec"] == [{"name": "x", "shape": [-1, 4], "dtype": "float32"}]
+    assert "  paddle 3.0.0 (from the image)" in plan.lines()
+
+
+def test_a_given_version_wins_over_the_image(tmp_path):
+    doc = _plan(tmp_path, _export(tmp_path / "m"), image_paddle="3.0.0",
+                paddle_version="2.6.1").manifest
+    assert (doc["paddle_version"], doc["paddle_version_from"]) == ("2.6.1", "flag")
+
+
+def test_reference_files_travel_with_the_export(tmp_path):
+    folder = _export(tmp_path / "m")
+    for name in ("reference_inputs.npz", "reference_outputs.npz", "notes.txt"):
+        (folder / name).write_bytes(b"x")
+    doc = _plan(tmp_path, folder).manifest
+    assert [f["path"] for f in doc["files"]] == [
+        "inference.json", "inference.pdiparams", "reference_inputs.npz", "reference_outputs.npz"]
