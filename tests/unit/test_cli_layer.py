@@ -329,7 +329,8 @@ def test_upload_json_is_the_uploaded_version_on_stdout(tmp_path):
 
     out = tmp_path / "export"
     out.mkdir()
-    (out / "model.json").write_text("{}")  # stand-ins: upload checks names and hashes only
+    # a real PIR program (paddle.jit.save, tests/data/artifacts): upload reads its InputSpec
+    (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\1" * 64)
     store, state = tmp_path / "store", str(tmp_path / "state")
     args = ("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",
@@ -343,10 +344,11 @@ def test_upload_json_is_the_uploaded_version_on_stdout(tmp_path):
     done = invoke(*args, PADDLECD_STATE_DIR=state)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
+    size = sum(f.stat().st_size for f in out.iterdir())
     stored = (store / "demo/1.0.0/manifest.json").read_bytes()
     assert doc == {"url": f"file://{store}/demo/1.0.0", "name": "demo", "version": "1.0.0",
-                   "action": "create", "executed": True, "files": 2, "bytes": 66,
-                   "bytes_moved": 66, "image_digest": None,
+                   "action": "create", "executed": True, "files": 2, "bytes": size,
+                   "bytes_moved": size, "image_digest": None,
                    "manifest_digest": "sha256:" + hashlib.sha256(stored).hexdigest()}
     again = json.loads(invoke(*args, PADDLECD_STATE_DIR=state).stdout)
     assert again["action"] == "unchanged" and again["bytes_moved"] == 0

@@ -15,18 +15,18 @@ from __future__ import annotations
 import json
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from paddlecd import engine
+from paddlecd.types import Echo
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import program
 from paddlecd.errors import ConfigError, EngineError, ModelCheckError
 from paddlecd.files import now_iso
 
-Echo = Callable[[str], None]
+
 CHECK_JSON, CHECK_JUNIT = am.CHECK_JSON, am.CHECK_JUNIT
 LOADER = "/smoke/workers/check_export.py"
 RTOL, ATOL = 1e-5, 1e-6  # fp32 on CPU; a GPU runtime may need more (TF32: see verify.run)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,9 @@ from paddlecd.cluster.jobfile import JobSpec, Resources, Volume
 from paddlecd.cluster.render import Target, rank_host, render
 from paddlecd.config import Settings
 from paddlecd.errors import ClusterError
+from paddlecd.types import Echo
 from paddlecd.verify.evidence import Check
 
-Echo = Callable[[str], None]
 WORKERS = {"allreduce": "allreduce/test_allreduce_exact_sums",
            "train_dp": "convergence/test_data_parallel_matches_single_process"}
 RENDEZVOUS_TIMEOUT = 60.0  # s a rank waits for the master before failing with its address
