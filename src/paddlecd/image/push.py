@@ -76,9 +76,12 @@ def push_reference(settings: Settings, tag: str, *, on_progress: Echo | None = N
         before_sleep=before_sleep,
         reraise=True,
     )
-    digest = retrying(engine.push, tag, credentials=registry_auth.env_credentials(),
-                      on_progress=on_progress)
     ref = registry.parse_reference(tag)
+    # The engine is handed the credentials paddlecd itself resolved (env pair, else config.json in
+    # the Docker CLI's order): docker-py would otherwise use the auth its cached client read once,
+    # at creation, and push as someone else than the registry reads below.
+    creds = registry_auth.find_credentials(ref.registry)
+    digest = retrying(engine.push, tag, credentials=creds, on_progress=on_progress)
     served = registry.client_for(settings, ref.registry).resolve(ref.repository, ref.tag).digest
     if served != digest:
         raise RegistryError(
