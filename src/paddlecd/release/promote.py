@@ -325,7 +325,7 @@ def _write_tag(plan: Plan, tag: str, digest: str) -> None:
     plan.dst.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
 
 
-def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 3) -> ledger.View:
+def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> ledger.View:
     """Check every tag of the version against the fold of all ledger records; rewrite drift.
 
     Returns the last read of the ledger (what a checkpoint may cache: read after every write)."""
