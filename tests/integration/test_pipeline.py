@@ -146,7 +146,8 @@ def release_root(tmp_path_factory):
     (root / "pipelines" / "release.yaml").write_text(yaml.safe_dump({"schema": 1, "variants": "one", "stages": [
         {"stage": "promote"},
         {"stage": "deploy", "with": {"job": "train.yaml", "nodes": 2, "cluster": "local"}},
-        {"stage": "upload", "with": {"name": "linear-demo", "to": f"file://{root / 'store'}"}}]}))
+        {"stage": "upload", "with": {"name": "linear-demo", "to": f"file://{root / 'store'}"}},
+        {"stage": "check"}]}))
     return root
 
 
@@ -172,3 +173,8 @@ def test_release_pipeline_promotes_trains_and_uploads(resumed_run, registry, pr_
     manifest = json.loads((release_root / "store" / "linear-demo" / "1.0.0" / "manifest.json").read_text())
     assert out["upload"]["url"].endswith("/linear-demo/1.0.0")
     assert verified["digest"] in json.dumps(manifest)
+    # issue 13: the promoted image's Paddle, and the model checked in it against its references
+    assert (manifest["paddle_version"], manifest["paddle_version_from"]) == ("3.0.0", "image")
+    assert out["check"]["status"] == "passed"
+    check = json.loads((release_root / "store" / "linear-demo" / "1.0.0" / "check.json").read_text())
+    assert check["limited"] is False and check["image"].endswith("@" + verified["digest"])
