@@ -186,6 +186,7 @@ def release_root(tmp_path_factory):
                         "stage": "upload",
                         "with": {"name": "linear-demo", "to": f"file://{root / 'store'}"},
                     },
+                    {"stage": "check"},
                 ],
             }
         )
@@ -231,3 +232,8 @@ def test_release_pipeline_promotes_trains_and_uploads(
     )
     assert out["upload"]["url"].endswith("/linear-demo/1.0.0")
     assert verified["digest"] in json.dumps(manifest)
+    # issue 13: the promoted image's Paddle, and the model checked in it against its references
+    assert (manifest["paddle_version"], manifest["paddle_version_from"]) == ("3.0.0", "image")
+    assert out["check"]["status"] == "passed"
+    check = json.loads((release_root / "store" / "linear-demo" / "1.0.0" / "check.json").read_text())
+    assert check["limited"] is False and check["image"].endswith("@" + verified["digest"])

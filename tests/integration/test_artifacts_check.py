@@ -1,0 +1,181 @@
+"""``invoke artifacts.check`` in the real cpu image the suite builds (issue 13): real exports made
+by Paddle 3.0.0 on this host (PIR, legacy with FLAGS_enable_pir_api=0 set before import, and the
+``x.shape`` arithmetic that fixes a dynamic batch), checked inside the pushed image by digest."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import cli_env, invoke, project_settings
+
+_EXPORT = """
+import os, sys
+if sys.argv[2] == "legacy":
+    os.environ["FLAGS_enable_pir_api"] = "0"  # before import: Paddle 3.x then saves a .pdmodel
+import numpy as np
+import paddle
+from paddle.static import InputSpec
+
+@paddle.jit.not_to_static
+def rows(y, x):  # x.shape[0] is -1 while tracing: max() fixes the batch at 1 (Paddle #65106)
+    return y.reshape([max(x.shape[0], 1), -1])
+
+class FixedBatch(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.l = paddle.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return rows(self.l(x), x)
+
+paddle.seed(0)
+layer = FixedBatch() if sys.argv[2] == "fixed" else paddle.nn.Linear(4, 2)
+paddle.jit.save(layer, sys.argv[1] + "/inference", input_spec=[InputSpec([None, 4], "float32", "x")])
+if sys.argv[3] == "refs":
+    x = np.random.default_rng(1).normal(size=(4, 4)).astype("float32")
+    np.savez(sys.argv[1] + "/reference_inputs.npz", x=x)
+    np.savez(sys.argv[1] + "/reference_outputs.npz", output_0=layer(paddle.to_tensor(x)).numpy())
+"""
+
+
+def _export(dest: Path, kind: str, refs: bool = True) -> Path:
+    dest.mkdir(parents=True)
+    script = dest.parent / "export_model.py"  # a file: dy2static reads the layer's source
+    script.write_text(_EXPORT)
+    env = {k: v for k, v in os.environ.items() if k != "FLAGS_enable_pir_api"}
+    subprocess.run([sys.executable, str(script), str(dest), kind, "refs" if refs else "-"],
+                   check=True, capture_output=True, env=env, timeout=300)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    root = tmp_path_factory.mktemp("exports")
+    return {"pir": _export(root / "pir", "pir"), "legacy": _export(root / "legacy", "legacy"),
+            "fixed": _export(root / "fixed", "fixed", refs=False),
+            "norefs": _export(root / "norefs", "pir", refs=False)}
+
+
+@pytest.fixture(scope="module")
+def runtime(registry, main_state, paddle_image):
+    """The cpu image pushed to ``registry``: its ``host/repo@sha256:…``."""
+    from paddlecd.image import push as publish
+
+    settings = project_settings(main_state, registry=registry)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+        return publish.push(settings, "cpu", on_progress=None).reference
+
+
+@pytest.fixture
+def env(registry, main_state, tmp_path):
+    return cli_env(registry, main_state, PADDLECD_STATE_DIR=str(tmp_path / "state"))
+
+
+def _check(env, *args):
+    return invoke("artifacts.check", *args, env=env, timeout=600)
+
+
+def _record(folder: Path) -> dict:
+    return json.loads((folder / "check.json").read_text())
+
+
+def _one_line_error(r, cause: str) -> list[str]:
+    lines = [x for x in r.stderr.splitlines() if x.startswith(("error: ", "hint: "))]
+    assert len(lines) == 2 and cause in lines[0], r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    return lines
+
+
+def test_a_pir_export_passes_at_two_batch_sizes(env, runtime, exports):
+    r = _check(env, str(exports["pir"]), "--image", runtime)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith(f"passed: pir in {runtime} (Paddle 3.0.0, rtol 1e-05")
+    doc = _record(exports["pir"])
+    assert (doc["passed"], doc["limited"], doc["batches"]) == (True, False, [1, 3])
+    assert doc["inputs"] == [{"name": "x", "shape": [-1, 4], "dtype": "float32"}]
+    cases = {c["name"]: c for c in doc["cases"]}
+    assert {"load", "inference/batch-1", "inference/batch-3", "jit.load/batch-1",
+            "jit.load/batch-3"} == set(cases)
+    assert cases["inference/batch-3"]["shapes"] == [[3, 2]]
+    assert cases["jit.load/batch-3"]["max_abs_err"] <= 1e-6
+    assert b"<testsuite" in (exports["pir"] / "check.junit.xml").read_bytes()
+
+
+def test_a_legacy_export_fails_under_pir_unless_the_flag_is_set(env, runtime, exports):
+    assert (exports["legacy"] / "inference.pdmodel").is_file()
+    r = _check(env, str(exports["legacy"]), "--image", runtime)
+    assert r.returncode == 6
+    _, hint = _one_line_error(r, "a Paddle 2.x program (.pdmodel) in a PIR-only Paddle 3.x runtime")
+    assert "FLAGS_enable_pir_api=0" in hint and "#75145" in hint
+    assert [c["code"] for c in _record(exports["legacy"])["cases"] if not c["passed"]] == [
+        "legacy-in-pir"]
+
+    r = _check(env, str(exports["legacy"]), "--image", runtime, "--no-pir")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = _record(exports["legacy"])
+    assert doc["pir_api"] is False and doc["flags"] == {"FLAGS_enable_pir_api": "0"}
+    assert doc["inputs"] == [{"name": "x", "shape": [-1, 4], "dtype": "float32"}]
+
+
+def test_shape_arithmetic_on_a_dynamic_batch_fails_the_second_batch(env, runtime, exports):
+    r = _check(env, str(exports["fixed"]), "--image", runtime)
+    assert r.returncode == 6
+    _, hint = _one_line_error(r, "a dynamic input dimension became fixed or negative")
+    assert "paddle.shape(x)" in hint and "#65106" in hint
+    failed = {c["name"]: c for c in _record(exports["fixed"])["cases"] if not c["passed"]}
+    assert set(failed) == {"inference/batch-3", "jit.load/batch-3"}
+    assert failed["inference/batch-3"]["shapes"] == [[1, 6]]
+
+
+def test_without_references_the_check_is_load_and_shapes_only(env, runtime, exports):
+    r = _check(env, str(exports["norefs"]), "--image", runtime)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("passed (load + shapes only):")
+    assert _record(exports["norefs"])["limited"] is True
+
+
+def test_not_an_export_changes_nothing(env, runtime, tmp_path):
+    (tmp_path / "weights.bin").write_bytes(b"x")
+    r = _check(env, str(tmp_path), "--image", runtime)
+    assert r.returncode == 2
+    _one_line_error(r, "is not a paddle.jit.save export")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state", "weights.bin"] or sorted(
+        p.name for p in tmp_path.iterdir()) == ["weights.bin"]
+
+
+def test_an_image_without_paddle(env, registry, runtime, exports, tmp_path):
+    ref = f"{registry.host}/paddlecd/no-paddle:t1"
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {runtime}\nUSER root\nRUN rm -rf /opt/paddle/lib/python3.11/site-packages/paddle\n"
+        "USER paddle\n")
+    docker = {**os.environ, "DOCKER_CONFIG": str(registry.docker_config_dir), "DOCKER_BUILDKIT": "0"}
+    for argv in (["build", "-q", "-t", ref, str(tmp_path)], ["push", ref]):
+        done = subprocess.run(["/usr/bin/docker", *argv], env=docker, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+    r = _check(env, str(exports["pir"]), "--image", ref)
+    assert r.returncode == 6
+    _one_line_error(r, "the image has no Paddle")
+
+
+def test_a_stored_model_records_the_images_paddle_and_its_check(env, runtime, exports, tmp_path):
+    r = invoke("upload", "--model-dir", str(exports["pir"]), "--name", "lin", "--version",
+               "1.0.0", "--image", runtime, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    stored = tmp_path / "state" / "artifacts" / "lin" / "1.0.0"
+    manifest = json.loads((stored / "manifest.json").read_text())
+    assert (manifest["paddle_version"], manifest["paddle_version_from"]) == ("3.0.0", "image")
+    assert {"reference_inputs.npz", "reference_outputs.npz"} <= {f["path"] for f in manifest["files"]}
+
+    r = _check(env, "lin", "--image", runtime)  # no version: the highest one
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((stored / "check.json").read_text())["model"] == "lin 1.0.0"
+    r = invoke("artifacts.list", "lin", "--json", env=env, timeout=120)
+    assert json.loads(r.stdout)["versions"][0]["check"]["status"] == "passed"
