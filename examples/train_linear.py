@@ -50,9 +50,14 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--samples", type=int, default=4096)
-    ap.add_argument("--model", default=os.environ.get("TRAIN_MODEL", "/output/model"),
-                    help="paddle.jit.save path prefix (default: $TRAIN_MODEL, set by paddlecd)")
-    ap.add_argument("--fail-rank", type=int, default=-1, help="this rank exits 3 (tests the failure path)")
+    ap.add_argument(
+        "--model",
+        default=os.environ.get("TRAIN_MODEL", "/output/model"),
+        help="paddle.jit.save path prefix (default: $TRAIN_MODEL, set by paddlecd)",
+    )
+    ap.add_argument(
+        "--fail-rank", type=int, default=-1, help="this rank exits 3 (tests the failure path)"
+    )
     args = ap.parse_args()
 
     dist.init_parallel_env()
@@ -67,7 +72,7 @@ def main() -> None:
     n = x.shape[0]
     for step in range(args.steps):
         i = (step * args.batch) % max(1, n - args.batch)
-        loss = paddle.nn.functional.mse_loss(model(x[i:i + args.batch]), y[i:i + args.batch])
+        loss = paddle.nn.functional.mse_loss(model(x[i : i + args.batch]), y[i : i + args.batch])
         loss.backward()
         opt.step()
         opt.clear_grad()
@@ -77,7 +82,9 @@ def main() -> None:
     if rank == 0:
         layer = model._layers if isinstance(model, paddle.DataParallel) else model
         path = args.model
-        paddle.jit.save(layer, path, input_spec=[paddle.static.InputSpec([None, D], "float32", "x")])
+        paddle.jit.save(
+            layer, path, input_spec=[paddle.static.InputSpec([None, D], "float32", "x")]
+        )
         record_references(layer, os.path.dirname(path) or ".")
         print(f"saved {path}", flush=True)
     print(f"rank {rank}/{world} final_loss={final:.6f}", flush=True)

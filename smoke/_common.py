@@ -75,7 +75,9 @@ def make_model():
     import paddle
 
     paddle.seed(7)
-    return paddle.nn.Sequential(paddle.nn.Linear(D_IN, D_HIDDEN), paddle.nn.Tanh(), paddle.nn.Linear(D_HIDDEN, 1))
+    return paddle.nn.Sequential(
+        paddle.nn.Linear(D_IN, D_HIDDEN), paddle.nn.Tanh(), paddle.nn.Linear(D_HIDDEN, 1)
+    )
 
 
 def set_device(expect_device: str, local_rank: int = 0) -> str:
@@ -127,7 +129,9 @@ def require_collective(expect: Expect) -> None:
     import pytest
 
     if expect.ranks < 2:
-        pytest.skip(f"needs at least 2 ranks; this run has {expect.ranks} (one card, or verify.cpu_ranks=1)")
+        pytest.skip(
+            f"needs at least 2 ranks; this run has {expect.ranks} (one card, or verify.cpu_ranks=1)"
+        )
     if N_SAMPLES % expect.ranks:
         pytest.skip(f"{N_SAMPLES} samples do not split evenly over {expect.ranks} ranks")
 
@@ -142,17 +146,36 @@ def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dic
     """
     work = Path(tempfile.mkdtemp(prefix=f"launch-{Path(script).stem}-"))
     result = work / "result.json"
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(work / "log"),
-           "--nproc_per_node", str(expect.ranks)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "paddle.distributed.launch",
+        "--log_dir",
+        str(work / "log"),
+        "--nproc_per_node",
+        str(expect.ranks),
+    ]
     if expect.device == "gpu":  # GPU-only: every card given to the container
         cmd += ["--devices", ",".join(str(i) for i in range(expect.gpus))]
-    cmd += [str(SMOKE_DIR / "workers" / script), "--out", str(result), "--device", expect.device, *args]
+    cmd += [
+        str(SMOKE_DIR / "workers" / script),
+        "--out",
+        str(result),
+        "--device",
+        expect.device,
+        *args,
+    ]
     env = {**os.environ, "PYTHONPATH": f"{SMOKE_DIR}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=work)
     for log in sorted((work / "log").glob("workerlog.*")):  # kept: verify reads NCCL's INFO lines
         shutil.copyfile(log, expect.out / f"{Path(script).stem}.{log.name}")
     if proc.returncode != 0 or not result.exists():
         logs = sorted((work / "log").glob("workerlog.*"))
-        tail = "\n".join(p.read_text(errors="replace")[-1500:] for p in logs[:2]) or proc.stdout[-1500:]
-        raise AssertionError(f"paddle.distributed.launch {script} failed (exit {proc.returncode}):\n{tail}")
+        tail = (
+            "\n".join(p.read_text(errors="replace")[-1500:] for p in logs[:2])
+            or proc.stdout[-1500:]
+        )
+        raise AssertionError(
+            f"paddle.distributed.launch {script} failed (exit {proc.returncode}):\n{tail}"
+        )
     return json.loads(result.read_text())

@@ -29,4 +29,3 @@ def metric(record_property):
         record_property(name, json.dumps(value))
 
     return record
-

@@ -37,7 +37,9 @@ def test_single_process_reaches_threshold(expect, metric):
     metric("loss_every", LOSS_EVERY)  # the curve drawn in the step summary (issue 14)
     metric("loss_curve", losses[::LOSS_EVERY] + losses[-1:])
     metric("train_seconds", time.perf_counter() - start)
-    assert losses[-1] < LOSS_THRESHOLD, f"final loss {losses[-1]:.5f} ≥ threshold {LOSS_THRESHOLD} after {STEPS} steps"
+    assert (
+        losses[-1] < LOSS_THRESHOLD
+    ), f"final loss {losses[-1]:.5f} ≥ threshold {LOSS_THRESHOLD} after {STEPS} steps"
     assert losses[-1] < losses[0] / 5, f"loss fell only from {losses[0]:.4f} to {losses[-1]:.4f}"
 
 
@@ -51,4 +53,6 @@ def test_data_parallel_matches_single_process(expect, metric):
     metric("single_final_loss", single)
     metric("dp_final_loss", dp)
     metric("relative_difference", rel)
-    assert rel <= DP_RTOL, f"data-parallel loss {dp:.7f} vs single {single:.7f}: relative diff {rel:.2e} > {DP_RTOL}"
+    assert (
+        rel <= DP_RTOL
+    ), f"data-parallel loss {dp:.7f} vs single {single:.7f}: relative diff {rel:.2e} > {DP_RTOL}"

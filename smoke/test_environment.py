@@ -13,7 +13,9 @@ gpu_only = pytest.mark.skipif(not is_gpu_run(), reason="GPU-only check; this var
 def test_runs_as_non_root_default_user(metric):
     uid = os.getuid()
     metric("uid", uid)
-    assert uid != 0, "the image's default user is root; the Dockerfile must end with a non-root USER"
+    assert (
+        uid != 0
+    ), "the image's default user is root; the Dockerfile must end with a non-root USER"
 
 
 def test_import_paddle(metric):
@@ -27,10 +29,12 @@ def test_import_paddle(metric):
 def test_paddle_version_matches_label(expect):
     import paddle
 
-    assert expect.paddle, ("SMOKE_EXPECT_PADDLE not set "
-                           "(the image lacks the io.paddlecd.paddle.version label)")
-    assert paddle.__version__ == expect.paddle, (
-        f"paddle.__version__ is {paddle.__version__} but the image label says {expect.paddle}")
+    assert expect.paddle, (
+        "SMOKE_EXPECT_PADDLE not set " "(the image lacks the io.paddlecd.paddle.version label)"
+    )
+    assert (
+        paddle.__version__ == expect.paddle
+    ), f"paddle.__version__ is {paddle.__version__} but the image label says {expect.paddle}"
 
 
 def test_compiled_with_cuda_matches_variant(expect, metric):
@@ -38,8 +42,9 @@ def test_compiled_with_cuda_matches_variant(expect, metric):
 
     compiled = paddle.is_compiled_with_cuda()
     metric("compiled_with_cuda", compiled)
-    assert compiled == (expect.device == "gpu"), (
-        f"is_compiled_with_cuda() is {compiled} on a {expect.device} variant")
+    assert compiled == (
+        expect.device == "gpu"
+    ), f"is_compiled_with_cuda() is {compiled} on a {expect.device} variant"
 
 
 @gpu_only
@@ -69,6 +74,10 @@ def test_cuda_and_cudnn_match_labels(expect, metric):  # GPU-only
     runtime = cudnn_major_minor(int(paddle.device.get_cudnn_version()))  # the cuDNN the image loads
     metric("cuda", cuda)
     metric("cudnn_runtime", runtime)
-    metric("cudnn_compiled", str(paddle.version.cudnn()))  # build-time version: recorded, not compared
-    assert cuda.startswith(expect.cuda or "?"), f"Paddle reports CUDA {cuda}, label says {expect.cuda}"
+    metric(
+        "cudnn_compiled", str(paddle.version.cudnn())
+    )  # build-time version: recorded, not compared
+    assert cuda.startswith(
+        expect.cuda or "?"
+    ), f"Paddle reports CUDA {cuda}, label says {expect.cuda}"
     assert runtime == expect.cudnn, f"the image loads cuDNN {runtime}, label says {expect.cudnn}"

@@ -23,7 +23,9 @@ def program_file(prefix: Path) -> Path:
     for suffix in (".json", ".pdmodel"):
         if prefix.with_suffix(suffix).exists():
             return prefix.with_suffix(suffix)
-    raise AssertionError(f"no {prefix.name}.json or {prefix.name}.pdmodel written by paddle.jit.save")
+    raise AssertionError(
+        f"no {prefix.name}.json or {prefix.name}.pdmodel written by paddle.jit.save"
+    )
 
 
 def test_jit_save_load_and_inference(expect, metric):
@@ -63,7 +65,9 @@ def test_jit_save_load_and_inference(expect, metric):
     metric("max_abs_diff_predictor", diff_predictor)
     metric("format", program.suffix.lstrip("."))
     assert diff_jit <= ATOL, f"jit.load output differs by {diff_jit:.2e} > {ATOL}"
-    assert diff_predictor <= ATOL, f"paddle.inference output differs by {diff_predictor:.2e} > {ATOL}"
+    assert (
+        diff_predictor <= ATOL
+    ), f"paddle.inference output differs by {diff_predictor:.2e} > {ATOL}"
     dest = expect.out / "model"
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(prefix.parent, dest)

@@ -17,10 +17,10 @@ import paddle
 import paddle.distributed as dist
 from _common import init_worker
 
-CPU_SIZES = [1, 1024, 65536, 1 << 20]          # elements
-GPU_SIZES = [1, 1024, 1 << 20, 16 << 20]       # GPU-only: larger messages
+CPU_SIZES = [1, 1024, 65536, 1 << 20]  # elements
+GPU_SIZES = [1, 1024, 1 << 20, 16 << 20]  # GPU-only: larger messages
 GPU_SWEEP = [1 << p for p in range(10, 29, 2)]  # GPU-only: float32 elements, 4 KiB … 1 GiB
-DATA_CHECKS = 5                                 # GPU-only: iterations whose sums are checked
+DATA_CHECKS = 5  # GPU-only: iterations whose sums are checked
 DTYPES = ["float32", "float64", "int32", "int64"]
 
 
@@ -46,8 +46,15 @@ def one(size: int, dtype: str, rank: int, n: int, iters: int, checks: int = 1) -
     seconds = (time.perf_counter() - start) / iters
     nbytes = size * np.dtype(dtype).itemsize
     algbw = nbytes / seconds / 1e9
-    return {"elements": size, "dtype": dtype, "bytes": nbytes, "wrong": wrong, "time_us": seconds * 1e6,
-            "algbw_GBps": algbw, "busbw_GBps": busbw(algbw, n)}
+    return {
+        "elements": size,
+        "dtype": dtype,
+        "bytes": nbytes,
+        "wrong": wrong,
+        "time_us": seconds * 1e6,
+        "algbw_GBps": algbw,
+        "busbw_GBps": busbw(algbw, n),
+    }
 
 
 def main() -> None:

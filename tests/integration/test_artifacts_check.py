@@ -49,17 +49,25 @@ def _export(dest: Path, kind: str, refs: bool = True) -> Path:
     script = dest.parent / "export_model.py"  # a file: dy2static reads the layer's source
     script.write_text(_EXPORT)
     env = {k: v for k, v in os.environ.items() if k != "FLAGS_enable_pir_api"}
-    subprocess.run([sys.executable, str(script), str(dest), kind, "refs" if refs else "-"],
-                   check=True, capture_output=True, env=env, timeout=300)
+    subprocess.run(
+        [sys.executable, str(script), str(dest), kind, "refs" if refs else "-"],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )
     return dest
 
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("exports")
-    return {"pir": _export(root / "pir", "pir"), "legacy": _export(root / "legacy", "legacy"),
-            "fixed": _export(root / "fixed", "fixed", refs=False),
-            "norefs": _export(root / "norefs", "pir", refs=False)}
+    return {
+        "pir": _export(root / "pir", "pir"),
+        "legacy": _export(root / "legacy", "legacy"),
+        "fixed": _export(root / "fixed", "fixed", refs=False),
+        "norefs": _export(root / "norefs", "pir", refs=False),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +109,13 @@ def test_a_pir_export_passes_at_two_batch_sizes(env, runtime, exports):
     assert (doc["passed"], doc["limited"], doc["batches"]) == (True, False, [1, 3])
     assert doc["inputs"] == [{"name": "x", "shape": [-1, 4], "dtype": "float32"}]
     cases = {c["name"]: c for c in doc["cases"]}
-    assert {"load", "inference/batch-1", "inference/batch-3", "jit.load/batch-1",
-            "jit.load/batch-3"} == set(cases)
+    assert {
+        "load",
+        "inference/batch-1",
+        "inference/batch-3",
+        "jit.load/batch-1",
+        "jit.load/batch-3",
+    } == set(cases)
     assert cases["inference/batch-3"]["shapes"] == [[3, 2]]
     assert cases["jit.load/batch-3"]["max_abs_err"] <= 1e-6
     assert b"<testsuite" in (exports["pir"] / "check.junit.xml").read_bytes()
@@ -115,7 +128,8 @@ def test_a_legacy_export_fails_under_pir_unless_the_flag_is_set(env, runtime, ex
     _, hint = _one_line_error(r, "a Paddle 2.x program (.pdmodel) in a PIR-only Paddle 3.x runtime")
     assert "FLAGS_enable_pir_api=0" in hint and "#75145" in hint
     assert [c["code"] for c in _record(exports["legacy"])["cases"] if not c["passed"]] == [
-        "legacy-in-pir"]
+        "legacy-in-pir"
+    ]
 
     r = _check(env, str(exports["legacy"]), "--image", runtime, "--no-pir")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -147,18 +161,25 @@ def test_not_an_export_changes_nothing(env, runtime, tmp_path):
     assert r.returncode == 2
     _one_line_error(r, "is not a paddle.jit.save export")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state", "weights.bin"] or sorted(
-        p.name for p in tmp_path.iterdir()) == ["weights.bin"]
+        p.name for p in tmp_path.iterdir()
+    ) == ["weights.bin"]
 
 
 def test_an_image_without_paddle(env, registry, runtime, exports, tmp_path):
     ref = f"{registry.host}/paddlecd/no-paddle:t1"
     (tmp_path / "Dockerfile").write_text(
         f"FROM {runtime}\nUSER root\nRUN rm -rf /opt/paddle/lib/python3.11/site-packages/paddle\n"
-        "USER paddle\n")
-    docker = {**os.environ, "DOCKER_CONFIG": str(registry.docker_config_dir), "DOCKER_BUILDKIT": "0"}
+        "USER paddle\n"
+    )
+    docker = {
+        **os.environ,
+        "DOCKER_CONFIG": str(registry.docker_config_dir),
+        "DOCKER_BUILDKIT": "0",
+    }
     for argv in (["build", "-q", "-t", ref, str(tmp_path)], ["push", ref]):
-        done = subprocess.run(["/usr/bin/docker", *argv], env=docker, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(
+            ["/usr/bin/docker", *argv], env=docker, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, done.stderr
     r = _check(env, str(exports["pir"]), "--image", ref)
     assert r.returncode == 6
@@ -166,13 +187,26 @@ def test_an_image_without_paddle(env, registry, runtime, exports, tmp_path):
 
 
 def test_a_stored_model_records_the_images_paddle_and_its_check(env, runtime, exports, tmp_path):
-    r = invoke("upload", "--model-dir", str(exports["pir"]), "--name", "lin", "--version",
-               "1.0.0", "--image", runtime, env=env, timeout=300)
+    r = invoke(
+        "upload",
+        "--model-dir",
+        str(exports["pir"]),
+        "--name",
+        "lin",
+        "--version",
+        "1.0.0",
+        "--image",
+        runtime,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     stored = tmp_path / "state" / "artifacts" / "lin" / "1.0.0"
     manifest = json.loads((stored / "manifest.json").read_text())
     assert (manifest["paddle_version"], manifest["paddle_version_from"]) == ("3.0.0", "image")
-    assert {"reference_inputs.npz", "reference_outputs.npz"} <= {f["path"] for f in manifest["files"]}
+    assert {"reference_inputs.npz", "reference_outputs.npz"} <= {
+        f["path"] for f in manifest["files"]
+    }
 
     r = _check(env, "lin", "--image", runtime)  # no version: the highest one
     assert r.returncode == 0, r.stderr[-3000:]

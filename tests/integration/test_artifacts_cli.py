@@ -25,23 +25,41 @@ def _invoke(env, *args):
 @pytest.fixture
 def user_env(tmp_path):
     """The user's environment with the state folder (and so the default file store) in tmp_path."""
-    return clean_env(drop=("PADDLECD_", "AWS_", "GITHUB_"),
-                     PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    return clean_env(
+        drop=("PADDLECD_", "AWS_", "GITHUB_"), PADDLECD_STATE_DIR=str(tmp_path / "state")
+    )
 
 
 def _s3(endpoint):
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                        aws_secret_access_key="testing", config=Config(s3={"addressing_style": "path"}))
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(s3={"addressing_style": "path"}),
+    )
 
 
 def test_upload_list_download_on_the_default_file_store(user_env, jit_exports, tmp_path):
     store = tmp_path / "state" / "artifacts"
-    up = ["upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det", "--version", "1.4.0"]
+    up = [
+        "upload",
+        "--model-dir",
+        str(jit_exports["tiny"]),
+        "--name",
+        "ocr-det",
+        "--version",
+        "1.4.0",
+    ]
     r = _invoke(user_env, *up)
     assert r.returncode == 0, r.stderr
     assert f"plan: create file://{store}/ocr-det/1.4.0" in r.stderr  # the plan: stderr
     assert sorted(p.name for p in (store / "ocr-det" / "1.4.0").iterdir()) == [
-        "inference.json", "inference.pdiparams", "manifest.json"]
+        "inference.json",
+        "inference.pdiparams",
+        "manifest.json",
+    ]
 
     r = _invoke(user_env, *up)
     assert r.returncode == 0 and "unchanged" in r.stdout and "(0 bytes moved)" in r.stdout
@@ -50,16 +68,34 @@ def test_upload_list_download_on_the_default_file_store(user_env, jit_exports, t
     assert r.returncode == 0 and re.search(r"1\.4\.0 .* 2 ", r.stdout), r.stdout
     r = _invoke(user_env, "artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl"))
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (jit_exports["tiny"] / "inference.pdiparams").read_bytes()
+    assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
+        jit_exports["tiny"] / "inference.pdiparams"
+    ).read_bytes()
 
 
 def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_path):
     bucket = f"models-{uuid.uuid4().hex[:10]}"
     _s3(s3_server.endpoint).create_bucket(Bucket=bucket)
-    env = {**user_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}
-    up = ["upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det", "--version", "1.4.0",
-          "--to", f"s3://{bucket}/paddle", "--image", f"127.0.0.1:{free_port()}/paddlecd/paddle@sha256:" + "c" * 64]
+    env = {
+        **user_env,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint,
+    }
+    up = [
+        "upload",
+        "--model-dir",
+        str(jit_exports["tiny"]),
+        "--name",
+        "ocr-det",
+        "--version",
+        "1.4.0",
+        "--to",
+        f"s3://{bucket}/paddle",
+        "--image",
+        f"127.0.0.1:{free_port()}/paddlecd/paddle@sha256:" + "c" * 64,
+    ]
     r = _invoke(env, *up, "--dry-run")
     assert r.returncode == 0 and "dry run: nothing written" in r.stderr and r.stdout == ""
     assert "inference.pdiparams" in r.stderr and "manifest.json  (last)" in r.stderr
@@ -71,9 +107,23 @@ def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_pa
     r = _invoke(env, "artifacts.list", f"s3://{bucket}/paddle/ocr-det")
     assert r.returncode == 0 and "sha256:cccccccccc" in r.stdout
 
-    r = _invoke(env, "upload", "--model-dir", str(jit_exports["tiny2"]), "--name", "ocr-det",
-                "--version", "1.4.0", "--to", f"s3://{bucket}/paddle")
-    assert r.returncode == 8 and "already holds a different model" in r.stderr and "--overwrite" in r.stderr
+    r = _invoke(
+        env,
+        "upload",
+        "--model-dir",
+        str(jit_exports["tiny2"]),
+        "--name",
+        "ocr-det",
+        "--version",
+        "1.4.0",
+        "--to",
+        f"s3://{bucket}/paddle",
+    )
+    assert (
+        r.returncode == 8
+        and "already holds a different model" in r.stderr
+        and "--overwrite" in r.stderr
+    )
 
 
 def test_upload_to_s3_json_names_the_stored_manifest(user_env, s3_server, jit_exports):
@@ -84,11 +134,29 @@ def test_upload_to_s3_json_names_the_stored_manifest(user_env, s3_server, jit_ex
     bucket = f"models-{uuid.uuid4().hex[:10]}"
     s3 = _s3(s3_server.endpoint)
     s3.create_bucket(Bucket=bucket)
-    env = {**user_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}
+    env = {
+        **user_env,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint,
+    }
     image = "127.0.0.1:5000/paddlecd/paddle@sha256:" + "d" * 64
-    r = _invoke(env, "upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det",
-                "--version", "2.0.0", "--to", f"s3://{bucket}/p", "--image", image, "--json")
+    r = _invoke(
+        env,
+        "upload",
+        "--model-dir",
+        str(jit_exports["tiny"]),
+        "--name",
+        "ocr-det",
+        "--version",
+        "2.0.0",
+        "--to",
+        f"s3://{bucket}/p",
+        "--image",
+        image,
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     stored = s3.get_object(Bucket=bucket, Key="p/ocr-det/2.0.0/manifest.json")["Body"].read()
@@ -97,31 +165,106 @@ def test_upload_to_s3_json_names_the_stored_manifest(user_env, s3_server, jit_ex
     assert doc["files"] == len(json.loads(stored)["files"]) and doc["image_digest"] == image[-71:]
 
 
-@pytest.mark.parametrize(("args", "code", "cause"), [
-    (["--model-dir", "{empty}", "--name", "ocr-det", "--version", "1.4.0"], 2, "is not a paddle.jit.save export"),
-    (["--model-dir", "{tiny}", "--name", "OCR_det", "--version", "1.4.0"], 2, "invalid model name 'OCR_det'"),
-    (["--model-dir", "{tiny}", "--name", "ocr-det", "--version", "1.4"], 2, "invalid model version '1.4'"),
-    (["--model-dir", "{tiny}", "--name", "ocr-det", "--version", "1.4.0", "--to", "s3:///paddle"], 2,
-     "store URL 's3:///paddle' has no bucket"),
-    (["--model-dir", "{tiny}", "--name", "ocr-det", "--version", "1.4.0", "--image", "reg/paddle:3.0"], 2,
-     "image reference 'reg/paddle:3.0' has no digest"),
-    (["--model-dir", "{tiny}", "--name", "ocr-det", "--version", "1.4.0", "--to", "s3://no-such-bucket-4"], 8,
-     "bucket 'no-such-bucket-4' does not exist"),
-    (["--model-dir", "{tiny}", "--name", "ocr-det", "--version", "1.4.0", "--to", "s3://models",
-      "--metrics", "{empty}/m.json"], 2, "metrics file"),
-])
-def test_bad_input_is_one_line_error_and_writes_nothing(user_env, s3_server, jit_exports,
-                                                       tmp_path, args, code, cause):
+@pytest.mark.parametrize(
+    ("args", "code", "cause"),
+    [
+        (
+            ["--model-dir", "{empty}", "--name", "ocr-det", "--version", "1.4.0"],
+            2,
+            "is not a paddle.jit.save export",
+        ),
+        (
+            ["--model-dir", "{tiny}", "--name", "OCR_det", "--version", "1.4.0"],
+            2,
+            "invalid model name 'OCR_det'",
+        ),
+        (
+            ["--model-dir", "{tiny}", "--name", "ocr-det", "--version", "1.4"],
+            2,
+            "invalid model version '1.4'",
+        ),
+        (
+            [
+                "--model-dir",
+                "{tiny}",
+                "--name",
+                "ocr-det",
+                "--version",
+                "1.4.0",
+                "--to",
+                "s3:///paddle",
+            ],
+            2,
+            "store URL 's3:///paddle' has no bucket",
+        ),
+        (
+            [
+                "--model-dir",
+                "{tiny}",
+                "--name",
+                "ocr-det",
+                "--version",
+                "1.4.0",
+                "--image",
+                "reg/paddle:3.0",
+            ],
+            2,
+            "image reference 'reg/paddle:3.0' has no digest",
+        ),
+        (
+            [
+                "--model-dir",
+                "{tiny}",
+                "--name",
+                "ocr-det",
+                "--version",
+                "1.4.0",
+                "--to",
+                "s3://no-such-bucket-4",
+            ],
+            8,
+            "bucket 'no-such-bucket-4' does not exist",
+        ),
+        (
+            [
+                "--model-dir",
+                "{tiny}",
+                "--name",
+                "ocr-det",
+                "--version",
+                "1.4.0",
+                "--to",
+                "s3://models",
+                "--metrics",
+                "{empty}/m.json",
+            ],
+            2,
+            "metrics file",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_error_and_writes_nothing(
+    user_env, s3_server, jit_exports, tmp_path, args, code, cause
+):
     empty = tmp_path / "empty"
     empty.mkdir()
-    env = {**user_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}
+    env = {
+        **user_env,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint,
+    }
     args = [a.format(empty=empty, tiny=jit_exports["tiny"]) for a in args]
     since = len(s3_server.requests)
     r = _invoke(env, "upload", *args)
     assert r.returncode == code, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("error: ") and cause in lines[0] and lines[1].startswith("hint: ")
+    assert (
+        len(lines) == 2
+        and lines[0].startswith("error: ")
+        and cause in lines[0]
+        and lines[1].startswith("hint: ")
+    )
     assert "Traceback" not in r.stderr and "testing" not in r.stdout + r.stderr
     assert not (tmp_path / "state" / "artifacts").exists()
     assert not any(re.search(r'"(PUT|POST|DELETE) ', line) for line in s3_server.requests[since:])
@@ -129,22 +272,46 @@ def test_bad_input_is_one_line_error_and_writes_nothing(user_env, s3_server, jit
 
 def test_unreachable_endpoint_from_the_command_line(user_env, jit_exports):
     endpoint = f"http://127.0.0.1:{free_port()}"
-    env = {**user_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "PADDLECD_STORAGE_ENDPOINT_URL": endpoint}
-    r = _invoke(env, "upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det",
-                "--version", "1.4.0", "--to", "s3://models")
+    env = {
+        **user_env,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "PADDLECD_STORAGE_ENDPOINT_URL": endpoint,
+    }
+    r = _invoke(
+        env,
+        "upload",
+        "--model-dir",
+        str(jit_exports["tiny"]),
+        "--name",
+        "ocr-det",
+        "--version",
+        "1.4.0",
+        "--to",
+        "s3://models",
+    )
     assert r.returncode == 8
-    assert r.stderr.splitlines()[0] == f"error: opening s3://models: cannot reach endpoint {endpoint}"
+    assert (
+        r.stderr.splitlines()[0] == f"error: opening s3://models: cannot reach endpoint {endpoint}"
+    )
 
 
-def test_two_uploads_of_one_version_at_once_one_wins_the_other_exits_8(project_root, user_env,
-                                                                       jit_exports, tmp_path):
+def test_two_uploads_of_one_version_at_once_one_wins_the_other_exits_8(
+    project_root, user_env, jit_exports, tmp_path
+):
     """issue 12: whatever the interleaving, one process uploads, the other refuses with exit 8."""
     argv = [INVOKE, "upload", "--name", "ocr-det", "--version", "1.4.0", "--model-dir"]
-    procs = [subprocess.Popen([*argv, str(jit_exports[m])], cwd=project_root, env=user_env,
-                              text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for m in ("tiny", "tiny2")]
+    procs = [
+        subprocess.Popen(
+            [*argv, str(jit_exports[m])],
+            cwd=project_root,
+            env=user_env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for m in ("tiny", "tiny2")
+    ]
     results = [(p.wait(300), *p.communicate()) for p in procs]
     assert sorted(rc for rc, _, _ in results) == [0, 8], results
     winner = ("tiny", "tiny2")[[rc for rc, _, _ in results].index(0)]
@@ -155,14 +322,23 @@ def test_two_uploads_of_one_version_at_once_one_wins_the_other_exits_8(project_r
     r = _invoke(user_env, "artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
-        jit_exports[winner] / "inference.pdiparams").read_bytes()
+        jit_exports[winner] / "inference.pdiparams"
+    ).read_bytes()
 
 
 def test_list_shows_an_interrupted_upload_as_incomplete(user_env, jit_exports, tmp_path):
     """issue 12: a version without manifest.json (a killed upload) made artifacts.list raise
     KeyError."""
-    r = _invoke(user_env, "upload", "--model-dir", str(jit_exports["tiny"]),
-                "--name", "ocr-det", "--version", "1.4.0")
+    r = _invoke(
+        user_env,
+        "upload",
+        "--model-dir",
+        str(jit_exports["tiny"]),
+        "--name",
+        "ocr-det",
+        "--version",
+        "1.4.0",
+    )
     assert r.returncode == 0, r.stderr
     leftover = tmp_path / "state" / "artifacts" / "ocr-det" / "1.5.0"
     leftover.mkdir()

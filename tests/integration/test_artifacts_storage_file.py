@@ -29,7 +29,9 @@ def _files(store, version="1.4.0"):
 
 
 def _upload(store, model_dir, version="1.4.0", **kw):
-    return artifacts.upload(store, artifacts.plan_upload(store, model_dir, name="ocr-det", version=version, **kw))
+    return artifacts.upload(
+        store, artifacts.plan_upload(store, model_dir, name="ocr-det", version=version, **kw)
+    )
 
 
 def test_same_rules_as_s3(store, jit_exports, tmp_path):
@@ -37,15 +39,24 @@ def test_same_rules_as_s3(store, jit_exports, tmp_path):
     assert _files(store) == ["inference.json", "inference.pdiparams", "manifest.json"]
     manifest = store.root / "ocr-det" / "1.4.0" / "manifest.json"
     mtime = manifest.stat().st_mtime_ns
-    assert _upload(store, jit_exports["tiny"]).bytes_to_move == 0 and manifest.stat().st_mtime_ns == mtime
+    assert (
+        _upload(store, jit_exports["tiny"]).bytes_to_move == 0
+        and manifest.stat().st_mtime_ns == mtime
+    )
     with pytest.raises(StorageError, match="already holds a different model"):
         _upload(store, jit_exports["tiny2"])
     assert manifest.stat().st_mtime_ns == mtime
     _upload(store, jit_exports["tiny2"], overwrite=True)
     new = hashlib.sha256((jit_exports["tiny2"] / "inference.pdiparams").read_bytes()).hexdigest()
-    assert json.loads(manifest.read_text())["files"][1] == {"path": "inference.pdiparams", "size": 90, "sha256": new}
+    assert json.loads(manifest.read_text())["files"][1] == {
+        "path": "inference.pdiparams",
+        "size": 90,
+        "sha256": new,
+    }
     artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
-    assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (jit_exports["tiny2"] / "inference.pdiparams").read_bytes()
+    assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
+        jit_exports["tiny2"] / "inference.pdiparams"
+    ).read_bytes()
 
 
 def test_interrupted_upload_then_rerun(store, jit_exports):
@@ -58,13 +69,16 @@ def test_interrupted_upload_then_rerun(store, jit_exports):
     with pytest.raises(ConnectionAbortedError):
         artifacts.upload(store, plan, progress=fail)
     assert _files(store, "2.0.0") == []  # the temp file was removed, no manifest
-    (store.root / "ocr-det" / "2.0.0" / ".inference.pdiparams.x.tmp").write_bytes(b"killed -9 leftover")
+    (store.root / "ocr-det" / "2.0.0" / ".inference.pdiparams.x.tmp").write_bytes(
+        b"killed -9 leftover"
+    )
     plan = artifacts.plan_upload(store, jit_exports["big"], name="ocr-det", version="2.0.0")
     assert plan.stale == ["ocr-det/2.0.0/.inference.pdiparams.x.tmp"]
     artifacts.upload(store, plan)
     assert _files(store, "2.0.0") == ["inference.json", "inference.pdiparams", "manifest.json"]
     assert artifacts.list_versions(store, "ocr-det")[0]["bytes"] == sum(
-        p.stat().st_size for p in jit_exports["big"].iterdir())
+        p.stat().st_size for p in jit_exports["big"].iterdir()
+    )
 
 
 def test_corrupted_file_detected_on_download(store, jit_exports, tmp_path):
@@ -107,15 +121,20 @@ def _race_while_first_writes(store, first_dir, second_dir, version="3.0.0"):
 
 
 def test_second_upload_of_a_version_while_the_first_writes_fails_and_touches_nothing(
-        store, jit_exports, tmp_path):
+    store, jit_exports, tmp_path
+):
     first, second = _race_while_first_writes(store, jit_exports["tiny"], jit_exports["tiny2"])
     assert isinstance(first, artifacts.UploadPlan) and first.action == "create", first
     assert isinstance(second, artifacts.ConflictError) and second.exit_code == 8
-    assert re.fullmatch(r"file://.*/ocr-det/3\.0\.0/ is being uploaded by another process "
-                        r"\(\S+ pid \d+ since \S+Z\)", second.cause), second.cause
+    assert re.fullmatch(
+        r"file://.*/ocr-det/3\.0\.0/ is being uploaded by another process "
+        r"\(\S+ pid \d+ since \S+Z\)",
+        second.cause,
+    ), second.cause
     artifacts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")  # sha256-verified: the first's
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
-        jit_exports["tiny"] / "inference.pdiparams").read_bytes()
+        jit_exports["tiny"] / "inference.pdiparams"
+    ).read_bytes()
     assert not (store.root / ".claims" / "ocr-det" / "3.0.0.lock").exists()  # released
 
 
@@ -126,7 +145,8 @@ def test_upload_planned_before_another_finished_is_refused(store, jit_exports, t
         artifacts.upload(store, late)
     artifacts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
-        jit_exports["tiny"] / "inference.pdiparams").read_bytes()
+        jit_exports["tiny"] / "inference.pdiparams"
+    ).read_bytes()
 
 
 def test_exclusive_write_never_replaces(store):
@@ -160,10 +180,23 @@ def test_two_processes_at_once_exactly_one_wins(store, jit_exports, tmp_path):
     """Two real processes, both planned (no manifest yet), released at the same instant."""
     go = tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(store.root), str(jit_exports[m]),
-                               str(tmp_path / f"ready-{m}"), str(go)], stdout=subprocess.PIPE,
-                              text=True, env=env)
-             for m in ("tiny", "tiny2")]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _RACER,
+                str(store.root),
+                str(jit_exports[m]),
+                str(tmp_path / f"ready-{m}"),
+                str(go),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for m in ("tiny", "tiny2")
+    ]
     deadline = time.monotonic() + 60
     while not all((tmp_path / f"ready-{m}").exists() for m in ("tiny", "tiny2")):
         assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a racer died"
@@ -175,7 +208,8 @@ def test_two_processes_at_once_exactly_one_wins(store, jit_exports, tmp_path):
     assert "ConflictError 8" in next(out for rc, out in results if rc)
     artifacts.download(store, "ocr-det", "4.0.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
-        jit_exports[winner] / "inference.pdiparams").read_bytes()
+        jit_exports[winner] / "inference.pdiparams"
+    ).read_bytes()
 
 
 def test_listing_shows_interrupted_and_broken_versions_as_incomplete(store, jit_exports):
@@ -185,8 +219,11 @@ def test_listing_shows_interrupted_and_broken_versions_as_incomplete(store, jit_
     (store.root / "ocr-det" / "1.2.0").mkdir()
     (store.root / "ocr-det" / "1.2.0" / "manifest.json").write_text("{not json")
     listed = artifacts.list_versions(store, "ocr-det")
-    assert [(v["version"], v["complete"]) for v in listed] == [("1.0.0", True), ("1.1.0", False),
-                                                                ("1.2.0", False)]
+    assert [(v["version"], v["complete"]) for v in listed] == [
+        ("1.0.0", True),
+        ("1.1.0", False),
+        ("1.2.0", False),
+    ]
     assert all(set(v) == set(listed[0]) for v in listed)  # one shape: never a KeyError
     assert "no manifest.json" in listed[1]["problem"] and "not JSON" in listed[2]["problem"]
     assert listed[1]["metrics"] is None and listed[0]["problem"] is None
@@ -204,8 +241,9 @@ def tiny_disk(tmp_path):
     subprocess.run(["umount", str(mount)], check=True)
 
 
-def test_full_disk_is_a_storage_error_naming_the_path_and_leaves_no_temp_file(tiny_disk,
-                                                                              jit_exports):
+def test_full_disk_is_a_storage_error_naming_the_path_and_leaves_no_temp_file(
+    tiny_disk, jit_exports
+):
     store = FileStore(tiny_disk / "store")
     plan = artifacts.plan_upload(store, jit_exports["big"], name="ocr-det", version="5.0.0")
     with pytest.raises(StorageError) as e:

@@ -29,8 +29,14 @@ from paddlecd.errors import StorageError
 
 
 def _client(endpoint: str, key: str = "testing", secret: str = "testing", service: str = "s3"):
-    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key,
-                        aws_secret_access_key=secret, config=Config(s3={"addressing_style": "path"}))
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        config=Config(s3={"addressing_style": "path"}),
+    )
 
 
 @pytest.fixture
@@ -42,7 +48,9 @@ def bucket(s3_env) -> str:
 
 
 def _store(server, bucket: str, **knobs):
-    return open_store(f"s3://{bucket}/paddle", StorageSettings(endpoint_url=server.endpoint, **knobs))
+    return open_store(
+        f"s3://{bucket}/paddle", StorageSettings(endpoint_url=server.endpoint, **knobs)
+    )
 
 
 def _writes(server, bucket: str, since: int) -> list[str]:
@@ -71,16 +79,25 @@ def test_upload_real_export_path_style_manifest_last(s3_env, bucket, jit_exports
 
     s3 = _client(s3_env.endpoint)
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
-    assert keys == [f"paddle/ocr-det/1.4.0/{n}" for n in ("inference.json", "inference.pdiparams", "manifest.json")]
-    manifest = json.loads(s3.get_object(Bucket=bucket, Key="paddle/ocr-det/1.4.0/manifest.json")["Body"].read())
+    assert keys == [
+        f"paddle/ocr-det/1.4.0/{n}"
+        for n in ("inference.json", "inference.pdiparams", "manifest.json")
+    ]
+    manifest = json.loads(
+        s3.get_object(Bucket=bucket, Key="paddle/ocr-det/1.4.0/manifest.json")["Body"].read()
+    )
     for f in manifest["files"]:
         assert f["sha256"] == _sha256((jit_exports["tiny"] / f["path"]).read_bytes())
     assert manifest["image"]["digest"] == "sha256:" + "a" * 64
     writes = _write_keys(s3_env, bucket, since)
     claim = ".claims/ocr-det/1.4.0.json"  # path-style URLs; claimed first, manifest last, released
-    assert writes == [("PUT", claim), ("PUT", "ocr-det/1.4.0/inference.json"),
-                      ("PUT", "ocr-det/1.4.0/inference.pdiparams"),
-                      ("PUT", "ocr-det/1.4.0/manifest.json"), ("DELETE", claim)]
+    assert writes == [
+        ("PUT", claim),
+        ("PUT", "ocr-det/1.4.0/inference.json"),
+        ("PUT", "ocr-det/1.4.0/inference.pdiparams"),
+        ("PUT", "ocr-det/1.4.0/manifest.json"),
+        ("DELETE", claim),
+    ]
 
 
 def test_reupload_of_same_model_moves_no_bytes(s3_env, bucket, jit_exports):
@@ -99,18 +116,26 @@ def test_different_model_refused_then_overwritten(s3_env, bucket, jit_exports, t
     key = "paddle/ocr-det/1.4.0/manifest.json"
     before = _client(s3_env.endpoint).get_object(Bucket=bucket, Key=key)["Body"].read()
     since = len(s3_env.requests)
-    with pytest.raises(StorageError, match=r"already holds a different model \(differs in inference.pdiparams\)"):
+    with pytest.raises(
+        StorageError, match=r"already holds a different model \(differs in inference.pdiparams\)"
+    ):
         _upload(store, jit_exports["tiny2"])
     assert _writes(s3_env, bucket, since) == []
     assert _client(s3_env.endpoint).get_object(Bucket=bucket, Key=key)["Body"].read() == before
 
     plan = _upload(store, jit_exports["tiny2"], overwrite=True)
-    assert plan.action == "overwrite" and [e.path for e in plan.put] == ["inference.pdiparams"]  # json unchanged
+    assert plan.action == "overwrite" and [e.path for e in plan.put] == [
+        "inference.pdiparams"
+    ]  # json unchanged
     doc = artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
-    assert doc["files"][1]["sha256"] == _sha256((jit_exports["tiny2"] / "inference.pdiparams").read_bytes())
+    assert doc["files"][1]["sha256"] == _sha256(
+        (jit_exports["tiny2"] / "inference.pdiparams").read_bytes()
+    )
 
 
-def test_overwrite_hides_the_old_manifest_before_touching_its_files(s3_env, bucket, jit_exports, tmp_path):
+def test_overwrite_hides_the_old_manifest_before_touching_its_files(
+    s3_env, bucket, jit_exports, tmp_path
+):
     store = _store(s3_env, bucket)
     _upload(store, jit_exports["tiny"])
     renamed = tmp_path / "renamed"
@@ -122,15 +147,24 @@ def test_overwrite_hides_the_old_manifest_before_touching_its_files(s3_env, buck
     assert plan.stale == ["ocr-det/1.4.0/inference.json", "ocr-det/1.4.0/inference.pdiparams"]
     writes = _write_keys(s3_env, bucket, since)
     claim, v = ".claims/ocr-det/1.4.0.json", "ocr-det/1.4.0/"
-    assert writes == [("PUT", claim), ("DELETE", v + "manifest.json"),
-                      ("DELETE", v + "inference.json"), ("DELETE", v + "inference.pdiparams"),
-                      ("PUT", v + "model.json"), ("PUT", v + "model.pdiparams"),
-                      ("PUT", v + "manifest.json"), ("DELETE", claim)]
+    assert writes == [
+        ("PUT", claim),
+        ("DELETE", v + "manifest.json"),
+        ("DELETE", v + "inference.json"),
+        ("DELETE", v + "inference.pdiparams"),
+        ("PUT", v + "model.json"),
+        ("PUT", v + "model.pdiparams"),
+        ("PUT", v + "manifest.json"),
+        ("DELETE", claim),
+    ]
 
 
-def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans(s3_env, bucket, jit_exports,
-                                                                                tmp_path):
-    store = _store(s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=1)
+def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans(
+    s3_env, bucket, jit_exports, tmp_path
+):
+    store = _store(
+        s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=1
+    )
     big = jit_exports["big"]
     plan = artifacts.plan_upload(store, big, name="ocr-det", version="2.0.0")
     moved = 0
@@ -144,7 +178,12 @@ def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans
     with pytest.raises(ConnectionAbortedError):
         artifacts.upload(store, plan, progress=fail_half_way)
     s3 = _client(s3_env.endpoint)
-    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/2.0.0/").get("Contents", [])}
+    keys = {
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/2.0.0/").get(
+            "Contents", []
+        )
+    }
     assert keys == {"paddle/ocr-det/2.0.0/inference.json"}  # half a model, and no manifest
     [listed] = artifacts.list_versions(store, "ocr-det")
     assert (listed["version"], listed["complete"], listed["files"]) == ("2.0.0", False, None)
@@ -160,23 +199,38 @@ def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans
     plan = artifacts.plan_upload(store, other, name="ocr-det", version="2.0.0")
     assert plan.stale == ["ocr-det/2.0.0/inference.json"]
     artifacts.upload(store, plan)
-    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/2.0.0/")["Contents"])
-    assert keys == [f"paddle/ocr-det/2.0.0/{n}" for n in ("manifest.json", "model.json", "model.pdiparams")]
-    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # boto3 aborted the broken one
+    keys = sorted(
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/2.0.0/")["Contents"]
+    )
+    assert keys == [
+        f"paddle/ocr-det/2.0.0/{n}" for n in ("manifest.json", "model.json", "model.pdiparams")
+    ]
+    assert (
+        s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    )  # boto3 aborted the broken one
 
 
-def test_unfinished_multipart_upload_of_a_killed_run_is_aborted_by_the_next(s3_env, bucket, jit_exports):
+def test_unfinished_multipart_upload_of_a_killed_run_is_aborted_by_the_next(
+    s3_env, bucket, jit_exports
+):
     s3 = _client(s3_env.endpoint)
     key = "paddle/ocr-det/1.4.0/inference.pdiparams"
-    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]  # as kill -9 leaves it
-    s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=b"p" * (5 * 1024 * 1024))
+    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)[
+        "UploadId"
+    ]  # as kill -9 leaves it
+    s3.upload_part(
+        Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=b"p" * (5 * 1024 * 1024)
+    )
     assert len(s3.list_multipart_uploads(Bucket=bucket)["Uploads"]) == 1
     _upload(_store(s3_env, bucket), jit_exports["tiny"])
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
 def test_multipart_with_small_parts_and_verified_download(s3_env, bucket, jit_exports, tmp_path):
-    store = _store(s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=2)
+    store = _store(
+        s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=2
+    )
     params = jit_exports["big"] / "inference.pdiparams"
     since = len(s3_env.requests)
     _upload(store, jit_exports["big"])
@@ -185,8 +239,12 @@ def test_multipart_with_small_parts_and_verified_download(s3_env, bucket, jit_ex
     assert parts >= 3
     assert sum("?uploads" in w for w in writes) == 1  # CreateMultipartUpload
     assert sum("partNumber=" in w for w in writes) == parts  # UploadPart, 5 MiB each
-    head = _client(s3_env.endpoint).head_object(Bucket=bucket, Key="paddle/ocr-det/1.4.0/inference.pdiparams")
-    assert head["ETag"].strip('"').endswith(f"-{parts}")  # a multipart ETag: not an MD5, hence sha256
+    head = _client(s3_env.endpoint).head_object(
+        Bucket=bucket, Key="paddle/ocr-det/1.4.0/inference.pdiparams"
+    )
+    assert (
+        head["ETag"].strip('"').endswith(f"-{parts}")
+    )  # a multipart ETag: not an MD5, hence sha256
 
     doc = artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == params.read_bytes()
@@ -200,7 +258,10 @@ def test_download_detects_a_corrupted_object(s3_env, bucket, jit_exports, tmp_pa
     data = bytearray(_client(s3_env.endpoint).get_object(Bucket=bucket, Key=key)["Body"].read())
     data[-1] ^= 0xFF
     _client(s3_env.endpoint).put_object(Bucket=bucket, Key=key, Body=bytes(data))
-    with pytest.raises(StorageError, match=rf"integrity check failed for s3://{bucket}/paddle/ocr-det/1.4.0/inference"):
+    with pytest.raises(
+        StorageError,
+        match=rf"integrity check failed for s3://{bucket}/paddle/ocr-det/1.4.0/inference",
+    ):
         artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
     assert not (tmp_path / "dl").exists() and list(tmp_path.iterdir()) == []  # nothing half-written
 
@@ -209,7 +270,10 @@ def test_missing_bucket_is_one_clear_error_and_writes_nothing(s3_env, jit_export
     store, since = _store(s3_env, "no-such-bucket-4"), len(s3_env.requests)
     with pytest.raises(StorageError) as e:
         _upload(store, jit_exports["tiny"])
-    assert e.value.cause == f"opening s3://no-such-bucket-4: bucket 'no-such-bucket-4' does not exist at {s3_env.endpoint}"
+    assert (
+        e.value.cause
+        == f"opening s3://no-such-bucket-4: bucket 'no-such-bucket-4' does not exist at {s3_env.endpoint}"
+    )
     assert "create the bucket" in e.value.hint
     assert _writes(s3_env, "no-such-bucket-4", since) == []
 
@@ -230,8 +294,16 @@ def auth_on(s3_env):
     iam = _client(s3_env.endpoint, service="iam")
     user = f"ci-{uuid.uuid4().hex[:8]}"
     iam.create_user(UserName=user)
-    iam.put_user_policy(UserName=user, PolicyName="s3", PolicyDocument=json.dumps(
-        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    iam.put_user_policy(
+        UserName=user,
+        PolicyName="s3",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+            }
+        ),
+    )
     key = iam.create_access_key(UserName=user)["AccessKey"]
     requests.post(f"{s3_env.endpoint}/moto-api/reset-auth", data=b"0").raise_for_status()
     yield key["AccessKeyId"], key["SecretAccessKey"]
@@ -239,13 +311,19 @@ def auth_on(s3_env):
 
 
 @pytest.mark.parametrize("wrong", ["secret", "key id"])
-def test_wrong_credentials_are_refused_and_never_printed(s3_env, bucket, auth_on, jit_exports, monkeypatch, wrong):
+def test_wrong_credentials_are_refused_and_never_printed(
+    s3_env, bucket, auth_on, jit_exports, monkeypatch, wrong
+):
     key_id, secret = auth_on
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
-    _upload(_store(s3_env, bucket), jit_exports["tiny"])  # the right key works: auth is really checked
+    _upload(
+        _store(s3_env, bucket), jit_exports["tiny"]
+    )  # the right key works: auth is really checked
 
-    bad_id, bad_secret = (key_id, "WrongSecret0000") if wrong == "secret" else ("AKIAWRONGWRONGWRONG1", secret)
+    bad_id, bad_secret = (
+        (key_id, "WrongSecret0000") if wrong == "secret" else ("AKIAWRONGWRONGWRONG1", secret)
+    )
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", bad_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", bad_secret)
     store, since = _store(s3_env, bucket), len(s3_env.requests)
@@ -255,30 +333,44 @@ def test_wrong_credentials_are_refused_and_never_printed(s3_env, bucket, auth_on
     assert "credentials" in e.value.hint
     assert all(s not in f"{e.value.cause} {e.value.hint}" for s in (bad_id, bad_secret, secret))
     assert _writes(s3_env, bucket, since) == []
-    with pytest.raises(StorageError, match=r"listing s3://.*: access denied \((InvalidAccessKeyId|SignatureDoesNotMatch)\)"):
+    with pytest.raises(
+        StorageError,
+        match=r"listing s3://.*: access denied \((InvalidAccessKeyId|SignatureDoesNotMatch)\)",
+    ):
         artifacts.list_versions(store, "ocr-det")
 
 
-@pytest.mark.parametrize(("mode", "sends_checksum"), [("when_required", False), ("when_supported", True)])
-def test_checksum_mode_decides_whether_uploads_carry_the_new_crc_checksums(s3_env, bucket, jit_exports, mode,
-                                                                          sends_checksum):
+@pytest.mark.parametrize(
+    ("mode", "sends_checksum"), [("when_required", False), ("when_supported", True)]
+)
+def test_checksum_mode_decides_whether_uploads_carry_the_new_crc_checksums(
+    s3_env, bucket, jit_exports, mode, sends_checksum
+):
     """botocore >= 1.36 adds x-amz-checksum-* / trailer checksums by default (when_supported), which
     some S3-compatible stores reject; storage.checksum_mode=when_required (the default) leaves them off."""
     store = _store(s3_env, bucket, checksum_mode=mode)
     sent: list[dict] = []
-    store.client.meta.events.register("before-send.s3.PutObject", lambda request, **_: sent.append(dict(request.headers)))
+    store.client.meta.events.register(
+        "before-send.s3.PutObject", lambda request, **_: sent.append(dict(request.headers))
+    )
     _upload(store, jit_exports["tiny"])
     assert len(sent) == 4  # the claim, two files and the manifest
-    carries = [any(k.lower().startswith(("x-amz-checksum", "x-amz-sdk-checksum", "x-amz-trailer")) for k in h)
-               for h in sent]
+    carries = [
+        any(
+            k.lower().startswith(("x-amz-checksum", "x-amz-sdk-checksum", "x-amz-trailer"))
+            for k in h
+        )
+        for h in sent
+    ]
     assert carries == [sends_checksum] * 4
 
 
 # ------------------------------------------------------------ issue 12: two uploads of one version
 
 
-def test_second_upload_while_the_first_writes_fails_and_touches_nothing(s3_env, bucket, jit_exports,
-                                                                        tmp_path):
+def test_second_upload_while_the_first_writes_fails_and_touches_nothing(
+    s3_env, bucket, jit_exports, tmp_path
+):
     store = _store(s3_env, bucket)
     writing, second_done, out = threading.Event(), threading.Event(), {}
 
@@ -303,14 +395,17 @@ def test_second_upload_while_the_first_writes_fails_and_touches_nothing(s3_env, 
         t.join(30)
     assert e.value.exit_code == 8 and re.fullmatch(
         rf"s3://{bucket}/paddle/ocr-det/3\.0\.0/ is being uploaded by another process "
-        r"\(\S+ pid \d+ since \S+Z\)", e.value.cause), e.value.cause
+        r"\(\S+ pid \d+ since \S+Z\)",
+        e.value.cause,
+    ), e.value.cause
     assert "--overwrite" in e.value.hint
     assert len(during) == 1  # the refused claim, nothing else
     assert re.search(r'"PUT /\S+/paddle/\.claims/ocr-det/3\.0\.0\.json \S+" 412', during[0])
     assert out["first"].action == "create"
     artifacts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")  # sha256-verified: the first's
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
-        jit_exports["tiny"] / "inference.pdiparams").read_bytes()
+        jit_exports["tiny"] / "inference.pdiparams"
+    ).read_bytes()
 
 
 def test_upload_planned_before_another_finished_is_refused(s3_env, bucket, jit_exports):
@@ -327,8 +422,9 @@ def test_upload_planned_before_another_finished_is_refused(s3_env, bucket, jit_e
 def test_manifest_is_created_with_if_none_match(s3_env, bucket):
     store = _store(s3_env, bucket)
     sent: list[dict] = []
-    store.client.meta.events.register("before-send.s3.PutObject",
-                                      lambda request, **_: sent.append(dict(request.headers)))
+    store.client.meta.events.register(
+        "before-send.s3.PutObject", lambda request, **_: sent.append(dict(request.headers))
+    )
     store.put_bytes(b"first", "m/1.0.0/manifest.json", exclusive=True)
     with pytest.raises(artifacts.ConflictError, match=rf"{bucket}/paddle/m/1.0.0/manifest.json"):
         store.put_bytes(b"second", "m/1.0.0/manifest.json", exclusive=True)
@@ -336,21 +432,32 @@ def test_manifest_is_created_with_if_none_match(s3_env, bucket):
     assert store.get_bytes("m/1.0.0/manifest.json") == b"first"
 
 
-def test_a_claim_left_by_a_killed_upload_blocks_until_overwrite_or_a_day_old(s3_env, bucket,
-                                                                             jit_exports):
+def test_a_claim_left_by_a_killed_upload_blocks_until_overwrite_or_a_day_old(
+    s3_env, bucket, jit_exports
+):
     store = _store(s3_env, bucket)
     claim = "paddle/.claims/ocr-det/1.4.0.json"
     s3 = _client(s3_env.endpoint)
-    s3.put_object(Bucket=bucket, Key=claim, Body=json.dumps(
-        {"id": "dead", "holder": "ci-7 pid 4242", "started": time.time() - 60}).encode())
+    s3.put_object(
+        Bucket=bucket,
+        Key=claim,
+        Body=json.dumps(
+            {"id": "dead", "holder": "ci-7 pid 4242", "started": time.time() - 60}
+        ).encode(),
+    )
     with pytest.raises(artifacts.ConflictError, match=r"another process \(ci-7 pid 4242 since "):
         _upload(store, jit_exports["tiny"])
     assert artifacts.list_versions(store, "ocr-det") == []  # nothing was written
     assert _upload(store, jit_exports["tiny"], overwrite=True).action == "create"
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/.claims/")  # released
 
-    s3.put_object(Bucket=bucket, Key=claim.replace("1.4.0", "1.5.0"), Body=json.dumps(
-        {"id": "dead", "holder": "ci-7 pid 4242", "started": time.time() - 25 * 3600}).encode())
+    s3.put_object(
+        Bucket=bucket,
+        Key=claim.replace("1.4.0", "1.5.0"),
+        Body=json.dumps(
+            {"id": "dead", "holder": "ci-7 pid 4242", "started": time.time() - 25 * 3600}
+        ).encode(),
+    )
     assert _upload(store, jit_exports["tiny2"], version="1.5.0").action == "create"
 
 
@@ -377,12 +484,24 @@ print("uploaded")
 def test_two_processes_at_once_exactly_one_wins(s3_env, bucket, jit_exports, tmp_path):
     """Two real processes, both planned (no manifest yet), released at the same instant."""
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", _RACER, f"s3://{bucket}/paddle",
-                               s3_env.endpoint, str(jit_exports[m]), str(tmp_path / f"ready-{m}"),
-                               str(go)],
-                              stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-             for m in ("tiny", "tiny2")]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _RACER,
+                f"s3://{bucket}/paddle",
+                s3_env.endpoint,
+                str(jit_exports[m]),
+                str(tmp_path / f"ready-{m}"),
+                str(go),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        for m in ("tiny", "tiny2")
+    ]
     deadline = time.monotonic() + 60
     while not all((tmp_path / f"ready-{m}").exists() for m in ("tiny", "tiny2")):
         assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a racer died"
@@ -394,4 +513,5 @@ def test_two_processes_at_once_exactly_one_wins(s3_env, bucket, jit_exports, tmp
     assert "ConflictError 8" in next(out for rc, out in results if rc)
     artifacts.download(_store(s3_env, bucket), "ocr-det", "4.0.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
-        jit_exports[winner] / "inference.pdiparams").read_bytes()
+        jit_exports[winner] / "inference.pdiparams"
+    ).read_bytes()

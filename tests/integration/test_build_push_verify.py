@@ -32,8 +32,12 @@ def test_build_push_verify_records_passing_evidence(pipeline_run, registry, main
     record = evidence.load(settings, cand.digest)
     assert record.passed is True and record.variant == "cpu"
     names = {c.name for c in record.checks}
-    assert {"environment/test_import_paddle", "allreduce/test_allreduce_exact_sums",
-            "convergence/test_data_parallel_matches_single_process", "export/test_jit_save_load_and_inference"} <= names
+    assert {
+        "environment/test_import_paddle",
+        "allreduce/test_allreduce_exact_sums",
+        "convergence/test_data_parallel_matches_single_process",
+        "export/test_jit_save_load_and_inference",
+    } <= names
     allreduce = next(c for c in record.checks if c.name == "allreduce/test_allreduce_exact_sums")
     assert allreduce.metrics["backend"] == "gloo" and allreduce.metrics["world_size"] == 2
     assert allreduce.metrics["wrong_elements"] == 0
@@ -44,9 +48,13 @@ def test_build_push_verify_records_passing_evidence(pipeline_run, registry, main
 def test_pushed_digest_is_what_the_registry_serves(pipeline_run, registry, main_state):
     settings = project_settings(main_state, registry=registry)
     cand = evidence.load_candidate(settings, "cpu")
-    r = requests.head(f"https://{registry.host}/v2/paddlecd/paddle/manifests/{cand.tag}",
-                      auth=next(iter(registry.users.items())), verify=str(registry.ca_file), timeout=10,
-                      headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    r = requests.head(
+        f"https://{registry.host}/v2/paddlecd/paddle/manifests/{cand.tag}",
+        auth=next(iter(registry.users.items())),
+        verify=str(registry.ca_file),
+        timeout=10,
+        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+    )
     assert r.headers["Docker-Content-Digest"] == cand.digest
     assert cand.tag.startswith("cpu-") and cand.tag != "latest"
 
@@ -67,14 +75,28 @@ def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
     """The CA bundle and index URL are BuildKit secrets: nothing of them is in the image history/labels."""
     settings = project_settings(main_state, registry=registry)
     cand = evidence.load_candidate(settings, "cpu")
-    out = subprocess.run(["/usr/bin/docker", "history", "--no-trunc", cand.reference],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["/usr/bin/docker", "history", "--no-trunc", cand.reference], capture_output=True, text=True
+    )
     assert out.returncode == 0
-    assert "BEGIN CERTIFICATE" not in out.stdout and all(p not in out.stdout for p in registry.users.values())
+    assert "BEGIN CERTIFICATE" not in out.stdout and all(
+        p not in out.stdout for p in registry.users.values()
+    )
     labels = json.dumps(engine.image_labels(cand.reference))
     assert all(p not in labels for p in registry.users.values())
-    probe = subprocess.run(["/usr/bin/docker", "run", "--rm", cand.reference, "sh", "-c",
-                            "ls /run/secrets 2>/dev/null | wc -l"], capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            "/usr/bin/docker",
+            "run",
+            "--rm",
+            cand.reference,
+            "sh",
+            "-c",
+            "ls /run/secrets 2>/dev/null | wc -l",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert probe.stdout.strip() == "0"
 
 
@@ -91,9 +113,13 @@ def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_s
     assert again.returncode == 0, again.stderr[-2000:]
     after = evidence.load_candidate(settings, "cpu")
     client = reg.client_for(settings)
-    layers = [[layer["digest"]
-               for layer in client.get_manifest("paddlecd/paddle", c.digest).json()["layers"]]
-              for c in (before, after)]
+    layers = [
+        [
+            layer["digest"]
+            for layer in client.get_manifest("paddlecd/paddle", c.digest).json()["layers"]
+        ]
+        for c in (before, after)
+    ]
     assert layers[0] == layers[1]
     if before.tag == after.tag:  # HEAD unchanged between the two runs
         assert after.digest == before.digest

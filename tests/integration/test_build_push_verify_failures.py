@@ -40,8 +40,13 @@ def tags(server: RegistryServer, repo: str) -> list[str]:
     from paddlecd import config
     from paddlecd.registry import client as registry
 
-    s = config.load({"registry.url": server.host, "registry.ca_file": str(server.ca_file) if server.ca_file else None},
-                    environ={})
+    s = config.load(
+        {
+            "registry.url": server.host,
+            "registry.ca_file": str(server.ca_file) if server.ca_file else None,
+        },
+        environ={},
+    )
     try:
         return registry.client_for(s).list_tags(repo)
     except RegistryError:
@@ -51,22 +56,42 @@ def tags(server: RegistryServer, repo: str) -> list[str]:
 def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main_state, tmp_path):
     """A variant whose image lacks a runtime library Paddle needs (libgomp) fails environment/import."""
     dockerfile = tmp_path / "Dockerfile.nogomp"
-    dockerfile.write_text((ROOT / "images/Dockerfile").read_text().replace(
-        "USER paddle", "RUN rm -f /usr/lib/x86_64-linux-gnu/libgomp.so.1*\nUSER paddle"))
+    dockerfile.write_text(
+        (ROOT / "images/Dockerfile")
+        .read_text()
+        .replace("USER paddle", "RUN rm -f /usr/lib/x86_64-linux-gnu/libgomp.so.1*\nUSER paddle")
+    )
     variants = yaml.safe_load((ROOT / "images/variants.yaml").read_text())
-    variants["variants"] = {"nogomp": {**variants["variants"]["cpu"], "dockerfile": str(dockerfile)}}
+    variants["variants"] = {
+        "nogomp": {**variants["variants"]["cpu"], "dockerfile": str(dockerfile)}
+    }
     vfile = tmp_path / "variants.yaml"
     vfile.write_text(yaml.safe_dump(variants))
     state = tmp_path / "state"
     state.mkdir()
-    (state / "lock.yaml").write_text(yaml.safe_dump(
-        {"schema": 1, "bases": {"nogomp": {"base": paddle_base.base, "digest": paddle_base.digest,
-                                           "media_type": paddle_base.media_type, "locked": paddle_base.locked}}}))
+    (state / "lock.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "schema": 1,
+                "bases": {
+                    "nogomp": {
+                        "base": paddle_base.base,
+                        "digest": paddle_base.digest,
+                        "media_type": paddle_base.media_type,
+                        "locked": paddle_base.locked,
+                    }
+                },
+            }
+        )
+    )
     env = cli_env(registry, state, PADDLECD_VARIANTS_FILE=str(vfile))
     run = invoke("build", "push", "verify", "--variant", "nogomp", env=env)
     assert run.returncode == 6, run.stdout[-2000:] + run.stderr[-2000:]
     error_line = run.stderr.strip().splitlines()[-2]  # progress first, then error + hint
-    assert error_line.startswith("error: verify failed for ") and "environment/test_import_paddle" in error_line
+    assert (
+        error_line.startswith("error: verify failed for ")
+        and "environment/test_import_paddle" in error_line
+    )
     assert "libgomp" in run.stderr
     settings = project_settings(state, registry=registry, variants_file=str(vfile))
     from paddlecd.verify import evidence
@@ -75,7 +100,9 @@ def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main
     assert record.passed is False  # failing evidence is kept: promotion must see it
 
 
-def test_wrong_paddle_label_fails_the_version_check(paddle_image, registry, main_state, tmp_path, monkeypatch):
+def test_wrong_paddle_label_fails_the_version_check(
+    paddle_image, registry, main_state, tmp_path, monkeypatch
+):
     """An image whose label claims another Paddle version fails environment/version, readably."""
     import docker
 
@@ -83,19 +110,26 @@ def test_wrong_paddle_label_fails_the_version_check(paddle_image, registry, main
     ref = f"{registry.host}/paddlecd/paddle:mislabel-{uuid.uuid4().hex[:6]}"
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    (ctx / "Dockerfile").write_text(f"FROM {paddle_image}\nLABEL io.paddlecd.paddle.version=2.6.1\n")
+    (ctx / "Dockerfile").write_text(
+        f"FROM {paddle_image}\nLABEL io.paddlecd.paddle.version=2.6.1\n"
+    )
     docker.from_env().images.build(path=str(ctx), tag=ref, rm=True, forcerm=True)
     publish.push_reference(project_settings(main_state, registry=registry), ref)
-    result = verify.verify(project_settings(main_state, registry=registry), image=ref,
-                           out_dir=tmp_path / "out")
+    result = verify.verify(
+        project_settings(main_state, registry=registry), image=ref, out_dir=tmp_path / "out"
+    )
     failed = {c.name: c.message for c in result.failed}
     assert list(failed) == ["environment/test_paddle_version_matches_label"]
     assert "3.0.0" in failed["environment/test_paddle_version_matches_label"]
     assert "2.6.1" in failed["environment/test_paddle_version_matches_label"]
 
 
-def test_push_with_wrong_credentials_is_refused_and_leaves_no_tag(registry, main_state, tmp_path, monkeypatch):
-    bad = registry.docker_config(tmp_path / "bad-config", next(iter(registry.users)), "wrong-password")
+def test_push_with_wrong_credentials_is_refused_and_leaves_no_tag(
+    registry, main_state, tmp_path, monkeypatch
+):
+    bad = registry.docker_config(
+        tmp_path / "bad-config", next(iter(registry.users)), "wrong-password"
+    )
     monkeypatch.setenv("DOCKER_CONFIG", str(bad))
     ref = tiny_image(f"{registry.host}/paddlecd/creds-test:t1", tmp_path)
     with pytest.raises(RegistryAuthError) as e:
@@ -110,8 +144,15 @@ def test_push_to_a_down_registry_fails_clearly(main_state, tmp_path):
 
     port = free_port()  # nothing listens here
     ref = tiny_image(f"127.0.0.1:{port}/paddlecd/down:t1", tmp_path)
-    settings = config.load({"registry.url": f"127.0.0.1:{port}", "registry.push_retries": 1,
-                            "state_dir": str(main_state)}, root=ROOT, environ={})
+    settings = config.load(
+        {
+            "registry.url": f"127.0.0.1:{port}",
+            "registry.push_retries": 1,
+            "state_dir": str(main_state),
+        },
+        root=ROOT,
+        environ={},
+    )
     with pytest.raises(RegistryError) as e:
         publish.push_reference(settings, ref)
     assert f"127.0.0.1:{port}" in e.value.cause
@@ -137,8 +178,12 @@ class _RejectingProxy(http.server.BaseHTTPRequestHandler):
         skip = ("host", "transfer-encoding", "content-length")
         headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
         if body is not None and "content-type" not in {k.lower() for k in headers}:
-            headers["Content-Type"] = "application/octet-stream"  # else urllib sends a form type distribution rejects
-        req = urllib.request.Request(self.upstream + self.path, data=body, method=self.command, headers=headers)
+            headers["Content-Type"] = (
+                "application/octet-stream"  # else urllib sends a form type distribution rejects
+            )
+        req = urllib.request.Request(
+            self.upstream + self.path, data=body, method=self.command, headers=headers
+        )
         try:
             resp = urllib.request.urlopen(req, timeout=30)
         except urllib.error.HTTPError as e:
@@ -180,23 +225,39 @@ def test_registry_rejecting_the_push_mid_stream_fails_push(tmp_path):
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         host = f"127.0.0.1:{proxy.server_address[1]}"
         ref = tiny_image(f"{host}/paddlecd/midstream:t1", tmp_path)
-        settings = config.load({"registry.url": host, "registry.push_retries": 2}, root=ROOT, environ={})
+        settings = config.load(
+            {"registry.url": host, "registry.push_retries": 2}, root=ROOT, environ={}
+        )
         with pytest.raises(RegistryError) as e:
             publish.push_reference(settings, ref)
-        assert e.value.cause.startswith(f"pushing {ref}: ") and "manifest invalid" in e.value.cause.lower()
+        assert (
+            e.value.cause.startswith(f"pushing {ref}: ")
+            and "manifest invalid" in e.value.cause.lower()
+        )
         assert "t1" not in tags(upstream, "paddlecd/midstream")
         proxy.shutdown()
     finally:
         upstream.stop()
 
 
-@pytest.mark.parametrize("variants_yaml,expected", [
-    ("variants: {cpu: {device: cpu, base: 'x/y:3.0.0', paddle: '3.0.0', bogus: 1}}", "unknown key 'bogus'"),
-    ("variants: {cpu: {device: cpu, base: 'x/y:3.0.0', paddle: '3.0.0', devise: cpu}}", "did you mean 'device'"),
-    ("variants: [oops", "not valid YAML"),
-    ("variants: {g: {device: gpu, base: 'p/p:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', paddle: '3.0.0', cuda: '11.8', cudnn: '9.5', tensorrt: '10.5'}}",
-     "declares cuda=11.8 but its base tag"),
-])
+@pytest.mark.parametrize(
+    "variants_yaml,expected",
+    [
+        (
+            "variants: {cpu: {device: cpu, base: 'x/y:3.0.0', paddle: '3.0.0', bogus: 1}}",
+            "unknown key 'bogus'",
+        ),
+        (
+            "variants: {cpu: {device: cpu, base: 'x/y:3.0.0', paddle: '3.0.0', devise: cpu}}",
+            "did you mean 'device'",
+        ),
+        ("variants: [oops", "not valid YAML"),
+        (
+            "variants: {g: {device: gpu, base: 'p/p:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', paddle: '3.0.0', cuda: '11.8', cudnn: '9.5', tensorrt: '10.5'}}",
+            "declares cuda=11.8 but its base tag",
+        ),
+    ],
+)
 def test_bad_variants_file_is_one_line_exit_2(tmp_path, variants_yaml, expected):
     vfile = tmp_path / "variants.yaml"
     vfile.write_text(variants_yaml)
@@ -204,29 +265,53 @@ def test_bad_variants_file_is_one_line_exit_2(tmp_path, variants_yaml, expected)
     run = invoke("build", "--variant", "cpu", env=env)
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()
-    assert lines[0].startswith("error: ") and expected in run.stderr and lines[1].startswith("hint: ")
+    assert (
+        lines[0].startswith("error: ") and expected in run.stderr and lines[1].startswith("hint: ")
+    )
     assert "Traceback" not in run.stderr
 
 
 def test_unknown_variant_and_unlocked_base(tmp_path):
     run = invoke("build", "--variant", "cpuu", env=cli_env(None, tmp_path))
-    assert run.returncode == 2 and "unknown variant 'cpuu'" in run.stderr and "did you mean 'cpu'" in run.stderr
+    assert (
+        run.returncode == 2
+        and "unknown variant 'cpuu'" in run.stderr
+        and "did you mean 'cpu'" in run.stderr
+    )
     run = invoke("build", "--variant", "cu126", env=cli_env(None, tmp_path))
-    assert run.returncode == 3 and "not locked" in run.stderr and "invoke lock --variant cu126" in run.stderr
+    assert (
+        run.returncode == 3
+        and "not locked" in run.stderr
+        and "invoke lock --variant cu126" in run.stderr
+    )
 
 
 def test_lock_against_an_unreachable_registry_says_so_and_writes_nothing(tmp_path):
     port = free_port()
     vfile = tmp_path / "variants.yaml"
-    vfile.write_text(f"variants: {{cpu: {{device: cpu, base: '127.0.0.1:{port}/p/b:3.0.0-cpu', paddle: '3.0.0'}}}}")
+    vfile.write_text(
+        f"variants: {{cpu: {{device: cpu, base: '127.0.0.1:{port}/p/b:3.0.0-cpu', paddle: '3.0.0'}}}}"
+    )
     run = invoke("lock", env=cli_env(None, tmp_path, PADDLECD_VARIANTS_FILE=str(vfile)))
     assert run.returncode == 3 and "unreachable" in run.stderr and f"127.0.0.1:{port}" in run.stderr
     assert not (tmp_path / "lock.yaml").exists()
 
 
 def test_drifted_lock_is_refused(tmp_path):
-    (tmp_path / "lock.yaml").write_text(yaml.safe_dump({"schema": 1, "bases": {"cpu": {
-        "base": "127.0.0.1:5000/paddlecd/paddle-base:2.6.1-cpu", "digest": "sha256:" + "a" * 64,
-        "media_type": "application/vnd.oci.image.manifest.v1+json", "locked": "2026-01-01T00:00:00Z"}}}))
+    (tmp_path / "lock.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "schema": 1,
+                "bases": {
+                    "cpu": {
+                        "base": "127.0.0.1:5000/paddlecd/paddle-base:2.6.1-cpu",
+                        "digest": "sha256:" + "a" * 64,
+                        "media_type": "application/vnd.oci.image.manifest.v1+json",
+                        "locked": "2026-01-01T00:00:00Z",
+                    }
+                },
+            }
+        )
+    )
     run = invoke("build", "--variant", "cpu", env=cli_env(None, tmp_path))
     assert run.returncode == 3 and "lock drifted for variant 'cpu'" in run.stderr

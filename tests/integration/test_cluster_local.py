@@ -47,7 +47,8 @@ def image_by_digest(paddle_image, registry):
 def write_job(tmp_path: Path, *, steps: int, extra_args: tuple[str, ...] = ()) -> Path:
     """A job file training the example script, writing to ``tmp_path/out``."""
     job = {
-        "name": "pytest-train", "nodes": 2,
+        "name": "pytest-train",
+        "nodes": 2,
         "command": {"script": "train_linear.py", "args": ["--steps", str(steps), *extra_args]},
         "code": {"path": str(ROOT / "examples"), "mountPath": "/workspace/examples"},
         "output": {"path": "out", "mountPath": "/output"},
@@ -63,7 +64,10 @@ def write_job(tmp_path: Path, *, steps: int, extra_args: tuple[str, ...] = ()) -
 def leftovers(job_id: str) -> list[str]:
     """Containers and networks of ``job_id`` still present in the engine."""
     docker = engine.client()
-    found = [c.name for c in docker.containers.list(all=True, filters={"label": f"paddlecd.io/job={job_id}"})]
+    found = [
+        c.name
+        for c in docker.containers.list(all=True, filters={"label": f"paddlecd.io/job={job_id}"})
+    ]
     return found + [n.name for n in docker.networks.list(names=[job_id]) if n.name == job_id]
 
 
@@ -77,8 +81,12 @@ def final_losses(lines: list[str]) -> dict[str, float]:
     return out
 
 
-def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(settings, image_by_digest, tmp_path):
-    plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=300)), image=image_by_digest, cluster="local")
+def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(
+    settings, image_by_digest, tmp_path
+):
+    plan = cluster.plan(
+        settings, job=str(write_job(tmp_path, steps=300)), image=image_by_digest, cluster="local"
+    )
     lines: list[str] = []
     location = cluster.run(settings, plan, on_event=lines.append, on_line=lines.append)
 
@@ -86,14 +94,21 @@ def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(settin
     losses = final_losses(lines)
     assert set(losses) == {"0", "1"}, lines[-30:]
     assert max(losses.values()) < 0.01  # y = x·w + 0.5 + 0.01·noise: converged means ≈ noise level
-    assert any("Successfully connected to" in ln and f"{plan.job_id}-0.{plan.job_id}" in ln for ln in lines)
+    assert any(
+        "Successfully connected to" in ln and f"{plan.job_id}-0.{plan.job_id}" in ln for ln in lines
+    )
     assert Path(location + ".pdiparams").is_file()
     assert leftovers(plan.job_id) == []
 
     load_back = engine.ContainerSpec(
-        image=image_by_digest, command=("python", "-c", LOAD_BACK), user="1000:1000",
-        mounts=(engine.Mount(str(tmp_path / "out"), "/output", read_only=True),
-                engine.Mount(str(ROOT / "examples"), "/workspace/examples", read_only=True)))
+        image=image_by_digest,
+        command=("python", "-c", LOAD_BACK),
+        user="1000:1000",
+        mounts=(
+            engine.Mount(str(tmp_path / "out"), "/output", read_only=True),
+            engine.Mount(str(ROOT / "examples"), "/workspace/examples", read_only=True),
+        ),
+    )
     with engine.container(load_back) as c:
         loaded = engine.wait(c, timeout=300)
     assert loaded.exit_code == 0, loaded.logs[-2000:]
@@ -104,13 +119,24 @@ def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(settin
 def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_path):
     """Through the CLI, as a user runs it: exit 9, the failing rank named, its log tail as the hint."""
     job = write_job(tmp_path, steps=50, extra_args=("--fail-rank", "1"))
-    result = invoke("deploy", "--image", image_by_digest, "--job", str(job), "--cluster", "local",
-                    env=clean_env(drop=("PADDLECD_",)), timeout=600)
+    result = invoke(
+        "deploy",
+        "--image",
+        image_by_digest,
+        "--job",
+        str(job),
+        "--cluster",
+        "local",
+        env=clean_env(drop=("PADDLECD_",)),
+        timeout=600,
+    )
 
     assert result.returncode == 9, result.stdout[-2000:] + result.stderr
     # Rank 0 fails too (its collective breaks); rank 1 must be named with its own log tail.
-    assert re.search(r"error: .*rank 1 \(pytest-train-[0-9a-f]{6}-1\) failed with exit code \d+.*; the job was stopped",
-                     result.stderr)
+    assert re.search(
+        r"error: .*rank 1 \(pytest-train-[0-9a-f]{6}-1\) failed with exit code \d+.*; the job was stopped",
+        result.stderr,
+    )
     hint = result.stderr.split("\nhint: ", 1)[1]  # at a line start: rank log lines start "[rank N]"
     assert "failing on purpose" in hint.split("last lines of rank 1:", 1)[1]
     plan = result.stderr  # the plan is on stderr, results on stdout
@@ -119,14 +145,23 @@ def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_pat
 
 
 def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_path):
-    plans = [cluster.plan(settings, job=str(write_job(tmp_path / str(i), steps=50)), image=image_by_digest,
-                          cluster="local") for i in range(2)]
+    plans = [
+        cluster.plan(
+            settings,
+            job=str(write_job(tmp_path / str(i), steps=50)),
+            image=image_by_digest,
+            cluster="local",
+        )
+        for i in range(2)
+    ]
     assert plans[0].job_id != plans[1].job_id
     results: dict[int, object] = {}
 
     def run(i: int) -> None:
         try:
-            results[i] = cluster.run(settings, plans[i], on_event=lambda _: None, on_line=lambda _: None)
+            results[i] = cluster.run(
+                settings, plans[i], on_event=lambda _: None, on_line=lambda _: None
+            )
         except Exception as e:  # reported by the assertion below
             results[i] = e
 
@@ -145,7 +180,9 @@ def test_a_release_that_does_not_exist_is_refused_before_anything_runs(registry_
     settings = project_settings(tmp_path / "state", registry=registry_env)
     before = {c.name for c in engine.client().containers.list(all=True)}
     with pytest.raises(ConfigError, match="unknown release 9.9.9-cpu"):
-        cluster.plan(settings, job=str(write_job(tmp_path, steps=10)), release="9.9.9-cpu", cluster="local")
+        cluster.plan(
+            settings, job=str(write_job(tmp_path, steps=10)), release="9.9.9-cpu", cluster="local"
+        )
     assert {c.name for c in engine.client().containers.list(all=True)} <= before
 
 
@@ -157,18 +194,25 @@ def test_container_options_mirror_the_pod(tmp_path):
 
     spec = jobfile.load(write_job(tmp_path, steps=1)).with_overrides(gpus=2)
     target = Target("127.0.0.1:5000/x@sha256:" + "a" * 64, "cu126", "1.4.0-cu126")
-    opts = [engine._run_kwargs(local._container(spec, target, "job-1a2b3c", rank))
-            for rank in (0, 1)]
+    opts = [
+        engine._run_kwargs(local._container(spec, target, "job-1a2b3c", rank)) for rank in (0, 1)
+    ]
 
     assert [o["device_requests"][0]["DeviceIDs"] for o in opts] == [["0", "1"], ["2", "3"]]
     assert opts[1]["networking_config"]["job-1a2b3c"]["Aliases"] == ["job-1a2b3c-1.job-1a2b3c"]
     assert (opts[1]["user"], opts[1]["shm_size"], opts[1]["mem_limit"], opts[1]["nano_cpus"]) == (
-        "1000:1000", 256 * 2**20, 2 * 2**30, 10**9)
+        "1000:1000",
+        256 * 2**20,
+        2 * 2**30,
+        10**9,
+    )
     assert opts[1]["environment"]["JOB_COMPLETION_INDEX"] == "1"
     assert opts[1]["environment"]["PADDLE_MASTER"] == "job-1a2b3c-0.job-1a2b3c:36543"
 
 
-def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, paddle_image, tmp_path):
+def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
+    registry_env, paddle_image, tmp_path
+):
     """The whole path behind ``invoke deploy --release 1.0.0-cpu``: the Paddle image pushed as a
     candidate, evidence recorded as verify writes it, promoted with paddlecd.release.promote (registry-side
     copy), then resolved by release.find to release-repo@digest, pulled by digest with credentials
@@ -181,24 +225,44 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(registry_env, pad
 
     uid = uuid.uuid4().hex[:8]
     private, public = keys.keygen(tmp_path / "keys")
-    settings = config.load({"state_dir": str(tmp_path / "state"), "registry.repository": f"ci/cluster-{uid}",
-                            "release.repository": f"release/cluster-{uid}",
-                            "verify.signing_key": str(private),
-                            "release.trusted_keys": str(public)},
-                           root=ROOT)
+    settings = config.load(
+        {
+            "state_dir": str(tmp_path / "state"),
+            "registry.repository": f"ci/cluster-{uid}",
+            "release.repository": f"release/cluster-{uid}",
+            "verify.signing_key": str(private),
+            "release.trusted_keys": str(public),
+        },
+        root=ROOT,
+    )
     engine.tag(paddle_image, f"{settings.candidate_repo}:cpu-test")
     digest = engine.push(f"{settings.candidate_repo}:cpu-test")
-    evidence.save_candidate(settings, "cpu", reference=f"{settings.candidate_repo}@{digest}", digest=digest, tag="cpu-test")
+    evidence.save_candidate(
+        settings,
+        "cpu",
+        reference=f"{settings.candidate_repo}@{digest}",
+        digest=digest,
+        tag="cpu-test",
+    )
     record = evidence.Evidence(
-        digest=digest, reference=f"{settings.candidate_repo}@{digest}", variant="cpu", passed=True,
-        created=files.now_iso(), versions={"paddle": "3.0.0"},
-        checks=tuple(evidence.Check(name=f"{m}/t", passed=True, duration_s=0.1)
-                     for m in evidence.REQUIRED_CHECKS))
+        digest=digest,
+        reference=f"{settings.candidate_repo}@{digest}",
+        variant="cpu",
+        passed=True,
+        created=files.now_iso(),
+        versions={"paddle": "3.0.0"},
+        checks=tuple(
+            evidence.Check(name=f"{m}/t", passed=True, duration_s=0.1)
+            for m in evidence.REQUIRED_CHECKS
+        ),
+    )
     evidence.save(settings, record)
     attested.publish(settings, record, tmp_path)  # signed, attached to the digest, as verify does
     release.promote(settings, variant="cpu", version="1.0.0", execute=True)
 
-    plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=50)), release="1.0.0-cpu", cluster="local")
+    plan = cluster.plan(
+        settings, job=str(write_job(tmp_path, steps=50)), release="1.0.0-cpu", cluster="local"
+    )
     assert plan.target.reference == f"{settings.release_repo}@{digest}"
     assert plan.manifests[1]["metadata"]["labels"]["paddlecd.io/release"] == "1.0.0-cpu"
     try:

@@ -42,8 +42,13 @@ def summary_of(state):
 @pytest.fixture(scope="module")
 def failed_run(registry, pr_state, tmp_path_factory):
     step_summary = tmp_path_factory.mktemp("gha") / "step_summary.md"
-    env = cli_env(registry, pr_state, PADDLECD_VERIFY_TIMEOUT="1", GITHUB_ACTIONS="true",
-                  GITHUB_STEP_SUMMARY=str(step_summary))
+    env = cli_env(
+        registry,
+        pr_state,
+        PADDLECD_VERIFY_TIMEOUT="1",
+        GITHUB_ACTIONS="true",
+        GITHUB_STEP_SUMMARY=str(step_summary),
+    )
     env.pop("GITHUB_BASE_REF", None)
     run = invoke("pipeline.run", "pr", "--variant", "cpu", env=env)
     folder, summary = summary_of(pr_state)
@@ -77,8 +82,10 @@ def test_injected_verify_failure_stops_the_run_after_push(failed_run):
     # engine.wait turns docker-py's ReadTimeout into "did not finish within 1s"; docker-py 7.1
     # raises it as requests' ConnectionError("… Read timed out.") over the unix socket, recorded as
     # it is
-    assert "timed out" in summary["stages"][3]["variants"]["cpu"]["error"] or \
-        "within 1s" in summary["stages"][3]["variants"]["cpu"]["error"]
+    assert (
+        "timed out" in summary["stages"][3]["variants"]["cpu"]["error"]
+        or "within 1s" in summary["stages"][3]["variants"]["cpu"]["error"]
+    )
     # the per-stage lines, with the digest as the push line's key output
     assert f"digest={push['outputs']['digest']}" in run.stdout
     assert (folder / "summary.md").read_text().count("| cpu |") == 4
@@ -164,11 +171,17 @@ def release_root(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("release-root")
     shutil.copytree(ROOT / "images", root / "images", ignore=shutil.ignore_patterns("lock.yaml"))
-    job = {"schema": 1, "name": "pipeline-train", "nodes": 2,
-           "command": {"script": "train_linear.py", "args": ["--steps", "50"]},
-           "code": {"path": str(ROOT / "examples"), "mountPath": "/workspace/examples"},
-           "output": {"path": "out", "mountPath": "/output"}, "model": "model",
-           "resources": {"cpu": "1", "memory": "2Gi", "shm": "256Mi"}, "activeDeadlineSeconds": 600}
+    job = {
+        "schema": 1,
+        "name": "pipeline-train",
+        "nodes": 2,
+        "command": {"script": "train_linear.py", "args": ["--steps", "50"]},
+        "code": {"path": str(ROOT / "examples"), "mountPath": "/workspace/examples"},
+        "output": {"path": "out", "mountPath": "/output"},
+        "model": "model",
+        "resources": {"cpu": "1", "memory": "2Gi", "shm": "256Mi"},
+        "activeDeadlineSeconds": 600,
+    }
     (root / "train.yaml").write_text(yaml.safe_dump(job))
     (root / "pipelines").mkdir()
     (root / "pipelines" / "release.yaml").write_text(
@@ -200,8 +213,12 @@ def test_release_pipeline_promotes_trains_and_uploads(
     """promote (the pr run's verified digest, evidence required) → deploy (2 local containers, gloo,
     on the promoted digest) → upload (the jit.save export, with the promoted image in its
     manifest)."""
-    env = cli_env(registry, pr_state, PADDLECD_ROOT=str(release_root),
-                  PADDLECD_RELEASE_REPOSITORY="paddlecd/pipeline-release")
+    env = cli_env(
+        registry,
+        pr_state,
+        PADDLECD_ROOT=str(release_root),
+        PADDLECD_RELEASE_REPOSITORY="paddlecd/pipeline-release",
+    )
     plan = invoke(
         "pipeline.run", "release", "--variant", "cpu", "--version", "1.0.0", "--dry-run", env=env
     )
@@ -235,5 +252,7 @@ def test_release_pipeline_promotes_trains_and_uploads(
     # issue 13: the promoted image's Paddle, and the model checked in it against its references
     assert (manifest["paddle_version"], manifest["paddle_version_from"]) == ("3.0.0", "image")
     assert out["check"]["status"] == "passed"
-    check = json.loads((release_root / "store" / "linear-demo" / "1.0.0" / "check.json").read_text())
+    check = json.loads(
+        (release_root / "store" / "linear-demo" / "1.0.0" / "check.json").read_text()
+    )
     assert check["limited"] is False and check["image"].endswith("@" + verified["digest"])

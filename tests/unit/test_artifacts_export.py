@@ -17,7 +17,11 @@ def _folder(tmp_path, *names):
 
 def test_paddle3_export_with_json_program(tmp_path):
     e = find_export(_folder(tmp_path, "inference.json", "inference.pdiparams", "README.md"))
-    assert (e.prefix, e.format, e.files) == ("inference", "paddle-pir-json", ("inference.json", "inference.pdiparams"))
+    assert (e.prefix, e.format, e.files) == (
+        "inference",
+        "paddle-pir-json",
+        ("inference.json", "inference.pdiparams"),
+    )
 
 
 def test_paddle2_export_with_info_file(tmp_path):
@@ -31,12 +35,18 @@ def test_unrelated_json_next_to_a_paddle2_export_is_not_uploaded(tmp_path):
     assert e.files == ("inference.pdmodel", "inference.pdiparams")
 
 
-@pytest.mark.parametrize(("names", "missing"), [
-    (["inference.json"], "missing inference.pdiparams"),
-    (["inference.pdmodel"], "missing inference.pdiparams"),
-    (["inference.pdiparams"], "missing inference.json (Paddle 3.x) or inference.pdmodel (Paddle 2.x)"),
-    (["inference.pdiparams", "other.json"], "missing inference.json"),
-])
+@pytest.mark.parametrize(
+    ("names", "missing"),
+    [
+        (["inference.json"], "missing inference.pdiparams"),
+        (["inference.pdmodel"], "missing inference.pdiparams"),
+        (
+            ["inference.pdiparams"],
+            "missing inference.json (Paddle 3.x) or inference.pdmodel (Paddle 2.x)",
+        ),
+        (["inference.pdiparams", "other.json"], "missing inference.json"),
+    ],
+)
 def test_incomplete_export_names_what_is_missing(tmp_path, names, missing):
     with pytest.raises(ConfigError, match="incomplete jit.save export") as e:
         find_export(_folder(tmp_path, *names))
@@ -44,7 +54,9 @@ def test_incomplete_export_names_what_is_missing(tmp_path, names, missing):
 
 
 def test_not_an_export(tmp_path):
-    with pytest.raises(ConfigError, match=r"is not a paddle.jit.save export: no <prefix>.pdiparams") as e:
+    with pytest.raises(
+        ConfigError, match=r"is not a paddle.jit.save export: no <prefix>.pdiparams"
+    ) as e:
         find_export(_folder(tmp_path, "weights.bin", "a.json", "b.json"))
     assert "paddle.jit.save(" in e.value.hint
 

@@ -33,19 +33,44 @@ def test_hash_file_gives_size_and_sha256(tmp_path):
     p = tmp_path / "x.pdiparams"
     p.write_bytes(b"a" * 3_000_000)
     e = am.hash_file(p, chunk=1 << 16)
-    assert (e.path, e.size, e.sha256) == ("x.pdiparams", 3_000_000, hashlib.sha256(b"a" * 3_000_000).hexdigest())
+    assert (e.path, e.size, e.sha256) == (
+        "x.pdiparams",
+        3_000_000,
+        hashlib.sha256(b"a" * 3_000_000).hexdigest(),
+    )
 
 
 def test_build_manifest_records_everything(export):
-    doc = _manifest(export, image=am.parse_image(f"reg.example/paddle@{DIGEST}"), paddle_version="3.0.0",
-                    git_revision="0123abc", metrics={"hmean": 0.83})
+    doc = _manifest(
+        export,
+        image=am.parse_image(f"reg.example/paddle@{DIGEST}"),
+        paddle_version="3.0.0",
+        git_revision="0123abc",
+        metrics={"hmean": 0.83},
+    )
     assert doc["files"] == [
-        {"path": "inference.json", "size": 14, "sha256": hashlib.sha256(b'{"program": 1}').hexdigest()},
-        {"path": "inference.pdiparams", "size": 1024,
-         "sha256": hashlib.sha256(bytes(range(256)) * 4).hexdigest()}]
+        {
+            "path": "inference.json",
+            "size": 14,
+            "sha256": hashlib.sha256(b'{"program": 1}').hexdigest(),
+        },
+        {
+            "path": "inference.pdiparams",
+            "size": 1024,
+            "sha256": hashlib.sha256(bytes(range(256)) * 4).hexdigest(),
+        },
+    ]
     assert doc["image"] == {"reference": f"reg.example/paddle@{DIGEST}", "digest": DIGEST}
-    assert (doc["created"], doc["format"], doc["model_prefix"]) == ("2026-01-02T03:04:05Z", "paddle-pir-json", "inference")
-    assert (doc["schema_version"], doc["metrics"], doc["git_revision"]) == (1, {"hmean": 0.83}, "0123abc")
+    assert (doc["created"], doc["format"], doc["model_prefix"]) == (
+        "2026-01-02T03:04:05Z",
+        "paddle-pir-json",
+        "inference",
+    )
+    assert (doc["schema_version"], doc["metrics"], doc["git_revision"]) == (
+        1,
+        {"hmean": 0.83},
+        "0123abc",
+    )
 
 
 def test_manifest_bytes_are_canonical(export):
@@ -55,18 +80,24 @@ def test_manifest_bytes_are_canonical(export):
     assert raw == am.manifest_bytes(json.loads(raw))
 
 
-@pytest.mark.parametrize(("change", "where"), [
-    (lambda d: d["files"][0].update(sha256="XYZ"), "files/0/sha256"),
-    (lambda d: d["files"][0].update(path="../escape"), "files/0/path"),
-    (lambda d: d["files"].append({"path": "manifest.json", "size": 1, "sha256": "0" * 64}), "files/2/path"),
-    (lambda d: d.update(version="1.4"), "version"),
-    (lambda d: d.update(name="OCR_det"), "name"),
-    (lambda d: d.update(image={"reference": "r", "digest": "sha256:short"}), "image"),
-    (lambda d: d.update(metrics={"hmean": "high"}), "metrics"),
-    (lambda d: d.update(extra=1), "(top)"),
-    (lambda d: d.pop("created"), "(top)"),
-    (lambda d: d.update(files=d["files"][:1]), "files"),
-])
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda d: d["files"][0].update(sha256="XYZ"), "files/0/sha256"),
+        (lambda d: d["files"][0].update(path="../escape"), "files/0/path"),
+        (
+            lambda d: d["files"].append({"path": "manifest.json", "size": 1, "sha256": "0" * 64}),
+            "files/2/path",
+        ),
+        (lambda d: d.update(version="1.4"), "version"),
+        (lambda d: d.update(name="OCR_det"), "name"),
+        (lambda d: d.update(image={"reference": "r", "digest": "sha256:short"}), "image"),
+        (lambda d: d.update(metrics={"hmean": "high"}), "metrics"),
+        (lambda d: d.update(extra=1), "(top)"),
+        (lambda d: d.pop("created"), "(top)"),
+        (lambda d: d.update(files=d["files"][:1]), "files"),
+    ],
+)
 def test_schema_rejects_bad_manifests(export, change, where):
     doc = copy.deepcopy(_manifest(export))
     change(doc)

@@ -37,21 +37,31 @@ def test_bad_versions(version):
     assert "MAJOR.MINOR.PATCH" in e.value.hint
 
 
-@pytest.mark.parametrize(("url", "loc"), [
-    ("s3://models", Location("s3", "models", "")),
-    ("s3://models/paddle/", Location("s3", "models", "paddle")),
-    ("s3://my.models-1/a/b", Location("s3", "my.models-1", "a/b")),
-    ("file:///srv/models/", Location("file", "", "/srv/models")),
-])
+@pytest.mark.parametrize(
+    ("url", "loc"),
+    [
+        ("s3://models", Location("s3", "models", "")),
+        ("s3://models/paddle/", Location("s3", "models", "paddle")),
+        ("s3://my.models-1/a/b", Location("s3", "my.models-1", "a/b")),
+        ("file:///srv/models/", Location("file", "", "/srv/models")),
+    ],
+)
 def test_good_urls(url, loc):
     assert parse_url(url) == loc
 
 
-@pytest.mark.parametrize(("url", "message"), [
-    ("s3://", "has no bucket"), ("s3:///paddle", "has no bucket"), ("s3://Models", "not a valid bucket name"),
-    ("s3://ab", "not a valid bucket name"), ("gs://models", "scheme must be s3:// or file://"),
-    ("models/paddle", "scheme must be"), ("file://relative/path", "absolute path"),
-])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("s3://", "has no bucket"),
+        ("s3:///paddle", "has no bucket"),
+        ("s3://Models", "not a valid bucket name"),
+        ("s3://ab", "not a valid bucket name"),
+        ("gs://models", "scheme must be s3:// or file://"),
+        ("models/paddle", "scheme must be"),
+        ("file://relative/path", "absolute path"),
+    ],
+)
 def test_bad_urls(url, message):
     with pytest.raises(ConfigError, match=message):
         parse_url(url)
@@ -61,41 +71,70 @@ def test_default_store_is_a_folder_under_the_state_dir(tmp_path):
     s = config.load(root=tmp_path, environ={})
     assert artifacts.default_store_url(s) == f"file://{tmp_path.resolve()}/.paddlecd/artifacts"
     store = artifacts.store_for(s)
-    assert isinstance(store, FileStore) and store.root == tmp_path.resolve() / ".paddlecd" / "artifacts"
+    assert (
+        isinstance(store, FileStore)
+        and store.root == tmp_path.resolve() / ".paddlecd" / "artifacts"
+    )
 
 
 def test_split_model_urls(tmp_path):
     s = config.load(root=tmp_path, environ={})
     assert artifacts.split_model_url("s3://models/paddle/ocr-det/1.4.0", s, parts=2) == (
-        "s3://models/paddle", ["ocr-det", "1.4.0"])
-    assert artifacts.split_model_url("s3://models/ocr-det", s, parts=1) == ("s3://models", ["ocr-det"])
+        "s3://models/paddle",
+        ["ocr-det", "1.4.0"],
+    )
+    assert artifacts.split_model_url("s3://models/ocr-det", s, parts=1) == (
+        "s3://models",
+        ["ocr-det"],
+    )
     assert artifacts.split_model_url("ocr-det/1.4.0", s, parts=2)[1] == ["ocr-det", "1.4.0"]
-    assert artifacts.split_model_url("file:///srv/m/ocr-det", s, parts=1) == ("file:///srv/m", ["ocr-det"])
+    assert artifacts.split_model_url("file:///srv/m/ocr-det", s, parts=1) == (
+        "file:///srv/m",
+        ["ocr-det"],
+    )
     for bad in ("s3://models/1.4.0", "ocr-det", "file:///ocr-det/1.4.0"):
         with pytest.raises(ConfigError):
             artifacts.split_model_url(bad, s, parts=2)
 
 
-@pytest.mark.parametrize(("knobs", "message"), [
-    ({"addressing_style": "dns"}, "storage.addressing_style 'dns'"),
-    ({"checksum_mode": "always"}, "storage.checksum_mode 'always'"),
-    ({"multipart_chunk_mb": 4}, "must be >= 5"),
-    ({"max_concurrency": 0}, "max_concurrency must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ({"addressing_style": "dns"}, "storage.addressing_style 'dns'"),
+        ({"checksum_mode": "always"}, "storage.checksum_mode 'always'"),
+        ({"multipart_chunk_mb": 4}, "must be >= 5"),
+        ({"max_concurrency": 0}, "max_concurrency must be >= 1"),
+    ],
+)
 def test_bad_s3_settings(knobs, message):
     with pytest.raises(ConfigError, match=message):
         open_store("s3://models", StorageSettings(**knobs))
 
 
 def test_s3_settings_reach_the_client():
-    store = open_store("s3://models/p", StorageSettings(endpoint_url="http://127.0.0.1:9", region="eu-west-3",
-                                                        addressing_style="virtual", multipart_chunk_mb=8,
-                                                        max_concurrency=3))
+    store = open_store(
+        "s3://models/p",
+        StorageSettings(
+            endpoint_url="http://127.0.0.1:9",
+            region="eu-west-3",
+            addressing_style="virtual",
+            multipart_chunk_mb=8,
+            max_concurrency=3,
+        ),
+    )
     cfg = store.client.meta.config
-    assert (store.client.meta.endpoint_url, store.client.meta.region_name) == ("http://127.0.0.1:9", "eu-west-3")
+    assert (store.client.meta.endpoint_url, store.client.meta.region_name) == (
+        "http://127.0.0.1:9",
+        "eu-west-3",
+    )
     assert cfg.s3["addressing_style"] == "virtual"
-    assert (cfg.request_checksum_calculation, cfg.response_checksum_validation) == ("when_required",) * 2
-    assert (store.transfer.multipart_chunksize, store.transfer.max_concurrency) == (8 * 1024 * 1024, 3)
+    assert (cfg.request_checksum_calculation, cfg.response_checksum_validation) == (
+        "when_required",
+    ) * 2
+    assert (store.transfer.multipart_chunksize, store.transfer.max_concurrency) == (
+        8 * 1024 * 1024,
+        3,
+    )
     assert store.url == "s3://models/p"
 
 
@@ -107,8 +146,13 @@ def test_file_store_writes_atomically_and_lists(tmp_path):
     store.put_file(src, "m/1.0.0/f.bin", progress=seen.append)
     store.put_bytes(b"{}", "m/1.0.0/manifest.json")
     assert sum(seen) == 5000
-    assert [(o.key, o.size) for o in store.list("m/")] == [("m/1.0.0/f.bin", 5000), ("m/1.0.0/manifest.json", 2)]
-    assert store.get_bytes("m/1.0.0/manifest.json") == b"{}" and store.get_bytes("m/2.0.0/x") is None
+    assert [(o.key, o.size) for o in store.list("m/")] == [
+        ("m/1.0.0/f.bin", 5000),
+        ("m/1.0.0/manifest.json", 2),
+    ]
+    assert (
+        store.get_bytes("m/1.0.0/manifest.json") == b"{}" and store.get_bytes("m/2.0.0/x") is None
+    )
 
     class Boom(Exception):
         pass
@@ -118,7 +162,10 @@ def test_file_store_writes_atomically_and_lists(tmp_path):
 
     with pytest.raises(Boom):
         store.put_file(src, "m/1.0.0/g.bin", progress=fail)
-    assert sorted(p.name for p in (tmp_path / "store" / "m" / "1.0.0").iterdir()) == ["f.bin", "manifest.json"]
+    assert sorted(p.name for p in (tmp_path / "store" / "m" / "1.0.0").iterdir()) == [
+        "f.bin",
+        "manifest.json",
+    ]
     store.delete(["m/1.0.0/f.bin", "m/1.0.0/absent"])
     assert store.head("m/1.0.0/f.bin") is None and store.head("m/1.0.0/manifest.json").size == 2
 

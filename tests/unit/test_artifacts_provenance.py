@@ -34,11 +34,14 @@ def test_pir_inputs_are_read_from_the_program():
     assert program.InputSpec.from_json(spec.to_json()) == spec
 
 
-@pytest.mark.parametrize(("text", "cause"), [
-    ("not json", "is not a PIR program"),
-    ('{"base_code": {"magic": "other"}}', "no base_code.magic 'pir'"),
-    ('{"base_code": {"magic": "pir"}, "program": {"regions": []}}', "has no input"),
-])
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        ("not json", "is not a PIR program"),
+        ('{"base_code": {"magic": "other"}}', "no base_code.magic 'pir'"),
+        ('{"base_code": {"magic": "pir"}, "program": {"regions": []}}', "has no input"),
+    ],
+)
 def test_not_a_pir_program(tmp_path, text, cause):
     (tmp_path / "m.json").write_text(text)
     with pytest.raises(ConfigError, match=cause):
@@ -56,7 +59,11 @@ def test_upload_does_not_record_the_hosts_paddle(tmp_path):
     plan = _plan(tmp_path, _export(tmp_path / "m", legacy=True))
     doc = plan.manifest
     assert doc["format"] == "paddle-program"
-    assert (doc["paddle_version"], doc["paddle_version_from"], doc["input_spec"]) == (None, None, None)
+    assert (doc["paddle_version"], doc["paddle_version_from"], doc["input_spec"]) == (
+        None,
+        None,
+        None,
+    )
     assert any("paddle version unknown" in line for line in plan.lines())
 
 
@@ -69,8 +76,9 @@ def test_the_producing_images_paddle_and_the_programs_inputs_are_recorded(tmp_pa
 
 
 def test_a_given_version_wins_over_the_image(tmp_path):
-    doc = _plan(tmp_path, _export(tmp_path / "m"), image_paddle="3.0.0",
-                paddle_version="2.6.1").manifest
+    doc = _plan(
+        tmp_path, _export(tmp_path / "m"), image_paddle="3.0.0", paddle_version="2.6.1"
+    ).manifest
     assert (doc["paddle_version"], doc["paddle_version_from"]) == ("2.6.1", "flag")
 
 
@@ -80,4 +88,8 @@ def test_reference_files_travel_with_the_export(tmp_path):
         (folder / name).write_bytes(b"x")
     doc = _plan(tmp_path, folder).manifest
     assert [f["path"] for f in doc["files"]] == [
-        "inference.json", "inference.pdiparams", "reference_inputs.npz", "reference_outputs.npz"]
+        "inference.json",
+        "inference.pdiparams",
+        "reference_inputs.npz",
+        "reference_outputs.npz",
+    ]

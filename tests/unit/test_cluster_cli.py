@@ -21,32 +21,50 @@ IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
 def cluster_env(tmp_path):
     """Environment whose kubeconfig points at an empty scripted API (any request would be recorded)."""
     api = ScriptedAPI({})
-    kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "s",
-                  "clusters": [{"name": "s", "cluster": {"server": api.url}}], "users": [{"name": "u", "user": {}}],
-                  "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}]}
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "s",
+        "clusters": [{"name": "s", "cluster": {"server": api.url}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}],
+    }
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
-    yield api, clean_env(drop=("PADDLECD_",), KUBECONFIG=str(tmp_path / "kubeconfig"),
-                         HOME=str(tmp_path))
+    yield (
+        api,
+        clean_env(drop=("PADDLECD_",), KUBECONFIG=str(tmp_path / "kubeconfig"), HOME=str(tmp_path)),
+    )
     api.close()
 
 
 def job_file(tmp_path: Path, **changes) -> str:
-    data = {"name": "t", "command": {"script": "/opt/t.py"}, "output": {"claim": "out", "mountPath": "/output"},
-            "resources": {"memory": "2Gi", "shm": "1Gi"}, **changes}
+    data = {
+        "name": "t",
+        "command": {"script": "/opt/t.py"},
+        "output": {"claim": "out", "mountPath": "/output"},
+        "resources": {"memory": "2Gi", "shm": "1Gi"},
+        **changes,
+    }
     (tmp_path / "train.yaml").write_text(yaml.safe_dump(data))
     return str(tmp_path / "train.yaml")
 
 
-@pytest.mark.parametrize("args, cause", [
-    (["--image", IMAGE, "--gpus-per-node", "8"], "8 GPUs per node requested on the CPU variant 'cpu'"),
-    (["--image", "registry.example.com/paddlecd/release:1.4.0-cpu"], "is a tag, not a digest"),
-    (["--release", "1.4-cpu"], "is a moving tag, not a release"),
-    (["--release", "1.4.0-cpu", "--image", IMAGE], "give exactly one of --release"),
-    (["--image", IMAGE, "--nodes", "two"], "--nodes must be a whole number"),
-    (["--image", IMAGE, "--nodes", "600"], "--nodes 600 is outside 1..512"),  # issue 12
-    (["--image", IMAGE, "--kind", "mpijob"], "unknown --kind 'mpijob'"),
-    (["--image", IMAGE, "--variant", "cu999"], "unknown variant 'cu999'"),
-])
+@pytest.mark.parametrize(
+    "args, cause",
+    [
+        (
+            ["--image", IMAGE, "--gpus-per-node", "8"],
+            "8 GPUs per node requested on the CPU variant 'cpu'",
+        ),
+        (["--image", "registry.example.com/paddlecd/release:1.4.0-cpu"], "is a tag, not a digest"),
+        (["--release", "1.4-cpu"], "is a moving tag, not a release"),
+        (["--release", "1.4.0-cpu", "--image", IMAGE], "give exactly one of --release"),
+        (["--image", IMAGE, "--nodes", "two"], "--nodes must be a whole number"),
+        (["--image", IMAGE, "--nodes", "600"], "--nodes 600 is outside 1..512"),  # issue 12
+        (["--image", IMAGE, "--kind", "mpijob"], "unknown --kind 'mpijob'"),
+        (["--image", IMAGE, "--variant", "cu999"], "unknown variant 'cu999'"),
+    ],
+)
 def test_bad_input_exits_2_and_touches_no_cluster(cluster_env, tmp_path, args, cause):
     api, env = cluster_env
     result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path), *args, env=env)
@@ -59,17 +77,40 @@ def test_impossible_job_file_exits_2(cluster_env, tmp_path):
     api, env = cluster_env
     job = job_file(tmp_path, resources={"memory": "1Gi", "shm": "4Gi"}, resoures={})
     result = invoke("deploy", "--cluster", "k8s", "--job", job, "--image", IMAGE, env=env)
-    assert result.returncode == 2 and "unknown key 'resoures'" in result.stderr and "did you mean 'resources'" in result.stderr
-    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path, resources={"memory": "1Gi", "shm": "4Gi"}),
-                    "--image", IMAGE, env=env)
+    assert (
+        result.returncode == 2
+        and "unknown key 'resoures'" in result.stderr
+        and "did you mean 'resources'" in result.stderr
+    )
+    result = invoke(
+        "deploy",
+        "--cluster",
+        "k8s",
+        "--job",
+        job_file(tmp_path, resources={"memory": "1Gi", "shm": "4Gi"}),
+        "--image",
+        IMAGE,
+        env=env,
+    )
     assert result.returncode == 2 and "shm 4Gi is larger than resources.memory 1Gi" in result.stderr
     assert api.requests == []
 
 
 def test_dry_run_prints_plan_and_manifests_without_a_cluster(tmp_path):
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path)}
-    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path), "--image", IMAGE, "--nodes", "3",
-                    "--dry-run", env=env)
+    result = invoke(
+        "deploy",
+        "--cluster",
+        "k8s",
+        "--job",
+        job_file(tmp_path),
+        "--image",
+        IMAGE,
+        "--nodes",
+        "3",
+        "--dry-run",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert "create    Service/t-" in result.stderr and "dry run: nothing created" in result.stderr
     docs = list(yaml.safe_load_all(result.stdout))  # only the manifests: `> job.yaml` works
@@ -80,10 +121,26 @@ def test_dry_run_json_is_the_deployment_and_its_manifests(tmp_path):
     """issue 12: a script reads the job id, the digest and the model location from stdout."""
     import json
 
-    env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path),
-           "PADDLECD_CLUSTER_NAMESPACE": "ml"}
-    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path), "--image", IMAGE,
-                    "--nodes", "2", "--dry-run", "--json", env=env)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(tmp_path / "absent"),
+        "HOME": str(tmp_path),
+        "PADDLECD_CLUSTER_NAMESPACE": "ml",
+    }
+    result = invoke(
+        "deploy",
+        "--cluster",
+        "k8s",
+        "--job",
+        job_file(tmp_path),
+        "--image",
+        IMAGE,
+        "--nodes",
+        "2",
+        "--dry-run",
+        "--json",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)  # one document; the plan is on stderr
     assert "dry run: nothing created" in result.stderr
@@ -98,15 +155,32 @@ def test_dry_run_json_is_the_deployment_and_its_manifests(tmp_path):
 def test_a_missing_kubeconfig_exits_9_before_anything_is_created(tmp_path):
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path)}
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    result = invoke("deploy", "--cluster", "k8s", "--job", job_file(tmp_path), "--image", IMAGE, env=env)
+    result = invoke(
+        "deploy", "--cluster", "k8s", "--job", job_file(tmp_path), "--image", IMAGE, env=env
+    )
     assert result.returncode == 9
-    assert "error: no usable kubeconfig" in result.stderr and "hint: set KUBECONFIG" in result.stderr
+    assert (
+        "error: no usable kubeconfig" in result.stderr and "hint: set KUBECONFIG" in result.stderr
+    )
 
 
 def test_cluster_render_writes_one_file_per_object(tmp_path):
     out = tmp_path / "manifests"
-    result = invoke("cluster.render", "--job", job_file(tmp_path), "--image", IMAGE, "--kind", "paddlejob",
-                    "--out", str(out), env=dict(os.environ))
+    result = invoke(
+        "cluster.render",
+        "--job",
+        job_file(tmp_path),
+        "--image",
+        IMAGE,
+        "--kind",
+        "paddlejob",
+        "--out",
+        str(out),
+        env=dict(os.environ),
+    )
     assert result.returncode == 0, result.stderr
     [path] = sorted(out.iterdir())
-    assert path.name.startswith("00-paddlejob-t-") and yaml.safe_load(path.read_text())["kind"] == "PaddleJob"
+    assert (
+        path.name.startswith("00-paddlejob-t-")
+        and yaml.safe_load(path.read_text())["kind"] == "PaddleJob"
+    )

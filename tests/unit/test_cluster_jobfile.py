@@ -31,7 +31,9 @@ def write(tmp_path: Path, **changes) -> Path:
 def test_the_example_job_file_loads(project_root):
     spec = jobfile.load(project_root / "examples" / "train.yaml")
     assert spec.script == "/workspace/examples/train_linear.py" and spec.nodes == 2
-    assert spec.code and Path(str(spec.code.path)) == project_root / "examples" and spec.code.read_only
+    assert (
+        spec.code and Path(str(spec.code.path)) == project_root / "examples" and spec.code.read_only
+    )
     assert spec.model_path == "/output/model" and spec.checkpoint == "/output/checkpoints"
     jobfile.check(spec, gpu_variant=False, variant="cpu")
 
@@ -40,30 +42,55 @@ def test_defaults_and_relative_paths(tmp_path):
     spec = jobfile.load(write(tmp_path))
     assert spec.script == "/code/train.py" and spec.args == ("--steps", "10")
     assert spec.output.path == str(tmp_path / "out") and not spec.output.read_only
-    assert (spec.backoff_limit, spec.active_deadline_seconds, spec.port, spec.run_as_user) == (0, 86400, 36543, 1000)
-    assert spec.with_overrides(nodes=3, gpus=2).nodes == 3 and spec.with_overrides(gpus=2).resources.gpus == 2
+    assert (spec.backoff_limit, spec.active_deadline_seconds, spec.port, spec.run_as_user) == (
+        0,
+        86400,
+        36543,
+        1000,
+    )
+    assert (
+        spec.with_overrides(nodes=3, gpus=2).nodes == 3
+        and spec.with_overrides(gpus=2).resources.gpus == 2
+    )
 
 
-@pytest.mark.parametrize("change, unknown, where, suggestion", [
-    ({"resoures": {}}, "resoures", "(top level)", "resources"),
-    ({"resources": {"gpu": 1}}, "gpu", "resources", "gpus"),
-    ({"output": {"path": "o", "mountPath": "/o", "readonly": True}}, "readonly", "output", "readOnly"),
-    ({"backofflimit": 2}, "backofflimit", "(top level)", "backoffLimit"),
-])
+@pytest.mark.parametrize(
+    "change, unknown, where, suggestion",
+    [
+        ({"resoures": {}}, "resoures", "(top level)", "resources"),
+        ({"resources": {"gpu": 1}}, "gpu", "resources", "gpus"),
+        (
+            {"output": {"path": "o", "mountPath": "/o", "readonly": True}},
+            "readonly",
+            "output",
+            "readOnly",
+        ),
+        ({"backofflimit": 2}, "backofflimit", "(top level)", "backoffLimit"),
+    ],
+)
 def test_unknown_keys_get_a_did_you_mean(tmp_path, change, unknown, where, suggestion):
     with pytest.raises(ConfigError) as info:
         jobfile.load(write(tmp_path, **change))
-    assert f"unknown key '{unknown}' at {where}" in info.value.cause and str(tmp_path) in info.value.cause
+    assert (
+        f"unknown key '{unknown}' at {where}" in info.value.cause
+        and str(tmp_path) in info.value.cause
+    )
     assert info.value.hint == f"did you mean '{suggestion}'?"
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"resources": {"memory": "4 GB"}}, "resources.memory"),
-    ({"name": "Bad_Name"}, "name"),
-    ({"output": {"path": "o", "claim": "c", "mountPath": "/o"}}, "exactly one of 'path' or 'claim'"),
-    ({"command": {"script": "/t.py", "args": [{"a": 1}]}}, "command.args[0]"),
-    ({"nodes": 0}, "nodes"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"resources": {"memory": "4 GB"}}, "resources.memory"),
+        ({"name": "Bad_Name"}, "name"),
+        (
+            {"output": {"path": "o", "claim": "c", "mountPath": "/o"}},
+            "exactly one of 'path' or 'claim'",
+        ),
+        ({"command": {"script": "/t.py", "args": [{"a": 1}]}}, "command.args[0]"),
+        ({"nodes": 0}, "nodes"),
+    ],
+)
 def test_schema_violations_name_the_key(tmp_path, change, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         jobfile.load(write(tmp_path, **change))
@@ -102,7 +129,9 @@ def test_a_relative_script_needs_a_code_folder(tmp_path):
         jobfile.parse(data, source="x.yaml")
 
 
-@pytest.mark.parametrize("text, message", [("name: [", "not valid YAML"), ("- a\n- b\n", "expected a mapping")])
+@pytest.mark.parametrize(
+    "text, message", [("name: [", "not valid YAML"), ("- a\n- b\n", "expected a mapping")]
+)
 def test_malformed_files(tmp_path, text, message):
     path = tmp_path / "train.yaml"
     path.write_text(text)
@@ -119,12 +148,15 @@ def test_missing_file(tmp_path):
 # ------------------------------------------------------- issue 12: complete before anything runs
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"nodes": 513}, "--nodes 513 is outside 1..512 (train.schema.json nodes)"),
-    ({"nodes": 0}, "--nodes 0 is outside 1..512"),
-    ({"gpus": 17}, "--gpus-per-node 17 is outside 0..16 (train.schema.json resources.gpus)"),
-    ({"gpus": -1}, "--gpus-per-node -1 is outside 0..16"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"nodes": 513}, "--nodes 513 is outside 1..512 (train.schema.json nodes)"),
+        ({"nodes": 0}, "--nodes 0 is outside 1..512"),
+        ({"gpus": 17}, "--gpus-per-node 17 is outside 0..16 (train.schema.json resources.gpus)"),
+        ({"gpus": -1}, "--gpus-per-node -1 is outside 0..16"),
+    ],
+)
 def test_flags_are_held_to_the_schema_bounds(tmp_path, overrides, message):
     spec = jobfile.load(write(tmp_path))
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -132,30 +164,42 @@ def test_flags_are_held_to_the_schema_bounds(tmp_path, overrides, message):
     assert spec.with_overrides(nodes=512, gpus=16).nodes == 512  # the bounds themselves are fine
 
 
-@pytest.mark.parametrize("resources, message", [
-    ({"memory": "512m"}, "resources.memory 512m is not a whole number of bytes"),
-    ({"shm": "100m"}, "resources.shm 100m is not a whole number of bytes"),
-    ({"memory": "99999999T"}, "resources.memory 99999999T is not a whole number of bytes"),
-    ({"memory": "1Mi", "shm": "1Mi"}, "resources.memory 1Mi is under the engine's 6Mi minimum"),
-    ({"cpu": "0"}, "resources.cpu 0 is not between 1m and"),
-    ({"cpu": "0.0005"}, "resources.cpu 0.0005 is not between 1m"),
-    ({"cpu": "10000000000"}, "resources.cpu 10000000000 is not between"),
-    ({"shm": "0"}, "resources.shm 0 is not a whole number"),
-])
+@pytest.mark.parametrize(
+    "resources, message",
+    [
+        ({"memory": "512m"}, "resources.memory 512m is not a whole number of bytes"),
+        ({"shm": "100m"}, "resources.shm 100m is not a whole number of bytes"),
+        ({"memory": "99999999T"}, "resources.memory 99999999T is not a whole number of bytes"),
+        ({"memory": "1Mi", "shm": "1Mi"}, "resources.memory 1Mi is under the engine's 6Mi minimum"),
+        ({"cpu": "0"}, "resources.cpu 0 is not between 1m and"),
+        ({"cpu": "0.0005"}, "resources.cpu 0.0005 is not between 1m"),
+        ({"cpu": "10000000000"}, "resources.cpu 10000000000 is not between"),
+        ({"shm": "0"}, "resources.shm 0 is not a whole number"),
+    ],
+)
 def test_quantities_the_engine_or_the_api_cannot_take_are_refused(tmp_path, resources, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as info:
         jobfile.load(write(tmp_path, resources={**BASE["resources"], **resources}))
     assert str(tmp_path) in info.value.cause and info.value.hint
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"model": "../escape"}, "model ../escape leaves its mount"),
-    ({"model": "a/../../b"}, "model a/../../b leaves its mount"),
-    ({"checkpoint": "/output/../code"}, "checkpoint /output/../code leaves its mount"),
-    ({"command": {"script": "../../bin/sh"}}, "command.script /code/../../bin/sh leaves its mount"),
-    ({"output": {"path": "out", "mountPath": "/output/.."}}, "output.mountPath /output/.. must"),
-    ({"data": {"claim": "d", "mountPath": "/"}}, "data.mountPath / must name a folder"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"model": "../escape"}, "model ../escape leaves its mount"),
+        ({"model": "a/../../b"}, "model a/../../b leaves its mount"),
+        ({"checkpoint": "/output/../code"}, "checkpoint /output/../code leaves its mount"),
+        (
+            {"command": {"script": "../../bin/sh"}},
+            "command.script /code/../../bin/sh leaves its mount",
+        ),
+        (
+            {"output": {"path": "out", "mountPath": "/output/.."}},
+            "output.mountPath /output/.. must",
+        ),
+        ({"data": {"claim": "d", "mountPath": "/"}}, "data.mountPath / must name a folder"),
+    ],
+)
 def test_paths_that_leave_their_mount_are_refused(tmp_path, change, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         jobfile.load(write(tmp_path, **change))

@@ -38,10 +38,14 @@ def cluster_api(tmp_path, monkeypatch):
     def start(routes) -> ScriptedAPI:
         api = ScriptedAPI(routes)
         servers.append(api)
-        kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "scripted",
-                      "clusters": [{"name": "scripted", "cluster": {"server": api.url}}],
-                      "users": [{"name": "ci", "user": {"token": "scripted-token"}}],
-                      "contexts": [{"name": "scripted", "context": {"cluster": "scripted", "user": "ci"}}]}
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "scripted",
+            "clusters": [{"name": "scripted", "cluster": {"server": api.url}}],
+            "users": [{"name": "ci", "user": {"token": "scripted-token"}}],
+            "contexts": [{"name": "scripted", "context": {"cluster": "scripted", "user": "ci"}}],
+        }
         (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
         monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
         return api
@@ -53,8 +57,15 @@ def cluster_api(tmp_path, monkeypatch):
 
 def manifests(kind: str = "job") -> list[dict]:
     spec = jobfile.load(DATA / "jobs" / "gpu-eight.yaml").with_overrides(nodes=2)
-    target = Target("registry.example.com/paddlecd/release@sha256:" + "4f" * 32, "cu126", "1.4.0-cu126", "0" * 40)
-    return render(spec, target, job_id=JOB, kind=kind, namespace=NS, pull_secret="paddlecd-registry")
+    target = Target(
+        "registry.example.com/paddlecd/release@sha256:" + "4f" * 32,
+        "cu126",
+        "1.4.0-cu126",
+        "0" * 40,
+    )
+    return render(
+        spec, target, job_id=JOB, kind=kind, namespace=NS, pull_secret="paddlecd-registry"
+    )
 
 
 def run(kind: str = "job", pending_timeout: float = 60.0) -> tuple[list[str], list[str]]:
@@ -65,22 +76,42 @@ def run(kind: str = "job", pending_timeout: float = 60.0) -> tuple[list[str], li
     try:
         ms = manifests(kind)
         watch.submit(api, ms, on_event=events.append)
-        watch.watch(api, ms, on_event=events.append, on_line=lines.append, poll=0.01,
-                    pending_timeout=pending_timeout, secret="paddlecd-registry")
+        watch.watch(
+            api,
+            ms,
+            on_event=events.append,
+            on_line=lines.append,
+            poll=0.01,
+            pending_timeout=pending_timeout,
+            secret="paddlecd-registry",
+        )
     finally:
         api.close()
     return events, lines
 
 
-CREATE = {("POST", SERVICES): [(201, API["service_created"])], ("POST", JOBS): [(201, API["job_created"])],
-          ("DELETE", f"{SERVICES}/{JOB}"): [(200, API["deleted"])], ("DELETE", f"{JOBS}/{JOB}"): [(200, API["deleted"])]}
+CREATE = {
+    ("POST", SERVICES): [(201, API["service_created"])],
+    ("POST", JOBS): [(201, API["job_created"])],
+    ("DELETE", f"{SERVICES}/{JOB}"): [(200, API["deleted"])],
+    ("DELETE", f"{JOBS}/{JOB}"): [(200, API["deleted"])],
+}
 
 
 def test_success_creates_service_then_job_and_streams_rank_zero(cluster_api):
-    api = cluster_api({**CREATE,
-                       ("GET", PODS): [(200, API["pods_creating"]), (200, API["pods_running"]), (200, API["pods_succeeded"])],
-                       ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2 + [(200, API["job_complete"])],
-                       ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_ok"])]})
+    api = cluster_api(
+        {
+            **CREATE,
+            ("GET", PODS): [
+                (200, API["pods_creating"]),
+                (200, API["pods_running"]),
+                (200, API["pods_succeeded"]),
+            ],
+            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2
+            + [(200, API["job_complete"])],
+            ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_ok"])],
+        }
+    )
     events, lines = run()
 
     assert api.calls("POST") == [SERVICES, JOBS] and api.calls("DELETE") == []
@@ -92,8 +123,13 @@ def test_success_creates_service_then_job_and_streams_rank_zero(cluster_api):
 
 
 def test_pods_pending_on_gpus_are_named_and_the_job_is_deleted(cluster_api):
-    api = cluster_api({**CREATE, ("GET", PODS): [(200, API["pods_pending_gpu"])],
-                       ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])]})
+    api = cluster_api(
+        {
+            **CREATE,
+            ("GET", PODS): [(200, API["pods_pending_gpu"])],
+            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])],
+        }
+    )
     with pytest.raises(ClusterError) as info:
         run(pending_timeout=0)
 
@@ -103,17 +139,28 @@ def test_pods_pending_on_gpus_are_named_and_the_job_is_deleted(cluster_api):
 
 
 def test_an_unschedulable_pod_is_only_reported_before_the_timeout(cluster_api):
-    cluster_api({**CREATE, ("GET", PODS): [(200, API["pods_pending_gpu"])] * 2 + [(200, API["pods_succeeded"])],
-                 ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2 + [(200, API["job_complete"])],
-                 ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_ok"])]})
+    cluster_api(
+        {
+            **CREATE,
+            ("GET", PODS): [(200, API["pods_pending_gpu"])] * 2 + [(200, API["pods_succeeded"])],
+            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2
+            + [(200, API["job_complete"])],
+            ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_ok"])],
+        }
+    )
     events, _ = run(pending_timeout=60)
     assert sum("unschedulable" in e for e in events) == 2  # once per pod, not once per poll
     assert events[-1] == f"Job {NS}/{JOB} completed"
 
 
 def test_an_image_pull_error_is_named_with_the_pull_secret_hint(cluster_api):
-    api = cluster_api({**CREATE, ("GET", PODS): [(200, API["pods_image_pull"])],
-                       ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])]})
+    api = cluster_api(
+        {
+            **CREATE,
+            ("GET", PODS): [(200, API["pods_image_pull"])],
+            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])],
+        }
+    )
     with pytest.raises(ClusterError) as info:
         run()
 
@@ -123,14 +170,24 @@ def test_an_image_pull_error_is_named_with_the_pull_secret_hint(cluster_api):
 
 
 def test_failure_at_the_backoff_limit_carries_rank_zero_log_tail(cluster_api):
-    cluster_api({**CREATE, ("GET", PODS): [(200, API["pods_failed"])],
-                 ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_failed_backoff"])],
-                 ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_failed"])]})
+    cluster_api(
+        {
+            **CREATE,
+            ("GET", PODS): [(200, API["pods_failed"])],
+            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_failed_backoff"])],
+            ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_failed"])],
+        }
+    )
     with pytest.raises(ClusterError) as info:
         run()
 
-    assert info.value.cause == f"Job {NS}/{JOB} failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
-    assert "FileNotFoundError: [Errno 2] No such file or directory: '/data/ft.yaml'" in info.value.hint
+    assert (
+        info.value.cause
+        == f"Job {NS}/{JOB} failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    )
+    assert (
+        "FileNotFoundError: [Errno 2] No such file or directory: '/data/ft.yaml'" in info.value.hint
+    )
 
 
 def test_a_retried_rank_zero_is_followed_into_its_replacement_pod(cluster_api):
@@ -139,14 +196,25 @@ def test_a_retried_rank_zero_is_followed_into_its_replacement_pod(cluster_api):
 
     replaced = copy.deepcopy(API["pods_succeeded"])
     replaced["items"][0]["metadata"]["name"] = f"{JOB}-0-r3tr1"
-    api = cluster_api({**CREATE, ("GET", PODS): [(200, API["pods_failed"])] * 2 + [(200, replaced)],
-                       ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2 + [(200, API["job_complete"])],
-                       ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_failed"])],
-                       ("GET", f"{PODS}/{JOB}-0-r3tr1/log"): [(200, API["log_rank0_ok"])]})
+    api = cluster_api(
+        {
+            **CREATE,
+            ("GET", PODS): [(200, API["pods_failed"])] * 2 + [(200, replaced)],
+            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2
+            + [(200, API["job_complete"])],
+            ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_failed"])],
+            ("GET", f"{PODS}/{JOB}-0-r3tr1/log"): [(200, API["log_rank0_ok"])],
+        }
+    )
     events, lines = run()
 
-    assert [p for p in api.calls("GET") if p.endswith("/log")] == [f"{PODS}/{JOB}-0-x7k2p/log", f"{PODS}/{JOB}-0-r3tr1/log"]
-    assert lines.index("[rank 0] LAUNCH ERROR 2026-11-29 15:45:31,101 Exit code 1") < lines.index("[rank 0] saved /output/model")
+    assert [p for p in api.calls("GET") if p.endswith("/log")] == [
+        f"{PODS}/{JOB}-0-x7k2p/log",
+        f"{PODS}/{JOB}-0-r3tr1/log",
+    ]
+    assert lines.index("[rank 0] LAUNCH ERROR 2026-11-29 15:45:31,101 Exit code 1") < lines.index(
+        "[rank 0] saved /output/model"
+    )
     assert events[-1] == f"Job {NS}/{JOB} completed"
 
 
@@ -155,20 +223,31 @@ def test_a_refused_job_create_removes_the_service_again(cluster_api):
     with pytest.raises(ClusterError) as info:
         run()
 
-    assert info.value.cause.startswith(f"creating Job {NS}/{JOB}: 403 Forbidden: jobs.batch is forbidden")
+    assert info.value.cause.startswith(
+        f"creating Job {NS}/{JOB}: 403 Forbidden: jobs.batch is forbidden"
+    )
     assert "RBAC" in info.value.hint
     assert api.calls("POST") == [SERVICES, JOBS] and api.calls("DELETE") == [f"{SERVICES}/{JOB}"]
 
 
 def test_a_paddlejob_is_created_as_a_custom_object_and_watched(cluster_api):
-    api = cluster_api({("POST", PADDLEJOBS): [(201, API["paddlejob_created"])],
-                       ("GET", PODS): [(200, API["pods_paddlejob_running"])],
-                       ("GET", f"{PADDLEJOBS}/{JOB}/status"): [(200, API["paddlejob_running"]), (200, API["paddlejob_succeeded"])],
-                       ("GET", f"{PODS}/{JOB}-worker-0/log"): [(200, API["log_rank0_ok"])]})
+    api = cluster_api(
+        {
+            ("POST", PADDLEJOBS): [(201, API["paddlejob_created"])],
+            ("GET", PODS): [(200, API["pods_paddlejob_running"])],
+            ("GET", f"{PADDLEJOBS}/{JOB}/status"): [
+                (200, API["paddlejob_running"]),
+                (200, API["paddlejob_succeeded"]),
+            ],
+            ("GET", f"{PODS}/{JOB}-worker-0/log"): [(200, API["log_rank0_ok"])],
+        }
+    )
     events, lines = run("paddlejob")
 
     assert api.calls("POST") == [PADDLEJOBS]
-    assert events[-1] == f"PaddleJob {NS}/{JOB} completed" and "[rank 0] saved /output/model" in lines
+    assert (
+        events[-1] == f"PaddleJob {NS}/{JOB} completed" and "[rank 0] saved /output/model" in lines
+    )
 
 
 def test_a_missing_paddlejob_crd_says_to_install_the_operator(cluster_api):

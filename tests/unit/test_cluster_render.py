@@ -33,20 +33,36 @@ VENDORED_CRD = DATA / "cluster" / "kubeflow.org_paddlejobs.trimmed.yaml"
 
 def target_for(spec: jobfile.JobSpec) -> Target:
     variant = "cu126" if spec.resources.gpus else "cpu"
-    return Target(f"registry.example.com/paddlecd/release@{DIGEST}", variant, f"1.4.0-{variant}",
-                  "0123456789abcdef0123456789abcdef01234567")
+    return Target(
+        f"registry.example.com/paddlecd/release@{DIGEST}",
+        variant,
+        f"1.4.0-{variant}",
+        "0123456789abcdef0123456789abcdef01234567",
+    )
 
 
 def manifests(job: Path, kind: str) -> list[dict]:
     spec = jobfile.load(job)
-    return render(spec, target_for(spec), job_id=f"{spec.name}-0a1b2c", kind=kind, namespace="ml-train",
-                  pull_secret="paddlecd-registry")
+    return render(
+        spec,
+        target_for(spec),
+        job_id=f"{spec.name}-0a1b2c",
+        kind=kind,
+        namespace="ml-train",
+        pull_secret="paddlecd-registry",
+    )
 
 
 def crd_validator(path: Path) -> jsonschema.Draft7Validator:
     """The CRD's openAPIV3Schema, closed (unknown fields fail, as ``kubectl --validate=strict`` does)."""
-    crd = next(d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "CustomResourceDefinition")
-    return jsonschema.Draft7Validator(closed(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]))
+    crd = next(
+        d
+        for d in yaml.safe_load_all(path.read_text())
+        if d and d.get("kind") == "CustomResourceDefinition"
+    )
+    return jsonschema.Draft7Validator(
+        closed(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    )
 
 
 def closed(schema):
@@ -61,7 +77,9 @@ def closed(schema):
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("job", JOBS + [Path("examples/train.yaml")], ids=lambda p: getattr(p, "stem", p))
+@pytest.mark.parametrize(
+    "job", JOBS + [Path("examples/train.yaml")], ids=lambda p: getattr(p, "stem", p)
+)
 def test_job_and_service_validate_against_official_schemas(job, version, project_root):
     for m in manifests(project_root / job, "job"):
         assert kubernetes_validate.validate(m, version, strict=True) == version
@@ -117,14 +135,29 @@ def test_every_pod_is_pinned_limited_and_non_root(kind):
     [pod] = pods_of(ms)
     [c] = pod["containers"]
     assert c["image"] == f"registry.example.com/paddlecd/release@{DIGEST}"
-    assert c["resources"]["requests"] == c["resources"]["limits"] == {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"}
+    assert (
+        c["resources"]["requests"]
+        == c["resources"]["limits"]
+        == {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"}
+    )
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}} in pod["volumes"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
-    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 2000
-    assert pod["imagePullSecrets"] == [{"name": "paddlecd-registry"}] and pod["restartPolicy"] == "Never"
+    assert (
+        pod["securityContext"]["runAsNonRoot"] is True
+        and pod["securityContext"]["runAsUser"] == 2000
+    )
+    assert (
+        pod["imagePullSecrets"] == [{"name": "paddlecd-registry"}]
+        and pod["restartPolicy"] == "Never"
+    )
     labels = ms[-1]["metadata"]["labels"]
-    assert labels["paddlecd.io/digest"] == "sha256_" + "4f" * 28 and len(labels["paddlecd.io/digest"]) == 63
-    assert labels["paddlecd.io/release"] == "1.4.0-cu126" and labels["paddlecd.io/git-revision"].startswith("0123")
+    assert (
+        labels["paddlecd.io/digest"] == "sha256_" + "4f" * 28
+        and len(labels["paddlecd.io/digest"]) == 63
+    )
+    assert labels["paddlecd.io/release"] == "1.4.0-cu126" and labels[
+        "paddlecd.io/git-revision"
+    ].startswith("0123")
 
 
 def test_indexed_job_reaches_rank_zero_through_the_headless_service():
@@ -132,14 +165,19 @@ def test_indexed_job_reaches_rank_zero_through_the_headless_service():
     spec = job["spec"]
     assert (spec["completions"], spec["parallelism"], spec["completionMode"]) == (2, 2, "Indexed")
     assert (spec["backoffLimit"], spec["activeDeadlineSeconds"]) == (1, 3600)
-    assert service["spec"]["clusterIP"] == "None" and service["spec"]["selector"] == {"paddlecd.io/job": "linear-cpu-0a1b2c"}
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["selector"] == {
+        "paddlecd.io/job": "linear-cpu-0a1b2c"
+    }
     pod = spec["template"]["spec"]
     assert pod["subdomain"] == service["metadata"]["name"]
     assert spec["template"]["metadata"]["labels"]["paddlecd.io/job"] == "linear-cpu-0a1b2c"
     cmd = pod["containers"][0]["command"]
     assert cmd[:3] == ["python", "-m", "paddle.distributed.launch"]
     assert cmd[cmd.index("--master") + 1] == "linear-cpu-0a1b2c-0.linear-cpu-0a1b2c:36543"
-    assert cmd[cmd.index("--rank") + 1] == "$(JOB_COMPLETION_INDEX)" and cmd[cmd.index("--nnodes") + 1] == "2"
+    assert (
+        cmd[cmd.index("--rank") + 1] == "$(JOB_COMPLETION_INDEX)"
+        and cmd[cmd.index("--nnodes") + 1] == "2"
+    )
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["PADDLE_MASTER"] == "linear-cpu-0a1b2c-0.linear-cpu-0a1b2c:36543"
     assert (env["PADDLE_NNODES"], env["PADDLE_JOB_ID"]) == ("2", "linear-cpu-0a1b2c")
@@ -151,14 +189,24 @@ def test_paddlejob_leaves_rendezvous_to_the_operator():
     c = worker["template"]["spec"]["containers"][0]
     assert worker["replicas"] == 4 and c["name"] == "paddle"
     assert c["ports"] == [{"name": "master", "containerPort": 40000, "protocol": "TCP"}]
-    assert "--master" not in c["command"] and c["command"][c["command"].index("--nproc_per_node") + 1] == "8"
+    assert (
+        "--master" not in c["command"]
+        and c["command"][c["command"].index("--nproc_per_node") + 1] == "8"
+    )
     assert not [e for e in c["env"] if e["name"].startswith("PADDLE_")]
     assert pj["spec"]["runPolicy"]["backoffLimit"] == 3
 
 
 def test_launch_argv_gives_each_rank_its_own_host_name():
     spec = jobfile.load(JOBS[0])
-    assert launch_argv(spec, "j-1", 1)[3:9] == ["--master", "j-1-0.j-1:36543", "--host", "j-1-1.j-1", "--nnodes", "2"]
+    assert launch_argv(spec, "j-1", 1)[3:9] == [
+        "--master",
+        "j-1-0.j-1:36543",
+        "--host",
+        "j-1-1.j-1",
+        "--nnodes",
+        "2",
+    ]
 
 
 @pytest.mark.parametrize("reference", ["registry.example.com/paddlecd/release:1.4.0-cpu", "ubuntu"])
@@ -189,7 +237,8 @@ def test_the_script_gets_train_variables_and_the_deprecated_names_for_one_releas
     assert env["TRAIN_RELEASE"] == target_for(spec).release
     assert env["TRAIN_IMAGE"] == target_for(spec).reference
     assert {old: env[old] for old in DEPRECATED_TRAIN_ENV.values()} == {
-        old: env[new] for new, old in DEPRECATED_TRAIN_ENV.items()}
+        old: env[new] for new, old in DEPRECATED_TRAIN_ENV.items()
+    }
 
 
 def _containers(manifest: dict) -> list[dict]:

@@ -16,15 +16,18 @@ from paddlecd.verify import run as verify
 from support import ROOT
 
 
-@pytest.mark.parametrize("cuda,driver,ok,full", [
-    ("12.6", "560.35.03", True, True),
-    ("12.6", "535.104.05", True, False),   # 12.x minor-version compatibility (>= 525.60.13)
-    ("12.0", "525.60.13", True, True),
-    ("12.0", "470.82.01", False, False),
-    ("11.8", "450.80.02", True, False),
-    ("11.8", "450.51.06", False, False),
-    ("11.8", "520.61.05", True, True),
-])
+@pytest.mark.parametrize(
+    "cuda,driver,ok,full",
+    [
+        ("12.6", "560.35.03", True, True),
+        ("12.6", "535.104.05", True, False),  # 12.x minor-version compatibility (>= 525.60.13)
+        ("12.0", "525.60.13", True, True),
+        ("12.0", "470.82.01", False, False),
+        ("11.8", "450.80.02", True, False),
+        ("11.8", "450.51.06", False, False),
+        ("11.8", "520.61.05", True, True),
+    ],
+)
 def test_driver_table(cuda, driver, ok, full):
     result = drivers.check(cuda, driver)
     assert (result.ok, result.full) == (ok, full)
@@ -57,7 +60,9 @@ def load_worker():
     """The smoke suite's AllReduce worker module (imports paddle; the host test env has the CPU wheel)."""
     pytest.importorskip("paddle")
     sys.path.insert(0, str(ROOT / "smoke"))
-    spec = importlib.util.spec_from_file_location("allreduce_worker", ROOT / "smoke/workers/allreduce.py")
+    spec = importlib.util.spec_from_file_location(
+        "allreduce_worker", ROOT / "smoke/workers/allreduce.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -89,10 +94,15 @@ def test_parse_junit_turns_properties_into_metrics(tmp_path):
     assert gpu.skipped and gpu.passed
 
 
-@pytest.mark.parametrize("env,expected", [
-    ({}, None), ({"CUDA_VISIBLE_DEVICES": "all"}, None), ({"CUDA_VISIBLE_DEVICES": "2,3"}, ["2", "3"]),
-    ({"NVIDIA_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0,1"}, ["1"]),
-])
+@pytest.mark.parametrize(
+    "env,expected",
+    [
+        ({}, None),
+        ({"CUDA_VISIBLE_DEVICES": "all"}, None),
+        ({"CUDA_VISIBLE_DEVICES": "2,3"}, ["2", "3"]),
+        ({"NVIDIA_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0,1"}, ["1"]),
+    ],
+)
 def test_gpu_pinning_from_environment(monkeypatch, env, expected):
     for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
@@ -123,12 +133,16 @@ def test_cpu_smoke_container_has_no_gpu_parts(tmp_path):
     spec = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path)
     kwargs = engine._run_kwargs(spec)
     assert "device_requests" not in kwargs and "ipc_mode" not in kwargs
-    assert kwargs["volumes"] == {str(ROOT / "smoke"): {"bind": "/smoke", "mode": "ro"},
-                                 str(tmp_path): {"bind": "/out", "mode": "rw"}}
+    assert kwargs["volumes"] == {
+        str(ROOT / "smoke"): {"bind": "/smoke", "mode": "ro"},
+        str(tmp_path): {"bind": "/out", "mode": "rw"},
+    }
     assert kwargs["shm_size"] == s.verify.shm_size and kwargs["working_dir"] == "/tmp"
 
 
-@pytest.mark.parametrize("version,expected", [(8907, "8.9"), (8600, "8.6"), (90501, "9.5"), (90100, "9.1")])
+@pytest.mark.parametrize(
+    "version,expected", [(8907, "8.9"), (8600, "8.6"), (90501, "9.5"), (90100, "9.1")]
+)
 def test_cudnn_integer_versions_decode_per_major(version, expected):
     """cudnn_version.h: CUDNN_VERSION is M*1000+m*100+p up to 8, M*10000+m*100+p from 9 (GPU-only check's helper)."""
     pytest.importorskip("paddle")

@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd import engine
-from paddlecd.types import Echo
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import program
 from paddlecd.errors import ConfigError, EngineError, ModelCheckError
 from paddlecd.files import now_iso
-
+from paddlecd.types import Echo
 
 CHECK_JSON, CHECK_JUNIT = am.CHECK_JSON, am.CHECK_JUNIT
 LOADER = "/smoke/workers/check_export.py"
@@ -34,22 +33,34 @@ RTOL, ATOL = 1e-5, 1e-6  # fp32 on CPU; a GPU runtime may need more (TF32: see v
 # code (set by the loader) → (cause, fix). Sources: Paddle #75145, #71996, PR #65671 (legacy
 # programs under PIR), #65106, #52392 (shape arithmetic on a dynamic dimension).
 CAUSES: dict[str, tuple[str, str]] = {
-    "legacy-in-pir": ("a Paddle 2.x program (.pdmodel) in a PIR-only Paddle 3.x runtime",
-                      "set FLAGS_enable_pir_api=0 before `import paddle` in the server "
-                      "(artifacts.check --no-pir), or re-export under Paddle 3.x "
-                      "(Paddle #75145, #71996, PR #65671)"),
-    "pir-in-legacy": ("a Paddle 3.x PIR program (.json) in a Paddle 2.x runtime, which cannot "
-                      "read it", "serve it from a Paddle 3.x image, or re-export under 2.x"),
-    "missing-params": ("the export has no <prefix>.pdiparams",
-                       "upload the whole paddle.jit.save folder"),
-    "fixed-dim": ("a dynamic input dimension became fixed or negative in the export: the "
-                  "second batch gives the wrong output shape",
-                  "re-export computing sizes with paddle.shape(x) instead of x.shape "
-                  "(Paddle #65106, #52392)"),
-    "mismatch": ("the outputs differ from the reference outputs beyond the tolerance",
-                 "serve it from the image that exported it, or re-record the references"),
-    "no-paddle": ("the image has no Paddle (python3 -c 'import paddle' fails)",
-                  "check with a Paddle runtime image, e.g. a release of the cpu variant"),
+    "legacy-in-pir": (
+        "a Paddle 2.x program (.pdmodel) in a PIR-only Paddle 3.x runtime",
+        "set FLAGS_enable_pir_api=0 before `import paddle` in the server "
+        "(artifacts.check --no-pir), or re-export under Paddle 3.x "
+        "(Paddle #75145, #71996, PR #65671)",
+    ),
+    "pir-in-legacy": (
+        "a Paddle 3.x PIR program (.json) in a Paddle 2.x runtime, which cannot " "read it",
+        "serve it from a Paddle 3.x image, or re-export under 2.x",
+    ),
+    "missing-params": (
+        "the export has no <prefix>.pdiparams",
+        "upload the whole paddle.jit.save folder",
+    ),
+    "fixed-dim": (
+        "a dynamic input dimension became fixed or negative in the export: the "
+        "second batch gives the wrong output shape",
+        "re-export computing sizes with paddle.shape(x) instead of x.shape "
+        "(Paddle #65106, #52392)",
+    ),
+    "mismatch": (
+        "the outputs differ from the reference outputs beyond the tolerance",
+        "serve it from the image that exported it, or re-record the references",
+    ),
+    "no-paddle": (
+        "the image has no Paddle (python3 -c 'import paddle' fails)",
+        "check with a Paddle runtime image, e.g. a release of the cpu variant",
+    ),
     "error": ("the export failed to load or run", "see the message in check.json"),
 }
 
@@ -69,15 +80,26 @@ class Case:
 
     def to_json(self) -> dict[str, Any]:
         """The case as a JSON object (shapes as lists)."""
-        return {"name": self.name, "passed": self.passed, "code": self.code,
-                "message": self.message, "shapes": [list(s) for s in self.shapes],
-                "max_abs_err": self.max_abs_err}
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "code": self.code,
+            "message": self.message,
+            "shapes": [list(s) for s in self.shapes],
+            "max_abs_err": self.max_abs_err,
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Case:
         """The inverse of :meth:`to_json` (also reads the loader's output)."""
-        return cls(doc["name"], bool(doc["passed"]), doc.get("code"), doc.get("message", ""),
-                   tuple(tuple(s) for s in doc.get("shapes") or ()), doc.get("max_abs_err"))
+        return cls(
+            doc["name"],
+            bool(doc["passed"]),
+            doc.get("code"),
+            doc.get("message", ""),
+            tuple(tuple(s) for s in doc.get("shapes") or ()),
+            doc.get("max_abs_err"),
+        )
 
 
 @dataclass(frozen=True)
@@ -128,18 +150,31 @@ class CheckResult:
         first = next((c for c in self.failed if c.code != "error"), self.failed[0])
         cause, fix = CAUSES[first.code or "error"]
         detail = first.message.splitlines()[0][:300] if first.message else ""
-        return ModelCheckError(f"{self.model} in {self.image}: {cause} ({first.name}: {detail})",
-                               fix)
+        return ModelCheckError(
+            f"{self.model} in {self.image}: {cause} ({first.name}: {detail})", fix
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored in ``check.json``."""
-        return {"schema_version": 1, "model": self.model, "image": self.image,
-                "paddle_version": self.paddle_version, "format": self.format,
-                "pir_api": self.pir_api, "passed": self.passed, "limited": self.limited,
-                "status": self.status, "rtol": self.rtol, "atol": self.atol,
-                "batches": list(self.batches), "inputs": list(self.inputs),
-                "cases": [c.to_json() for c in self.cases], "created": self.created,
-                "duration_s": self.duration_s, "flags": dict(self.flags)}
+        return {
+            "schema_version": 1,
+            "model": self.model,
+            "image": self.image,
+            "paddle_version": self.paddle_version,
+            "format": self.format,
+            "pir_api": self.pir_api,
+            "passed": self.passed,
+            "limited": self.limited,
+            "status": self.status,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "batches": list(self.batches),
+            "inputs": list(self.inputs),
+            "cases": [c.to_json() for c in self.cases],
+            "created": self.created,
+            "duration_s": self.duration_s,
+            "flags": dict(self.flags),
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> CheckResult:
@@ -148,16 +183,33 @@ class CheckResult:
         Raises:
             KeyError, TypeError: not a check record.
         """
-        return cls(doc["model"], doc["image"], doc["paddle_version"], doc["format"],
-                   doc["pir_api"], doc["passed"], doc["limited"], doc["rtol"], doc["atol"],
-                   tuple(doc["batches"]), tuple(doc["inputs"]),
-                   tuple(Case.from_json(c) for c in doc["cases"]), doc["created"],
-                   doc["duration_s"], dict(doc.get("flags") or {}))
+        return cls(
+            doc["model"],
+            doc["image"],
+            doc["paddle_version"],
+            doc["format"],
+            doc["pir_api"],
+            doc["passed"],
+            doc["limited"],
+            doc["rtol"],
+            doc["atol"],
+            tuple(doc["batches"]),
+            tuple(doc["inputs"]),
+            tuple(Case.from_json(c) for c in doc["cases"]),
+            doc["created"],
+            doc["duration_s"],
+            dict(doc.get("flags") or {}),
+        )
 
     def junit(self) -> bytes:
         """The cases as JUnit XML (one testsuite ``artifacts.check``), for CI report viewers."""
-        suite = ET.Element("testsuite", name="artifacts.check", tests=str(len(self.cases)),
-                           failures=str(len(self.failed)), time=f"{self.duration_s:.3f}")
+        suite = ET.Element(
+            "testsuite",
+            name="artifacts.check",
+            tests=str(len(self.cases)),
+            failures=str(len(self.failed)),
+            time=f"{self.duration_s:.3f}",
+        )
         for c in self.cases:
             tc = ET.SubElement(suite, "testcase", classname=self.model, name=c.name)
             if not c.passed:
@@ -176,8 +228,10 @@ def resolve_image(settings: Any, image: str | None) -> str:
     from paddlecd.registry import client as registry
 
     if not image:
-        raise ConfigError("artifacts.check needs --image", "give the runtime image: a release "
-                          "(1.4.0-cpu) or repo@sha256:...")
+        raise ConfigError(
+            "artifacts.check needs --image",
+            "give the runtime image: a release " "(1.4.0-cpu) or repo@sha256:...",
+        )
     if "@" in image:
         am.parse_image(image)  # the digest is the identity; an image ID is refused
         return image
@@ -185,9 +239,18 @@ def resolve_image(settings: Any, image: str | None) -> str:
     return str(registry.pin(settings, full))
 
 
-def check_folder(settings: Any, folder: Path, *, image: str, name: str | None = None,
-                 rtol: float = RTOL, atol: float = ATOL, batch: int = 3, no_pir: bool = False,
-                 on_line: Echo | None = None) -> CheckResult:
+def check_folder(
+    settings: Any,
+    folder: Path,
+    *,
+    image: str,
+    name: str | None = None,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    batch: int = 3,
+    no_pir: bool = False,
+    on_line: Echo | None = None,
+) -> CheckResult:
     """Check the export in ``folder`` inside ``image`` and write ``check.json`` and
     ``check.junit.xml`` next to it.
 
@@ -204,26 +267,48 @@ def check_folder(settings: Any, folder: Path, *, image: str, name: str | None = 
             Paddle (no record is written). EngineError, RegistryError: the image cannot be run.
     """
     if batch < 2 or rtol < 0 or atol < 0:
-        raise ConfigError(f"bad check parameters (batch {batch}, rtol {rtol}, atol {atol})",
-                          "use --batch >= 2 and non-negative --rtol/--atol")
+        raise ConfigError(
+            f"bad check parameters (batch {batch}, rtol {rtol}, atol {atol})",
+            "use --batch >= 2 and non-negative --rtol/--atol",
+        )
     export = am.find_export(folder)
     specs = program.inputs_of(export.folder, export.prefix, export.format)
     reference = resolve_image(settings, image)
     _pull(reference)
     out = _out_dir(settings, export)
     spec = engine.ContainerSpec(
-        image=reference, workdir="/tmp", keep=settings.runtime.keep,
-        command=("python3", LOADER, "/model", export.prefix, export.format, "/out/loader.json",
-                 json.dumps(None if specs is None else [s.to_json() for s in specs]),
-                 repr(rtol), repr(atol), f"1,{batch}"),
+        image=reference,
+        workdir="/tmp",
+        keep=settings.runtime.keep,
+        command=(
+            "python3",
+            LOADER,
+            "/model",
+            export.prefix,
+            export.format,
+            "/out/loader.json",
+            json.dumps(None if specs is None else [s.to_json() for s in specs]),
+            repr(rtol),
+            repr(atol),
+            f"1,{batch}",
+        ),
         env={"PYTHONDONTWRITEBYTECODE": "1", **({"FLAGS_enable_pir_api": "0"} if no_pir else {})},
-        mounts=(engine.Mount(str(settings.root / "smoke"), "/smoke", read_only=True),
-                engine.Mount(str(export.folder.resolve()), "/model", read_only=True),
-                engine.Mount(str(out), "/out")))
+        mounts=(
+            engine.Mount(str(settings.root / "smoke"), "/smoke", read_only=True),
+            engine.Mount(str(export.folder.resolve()), "/model", read_only=True),
+            engine.Mount(str(out), "/out"),
+        ),
+    )
     started = time.monotonic()
     loader = _run(spec, settings.verify.timeout, on_line)
-    record = _record(loader, name or export.folder.name, reference, export.format,
-                     time.monotonic() - started, {"FLAGS_enable_pir_api": "0"} if no_pir else {})
+    record = _record(
+        loader,
+        name or export.folder.name,
+        reference,
+        export.format,
+        time.monotonic() - started,
+        {"FLAGS_enable_pir_api": "0"} if no_pir else {},
+    )
     save(record, export.folder)
     return record
 
@@ -258,10 +343,11 @@ def _run(spec: engine.ContainerSpec, timeout: float, on_line: Echo | None) -> di
         tail = " | ".join(finished.logs.strip().splitlines()[-3:])
         if "No module named" in finished.logs or "not found" in finished.logs:
             raise _no_paddle(spec.image, tail)
-        raise ModelCheckError(f"the model check did not run in {spec.image} "
-                              f"(exit {finished.exit_code}): {tail[:300]}",
-                              "run the image by hand: docker run --rm IMAGE python3 -c "
-                              "'import paddle'")
+        raise ModelCheckError(
+            f"the model check did not run in {spec.image} "
+            f"(exit {finished.exit_code}): {tail[:300]}",
+            "run the image by hand: docker run --rm IMAGE python3 -c " "'import paddle'",
+        )
     doc = json.loads(result.read_text())
     codes = {c.get("code") for c in doc["cases"]}
     if "no-paddle" in codes:
@@ -274,14 +360,27 @@ def _no_paddle(image: str, detail: str) -> ModelCheckError:
     return ModelCheckError(f"{image}: {cause}: {detail[:200]}", fix)
 
 
-def _record(doc: dict[str, Any], model: str, image: str, fmt: str, seconds: float,
-            flags: dict[str, str]) -> CheckResult:
+def _record(
+    doc: dict[str, Any], model: str, image: str, fmt: str, seconds: float, flags: dict[str, str]
+) -> CheckResult:
     cases = tuple(Case.from_json(c) for c in doc["cases"])
-    return CheckResult(model=model, image=image, paddle_version=doc.get("paddle"), format=fmt,
-                       pir_api=doc.get("pir_api"), passed=bool(cases) and all(c.passed for c in cases),
-                       limited=not doc.get("references"), rtol=doc["rtol"], atol=doc["atol"],
-                       batches=tuple(doc["batches"]), inputs=tuple(doc.get("inputs") or ()),
-                       cases=cases, created=now_iso(), duration_s=round(seconds, 3), flags=flags)
+    return CheckResult(
+        model=model,
+        image=image,
+        paddle_version=doc.get("paddle"),
+        format=fmt,
+        pir_api=doc.get("pir_api"),
+        passed=bool(cases) and all(c.passed for c in cases),
+        limited=not doc.get("references"),
+        rtol=doc["rtol"],
+        atol=doc["atol"],
+        batches=tuple(doc["batches"]),
+        inputs=tuple(doc.get("inputs") or ()),
+        cases=cases,
+        created=now_iso(),
+        duration_s=round(seconds, 3),
+        flags=flags,
+    )
 
 
 def save(record: CheckResult, folder: Path) -> None:
@@ -290,8 +389,9 @@ def save(record: CheckResult, folder: Path) -> None:
     (folder / CHECK_JUNIT).write_bytes(record.junit())
 
 
-def check_stored(settings: Any, store: Any, name: str, version: str | None, *, image: str,
-                 **options: Any) -> CheckResult:
+def check_stored(
+    settings: Any, store: Any, name: str, version: str | None, *, image: str, **options: Any
+) -> CheckResult:
     """Check ``<name>/<version>`` of ``store`` (default: its highest complete version): download
     it (sha256-verified), check it (:func:`check_folder`), store ``check.json`` and
     ``check.junit.xml`` next to its ``manifest.json``.
@@ -308,8 +408,9 @@ def check_stored(settings: Any, store: Any, name: str, version: str | None, *, i
     tmp = Path(tempfile.mkdtemp(prefix="paddlecd-check-"))
     try:
         transfer.download(store, name, version, tmp / "model")
-        record = check_folder(settings, tmp / "model", image=image, name=f"{name} {version}",
-                              **options)
+        record = check_folder(
+            settings, tmp / "model", image=image, name=f"{name} {version}", **options
+        )
         for f in (CHECK_JSON, CHECK_JUNIT):
             store.put_bytes((tmp / "model" / f).read_bytes(), f"{name}/{version}/{f}")
     finally:

@@ -66,8 +66,10 @@ class FileEntry:
 def check_name(name: str) -> str:
     """Return ``name`` if it is a lowercase DNS label (RFC 1123), else raise ConfigError."""
     if not NAME_RE.match(name or ""):
-        raise ConfigError(f"invalid model name '{name}'",
-                          "use lowercase letters, digits and '-' (at most 63, e.g. ocr-det)")
+        raise ConfigError(
+            f"invalid model name '{name}'",
+            "use lowercase letters, digits and '-' (at most 63, e.g. ocr-det)",
+        )
     return name
 
 
@@ -76,8 +78,10 @@ def check_version(version: str) -> str:
     try:
         semver.Version.parse(version or "")
     except ValueError as e:
-        raise ConfigError(f"invalid model version '{version}': not semver",
-                          "use MAJOR.MINOR.PATCH[-prerelease][+build], e.g. 1.4.0") from e
+        raise ConfigError(
+            f"invalid model version '{version}': not semver",
+            "use MAJOR.MINOR.PATCH[-prerelease][+build], e.g. 1.4.0",
+        ) from e
     return version
 
 
@@ -89,30 +93,48 @@ def find_export(model_dir: Path) -> Export:
             the missing file), or holds several.
     """
     if not model_dir.is_dir() and Path(f"{model_dir}.pdiparams").is_file():
-        model_dir = model_dir.parent  # a jit.save prefix (what deploy prints as `model:`): use its folder
+        model_dir = (
+            model_dir.parent
+        )  # a jit.save prefix (what deploy prints as `model:`): use its folder
     if not model_dir.is_dir():
-        raise ConfigError(f"model folder {model_dir} does not exist", "pass the folder (or the prefix) given to paddle.jit.save")
+        raise ConfigError(
+            f"model folder {model_dir} does not exist",
+            "pass the folder (or the prefix) given to paddle.jit.save",
+        )
     names = {p.name for p in model_dir.iterdir() if p.is_file()}
-    params = sorted(n[: -len(".pdiparams")] for n in names if n.endswith(".pdiparams") and n != ".pdiparams")
+    params = sorted(
+        n[: -len(".pdiparams")] for n in names if n.endswith(".pdiparams") and n != ".pdiparams"
+    )
     if len(params) > 1:
-        raise ConfigError(f"{model_dir} holds several exports: {', '.join(params)}",
-                          "point --model-dir at a folder holding one jit.save export")
+        raise ConfigError(
+            f"{model_dir} holds several exports: {', '.join(params)}",
+            "point --model-dir at a folder holding one jit.save export",
+        )
     if params:
         return _export(model_dir, params[0], names)
-    programs = sorted(n for n in names if n.endswith(".pdmodel")) or sorted(n for n in names if n.endswith(".json"))
+    programs = sorted(n for n in names if n.endswith(".pdmodel")) or sorted(
+        n for n in names if n.endswith(".json")
+    )
     if len(programs) == 1:
-        return _export(model_dir, programs[0].rsplit(".", 1)[0], names)  # names the missing .pdiparams
-    raise ConfigError(f"{model_dir} is not a paddle.jit.save export: no <prefix>.pdiparams file",
-                      "run paddle.jit.save(layer, 'DIR/inference', input_spec=[...]) and pass DIR")
+        return _export(
+            model_dir, programs[0].rsplit(".", 1)[0], names
+        )  # names the missing .pdiparams
+    raise ConfigError(
+        f"{model_dir} is not a paddle.jit.save export: no <prefix>.pdiparams file",
+        "run paddle.jit.save(layer, 'DIR/inference', input_spec=[...]) and pass DIR",
+    )
 
 
 def _export(folder: Path, prefix: str, names: set[str]) -> Export:
     programs = [s for s in PROGRAM_SUFFIXES if prefix + s in names]
-    missing = ([] if programs else [f"{prefix}.json (Paddle 3.x) or {prefix}.pdmodel (Paddle 2.x)"]) + (
-        [] if prefix + ".pdiparams" in names else [f"{prefix}.pdiparams"])
+    missing = (
+        [] if programs else [f"{prefix}.json (Paddle 3.x) or {prefix}.pdmodel (Paddle 2.x)"]
+    ) + ([] if prefix + ".pdiparams" in names else [f"{prefix}.pdiparams"])
     if missing:
-        raise ConfigError(f"{folder} is an incomplete jit.save export: missing {' and '.join(missing)}",
-                          "re-run paddle.jit.save into an empty folder")
+        raise ConfigError(
+            f"{folder} is an incomplete jit.save export: missing {' and '.join(missing)}",
+            "re-run paddle.jit.save into an empty folder",
+        )
     files = [prefix + s for s in programs] + [prefix + ".pdiparams"]
     files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
     files += [n for n in REFERENCE_FILES if n in names]
@@ -139,8 +161,10 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
         return None
     m = DIGEST_REF_RE.match(reference)
     if not m:
-        raise ConfigError(f"image reference '{reference}' has no digest",
-                          "pass the repo@sha256:... reference printed by push")
+        raise ConfigError(
+            f"image reference '{reference}' has no digest",
+            "pass the repo@sha256:... reference printed by push",
+        )
     from paddlecd.registry.client import parse_reference, refuse_image_id
 
     refuse_image_id(parse_reference(reference))  # a local image ID is no manifest digest (issue 12)
@@ -158,10 +182,16 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
-        raise ConfigError(f"metrics file {path}: {e}", 'write a JSON object, e.g. {"hmean": 0.83}') from e
-    ok = isinstance(data, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values())
+        raise ConfigError(
+            f"metrics file {path}: {e}", 'write a JSON object, e.g. {"hmean": 0.83}'
+        ) from e
+    ok = isinstance(data, dict) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values()
+    )
     if not ok:
-        raise ConfigError(f"metrics file {path}: expected a JSON object of numbers", 'e.g. {"hmean": 0.83}')
+        raise ConfigError(
+            f"metrics file {path}: expected a JSON object of numbers", 'e.g. {"hmean": 0.83}'
+        )
     return data
 
 
@@ -171,11 +201,20 @@ def git_revision(root: Path) -> str | None:
     return rev.full if rev.known else None
 
 
-def build_manifest(export: Export, entries: list[FileEntry], *, name: str, version: str,
-                   image: dict[str, str] | None = None, paddle_version: str | None = None,
-                   git_revision: str | None = None, metrics: dict[str, float] | None = None,
-                   created: dt.datetime | None = None, paddle_version_from: str | None = None,
-                   input_spec: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def build_manifest(
+    export: Export,
+    entries: list[FileEntry],
+    *,
+    name: str,
+    version: str,
+    image: dict[str, str] | None = None,
+    paddle_version: str | None = None,
+    git_revision: str | None = None,
+    metrics: dict[str, float] | None = None,
+    created: dt.datetime | None = None,
+    paddle_version_from: str | None = None,
+    input_spec: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The manifest document (validated against the schema). ``created`` defaults to now (UTC).
 
     ``paddle_version_from`` says where ``paddle_version`` came from: ``flag`` (given) or ``image``
@@ -184,13 +223,20 @@ def build_manifest(export: Export, entries: list[FileEntry], *, name: str, versi
     """
     when = (created or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
     doc = {
-        "schema_version": SCHEMA_VERSION, "name": name, "version": version, "format": export.format,
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "version": version,
+        "format": export.format,
         "model_prefix": export.prefix,
         "files": [{"path": e.path, "size": e.size, "sha256": e.sha256} for e in entries],
-        "image": image, "paddle_version": paddle_version,
+        "image": image,
+        "paddle_version": paddle_version,
         "paddle_version_from": paddle_version_from if paddle_version else None,
-        "input_spec": input_spec, "git_revision": git_revision,
-        "metrics": metrics, "created": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "tool": f"paddlecd {__version__}",
+        "input_spec": input_spec,
+        "git_revision": git_revision,
+        "metrics": metrics,
+        "created": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "tool": f"paddlecd {__version__}",
     }
     return validate_manifest(doc, where=f"manifest of {name} {version}", error=ConfigError)
 
@@ -198,16 +244,24 @@ def build_manifest(export: Export, entries: list[FileEntry], *, name: str, versi
 @cache
 def schema() -> dict[str, Any]:
     """The artifact manifest JSON schema (draft 2020-12), packaged with paddlecd."""
-    return json.loads(resources.files("paddlecd").joinpath("schemas/artifact-manifest.schema.json").read_text())
+    return json.loads(
+        resources.files("paddlecd").joinpath("schemas/artifact-manifest.schema.json").read_text()
+    )
 
 
-def validate_manifest(doc: Any, *, where: str, error: type[PaddlecdError] = ConfigError) -> dict[str, Any]:
+def validate_manifest(
+    doc: Any, *, where: str, error: type[PaddlecdError] = ConfigError
+) -> dict[str, Any]:
     """Return ``doc`` if it matches the schema, else raise ``error`` naming ``where`` and the first problem."""
-    problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(doc))
+    problem = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema()).iter_errors(doc)
+    )
     if problem is not None:
         at = "/".join(str(p) for p in problem.absolute_path) or "(top)"
-        raise error(f"{where}: invalid manifest at {at}: {problem.message}",
-                    "see src/paddlecd/schemas/artifact-manifest.schema.json")
+        raise error(
+            f"{where}: invalid manifest at {at}: {problem.message}",
+            "see src/paddlecd/schemas/artifact-manifest.schema.json",
+        )
     return doc
 
 

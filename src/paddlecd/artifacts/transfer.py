@@ -26,7 +26,13 @@ import semver
 
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import program
-from paddlecd.artifacts.storage import Progress, Store, default_store_url, split_model_url, store_for  # noqa: F401 (re-exported)
+from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
+    Progress,
+    Store,
+    default_store_url,
+    split_model_url,
+    store_for,
+)
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
 
@@ -64,11 +70,16 @@ class UploadPlan:
         """The plan for humans, one line per step."""
         out = [f"plan: {self.action} {self.url} ({self.export.format}, from {self.export.folder})"]
         doc = self.manifest
-        out.append(f"  paddle {doc['paddle_version']} (from the {doc['paddle_version_from']})"
-                   if doc["paddle_version"] else
-                   "  paddle version unknown (give --image repo@sha256:… or --paddle-version)")
-        out += [f"  put    {e.path}  {e.size} B  "
-                + ("sha256 while uploading" if e.sha256 == PENDING else f"sha256:{e.sha256[:12]}") for e in self.put]
+        out.append(
+            f"  paddle {doc['paddle_version']} (from the {doc['paddle_version_from']})"
+            if doc["paddle_version"]
+            else "  paddle version unknown (give --image repo@sha256:… or --paddle-version)"
+        )
+        out += [
+            f"  put    {e.path}  {e.size} B  "
+            + ("sha256 while uploading" if e.sha256 == PENDING else f"sha256:{e.sha256[:12]}")
+            for e in self.put
+        ]
         out += [f"  delete {k}  (not in the manifest: leftover)" for k in self.stale]
         if self.action != "unchanged":
             out.append(f"  put    {am.MANIFEST}  (last)")
@@ -76,9 +87,19 @@ class UploadPlan:
         return out
 
 
-def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image: str | None = None,
-                metrics: Path | None = None, paddle_version: str | None = None, git_revision: str | None = None,
-                overwrite: bool = False, image_paddle: str | None = None) -> UploadPlan:
+def plan_upload(
+    store: Store,
+    model_dir: Path,
+    *,
+    name: str,
+    version: str,
+    image: str | None = None,
+    metrics: Path | None = None,
+    paddle_version: str | None = None,
+    git_revision: str | None = None,
+    overwrite: bool = False,
+    image_paddle: str | None = None,
+) -> UploadPlan:
     """Check the inputs and the store, hash the export, and decide what to move (reads only).
 
     When the version holds no manifest there is nothing to compare with, so hashing is deferred to
@@ -105,32 +126,51 @@ def plan_upload(store: Store, model_dir: Path, *, name: str, version: str, image
     am.check_name(name), am.check_version(version)
     export = am.find_export(model_dir)
     specs = program.inputs_of(export.folder, export.prefix, export.format)
-    meta = {"image": am.parse_image(image), "metrics": am.load_metrics(metrics),
-            "git_revision": git_revision, "paddle_version": paddle_version or image_paddle,
-            "paddle_version_from": "flag" if paddle_version else "image" if image_paddle else None,
-            "input_spec": None if specs is None else [s.to_json() for s in specs]}
+    meta = {
+        "image": am.parse_image(image),
+        "metrics": am.load_metrics(metrics),
+        "git_revision": git_revision,
+        "paddle_version": paddle_version or image_paddle,
+        "paddle_version_from": "flag" if paddle_version else "image" if image_paddle else None,
+        "input_spec": None if specs is None else [s.to_json() for s in specs],
+    }
     store.check()
     prefix = f"{name}/{version}/"
     old = _read_manifest_or_none(store, prefix)
-    entries = [am.hash_file(export.folder / f) if old is not None
-               else am.FileEntry(f, (export.folder / f).stat().st_size, PENDING) for f in export.files]
+    entries = [
+        am.hash_file(export.folder / f)
+        if old is not None
+        else am.FileEntry(f, (export.folder / f).stat().st_size, PENDING)
+        for f in export.files
+    ]
     doc = am.build_manifest(export, entries, name=name, version=version, **meta)
-    plan = UploadPlan(f"{store.url}/{name}/{version}", prefix, export, doc, "create",
-                      deferred=old is None, overwrite=overwrite)
+    plan = UploadPlan(
+        f"{store.url}/{name}/{version}",
+        prefix,
+        export,
+        doc,
+        "create",
+        deferred=old is None,
+        overwrite=overwrite,
+    )
     return _decide(plan, store, old, overwrite=overwrite)
 
 
-def _decide(plan: UploadPlan, store: Store, old: dict[str, Any] | None, *, overwrite: bool) -> UploadPlan:
+def _decide(
+    plan: UploadPlan, store: Store, old: dict[str, Any] | None, *, overwrite: bool
+) -> UploadPlan:
     new = am.entries_of(plan.manifest)
     present = {o.key for o in store.list(plan.prefix)}
-    plan.stale = sorted(k for k in present if k[len(plan.prefix):] not in {*new, am.MANIFEST})
+    plan.stale = sorted(k for k in present if k[len(plan.prefix) :] not in {*new, am.MANIFEST})
     if old is not None and am.entries_of(old) == new:
         plan.action = "unchanged"  # the check of this very model still holds: keep it
-        plan.stale = [k for k in plan.stale if k[len(plan.prefix):] not in am.CHECK_FILES]
+        plan.stale = [k for k in plan.stale if k[len(plan.prefix) :] not in am.CHECK_FILES]
         return plan
     if old is not None and not overwrite:
-        raise StorageError(f"{plan.url} already holds a different model ({_difference(old, new)})",
-                           "bump --version, or pass --overwrite to replace it")
+        raise StorageError(
+            f"{plan.url} already holds a different model ({_difference(old, new)})",
+            "bump --version, or pass --overwrite to replace it",
+        )
     kept = am.entries_of(old) if old else {}
     plan.action = "overwrite" if old is not None else "create"
     plan.put = [e for p, e in new.items() if kept.get(p) != e]  # identical files stay in place
@@ -147,7 +187,9 @@ def _read_manifest_or_none(store: Store, prefix: str) -> dict[str, Any] | None:
 
 def _difference(old: dict[str, Any], new: dict[str, am.FileEntry]) -> str:
     before = am.entries_of(old) if old.get("files") else {}
-    changed = sorted(set(before) ^ set(new) | {p for p in set(before) & set(new) if before[p] != new[p]})
+    changed = sorted(
+        set(before) ^ set(new) | {p for p in set(before) & set(new) if before[p] != new[p]}
+    )
     return "differs in " + ", ".join(changed) if changed else "its manifest is unreadable"
 
 
@@ -174,26 +216,39 @@ def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) 
 def _check_unclaimed_meanwhile(store: Store, plan: UploadPlan) -> None:
     """Planning reads without the claim: a model stored since then belongs to the other upload."""
     if plan.action == "create" and store.head(plan.prefix + am.MANIFEST) is not None:
-        raise ConflictError(f"{plan.url} was uploaded by another process while this one planned",
-                            "re-run: the same model is then unchanged; a different one needs "
-                            "another --version (or --overwrite)")
+        raise ConflictError(
+            f"{plan.url} was uploaded by another process while this one planned",
+            "re-run: the same model is then unchanged; a different one needs "
+            "another --version (or --overwrite)",
+        )
 
 
 def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
-    if plan.action == "overwrite":  # first, so no manifest ever names a deleted or half-replaced file
+    if (
+        plan.action == "overwrite"
+    ):  # first, so no manifest ever names a deleted or half-replaced file
         store.delete([plan.prefix + am.MANIFEST])
     store.delete(plan.stale)
     store.abort_uploads(plan.prefix)
     if plan.action == "unchanged":
         return
     with ThreadPoolExecutor(max_workers=1) as hasher:
-        hashing = [hasher.submit(am.hash_file, plan.export.folder / e.path) for e in plan.put if plan.deferred]
+        hashing = [
+            hasher.submit(am.hash_file, plan.export.folder / e.path)
+            for e in plan.put
+            if plan.deferred
+        ]
         for entry in plan.put:
-            store.put_file(plan.export.folder / entry.path, plan.prefix + entry.path, progress=progress)
+            store.put_file(
+                plan.export.folder / entry.path, plan.prefix + entry.path, progress=progress
+            )
         if hashing:
             plan.put = [f.result() for f in hashing]
-            plan.manifest = am.validate_manifest({**plan.manifest, "files": [vars(e) for e in plan.put]},
-                                                 where=plan.url, error=StorageError)
+            plan.manifest = am.validate_manifest(
+                {**plan.manifest, "files": [vars(e) for e in plan.put]},
+                where=plan.url,
+                error=StorageError,
+            )
     # exclusive: if anything wrote a manifest despite the claim (a claim taken over), it stays
     store.put_bytes(am.manifest_bytes(plan.manifest), plan.prefix + am.MANIFEST, exclusive=True)
 
@@ -235,15 +290,24 @@ def uploaded(store: Store, plan: UploadPlan, *, executed: bool) -> Uploaded:
     Raises:
         StorageError: the store failed reading the manifest back.
     """
-    raw = (store.get_bytes(plan.prefix + am.MANIFEST)
-           if executed or plan.action == "unchanged" else None)
+    raw = (
+        store.get_bytes(plan.prefix + am.MANIFEST)
+        if executed or plan.action == "unchanged"
+        else None
+    )
     files = plan.manifest["files"]
     return Uploaded(
-        url=plan.url, name=plan.manifest["name"], version=plan.manifest["version"],
-        action=plan.action, executed=executed, files=len(files),
-        bytes=sum(f["size"] for f in files), bytes_moved=plan.bytes_to_move if executed else 0,
+        url=plan.url,
+        name=plan.manifest["name"],
+        version=plan.manifest["version"],
+        action=plan.action,
+        executed=executed,
+        files=len(files),
+        bytes=sum(f["size"] for f in files),
+        bytes_moved=plan.bytes_to_move if executed else 0,
         manifest_digest=f"sha256:{hashlib.sha256(raw).hexdigest()}" if raw else None,
-        image_digest=(plan.manifest["image"] or {}).get("digest"))
+        image_digest=(plan.manifest["image"] or {}).get("digest"),
+    )
 
 
 def read_manifest(store: Store, prefix: str) -> dict[str, Any] | None:
@@ -260,12 +324,21 @@ def read_manifest(store: Store, prefix: str) -> dict[str, Any] | None:
     try:
         doc = json.loads(raw)
     except ValueError as e:
-        raise InvalidManifestError(f"{where}: not JSON ({e})", "re-upload the model with --overwrite") from e
+        raise InvalidManifestError(
+            f"{where}: not JSON ({e})", "re-upload the model with --overwrite"
+        ) from e
     return am.validate_manifest(doc, where=where, error=InvalidManifestError)
 
 
-def download(store: Store, name: str, version: str, dest: Path, *, progress: Progress | None = None,
-             on_size: Progress | None = None) -> dict[str, Any]:
+def download(
+    store: Store,
+    name: str,
+    version: str,
+    dest: Path,
+    *,
+    progress: Progress | None = None,
+    on_size: Progress | None = None,
+) -> dict[str, Any]:
     """Fetch ``<name>/<version>`` into ``dest`` (created; must be absent or empty), verifying every sha256.
 
     Files land in a temp folder next to ``dest`` that is renamed into place only after all checks pass.
@@ -282,12 +355,16 @@ def download(store: Store, name: str, version: str, dest: Path, *, progress: Pro
     """
     am.check_name(name), am.check_version(version)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise ConfigError(f"destination {dest} exists and is not an empty folder", "pick a new folder")
+        raise ConfigError(
+            f"destination {dest} exists and is not an empty folder", "pick a new folder"
+        )
     prefix = f"{name}/{version}/"
     doc = read_manifest(store, prefix)
     if doc is None:
-        raise StorageError(f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
-                           f"invoke artifacts.list {store.url}/{name}")
+        raise StorageError(
+            f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
+            f"invoke artifacts.list {store.url}/{name}",
+        )
     if on_size:
         on_size(sum(f["size"] for f in doc["files"]))
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -306,7 +383,9 @@ def download(store: Store, name: str, version: str, dest: Path, *, progress: Pro
     return doc
 
 
-def _fetch_verified(store: Store, prefix: str, doc: dict[str, Any], folder: Path, progress: Progress | None) -> None:
+def _fetch_verified(
+    store: Store, prefix: str, doc: dict[str, Any], folder: Path, progress: Progress | None
+) -> None:
     for entry in am.entries_of(doc).values():
         target = folder / entry.path
         store.get_file(prefix + entry.path, target, progress=progress)
@@ -315,7 +394,8 @@ def _fetch_verified(store: Store, prefix: str, doc: dict[str, Any], folder: Path
             raise StorageError(
                 f"integrity check failed for {store.url}/{prefix}{entry.path}: sha256 {got.sha256[:12]}… "
                 f"({got.size} B) != manifest {entry.sha256[:12]}… ({entry.size} B)",
-                "the object changed after upload: re-upload the model with --overwrite")
+                "the object changed after upload: re-upload the model with --overwrite",
+            )
 
 
 def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
@@ -332,8 +412,10 @@ def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
         ConfigError: bad name. StorageError: the store failed.
     """
     am.check_name(name)
-    versions = sorted({o.key.split("/")[1] for o in store.list(f"{name}/") if o.key.count("/") >= 2},
-                      key=_semver_key)
+    versions = sorted(
+        {o.key.split("/")[1] for o in store.list(f"{name}/") if o.key.count("/") >= 2},
+        key=_semver_key,
+    )
     return [_listed(store, name, v) for v in versions]
 
 
@@ -342,7 +424,9 @@ def _listed(store: Store, name: str, version: str) -> dict[str, Any]:
         doc = read_manifest(store, f"{name}/{version}/")
     except InvalidManifestError as e:
         return _summary(version, None, problem=e.cause)
-    summary = _summary(version, doc, problem=None if doc else f"no {am.MANIFEST} (upload unfinished)")
+    summary = _summary(
+        version, doc, problem=None if doc else f"no {am.MANIFEST} (upload unfinished)"
+    )
     if doc is not None:
         summary["check"] = _check_of(store, f"{name}/{version}/")
     return summary
@@ -370,8 +454,10 @@ def list_model(store: Store, name: str) -> list[dict[str, Any]]:
     """
     versions = list_versions(store, name)
     if not versions:
-        raise StorageError(f"no model named '{name}' in {store.url}",
-                           "check the name, or upload a version first (invoke upload …)")
+        raise StorageError(
+            f"no model named '{name}' in {store.url}",
+            "check the name, or upload a version first (invoke upload …)",
+        )
     return versions
 
 
@@ -382,16 +468,38 @@ def _semver_key(v: str) -> tuple[int, Any]:
         return (1, v)
 
 
-_SUMMARY_KEYS = ("created", "files", "bytes", "format", "image_digest", "metrics", "paddle_version",
-                 "git_revision", "check")
+_SUMMARY_KEYS = (
+    "created",
+    "files",
+    "bytes",
+    "format",
+    "image_digest",
+    "metrics",
+    "paddle_version",
+    "git_revision",
+    "check",
+)
 
 
 def _summary(version: str, doc: dict[str, Any] | None, *, problem: str | None) -> dict[str, Any]:
     if doc is None:
-        return {"version": version, "complete": False, "problem": problem,
-                **dict.fromkeys(_SUMMARY_KEYS)}
-    return {"version": version, "complete": True, "problem": None, "created": doc["created"],
-            "files": len(doc["files"]), "bytes": sum(f["size"] for f in doc["files"]),
-            "format": doc["format"], "image_digest": (doc["image"] or {}).get("digest"),
-            "metrics": doc["metrics"], "paddle_version": doc["paddle_version"],
-            "git_revision": doc["git_revision"], "check": None}
+        return {
+            "version": version,
+            "complete": False,
+            "problem": problem,
+            **dict.fromkeys(_SUMMARY_KEYS),
+        }
+    return {
+        "version": version,
+        "complete": True,
+        "problem": None,
+        "created": doc["created"],
+        "files": len(doc["files"]),
+        "bytes": sum(f["size"] for f in doc["files"]),
+        "format": doc["format"],
+        "image_digest": (doc["image"] or {}).get("digest"),
+        "metrics": doc["metrics"],
+        "paddle_version": doc["paddle_version"],
+        "git_revision": doc["git_revision"],
+        "check": None,
+    }

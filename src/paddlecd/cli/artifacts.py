@@ -11,29 +11,45 @@ from paddlecd.cli import common
 from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings
 from paddlecd.errors import ConfigError
 
-STORE_HELP = ("store URL: s3://BUCKET[/prefix] or file:///path "
-              "(default: storage.url, else file://<state>/artifacts)")
+STORE_HELP = (
+    "store URL: s3://BUCKET[/prefix] or file:///path "
+    "(default: storage.url, else file://<state>/artifacts)"
+)
 
 
-@task(positional=[], help={
-    "model_dir": "folder given to paddle.jit.save "
-                 "(holds <prefix>.json|.pdmodel + <prefix>.pdiparams)",
-    "name": "model name: lowercase letters, digits, '-' (a DNS label), e.g. ocr-det",
-    "version": "model version, semver: 1.4.0, 2.0.0-rc.1",
-    "to": STORE_HELP,
-    "image": "repo@sha256:... of the image that produced the model (recorded in the manifest)",
-    "metrics": 'JSON file of metric name -> number, e.g. {"hmean": 0.83} '
-               "(recorded in the manifest)",
-    "paddle_version": "Paddle version that exported the model "
-                      "(default: the --image's io.paddlecd.paddle.version label; never this host's)",
-    "overwrite": "replace a DIFFERENT model already stored under this name and version",
-    "dry_run": "print the plan, write nothing",
-    "json": "print the uploaded version (URL, manifest digest, files, action) as one JSON "
-            "document on stdout",
-})
+@task(
+    positional=[],
+    help={
+        "model_dir": "folder given to paddle.jit.save "
+        "(holds <prefix>.json|.pdmodel + <prefix>.pdiparams)",
+        "name": "model name: lowercase letters, digits, '-' (a DNS label), e.g. ocr-det",
+        "version": "model version, semver: 1.4.0, 2.0.0-rc.1",
+        "to": STORE_HELP,
+        "image": "repo@sha256:... of the image that produced the model (recorded in the manifest)",
+        "metrics": 'JSON file of metric name -> number, e.g. {"hmean": 0.83} '
+        "(recorded in the manifest)",
+        "paddle_version": "Paddle version that exported the model "
+        "(default: the --image's io.paddlecd.paddle.version label; never this host's)",
+        "overwrite": "replace a DIFFERENT model already stored under this name and version",
+        "dry_run": "print the plan, write nothing",
+        "json": "print the uploaded version (URL, manifest digest, files, action) as one JSON "
+        "document on stdout",
+    },
+)
 @guarded
-def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metrics=None,
-           paddle_version=None, overwrite=False, dry_run=False, json=False):
+def upload(
+    c,
+    model_dir=None,
+    name=None,
+    version=None,
+    to=None,
+    image=None,
+    metrics=None,
+    paddle_version=None,
+    overwrite=False,
+    dry_run=False,
+    json=False,
+):
     """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
 
     The folder must be one complete export (Paddle 3.x <prefix>.json or 2.x <prefix>.pdmodel,
@@ -60,11 +76,18 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
     store = arts.store_for(cfg, to)
     artifact_manifest.parse_image(image)  # a reference without a digest fails before any lookup
     image_paddle, unknown = (None, None) if paddle_version else runtime.declared_paddle(cfg, image)
-    plan = arts.plan_upload(store, Path(model_dir), name=name, version=version, image=image,
-                            metrics=Path(metrics) if metrics else None,
-                            paddle_version=paddle_version, overwrite=overwrite,
-                            image_paddle=image_paddle,
-                            git_revision=artifact_manifest.git_revision(cfg.root))
+    plan = arts.plan_upload(
+        store,
+        Path(model_dir),
+        name=name,
+        version=version,
+        image=image,
+        metrics=Path(metrics) if metrics else None,
+        paddle_version=paddle_version,
+        overwrite=overwrite,
+        image_paddle=image_paddle,
+        git_revision=artifact_manifest.git_revision(cfg.root),
+    )
     for line in plan.lines():
         say(line)
     if unknown and image:
@@ -77,12 +100,18 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
         arts.upload(store, plan, progress=lambda n: bar.advance(tid, n))
     if json:
         return common.json_result(arts.uploaded(store, plan, executed=True))
-    result(f"{'unchanged' if plan.action == 'unchanged' else 'uploaded'}: {plan.url} "
-           f"({plan.bytes_to_move} bytes moved)")
+    result(
+        f"{'unchanged' if plan.action == 'unchanged' else 'uploaded'}: {plan.url} "
+        f"({plan.bytes_to_move} bytes moved)"
+    )
 
 
-@task(help={"url": "<store-url>/<name>/<version>, or <name>/<version> on the configured store",
-            "dest": "folder to create (must be absent or empty)"})
+@task(
+    help={
+        "url": "<store-url>/<name>/<version>, or <name>/<version> on the configured store",
+        "dest": "folder to create (must be absent or empty)",
+    }
+)
 @guarded
 def download(c, url, dest):
     """Download a model and verify every file's sha256 against its manifest.
@@ -97,25 +126,33 @@ def download(c, url, dest):
     base, (name, version) = arts.split_model_url(url, cfg, parts=2)
     bar, tid = bytes_bar()
     with bar:
-        doc = arts.download(arts.store_for(cfg, base), name, version, Path(dest),
-                            progress=lambda n: bar.advance(tid, n),
-                            on_size=lambda t: bar.update(tid, total=t))
+        doc = arts.download(
+            arts.store_for(cfg, base),
+            name,
+            version,
+            Path(dest),
+            progress=lambda n: bar.advance(tid, n),
+            on_size=lambda t: bar.update(tid, total=t),
+        )
     result(f"downloaded {name} {version} to {dest}: {len(doc['files'])} files, sha256 verified")
 
 
-@task(help={
-    "model": "export folder, or <name>[/<version>] on the store (default: highest version)",
-    "image": "runtime image: a release (1.4.0-cpu) or repo@sha256:...",
-    "store": STORE_HELP,
-    "batch": "second batch size fed after batch 1 (default 3)",
-    "rtol": "relative tolerance against the reference outputs (default 1e-5)",
-    "atol": "absolute tolerance against the reference outputs (default 1e-6)",
-    "no_pir": "run with FLAGS_enable_pir_api=0 (Paddle 2.x programs in a 3.x runtime)",
-    "json": common.JSON_HELP,
-})
+@task(
+    help={
+        "model": "export folder, or <name>[/<version>] on the store (default: highest version)",
+        "image": "runtime image: a release (1.4.0-cpu) or repo@sha256:...",
+        "store": STORE_HELP,
+        "batch": "second batch size fed after batch 1 (default 3)",
+        "rtol": "relative tolerance against the reference outputs (default 1e-5)",
+        "atol": "absolute tolerance against the reference outputs (default 1e-6)",
+        "no_pir": "run with FLAGS_enable_pir_api=0 (Paddle 2.x programs in a 3.x runtime)",
+        "json": common.JSON_HELP,
+    }
+)
 @guarded
-def check(c, model, image=None, store=None, batch=3, rtol=1e-5, atol=1e-6, no_pir=False,
-          json=False):
+def check(
+    c, model, image=None, store=None, batch=3, rtol=1e-5, atol=1e-6, no_pir=False, json=False
+):
     """Load a model inside its runtime image and compare it with its reference outputs.
 
     Runs smoke/workers/check_export.py in IMAGE: paddle.inference and paddle.jit.load at batch 1
@@ -130,14 +167,25 @@ def check(c, model, image=None, store=None, batch=3, rtol=1e-5, atol=1e-6, no_pi
     from paddlecd.artifacts import transfer as arts
 
     cfg = settings()
-    options = {"image": image, "batch": int(batch), "rtol": float(rtol), "atol": float(atol),
-               "no_pir": no_pir, "on_line": lambda line: say(f"  | {line}")}
+    options = {
+        "image": image,
+        "batch": int(batch),
+        "rtol": float(rtol),
+        "atol": float(atol),
+        "no_pir": no_pir,
+        "on_line": lambda line: say(f"  | {line}"),
+    }
     if Path(model).exists():
         record = model_check.check_folder(cfg, Path(model), **options)
     else:
         base, parts = _model_and_version(model, cfg)
-        record = model_check.check_stored(cfg, arts.store_for(cfg, store or base), parts[0],
-                                          parts[1] if len(parts) > 1 else None, **options)
+        record = model_check.check_stored(
+            cfg,
+            arts.store_for(cfg, store or base),
+            parts[0],
+            parts[1] if len(parts) > 1 else None,
+            **options,
+        )
     if json:
         common.json_result(record.to_json())
     else:
@@ -147,8 +195,10 @@ def check(c, model, image=None, store=None, batch=3, rtol=1e-5, atol=1e-6, no_pi
     if error:
         raise error
     if not json:
-        result(f"{record.status}: {record.model} in {record.image} "
-               f"(Paddle {record.paddle_version}, rtol {record.rtol:g}, atol {record.atol:g})")
+        result(
+            f"{record.status}: {record.model} in {record.image} "
+            f"(Paddle {record.paddle_version}, rtol {record.rtol:g}, atol {record.atol:g})"
+        )
 
 
 def _model_and_version(model: str, cfg) -> tuple[str, list[str]]:
@@ -160,8 +210,10 @@ def _model_and_version(model: str, cfg) -> tuple[str, list[str]]:
         return arts.split_model_url(model, cfg, parts=1)
 
 
-@task(name="list", help={"url": "<store-url>/<name>, or <name> on the configured store",
-                         "json": common.JSON_HELP})
+@task(
+    name="list",
+    help={"url": "<store-url>/<name>, or <name> on the configured store", "json": common.JSON_HELP},
+)
 @guarded
 def list_(c, url, json=False):
     """List a model's versions (semver order) with their manifests' summary.
@@ -197,5 +249,12 @@ def _row(v: dict) -> tuple[str, ...]:
         return (v["version"], "incomplete", "", "", "", "", "")
     metrics = ", ".join(f"{k}={x:g}" for k, x in (v["metrics"] or {}).items())
     check = v.get("check") or {}
-    return (v["version"], v["created"], str(v["files"]), str(v["bytes"]), v["image_digest"] or "-",
-            metrics or "-", check.get("status") or "-")
+    return (
+        v["version"],
+        v["created"],
+        str(v["files"]),
+        str(v["bytes"]),
+        v["image_digest"] or "-",
+        metrics or "-",
+        check.get("status") or "-",
+    )

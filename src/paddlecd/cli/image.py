@@ -13,9 +13,13 @@ from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
 
 
-@task(help={"variant": "lock only this variant (repeatable); default: all variants",
-            "dry_run": "resolve and show the digests without writing images/lock.yaml"},
-      iterable=["variant"])
+@task(
+    help={
+        "variant": "lock only this variant (repeatable); default: all variants",
+        "dry_run": "resolve and show the digests without writing images/lock.yaml",
+    },
+    iterable=["variant"],
+)
 @guarded
 def lock(c, variant=None, dry_run=False):
     """Pin base images: resolve each variant's base tag to its manifest digest (no pull).
@@ -34,15 +38,21 @@ def lock(c, variant=None, dry_run=False):
             result(f"{entry.variant}: {entry.base} -> {entry.digest}")
         return say("dry run: no lock file written")
     entries = pins.lock(s, variant or None, on_progress=say)
-    result(f"locked {len(entries)} base(s): pulled bases in {s.lock_file} (commit it), "
-           f"bootstrapped ones in {s.state / pins.LOCAL_LOCK} (per machine)")
+    result(
+        f"locked {len(entries)} base(s): pulled bases in {s.lock_file} (commit it), "
+        f"bootstrapped ones in {s.state / pins.LOCAL_LOCK} (per machine)"
+    )
 
 
-@task(help={"variant": "variant whose base to bootstrap (needs a 'bootstrap:' block; default cpu)",
-            "force": "rebuild and push even when the registry already has the base",
-            "lock": "also lock the variant afterwards (default: yes)",
-            "dry_run": "say whether the base would be built and where it would be pushed; "
-                       "change nothing"})
+@task(
+    help={
+        "variant": "variant whose base to bootstrap (needs a 'bootstrap:' block; default cpu)",
+        "force": "rebuild and push even when the registry already has the base",
+        "lock": "also lock the variant afterwards (default: yes)",
+        "dry_run": "say whether the base would be built and where it would be pushed; "
+        "change nothing",
+    }
+)
 @guarded
 def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
     """Build the CPU Paddle base locally (debootstrap + PyPI paddlepaddle) and push it.
@@ -56,10 +66,22 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
 
     if dry_run:
         return say(boot.plan(settings(), variant, force=force))
-    done = boot.bootstrap_and_lock(settings(), variant, force=force, then_lock=lock, on_line=say,
-                                   on_progress=common.layer_progress())
-    result(f"base of '{variant}' " + (f"pushed: {done.digest}" if done.digest
-                                      else "already in the registry (use --force to rebuild)"))
+    done = boot.bootstrap_and_lock(
+        settings(),
+        variant,
+        force=force,
+        then_lock=lock,
+        on_line=say,
+        on_progress=common.layer_progress(),
+    )
+    result(
+        f"base of '{variant}' "
+        + (
+            f"pushed: {done.digest}"
+            if done.digest
+            else "already in the registry (use --force to rebuild)"
+        )
+    )
     if done.locked:
         result(f"locked {done.locked.variant}: {done.locked.pinned}")
 
@@ -79,12 +101,19 @@ def build(c, variant=None, no_cache=False):
     from paddlecd.image import build as builder
 
     built = builder.build(settings(), pick_variant(variant), on_line=say, no_cache=no_cache)
-    result(f"built {built.tag} ({built.image_id[:19]}) with {built.builder} in "
-           f"{built.seconds:.1f}s; log: {built.log}")
+    result(
+        f"built {built.tag} ({built.image_id[:19]}) with {built.builder} in "
+        f"{built.seconds:.1f}s; log: {built.log}"
+    )
 
 
-@task(help={"variant": VARIANT_HELP, "json": common.JSON_HELP,
-            "dry_run": "show what would be pushed and where, push nothing"})
+@task(
+    help={
+        "variant": VARIANT_HELP,
+        "json": common.JSON_HELP,
+        "dry_run": "show what would be pushed and where, push nothing",
+    }
+)
 @guarded
 def push(c, variant=None, dry_run=False, json=False):
     """Push the variant's last build to the registry and read its digest back.
@@ -99,26 +128,33 @@ def push(c, variant=None, dry_run=False, json=False):
 
     s, name = settings(), pick_variant(variant)
     if dry_run:
-        return say(f"dry run: would push {publish.last_build_tag(s, name)} and read its digest "
-                   f"back from {s.registry.url}")
+        return say(
+            f"dry run: would push {publish.last_build_tag(s, name)} and read its digest "
+            f"back from {s.registry.url}"
+        )
     pushed = publish.push(s, name, on_progress=common.layer_progress())
     if json:
         return common.json_result(pushed)
     result(f"pushed {pushed.tag}\n  reference: {pushed.reference}")
 
 
-@task(help={"variant": VARIANT_HELP,
-            "image": "verify this image instead (repo@sha256:..., or a tag resolved once)",
-            "out": "output folder for junit.xml, evidence copy, smoke.log, model/ "
-                   "(default .paddlecd/verify/...)",
-            "json": "print the evidence record as JSON on stdout instead of text",
-            "nodes": "run the collective checks as an N-node job (default 1: one container)",
-            "cluster": "where an N-node run goes: local (N containers on one network) or k8s "
-                       "(print the Indexed Job + Service manifests)",
-            "gpus_per_node": "cards per node of an N-node GPU run (default: host cards / N)"})
+@task(
+    help={
+        "variant": VARIANT_HELP,
+        "image": "verify this image instead (repo@sha256:..., or a tag resolved once)",
+        "out": "output folder for junit.xml, evidence copy, smoke.log, model/ "
+        "(default .paddlecd/verify/...)",
+        "json": "print the evidence record as JSON on stdout instead of text",
+        "nodes": "run the collective checks as an N-node job (default 1: one container)",
+        "cluster": "where an N-node run goes: local (N containers on one network) or k8s "
+        "(print the Indexed Job + Service manifests)",
+        "gpus_per_node": "cards per node of an N-node GPU run (default: host cards / N)",
+    }
+)
 @guarded
-def verify(c, variant=None, image=None, out=None, json=False, nodes=1, cluster="local",
-           gpus_per_node=None):
+def verify(
+    c, variant=None, image=None, out=None, json=False, nodes=1, cluster="local", gpus_per_node=None
+):
     """Run the smoke suite inside the pushed image (by digest) and record evidence for that digest.
 
     Checks: paddle imports as the non-root default user with the labelled version; CUDA as the
@@ -143,16 +179,25 @@ def verify(c, variant=None, image=None, out=None, json=False, nodes=1, cluster="
     if cluster == "k8s":
         return _verify_manifests(variant, image, int(nodes), gpus_per_node)
     gpus = int(gpus_per_node) if gpus_per_node is not None else None
-    done = smoke.verify(settings(), variant=None if image else pick_variant(variant), image=image,
-                        out_dir=Path(out) if out else None, on_line=say, nodes=int(nodes),
-                        gpus_per_node=gpus)
+    done = smoke.verify(
+        settings(),
+        variant=None if image else pick_variant(variant),
+        image=image,
+        out_dir=Path(out) if out else None,
+        on_line=say,
+        nodes=int(nodes),
+        gpus_per_node=gpus,
+    )
     if json:
         common.json_result(done.record)
     else:
         result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
-        result(f"attestation: {done.attestation}" if done.attestation else
-               "attestation: none (no signing key: set verify.signing_key or PADDLECD_SIGNING_KEY;"
-               " promotion needs one)")
+        result(
+            f"attestation: {done.attestation}"
+            if done.attestation
+            else "attestation: none (no signing key: set verify.signing_key or PADDLECD_SIGNING_KEY;"
+            " promotion needs one)"
+        )
     error = done.error()
     if error:
         raise error
@@ -170,8 +215,12 @@ def _verify_manifests(variant, image, nodes, gpus_per_node):
 
     s = settings()
     reference = smoke.target(s, None if image else pick_variant(variant), image)
-    docs = multinode.manifests(s, Target(reference, variant or "image"), nodes=nodes,
-                               gpus_per_node=int(gpus_per_node or 0),
-                               namespace=s.cluster.namespace or "default",
-                               pull_secret=s.cluster.image_pull_secret)
+    docs = multinode.manifests(
+        s,
+        Target(reference, variant or "image"),
+        nodes=nodes,
+        gpus_per_node=int(gpus_per_node or 0),
+        namespace=s.cluster.namespace or "default",
+        pull_secret=s.cluster.image_pull_secret,
+    )
     result(yaml.safe_dump_all(docs, sort_keys=False))

@@ -27,21 +27,33 @@ def _phases(outcome) -> str:
     return ", ".join(f"{name} {seconds:.2f}s" for name, seconds in outcome.phases)
 
 
-@task(help={"variant": "variant to promote (its last pushed candidate, unless --digest)",
-            "version": "release version X.Y.Z or X.Y.Z-rc.N (semver 2.0; no 'v', no leading zeros)",
-            "bump": "instead of --version: major, minor or patch, "
-                    "from the highest existing release",
-            "digest": "promote this sha256:… from the candidate repository "
-                      "instead of the last candidate",
-            "dry_run": "show the plan (and check evidence), write nothing, exit 0",
-            "yes": "write the plan (required: CI has no prompt)",
-            "force": "promote despite missing, failing or stale evidence "
-                     "(needs --reason; recorded)",
-            "reason": "why --force is needed; stored in the ledger record",
-            "json": "print the release (with --dry-run: the plan) as one JSON document on stdout"})
+@task(
+    help={
+        "variant": "variant to promote (its last pushed candidate, unless --digest)",
+        "version": "release version X.Y.Z or X.Y.Z-rc.N (semver 2.0; no 'v', no leading zeros)",
+        "bump": "instead of --version: major, minor or patch, " "from the highest existing release",
+        "digest": "promote this sha256:… from the candidate repository "
+        "instead of the last candidate",
+        "dry_run": "show the plan (and check evidence), write nothing, exit 0",
+        "yes": "write the plan (required: CI has no prompt)",
+        "force": "promote despite missing, failing or stale evidence " "(needs --reason; recorded)",
+        "reason": "why --force is needed; stored in the ledger record",
+        "json": "print the release (with --dry-run: the plan) as one JSON document on stdout",
+    }
+)
 @guarded
-def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False, yes=False,
-            force=False, reason=None, json=False):
+def promote(
+    c,
+    variant=None,
+    version=None,
+    bump=None,
+    digest=None,
+    dry_run=False,
+    yes=False,
+    force=False,
+    reason=None,
+    json=False,
+):
     """Promote a verified image digest to a semver release: X.Y.Z-V, moving X.Y-V, X-V, latest-V.
 
     Prints the plan first: every tag, in which repository, from which digest, and what each moving
@@ -59,21 +71,36 @@ def promote(c, variant=None, version=None, bump=None, digest=None, dry_run=False
     """
     from paddlecd.release import promote as rel
 
-    outcome = rel.promote(settings(), variant=pick_variant(variant, required_by="promote"),
-                          version=version, part=bump, digest=digest, force=force, reason=reason,
-                          execute=yes and not dry_run, report=say)
+    outcome = rel.promote(
+        settings(),
+        variant=pick_variant(variant, required_by="promote"),
+        version=version,
+        part=bump,
+        digest=digest,
+        force=force,
+        reason=reason,
+        execute=yes and not dry_run,
+        report=say,
+    )
     if not yes or dry_run:
         _confirmed(outcome, dry_run, yes, "promotion")  # raises unless there is nothing to write
         return json_result(rel.released(outcome, executed=False)) if json else None
     if json:
         return json_result(rel.released(outcome, executed=True))
-    result(f"promoted {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
-           f"({outcome.bytes_uploaded} bytes uploaded; {_phases(outcome)})")
+    result(
+        f"promoted {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
+        f"({outcome.bytes_uploaded} bytes uploaded; {_phases(outcome)})"
+    )
 
 
-@task(help={"variant": "variant whose moving tags to re-point",
-            "to": "the earlier release version, e.g. 1.3.2",
-            "dry_run": "show the plan, write nothing, exit 0", "yes": "write the plan (required)"})
+@task(
+    help={
+        "variant": "variant whose moving tags to re-point",
+        "to": "the earlier release version, e.g. 1.3.2",
+        "dry_run": "show the plan, write nothing, exit 0",
+        "yes": "write the plan (required)",
+    }
+)
 @guarded
 def rollback(c, variant=None, to=None, dry_run=False, yes=False):
     """Re-point the moving tags of release --to (X.Y-V, X-V, latest-V) back to it; recorded.
@@ -85,8 +112,9 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
     from paddlecd.release import promote as rel
 
     if not to:
-        raise ConfigError("release.rollback needs --to X.Y.Z",
-                          "see: invoke release.list --variant V")
+        raise ConfigError(
+            "release.rollback needs --to X.Y.Z", "see: invoke release.list --variant V"
+        )
     name = pick_variant(variant, required_by="release.rollback")
     outcome = rel.rollback(settings(), variant=name, to=to, execute=yes and not dry_run, report=say)
     if not yes or dry_run:
@@ -96,8 +124,11 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
 
 def _evidence_text(record) -> str:
     ev = record.evidence_summary
-    text = ("no evidence" if not ev else
-            f"{ev['checks'] - len(ev['failed'])}/{ev['checks']} checks passed, {ev['created']}")
+    text = (
+        "no evidence"
+        if not ev
+        else f"{ev['checks'] - len(ev['failed'])}/{ev['checks']} checks passed, {ev['created']}"
+    )
     return text + (f"; FORCED: {record.reason}" if record.forced else "")
 
 
@@ -111,8 +142,10 @@ def list_(c, variant=None, json=False):
     if json:  # [{"release": <ledger record>, "moving_tags": [...]}]
         return json_result([{"release": record, "moving_tags": tags} for record, tags in rows])
     for record, tags in rows:
-        result(f"{record.version}-{record.variant}  {record.digest}  {record.when}  {record.who}  "
-               f"[{_evidence_text(record)}]  {' '.join(tags)}")
+        result(
+            f"{record.version}-{record.variant}  {record.digest}  {record.when}  {record.who}  "
+            f"[{_evidence_text(record)}]  {' '.join(tags)}"
+        )
     if not rows:
         say("no releases yet")
 
@@ -125,8 +158,10 @@ def show(c, version):
 
     s = settings()
     for record, tags, history in rel.show(s, version):
-        result(f"{record.version}-{record.variant}\n  reference: {s.release_repo}@{record.digest}\n"
-               f"  moving tags: {' '.join(tags) or '(none)'}\n  evidence: {_evidence_text(record)}\n"
-               f"  attestation: {record.attestation or '(none)'}")
+        result(
+            f"{record.version}-{record.variant}\n  reference: {s.release_repo}@{record.digest}\n"
+            f"  moving tags: {' '.join(tags) or '(none)'}\n  evidence: {_evidence_text(record)}\n"
+            f"  attestation: {record.attestation or '(none)'}"
+        )
         for h in history:
             result(f"  {h.when} {h.action} by {h.who} (record {h.id})")

@@ -62,13 +62,19 @@ class Plan:
     def describe(self) -> list[str]:
         """The plan as lines for the user (printed before anything is created)."""
         r = self.spec.resources
-        where = "local Docker engine" if self.cluster == "local" else f"Kubernetes namespace {self.namespace}"
-        return [f"deploy {self.job_id} on {where} ({self.kind})",
-                f"  image     {self.target.reference} (release {self.target.release or '-'}, variant {self.target.variant})",
-                f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, shm {r.shm})",
-                f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
-                "  create    " + self._creates(),
-                f"  model     {self.model_location}"]
+        where = (
+            "local Docker engine"
+            if self.cluster == "local"
+            else f"Kubernetes namespace {self.namespace}"
+        )
+        return [
+            f"deploy {self.job_id} on {where} ({self.kind})",
+            f"  image     {self.target.reference} (release {self.target.release or '-'}, variant {self.target.variant})",
+            f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, shm {r.shm})",
+            f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
+            "  create    " + self._creates(),
+            f"  model     {self.model_location}",
+        ]
 
 
 @dataclass(frozen=True)
@@ -107,16 +113,34 @@ class Deployed:
 def deployed(p: Plan, *, executed: bool) -> Deployed:
     """The :class:`Deployed` record of plan ``p`` after :func:`run` (``executed``) or without it."""
     out = p.spec.output
-    return Deployed(job_id=p.job_id, cluster=p.cluster, kind=p.kind, namespace=p.namespace,
-                    release=p.target.release, variant=p.target.variant,
-                    reference=p.target.reference, digest=p.target.digest,
-                    model=p.model_location, output_path=out.path, output_claim=out.claim,
-                    executed=executed)
+    return Deployed(
+        job_id=p.job_id,
+        cluster=p.cluster,
+        kind=p.kind,
+        namespace=p.namespace,
+        release=p.target.release,
+        variant=p.target.variant,
+        reference=p.target.reference,
+        digest=p.target.digest,
+        model=p.model_location,
+        output_path=out.path,
+        output_claim=out.claim,
+        executed=executed,
+    )
 
 
-def plan(settings: Settings, *, job: str, release: str | None = None, image: str | None = None,
-         variant: str | None = None, nodes: int | None = None, gpus_per_node: int | None = None,
-         kind: str = "job", cluster: str | None = None) -> Plan:
+def plan(
+    settings: Settings,
+    *,
+    job: str,
+    release: str | None = None,
+    image: str | None = None,
+    variant: str | None = None,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    kind: str = "job",
+    cluster: str | None = None,
+) -> Plan:
     """Check everything and build the :class:`Plan`; creates nothing.
 
     Args:
@@ -132,19 +156,32 @@ def plan(settings: Settings, *, job: str, release: str | None = None, image: str
     if cluster not in CLUSTERS:
         raise ConfigError(f"unknown --cluster '{cluster}'", "use --cluster local or k8s")
     if kind not in KINDS:
-        raise ConfigError(f"unknown --kind '{kind}'", "use --kind job (Indexed Job + Service) or paddlejob (Kubeflow)")
+        raise ConfigError(
+            f"unknown --kind '{kind}'",
+            "use --kind job (Indexed Job + Service) or paddlejob (Kubeflow)",
+        )
     if cluster == "local" and kind != "job":
-        raise ConfigError("--kind paddlejob needs the training operator: it runs only with --cluster k8s",
-                          "drop --kind or use --cluster k8s")
+        raise ConfigError(
+            "--kind paddlejob needs the training operator: it runs only with --cluster k8s",
+            "drop --kind or use --cluster k8s",
+        )
     spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
     target = resolve(settings, release=release, image=image, variant=variant)
-    jobfile.check(spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant)
+    jobfile.check(
+        spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant
+    )
     if cluster == "local":
         check_host_paths(spec)
     job_id = f"{spec.name}-{secrets.token_hex(3)}"
     ns = _namespace(settings, cluster)
-    manifests = render(spec, target, job_id=job_id, kind=kind, namespace=ns,
-                       pull_secret=settings.cluster.image_pull_secret)
+    manifests = render(
+        spec,
+        target,
+        job_id=job_id,
+        kind=kind,
+        namespace=ns,
+        pull_secret=settings.cluster.image_pull_secret,
+    )
     return Plan(spec, target, job_id, cluster, kind, ns, manifests)
 
 
@@ -166,16 +203,23 @@ def check_host_paths(spec: jobfile.JobSpec) -> None:
     """
     for label, vol in (("code", spec.code), ("data", spec.data)):
         if vol and vol.path and not Path(vol.path).is_dir():
-            raise ConfigError(f"{spec.source}: {label}.path {vol.path} is not a folder on this machine",
-                              f"fix {label}.path (relative paths are relative to the job file)")
+            raise ConfigError(
+                f"{spec.source}: {label}.path {vol.path} is not a folder on this machine",
+                f"fix {label}.path (relative paths are relative to the job file)",
+            )
     code = spec.code
     if code and code.path and spec.script.startswith(code.mount_path.rstrip("/") + "/"):
-        script = Path(code.path) / spec.script[len(code.mount_path.rstrip("/")) + 1:]
+        script = Path(code.path) / spec.script[len(code.mount_path.rstrip("/")) + 1 :]
         if not script.is_file():
-            raise ConfigError(f"{spec.source}: script {script} does not exist", "fix command.script (relative to code.path)")
+            raise ConfigError(
+                f"{spec.source}: script {script} does not exist",
+                "fix command.script (relative to code.path)",
+            )
 
 
-def resolve(settings: Settings, *, release: str | None, image: str | None, variant: str | None) -> Target:
+def resolve(
+    settings: Settings, *, release: str | None, image: str | None, variant: str | None
+) -> Target:
     """The image to run as a :class:`Target`, from a release name or a digest reference.
 
     Raises:
@@ -183,8 +227,10 @@ def resolve(settings: Settings, *, release: str | None, image: str | None, varia
             image ID instead of the manifest digest.
     """
     if bool(release) == bool(image):
-        raise ConfigError("give exactly one of --release X.Y.Z-<variant> or --image host/repo@sha256:…",
-                          "e.g. invoke deploy --release 1.4.0-cpu --job examples/train.yaml")
+        raise ConfigError(
+            "give exactly one of --release X.Y.Z-<variant> or --image host/repo@sha256:…",
+            "e.g. invoke deploy --release 1.4.0-cpu --job examples/train.yaml",
+        )
     revision = git.revision(settings.root).full
     if image:  # a local image ID where the manifest digest belongs is refused (issue 12)
         reference = str(refuse_image_id(parse_reference(pinned(image))))
@@ -192,15 +238,19 @@ def resolve(settings: Settings, *, release: str | None, image: str | None, varia
     from paddlecd.release import promote as releases  # the release engineer's module (issue 3)
 
     found = releases.find(settings, str(release))
-    return Target(pinned(found.reference), found.variant, f"{found.version}-{found.variant}", revision)
+    return Target(
+        pinned(found.reference), found.variant, f"{found.version}-{found.variant}", revision
+    )
 
 
 def render_to(p: Plan, folder: str | Path) -> list[Path]:
     """Write the plan's manifests to ``folder`` as ``NN-<kind>-<name>.yaml``; returns the paths."""
     out = Path(folder)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"--out {out} is not an empty folder",
-                          "give a new or empty folder: `kubectl apply -f` would also apply whatever else is there")
+        raise ConfigError(
+            f"--out {out} is not an empty folder",
+            "give a new or empty folder: `kubectl apply -f` would also apply whatever else is there",
+        )
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, m in enumerate(p.manifests):
@@ -210,8 +260,15 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
     return paths
 
 
-def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: float = 2.0,
-        pending_timeout: float = 600.0) -> str:
+def run(
+    settings: Settings,
+    p: Plan,
+    *,
+    on_event: Emit,
+    on_line: Emit,
+    poll: float = 2.0,
+    pending_timeout: float = 600.0,
+) -> str:
     """Carry out plan ``p``: local containers, or submit + watch on Kubernetes.
 
     Returns:
@@ -224,8 +281,14 @@ def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: flo
         from paddlecd.cluster import local
 
         started = time.time()
-        local.run(p.spec, p.target, job_id=p.job_id, on_event=on_event, on_line=on_line,
-                  keep=settings.runtime.keep)
+        local.run(
+            p.spec,
+            p.target,
+            job_id=p.job_id,
+            on_event=on_event,
+            on_line=on_line,
+            keep=settings.runtime.keep,
+        )
         _check_export(p, since=started)
         return p.model_location
     from paddlecd.cluster import k8s, watch
@@ -233,8 +296,15 @@ def run(settings: Settings, p: Plan, *, on_event: Emit, on_line: Emit, poll: flo
     api = k8s.connect(settings)
     try:
         watch.submit(api, p.manifests, on_event=on_event)
-        watch.watch(api, p.manifests, on_event=on_event, on_line=on_line, poll=poll,
-                    pending_timeout=pending_timeout, secret=settings.cluster.image_pull_secret)
+        watch.watch(
+            api,
+            p.manifests,
+            on_event=on_event,
+            on_line=on_line,
+            poll=poll,
+            pending_timeout=pending_timeout,
+            secret=settings.cluster.image_pull_secret,
+        )
     finally:
         api.close()
     return p.model_location
@@ -246,5 +316,7 @@ def _check_export(p: Plan, *, since: float) -> None:
     params = Path(p.model_location + ".pdiparams")
     if p.spec.output.path and (not params.exists() or params.stat().st_mtime < since - 1):
         state = "an old model (not written by this run)" if params.exists() else "no model"
-        raise ClusterError(f"job {p.job_id} finished but left {state} at {p.model_location}(.pdiparams)",
-                           f"the script must paddle.jit.save to $TRAIN_MODEL ({p.spec.model_path})")
+        raise ClusterError(
+            f"job {p.job_id} finished but left {state} at {p.model_location}(.pdiparams)",
+            f"the script must paddle.jit.save to $TRAIN_MODEL ({p.spec.model_path})",
+        )

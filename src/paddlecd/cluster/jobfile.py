@@ -80,12 +80,18 @@ class JobSpec:
         _within_schema("--nodes", nodes, "nodes")
         _within_schema("--gpus-per-node", gpus, "resources", "gpus")
         res = self.resources if gpus is None else dataclasses.replace(self.resources, gpus=gpus)
-        return dataclasses.replace(self, nodes=self.nodes if nodes is None else nodes, resources=res)
+        return dataclasses.replace(
+            self, nodes=self.nodes if nodes is None else nodes, resources=res
+        )
 
     @property
     def volumes(self) -> dict[str, Volume]:
         """``{"code"|"data"|"output": Volume}`` for the mounts present, in that order."""
-        return {k: v for k, v in (("code", self.code), ("data", self.data), ("output", self.output)) if v}
+        return {
+            k: v
+            for k, v in (("code", self.code), ("data", self.data), ("output", self.output))
+            if v
+        }
 
     @property
     def model_path(self) -> str:
@@ -101,12 +107,17 @@ def load(path: str | Path | None) -> JobSpec:
             "did you mean"), or an impossible combination (see :func:`check`).
     """
     if not path:
-        raise ConfigError("no job file given", "pass --job path/to/train.yaml (example: examples/train.yaml)")
+        raise ConfigError(
+            "no job file given", "pass --job path/to/train.yaml (example: examples/train.yaml)"
+        )
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text())
     except FileNotFoundError as e:
-        raise ConfigError(f"job file not found: {p}", "pass --job path/to/train.yaml (example: examples/train.yaml)") from e
+        raise ConfigError(
+            f"job file not found: {p}",
+            "pass --job path/to/train.yaml (example: examples/train.yaml)",
+        ) from e
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {str(e).splitlines()[0]}", "fix the syntax") from e
     return parse(data, source=str(p), base=p.resolve().parent)
@@ -119,15 +130,22 @@ def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> J
     res = {"cpu": "2", "memory": "4Gi", "gpus": 0, "shm": "1Gi", **data.get("resources", {})}
     output = _volume(data["output"], base)
     spec = JobSpec(
-        name=data["name"], script=_script(data), output=output,
-        args=tuple(str(a) for a in data["command"].get("args", ())), nodes=data.get("nodes", 1),
-        code=_volume(data.get("code"), base, read_only=True), data=_volume(data.get("data"), base, read_only=True),
+        name=data["name"],
+        script=_script(data),
+        output=output,
+        args=tuple(str(a) for a in data["command"].get("args", ())),
+        nodes=data.get("nodes", 1),
+        code=_volume(data.get("code"), base, read_only=True),
+        data=_volume(data.get("data"), base, read_only=True),
         model=data.get("model", "model"),
         checkpoint=data.get("checkpoint") or posixpath.join(output.mount_path, "checkpoints"),
         resources=Resources(str(res["cpu"]), str(res["memory"]), int(res["gpus"]), str(res["shm"])),
-        backoff_limit=data.get("backoffLimit", 0), active_deadline_seconds=data.get("activeDeadlineSeconds", 86400),
-        port=data.get("port", 36543), run_as_user=data.get("runAsUser", 1000),
-        env=tuple((k, _env_value(v)) for k, v in data.get("env", {}).items()), source=source,
+        backoff_limit=data.get("backoffLimit", 0),
+        active_deadline_seconds=data.get("activeDeadlineSeconds", 86400),
+        port=data.get("port", 36543),
+        run_as_user=data.get("runAsUser", 1000),
+        env=tuple((k, _env_value(v)) for k, v in data.get("env", {}).items()),
+        source=source,
     )
     check_quantities(spec)
     check_paths(spec)
@@ -143,9 +161,10 @@ def _within_schema(flag: str, value: int | None, *keys: str) -> None:
         rule = rule["properties"][key]
     low, high = rule.get("minimum"), rule.get("maximum")
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ConfigError(f"{flag} {value} is outside {low}..{high} "
-                          f"(train.schema.json {'.'.join(keys)})",
-                          f"pass {flag} between {low} and {high}")
+        raise ConfigError(
+            f"{flag} {value} is outside {low}..{high} " f"(train.schema.json {'.'.join(keys)})",
+            f"pass {flag} between {low} and {high}",
+        )
 
 
 def check_quantities(spec: JobSpec) -> None:
@@ -159,17 +178,23 @@ def check_quantities(spec: JobSpec) -> None:
     cpu = parse_quantity(r.cpu)
     if cpu < Decimal("0.001") or cpu != cpu.quantize(Decimal("0.001")) or cpu * 10**9 > INT64_MAX:
         most = INT64_MAX // 10**9
-        raise ConfigError(f"{where}: resources.cpu {r.cpu} is not between 1m and {most} cores "
-                          "in steps of 1m", "e.g. cpu: 2 or cpu: 500m")
+        raise ConfigError(
+            f"{where}: resources.cpu {r.cpu} is not between 1m and {most} cores " "in steps of 1m",
+            "e.g. cpu: 2 or cpu: 500m",
+        )
     for key, text in (("memory", r.memory), ("shm", r.shm)):
         size = parse_quantity(text)
         if size != int(size) or not 0 < size <= INT64_MAX:
-            raise ConfigError(f"{where}: resources.{key} {text} is not a whole number of bytes "
-                              "between 1 and 2^63-1",
-                              "'m' means 1/1000: write Mi or Gi, e.g. 512Mi")
+            raise ConfigError(
+                f"{where}: resources.{key} {text} is not a whole number of bytes "
+                "between 1 and 2^63-1",
+                "'m' means 1/1000: write Mi or Gi, e.g. 512Mi",
+            )
     if parse_quantity(r.memory) < MIN_MEMORY:
-        raise ConfigError(f"{where}: resources.memory {r.memory} is under the engine's 6Mi minimum",
-                          "give the job at least 6Mi (Paddle needs far more: e.g. 4Gi)")
+        raise ConfigError(
+            f"{where}: resources.memory {r.memory} is under the engine's 6Mi minimum",
+            "give the job at least 6Mi (Paddle needs far more: e.g. 4Gi)",
+        )
 
 
 def check_paths(spec: JobSpec) -> None:
@@ -181,21 +206,32 @@ def check_paths(spec: JobSpec) -> None:
     """
     for name, vol in spec.volumes.items():
         if ".." in vol.mount_path.split("/") or posixpath.normpath(vol.mount_path) == "/":
-            raise ConfigError(f"{spec.source}: {name}.mountPath {vol.mount_path} must name a "
-                              "folder other than / without '..'", f"e.g. mountPath: /{name}")
+            raise ConfigError(
+                f"{spec.source}: {name}.mountPath {vol.mount_path} must name a "
+                "folder other than / without '..'",
+                f"e.g. mountPath: /{name}",
+            )
     paths = {"model": spec.model, "checkpoint": spec.checkpoint, "command.script": spec.script}
     for key, path in paths.items():
         if ".." in path.split("/"):
-            raise ConfigError(f"{spec.source}: {key} {path} leaves its mount ('..')",
-                              "give a path inside the mount, without '..'")
+            raise ConfigError(
+                f"{spec.source}: {key} {path} leaves its mount ('..')",
+                "give a path inside the mount, without '..'",
+            )
 
 
 def validate(data: Any, source: str) -> None:
     """Check ``data`` against the schema; the first error becomes a one-line ConfigError."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level", "see examples/train.yaml")
-    validation.check(data, "train.schema.json", source=source,
-                     messages={"oneOf": "give exactly one of 'path' or 'claim'"})
+        raise ConfigError(
+            f"{source}: expected a mapping at the top level", "see examples/train.yaml"
+        )
+    validation.check(
+        data,
+        "train.schema.json",
+        source=source,
+        messages={"oneOf": "give exactly one of 'path' or 'claim'"},
+    )
 
 
 def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
@@ -207,22 +243,32 @@ def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
     """
     r = spec.resources
     if r.gpus and not gpu_variant:
-        raise ConfigError(f"{spec.source}: {r.gpus} GPUs per node requested on the CPU variant '{variant}'",
-                          "set resources.gpus / --gpus-per-node to 0, or deploy a GPU release (e.g. 1.4.0-cu126)")
+        raise ConfigError(
+            f"{spec.source}: {r.gpus} GPUs per node requested on the CPU variant '{variant}'",
+            "set resources.gpus / --gpus-per-node to 0, or deploy a GPU release (e.g. 1.4.0-cu126)",
+        )
     if parse_quantity(r.shm) > parse_quantity(r.memory):
-        raise ConfigError(f"{spec.source}: resources.shm {r.shm} is larger than resources.memory {r.memory}",
-                          "/dev/shm is memory-backed and counts against the memory limit: lower shm or raise memory")
+        raise ConfigError(
+            f"{spec.source}: resources.shm {r.shm} is larger than resources.memory {r.memory}",
+            "/dev/shm is memory-backed and counts against the memory limit: lower shm or raise memory",
+        )
     if spec.nodes < 1:
-        raise ConfigError(f"{spec.source}: nodes must be at least 1 (got {spec.nodes})", "pass --nodes 1 or more")
+        raise ConfigError(
+            f"{spec.source}: nodes must be at least 1 (got {spec.nodes})", "pass --nodes 1 or more"
+        )
     mounts = [v.mount_path.rstrip("/") for v in spec.volumes.values()]
     if len(set(mounts)) != len(mounts):
-        raise ConfigError(f"{spec.source}: two volumes share one mountPath ({', '.join(mounts)})",
-                          "give each its own mountPath")
+        raise ConfigError(
+            f"{spec.source}: two volumes share one mountPath ({', '.join(mounts)})",
+            "give each its own mountPath",
+        )
     writable = [v.mount_path for v in spec.volumes.values() if not v.read_only]
     if not any(_under(spec.checkpoint, m) for m in writable):
-        raise ConfigError(f"{spec.source}: checkpoint {spec.checkpoint} is not under a writable mount "
-                          f"({', '.join(writable)})",
-                          "put checkpoints under output.mountPath, or they are lost with the container")
+        raise ConfigError(
+            f"{spec.source}: checkpoint {spec.checkpoint} is not under a writable mount "
+            f"({', '.join(writable)})",
+            "put checkpoints under output.mountPath, or they are lost with the container",
+        )
 
 
 def _under(path: str, mount: str) -> bool:
@@ -235,8 +281,10 @@ def _script(data: dict) -> str:
     if script.startswith("/"):
         return script
     if "code" not in data:
-        raise ConfigError(f"command.script '{script}' is relative but no code folder is mounted",
-                          "give the absolute path inside the image, or mount the folder under 'code:'")
+        raise ConfigError(
+            f"command.script '{script}' is relative but no code folder is mounted",
+            "give the absolute path inside the image, or mount the folder under 'code:'",
+        )
     return posixpath.join(data["code"]["mountPath"], script)
 
 

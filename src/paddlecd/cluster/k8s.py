@@ -89,12 +89,18 @@ def connect(settings: Settings) -> Api:
             kubernetes.config.load_incluster_config()
             client = kubernetes.client.ApiClient()
         except ConfigException:
-            raise ClusterError(f"no usable kubeconfig ({e})".replace("\n", " "),
-                               "set KUBECONFIG or create ~/.kube/config (and PADDLECD_CLUSTER_CONTEXT to pick a "
-                               "context); or run with --cluster local") from e
+            raise ClusterError(
+                f"no usable kubeconfig ({e})".replace("\n", " "),
+                "set KUBECONFIG or create ~/.kube/config (and PADDLECD_CLUSTER_CONTEXT to pick a "
+                "context); or run with --cluster local",
+            ) from e
     _probe(client)
-    return Api(kubernetes.client.CoreV1Api(client), kubernetes.client.BatchV1Api(client),
-               kubernetes.client.CustomObjectsApi(client), context or "(current)")
+    return Api(
+        kubernetes.client.CoreV1Api(client),
+        kubernetes.client.BatchV1Api(client),
+        kubernetes.client.CustomObjectsApi(client),
+        context or "(current)",
+    )
 
 
 def _probe(client: Any) -> None:
@@ -107,20 +113,29 @@ def _probe(client: Any) -> None:
         return  # it answered: reachable (auth and RBAC are judged per request)
     except (urllib3.exceptions.HTTPError, OSError) as e:
         reason = str(getattr(e, "reason", None) or e).split(": ")[-1][:160]
-        raise ClusterError(f"Kubernetes API server {host} unreachable: {reason}",
-                           "check the kubeconfig context and the network (kubectl cluster-info); or use --cluster local") from e
+        raise ClusterError(
+            f"Kubernetes API server {host} unreachable: {reason}",
+            "check the kubeconfig context and the network (kubectl cluster-info); or use --cluster local",
+        ) from e
 
 
 def translate(e: ApiException, what: str) -> ClusterError:
     """One ``ApiException`` → one ClusterError naming ``what`` ("creating Job ns/x") with a hint."""
-    hints = {401: "your kubeconfig credentials were rejected: refresh them (kubectl get pods to check)",
-             403: "your account may not do this here: check RBAC for the namespace",
-             404: ("install the Kubeflow training operator (CRD paddlejobs.kubeflow.org), or use --kind job"
-                   if "PaddleJob" in what else "check the namespace exists (setting cluster.namespace)"),
-             409: "a resource of that name exists: delete it or re-run (names get a fresh suffix)",
-             422: "the API server rejected the manifest: see invoke cluster.render output"}
-    return ClusterError(f"{what}: {e.status} {e.reason}: {_message(e)}"[:400],
-                        hints.get(e.status or 0, "check the API server (kubectl cluster-info)"))
+    hints = {
+        401: "your kubeconfig credentials were rejected: refresh them (kubectl get pods to check)",
+        403: "your account may not do this here: check RBAC for the namespace",
+        404: (
+            "install the Kubeflow training operator (CRD paddlejobs.kubeflow.org), or use --kind job"
+            if "PaddleJob" in what
+            else "check the namespace exists (setting cluster.namespace)"
+        ),
+        409: "a resource of that name exists: delete it or re-run (names get a fresh suffix)",
+        422: "the API server rejected the manifest: see invoke cluster.render output",
+    }
+    return ClusterError(
+        f"{what}: {e.status} {e.reason}: {_message(e)}"[:400],
+        hints.get(e.status or 0, "check the API server (kubectl cluster-info)"),
+    )
 
 
 def _message(e: ApiException) -> str:
@@ -140,14 +155,20 @@ def create(api: Api, manifest: dict[str, Any]) -> None:
         elif kind == "PaddleJob":
             api.custom.create_namespaced_custom_object(*PADDLEJOB[:2], ns, PADDLEJOB[2], manifest)
         else:
-            raise ClusterError(f"cannot create kind {kind}", "render produced an unexpected manifest")
+            raise ClusterError(
+                f"cannot create kind {kind}", "render produced an unexpected manifest"
+            )
     except ApiException as e:
         raise translate(e, f"creating {kind} {ns}/{manifest['metadata']['name']}") from e
 
 
 def delete(api: Api, manifest: dict[str, Any]) -> None:
     """Delete one created manifest and (for jobs) its pods; a missing object is not an error."""
-    ns, name, kind = manifest["metadata"]["namespace"], manifest["metadata"]["name"], manifest["kind"]
+    ns, name, kind = (
+        manifest["metadata"]["namespace"],
+        manifest["metadata"]["name"],
+        manifest["kind"],
+    )
     body = kubernetes.client.V1DeleteOptions(propagation_policy="Background")
     try:
         if kind == "Service":
@@ -155,7 +176,9 @@ def delete(api: Api, manifest: dict[str, Any]) -> None:
         elif kind == "Job":
             api.batch.delete_namespaced_job(name, ns, body=body)
         elif kind == "PaddleJob":
-            api.custom.delete_namespaced_custom_object(*PADDLEJOB[:2], ns, PADDLEJOB[2], name, body=body)
+            api.custom.delete_namespaced_custom_object(
+                *PADDLEJOB[:2], ns, PADDLEJOB[2], name, body=body
+            )
     except ApiException as e:
         if e.status != 404:
             raise translate(e, f"deleting {kind} {ns}/{name}") from e
@@ -163,15 +186,28 @@ def delete(api: Api, manifest: dict[str, Any]) -> None:
 
 def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
     """The job's status conditions as ``[{"type", "status", "reason", "message"}]``. Raises ClusterError."""
-    ns, name, kind = manifest["metadata"]["namespace"], manifest["metadata"]["name"], manifest["kind"]
+    ns, name, kind = (
+        manifest["metadata"]["namespace"],
+        manifest["metadata"]["name"],
+        manifest["kind"],
+    )
     try:
         if kind == "Job":
             conds = api.batch.read_namespaced_job_status(name, ns).status.conditions or []
-            return [{"type": c.type, "status": c.status, "reason": c.reason or "", "message": c.message or ""}
-                    for c in conds]
+            return [
+                {
+                    "type": c.type,
+                    "status": c.status,
+                    "reason": c.reason or "",
+                    "message": c.message or "",
+                }
+                for c in conds
+            ]
         obj = api.custom.get_namespaced_custom_object_status(*PADDLEJOB[:2], ns, PADDLEJOB[2], name)
-        return [{k: str(c.get(k) or "") for k in ("type", "status", "reason", "message")}
-                for c in (obj.get("status") or {}).get("conditions") or []]
+        return [
+            {k: str(c.get(k) or "") for k in ("type", "status", "reason", "message")}
+            for c in (obj.get("status") or {}).get("conditions") or []
+        ]
     except ApiException as e:
         raise translate(e, f"reading {kind} {ns}/{name}") from e
 
@@ -179,7 +215,9 @@ def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
 def pods(api: Api, namespace: str, job_id: str) -> list[dict[str, Any]]:
     """The job's pods as plain dicts (``metadata``/``spec``/``status``, camelCase as on the wire)."""
     try:
-        items = api.core.list_namespaced_pod(namespace, label_selector=f"paddlecd.io/job={job_id}").items
+        items = api.core.list_namespaced_pod(
+            namespace, label_selector=f"paddlecd.io/job={job_id}"
+        ).items
     except ApiException as e:
         raise translate(e, f"listing pods of {namespace}/{job_id}") from e
     return [api.core.api_client.sanitize_for_serialization(p) for p in items]
@@ -188,7 +226,8 @@ def pods(api: Api, namespace: str, job_id: str) -> list[dict[str, Any]]:
 def stream_log(api: Api, namespace: str, pod: str, container: str) -> Any:
     """Follow a pod's log: an iterator of ``bytes`` lines until the container exits. Raises ClusterError."""
     try:
-        return api.core.read_namespaced_pod_log(pod, namespace, container=container, follow=True,
-                                                _preload_content=False)
+        return api.core.read_namespaced_pod_log(
+            pod, namespace, container=container, follow=True, _preload_content=False
+        )
     except ApiException as e:
         raise translate(e, f"reading the log of pod {namespace}/{pod}") from e

@@ -30,8 +30,16 @@ Emit = Callable[[str], None]
 Preflight = Callable[[int], list[str]]
 
 
-def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: Emit,
-        keep: bool = False, preflight: Preflight | None = None) -> None:
+def run(
+    spec: JobSpec,
+    target: Target,
+    *,
+    job_id: str,
+    on_event: Emit,
+    on_line: Emit,
+    keep: bool = False,
+    preflight: Preflight | None = None,
+) -> None:
     """Run ``spec`` on ``target`` as ``spec.nodes`` containers and wait for all ranks.
 
     ``preflight(rank)``: an argv each node runs first, ending in the launcher argv it then execs
@@ -46,28 +54,48 @@ def run(spec: JobSpec, target: Target, *, job_id: str, on_event: Emit, on_line: 
     with contextlib.ExitStack() as stack:
         stack.enter_context(engine.network(job_id, labels=labels(target, job_id), keep=keep))
         on_event(f"network {job_id} created")
-        ranks = [stack.enter_context(engine.container(
-            _container(spec, target, job_id, i, keep=keep, preflight=preflight)))
-            for i in range(spec.nodes)]
+        ranks = [
+            stack.enter_context(
+                engine.container(
+                    _container(spec, target, job_id, i, keep=keep, preflight=preflight)
+                )
+            )
+            for i in range(spec.nodes)
+        ]
         on_event(f"started {len(ranks)} containers: " + ", ".join(c.name for c in ranks))
         _wait_all(ranks, timeout=spec.active_deadline_seconds, on_line=on_line)
     on_event("containers and network " + ("kept (runtime.keep)" if keep else "removed"))
 
 
-def _container(spec: JobSpec, target: Target, job_id: str, rank: int, *,
-               keep: bool = False, preflight: Preflight | None = None) -> engine.ContainerSpec:
+def _container(
+    spec: JobSpec,
+    target: Target,
+    job_id: str,
+    rank: int,
+    *,
+    keep: bool = False,
+    preflight: Preflight | None = None,
+) -> engine.ContainerSpec:
     """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name."""
     r, uid = spec.resources, spec.run_as_user
     argv = launch_argv(spec, job_id, rank)
     return engine.ContainerSpec(
-        image=target.reference, command=tuple([*preflight(rank), "--", *argv] if preflight else argv),
-        name=f"{job_id}-{rank}", hostname=f"{job_id}-{rank}", user=f"{uid}:{uid}", workdir="/tmp",
+        image=target.reference,
+        command=tuple([*preflight(rank), "--", *argv] if preflight else argv),
+        name=f"{job_id}-{rank}",
+        hostname=f"{job_id}-{rank}",
+        user=f"{uid}:{uid}",
+        workdir="/tmp",
         env={**environment(spec, target, job_id), "JOB_COMPLETION_INDEX": str(rank)},
-        mounts=tuple(engine.Mount(_source(v), v.mount_path, read_only=v.read_only)
-                     for v in spec.volumes.values()),
+        mounts=tuple(
+            engine.Mount(_source(v), v.mount_path, read_only=v.read_only)
+            for v in spec.volumes.values()
+        ),
         labels={**labels(target, job_id), "paddlecd.io/rank": str(rank)},
-        network=job_id, aliases=(rank_host(job_id, rank),),
-        shm_size=int(parse_quantity(r.shm)), memory=int(parse_quantity(r.memory)),
+        network=job_id,
+        aliases=(rank_host(job_id, rank),),
+        shm_size=int(parse_quantity(r.shm)),
+        memory=int(parse_quantity(r.memory)),
         cpus=float(parse_quantity(r.cpu)),
         # GPU-only. One machine: rank i gets its own cards [i·g, (i+1)·g)
         gpus=tuple(str(rank * r.gpus + k) for k in range(r.gpus)) if r.gpus else None,
@@ -92,8 +120,10 @@ def _prepare_output(output: Volume, uid: int) -> None:
     if path.exists():
         st = path.stat()
         if not ((st.st_uid == uid and st.st_mode & 0o200) or st.st_mode & 0o002):
-            raise ClusterError(f"output folder {path} exists and uid {uid} (the image's user) cannot write it",
-                               f"chown {uid} {path}, or point output.path at a new folder (it is created for you)")
+            raise ClusterError(
+                f"output folder {path} exists and uid {uid} (the image's user) cannot write it",
+                f"chown {uid} {path}, or point output.path at a new folder (it is created for you)",
+            )
         return
     path.mkdir(parents=True)
     try:
@@ -112,8 +142,10 @@ def _wait_all(ranks: list[engine.Container], *, timeout: float, on_line: Emit) -
     """Wait for every rank; after the first non-zero exit, give the others a short grace to exit,
     stop the rest, and raise naming every rank that failed (with each one's log tail)."""
     with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
-        futures = {pool.submit(engine.wait, c, timeout=timeout, on_line=_prefixed(on_line, i)): i
-                   for i, c in enumerate(ranks)}
+        futures = {
+            pool.submit(engine.wait, c, timeout=timeout, on_line=_prefixed(on_line, i)): i
+            for i, c in enumerate(ranks)
+        }
         failures: list[tuple[int, str, str]] = []
         pending = set(futures)
         while pending and not failures:
@@ -131,7 +163,11 @@ def _failure(future: Any, rank: int, timeout: float) -> tuple[int, str, str] | N
     try:
         finished = future.result()
     except EngineError as e:
-        what = f"did not finish within activeDeadlineSeconds ({timeout:.0f}s)" if "within" in e.cause else e.cause
+        what = (
+            f"did not finish within activeDeadlineSeconds ({timeout:.0f}s)"
+            if "within" in e.cause
+            else e.cause
+        )
         return (rank, f"rank {rank} {what}", "")
     if finished.exit_code == 0:
         return None
@@ -142,7 +178,10 @@ def _failure(future: Any, rank: int, timeout: float) -> tuple[int, str, str] | N
 def _job_failed(failures: list[tuple[int, str, str]]) -> ClusterError:
     cause = ", ".join(what for _, what, _ in failures) + "; the job was stopped"
     tails = [f"last lines of rank {rank}:\n{tail}" for rank, _, tail in failures if tail]
-    return ClusterError(cause, "\n".join(tails) or "raise activeDeadlineSeconds in the job file, or look at the log above")
+    return ClusterError(
+        cause,
+        "\n".join(tails) or "raise activeDeadlineSeconds in the job file, or look at the log above",
+    )
 
 
 def _stop(ranks: list[engine.Container]) -> None:

@@ -30,9 +30,13 @@ from paddlecd.registry.reference import parse_reference
 
 KINDS = ("job", "paddlejob")
 CONTAINER = "paddle"  # kubeflow PaddleJobDefaultContainerName
-PORT_NAME = "master"  # kubeflow PaddleJobDefaultPortName (its default port, 36543, is the job file default)
+PORT_NAME = (
+    "master"  # kubeflow PaddleJobDefaultPortName (its default port, 36543, is the job file default)
+)
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-LAUNCH_LOG_DIR = "/tmp/paddle-launch"  # launch writes per-worker logs here; the image's workdir may be read-only
+LAUNCH_LOG_DIR = (
+    "/tmp/paddle-launch"  # launch writes per-worker logs here; the image's workdir may be read-only
+)
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,10 @@ def pinned(reference: str) -> str:
     """
     ref = parse_reference(reference, default_tag=None)
     if not ref.digest:
-        raise ConfigError(f"image {reference} is a tag, not a digest: jobs run digests only",
-                          "pass --release X.Y.Z-<variant>, or --image host/repo@sha256:<digest>")
+        raise ConfigError(
+            f"image {reference} is a tag, not a digest: jobs run digests only",
+            "pass --release X.Y.Z-<variant>, or --image host/repo@sha256:<digest>",
+        )
     return str(ref.by_digest(ref.digest))
 
 
@@ -72,9 +78,12 @@ def labels(target: Target, job_id: str) -> dict[str, str]:
     """
     algo, _, hexdigits = target.digest.partition(":")
     return {
-        "app.kubernetes.io/name": "paddlecd-train", "app.kubernetes.io/managed-by": "paddlecd",
-        "paddlecd.io/job": job_id, "paddlecd.io/release": target.release or "none",
-        "paddlecd.io/variant": target.variant, "paddlecd.io/digest": f"{algo}_{hexdigits[:56]}",
+        "app.kubernetes.io/name": "paddlecd-train",
+        "app.kubernetes.io/managed-by": "paddlecd",
+        "paddlecd.io/job": job_id,
+        "paddlecd.io/release": target.release or "none",
+        "paddlecd.io/variant": target.variant,
+        "paddlecd.io/digest": f"{algo}_{hexdigits[:56]}",
         "paddlecd.io/git-revision": target.revision[:63],
     }
 
@@ -92,10 +101,27 @@ def launch_argv(spec: JobSpec, job_id: str, rank: int | str) -> list[str]:
     compares strings), and accepts ``--host`` only when it contains a dot (launch/plugins).
     One process per GPU, else one (CPU, gloo).
     """
-    return ["python", "-m", "paddle.distributed.launch",
-            "--master", f"{rank_host(job_id, 0)}:{spec.port}", "--host", rank_host(job_id, rank),
-            "--nnodes", str(spec.nodes), "--rank", str(rank), "--nproc_per_node", str(max(1, spec.resources.gpus)),
-            "--job_id", job_id, "--log_dir", LAUNCH_LOG_DIR, spec.script, *spec.args]
+    return [
+        "python",
+        "-m",
+        "paddle.distributed.launch",
+        "--master",
+        f"{rank_host(job_id, 0)}:{spec.port}",
+        "--host",
+        rank_host(job_id, rank),
+        "--nnodes",
+        str(spec.nodes),
+        "--rank",
+        str(rank),
+        "--nproc_per_node",
+        str(max(1, spec.resources.gpus)),
+        "--job_id",
+        job_id,
+        "--log_dir",
+        LAUNCH_LOG_DIR,
+        spec.script,
+        *spec.args,
+    ]
 
 
 def environment(spec: JobSpec, target: Target, job_id: str) -> dict[str, str]:
@@ -105,15 +131,22 @@ def environment(spec: JobSpec, target: Target, job_id: str) -> dict[str, str]:
     same variables under both kinds; ``TRAIN_*`` (:data:`TRAIN_ENV`) tell the script where to
     write, and the deprecated ``PADDLECD_*`` names carry the same values for one release."""
     ours = {
-        "TRAIN_OUTPUT": spec.output.mount_path, "TRAIN_MODEL": spec.model_path,
-        "TRAIN_CHECKPOINT_DIR": spec.checkpoint, "TRAIN_RELEASE": target.release or "",
+        "TRAIN_OUTPUT": spec.output.mount_path,
+        "TRAIN_MODEL": spec.model_path,
+        "TRAIN_CHECKPOINT_DIR": spec.checkpoint,
+        "TRAIN_RELEASE": target.release or "",
         "TRAIN_IMAGE": target.reference,
     }
     deprecated = {DEPRECATED_TRAIN_ENV[k]: v for k, v in ours.items()}
     return {
-        "PADDLE_MASTER": f"{rank_host(job_id, 0)}:{spec.port}", "PADDLE_NNODES": str(spec.nodes),
-        "PADDLE_JOB_ID": job_id, "PYTHONUNBUFFERED": "1", "HOME": "/tmp",
-        **ours, **deprecated, **dict(spec.env),
+        "PADDLE_MASTER": f"{rank_host(job_id, 0)}:{spec.port}",
+        "PADDLE_NNODES": str(spec.nodes),
+        "PADDLE_JOB_ID": job_id,
+        "PYTHONUNBUFFERED": "1",
+        "HOME": "/tmp",
+        **ours,
+        **deprecated,
+        **dict(spec.env),
     }
 
 
@@ -125,8 +158,15 @@ TRAIN_ENV = ("TRAIN_OUTPUT", "TRAIN_MODEL", "TRAIN_CHECKPOINT_DIR", "TRAIN_RELEA
 DEPRECATED_TRAIN_ENV = {name: "PADDLECD_" + name.removeprefix("TRAIN_") for name in TRAIN_ENV}
 
 
-def render(spec: JobSpec, target: Target, *, job_id: str, kind: str = "job", namespace: str = "default",
-           pull_secret: str | None = None) -> list[dict[str, Any]]:
+def render(
+    spec: JobSpec,
+    target: Target,
+    *,
+    job_id: str,
+    kind: str = "job",
+    namespace: str = "default",
+    pull_secret: str | None = None,
+) -> list[dict[str, Any]]:
     """Manifests for one run of ``spec`` on ``target``, in creation order.
 
     Args:
@@ -139,75 +179,163 @@ def render(spec: JobSpec, target: Target, *, job_id: str, kind: str = "job", nam
         ConfigError: unknown kind, a tag instead of a digest, a job id that is too long.
     """
     if kind not in KINDS:
-        raise ConfigError(f"unknown job kind '{kind}'", "use --kind job (Indexed Job + Service) or --kind paddlejob")
+        raise ConfigError(
+            f"unknown job kind '{kind}'",
+            "use --kind job (Indexed Job + Service) or --kind paddlejob",
+        )
     if len(job_id) > 52:
-        raise ConfigError(f"job id '{job_id}' is longer than 52 characters", "shorten 'name' in the job file")
+        raise ConfigError(
+            f"job id '{job_id}' is longer than 52 characters", "shorten 'name' in the job file"
+        )
     target = Target(pinned(target.reference), target.variant, target.release, target.revision)
-    meta = {"name": job_id, "namespace": namespace, "labels": labels(target, job_id),
-            "annotations": {"paddlecd.io/reference": target.reference,
-                            "paddlecd.io/job-file": posixpath.basename(spec.source)}}
+    meta = {
+        "name": job_id,
+        "namespace": namespace,
+        "labels": labels(target, job_id),
+        "annotations": {
+            "paddlecd.io/reference": target.reference,
+            "paddlecd.io/job-file": posixpath.basename(spec.source),
+        },
+    }
     if kind == "paddlejob":
         return [_paddlejob(spec, target, job_id, meta, pull_secret)]
     # Each manifest owns its metadata: no shared dicts (YAML dumps would show anchors).
-    return [_service(spec, copy.deepcopy(meta)), _job(spec, target, job_id, copy.deepcopy(meta), pull_secret)]
+    return [
+        _service(spec, copy.deepcopy(meta)),
+        _job(spec, target, job_id, copy.deepcopy(meta), pull_secret),
+    ]
 
 
 def _service(spec: JobSpec, meta: dict) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
-        "clusterIP": "None", "selector": {"paddlecd.io/job": meta["name"]},
-        # Ranks rendezvous before any readiness: publish addresses of pods that are not ready yet.
-        "publishNotReadyAddresses": True,
-        "ports": [{"name": PORT_NAME, "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"paddlecd.io/job": meta["name"]},
+            # Ranks rendezvous before any readiness: publish addresses of pods that are not ready yet.
+            "publishNotReadyAddresses": True,
+            "ports": [
+                {"name": PORT_NAME, "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}
+            ],
+        },
+    }
 
 
-def _job(spec: JobSpec, target: Target, job_id: str, meta: dict, secret: str | None) -> dict[str, Any]:
-    env = [{"name": "JOB_COMPLETION_INDEX",
-            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}}}]
+def _job(
+    spec: JobSpec, target: Target, job_id: str, meta: dict, secret: str | None
+) -> dict[str, Any]:
+    env = [
+        {
+            "name": "JOB_COMPLETION_INDEX",
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
+        }
+    ]
     env += [{"name": k, "value": v} for k, v in environment(spec, target, job_id).items()]
     pod = _pod(spec, target, launch_argv(spec, job_id, "$(JOB_COMPLETION_INDEX)"), env, secret)
     pod["subdomain"] = job_id
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
-        "completions": spec.nodes, "parallelism": spec.nodes, "completionMode": "Indexed",
-        "backoffLimit": spec.backoff_limit, "activeDeadlineSeconds": spec.active_deadline_seconds,
-        "template": {"metadata": copy.deepcopy(_template_meta(meta)), "spec": pod}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "completions": spec.nodes,
+            "parallelism": spec.nodes,
+            "completionMode": "Indexed",
+            "backoffLimit": spec.backoff_limit,
+            "activeDeadlineSeconds": spec.active_deadline_seconds,
+            "template": {"metadata": copy.deepcopy(_template_meta(meta)), "spec": pod},
+        },
+    }
 
 
-def _paddlejob(spec: JobSpec, target: Target, job_id: str, meta: dict, secret: str | None) -> dict[str, Any]:
+def _paddlejob(
+    spec: JobSpec, target: Target, job_id: str, meta: dict, secret: str | None
+) -> dict[str, Any]:
     # The operator sets PADDLE_MASTER (rank 0: its own pod IP), PADDLE_NNODES, PADDLE_JOB_ID and
     # PYTHONUNBUFFERED; launch reads them. Setting them too would duplicate env names.
-    ours = {k: v for k, v in environment(spec, target, job_id).items()
-            if not k.startswith("PADDLE_") and k != "PYTHONUNBUFFERED"}
-    argv = ["python", "-m", "paddle.distributed.launch", "--nproc_per_node", str(max(1, spec.resources.gpus)),
-            "--log_dir", LAUNCH_LOG_DIR, spec.script, *spec.args]
+    ours = {
+        k: v
+        for k, v in environment(spec, target, job_id).items()
+        if not k.startswith("PADDLE_") and k != "PYTHONUNBUFFERED"
+    }
+    argv = [
+        "python",
+        "-m",
+        "paddle.distributed.launch",
+        "--nproc_per_node",
+        str(max(1, spec.resources.gpus)),
+        "--log_dir",
+        LAUNCH_LOG_DIR,
+        spec.script,
+        *spec.args,
+    ]
     pod = _pod(spec, target, argv, [{"name": k, "value": v} for k, v in ours.items()], secret)
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": meta, "spec": {
-        "runPolicy": {"backoffLimit": spec.backoff_limit, "activeDeadlineSeconds": spec.active_deadline_seconds,
-                      "cleanPodPolicy": "Running"},
-        "paddleReplicaSpecs": {"Worker": {
-            "replicas": spec.nodes, "restartPolicy": "Never",
-            "template": {"metadata": copy.deepcopy(_template_meta(meta)), "spec": pod}}}}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PaddleJob",
+        "metadata": meta,
+        "spec": {
+            "runPolicy": {
+                "backoffLimit": spec.backoff_limit,
+                "activeDeadlineSeconds": spec.active_deadline_seconds,
+                "cleanPodPolicy": "Running",
+            },
+            "paddleReplicaSpecs": {
+                "Worker": {
+                    "replicas": spec.nodes,
+                    "restartPolicy": "Never",
+                    "template": {"metadata": copy.deepcopy(_template_meta(meta)), "spec": pod},
+                }
+            },
+        },
+    }
 
 
 def _template_meta(meta: dict) -> dict:
     return {"labels": meta["labels"], "annotations": meta["annotations"]}
 
 
-def _pod(spec: JobSpec, target: Target, argv: list[str], env: list[dict], secret: str | None) -> dict[str, Any]:
+def _pod(
+    spec: JobSpec, target: Target, argv: list[str], env: list[dict], secret: str | None
+) -> dict[str, Any]:
     r = spec.resources
-    amounts = {"cpu": r.cpu, "memory": r.memory, **({"nvidia.com/gpu": str(r.gpus)} if r.gpus else {})}
+    amounts = {
+        "cpu": r.cpu,
+        "memory": r.memory,
+        **({"nvidia.com/gpu": str(r.gpus)} if r.gpus else {}),
+    }
     uid = spec.run_as_user
     container = {
-        "name": CONTAINER, "image": target.reference, "imagePullPolicy": "IfNotPresent",
-        "command": argv, "env": env, "workingDir": "/tmp",
+        "name": CONTAINER,
+        "image": target.reference,
+        "imagePullPolicy": "IfNotPresent",
+        "command": argv,
+        "env": env,
+        "workingDir": "/tmp",
         "ports": [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
-        "resources": {"requests": dict(amounts), "limits": dict(amounts)},  # GPUs: requests must equal limits
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}] + [
-            {"name": n, "mountPath": v.mount_path, "readOnly": v.read_only} for n, v in spec.volumes.items()],
+        "resources": {
+            "requests": dict(amounts),
+            "limits": dict(amounts),
+        },  # GPUs: requests must equal limits
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]
+        + [
+            {"name": n, "mountPath": v.mount_path, "readOnly": v.read_only}
+            for n, v in spec.volumes.items()
+        ],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     pod: dict[str, Any] = {
-        "restartPolicy": "Never", "enableServiceLinks": False, "containers": [container],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid},
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "containers": [container],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+            "runAsGroup": uid,
+            "fsGroup": uid,
+        },
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": r.shm}}]
         + [_volume(n, v) for n, v in spec.volumes.items()],
     }
@@ -218,5 +346,11 @@ def _pod(spec: JobSpec, target: Target, argv: list[str], env: list[dict], secret
 
 def _volume(name: str, v: Volume) -> dict[str, Any]:
     if v.claim:
-        return {"name": name, "persistentVolumeClaim": {"claimName": v.claim, "readOnly": v.read_only}}
-    return {"name": name, "hostPath": {"path": posixpath.normpath(str(v.path)), "type": "DirectoryOrCreate"}}
+        return {
+            "name": name,
+            "persistentVolumeClaim": {"claimName": v.claim, "readOnly": v.read_only},
+        }
+    return {
+        "name": name,
+        "hostPath": {"path": posixpath.normpath(str(v.path)), "type": "DirectoryOrCreate"},
+    }

@@ -64,8 +64,16 @@ class _State:
     log_thread: threading.Thread | None = None
 
 
-def watch(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit, on_line: Emit,
-          poll: float = 2.0, pending_timeout: float = 600.0, secret: str | None = None) -> None:
+def watch(
+    api: k8s.Api,
+    manifests: list[dict[str, Any]],
+    *,
+    on_event: Emit,
+    on_line: Emit,
+    poll: float = 2.0,
+    pending_timeout: float = 600.0,
+    secret: str | None = None,
+) -> None:
     """Watch the submitted job until it completes.
 
     Raises:
@@ -77,8 +85,16 @@ def watch(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit, on_l
     state = _State()
     while True:
         for pod in k8s.pods(api, ns, job_id):
-            _look(api, manifests, pod, state, on_event=on_event, on_line=on_line,
-                  pending_timeout=pending_timeout, secret=secret)
+            _look(
+                api,
+                manifests,
+                pod,
+                state,
+                on_event=on_event,
+                on_line=on_line,
+                pending_timeout=pending_timeout,
+                secret=secret,
+            )
         outcome = _outcome(k8s.job_conditions(api, job))
         if outcome:
             _drain(api, state, on_line)
@@ -86,9 +102,12 @@ def watch(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit, on_l
             if kind == "ok":
                 on_event(f"{job['kind']} {ns}/{job_id} completed")
                 return
-            raise ClusterError(f"{job['kind']} {ns}/{job_id} failed: {reason}: {message}"[:400],
-                               "rank 0 log tail:\n" + "\n".join(state.tail) if state.tail
-                               else f"kubectl -n {ns} describe job {job_id}")
+            raise ClusterError(
+                f"{job['kind']} {ns}/{job_id} failed: {reason}: {message}"[:400],
+                "rank 0 log tail:\n" + "\n".join(state.tail)
+                if state.tail
+                else f"kubectl -n {ns} describe job {job_id}",
+            )
         time.sleep(poll)
 
 
@@ -101,8 +120,17 @@ def _outcome(conditions: list[dict[str, str]]) -> tuple[str, str, str] | None:
     return None
 
 
-def _look(api: k8s.Api, manifests: list[dict], pod: dict, state: _State, *, on_event: Emit, on_line: Emit,
-          pending_timeout: float, secret: str | None) -> None:
+def _look(
+    api: k8s.Api,
+    manifests: list[dict],
+    pod: dict,
+    state: _State,
+    *,
+    on_event: Emit,
+    on_line: Emit,
+    pending_timeout: float,
+    secret: str | None,
+) -> None:
     name, status = pod["metadata"]["name"], pod.get("status") or {}
     phase = status.get("phase", "Unknown")
     if state.phases.get(name) != phase:
@@ -116,7 +144,9 @@ def _look(api: k8s.Api, manifests: list[dict], pod: dict, state: _State, *, on_e
         state.rank0 = pod
     if state.rank0 is pod and name not in state.followed and not following:
         state.followed.add(name)
-        state.log_thread = threading.Thread(target=_follow, args=(api, pod, state, on_line), daemon=True)
+        state.log_thread = threading.Thread(
+            target=_follow, args=(api, pod, state, on_line), daemon=True
+        )
         state.log_thread.start()
 
 
@@ -137,17 +167,29 @@ def _pull_error(api: k8s.Api, manifests: list[dict], pod: dict, secret: str | No
             ns = pod["metadata"]["namespace"]
             raise ClusterError(
                 f"image pull error on pod {pod['metadata']['name']}: {waiting['reason']}: "
-                f"{waiting.get('message', cs.get('image', ''))}"[:400] + " (job deleted)",
+                f"{waiting.get('message', cs.get('image', ''))}"[:400]
+                + " (job deleted)",
                 f"check that Secret '{secret}' in namespace {ns} holds credentials for the registry "
                 f"(kubectl -n {ns} create secret docker-registry {secret} --docker-server=…) and that the "
-                "digest exists there; the secret name is settings cluster.image_pull_secret")
+                "digest exists there; the secret name is settings cluster.image_pull_secret",
+            )
 
 
-def _unschedulable(api: k8s.Api, manifests: list[dict], pod: dict, state: _State, on_event: Emit,
-                   pending_timeout: float) -> None:
+def _unschedulable(
+    api: k8s.Api,
+    manifests: list[dict],
+    pod: dict,
+    state: _State,
+    on_event: Emit,
+    pending_timeout: float,
+) -> None:
     name = pod["metadata"]["name"]
     for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+        if (
+            c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+        ):
             since = state.pending_since.setdefault(name, time.monotonic())
             message = c.get("message", "")
             if name not in state.reported:
@@ -157,9 +199,13 @@ def _unschedulable(api: k8s.Api, manifests: list[dict], pod: dict, state: _State
                 _abort(api, manifests)
                 gpus = "nvidia.com/gpu" in message
                 raise ClusterError(
-                    f"pod {name} unschedulable for {pending_timeout:.0f}s: {message} (job deleted)"[:400],
-                    "not enough free GPUs: lower --gpus-per-node/--nodes or wait for capacity" if gpus
-                    else "not enough free CPU/memory on any node: lower resources in the job file")
+                    f"pod {name} unschedulable for {pending_timeout:.0f}s: {message} (job deleted)"[
+                        :400
+                    ],
+                    "not enough free GPUs: lower --gpus-per-node/--nodes or wait for capacity"
+                    if gpus
+                    else "not enough free CPU/memory on any node: lower resources in the job file",
+                )
 
 
 def _abort(api: k8s.Api, manifests: list[dict]) -> None:
@@ -169,12 +215,16 @@ def _abort(api: k8s.Api, manifests: list[dict]) -> None:
 
 def _rank(pod: dict) -> str | None:
     meta = pod["metadata"]
-    return (meta.get("annotations") or {}).get(INDEX_ANNOTATION) or (meta.get("labels") or {}).get(KUBEFLOW_INDEX_LABEL)
+    return (meta.get("annotations") or {}).get(INDEX_ANNOTATION) or (meta.get("labels") or {}).get(
+        KUBEFLOW_INDEX_LABEL
+    )
 
 
 def _follow(api: k8s.Api, pod: dict, state: _State, on_line: Emit) -> None:
     try:
-        stream = k8s.stream_log(api, pod["metadata"]["namespace"], pod["metadata"]["name"], CONTAINER)
+        stream = k8s.stream_log(
+            api, pod["metadata"]["namespace"], pod["metadata"]["name"], CONTAINER
+        )
         for raw in stream:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             state.tail.append(line)

@@ -56,8 +56,12 @@ def build(ctx: StageContext) -> None:
     """BuildKit build FROM the locked base (builder.build)."""
     from paddlecd.image import build as builder
 
-    built = builder.build(ctx.settings, ctx.variant, on_line=ctx.on_line, no_cache=bool(ctx.params.get("no_cache")))
-    ctx.outputs.update(tag=built.tag, image_id=built.image_id, builder=built.builder, log=str(built.log))
+    built = builder.build(
+        ctx.settings, ctx.variant, on_line=ctx.on_line, no_cache=bool(ctx.params.get("no_cache"))
+    )
+    ctx.outputs.update(
+        tag=built.tag, image_id=built.image_id, builder=built.builder, log=str(built.log)
+    )
 
 
 def push(ctx: StageContext) -> None:
@@ -76,11 +80,17 @@ def verify(ctx: StageContext) -> None:
     reference = ctx.inputs.get("push", {}).get("reference")
     result = ver.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
     record = result.record
-    ctx.outputs.update(reference=result.reference, digest=record.digest,
-                       evidence=str(result.evidence_path), junit=str(result.out_dir / "junit.xml"),
-                       model_dir=record.model_dir,
-                       checks=[{"name": c.name, "passed": c.passed, "skipped": c.skipped,
-                                "seconds": c.duration_s} for c in record.checks])
+    ctx.outputs.update(
+        reference=result.reference,
+        digest=record.digest,
+        evidence=str(result.evidence_path),
+        junit=str(result.out_dir / "junit.xml"),
+        model_dir=record.model_dir,
+        checks=[
+            {"name": c.name, "passed": c.passed, "skipped": c.skipped, "seconds": c.duration_s}
+            for c in record.checks
+        ],
+    )
     error = result.error()
     if error:
         raise error
@@ -91,13 +101,24 @@ def promote(ctx: StageContext) -> None:
     from paddlecd.release import promote as release
 
     p = ctx.params
-    outcome = release.promote(ctx.settings, variant=ctx.variant, version=p.get("version"),
-                              part=None if p.get("version") else p.get("bump"), digest=p.get("digest"),
-                              execute=True, report=ctx.on_line)
+    outcome = release.promote(
+        ctx.settings,
+        variant=ctx.variant,
+        version=p.get("version"),
+        part=None if p.get("version") else p.get("bump"),
+        digest=p.get("digest"),
+        execute=True,
+        report=ctx.on_line,
+    )
     plan = outcome.plan
     assert plan is not None
-    ctx.outputs.update(release=f"{plan.version}-{ctx.variant}", version=plan.version, digest=plan.digest,
-                       reference=f"{ctx.settings.release_repo}@{plan.digest}", tags=list(outcome.written))
+    ctx.outputs.update(
+        release=f"{plan.version}-{ctx.variant}",
+        version=plan.version,
+        digest=plan.digest,
+        reference=f"{ctx.settings.release_repo}@{plan.digest}",
+        tags=list(outcome.written),
+    )
 
 
 def deploy(ctx: StageContext) -> None:
@@ -106,13 +127,24 @@ def deploy(ctx: StageContext) -> None:
 
     p, release = ctx.params, ctx.inputs.get("promote", {}).get("release")
     if not release:
-        raise PipelineError("deploy needs a promote stage before it in the pipeline", "add '- stage: promote' first")
-    plan = cluster.plan(ctx.settings, job=str(ctx.settings.path(p["job"])), release=release, nodes=p.get("nodes"),
-                        gpus_per_node=p.get("gpus_per_node"), kind=p.get("kind", "job"), cluster=p.get("cluster"))
+        raise PipelineError(
+            "deploy needs a promote stage before it in the pipeline", "add '- stage: promote' first"
+        )
+    plan = cluster.plan(
+        ctx.settings,
+        job=str(ctx.settings.path(p["job"])),
+        release=release,
+        nodes=p.get("nodes"),
+        gpus_per_node=p.get("gpus_per_node"),
+        kind=p.get("kind", "job"),
+        cluster=p.get("cluster"),
+    )
     for line in plan.describe():
         ctx.on_line(line)
     ctx.outputs.update(job_id=plan.job_id, image=plan.target.reference)
-    ctx.outputs["model"] = cluster.run(ctx.settings, plan, on_event=ctx.on_line, on_line=ctx.on_line)
+    ctx.outputs["model"] = cluster.run(
+        ctx.settings, plan, on_event=ctx.on_line, on_line=ctx.on_line
+    )
 
 
 def upload(ctx: StageContext) -> None:
@@ -123,15 +155,22 @@ def upload(ctx: StageContext) -> None:
 
     model, promoted = ctx.inputs.get("deploy", {}).get("model"), ctx.inputs.get("promote", {})
     if not model or model.startswith(("claim:", "node:")):
-        raise PipelineError(f"upload: the model is not on this machine ({model or 'no deploy stage output'})",
-                            "upload from where the volume is mounted: invoke upload --model-dir … --name … --version …")
+        raise PipelineError(
+            f"upload: the model is not on this machine ({model or 'no deploy stage output'})",
+            "upload from where the volume is mounted: invoke upload --model-dir … --name … --version …",
+        )
     store = artifacts.store_for(ctx.settings, ctx.params.get("to"))
-    plan = artifacts.plan_upload(store, Path(model).parent, name=ctx.params["name"], version=promoted["version"],
-                                 image=promoted.get("reference"), overwrite=bool(ctx.params.get("overwrite")),
-                                 git_revision=artifact_manifest.git_revision(ctx.settings.root),
-                                 # the promoted image trained it: its Paddle, not this host's
-                                 image_paddle=runtime.declared_paddle(
-                                     ctx.settings, promoted.get("reference"))[0])
+    plan = artifacts.plan_upload(
+        store,
+        Path(model).parent,
+        name=ctx.params["name"],
+        version=promoted["version"],
+        image=promoted.get("reference"),
+        overwrite=bool(ctx.params.get("overwrite")),
+        git_revision=artifact_manifest.git_revision(ctx.settings.root),
+        # the promoted image trained it: its Paddle, not this host's
+        image_paddle=runtime.declared_paddle(ctx.settings, promoted.get("reference"))[0],
+    )
     for line in plan.lines():
         ctx.on_line(line)
     artifacts.upload(store, plan)
@@ -148,12 +187,22 @@ def check(ctx: StageContext) -> None:
     base, (name, version) = artifacts.split_model_url(uploaded["url"], ctx.settings, parts=2)
     p = ctx.params
     record = model_check.check_stored(
-        ctx.settings, artifacts.store_for(ctx.settings, base), name, version,
-        image=p.get("image") or promoted.get("reference"), batch=p.get("batch", 3),
-        rtol=p.get("rtol", model_check.RTOL), atol=p.get("atol", model_check.ATOL),
-        no_pir=bool(p.get("no_pir")), on_line=ctx.on_line)
-    ctx.outputs.update(status=record.status, image=record.image,
-                       check=f"{uploaded['url']}/{model_check.CHECK_JSON}")
+        ctx.settings,
+        artifacts.store_for(ctx.settings, base),
+        name,
+        version,
+        image=p.get("image") or promoted.get("reference"),
+        batch=p.get("batch", 3),
+        rtol=p.get("rtol", model_check.RTOL),
+        atol=p.get("atol", model_check.ATOL),
+        no_pir=bool(p.get("no_pir")),
+        on_line=ctx.on_line,
+    )
+    ctx.outputs.update(
+        status=record.status,
+        image=record.image,
+        check=f"{uploaded['url']}/{model_check.CHECK_JSON}",
+    )
     error = record.error()
     if error:
         raise error
@@ -207,47 +256,123 @@ class Kind:
 
 
 def _params(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
-    return {"type": "object", "additionalProperties": False, "properties": dict(properties),
-            **({"required": list(required)} if required else {})}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": dict(properties),
+        **({"required": list(required)} if required else {}),
+    }
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind(name="lock-check", run=lock_check, outputs=("base",), key_outputs=("base",)),
-    Kind(name="build", run=build, outputs=("tag", "image_id", "builder", "log"),
-         key_outputs=("tag",), params=_params({"no_cache": {"type": "boolean", "default": False}}),
-         grouping=by_base),
-    Kind(name="push", run=push, changes="registry", outputs=("tag", "digest", "reference"),
-         key_outputs=("digest",), needs=("build",)),
-    Kind(name="verify", run=verify,
-         outputs=("reference", "digest", "evidence", "junit", "model_dir", "checks"),
-         key_outputs=("digest", "evidence"), reads=("push",)),
-    Kind(name="promote", run=promote, changes="registry",
-         outputs=("release", "version", "digest", "reference", "tags"),
-         key_outputs=("release", "digest"),
-         params=_params({"bump": {"enum": ["major", "minor", "patch"],
-                                  "description": "used when no --version is given"}})),
-    Kind(name="deploy", run=deploy, changes="cluster", outputs=("job_id", "image", "model"),
-         key_outputs=("job_id", "model"), needs=("promote",), required_params=True,
-         params=_params({
-             "job": {"type": "string", "description": "job file, relative to the project root"},
-             "nodes": {"type": "integer", "minimum": 1},
-             "gpus_per_node": {"type": "integer", "minimum": 0},
-             "cluster": {"enum": ["local", "k8s"], "description": "default: settings cluster.kind"},
-             "kind": {"enum": ["job", "paddlejob"]}}, required=("job",))),
-    Kind(name="upload", run=upload, changes="bucket", outputs=("url", "action", "bytes"),
-         key_outputs=("url",), needs=("deploy", "promote"), required_params=True,
-         params=_params({
-             "name": {"type": "string", "description": "model name in the store (a DNS label)"},
-             "to": {"type": "string", "description": "store URL; default: storage.url"},
-             "overwrite": {"type": "boolean", "default": False}}, required=("name",))),
-    Kind(name="check", run=check, outputs=("status", "image", "check"),
-         key_outputs=("status",), needs=("upload",), reads=("promote",),
-         params=_params({
-             "image": {"type": "string", "description": "runtime image; default: the promoted"},
-             "batch": {"type": "integer", "minimum": 2, "default": 3},
-             "rtol": {"type": "number", "minimum": 0}, "atol": {"type": "number", "minimum": 0},
-             "no_pir": {"type": "boolean", "default": False}})),
-)}
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind(name="lock-check", run=lock_check, outputs=("base",), key_outputs=("base",)),
+        Kind(
+            name="build",
+            run=build,
+            outputs=("tag", "image_id", "builder", "log"),
+            key_outputs=("tag",),
+            params=_params({"no_cache": {"type": "boolean", "default": False}}),
+            grouping=by_base,
+        ),
+        Kind(
+            name="push",
+            run=push,
+            changes="registry",
+            outputs=("tag", "digest", "reference"),
+            key_outputs=("digest",),
+            needs=("build",),
+        ),
+        Kind(
+            name="verify",
+            run=verify,
+            outputs=("reference", "digest", "evidence", "junit", "model_dir", "checks"),
+            key_outputs=("digest", "evidence"),
+            reads=("push",),
+        ),
+        Kind(
+            name="promote",
+            run=promote,
+            changes="registry",
+            outputs=("release", "version", "digest", "reference", "tags"),
+            key_outputs=("release", "digest"),
+            params=_params(
+                {
+                    "bump": {
+                        "enum": ["major", "minor", "patch"],
+                        "description": "used when no --version is given",
+                    }
+                }
+            ),
+        ),
+        Kind(
+            name="deploy",
+            run=deploy,
+            changes="cluster",
+            outputs=("job_id", "image", "model"),
+            key_outputs=("job_id", "model"),
+            needs=("promote",),
+            required_params=True,
+            params=_params(
+                {
+                    "job": {
+                        "type": "string",
+                        "description": "job file, relative to the project root",
+                    },
+                    "nodes": {"type": "integer", "minimum": 1},
+                    "gpus_per_node": {"type": "integer", "minimum": 0},
+                    "cluster": {
+                        "enum": ["local", "k8s"],
+                        "description": "default: settings cluster.kind",
+                    },
+                    "kind": {"enum": ["job", "paddlejob"]},
+                },
+                required=("job",),
+            ),
+        ),
+        Kind(
+            name="upload",
+            run=upload,
+            changes="bucket",
+            outputs=("url", "action", "bytes"),
+            key_outputs=("url",),
+            needs=("deploy", "promote"),
+            required_params=True,
+            params=_params(
+                {
+                    "name": {
+                        "type": "string",
+                        "description": "model name in the store (a DNS label)",
+                    },
+                    "to": {"type": "string", "description": "store URL; default: storage.url"},
+                    "overwrite": {"type": "boolean", "default": False},
+                },
+                required=("name",),
+            ),
+        ),
+        Kind(
+            name="check",
+            run=check,
+            outputs=("status", "image", "check"),
+            key_outputs=("status",),
+            needs=("upload",),
+            reads=("promote",),
+            params=_params(
+                {
+                    "image": {
+                        "type": "string",
+                        "description": "runtime image; default: the promoted",
+                    },
+                    "batch": {"type": "integer", "minimum": 2, "default": 3},
+                    "rtol": {"type": "number", "minimum": 0},
+                    "atol": {"type": "number", "minimum": 0},
+                    "no_pir": {"type": "boolean", "default": False},
+                }
+            ),
+        ),
+    )
+}
 
 
 def key_outputs(kind: str, outputs: Outputs | None) -> dict[str, Any]:

@@ -194,8 +194,11 @@ class VerifiedAttestation:
     @property
     def failed(self) -> list[str]:
         """Names of the checks that did not pass (``passed`` anything but the boolean true)."""
-        return [str(c.get("name")) for c in self.predicate.get("checks", [])
-                if c.get("passed") is not True]
+        return [
+            str(c.get("name"))
+            for c in self.predicate.get("checks", [])
+            if c.get("passed") is not True
+        ]
 
     def age_hours(self, now: dt.datetime | None = None) -> float:
         """Hours since :attr:`created`."""
@@ -291,7 +294,11 @@ def node_count(run: VerifiedAttestation) -> int:
 
 
 def choose(
-    runs: Sequence[VerifiedAttestation], *, digest: str, variant: str | None, max_age_hours: float,
+    runs: Sequence[VerifiedAttestation],
+    *,
+    digest: str,
+    variant: str | None,
+    max_age_hours: float,
     require_nodes: int = 1,
 ) -> VerifiedAttestation:
     """The promotion rule over every verified run of ``digest``: the newest run decides.
@@ -305,8 +312,12 @@ def choose(
             failed, spans fewer nodes or is stale. Multi-node runs hold only the collective checks,
             so the newest-run rule above is applied to the one-node runs and to them separately.
     """
-    _require_nodes([r for r in runs if node_count(r) > 1], digest=digest, nodes=require_nodes,
-                   max_age_hours=max_age_hours)
+    _require_nodes(
+        [r for r in runs if node_count(r) > 1],
+        digest=digest,
+        nodes=require_nodes,
+        max_age_hours=max_age_hours,
+    )
     runs = [r for r in runs if node_count(r) == 1] or list(runs)
     if not runs:
         raise NoAttestationError(
@@ -348,24 +359,31 @@ def choose(
     return newest
 
 
-def _require_nodes(wide: Sequence[VerifiedAttestation], *, digest: str, nodes: int,
-                   max_age_hours: float) -> None:
+def _require_nodes(
+    wide: Sequence[VerifiedAttestation], *, digest: str, nodes: int, max_age_hours: float
+) -> None:
     """The multi-node half of :func:`choose`: a failed newest multi-node run always blocks."""
     again = f"run: invoke verify --image <repo>@{digest} --nodes {max(nodes, 2)}"
     if not wide:
         if nodes > 1:
             raise AttestedFailureError(
-                f"release.require_nodes={nodes}: no attested multi-node run of {digest}", again)
+                f"release.require_nodes={nodes}: no attested multi-node run of {digest}", again
+            )
         return
     newest = max(wide, key=lambda r: r.created)
     if not newest.passed:
         raise AttestedFailureError(
             f"the newest {node_count(newest)}-node run ({newest.created}) failed: "
-            f"{', '.join(newest.failed) or 'passed: false'}", again)
+            f"{', '.join(newest.failed) or 'passed: false'}",
+            again,
+        )
     if nodes > 1 and node_count(newest) < nodes:
         raise AttestedFailureError(
             f"release.require_nodes={nodes}: the newest multi-node run of {digest} spans "
-            f"{node_count(newest)} nodes", again)
+            f"{node_count(newest)} nodes",
+            again,
+        )
     if nodes > 1 and newest.age_hours() > max_age_hours:
         raise AttestedFailureError(
-            f"the newest multi-node run of {digest} is stale: {newest.age_hours():.1f} h old", again)
+            f"the newest multi-node run of {digest} is stale: {newest.age_hours():.1f} h old", again
+        )

@@ -37,26 +37,60 @@ class Expectation:
 # "nvlink" NVLink ring/tree (NCCL_ALGO=Ring, or A100), "p2p" peer-to-peer over PCIe or an NVLink
 # bridge, "ib" InfiniBand/RoCE between nodes, "socket" TCP between nodes.
 TABLE: tuple[Expectation, ...] = (
-    Expectation("A100-SXM", 8, 1, "nvlink", 230.0,
-                "NVIDIA/nccl-tests#149 (8×A100-SXM4-80GB ≈ 200–230 GB/s), "
-                "NVIDIA/nccl-tests#175 (232.5 GB/s, one node, 4 GiB)"),
-    Expectation("H100-SXM", 8, 1, "nvls", 480.0,
-                "NVIDIA/nccl-tests#212 (sjeaugey: 8 GPUs with NVLink SHARP peak ≈ 480 GB/s)"),
-    Expectation("H100-SXM", 8, 1, "nvlink", 370.0,
-                "NVIDIA/nccl-tests#212 (sjeaugey: ≈ 370 GB/s effective NVLink, NCCL_ALGO=RING)"),
+    Expectation(
+        "A100-SXM",
+        8,
+        1,
+        "nvlink",
+        230.0,
+        "NVIDIA/nccl-tests#149 (8×A100-SXM4-80GB ≈ 200–230 GB/s), "
+        "NVIDIA/nccl-tests#175 (232.5 GB/s, one node, 4 GiB)",
+    ),
+    Expectation(
+        "H100-SXM",
+        8,
+        1,
+        "nvls",
+        480.0,
+        "NVIDIA/nccl-tests#212 (sjeaugey: 8 GPUs with NVLink SHARP peak ≈ 480 GB/s)",
+    ),
+    Expectation(
+        "H100-SXM",
+        8,
+        1,
+        "nvlink",
+        370.0,
+        "NVIDIA/nccl-tests#212 (sjeaugey: ≈ 370 GB/s effective NVLink, NCCL_ALGO=RING)",
+    ),
     Expectation("H200-SXM", 8, 1, "nvls", 475.0, "NVIDIA/nccl-tests#272 (8×H200 ≈ 475 GB/s)"),
-    Expectation("H100-PCIe", 2, 1, "p2p", 115.0,
-                "NVIDIA/nccl-tests#194 (2×H100 PCIe, NVLink bridge: 115–116 GB/s at 1–4 GiB)"),
-    Expectation("A100-SXM", 8, 3, "ib", 96.0,
-                "NVIDIA/nccl-tests#119 (3 nodes × 8×A100-SXM4-40GB, 4×HDR IB: peak 96 GB/s)"),
+    Expectation(
+        "H100-PCIe",
+        2,
+        1,
+        "p2p",
+        115.0,
+        "NVIDIA/nccl-tests#194 (2×H100 PCIe, NVLink bridge: 115–116 GB/s at 1–4 GiB)",
+    ),
+    Expectation(
+        "A100-SXM",
+        8,
+        3,
+        "ib",
+        96.0,
+        "NVIDIA/nccl-tests#119 (3 nodes × 8×A100-SXM4-40GB, 4×HDR IB: peak 96 GB/s)",
+    ),
 )
 
 # What cudaGetDeviceProperties().name says → the table's model name. An SXM5 H100 reports
 # "H100 80GB HBM3" (nccl-tests#294), an SXM4 A100 "A100-SXM4-80GB" (nccl-tests#149).
 _MODELS = (
-    (r"A100.*SXM", "A100-SXM"), (r"A100.*PCIe", "A100-PCIe"),
-    (r"H100.*PCIe", "H100-PCIe"), (r"H100.*NVL", "H100-NVL"), (r"H100", "H100-SXM"),
-    (r"H200.*NVL", "H200-NVL"), (r"H200", "H200-SXM"),
+    (r"A100.*SXM", "A100-SXM"),
+    (r"A100.*PCIe", "A100-PCIe"),
+    (r"H100.*PCIe", "H100-PCIe"),
+    (r"H100.*NVL", "H100-NVL"),
+    (r"H100", "H100-SXM"),
+    (r"H200.*NVL", "H200-NVL"),
+    (r"H200", "H200-SXM"),
 )
 
 
@@ -83,8 +117,14 @@ def interconnect(model: str, *, nodes: int, transports: Iterable[str]) -> str:
 
 def expectation(model: str, *, cards: int, nodes: int, link: str) -> Expectation | None:
     """The row for this setup, or None (no expectation)."""
-    return next((e for e in TABLE if (e.gpu, e.cards, e.nodes, e.interconnect)
-                 == (model, cards, nodes, link)), None)
+    return next(
+        (
+            e
+            for e in TABLE
+            if (e.gpu, e.cards, e.nodes, e.interconnect) == (model, cards, nodes, link)
+        ),
+        None,
+    )
 
 
 @dataclass(frozen=True)
@@ -102,18 +142,36 @@ class Judgement:
         """As an evidence check: ``below`` fails; ``no-expectation``/``one-card`` are skipped with
         their reason (and are warnings in the evidence), never a silent pass."""
         e = self.expected
-        metrics: dict[str, Any] = {"verdict": self.verdict, "measured_GBps": self.measured_GBps,
-                                   "message_bytes": self.message_bytes, "fraction": fraction}
+        metrics: dict[str, Any] = {
+            "verdict": self.verdict,
+            "measured_GBps": self.measured_GBps,
+            "message_bytes": self.message_bytes,
+            "fraction": fraction,
+        }
         if e:
-            metrics.update(expected_GBps=e.busbw_GBps, source=e.source,
-                           setup=f"{e.nodes}×{e.cards}×{e.gpu} {e.interconnect}")
-        return Check(name=CHECK_NAME, passed=self.verdict != "below",
-                     skipped=self.verdict in ("no-expectation", "one-card"),
-                     metrics=metrics, message="" if self.verdict == "pass" else self.message)
+            metrics.update(
+                expected_GBps=e.busbw_GBps,
+                source=e.source,
+                setup=f"{e.nodes}×{e.cards}×{e.gpu} {e.interconnect}",
+            )
+        return Check(
+            name=CHECK_NAME,
+            passed=self.verdict != "below",
+            skipped=self.verdict in ("no-expectation", "one-card"),
+            metrics=metrics,
+            message="" if self.verdict == "pass" else self.message,
+        )
 
 
-def judge(results: Sequence[Mapping[str, Any]], *, gpu_name: str, cards: int, nodes: int = 1,
-          transports: Iterable[str] = (), fraction: float = 0.8) -> Judgement:
+def judge(
+    results: Sequence[Mapping[str, Any]],
+    *,
+    gpu_name: str,
+    cards: int,
+    nodes: int = 1,
+    transports: Iterable[str] = (),
+    fraction: float = 0.8,
+) -> Judgement:
     """Compare a sweep's busbw at its largest message with the table.
 
     Args:
@@ -123,8 +181,12 @@ def judge(results: Sequence[Mapping[str, Any]], *, gpu_name: str, cards: int, no
         fraction: the share of the expectation a result must reach (``verify.busbw_fraction``).
     """
     if cards * nodes < 2:
-        return Judgement("one-card", "one card: busbw is 0 by definition (2(n−1)/n with n = 1, "
-                         "nccl-tests PERFORMANCE.md); no bandwidth check on a single rank", 0.0)
+        return Judgement(
+            "one-card",
+            "one card: busbw is 0 by definition (2(n−1)/n with n = 1, "
+            "nccl-tests PERFORMANCE.md); no bandwidth check on a single rank",
+            0.0,
+        )
     largest = max(results, key=lambda r: (r["bytes"], r["busbw_GBps"]))
     measured, size = float(largest["busbw_GBps"]), int(largest["bytes"])
     model = gpu_model(gpu_name)
@@ -132,19 +194,31 @@ def judge(results: Sequence[Mapping[str, Any]], *, gpu_name: str, cards: int, no
     row = expectation(model, cards=cards, nodes=nodes, link=link)
     at = f"busbw {measured:.1f} GB/s at {size / 2**20:.0f} MiB"
     if row is None:
-        return Judgement("no-expectation", f"no expectation for {nodes}×{cards}×{model} over {link}:"
-                         f" {at} not judged (add a sourced row to verify/bandwidth.py)",
-                         measured, size)
+        return Judgement(
+            "no-expectation",
+            f"no expectation for {nodes}×{cards}×{model} over {link}:"
+            f" {at} not judged (add a sourced row to verify/bandwidth.py)",
+            measured,
+            size,
+        )
     setup = f"{nodes}×{cards}×{model} over {link}"
     if measured < fraction * row.busbw_GBps:
-        return Judgement("below", f"{at} is below {fraction:g} × {row.busbw_GBps:g} GB/s expected for"
-                         f" {setup} (source: {row.source})", measured, size, row)
-    return Judgement("pass", f"{at} ≥ {fraction:g} × {row.busbw_GBps:g} GB/s ({setup})",
-                     measured, size, row)
+        return Judgement(
+            "below",
+            f"{at} is below {fraction:g} × {row.busbw_GBps:g} GB/s expected for"
+            f" {setup} (source: {row.source})",
+            measured,
+            size,
+            row,
+        )
+    return Judgement(
+        "pass", f"{at} ≥ {fraction:g} × {row.busbw_GBps:g} GB/s ({setup})", measured, size, row
+    )
 
 
-def check(checks: Sequence[Check], *, fraction: float, nodes: int = 1,
-          transports: Iterable[str] = ()) -> Check:
+def check(
+    checks: Sequence[Check], *, fraction: float, nodes: int = 1, transports: Iterable[str] = ()
+) -> Check:
     """The busbw expectation check of a GPU run, from its smoke checks: the allreduce results and
     world size, and the ``gpu_name`` ``environment/test_gpu_devices_visible`` recorded.
 
@@ -158,12 +232,26 @@ def check(checks: Sequence[Check], *, fraction: float, nodes: int = 1,
     if (allreduce is None or allreduce.skipped) and cards * nodes < 2:
         return judge([], gpu_name=gpu_name, cards=cards, nodes=nodes).to_check(fraction)
     if allreduce is None or allreduce.skipped:
-        return Check(name=CHECK_NAME, passed=True, skipped=True, metrics={"verdict": "skipped"},
-                     message=f"the allreduce check did not run on {cards} cards: busbw not judged")
+        return Check(
+            name=CHECK_NAME,
+            passed=True,
+            skipped=True,
+            metrics={"verdict": "skipped"},
+            message=f"the allreduce check did not run on {cards} cards: busbw not judged",
+        )
     results = allreduce.metrics.get("results") or []
     if not results:
-        return Check(name=CHECK_NAME, passed=False,
-                     message="no all-reduce results to judge (the allreduce check failed)")
+        return Check(
+            name=CHECK_NAME,
+            passed=False,
+            message="no all-reduce results to judge (the allreduce check failed)",
+        )
     per_node = int(allreduce.metrics.get("world_size", cards * nodes)) // max(nodes, 1)
-    return judge(results, gpu_name=gpu_name, cards=per_node, nodes=nodes, transports=transports,
-                 fraction=fraction).to_check(fraction)
+    return judge(
+        results,
+        gpu_name=gpu_name,
+        cards=per_node,
+        nodes=nodes,
+        transports=transports,
+        fraction=fraction,
+    ).to_check(fraction)

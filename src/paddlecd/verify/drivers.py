@@ -22,11 +22,24 @@ from paddlecd.errors import VerifyError
 
 # CUDA major.minor -> driver shipped with that toolkit's GA release (Table 3, Linux).
 TOOLKIT_DRIVER: dict[str, str] = {
-    "11.0": "450.36.06", "11.1": "455.23.05", "11.2": "460.27.03", "11.3": "465.19.01",
-    "11.4": "470.42.01", "11.5": "495.29.05", "11.6": "510.39.01", "11.7": "515.43.04",
-    "11.8": "520.61.05", "12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03",
-    "12.3": "545.23.06", "12.4": "550.54.14", "12.5": "555.42.02", "12.6": "560.28.03",
-    "12.8": "570.26", "12.9": "575.51.03",
+    "11.0": "450.36.06",
+    "11.1": "455.23.05",
+    "11.2": "460.27.03",
+    "11.3": "465.19.01",
+    "11.4": "470.42.01",
+    "11.5": "495.29.05",
+    "11.6": "510.39.01",
+    "11.7": "515.43.04",
+    "11.8": "520.61.05",
+    "12.0": "525.60.13",
+    "12.1": "530.30.02",
+    "12.2": "535.54.03",
+    "12.3": "545.23.06",
+    "12.4": "550.54.14",
+    "12.5": "555.42.02",
+    "12.6": "560.28.03",
+    "12.8": "570.26",
+    "12.9": "575.51.03",
 }
 # CUDA major -> minimum driver under minor version compatibility (Table 2).
 MINOR_COMPAT_MIN: dict[str, str] = {"11": "450.80.02", "12": "525.60.13"}
@@ -55,7 +68,10 @@ def required(cuda: str) -> tuple[str, str]:
     """
     key = ".".join(cuda.split(".")[:2])
     if key not in TOOLKIT_DRIVER or key.split(".")[0] not in MINOR_COMPAT_MIN:
-        raise VerifyError(f"CUDA {cuda} is not in the driver table", "add it to paddlecd/drivers.py from NVIDIA's Table 3")
+        raise VerifyError(
+            f"CUDA {cuda} is not in the driver table",
+            "add it to paddlecd/drivers.py from NVIDIA's Table 3",
+        )
     return MINOR_COMPAT_MIN[key.split(".")[0]], TOOLKIT_DRIVER[key]
 
 
@@ -64,7 +80,9 @@ def check(cuda: str, driver: str) -> DriverCheck:
     minimum, toolkit = required(cuda)
     ok, full = _v(driver) >= _v(minimum), _v(driver) >= _v(toolkit)
     if not ok:
-        msg = f"driver {driver} is older than {minimum}, the minimum for CUDA {cuda.split('.')[0]}.x"
+        msg = (
+            f"driver {driver} is older than {minimum}, the minimum for CUDA {cuda.split('.')[0]}.x"
+        )
     elif not full:
         msg = f"driver {driver} runs CUDA {cuda} under minor-version compatibility (toolkit driver {toolkit}; no PTX JIT)"
     else:
@@ -89,8 +107,12 @@ def host_gpus() -> tuple[str | None, int]:
     if not exe:
         return None, 0
     try:
-        out = proc.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-                       stdout_only=True, timeout=30, error=VerifyError).stdout.split()
+        out = proc.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            stdout_only=True,
+            timeout=30,
+            error=VerifyError,
+        ).stdout.split()
     except VerifyError:  # a driver that does not answer counts as none (doctor says why)
         return None, 0
     pinned = pinned_devices()
@@ -105,13 +127,17 @@ def require_for(cuda: str) -> DriverCheck:
     """
     driver, count = host_gpus()
     if not driver or count == 0:
-        raise VerifyError("no NVIDIA GPU/driver on this host (nvidia-smi found none)",
-                          "run GPU variants on a GPU runner; verify the cpu variant here")
+        raise VerifyError(
+            "no NVIDIA GPU/driver on this host (nvidia-smi found none)",
+            "run GPU variants on a GPU runner; verify the cpu variant here",
+        )
     result = check(cuda, driver)
     if not result.full:
         # Paddle's GPU images derive from nvidia/cuda and carry NVIDIA_REQUIRE_CUDA=cuda>=X.Y, so the
         # NVIDIA Container Toolkit refuses to start them below the toolkit driver ("unsatisfied
         # condition: cuda>=…"), minor-version compatibility or not: fail here, clearly, instead.
-        raise VerifyError(result.message + "; the image's NVIDIA_REQUIRE_CUDA will refuse to start",
-                          f"upgrade the NVIDIA driver to >= {required(cuda)[1]}")
+        raise VerifyError(
+            result.message + "; the image's NVIDIA_REQUIRE_CUDA will refuse to start",
+            f"upgrade the NVIDIA driver to >= {required(cuda)[1]}",
+        )
     return result

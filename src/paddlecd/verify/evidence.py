@@ -115,8 +115,11 @@ class Evidence:
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored: a JSON object with ``schema`` first among its keys."""
-        return {"schema": SCHEMA, **dataclasses.asdict(self),
-                "checks": [dataclasses.asdict(c) for c in self.checks]}
+        return {
+            "schema": SCHEMA,
+            **dataclasses.asdict(self),
+            "checks": [dataclasses.asdict(c) for c in self.checks],
+        }
 
     @classmethod
     def from_json(cls, data: Any, *, source: str = "evidence") -> Evidence:
@@ -130,13 +133,19 @@ class Evidence:
                 check under ``passed: true``, an unknown schema version, or ``created`` not
                 ISO-8601; the cause names the field.
         """
-        validation.check(data, "evidence.schema.json", source=source, error=VerifyError, messages={
-            "const": "a failed check under passed: true (the record contradicts itself)"})
+        validation.check(
+            data,
+            "evidence.schema.json",
+            source=source,
+            error=VerifyError,
+            messages={"const": "a failed check under passed: true (the record contradicts itself)"},
+        )
         _parse_time(data["created"], source=source)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         fields = Check.__dataclass_fields__
-        known["checks"] = tuple(Check(**{k: v for k, v in c.items() if k in fields})
-                                for c in data["checks"])
+        known["checks"] = tuple(
+            Check(**{k: v for k, v in c.items() if k in fields}) for c in data["checks"]
+        )
         known.setdefault("variant", None)
         known["warnings"] = tuple(data.get("warnings", ()))
         known["nodes"] = tuple(data.get("nodes", ()))
@@ -167,8 +176,10 @@ class Candidate:
         """
         for name in cls.__dataclass_fields__:
             if not isinstance(data, dict) or not isinstance(data.get(name), str):
-                raise ConfigError(f"{source}: '{name}' is missing or not a string",
-                                  "push again to rewrite it: invoke push --variant …")
+                raise ConfigError(
+                    f"{source}: '{name}' is missing or not a string",
+                    "push again to rewrite it: invoke push --variant …",
+                )
         return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
 
@@ -176,8 +187,10 @@ def _parse_time(text: str, *, source: str = "evidence") -> dt.datetime:
     try:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as e:
-        raise VerifyError(f"{source}: created: {text!r} is not an ISO-8601 time",
-                          "re-run verify to write a new record") from e
+        raise VerifyError(
+            f"{source}: created: {text!r} is not an ISO-8601 time",
+            "re-run verify to write a new record",
+        ) from e
 
 
 def _hex(digest: str) -> str:
@@ -209,8 +222,9 @@ def load(settings: Settings, digest: str) -> Evidence | None:
     try:
         data = json.loads(path.read_text())
     except ValueError as e:
-        raise VerifyError(f"{path}: not valid JSON ({e})",
-                          "re-run verify to write a new record") from e
+        raise VerifyError(
+            f"{path}: not valid JSON ({e})", "re-run verify to write a new record"
+        ) from e
     return Evidence.from_json(data, source=str(path))
 
 
@@ -219,10 +233,13 @@ def candidate_path(settings: Settings, variant: str) -> Path:
     return settings.state / "candidates" / f"{variant}.json"
 
 
-def save_candidate(settings: Settings, variant: str, *, reference: str, digest: str, tag: str) -> Path:
+def save_candidate(
+    settings: Settings, variant: str, *, reference: str, digest: str, tag: str
+) -> Path:
     """Record the pushed candidate of ``variant`` (``reference`` is ``host/repo@sha256:…``)."""
-    record = Candidate(variant=variant, reference=reference, digest=digest, tag=tag,
-                       pushed=now_iso())
+    record = Candidate(
+        variant=variant, reference=reference, digest=digest, tag=tag, pushed=now_iso()
+    )
     return write_json(candidate_path(settings, variant), record.to_json())
 
 
@@ -238,6 +255,7 @@ def load_candidate(settings: Settings, variant: str) -> Candidate | None:
     try:
         data = json.loads(path.read_text())
     except ValueError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})",
-                          f"push again: invoke push --variant {variant}") from e
+        raise ConfigError(
+            f"{path}: not valid JSON ({e})", f"push again: invoke push --variant {variant}"
+        ) from e
     return Candidate.from_json(data, source=str(path))

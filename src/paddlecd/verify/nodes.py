@@ -26,8 +26,10 @@ from paddlecd.errors import ClusterError
 from paddlecd.types import Echo
 from paddlecd.verify.evidence import Check
 
-WORKERS = {"allreduce": "allreduce/test_allreduce_exact_sums",
-           "train_dp": "convergence/test_data_parallel_matches_single_process"}
+WORKERS = {
+    "allreduce": "allreduce/test_allreduce_exact_sums",
+    "train_dp": "convergence/test_data_parallel_matches_single_process",
+}
 RENDEZVOUS_TIMEOUT = 60.0  # s a rank waits for the master before failing with its address
 DP_RTOL = 1e-4  # as smoke/test_convergence.py: data parallel vs one process, float32 sum order
 LOSS_EVERY = 20  # as smoke/test_convergence.py: steps between the recorded loss-curve points
@@ -43,36 +45,65 @@ class NodeRun:
     lines: tuple[str, ...]
 
 
-def job_spec(settings: Settings, worker: str, *, nodes: int, gpus_per_node: int,
-             out: Path) -> JobSpec:
+def job_spec(
+    settings: Settings, worker: str, *, nodes: int, gpus_per_node: int, out: Path
+) -> JobSpec:
     """The job of one smoke ``worker`` (``allreduce`` or ``train_dp``) on ``nodes`` nodes: smoke/
     read-only at /smoke, ``out`` at /out, one process per GPU (or one, gloo, on CPU)."""
     env = {"PYTHONPATH": "/smoke", "SMOKE_OUT": "/out", "SMOKE_SINGLE_TOO": "1"}
     if gpus_per_node:  # GPU-only: NCCL names the transports it chose (verify/nccl.py)
         env["NCCL_DEBUG"] = "INFO"
     return JobSpec(
-        name=f"verify-{worker.replace('_', '-')}", script=f"/smoke/workers/{worker}.py",
+        name=f"verify-{worker.replace('_', '-')}",
+        script=f"/smoke/workers/{worker}.py",
         args=("--out", f"/out/{worker}.json", "--device", "gpu" if gpus_per_node else "cpu"),
-        nodes=nodes, code=Volume("/smoke", path=str(settings.root / "smoke"), read_only=True),
-        output=Volume("/out", path=str(out)), checkpoint="/out",
-        resources=Resources(cpu="1", memory="4Gi" if gpus_per_node else "2Gi", gpus=gpus_per_node,
-                            shm="2Gi" if gpus_per_node else "512Mi"),
-        active_deadline_seconds=settings.verify.timeout, env=tuple(sorted(env.items())),
-        source="verify --nodes")
+        nodes=nodes,
+        code=Volume("/smoke", path=str(settings.root / "smoke"), read_only=True),
+        output=Volume("/out", path=str(out)),
+        checkpoint="/out",
+        resources=Resources(
+            cpu="1",
+            memory="4Gi" if gpus_per_node else "2Gi",
+            gpus=gpus_per_node,
+            shm="2Gi" if gpus_per_node else "512Mi",
+        ),
+        active_deadline_seconds=settings.verify.timeout,
+        env=tuple(sorted(env.items())),
+        source="verify --nodes",
+    )
 
 
-def preflight(spec: JobSpec, job_id: str, *, master: str | None = None,
-              timeout: float = RENDEZVOUS_TIMEOUT) -> local.Preflight:
+def preflight(
+    spec: JobSpec, job_id: str, *, master: str | None = None, timeout: float = RENDEZVOUS_TIMEOUT
+) -> local.Preflight:
     """smoke/rendezvous.py's argv for a rank; ``master`` overrides the address ranks dial
     (default rank 0's DNS name and the job's port, what the launcher dials)."""
     address = master or f"{rank_host(job_id, 0)}:{spec.port}"
-    return lambda rank: ["python", "/smoke/rendezvous.py", "--rank", str(rank), "--master",
-                         address, "--out", "/out", "--timeout", f"{timeout:g}"]
+    return lambda rank: [
+        "python",
+        "/smoke/rendezvous.py",
+        "--rank",
+        str(rank),
+        "--master",
+        address,
+        "--out",
+        "/out",
+        "--timeout",
+        f"{timeout:g}",
+    ]
 
 
-def run_local(settings: Settings, target: Target, *, nodes: int, gpus_per_node: int, out: Path,
-              on_line: Echo, master: str | None = None,
-              timeout: float = RENDEZVOUS_TIMEOUT) -> NodeRun:
+def run_local(
+    settings: Settings,
+    target: Target,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    out: Path,
+    on_line: Echo,
+    master: str | None = None,
+    timeout: float = RENDEZVOUS_TIMEOUT,
+) -> NodeRun:
     """Run both collective workers as ``nodes`` local containers each; a job that fails becomes a
     failed check with the executor's cause (which rank, why) and stops the run.
 
@@ -91,16 +122,31 @@ def run_local(settings: Settings, target: Target, *, nodes: int, gpus_per_node: 
         job_id = f"{spec.name}-{secrets.token_hex(3)}"
         started = time.monotonic()
         try:
-            local.run(spec, target, job_id=job_id, on_event=on_line, on_line=seen,
-                      keep=settings.runtime.keep,
-                      preflight=preflight(spec, job_id, master=master, timeout=timeout))
+            local.run(
+                spec,
+                target,
+                job_id=job_id,
+                on_event=on_line,
+                on_line=seen,
+                keep=settings.runtime.keep,
+                preflight=preflight(spec, job_id, master=master, timeout=timeout),
+            )
         except ClusterError as e:
-            checks.append(Check(name=name, passed=False, duration_s=_since(started),
-                                message=f"{e.cause}\n{e.hint}"[:2000]))
+            checks.append(
+                Check(
+                    name=name,
+                    passed=False,
+                    duration_s=_since(started),
+                    message=f"{e.cause}\n{e.hint}"[:2000],
+                )
+            )
             break
         result = json.loads((out / f"{worker}.json").read_text())
-        checks.append(judge(worker, result, world_size=nodes * max(1, gpus_per_node),
-                            duration_s=_since(started)))
+        checks.append(
+            judge(
+                worker, result, world_size=nodes * max(1, gpus_per_node), duration_s=_since(started)
+            )
+        )
     facts = tuple(json.loads(p.read_text()) for p in sorted(out.glob("node-*.json")))
     return NodeRun(tuple(checks), tuple(sorted(facts, key=lambda f: f["rank"])), tuple(lines))
 
@@ -111,39 +157,76 @@ def judge(worker: str, result: dict[str, Any], *, world_size: int, duration_s: f
     process."""
     name = WORKERS[worker]
     if worker == "allreduce":
-        wrong = {f"{r['dtype']}x{r['elements']}": r["wrong"] for r in result["results"] if r["wrong"]}
+        wrong = {
+            f"{r['dtype']}x{r['elements']}": r["wrong"] for r in result["results"] if r["wrong"]
+        }
         largest = max(result["results"], key=lambda r: (r["bytes"], r["busbw_GBps"]))
-        metrics = {"world_size": result["world_size"], "backend": result["backend"],
-                   "results": result["results"], "wrong_elements": sum(wrong.values()),
-                   "busbw_GBps_largest": largest["busbw_GBps"]}
-        problem = (f"world size {result['world_size']}, expected {world_size}"
-                   if result["world_size"] != world_size else
-                   f"all_reduce produced wrong elements: {wrong}" if wrong else
-                   "busbw of the largest message is not positive"
-                   if largest["busbw_GBps"] <= 0 else "")
+        metrics = {
+            "world_size": result["world_size"],
+            "backend": result["backend"],
+            "results": result["results"],
+            "wrong_elements": sum(wrong.values()),
+            "busbw_GBps_largest": largest["busbw_GBps"],
+        }
+        problem = (
+            f"world size {result['world_size']}, expected {world_size}"
+            if result["world_size"] != world_size
+            else f"all_reduce produced wrong elements: {wrong}"
+            if wrong
+            else "busbw of the largest message is not positive"
+            if largest["busbw_GBps"] <= 0
+            else ""
+        )
     else:
         dp, single = result["losses"][-1], result["single_losses"][-1]
         rel = abs(dp - single) / max(abs(single), 1e-12)
-        metrics = {"world_size": result["world_size"], "single_final_loss": single,
-                   "dp_final_loss": dp, "relative_difference": rel, "loss_every": LOSS_EVERY,
-                   "loss_curve": result["losses"][::LOSS_EVERY] + result["losses"][-1:]}
-        problem = (f"data-parallel loss {dp:.7f} vs single {single:.7f}: relative diff "
-                   f"{rel:.2e} > {DP_RTOL}" if rel > DP_RTOL else "")
-    return Check(name=name, passed=not problem, duration_s=duration_s, metrics=metrics,
-                 message=problem)
+        metrics = {
+            "world_size": result["world_size"],
+            "single_final_loss": single,
+            "dp_final_loss": dp,
+            "relative_difference": rel,
+            "loss_every": LOSS_EVERY,
+            "loss_curve": result["losses"][::LOSS_EVERY] + result["losses"][-1:],
+        }
+        problem = (
+            f"data-parallel loss {dp:.7f} vs single {single:.7f}: relative diff "
+            f"{rel:.2e} > {DP_RTOL}"
+            if rel > DP_RTOL
+            else ""
+        )
+    return Check(
+        name=name, passed=not problem, duration_s=duration_s, metrics=metrics, message=problem
+    )
 
 
-def manifests(settings: Settings, target: Target, *, nodes: int, gpus_per_node: int,
-              namespace: str, pull_secret: str | None) -> list[dict[str, Any]]:
+def manifests(
+    settings: Settings,
+    target: Target,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    namespace: str,
+    pull_secret: str | None,
+) -> list[dict[str, Any]]:
     """``--cluster k8s``: the Service + Indexed Job of each worker, as deploy renders them. The
     smoke suite is a hostPath at /smoke (bake it into the image or swap in a claim for a real
     cluster); the output is the pods' own /out, read from rank 0's log."""
     out: list[dict[str, Any]] = []
     for worker in WORKERS:
-        spec = job_spec(settings, worker, nodes=nodes, gpus_per_node=gpus_per_node,
-                        out=Path("/tmp/paddlecd-verify"))
-        out += render(spec, target, job_id=f"{spec.name}-{secrets.token_hex(3)}",
-                      namespace=namespace, pull_secret=pull_secret)
+        spec = job_spec(
+            settings,
+            worker,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            out=Path("/tmp/paddlecd-verify"),
+        )
+        out += render(
+            spec,
+            target,
+            job_id=f"{spec.name}-{secrets.token_hex(3)}",
+            namespace=namespace,
+            pull_secret=pull_secret,
+        )
     return out
 
 

@@ -26,8 +26,19 @@ from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys
 from paddlecd.verify import nodes as multinode
 
 Echo = Callable[[str], None]
-SMOKE_CMD = ["python3", "-m", "pytest", "/smoke", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
-             "--junitxml=/out/junit.xml", "-q", "-rfE"]
+SMOKE_CMD = [
+    "python3",
+    "-m",
+    "pytest",
+    "/smoke",
+    "-p",
+    "no:cacheprovider",
+    "-o",
+    "junit_family=xunit1",
+    "--junitxml=/out/junit.xml",
+    "-q",
+    "-rfE",
+]
 
 
 @dataclass(frozen=True)
@@ -54,11 +65,13 @@ class Verified:
         the pipeline's verify stage alike, so both say the same."""
         if self.passed:
             return None
-        failed = "; ".join(f"{c.name}: {(c.message or 'failed').splitlines()[0]}"
-                           for c in self.failed)
-        return VerifyError(f"verify failed for {self.reference}: "
-                           f"{failed or 'smoke suite exited non-zero'}",
-                           f"see {self.out_dir / 'smoke.log'}")
+        failed = "; ".join(
+            f"{c.name}: {(c.message or 'failed').splitlines()[0]}" for c in self.failed
+        )
+        return VerifyError(
+            f"verify failed for {self.reference}: " f"{failed or 'smoke suite exited non-zero'}",
+            f"see {self.out_dir / 'smoke.log'}",
+        )
 
 
 def target(settings: Settings, variant: str | None, image: str | None) -> str:
@@ -72,16 +85,22 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
     if image:  # an image ID where a manifest digest belongs is refused here (issue 12)
         return str(registry.pin(settings, image))
     if not variant:
-        raise ConfigError("nothing to verify: give --variant or --image", "e.g. invoke verify --variant cpu")
+        raise ConfigError(
+            "nothing to verify: give --variant or --image", "e.g. invoke verify --variant cpu"
+        )
     variants.get(settings, variant)
     cand = evidence.load_candidate(settings, variant)
     if not cand:
-        raise ConfigError(f"no pushed candidate for variant '{variant}'", f"run: invoke build push --variant {variant}")
+        raise ConfigError(
+            f"no pushed candidate for variant '{variant}'",
+            f"run: invoke build push --variant {variant}",
+        )
     return cand.reference
 
 
-def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
-                    out: Path) -> engine.ContainerSpec:
+def smoke_container(
+    settings: Settings, reference: str, labels: dict[str, str], out: Path
+) -> engine.ContainerSpec:
     """The smoke container for image ``reference`` with ``labels``: smoke/ read-only at /smoke,
     ``out`` at /out, the expected versions in the environment, the shm size for the device."""
     gpu = labels.get("io.paddlecd.device") == "gpu"
@@ -109,11 +128,18 @@ def smoke_container(settings: Settings, reference: str, labels: dict[str, str],
     # With --ipc=host Docker uses the host's /dev/shm and ignores --shm-size; it is kept (large) so
     # the same spec works if IPC is private.
     return engine.ContainerSpec(
-        image=reference, command=tuple(SMOKE_CMD), env=env, workdir="/tmp",
-        mounts=(engine.Mount(str(settings.root / "smoke"), "/smoke", read_only=True),
-                engine.Mount(str(out), "/out")),
+        image=reference,
+        command=tuple(SMOKE_CMD),
+        env=env,
+        workdir="/tmp",
+        mounts=(
+            engine.Mount(str(settings.root / "smoke"), "/smoke", read_only=True),
+            engine.Mount(str(out), "/out"),
+        ),
         shm_size=settings.verify.gpu_shm_size if gpu else settings.verify.shm_size,
-        gpus=gpus, ipc="host" if gpu else None, keep=settings.runtime.keep,
+        gpus=gpus,
+        ipc="host" if gpu else None,
+        keep=settings.runtime.keep,
     )
 
 
@@ -124,7 +150,9 @@ def parse_junit(path: Path) -> list[evidence.Check]:
 
     checks = []
     for case in ET.parse(path).iter("testcase"):
-        problem = next((case.find(t) for t in ("failure", "error") if case.find(t) is not None), None)
+        problem = next(
+            (case.find(t) for t in ("failure", "error") if case.find(t) is not None), None
+        )
         metrics = {}
         for prop in case.iter("property"):
             try:
@@ -133,29 +161,48 @@ def parse_junit(path: Path) -> list[evidence.Check]:
                 metrics[prop.get("name")] = prop.get("value")
         module = (case.get("classname") or "").rsplit(".", 1)[-1].removeprefix("test_")
         message = (problem.get("message") or "")[:2000] if problem is not None else ""
-        checks.append(evidence.Check(
-            name=f"{module}/{case.get('name')}", passed=problem is None,
-            skipped=case.find("skipped") is not None, duration_s=float(case.get("time") or 0),
-            metrics=metrics, message=message))
+        checks.append(
+            evidence.Check(
+                name=f"{module}/{case.get('name')}",
+                passed=problem is None,
+                skipped=case.find("skipped") is not None,
+                duration_s=float(case.get("time") or 0),
+                metrics=metrics,
+                message=message,
+            )
+        )
     return checks
 
 
 def nccl_transports(out: Path) -> tuple[str, ...]:
     """The NCCL transports logged in the allreduce worker logs the smoke suite kept in ``out``."""
-    lines = (line for log in sorted(out.glob("allreduce.workerlog.*"))
-             for line in log.read_text(errors="replace").splitlines())
+    lines = (
+        line
+        for log in sorted(out.glob("allreduce.workerlog.*"))
+        for line in log.read_text(errors="replace").splitlines()
+    )
     return nccl.transports(lines)
 
 
 def warnings(checks: list[evidence.Check]) -> tuple[str, ...]:
     """One line per check that is neither pass nor fail (a busbw with no expectation, one card)."""
-    return tuple(f"{c.name}: {c.message}" for c in checks
-                 if c.skipped and c.name == bandwidth.CHECK_NAME and c.message)
+    return tuple(
+        f"{c.name}: {c.message}"
+        for c in checks
+        if c.skipped and c.name == bandwidth.CHECK_NAME and c.message
+    )
 
 
-def verify(settings: Settings, *, variant: str | None = None, image: str | None = None,
-           out_dir: Path | None = None, on_line: Echo | None = None, nodes: int = 1,
-           gpus_per_node: int | None = None) -> Verified:
+def verify(
+    settings: Settings,
+    *,
+    variant: str | None = None,
+    image: str | None = None,
+    out_dir: Path | None = None,
+    on_line: Echo | None = None,
+    nodes: int = 1,
+    gpus_per_node: int | None = None,
+) -> Verified:
     """Verify one image by digest and store its evidence.
 
     Args:
@@ -180,7 +227,10 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     engine.pull(reference, credentials=registry_auth.env_credentials())
     labels = engine.image_labels(reference)
     if variant and labels.get("io.paddlecd.variant") not in (None, variant):
-        raise ConfigError(f"{reference} is variant '{labels['io.paddlecd.variant']}', not '{variant}'", "check --image")
+        raise ConfigError(
+            f"{reference} is variant '{labels['io.paddlecd.variant']}', not '{variant}'",
+            "check --image",
+        )
     driver = None
     if labels.get("io.paddlecd.device") == "gpu":  # GPU-only: before any container starts
         driver = drivers.require_for(labels.get("io.paddlecd.cuda.version", "")).driver
@@ -188,7 +238,10 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
     name = f"{labels.get('io.paddlecd.variant', 'image')}-{digest[7:19]}"
     out = out_dir or settings.state / "verify" / (name if nodes == 1 else f"{name}-{nodes}nodes")
     if out_dir and out_dir.exists() and any(out_dir.iterdir()):
-        raise ConfigError(f"--out {out_dir} is not empty", "give a new or empty folder: verify writes and replaces files there")
+        raise ConfigError(
+            f"--out {out_dir} is not empty",
+            "give a new or empty folder: verify writes and replaces files there",
+        )
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o777)  # the smoke suite runs as the image's non-root user
     (out / "junit.xml").unlink(missing_ok=True)
@@ -199,60 +252,99 @@ def verify(settings: Settings, *, variant: str | None = None, image: str | None 
         transports = nccl_transports(out)
     else:
         gpus = 0 if not driver else gpus_per_node or drivers.host_gpus()[1] // nodes  # GPU-only
-        ran = multinode.run_local(settings, Target(reference, labels.get("io.paddlecd.variant") or
-                                                   "image"), nodes=nodes, gpus_per_node=gpus,
-                                  out=out, on_line=on_line or (lambda _: None))
+        ran = multinode.run_local(
+            settings,
+            Target(reference, labels.get("io.paddlecd.variant") or "image"),
+            nodes=nodes,
+            gpus_per_node=gpus,
+            out=out,
+            on_line=on_line or (lambda _: None),
+        )
         (out / "smoke.log").write_text("\n".join(ran.lines) + "\n")
-        ok, checks, facts, transports = True, list(ran.checks), ran.facts, nccl.transports(ran.lines)
+        ok, checks, facts, transports = (
+            True,
+            list(ran.checks),
+            ran.facts,
+            nccl.transports(ran.lines),
+        )
     if driver:  # GPU-only: busbw against the expectation table (issue 14)
-        checks.append(bandwidth.check(checks, fraction=settings.verify.busbw_fraction,
-                                      nodes=nodes, transports=transports))
+        checks.append(
+            bandwidth.check(
+                checks, fraction=settings.verify.busbw_fraction, nodes=nodes, transports=transports
+            )
+        )
     record = evidence.Evidence(
-        digest=digest, reference=reference, variant=labels.get("io.paddlecd.variant"),
+        digest=digest,
+        reference=reference,
+        variant=labels.get("io.paddlecd.variant"),
         passed=ok and all(c.passed for c in checks) and bool(checks),
-        warnings=warnings(checks), nodes=facts,
-        created=now_iso(), duration_s=round(time.monotonic() - started, 3),
+        warnings=warnings(checks),
+        nodes=facts,
+        created=now_iso(),
+        duration_s=round(time.monotonic() - started, 3),
         checks=tuple(checks),
-        versions={"paddle": labels.get("io.paddlecd.paddle.version"),
-                  "cuda": labels.get("io.paddlecd.cuda.version"),
-                  "cudnn": labels.get("io.paddlecd.cudnn.version"), "driver": driver},
+        versions={
+            "paddle": labels.get("io.paddlecd.paddle.version"),
+            "cuda": labels.get("io.paddlecd.cuda.version"),
+            "cudnn": labels.get("io.paddlecd.cudnn.version"),
+            "driver": driver,
+        },
         revision=labels.get("org.opencontainers.image.revision"),
         junit=str(out / "junit.xml") if nodes == 1 else None,
         model_dir=str(out / "model") if (out / "model").exists() else None,
     )
     # A multi-node run holds only the collective checks: it is kept in its folder and signed,
     # never stored over the digest's one-container evidence.
-    path = evidence.save(settings, record) if nodes == 1 else write_json(out / "evidence.json",
-                                                                         record.to_json())
+    path = (
+        evidence.save(settings, record)
+        if nodes == 1
+        else write_json(out / "evidence.json", record.to_json())
+    )
     # issue 10: every run, passing or not, is signed and attached to the digest in the registry
     att = attested.publish(settings, record, out).location if keys.configured(settings) else None
     write_summary(record, out, attestation=att)
-    return Verified(reference=reference, passed=record.passed, record=record, evidence_path=path,
-                    out_dir=out, attestation=att)
+    return Verified(
+        reference=reference,
+        passed=record.passed,
+        record=record,
+        evidence_path=path,
+        out_dir=out,
+        attestation=att,
+    )
 
 
-def _one_container(settings: Settings, reference: str, labels: dict[str, str], out: Path,
-                   on_line: Echo | None) -> tuple[bool, list[evidence.Check]]:
+def _one_container(
+    settings: Settings, reference: str, labels: dict[str, str], out: Path, on_line: Echo | None
+) -> tuple[bool, list[evidence.Check]]:
     """The whole smoke suite in one container: (exited 0, its checks from the JUnit XML)."""
     with engine.container(smoke_container(settings, reference, labels, out)) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
     (out / "smoke.log").write_text(finished.logs)
     if not (out / "junit.xml").exists():
         tail = "\n".join(finished.logs.splitlines()[-15:])
-        raise VerifyError(f"smoke suite did not run in {reference} (exit {finished.exit_code})", f"container output:\n{tail}")
+        raise VerifyError(
+            f"smoke suite did not run in {reference} (exit {finished.exit_code})",
+            f"container output:\n{tail}",
+        )
     try:
         return finished.exit_code == 0, parse_junit(out / "junit.xml")
     except ET.ParseError as e:
-        raise VerifyError(f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
-                          f"the run was cut short; see {out / 'smoke.log'}") from e
+        raise VerifyError(
+            f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
+            f"the run was cut short; see {out / 'smoke.log'}",
+        ) from e
 
 
 def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | None = None) -> str:
     """Markdown summary of a verification, written to ``out/summary.md`` and appended to
     ``$GITHUB_STEP_SUMMARY`` under GitHub Actions; returns the text."""
     icon = {True: "✅", False: "❌"}
-    lines = [f"### {icon[record.passed]} verify `{record.variant}` `{record.digest[:19]}…`", "",
-             "| check | result | seconds |", "|---|---|---|"]
+    lines = [
+        f"### {icon[record.passed]} verify `{record.variant}` `{record.digest[:19]}…`",
+        "",
+        "| check | result | seconds |",
+        "|---|---|---|",
+    ]
     for c in record.checks:
         result = "skipped" if c.skipped else icon[c.passed]
         lines.append(f"| {c.name} | {result} | {c.duration_s:.2f} |")

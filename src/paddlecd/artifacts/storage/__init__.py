@@ -17,8 +17,19 @@ from paddlecd.artifacts.storage.file import FileStore
 from paddlecd.config import Settings, StorageSettings
 from paddlecd.errors import ConfigError
 
-__all__ = ["MIB", "FileStore", "Location", "ObjectInfo", "Progress", "Store", "default_store_url",
-           "open_store", "parse_url", "split_model_url", "store_for"]
+__all__ = [
+    "MIB",
+    "FileStore",
+    "Location",
+    "ObjectInfo",
+    "Progress",
+    "Store",
+    "default_store_url",
+    "open_store",
+    "parse_url",
+    "split_model_url",
+    "store_for",
+]
 
 
 def parse_url(url: str) -> Location:
@@ -30,14 +41,20 @@ def parse_url(url: str) -> Location:
     parsed = urlparse(url)
     if parsed.scheme == "file":
         if parsed.netloc or not parsed.path.startswith("/"):
-            raise ConfigError(f"store URL '{url}': file URLs need an absolute path",
-                              "write file:///abs/path (three slashes)")
+            raise ConfigError(
+                f"store URL '{url}': file URLs need an absolute path",
+                "write file:///abs/path (three slashes)",
+            )
         return Location("file", "", os.path.normpath(parsed.path))
     if parsed.scheme != "s3":
-        raise ConfigError(f"store URL '{url}': scheme must be s3:// or file://",
-                          "e.g. s3://models/paddle or file:///srv/models")
+        raise ConfigError(
+            f"store URL '{url}': scheme must be s3:// or file://",
+            "e.g. s3://models/paddle or file:///srv/models",
+        )
     if not parsed.netloc:
-        raise ConfigError(f"store URL '{url}' has no bucket", "write s3://BUCKET or s3://BUCKET/PREFIX")
+        raise ConfigError(
+            f"store URL '{url}' has no bucket", "write s3://BUCKET or s3://BUCKET/PREFIX"
+        )
     _check_bucket(parsed.netloc, url)
     return Location("s3", parsed.netloc, parsed.path.strip("/"))
 
@@ -47,8 +64,10 @@ def _check_bucket(bucket: str, url: str) -> None:
     # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
     ok = 3 <= len(bucket) <= 63 and bucket[0].isalnum() and bucket[-1].isalnum()
     if not ok or any(not (c.islower() or c.isdigit() or c in ".-") for c in bucket):
-        raise ConfigError(f"store URL '{url}': '{bucket}' is not a valid bucket name",
-                          "3-63 characters: lowercase letters, digits, '.' and '-'")
+        raise ConfigError(
+            f"store URL '{url}': '{bucket}' is not a valid bucket name",
+            "3-63 characters: lowercase letters, digits, '.' and '-'",
+        )
 
 
 def open_store(url: str, settings: StorageSettings) -> Store:
@@ -60,7 +79,9 @@ def open_store(url: str, settings: StorageSettings) -> Store:
     loc = parse_url(url)
     if loc.scheme == "file":
         return FileStore(Path(loc.prefix))
-    from paddlecd.artifacts.storage.s3 import S3Store  # boto3 is imported only when an s3:// store is used
+    from paddlecd.artifacts.storage.s3 import (
+        S3Store,
+    )  # boto3 is imported only when an s3:// store is used
 
     return S3Store(loc.bucket, loc.prefix, settings)
 
@@ -86,7 +107,9 @@ def split_model_url(arg: str, settings: Settings, *, parts: int) -> tuple[str, l
     segments = [s for s in rest.strip("/").split("/") if s]
     if len(segments) != parts:
         want = "<name>/<version>" if parts == 2 else "<name>"
-        raise ConfigError(f"'{arg}' does not end in {want}", f"e.g. s3://models/paddle/{want} or {want}")
+        raise ConfigError(
+            f"'{arg}' does not end in {want}", f"e.g. s3://models/paddle/{want} or {want}"
+        )
     parse_url(base)
     return base, segments
 
@@ -96,7 +119,7 @@ def _split_full(arg: str, parts: int) -> tuple[str, str]:
     segments = path.rstrip("/").split("/")
     keep = len(segments) - parts
     if keep < 1 or (scheme == "file" and keep < 2):
-        raise ConfigError(f"'{arg}' has no store part before the model", "e.g. s3://models/ocr-det/1.4.0")
+        raise ConfigError(
+            f"'{arg}' has no store part before the model", "e.g. s3://models/ocr-det/1.4.0"
+        )
     return f"{scheme}://{'/'.join(segments[:keep])}", "/".join(segments[keep:])
-
-

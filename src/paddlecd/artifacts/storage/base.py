@@ -72,5 +72,3 @@ class Location:
         if self.scheme == "file":
             return f"file://{self.prefix}"
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
-
-

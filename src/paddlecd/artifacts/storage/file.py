@@ -66,7 +66,9 @@ class FileStore:
         try:
             shutil.copyfile(self._path(key), dest)
         except OSError as e:
-            raise StorageError(f"reading {self.url}/{key}: {e.strerror}", "check the store folder") from e
+            raise StorageError(
+                f"reading {self.url}/{key}: {e.strerror}", "check the store folder"
+            ) from e
         if progress:
             progress(dest.stat().st_size)
 
@@ -90,8 +92,14 @@ class FileStore:
         if not base.is_dir():
             return []
         found = [(p, _size(p)) for p in base.rglob("*") if p.is_file()]
-        return sorted((ObjectInfo(p.relative_to(self.root).as_posix(), size)
-                       for p, size in found if size is not None), key=lambda o: o.key)
+        return sorted(
+            (
+                ObjectInfo(p.relative_to(self.root).as_posix(), size)
+                for p, size in found
+                if size is not None
+            ),
+            key=lambda o: o.key,
+        )
 
     def delete(self, keys: Iterable[str]) -> None:
         """Remove ``keys`` (missing ones are ignored)."""
@@ -141,15 +149,18 @@ def _lock(path: Path, url: str, prefix: str) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
-            raise StorageError(f"claiming {url}/{prefix}: {e.strerror} ({path})",
-                               f"check {url} is writable") from e
+            raise StorageError(
+                f"claiming {url}/{prefix}: {e.strerror} ({path})", f"check {url} is writable"
+            ) from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_quietly(path)
             os.close(fd)
-            raise ConflictError(f"{url}/{prefix} is being uploaded by another process ({holder})",
-                                "wait for it to finish, then re-run (the same model moves nothing)")
+            raise ConflictError(
+                f"{url}/{prefix} is being uploaded by another process ({holder})",
+                "wait for it to finish, then re-run (the same model moves nothing)",
+            )
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
         except FileNotFoundError:
@@ -175,15 +186,19 @@ class _AtomicWriter:
         self.target, self.store_url, self.exclusive = target, store_url, exclusive
 
     def _fail(self, e: OSError) -> StorageError:
-        hint = (f"free space on the file system holding {self.target.parent}"
-                if e.errno == errno.ENOSPC else f"check {self.store_url} is writable")
+        hint = (
+            f"free space on the file system holding {self.target.parent}"
+            if e.errno == errno.ENOSPC
+            else f"check {self.store_url} is writable"
+        )
         return StorageError(f"writing {self.target}: {e.strerror or e}", hint)
 
     def __enter__(self) -> _Output:
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            fd, self.tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp",
-                                            dir=self.target.parent)
+            fd, self.tmp = tempfile.mkstemp(
+                prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent
+            )
         except OSError as e:
             raise self._fail(e) from e
         self.file = _Output(os.fdopen(fd, "wb"), self._fail)
@@ -212,8 +227,10 @@ class _AtomicWriter:
         try:
             os.link(self.tmp, self.target)  # atomic, and fails if the target exists
         except FileExistsError as e:
-            raise ConflictError(f"{self.target} was written by another upload meanwhile",
-                                "see which model it holds: invoke artifacts.list") from e
+            raise ConflictError(
+                f"{self.target} was written by another upload meanwhile",
+                "see which model it holds: invoke artifacts.list",
+            ) from e
 
 
 class _Output:

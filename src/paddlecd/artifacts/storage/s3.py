@@ -24,7 +24,12 @@ import botocore.exceptions
 import botocore.session
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+)
 
 from paddlecd.artifacts.storage.base import MIB, ConflictError, Location, ObjectInfo, Progress
 from paddlecd.config import StorageSettings
@@ -37,16 +42,29 @@ CHECKSUM_MODES = ("when_required", "when_supported")
 CHECKSUM_SETTINGS = ("request_checksum_calculation", "response_checksum_validation")
 # botocore settings a user gives the standard AWS way: name (also the profile key) -> environment
 # variable (https://docs.aws.amazon.com/sdkref/latest/guide/settings-reference.html).
-AWS_SETTINGS = {"request_checksum_calculation": "AWS_REQUEST_CHECKSUM_CALCULATION",
-                "response_checksum_validation": "AWS_RESPONSE_CHECKSUM_VALIDATION",
-                "retry_mode": "AWS_RETRY_MODE", "max_attempts": "AWS_MAX_ATTEMPTS"}
+AWS_SETTINGS = {
+    "request_checksum_calculation": "AWS_REQUEST_CHECKSUM_CALCULATION",
+    "response_checksum_validation": "AWS_RESPONSE_CHECKSUM_VALIDATION",
+    "retry_mode": "AWS_RETRY_MODE",
+    "max_attempts": "AWS_MAX_ATTEMPTS",
+}
 # paddlecd's values where neither storage.* nor the AWS environment or profile give one
-FALLBACKS = {"request_checksum_calculation": "when_required",
-             "response_checksum_validation": "when_required", "retry_mode": "standard",
-             "max_attempts": 3}
+FALLBACKS = {
+    "request_checksum_calculation": "when_required",
+    "response_checksum_validation": "when_required",
+    "retry_mode": "standard",
+    "max_attempts": 3,
+}
 ADDRESSING_STYLES = ("path", "virtual", "auto")
-_AUTH_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
-               "ExpiredToken", "403", "Forbidden"}
+_AUTH_CODES = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "403",
+    "Forbidden",
+}
 # A version is claimed by the object .claims/<name>/<version>.json, created with If-None-Match: *
 # (S3 conditional writes:
 # https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
@@ -75,14 +93,18 @@ class S3Store:
             core = botocore.session.Session()  # AWS_PROFILE, AWS_CONFIG_FILE: the standard chain
             config = client_config(settings, profile=core.get_scoped_config())
             self.client = boto3.session.Session(botocore_session=core).client(
-                "s3", endpoint_url=settings.endpoint_url, region_name=settings.region,
-                config=config)
+                "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
+            )
         except botocore.exceptions.ProfileNotFound as e:
-            raise ConfigError(f"AWS profile not found: {e}",
-                              "fix AWS_PROFILE, or add the profile to ~/.aws/config") from e
+            raise ConfigError(
+                f"AWS profile not found: {e}",
+                "fix AWS_PROFILE, or add the profile to ~/.aws/config",
+            ) from e
         except ValueError as e:  # botocore: "Invalid endpoint: minio:9000"
-            raise ConfigError(f"storage.endpoint_url {settings.endpoint_url!r} is not a URL ({e})",
-                              "give the scheme too, e.g. http://minio:9000") from e
+            raise ConfigError(
+                f"storage.endpoint_url {settings.endpoint_url!r} is not a URL ({e})",
+                "give the scheme too, e.g. http://minio:9000",
+            ) from e
         self.transfer = transfer_config(settings)
 
     def _key(self, key: str) -> str:
@@ -102,7 +124,9 @@ class S3Store:
     def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None:
         """Upload ``path``; multipart above the threshold with the configured part size/concurrency."""
         try:
-            self.client.upload_file(str(path), self.bucket, self._key(key), Config=self.transfer, Callback=progress)
+            self.client.upload_file(
+                str(path), self.bucket, self._key(key), Config=self.transfer, Callback=progress
+            )
         except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
             raise self._fail(e, "uploading", key) from e
 
@@ -117,13 +141,19 @@ class S3Store:
         """
         extra = {"IfNoneMatch": "*"} if exclusive else {}
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                   ContentType="application/json", **extra)
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=self._key(key),
+                Body=data,
+                ContentType="application/json",
+                **extra,
+            )
         except ClientError as e:
             if exclusive and _code(e) in _CONFLICT_CODES:
                 raise ConflictError(
                     f"s3://{self.bucket}/{self._key(key)} was written by another upload",
-                    "see which model it holds: invoke artifacts.list") from e
+                    "see which model it holds: invoke artifacts.list",
+                ) from e
             raise self._fail(e, "writing", key) from e
         except BotoCoreError as e:
             raise self._fail(e, "writing", key) from e
@@ -131,7 +161,9 @@ class S3Store:
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
         """Download ``key`` to ``dest`` (ranged GETs in parallel above the threshold)."""
         try:
-            self.client.download_file(self.bucket, self._key(key), str(dest), Config=self.transfer, Callback=progress)
+            self.client.download_file(
+                self.bucket, self._key(key), str(dest), Config=self.transfer, Callback=progress
+            )
         except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
             raise self._fail(e, "downloading", key) from e
 
@@ -149,7 +181,10 @@ class S3Store:
     def head(self, key: str) -> ObjectInfo | None:
         """Size of ``key``, or None when it does not exist."""
         try:
-            return ObjectInfo(key, self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"])
+            return ObjectInfo(
+                key,
+                self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"],
+            )
         except ClientError as e:
             if _code(e) in ("NoSuchKey", "404", "NotFound"):
                 return None
@@ -162,8 +197,9 @@ class S3Store:
         strip = len(self._key(""))
         found: list[ObjectInfo] = []
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
-                                                                             Prefix=self._key(prefix)):
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self._key(prefix)
+            ):
                 found += [ObjectInfo(o["Key"][strip:], o["Size"]) for o in page.get("Contents", [])]
         except (BotoCoreError, ClientError) as e:
             raise self._fail(e, "listing", prefix) from e
@@ -178,16 +214,18 @@ class S3Store:
             except (BotoCoreError, ClientError) as e:
                 raise self._fail(e, "deleting", key) from e
 
-
     def abort_uploads(self, prefix: str) -> list[str]:
         """Abort unfinished multipart uploads under ``prefix`` (left by a killed upload: invisible to
         ListObjects, yet stored and billed). Returns their keys, relative to the store."""
         strip, aborted = len(self._key("")), []
         try:
-            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
-                                                                                Prefix=self._key(prefix))
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self.bucket, Prefix=self._key(prefix)
+            )
             for upload in (u for page in pages for u in page.get("Uploads", [])):
-                self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+                self.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                )
                 aborted.append(upload["Key"][strip:])
         except (BotoCoreError, ClientError) as e:
             raise self._fail(e, "aborting unfinished uploads under", prefix) from e
@@ -208,8 +246,11 @@ class S3Store:
             StorageError: the store failed.
         """
         key = f"{CLAIMS}/{prefix.rstrip('/')}.json"
-        me = {"id": uuid.uuid4().hex, "holder": f"{socket.gethostname()} pid {os.getpid()}",
-              "started": time.time()}
+        me = {
+            "id": uuid.uuid4().hex,
+            "holder": f"{socket.gethostname()} pid {os.getpid()}",
+            "started": time.time(),
+        }
         self._take(key, me, prefix, take_over=take_over)
         try:
             yield
@@ -229,13 +270,15 @@ class S3Store:
                 raise ConflictError(
                     f"{self.url}/{prefix} is being uploaded by another process "
                     f"({held.get('holder', 'holder unknown')} since {since})",
-                    "wait for it to finish; if it was killed, re-run with --overwrite") from None
+                    "wait for it to finish; if it was killed, re-run with --overwrite",
+                ) from None
             self.delete([key])
             self.put_bytes(body, key, exclusive=True)  # a second taker loses here
         if (self._claim_of(key) or {}).get("id") != me["id"]:
             raise ConflictError(
                 f"{self.url}/{prefix} was claimed by another upload at the same time",
-                "wait for it to finish, then re-run (the same model moves nothing)")
+                "wait for it to finish, then re-run (the same model moves nothing)",
+            )
 
     def _claim_of(self, key: str) -> dict | None:
         raw = self.get_bytes(key)
@@ -245,8 +288,12 @@ class S3Store:
             return {}
 
 
-def client_config(settings: StorageSettings, *, profile: Mapping[str, Any] | None = None,
-                  environ: Mapping[str, str] | None = None) -> Config:
+def client_config(
+    settings: StorageSettings,
+    *,
+    profile: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
     """botocore client Config from ``settings``: addressing style, checksum behaviour, retries.
 
     ``checksum_mode`` sets both ``request_checksum_calculation`` and ``response_checksum_validation``.
@@ -266,18 +313,34 @@ def client_config(settings: StorageSettings, *, profile: Mapping[str, Any] | Non
         ConfigError: an unknown addressing style or checksum mode.
     """
     if settings.addressing_style not in ADDRESSING_STYLES:
-        raise ConfigError(f"storage.addressing_style '{settings.addressing_style}' is not one of "
-                          f"{', '.join(ADDRESSING_STYLES)}", "path suits MinIO/Ceph; virtual suits AWS")
+        raise ConfigError(
+            f"storage.addressing_style '{settings.addressing_style}' is not one of "
+            f"{', '.join(ADDRESSING_STYLES)}",
+            "path suits MinIO/Ceph; virtual suits AWS",
+        )
     if settings.checksum_mode not in (None, *CHECKSUM_MODES):
-        raise ConfigError(f"storage.checksum_mode '{settings.checksum_mode}' is not one of "
-                          f"{', '.join(CHECKSUM_MODES)}", "when_required works on AWS and older stores")
+        raise ConfigError(
+            f"storage.checksum_mode '{settings.checksum_mode}' is not one of "
+            f"{', '.join(CHECKSUM_MODES)}",
+            "when_required works on AWS and older stores",
+        )
     aws = aws_given(profile or {}, os.environ if environ is None else environ)
-    checksums = {name: settings.checksum_mode or FALLBACKS[name] for name in CHECKSUM_SETTINGS
-                 if settings.checksum_mode or name not in aws}
-    retries = {"mode" if name == "retry_mode" else name: FALLBACKS[name]
-               for name in ("retry_mode", "max_attempts") if name not in aws}
-    return Config(s3={"addressing_style": settings.addressing_style}, retries=retries or None,
-                  connect_timeout=10, **checksums)
+    checksums = {
+        name: settings.checksum_mode or FALLBACKS[name]
+        for name in CHECKSUM_SETTINGS
+        if settings.checksum_mode or name not in aws
+    }
+    retries = {
+        "mode" if name == "retry_mode" else name: FALLBACKS[name]
+        for name in ("retry_mode", "max_attempts")
+        if name not in aws
+    }
+    return Config(
+        s3={"addressing_style": settings.addressing_style},
+        retries=retries or None,
+        connect_timeout=10,
+        **checksums,
+    )
 
 
 def aws_given(profile: Mapping[str, Any], environ: Mapping[str, str]) -> set[str]:
@@ -292,14 +355,20 @@ def transfer_config(settings: StorageSettings) -> TransferConfig:
         ConfigError: a part size under S3's 5 MiB minimum, or a concurrency under 1.
     """
     if settings.multipart_chunk_mb < MIN_PART_MB or settings.multipart_threshold_mb < MIN_PART_MB:
-        raise ConfigError(f"storage.multipart_chunk_mb/threshold_mb must be >= {MIN_PART_MB} "
-                          f"(got {settings.multipart_chunk_mb}/{settings.multipart_threshold_mb})",
-                          "S3 rejects parts under 5 MiB except the last")
+        raise ConfigError(
+            f"storage.multipart_chunk_mb/threshold_mb must be >= {MIN_PART_MB} "
+            f"(got {settings.multipart_chunk_mb}/{settings.multipart_threshold_mb})",
+            "S3 rejects parts under 5 MiB except the last",
+        )
     if settings.max_concurrency < 1:
-        raise ConfigError(f"storage.max_concurrency must be >= 1 (got {settings.max_concurrency})", "use 4")
-    return TransferConfig(multipart_threshold=settings.multipart_threshold_mb * MIB,
-                          multipart_chunksize=settings.multipart_chunk_mb * MIB,
-                          max_concurrency=settings.max_concurrency)
+        raise ConfigError(
+            f"storage.max_concurrency must be >= 1 (got {settings.max_concurrency})", "use 4"
+        )
+    return TransferConfig(
+        multipart_threshold=settings.multipart_threshold_mb * MIB,
+        multipart_chunksize=settings.multipart_chunk_mb * MIB,
+        max_concurrency=settings.max_concurrency,
+    )
 
 
 def _code(e: ClientError) -> str:
@@ -325,20 +394,32 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
     root = _client_error(e) or e
     bucket = where.split("/")[2]
     if isinstance(root, NoCredentialsError):
-        return StorageError(f"{action} {where}: no AWS credentials found",
-                            "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (the standard AWS chain)")
+        return StorageError(
+            f"{action} {where}: no AWS credentials found",
+            "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (the standard AWS chain)",
+        )
     if isinstance(root, EndpointConnectionError):
-        return StorageError(f"{action} {where}: cannot reach endpoint {endpoint}",
-                            "check storage.endpoint_url and that the store is running")
+        return StorageError(
+            f"{action} {where}: cannot reach endpoint {endpoint}",
+            "check storage.endpoint_url and that the store is running",
+        )
     if isinstance(root, ClientError):
         code = _code(root)
         if code == "NoSuchBucket" or (code in ("404", "NotFound") and where.count("/") == 2):
-            return StorageError(f"{action} {where}: bucket '{bucket}' does not exist at {endpoint}",
-                                "create the bucket or fix storage.url / --to")
+            return StorageError(
+                f"{action} {where}: bucket '{bucket}' does not exist at {endpoint}",
+                "create the bucket or fix storage.url / --to",
+            )
         if code in _AUTH_CODES:
-            return StorageError(f"{action} {where}: access denied ({code})",
-                                "check the credentials of the AWS chain (AWS_PROFILE, AWS_ACCESS_KEY_ID...) "
-                                "and the bucket policy")
+            return StorageError(
+                f"{action} {where}: access denied ({code})",
+                "check the credentials of the AWS chain (AWS_PROFILE, AWS_ACCESS_KEY_ID...) "
+                "and the bucket policy",
+            )
         message = root.response.get("Error", {}).get("Message", "")
-        return StorageError(f"{action} {where}: {code} {message}".strip(), f"see the logs of {endpoint}")
-    return StorageError(f"{action} {where}: {str(root).splitlines()[0]}", f"check the store at {endpoint}")
+        return StorageError(
+            f"{action} {where}: {code} {message}".strip(), f"see the logs of {endpoint}"
+        )
+    return StorageError(
+        f"{action} {where}: {str(root).splitlines()[0]}", f"check the store at {endpoint}"
+    )
