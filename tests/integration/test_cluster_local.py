@@ -220,6 +220,7 @@ def test_deploy_json_is_the_model_a_script_hands_to_upload(image_by_digest, tmp_
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     doc = json.loads(result.stdout)
     assert doc["executed"] is True and doc["digest"] == image_by_digest.split("@")[1]
-    assert doc["model"] == str(tmp_path / "out" / "model") and doc["output_path"] == str(tmp_path / "out")
+    assert doc["model"] == str(tmp_path / "out" / "model")
+    assert doc["output_path"] == str(tmp_path / "out")
     assert Path(doc["model"] + ".pdiparams").is_file() and "[rank 1]" in result.stderr
     assert leftovers(doc["job_id"]) == []

@@ -16,7 +16,8 @@ OLD = "sha256:" + "c" * 64
 
 def _record(**changes) -> ledger.Record:
     fields = dict(id="ledger.cpu.20250101T000000000000Z-00000000", action="promote", variant="cpu",
-                  version="1.4.0", digest=DIGEST, source="r:5000/cand@" + DIGEST, target="r:5000/rel",
+                  version="1.4.0", digest=DIGEST, source="r:5000/cand@" + DIGEST,
+                  target="r:5000/rel",
                   tags=("1.4.0-cpu", "latest-cpu"), attestation=ATTESTATION)
     return ledger.Record(**{**fields, **changes})
 
