@@ -50,11 +50,13 @@ step "promote $DIGEST as $VERSION"
 PROMOTED=$($INV promote --variant cpu --version "$VERSION" --digest "$DIGEST" --yes --json)
 RELEASE=$(field release <<<"$PROMOTED")
 echo "promoted $RELEASE = $(field reference <<<"$PROMOTED")" \
-  "($(field bytes_uploaded <<<"$PROMOTED") bytes uploaded; ledger record $(field record <<<"$PROMOTED"))"
+  "($(field bytes_uploaded <<<"$PROMOTED") bytes uploaded;" \
+  "ledger record $(field record <<<"$PROMOTED"))"
 
 step "deploy release $RELEASE: 2-node gloo training in local containers"
 rm -rf .paddlecd/train-output
-DEPLOYED=$($INV deploy --release "$RELEASE" --job examples/train.yaml --nodes 2 --cluster local --json)
+DEPLOYED=$($INV deploy --release "$RELEASE" --job examples/train.yaml --nodes 2 --cluster local \
+  --json)
 MODEL=$(field model <<<"$DEPLOYED")
 echo "job $(field job_id <<<"$DEPLOYED") wrote its model to $MODEL"
 

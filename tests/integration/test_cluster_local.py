@@ -271,3 +271,20 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
         for ref in (f"{settings.candidate_repo}:cpu-test", plan.target.reference):
             engine.remove_image(ref)
     assert Path(location + ".pdiparams").is_file()
+
+
+def test_deploy_json_is_the_model_a_script_hands_to_upload(image_by_digest, tmp_path):
+    """issue 12: `deploy --json` prints one document (rank logs and the plan go to stderr) naming
+    the job, the image digest and the model prefix it wrote, as demo.sh reads them."""
+    import json
+
+    job = write_job(tmp_path, steps=50)
+    result = invoke("deploy", "--image", image_by_digest, "--job", str(job), "--cluster", "local",
+                    "--json", env=clean_env(drop=("PADDLECD_",)), timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    doc = json.loads(result.stdout)
+    assert doc["executed"] is True and doc["digest"] == image_by_digest.split("@")[1]
+    assert doc["model"] == str(tmp_path / "out" / "model")
+    assert doc["output_path"] == str(tmp_path / "out")
+    assert Path(doc["model"] + ".pdiparams").is_file() and "[rank 1]" in result.stderr
+    assert leftovers(doc["job_id"]) == []

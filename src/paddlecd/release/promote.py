@@ -97,7 +97,8 @@ class Released:
     Attributes:
         action: ``promote`` or ``rollback``. variant, version: the release is
             ``<version>-<variant>`` (:attr:`release`).
-        digest: ``sha256:…`` released. reference: ``host/repo@sha256:…`` in the release repository.
+        digest: ``sha256:…`` released.
+        reference: ``host/repo@sha256:…`` in the release repository.
         executed: False when only planned (``--dry-run``): then ``written`` is empty and
             ``planned`` says what a run with ``--yes`` writes.
         planned: the planned tag writes, each ``{"tag", "digest", "moving", "previous"}``
