@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 import traceback
 
@@ -27,7 +28,9 @@ OTHER_DYNAMIC = 8  # size given to a dynamic non-batch dimension when no referen
 def main(argv: list[str]) -> int:
     folder, prefix, fmt, out, spec, rtol, atol, batches = argv
     result = {"format": fmt, "rtol": float(rtol), "atol": float(atol),
-              "batches": [int(b) for b in batches.split(",")], "cases": []}
+              "batches": [int(b) for b in batches.split(",")], "cases": [],
+              # the wheel tag the ONNX conversion needs (artifacts/onnx.py)
+              "python": "%d.%d" % sys.version_info[:2], "machine": platform.machine()}
     try:
         run(result, folder, prefix, fmt, json.loads(spec))
     finally:

@@ -13,6 +13,7 @@ one-line cause and its fix (:data:`CAUSES`).
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 
 from paddlecd import engine
 from paddlecd.artifacts import manifest as am
+from paddlecd.artifacts import onnx as onnx_out
 from paddlecd.artifacts import program
 from paddlecd.errors import ConfigError, EngineError, ModelCheckError
 from paddlecd.files import now_iso
@@ -62,6 +64,25 @@ CAUSES: dict[str, tuple[str, str]] = {
         "check with a Paddle runtime image, e.g. a release of the cpu variant",
     ),
     "error": ("the export failed to load or run", "see the message in check.json"),
+    # --onnx (artifacts/onnx.py): paddle2onnx in the runtime image, ONNX Runtime on this host
+    "onnx-install": (
+        "the pinned paddle2onnx wheel does not install in the runtime image",
+        "check the image's python3 -m pip and Python version against the wheel cache "
+        "(<state>/wheels)",
+    ),
+    "onnx-unsupported": (
+        f"paddle2onnx {onnx_out.PADDLE2ONNX_VERSION} does not accept an export in this runtime: "
+        "it needs Paddle >= 3.0 (it reads PIR .json, and .pdmodel translated to PIR)",
+        "convert in a Paddle 3.x image (artifacts.check --onnx --image <3.x release>)",
+    ),
+    "onnx-convert": (
+        "paddle2onnx could not convert the program",
+        "see the message (an operator it lacks?); try another --onnx-opset",
+    ),
+    "onnx-mismatch": (
+        "the ONNX Runtime outputs differ from the reference outputs beyond the tolerance",
+        "compare another --onnx-opset, or re-record the references if they are stale",
+    ),
 }
 
 
@@ -112,6 +133,8 @@ class CheckResult:
         passed: every case passed. limited: no reference outputs, so only load + shapes checked.
         rtol, atol: the tolerance of ``numpy.allclose``. batches: the batch sizes fed.
         inputs: the InputSpec fed (``[{"name", "shape", "dtype"}]``, ``-1`` dynamic).
+        onnx: the ONNX output (``--onnx``) when it was converted; its cases (``onnx/convert``,
+            ``onnxruntime/batch-<n>``) are in ``cases``.
     """
 
     model: str
@@ -129,6 +152,7 @@ class CheckResult:
     created: str
     duration_s: float
     flags: dict[str, str] = field(default_factory=dict)
+    onnx: onnx_out.OnnxOutput | None = None
 
     @property
     def failed(self) -> tuple[Case, ...]:
@@ -142,12 +166,13 @@ class CheckResult:
             return "failed"
         return "passed (load + shapes only)" if self.limited else "passed"
 
-    def error(self) -> ModelCheckError | None:
+    def error(self, *, onnx_only: bool = False) -> ModelCheckError | None:
         """The first failure as one error: its cause, the case, the loader's message; the fix as
-        the hint. None when the check passed."""
-        if not self.failed:
+        the hint. None when the check passed (``onnx_only``: when its ONNX cases passed)."""
+        failed = [c for c in self.failed if not onnx_only or c.name.startswith("onnx")]
+        if not failed:
             return None
-        first = next((c for c in self.failed if c.code != "error"), self.failed[0])
+        first = next((c for c in failed if c.code != "error"), failed[0])
         cause, fix = CAUSES[first.code or "error"]
         detail = first.message.splitlines()[0][:300] if first.message else ""
         return ModelCheckError(
@@ -174,6 +199,7 @@ class CheckResult:
             "created": self.created,
             "duration_s": self.duration_s,
             "flags": dict(self.flags),
+            "onnx": self.onnx.to_json() if self.onnx else None,
         }
 
     @classmethod
@@ -199,6 +225,7 @@ class CheckResult:
             doc["created"],
             doc["duration_s"],
             dict(doc.get("flags") or {}),
+            onnx_out.OnnxOutput.from_json(doc["onnx"]) if doc.get("onnx") else None,
         )
 
     def junit(self) -> bytes:
@@ -250,6 +277,10 @@ def check_folder(
     batch: int = 3,
     no_pir: bool = False,
     on_line: Echo | None = None,
+    onnx: bool = False,
+    opset: int = onnx_out.DEFAULT_OPSET,
+    onnx_rtol: float = onnx_out.ONNX_RTOL,
+    onnx_atol: float = onnx_out.ONNX_ATOL,
 ) -> CheckResult:
     """Check the export in ``folder`` inside ``image`` and write ``check.json`` and
     ``check.junit.xml`` next to it.
@@ -258,19 +289,28 @@ def check_folder(
         image: the runtime image (see :func:`resolve_image`).
         batch: the second batch size fed (the first is 1), >= 2.
         no_pir: run with ``FLAGS_enable_pir_api=0`` (the flag path for 2.x programs).
+        onnx: also convert it with paddle2onnx in ``image`` (opset ``opset``, 7..19) and check
+            the ``.onnx`` with ONNX Runtime within ``onnx_rtol``/``onnx_atol``; it is written
+            next to the export as ``<prefix>.onnx`` (an old one is removed first).
 
     Returns:
         The record; ``passed`` False when a case failed (``error()`` says why).
 
     Raises:
-        ConfigError: not an export, bad tolerance or batch. ModelCheckError: the image has no
-            Paddle (no record is written). EngineError, RegistryError: the image cannot be run.
+        ConfigError: not an export, bad tolerance, batch or opset; ``--onnx`` without ONNX
+            Runtime on this host. ModelCheckError: the image has no Paddle (no record is
+            written). EngineError, RegistryError: the image cannot be run.
     """
-    if batch < 2 or rtol < 0 or atol < 0:
+    bad_onnx = onnx and (not 7 <= opset <= 19 or onnx_rtol < 0 or onnx_atol < 0)
+    if batch < 2 or rtol < 0 or atol < 0 or bad_onnx:
         raise ConfigError(
-            f"bad check parameters (batch {batch}, rtol {rtol}, atol {atol})",
-            "use --batch >= 2 and non-negative --rtol/--atol",
+            f"bad check parameters (batch {batch}, rtol {rtol}, atol {atol}"
+            + (f", onnx opset {opset}, rtol {onnx_rtol}, atol {onnx_atol})" if onnx else ")"),
+            "use --batch >= 2, non-negative tolerances and --onnx-opset 7..19 "
+            "(paddle2onnx's range)",
         )
+    if onnx:
+        onnx_out.require_runtime()
     export = am.find_export(folder)
     specs = program.inputs_of(export.folder, export.prefix, export.format)
     reference = resolve_image(settings, image)
@@ -301,16 +341,53 @@ def check_folder(
     )
     started = time.monotonic()
     loader = _run(spec, settings.verify.timeout, on_line)
+    flags = {"FLAGS_enable_pir_api": "0"} if no_pir else {}
+    converted = None
+    if onnx:
+        converted = _onnx(settings, export, loader, image=reference, opset=opset, env=flags,
+                          rtol=onnx_rtol, atol=onnx_atol, on_line=on_line)
     record = _record(
         loader,
         name or export.folder.name,
         reference,
         export.format,
         time.monotonic() - started,
-        {"FLAGS_enable_pir_api": "0"} if no_pir else {},
+        flags,
+        converted,
     )
     save(record, export.folder)
     return record
+
+
+def _onnx(
+    settings: Any,
+    export: am.Export,
+    loader: dict[str, Any],
+    *,
+    image: str,
+    opset: int,
+    env: dict[str, str],
+    rtol: float,
+    atol: float,
+    on_line: Echo | None,
+) -> tuple[onnx_out.OnnxOutput | None, list[dict[str, Any]]]:
+    """Convert in the runtime image, check parity here; the loader's cases gain ``onnx/*``."""
+    (export.folder / f"{export.prefix}.onnx").unlink(missing_ok=True)  # never a stale one
+    path, converter = onnx_out.convert(
+        settings, export, image=image, python=loader.get("python") or "3.11",
+        machine=loader.get("machine") or "x86_64", opset=opset, env=env, on_line=on_line)
+    if path is None:
+        return None, [{"name": "onnx/convert", "passed": False, "code": converter["code"],
+                       "message": converter.get("message", "")}]
+    batches = tuple(loader["batches"])
+    cases = onnx_out.parity(path, export.folder, inputs=loader.get("inputs"), batches=batches,
+                            rtol=rtol, atol=atol)
+    out = onnx_out.output(path, export.folder, prefix=export.prefix, converter=converter,
+                          image=image, cases=cases, rtol=rtol, atol=atol, batches=batches)
+    shutil.rmtree(path.parent, ignore_errors=True)
+    done = {"name": "onnx/convert", "passed": True, "code": None,
+            "message": f"paddle2onnx {out.paddle2onnx}, opset {out.opset}, {out.size} B"}
+    return out, [done, *cases]
 
 
 def _pull(reference: str) -> None:
@@ -361,9 +438,16 @@ def _no_paddle(image: str, detail: str) -> ModelCheckError:
 
 
 def _record(
-    doc: dict[str, Any], model: str, image: str, fmt: str, seconds: float, flags: dict[str, str]
+    doc: dict[str, Any],
+    model: str,
+    image: str,
+    fmt: str,
+    seconds: float,
+    flags: dict[str, str],
+    converted: tuple[onnx_out.OnnxOutput | None, list[dict[str, Any]]] | None = None,
 ) -> CheckResult:
-    cases = tuple(Case.from_json(c) for c in doc["cases"])
+    onnx, onnx_cases = converted or (None, [])
+    cases = tuple(Case.from_json(c) for c in [*doc["cases"], *onnx_cases])
     return CheckResult(
         model=model,
         image=image,
@@ -380,6 +464,7 @@ def _record(
         created=now_iso(),
         duration_s=round(seconds, 3),
         flags=flags,
+        onnx=onnx,
     )
 
 
@@ -394,7 +479,9 @@ def check_stored(
 ) -> CheckResult:
     """Check ``<name>/<version>`` of ``store`` (default: its highest complete version): download
     it (sha256-verified), check it (:func:`check_folder`), store ``check.json`` and
-    ``check.junit.xml`` next to its ``manifest.json``.
+    ``check.junit.xml`` next to its ``manifest.json``. With ``onnx=True`` and a converted model,
+    ``<prefix>.onnx`` is stored beside the Paddle files and the manifest, rewritten last, lists
+    it (``files`` and ``onnx``: opset, paddle2onnx, parity).
 
     Raises:
         as :func:`check_folder`; StorageError: no such model, or the store failed.
@@ -411,8 +498,15 @@ def check_stored(
         record = check_folder(
             settings, tmp / "model", image=image, name=f"{name} {version}", **options
         )
+        prefix = f"{name}/{version}/"
+        if record.onnx is not None:
+            store.put_file(tmp / "model" / record.onnx.path, prefix + record.onnx.path)
         for f in (CHECK_JSON, CHECK_JUNIT):
-            store.put_bytes((tmp / "model" / f).read_bytes(), f"{name}/{version}/{f}")
+            store.put_bytes((tmp / "model" / f).read_bytes(), prefix + f)
+        if record.onnx is not None:  # last: a reader that finds the entry finds the file
+            doc = json.loads((tmp / "model" / am.MANIFEST).read_text())
+            doc = am.with_onnx(doc, record.onnx.to_json(), where=f"{store.url}/{prefix}")
+            store.put_bytes(am.manifest_bytes(doc), prefix + am.MANIFEST)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return record

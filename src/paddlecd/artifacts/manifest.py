@@ -138,6 +138,7 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
     files = [prefix + s for s in programs] + [prefix + ".pdiparams"]
     files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
     files += [n for n in REFERENCE_FILES if n in names]
+    files += [prefix + ".onnx"] if prefix + ".onnx" in names else []  # artifacts.check --onnx
     return Export(folder, prefix, PROGRAM_SUFFIXES[programs[0]], tuple(files))
 
 
@@ -214,12 +215,14 @@ def build_manifest(
     created: dt.datetime | None = None,
     paddle_version_from: str | None = None,
     input_spec: list[dict[str, Any]] | None = None,
+    onnx: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest document (validated against the schema). ``created`` defaults to now (UTC).
 
     ``paddle_version_from`` says where ``paddle_version`` came from: ``flag`` (given) or ``image``
     (the producing image's label); ``input_spec``: ``[{"name", "shape", "dtype"}]`` read from the
-    program (None for a legacy program, whose inputs only Paddle can read).
+    program (None for a legacy program, whose inputs only Paddle can read); ``onnx``: the ONNX
+    output's record (:func:`onnx_record`), whose file is one of ``entries``.
     """
     when = (created or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
     doc = {
@@ -238,6 +241,8 @@ def build_manifest(
         "created": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "tool": f"paddlecd {__version__}",
     }
+    if onnx is not None:
+        doc["onnx"] = onnx
     return validate_manifest(doc, where=f"manifest of {name} {version}", error=ConfigError)
 
 
@@ -263,6 +268,43 @@ def validate_manifest(
             "see src/paddlecd/schemas/artifact-manifest.schema.json",
         )
     return doc
+
+
+def with_onnx(doc: dict[str, Any], onnx: dict[str, Any], *, where: str) -> dict[str, Any]:
+    """``doc`` listing the ONNX output ``onnx`` (``OnnxOutput.to_json()``): its file in ``files``
+    (replacing an older one of that name) and the record as ``onnx``; validated.
+
+    Raises:
+        ConfigError: the result does not match the schema (naming ``where``).
+    """
+    entry = {"path": onnx["path"], "size": onnx["size"], "sha256": onnx["sha256"]}
+    files = [f for f in doc["files"] if f["path"] != onnx["path"]] + [entry]
+    return validate_manifest({**doc, "files": files, "onnx": onnx}, where=where)
+
+
+def onnx_record(export: Export) -> dict[str, Any] | None:
+    """The ONNX output's record for an export folder that holds ``<prefix>.onnx``: the ``onnx``
+    of the folder's ``check.json`` (written by ``artifacts.check --onnx``), which must name the
+    file's sha256. None when the folder holds no ``.onnx``.
+
+    Raises:
+        ConfigError: a ``.onnx`` without a record of its conversion and parity, or a different one.
+    """
+    name = f"{export.prefix}.onnx"
+    if name not in export.files:
+        return None
+    try:
+        record = json.loads((export.folder / CHECK_JSON).read_text()).get("onnx")
+    except (OSError, ValueError, AttributeError):
+        record = None
+    have = hash_file(export.folder / name).sha256
+    if not record or record.get("sha256") != have or record.get("path") != name:
+        raise ConfigError(
+            f"{export.folder / name} has no conversion record: check.json "
+            + ("lists no ONNX output" if not record else "names another file (sha256 differs)"),
+            f"run invoke artifacts.check {export.folder} --image IMAGE --onnx, or delete {name}",
+        )
+    return record
 
 
 def entries_of(doc: dict[str, Any]) -> dict[str, FileEntry]:

@@ -119,7 +119,8 @@ def plan_upload(
         overwrite: replace a different model already stored under this name and version.
 
     Raises:
-        ConfigError: bad name, version, image reference, metrics file, or not a jit.save export.
+        ConfigError: bad name, version, image reference, metrics file, or not a jit.save export;
+            a ``<prefix>.onnx`` without its ``check.json`` record, or whose parity failed.
         StorageError: the store is unreachable/refuses us, or (without ``overwrite``) the version
             already holds a different model.
     """
@@ -133,6 +134,7 @@ def plan_upload(
         "paddle_version": paddle_version or image_paddle,
         "paddle_version_from": "flag" if paddle_version else "image" if image_paddle else None,
         "input_spec": None if specs is None else [s.to_json() for s in specs],
+        "onnx": _onnx_record(export),
     }
     store.check()
     prefix = f"{name}/{version}/"
@@ -154,6 +156,19 @@ def plan_upload(
         overwrite=overwrite,
     )
     return _decide(plan, store, old, overwrite=overwrite)
+
+
+def _onnx_record(export: am.Export) -> dict[str, Any] | None:
+    """The folder's ONNX output (issue 13), refused when its parity check failed."""
+    record = am.onnx_record(export)
+    if record is not None and record["parity"] == "failed":
+        raise ConfigError(
+            f"{export.folder / record['path']} failed its ONNX Runtime parity check "
+            f"(max abs error {record['max_abs_err']}, rtol {record['rtol']}, "
+            f"atol {record['atol']})",
+            "see check.json; delete the .onnx to upload the Paddle files alone",
+        )
+    return record
 
 
 def _decide(

@@ -34,6 +34,8 @@ STORE_HELP = (
         "dry_run": "print the plan, write nothing",
         "json": "print the uploaded version (URL, manifest digest, files, action) as one JSON "
         "document on stdout",
+        "onnx": "first convert the export to ONNX in --image (paddle2onnx) and check it with "
+        "ONNX Runtime (artifacts.check --onnx); <prefix>.onnx is uploaded beside it",
     },
 )
 @guarded
@@ -49,6 +51,7 @@ def upload(
     overwrite=False,
     dry_run=False,
     json=False,
+    onnx=False,
 ):
     """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
 
@@ -59,7 +62,10 @@ def upload(
     interrupted upload are deleted by the next one. S3 endpoint, region, addressing and multipart
     knobs: the storage.* settings (PADDLECD_STORAGE_ENDPOINT_URL, ...); credentials: the standard
     AWS chain. --json prints url, action (create/overwrite/unchanged), files, bytes and the
-    manifest's sha256 digest (paddlecd.artifacts.transfer.Uploaded).
+    manifest's sha256 digest (paddlecd.artifacts.transfer.Uploaded). A <prefix>.onnx in the
+    folder (from artifacts.check --onnx, or --onnx here) is uploaded and listed in the manifest
+    with its opset, paddle2onnx version and ONNX Runtime parity, from the folder's check.json;
+    one without that record, or whose parity failed, is refused.
 
     Example:
       invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
@@ -76,6 +82,8 @@ def upload(
     store = arts.store_for(cfg, to)
     artifact_manifest.parse_image(image)  # a reference without a digest fails before any lookup
     image_paddle, unknown = (None, None) if paddle_version else runtime.declared_paddle(cfg, image)
+    if onnx:
+        _convert_for_upload(cfg, Path(model_dir), image, dry_run=dry_run)
     plan = arts.plan_upload(
         store,
         Path(model_dir),
@@ -104,6 +112,26 @@ def upload(
         f"{'unchanged' if plan.action == 'unchanged' else 'uploaded'}: {plan.url} "
         f"({plan.bytes_to_move} bytes moved)"
     )
+
+
+def _convert_for_upload(cfg, model_dir: Path, image: str | None, *, dry_run: bool) -> None:
+    """upload --onnx: the ONNX output made and checked in --image before anything is planned."""
+    from paddlecd.artifacts import check as model_check
+
+    if not image:
+        raise ConfigError(
+            "upload --onnx needs --image (the image paddle2onnx runs in)",
+            "pass --image repo@sha256:... of the image that produced the model",
+        )
+    if dry_run:
+        say(f"dry run: would convert {model_dir} to ONNX in {image} and check it (not run)")
+        return
+    record = model_check.check_folder(cfg, model_dir, image=image, onnx=True,
+                                      on_line=lambda line: say(f"  | {line}"))
+    error = record.error(onnx_only=True)
+    if error:
+        raise error
+    say(f"onnx: {record.onnx.path} opset {record.onnx.opset}, parity {record.onnx.parity}")
 
 
 @task(
@@ -147,11 +175,28 @@ def download(c, url, dest):
         "atol": "absolute tolerance against the reference outputs (default 1e-6)",
         "no_pir": "run with FLAGS_enable_pir_api=0 (Paddle 2.x programs in a 3.x runtime)",
         "json": common.JSON_HELP,
+        "onnx": "also convert to <prefix>.onnx with paddle2onnx 2.1.0 in IMAGE and check it with "
+        "ONNX Runtime against the same references (stored beside the model, in the manifest)",
+        "onnx_opset": "ONNX opset asked of paddle2onnx, 7..19 (default 13; it may raise it)",
+        "onnx_rtol": "relative tolerance of the ONNX Runtime parity (default 1e-4)",
+        "onnx_atol": "absolute tolerance of the ONNX Runtime parity (default 1e-5)",
     }
 )
 @guarded
 def check(
-    c, model, image=None, store=None, batch=3, rtol=1e-5, atol=1e-6, no_pir=False, json=False
+    c,
+    model,
+    image=None,
+    store=None,
+    batch=3,
+    rtol=1e-5,
+    atol=1e-6,
+    no_pir=False,
+    json=False,
+    onnx=False,
+    onnx_opset=13,
+    onnx_rtol=1e-4,
+    onnx_atol=1e-5,
 ):
     """Load a model inside its runtime image and compare it with its reference outputs.
 
@@ -160,6 +205,10 @@ def check(
     Without references only loading and output shapes are checked, and the result says so. The
     record (check.json + check.junit.xml) is stored next to manifest.json; artifacts.list shows
     it. Exit 6 with the cause and its fix when the model does not load or run there.
+    --onnx converts it in IMAGE with the pinned paddle2onnx (installed into the check container
+    from a wheel cache in the state folder) and runs the .onnx with ONNX Runtime on this host
+    at the same batch sizes (--onnx-rtol/--onnx-atol); paddle2onnx 2.1.0 takes PIR .json and
+    legacy .pdmodel exports, in a Paddle 3.x image only.
 
     Example: invoke artifacts.check linear-demo/1.4.0 --image 1.4.0-cpu
     """
@@ -174,6 +223,10 @@ def check(
         "atol": float(atol),
         "no_pir": no_pir,
         "on_line": lambda line: say(f"  | {line}"),
+        "onnx": onnx,
+        "opset": int(onnx_opset),
+        "onnx_rtol": float(onnx_rtol),
+        "onnx_atol": float(onnx_atol),
     }
     if Path(model).exists():
         record = model_check.check_folder(cfg, Path(model), **options)
@@ -198,6 +251,9 @@ def check(
         result(
             f"{record.status}: {record.model} in {record.image} "
             f"(Paddle {record.paddle_version}, rtol {record.rtol:g}, atol {record.atol:g})"
+            + (f"; onnx {record.onnx.path} opset {record.onnx.opset}, parity "
+               f"{record.onnx.parity} (rtol {record.onnx.rtol:g}, atol {record.onnx.atol:g})"
+               if record.onnx else "")
         )
 
 
@@ -258,3 +314,32 @@ def _row(v: dict) -> tuple[str, ...]:
         metrics or "-",
         check.get("status") or "-",
     )
+
+
+@task(
+    help={
+        "model": "[<store-url>/]<name>[@<version>] (default: the highest complete version)",
+        "json": common.JSON_HELP,
+    }
+)
+@guarded
+def show(c, model, json=False):
+    """Show one stored model version: its manifest and its check.
+
+    Files (size, sha256), format and model prefix, the Paddle version and where it came from
+    (the image's label or a flag), the InputSpec, the producing image, the ONNX output (opset,
+    paddle2onnx, ONNX Runtime parity) and the stored artifacts.check result. --json prints
+    {"url", "name", "version", "manifest", "check"}.
+
+    Example: invoke artifacts.show linear-demo@1.4.0
+    """
+    from paddlecd.artifacts import show as shown
+    from paddlecd.artifacts import transfer as arts
+
+    cfg = settings()
+    where, version = shown.split_version(model)
+    base, (name,) = arts.split_model_url(where, cfg, parts=1)
+    record = shown.show(arts.store_for(cfg, base), name, version)
+    if json:
+        return common.json_result(record.to_json())
+    result("\n".join(record.lines()))

@@ -1,0 +1,128 @@
+"""One stored model version as a person or a script reads it: ``invoke artifacts.show``.
+
+Issue 13: the manifest (files, format, Paddle version and where it came from, InputSpec, the
+producing image, the ONNX output) and the stored model check (``check.json``: status, the image
+it ran in, its cases, the ONNX parity), read from the store, nothing computed anew.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from paddlecd.artifacts import manifest as am
+from paddlecd.artifacts import transfer
+from paddlecd.errors import ConfigError, StorageError
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A stored version: ``url`` (``<store>/<name>/<version>``), its ``manifest`` (validated) and
+    its ``check`` record (None: never checked; ``{"status": "invalid", …}``: unreadable)."""
+
+    url: str
+    name: str
+    version: str
+    manifest: dict[str, Any]
+    check: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"url", "name", "version", "manifest", "check"}`` (``artifacts.show --json``)."""
+        return {"url": self.url, "name": self.name, "version": self.version,
+                "manifest": self.manifest, "check": self.check}
+
+    def lines(self) -> list[str]:
+        """The version for humans, one fact a line."""
+        doc = self.manifest
+        paddle = (f"{doc['paddle_version']} (from the {doc.get('paddle_version_from')})"
+                  if doc["paddle_version"] else "unknown (no --image label, no --paddle-version)")
+        out = [f"{self.name} {self.version}  {self.url}",
+               f"  format      {doc['format']} (prefix {doc['model_prefix']})",
+               f"  paddle      {paddle}",
+               f"  image       {(doc['image'] or {}).get('reference') or '-'}",
+               f"  input_spec  {_specs(doc.get('input_spec'))}",
+               f"  created     {doc['created']}  git {doc['git_revision'] or '-'}  "
+               f"{doc.get('tool') or ''}".rstrip()]
+        if doc["metrics"]:
+            metrics = ", ".join(f"{k}={v:g}" for k, v in doc["metrics"].items())
+            out.append(f"  metrics     {metrics}")
+        out.append("  files")
+        out += [f"    {f['path']}  {f['size']} B  sha256:{f['sha256'][:12]}" for f in doc["files"]]
+        out.append(f"  onnx        {_onnx(doc.get('onnx'))}")
+        out.append(f"  check       {_check(self.check)}")
+        return out
+
+
+def _specs(specs: list[dict[str, Any]] | None) -> str:
+    if not specs:
+        return "- (a legacy program: artifacts.check reads it in the runtime image)"
+    return "; ".join(f"{s['name']} {s['shape']} {s['dtype']}" for s in specs)
+
+
+def _onnx(o: dict[str, Any] | None) -> str:
+    if not o:
+        return "- (artifacts.check NAME --image IMAGE --onnx adds one)"
+    err = "" if o["max_abs_err"] is None else f", max abs error {o['max_abs_err']:.3g}"
+    return (f"{o['path']}  opset {o['opset']}, paddle2onnx {o['paddle2onnx']} in {o['image']} "
+            f"(Paddle {o['paddle_version']}); onnxruntime {o['onnxruntime']} parity "
+            f"{o['parity']} (rtol {o['rtol']:g}, atol {o['atol']:g}, batches "
+            f"{','.join(map(str, o['batches']))}{err})")
+
+
+def _check(c: dict[str, Any] | None) -> str:
+    if c is None:
+        return "- (never checked: invoke artifacts.check NAME --image IMAGE)"
+    if c.get("status") == "invalid":
+        return "invalid check.json (re-run artifacts.check)"
+    cases = c.get("cases") or []
+    bad = [f"{x['name']} ({x['code']})" for x in cases if not x["passed"]]
+    return (f"{c['status']} in {c['image']} (Paddle {c['paddle_version']}, {c['created']}): "
+            f"{len(cases) - len(bad)}/{len(cases)} cases passed"
+            + (f"; failed: {', '.join(bad)}" if bad else ""))
+
+
+def split_version(arg: str) -> tuple[str, str | None]:
+    """``[<store-url>/]<name>[@<version>]`` → ``("[<store-url>/]<name>", version or None)``.
+
+    Raises:
+        ConfigError: an empty version after ``@``, or a bad version.
+    """
+    base, at, version = arg.rpartition("@")
+    if not at:
+        return arg, None
+    if not version:
+        raise ConfigError(f"'{arg}': no version after '@'", "write NAME@1.4.0, or NAME alone")
+    return base, am.check_version(version)
+
+
+def show(store: Any, name: str, version: str | None = None) -> Shown:
+    """``<name>/<version>`` of ``store`` (default: its highest complete version).
+
+    Raises:
+        ConfigError: bad name or version. StorageError: no such model or version (or it is an
+            unfinished upload), the store failed. InvalidManifestError: the manifest is invalid.
+    """
+    if version is None:
+        complete = [v["version"] for v in transfer.list_model(store, name) if v["complete"]]
+        if not complete:
+            raise StorageError(f"{store.url}/{name} has no complete version", "upload one first")
+        version = complete[-1]
+    am.check_name(name)
+    prefix = f"{name}/{version}/"
+    doc = transfer.read_manifest(store, prefix)
+    if doc is None:
+        raise StorageError(f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
+                           f"invoke artifacts.list {store.url}/{name}")
+    return Shown(f"{store.url}/{name}/{version}", name, version, doc, _check_record(store, prefix))
+
+
+def _check_record(store: Any, prefix: str) -> dict[str, Any] | None:
+    raw = store.get_bytes(prefix + am.CHECK_JSON)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        return doc if isinstance(doc, dict) and "status" in doc else {"status": "invalid"}
+    except ValueError:
+        return {"status": "invalid"}
