@@ -1,0 +1,194 @@
+"""The ONNX output of artifacts.check (issue 13), without containers: the pins, ONNX Runtime
+parity on a real ONNX model (built with onnx.helper, run by the pinned onnxruntime), the record in
+check.json and the manifest, and what upload accepts. The conversion itself runs in the runtime
+image: tests/integration/test_artifacts_onnx.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from paddlecd.artifacts import check as model_check
+from paddlecd.artifacts import manifest as am
+from paddlecd.artifacts import onnx as onnx_out
+from paddlecd.artifacts import transfer as arts
+from paddlecd.artifacts.storage.file import FileStore
+from paddlecd.errors import ConfigError
+
+ROOT = Path(__file__).parents[2]
+DATA = ROOT / "tests" / "data" / "artifacts"
+W = np.arange(8, dtype="float32").reshape(4, 2) / 10
+
+
+def _linear_onnx(path: Path, *, fixed_batch: bool = False) -> Path:
+    """y = x @ W with x: [N, 4] (N dynamic unless ``fixed_batch``): opset 13."""
+    batch = 1 if fixed_batch else "N"
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])], "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 2])],
+        [helper.make_tensor("W", TensorProto.FLOAT, [4, 2], W.flatten().tolist())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # onnxruntime 1.32 reads IR <= 10; 8 is what opset 13 shipped with
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def _refs(folder: Path, *, offset: float = 0.0) -> None:
+    x = np.random.default_rng(1).normal(size=(4, 4)).astype("float32")
+    np.savez(folder / am.REFERENCE_INPUTS, x=x)
+    np.savez(folder / am.REFERENCE_OUTPUTS, output_0=x @ W + offset)
+
+
+def _parity(tmp_path, **kw):
+    return onnx_out.parity(_linear_onnx(tmp_path / "m.onnx", **kw), tmp_path,
+                           inputs=[{"name": "x", "shape": [-1, 4], "dtype": "float32"}],
+                           batches=(1, 3), rtol=onnx_out.ONNX_RTOL, atol=onnx_out.ONNX_ATOL)
+
+
+def test_the_pins_are_the_ones_in_pyproject():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'"paddle2onnx=={onnx_out.PADDLE2ONNX_VERSION}"' in text
+    assert f'"onnxruntime=={onnx_out.ONNXRUNTIME_VERSION}"' in text
+    import onnxruntime
+
+    assert onnxruntime.__version__ == onnx_out.ONNXRUNTIME_VERSION  # the venv holds the pin
+    assert onnx_out.REQUIREMENT == f"paddle2onnx=={onnx_out.PADDLE2ONNX_VERSION}"
+    assert re.search(rf"paddle2onnx=={onnx_out.PADDLE2ONNX_VERSION}\b",
+                     (ROOT / "README.md").read_text())
+
+
+def test_parity_passes_at_both_batch_sizes(tmp_path):
+    _refs(tmp_path)
+    cases = _parity(tmp_path)
+    assert [c["name"] for c in cases] == ["onnxruntime/batch-1", "onnxruntime/batch-3"]
+    assert all(c["passed"] for c in cases), cases
+    assert cases[1]["shapes"] == [[3, 2]] and cases[1]["max_abs_err"] <= 1e-6
+
+
+def test_a_tampered_reference_fails_parity_with_the_onnx_cause(tmp_path):
+    _refs(tmp_path, offset=1e-3)  # above atol 1e-5 + rtol 1e-4 * |y| for these outputs
+    cases = _parity(tmp_path)
+    assert {c["code"] for c in cases} == {"onnx-mismatch"}
+    assert "max abs error 0.001" in cases[0]["message"]
+    cause, _ = model_check.CAUSES["onnx-mismatch"]
+    assert "ONNX Runtime outputs differ from the reference outputs" in cause
+
+
+def test_without_references_parity_is_shapes_only(tmp_path):
+    cases = _parity(tmp_path)
+    assert [c["message"] for c in cases] == ["shapes only (no reference outputs)"] * 2
+    assert all(c["passed"] and "max_abs_err" not in c for c in cases)
+
+
+def test_a_batch_fixed_in_the_onnx_fails_the_second_batch(tmp_path):
+    _refs(tmp_path)
+    first, second = _parity(tmp_path, fixed_batch=True)
+    assert first["passed"] and (second["passed"], second["code"]) == (False, "fixed-dim")
+
+
+def _output(**kw) -> onnx_out.OnnxOutput:
+    base = dict(path="inference.onnx", size=3, sha256="a" * 64, opset=13, paddle2onnx="2.1.0",
+                image="r/x@sha256:" + "b" * 64, paddle_version="3.0.0", onnxruntime="1.32.0",
+                parity="passed", rtol=1e-4, atol=1e-5, batches=(1, 3), max_abs_err=0.0)
+    return onnx_out.OnnxOutput(**{**base, **kw})
+
+
+def _record(onnx_case_ok: bool = True) -> model_check.CheckResult:
+    cases = (model_check.Case("load", True), model_check.Case("inference/batch-3", True),
+             model_check.Case("onnx/convert", True),
+             model_check.Case("onnxruntime/batch-3", onnx_case_ok,
+                              None if onnx_case_ok else "onnx-mismatch", "max abs error 0.1"))
+    return model_check.CheckResult(
+        model="m", image="r/x@sha256:" + "b" * 64, paddle_version="3.0.0",
+        format="paddle-pir-json", pir_api=True, passed=onnx_case_ok, limited=False, rtol=1e-5,
+        atol=1e-6, batches=(1, 3), inputs=(), cases=cases, created="t", duration_s=1.0,
+        onnx=_output(parity="passed" if onnx_case_ok else "failed"))
+
+
+def test_the_check_record_carries_the_onnx_output():
+    record = _record()
+    doc = json.loads(json.dumps(record.to_json()))
+    assert doc["onnx"]["opset"] == 13 and doc["onnx"]["batches"] == [1, 3]
+    assert model_check.CheckResult.from_json(doc) == record
+    assert model_check.CheckResult.from_json({**doc, "onnx": None}).onnx is None
+
+
+def test_an_onnx_failure_is_named_and_onnx_only_sees_it():
+    record = _record(onnx_case_ok=False)
+    error = record.error(onnx_only=True)
+    assert "ONNX Runtime outputs differ" in error.cause and "onnxruntime/batch-3" in error.cause
+    assert _record().error(onnx_only=True) is None
+    assert b'failure message="the ONNX Runtime outputs differ' in record.junit()
+
+
+@pytest.mark.parametrize("opset", [6, 20])
+def test_an_opset_outside_paddle2onnx_range_is_refused_before_anything_runs(tmp_path, opset):
+    with pytest.raises(ConfigError, match=f"onnx opset {opset}"):
+        model_check.check_folder(None, tmp_path, image="x", onnx=True, opset=opset)
+
+
+def test_the_manifest_lists_the_onnx_file_and_record():
+    doc = {"schema_version": 1, "name": "m", "version": "1.0.0", "format": "paddle-pir-json",
+           "model_prefix": "inference", "image": None, "paddle_version": None,
+           "git_revision": None, "metrics": None, "created": "2026-01-01T00:00:00Z",
+           "files": [{"path": "inference.json", "size": 1, "sha256": "c" * 64},
+                     {"path": "inference.pdiparams", "size": 1, "sha256": "d" * 64}]}
+    listed = am.with_onnx(doc, _output().to_json(), where="here")
+    assert listed["files"][-1] == {"path": "inference.onnx", "size": 3, "sha256": "a" * 64}
+    assert listed["onnx"]["paddle2onnx"] == "2.1.0" and listed["onnx"]["parity"] == "passed"
+    assert len(am.with_onnx(listed, _output().to_json(), where="here")["files"]) == 3
+    with pytest.raises(ConfigError, match="invalid manifest at onnx/parity"):
+        am.with_onnx(doc, _output(parity="maybe").to_json(), where="here")
+
+
+def _folder_with_onnx(tmp_path: Path, record: dict | None) -> Path:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    shutil.copy(DATA / "pir-linear.json", folder / "inference.json")
+    (folder / "inference.pdiparams").write_bytes(b"\0" * 40)
+    (folder / "inference.onnx").write_bytes(b"onnx")
+    if record is not None:
+        (folder / am.CHECK_JSON).write_text(json.dumps({"onnx": record}))
+    return folder
+
+
+def _plan(tmp_path, folder):
+    return arts.plan_upload(FileStore(tmp_path / "store"), folder, name="m", version="1.0.0")
+
+
+def test_upload_lists_the_onnx_its_check_recorded(tmp_path):
+    sha = am.hash_file(_folder_with_onnx(tmp_path, None) / "inference.onnx").sha256
+    shutil.rmtree(tmp_path / "m")
+    folder = _folder_with_onnx(tmp_path, _output(sha256=sha, size=4).to_json())
+    plan = _plan(tmp_path, folder)
+    assert plan.manifest["onnx"]["sha256"] == sha and plan.manifest["onnx"]["opset"] == 13
+    assert "inference.onnx" in [e.path for e in plan.put]
+
+
+@pytest.mark.parametrize(("record", "cause"), [
+    (None, "has no conversion record: check.json lists no ONNX output"),
+    (_output().to_json(), "names another file (sha256 differs)"),
+])
+def test_upload_refuses_an_onnx_without_its_record(tmp_path, record, cause):
+    with pytest.raises(ConfigError, match=re.escape(cause)) as e:
+        _plan(tmp_path, _folder_with_onnx(tmp_path, record))
+    assert "--onnx" in e.value.hint
+    assert list(tmp_path.rglob(am.MANIFEST)) == []
+
+
+def test_upload_refuses_an_onnx_whose_parity_failed(tmp_path):
+    folder = _folder_with_onnx(tmp_path, None)
+    sha = am.hash_file(folder / "inference.onnx").sha256
+    (folder / am.CHECK_JSON).write_text(
+        json.dumps({"onnx": _output(sha256=sha, parity="failed", max_abs_err=0.1).to_json()}))
+    with pytest.raises(ConfigError, match="failed its ONNX Runtime parity check"):
+        _plan(tmp_path, folder)

@@ -1,0 +1,105 @@
+"""artifacts.show (issue 13) on a file:// store: the manifest and the stored check of one version,
+as lines for people and as one JSON document. (The S3 side: tests/integration/
+test_artifacts_onnx.py, against moto's server.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from paddlecd.artifacts import manifest as am
+from paddlecd.artifacts import show as shown
+from paddlecd.artifacts import transfer as arts
+from paddlecd.artifacts.storage.file import FileStore
+from paddlecd.errors import ConfigError, StorageError
+
+DATA = Path(__file__).parents[1] / "data" / "artifacts"
+IMAGE = "reg.example/paddlecd/release@sha256:" + "b" * 64
+
+
+def _stored(tmp_path: Path, version: str = "1.4.0", *, onnx: bool = False) -> FileStore:
+    folder = tmp_path / f"m-{version}"
+    folder.mkdir()
+    shutil.copy(DATA / "pir-linear.json", folder / "inference.json")
+    (folder / "inference.pdiparams").write_bytes(b"\0" * 40)
+    if onnx:
+        (folder / "inference.onnx").write_bytes(b"onnx bytes")
+        entry = am.hash_file(folder / "inference.onnx")
+        record = {"path": "inference.onnx", "size": entry.size, "sha256": entry.sha256,
+                  "opset": 13, "paddle2onnx": "2.1.0", "image": IMAGE, "paddle_version": "3.0.0",
+                  "onnxruntime": "1.32.0", "parity": "passed", "rtol": 1e-4, "atol": 1e-5,
+                  "batches": [1, 3], "max_abs_err": 2.5e-7}
+        (folder / am.CHECK_JSON).write_text(json.dumps({"onnx": record}))
+    store = FileStore(tmp_path / "store")
+    plan = arts.plan_upload(store, folder, name="ocr-det", version=version, image=IMAGE,
+                            image_paddle="3.0.0", metrics=None)
+    arts.upload(store, plan)
+    return store
+
+
+def test_show_prints_the_manifest_and_says_what_is_missing(tmp_path):
+    record = shown.show(_stored(tmp_path), "ocr-det", "1.4.0")
+    text = "\n".join(record.lines())
+    assert text.startswith(f"ocr-det 1.4.0  file://{tmp_path / 'store'}/ocr-det/1.4.0\n")
+    assert "format      paddle-pir-json (prefix inference)" in text
+    assert "paddle      3.0.0 (from the image)" in text
+    assert f"image       {IMAGE}" in text
+    assert "input_spec  x [-1, 4] float32" in text
+    assert "inference.pdiparams  40 B  sha256:" in text
+    assert "onnx        - (artifacts.check NAME --image IMAGE --onnx adds one)" in text
+    assert "check       - (never checked" in text
+
+
+def test_show_lists_the_onnx_output_and_the_stored_check(tmp_path):
+    store = _stored(tmp_path, onnx=True)
+    check = {"status": "failed", "image": IMAGE, "paddle_version": "3.0.0", "created": "t",
+             "cases": [{"name": "load", "passed": True, "code": None},
+                       {"name": "onnxruntime/batch-3", "passed": False, "code": "onnx-mismatch"}]}
+    store.put_bytes(json.dumps(check).encode(), f"ocr-det/1.4.0/{am.CHECK_JSON}")
+    record = shown.show(store, "ocr-det")  # no version: the highest complete one
+    text = "\n".join(record.lines())
+    assert ("onnx        inference.onnx  opset 13, paddle2onnx 2.1.0 in " + IMAGE) in text
+    assert "onnxruntime 1.32.0 parity passed (rtol 0.0001, atol 1e-05, batches 1,3, " \
+           "max abs error 2.5e-07)" in text
+    assert "1/2 cases passed; failed: onnxruntime/batch-3 (onnx-mismatch)" in text
+    doc = json.loads(json.dumps(record.to_json()))
+    assert set(doc) == {"url", "name", "version", "manifest", "check"}
+    assert doc["manifest"]["onnx"]["opset"] == 13 and doc["check"]["status"] == "failed"
+
+
+def test_show_takes_the_highest_version_and_an_unreadable_check_says_so(tmp_path):
+    store = _stored(tmp_path, "1.4.0")
+    folder = tmp_path / "m-1.4.0"
+    plan = arts.plan_upload(store, folder, name="ocr-det", version="1.10.0")
+    arts.upload(store, plan)
+    store.put_bytes(b"not json", f"ocr-det/1.10.0/{am.CHECK_JSON}")
+    record = shown.show(store, "ocr-det")
+    assert record.version == "1.10.0" and record.check == {"status": "invalid"}
+    assert "invalid check.json" in record.lines()[-1]
+
+
+@pytest.mark.parametrize(("arg", "want"), [
+    ("ocr-det", ("ocr-det", None)),
+    ("ocr-det@1.4.0", ("ocr-det", "1.4.0")),
+    ("s3://models/paddle/ocr-det@2.0.0-rc.1", ("s3://models/paddle/ocr-det", "2.0.0-rc.1")),
+])
+def test_name_at_version(arg, want):
+    assert shown.split_version(arg) == want
+
+
+@pytest.mark.parametrize(("arg", "cause"), [("ocr-det@", "no version after '@'"),
+                                            ("ocr-det@latest", "not semver")])
+def test_a_bad_version_is_one_line(arg, cause):
+    with pytest.raises(ConfigError, match=cause):
+        shown.split_version(arg)
+
+
+def test_an_unknown_version_or_model_is_a_storage_error(tmp_path):
+    store = _stored(tmp_path)
+    with pytest.raises(StorageError, match="no model at .*ocr-det/9.9.9/"):
+        shown.show(store, "ocr-det", "9.9.9")
+    with pytest.raises(StorageError, match="no model named 'other'"):
+        shown.show(store, "other")
