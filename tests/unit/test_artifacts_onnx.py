@@ -192,3 +192,21 @@ def test_upload_refuses_an_onnx_whose_parity_failed(tmp_path):
         json.dumps({"onnx": _output(sha256=sha, parity="failed", max_abs_err=0.1).to_json()}))
     with pytest.raises(ConfigError, match="failed its ONNX Runtime parity check"):
         _plan(tmp_path, folder)
+
+
+def test_the_pipeline_check_stage_takes_the_onnx_parameters():
+    from pathlib import Path as P
+
+    from paddlecd.errors import PipelineError
+    from paddlecd.pipeline import spec as pipeline_spec
+
+    def parse(params):
+        return pipeline_spec.parse({"schema": 1, "stages": [
+            {"stage": "promote"}, {"stage": "deploy", "with": {"job": "j.yaml"}},
+            {"stage": "upload", "with": {"name": "m"}},
+            {"stage": "check", "with": params}]}, P("pipelines/t.yaml"), "t")
+
+    stage = parse({"onnx": True, "onnx_opset": 17}).stages[-1]
+    assert stage.params == {"onnx": True, "onnx_opset": 17}
+    with pytest.raises(PipelineError, match="onnx_opset"):
+        parse({"onnx": True, "onnx_opset": 20})

@@ -181,6 +181,7 @@ def check(ctx: StageContext) -> None:
     """Check the uploaded model inside the promoted image (artifacts.check.check_stored); a
     model that does not load or match its references raises ModelCheckError (issue 13)."""
     from paddlecd.artifacts import check as model_check
+    from paddlecd.artifacts import onnx as onnx_out
     from paddlecd.artifacts import transfer as artifacts
 
     uploaded, promoted = ctx.inputs.get("upload", {}), ctx.inputs.get("promote", {})
@@ -197,6 +198,8 @@ def check(ctx: StageContext) -> None:
         atol=p.get("atol", model_check.ATOL),
         no_pir=bool(p.get("no_pir")),
         on_line=ctx.on_line,
+        onnx=bool(p.get("onnx")),
+        opset=p.get("onnx_opset", onnx_out.DEFAULT_OPSET),
     )
     ctx.outputs.update(
         status=record.status,
@@ -368,6 +371,13 @@ KINDS: dict[str, Kind] = {
                     "rtol": {"type": "number", "minimum": 0},
                     "atol": {"type": "number", "minimum": 0},
                     "no_pir": {"type": "boolean", "default": False},
+                    "onnx": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "also convert to ONNX in the image, check it with ONNX "
+                        "Runtime, store it beside the model (artifacts.check --onnx)",
+                    },
+                    "onnx_opset": {"type": "integer", "minimum": 7, "maximum": 19},
                 }
             ),
         ),
