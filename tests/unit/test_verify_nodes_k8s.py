@@ -332,3 +332,28 @@ def test_bad_verify_flags_exit_2_before_any_request(tmp_path, args, cause):
     assert result.returncode == 2, result.stderr
     assert cause in result.stderr and "hint:" in result.stderr
     assert api.requests == []
+
+
+def test_gpu_rank_logs_name_the_nccl_transport_per_node(tmp_path):
+    """GPU-only evidence from recorded NCCL_DEBUG=INFO lines (NVIDIA/nccl's log format): each
+    node's transport from its own logs, the union on the AllReduce check, the card for the
+    expectation table."""
+    logs = tmp_path / "logs" / "allreduce"
+    (logs / "rank-1").mkdir(parents=True)
+    (logs / "rank-0.log").write_text(
+        "gpu-a:312:340 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+        "gpu-a:312:340 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/0/GDRDMA\n"
+    )
+    (logs / "rank-1" / "workerlog.3").write_text(
+        "gpu-b:99:120 [3] NCCL INFO Channel 01/0 : 11[3] -> 12[4] via SHM/direct/direct\n"
+    )
+    check = nodes.judge("allreduce", ALLREDUCE, world_size=2, duration_s=1.0)
+    facts = [{**node(r, "j"), "gpu": "NVIDIA H100 80GB HBM3", "gpus": 8} for r in (1, 0)]
+    ran = nodes.finish([check], facts, [], logs=tmp_path / "logs", gpu=True)
+
+    assert [(f["rank"], f["transport"]) for f in ran.facts] == [(0, "IB+P2P"), (1, "SHM")]
+    assert ran.transports == ("IB", "P2P", "SHM")
+    assert ran.checks[0].metrics["transport"] == "IB+P2P+SHM"
+    assert ran.checks[0].metrics["gpu_name"] == "NVIDIA H100 80GB HBM3"
+    quiet = nodes.finish([check], [node(0, "j")], [], logs=tmp_path / "none", gpu=True)
+    assert quiet.facts[0]["transport"].startswith("not reported")

@@ -11,7 +11,9 @@ conditions and its pods every ``poll`` seconds and turns what it sees into event
 * ``Complete`` (Job) / ``Succeeded`` (PaddleJob) ends the watch; ``Failed`` (``BackoffLimitExceeded``,
   ``DeadlineExceeded``) raises with the tail of rank 0's log.
 
-Rank 0's log is streamed to ``on_line`` from a thread as soon as its container runs.
+Rank 0's log is streamed to ``on_line`` from a thread as soon as its container runs. A watch whose
+pods do not change reports their phases every :data:`PROGRESS_EVERY` seconds; ``timeout`` bounds
+it (``verify --nodes --cluster k8s``), leaving the job to the caller.
 """
 
 from __future__ import annotations

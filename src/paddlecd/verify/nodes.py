@@ -186,8 +186,12 @@ def finish(
         fact["transport"] = transport_label(names, gpu=gpu)
     ordered = tuple(n for n in nccl.NAMES if n in union)
     label = transport_label(ordered, gpu=gpu)
+    extra: dict[str, Any] = {"transport": label}
+    model = next((f["gpu"] for f in facts if f.get("gpu")), None)
+    if gpu and model:  # GPU-only: the card bandwidth.check looks up (no environment check here)
+        extra["gpu_name"] = model
     checks = [
-        dataclasses.replace(c, metrics={**c.metrics, "transport": label})
+        dataclasses.replace(c, metrics={**c.metrics, **extra})
         if c.name == WORKERS["allreduce"] and c.metrics
         else c
         for c in checks
