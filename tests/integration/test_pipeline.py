@@ -171,6 +171,7 @@ def release_root(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("release-root")
     shutil.copytree(ROOT / "images", root / "images", ignore=shutil.ignore_patterns("lock.yaml"))
+    shutil.copytree(ROOT / "smoke", root / "smoke")  # the check stage's loader lives there
     job = {
         "schema": 1,
         "name": "pipeline-train",

@@ -210,3 +210,12 @@ def test_the_pipeline_check_stage_takes_the_onnx_parameters():
     assert stage.params == {"onnx": True, "onnx_opset": 17}
     with pytest.raises(PipelineError, match="onnx_opset"):
         parse({"onnx": True, "onnx_opset": 20})
+
+
+def test_a_root_without_the_loader_is_named_before_any_container(tmp_path):
+    """The release pipeline's project root once lacked smoke/: the container said only
+    "can't open file '/smoke/workers/check_export.py'"."""
+    from types import SimpleNamespace
+
+    with pytest.raises(ConfigError, match="no smoke/workers/check_export.py under the project"):
+        model_check.check_folder(SimpleNamespace(root=tmp_path), tmp_path, image="x")

@@ -311,6 +311,11 @@ def check_folder(
         )
     if onnx:
         onnx_out.require_runtime()
+    if not (settings.root / "smoke" / "workers" / "check_export.py").is_file():
+        raise ConfigError(  # mounted at /smoke: without it the container fails obscurely
+            f"no smoke/workers/check_export.py under the project root {settings.root}",
+            "run from the paddlecd checkout, or set PADDLECD_ROOT to it",
+        )
     export = am.find_export(folder)
     specs = program.inputs_of(export.folder, export.prefix, export.format)
     reference = resolve_image(settings, image)
