@@ -183,7 +183,8 @@ def test_failure_at_the_backoff_limit_carries_rank_zero_log_tail(cluster_api):
 
     assert (
         info.value.cause
-        == f"Job {NS}/{JOB} failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+        == f"Job {NS}/{JOB} failed: BackoffLimitExceeded: "
+        "Job has reached the specified backoff limit"
     )
     assert (
         "FileNotFoundError: [Errno 2] No such file or directory: '/data/ft.yaml'" in info.value.hint
@@ -191,7 +192,8 @@ def test_failure_at_the_backoff_limit_carries_rank_zero_log_tail(cluster_api):
 
 
 def test_a_retried_rank_zero_is_followed_into_its_replacement_pod(cluster_api):
-    """backoffLimit > 0: the Job replaces a failed rank 0 pod; the watch streams the new pod's log too."""
+    """backoffLimit > 0: the Job replaces a failed rank 0 pod; the watch streams the new pod's log
+    too."""
     import copy
 
     replaced = copy.deepcopy(API["pods_succeeded"])

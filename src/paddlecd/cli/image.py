@@ -195,8 +195,8 @@ def verify(
         result(
             f"attestation: {done.attestation}"
             if done.attestation
-            else "attestation: none (no signing key: set verify.signing_key or PADDLECD_SIGNING_KEY;"
-            " promotion needs one)"
+            else "attestation: none (no signing key: set verify.signing_key or "
+            "PADDLECD_SIGNING_KEY; promotion needs one)"
         )
     error = done.error()
     if error:
@@ -206,7 +206,7 @@ def verify(
 
 
 def _verify_manifests(variant, image, nodes, gpus_per_node):
-    """``verify --cluster k8s``: the verify jobs' manifests as YAML on stdout (nothing submitted)."""
+    """``verify --cluster k8s``: the verify jobs' manifests as YAML on stdout (none submitted)."""
     import yaml
 
     from paddlecd.cluster.render import Target

@@ -32,7 +32,8 @@ CLUSTERS = ("local", "k8s")
 @dataclass(frozen=True)
 class Plan:
     """A checked deployment: the job ``spec`` (flags applied), the ``target`` image, a fresh
-    ``job_id``, where it runs (``cluster``: local|k8s; ``kind``: job|paddlejob) and its ``manifests``."""
+    ``job_id``, where it runs (``cluster``: local|k8s; ``kind``: job|paddlejob) and its
+    ``manifests``."""
 
     spec: JobSpec
     target: Target
@@ -44,7 +45,8 @@ class Plan:
 
     @property
     def model_location(self) -> str:
-        """Where the exported model lands: a host path (local, ``path`` volumes) or ``claim:<pvc>/<model>``."""
+        """Where the exported model lands: a host path (local, ``path`` volumes) or
+        ``claim:<pvc>/<model>``."""
         out = self.spec.output
         if out.path and self.cluster == "local":
             return str(Path(out.path) / self.spec.model)
@@ -69,8 +71,10 @@ class Plan:
         )
         return [
             f"deploy {self.job_id} on {where} ({self.kind})",
-            f"  image     {self.target.reference} (release {self.target.release or '-'}, variant {self.target.variant})",
-            f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, shm {r.shm})",
+            f"  image     {self.target.reference} (release {self.target.release or '-'}, "
+            f"variant {self.target.variant})",
+            f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, "
+            f"shm {r.shm})",
             f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
             "  create    " + self._creates(),
             f"  model     {self.model_location}",
@@ -196,7 +200,8 @@ def _namespace(settings: Settings, cluster: str) -> str:
 
 def check_host_paths(spec: jobfile.JobSpec) -> None:
     """Local runs bind-mount host folders: the code and data folders, and the script inside the code
-    folder, must exist before any container starts (Docker would create a missing folder, root-owned).
+    folder, must exist before any container starts (Docker would create a missing folder,
+    root-owned).
 
     Raises:
         ConfigError: naming the missing folder or script.
@@ -249,7 +254,8 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(
             f"--out {out} is not an empty folder",
-            "give a new or empty folder: `kubectl apply -f` would also apply whatever else is there",
+            "give a new or empty folder: "
+            "`kubectl apply -f` would also apply whatever else is there",
         )
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -311,8 +317,8 @@ def run(
 
 
 def _check_export(p: Plan, *, since: float) -> None:
-    """The job must have written its model *this run*: a stale export from an earlier job in the same
-    output folder must never be handed to upload under the new release."""
+    """The job must have written its model *this run*: a stale export from an earlier job in the
+    same output folder must never be handed to upload under the new release."""
     params = Path(p.model_location + ".pdiparams")
     if p.spec.output.path and (not params.exists() or params.stat().st_mtime < since - 1):
         state = "an old model (not written by this run)" if params.exists() else "no model"

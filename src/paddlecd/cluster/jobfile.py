@@ -1,4 +1,5 @@
-"""The training job file (``train.yaml``): read, schema-checked, resolved into a frozen :class:`JobSpec`.
+"""The training job file (``train.yaml``): read, schema-checked, resolved into a frozen
+:class:`JobSpec`.
 
 The schema is ``src/paddlecd/schemas/train.schema.json`` (every key is documented there); unknown
 keys are rejected with a "did you mean". After the schema, :func:`parse` rejects quantities the
@@ -32,7 +33,8 @@ MIN_MEMORY = 6 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Volume:
-    """A mounted folder: exactly one of ``path`` (absolute host folder) or ``claim`` (PVC / Docker volume)."""
+    """A mounted folder: exactly one of ``path`` (absolute host folder) or ``claim`` (PVC / Docker
+    volume)."""
 
     mount_path: str
     path: str | None = None
@@ -42,7 +44,8 @@ class Volume:
 
 @dataclass(frozen=True)
 class Resources:
-    """Per node: ``cpu``/``memory``/``shm`` as Kubernetes quantities (``"2"``, ``"4Gi"``), ``gpus`` a count."""
+    """Per node: ``cpu``/``memory``/``shm`` as Kubernetes quantities (``"2"``, ``"4Gi"``), ``gpus``
+    a count."""
 
     cpu: str = "2"
     memory: str = "4Gi"
@@ -52,7 +55,7 @@ class Resources:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A resolved job file. Field meanings: see ``train.schema.json``; ``source`` is the file read."""
+    """A resolved job file. Field meanings: ``train.schema.json``; ``source`` is the file read."""
 
     name: str
     script: str
@@ -250,7 +253,8 @@ def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
     if parse_quantity(r.shm) > parse_quantity(r.memory):
         raise ConfigError(
             f"{spec.source}: resources.shm {r.shm} is larger than resources.memory {r.memory}",
-            "/dev/shm is memory-backed and counts against the memory limit: lower shm or raise memory",
+            "/dev/shm is memory-backed and counts against the memory limit: "
+            "lower shm or raise memory",
         )
     if spec.nodes < 1:
         raise ConfigError(

@@ -2,11 +2,12 @@
 
 Each node is a container named ``<job>-<rank>`` with the DNS alias ``<job>-<rank>.<job>`` — the
 name its pod would have under the headless Service — running the same :func:`render.launch_argv`
-and :func:`render.environment` as on Kubernetes, as the same non-root uid, with the same ``/dev/shm``
-size and CPU/memory limits. Without GPUs Paddle uses gloo. Logs are streamed with a ``[rank i]``
-prefix; the first rank that fails stops the others and fails the job with its log tail. Containers and
-the network are removed afterwards unless ``keep`` (``runtime.keep``, ``PADDLECD_KEEP=1``). Job ids
-carry a random suffix, so two local jobs never share a container, network or alias.
+and :func:`render.environment` as on Kubernetes, as the same non-root uid, with the same
+``/dev/shm`` size and CPU/memory limits. Without GPUs Paddle uses gloo. Logs are streamed with a
+``[rank i]`` prefix; the first rank that fails stops the others and fails the job with its log tail.
+Containers and the network are removed afterwards unless ``keep`` (``runtime.keep``,
+``PADDLECD_KEEP=1``). Job ids carry a random suffix, so two local jobs never share a container,
+network or alias.
 """
 
 from __future__ import annotations
@@ -108,8 +109,9 @@ def _source(v: Volume) -> str:
 
 
 def _prepare_output(output: Volume, uid: int) -> None:
-    """Make the output folder writable for the non-root training uid — only a folder this run creates
-    is handed over; an existing one must already be writable for that uid (we never re-own a user's folder).
+    """Make the output folder writable for the non-root training uid — only a folder this run
+    creates is handed over; an existing one must already be writable for that uid (we never re-own a
+    user's folder).
 
     Raises:
         ClusterError: the existing folder is not writable for ``uid``.

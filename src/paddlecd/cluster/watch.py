@@ -8,8 +8,8 @@ conditions and its pods every ``poll`` seconds and turns what it sees into event
   named as such, with the pull secret hint; the job is deleted;
 * unschedulable pods (e.g. ``Insufficient nvidia.com/gpu``) are reported, and fatal (job deleted)
   once pending longer than ``pending_timeout`` seconds — an autoscaler may still add a node;
-* ``Complete`` (Job) / ``Succeeded`` (PaddleJob) ends the watch; ``Failed`` (``BackoffLimitExceeded``,
-  ``DeadlineExceeded``) raises with the tail of rank 0's log.
+* ``Complete`` (Job) / ``Succeeded`` (PaddleJob) ends the watch; ``Failed``
+  (``BackoffLimitExceeded``, ``DeadlineExceeded``) raises with the tail of rank 0's log.
 
 Rank 0's log is streamed to ``on_line`` from a thread as soon as its container runs.
 """
@@ -138,7 +138,8 @@ def _look(
         on_event(f"pod {name}: {phase}")
     _pull_error(api, manifests, pod, secret)
     _unschedulable(api, manifests, pod, state, on_event, pending_timeout)
-    # Follow rank 0's log; after a retry (backoffLimit > 0) follow the replacement pod once the old stream ended.
+    # Follow rank 0's log; after a retry (backoffLimit > 0) follow the replacement pod once the old
+    # stream ended.
     following = state.log_thread is not None and state.log_thread.is_alive()
     if _rank(pod) == "0" and phase in ("Running", "Succeeded", "Failed"):
         state.rank0 = pod
@@ -169,9 +170,10 @@ def _pull_error(api: k8s.Api, manifests: list[dict], pod: dict, secret: str | No
                 f"image pull error on pod {pod['metadata']['name']}: {waiting['reason']}: "
                 f"{waiting.get('message', cs.get('image', ''))}"[:400]
                 + " (job deleted)",
-                f"check that Secret '{secret}' in namespace {ns} holds credentials for the registry "
-                f"(kubectl -n {ns} create secret docker-registry {secret} --docker-server=…) and that the "
-                "digest exists there; the secret name is settings cluster.image_pull_secret",
+                f"check that Secret '{secret}' in namespace {ns} holds credentials for the "
+                f"registry (kubectl -n {ns} create secret docker-registry {secret} "
+                "--docker-server=…) and that the digest exists there; "
+                "the secret name is settings cluster.image_pull_secret",
             )
 
 

@@ -75,8 +75,8 @@ class Verified:
 
 
 def target(settings: Settings, variant: str | None, image: str | None) -> str:
-    """The ``host/repo@sha256:…`` to verify: ``image`` (a tag is resolved once, here) or the candidate
-    last pushed for ``variant``.
+    """The ``host/repo@sha256:…`` to verify: ``image`` (a tag is resolved once, here) or the
+    candidate last pushed for ``variant``.
 
     Raises:
         ConfigError: neither given, no candidate recorded for the variant, or ``image`` names an
@@ -144,8 +144,8 @@ def smoke_container(
 
 
 def parse_junit(path: Path) -> list[evidence.Check]:
-    """Checks from a pytest JUnit XML (xunit1): one per test case, with its JSON-decoded properties as
-    ``metrics``; skipped cases are reported with ``skipped=True`` and count as passed."""
+    """Checks from a pytest JUnit XML (xunit1): one per test case, with its JSON-decoded properties
+    as ``metrics``; skipped cases are reported with ``skipped=True`` and count as passed."""
     import json
 
     checks = []
