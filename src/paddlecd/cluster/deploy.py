@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from paddlecd.config import Settings
 from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.image import variants
 from paddlecd.registry.client import parse_reference, refuse_image_id
+from paddlecd.types import Echo
 
-Emit = Callable[[str], None]
 CLUSTERS = ("local", "k8s")
 
 
@@ -270,8 +269,8 @@ def run(
     settings: Settings,
     p: Plan,
     *,
-    on_event: Emit,
-    on_line: Emit,
+    on_event: Echo,
+    on_line: Echo,
     poll: float = 2.0,
     pending_timeout: float = 600.0,
 ) -> str:

@@ -24,9 +24,7 @@ from paddlecd.cluster.jobfile import JobSpec, Volume
 from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.cluster.render import Target, environment, labels, launch_argv, rank_host
 from paddlecd.errors import ClusterError, EngineError
-
-Emit = Callable[[str], None]
-
+from paddlecd.types import Echo
 
 Preflight = Callable[[int], list[str]]
 
@@ -36,8 +34,8 @@ def run(
     target: Target,
     *,
     job_id: str,
-    on_event: Emit,
-    on_line: Emit,
+    on_event: Echo,
+    on_line: Echo,
     keep: bool = False,
     preflight: Preflight | None = None,
 ) -> None:
@@ -140,7 +138,7 @@ def _prepare_output(output: Volume, uid: int) -> None:
 STOP_GRACE_SECONDS = 15.0
 
 
-def _wait_all(ranks: list[engine.Container], *, timeout: float, on_line: Emit) -> None:
+def _wait_all(ranks: list[engine.Container], *, timeout: float, on_line: Echo) -> None:
     """Wait for every rank; after the first non-zero exit, give the others a short grace to exit,
     stop the rest, and raise naming every rank that failed (with each one's log tail)."""
     with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
@@ -191,5 +189,5 @@ def _stop(ranks: list[engine.Container]) -> None:
         c.kill()  # one that already exited, or is gone, is left as it is
 
 
-def _prefixed(on_line: Emit, rank: int) -> Emit:
+def _prefixed(on_line: Echo, rank: int) -> Echo:
     return lambda line: on_line(f"[rank {rank}] {line}")

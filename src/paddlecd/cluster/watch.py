@@ -19,20 +19,19 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from paddlecd.cluster import k8s
 from paddlecd.cluster.render import CONTAINER, INDEX_ANNOTATION
 from paddlecd.errors import ClusterError
+from paddlecd.types import Echo
 
-Emit = Callable[[str], None]
 PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 
 
-def submit(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit) -> None:
+def submit(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Echo) -> None:
     """Create ``manifests`` in order; on a failure delete those already created, then raise.
 
     Raises:
@@ -68,8 +67,8 @@ def watch(
     api: k8s.Api,
     manifests: list[dict[str, Any]],
     *,
-    on_event: Emit,
-    on_line: Emit,
+    on_event: Echo,
+    on_line: Echo,
     poll: float = 2.0,
     pending_timeout: float = 600.0,
     secret: str | None = None,
@@ -126,8 +125,8 @@ def _look(
     pod: dict,
     state: _State,
     *,
-    on_event: Emit,
-    on_line: Emit,
+    on_event: Echo,
+    on_line: Echo,
     pending_timeout: float,
     secret: str | None,
 ) -> None:
@@ -151,7 +150,7 @@ def _look(
         state.log_thread.start()
 
 
-def _drain(api: k8s.Api, state: _State, on_line: Emit) -> None:
+def _drain(api: k8s.Api, state: _State, on_line: Echo) -> None:
     """At the end: finish the running log stream, then read a last rank 0 pod not yet followed."""
     if state.log_thread:
         state.log_thread.join(timeout=30)
@@ -182,7 +181,7 @@ def _unschedulable(
     manifests: list[dict],
     pod: dict,
     state: _State,
-    on_event: Emit,
+    on_event: Echo,
     pending_timeout: float,
 ) -> None:
     name = pod["metadata"]["name"]
@@ -222,7 +221,7 @@ def _rank(pod: dict) -> str | None:
     )
 
 
-def _follow(api: k8s.Api, pod: dict, state: _State, on_line: Emit) -> None:
+def _follow(api: k8s.Api, pod: dict, state: _State, on_line: Echo) -> None:
     try:
         stream = k8s.stream_log(
             api, pod["metadata"]["namespace"], pod["metadata"]["name"], CONTAINER

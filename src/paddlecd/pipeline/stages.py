@@ -25,8 +25,8 @@ from typing import Any
 from paddlecd.config import Settings
 from paddlecd.errors import PipelineError
 from paddlecd.image import lock, variants
+from paddlecd.types import Echo
 
-Echo = Callable[[str], None]
 Outputs = Mapping[str, Any]  # a stage's outputs as recorded in summary.json (a JSON object)
 
 

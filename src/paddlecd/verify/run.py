@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +21,10 @@ from paddlecd.files import now_iso, write_json
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
+from paddlecd.types import Echo
 from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl
 from paddlecd.verify import nodes as multinode
 
-Echo = Callable[[str], None]
 SMOKE_CMD = [
     "python3",
     "-m",
