@@ -194,7 +194,9 @@ def test_container_options_mirror_the_pod(tmp_path):
     from paddlecd.cluster.render import Target
 
     spec = jobfile.load(write_job(tmp_path, steps=1)).with_overrides(gpus=2)
-    target = Target("127.0.0.1:5000/x@sha256:" + "a" * 64, "cu126", "1.4.0-cu126")
+    target = Target(
+        reference="127.0.0.1:5000/x@sha256:" + "a" * 64, variant="cu126", release="1.4.0-cu126"
+    )
     opts = [
         engine._run_kwargs(local._container(spec, target, "job-1a2b3c", rank)) for rank in (0, 1)
     ]

@@ -58,10 +58,10 @@ def cluster_api(tmp_path, monkeypatch):
 def manifests(kind: str = "job") -> list[dict]:
     spec = jobfile.load(DATA / "jobs" / "gpu-eight.yaml").with_overrides(nodes=2)
     target = Target(
-        "registry.example.com/paddlecd/release@sha256:" + "4f" * 32,
-        "cu126",
-        "1.4.0-cu126",
-        "0" * 40,
+        reference="registry.example.com/paddlecd/release@sha256:" + "4f" * 32,
+        variant="cu126",
+        release="1.4.0-cu126",
+        revision="0" * 40,
     )
     return render(
         spec, target, job_id=JOB, kind=kind, namespace=NS, pull_secret="paddlecd-registry"

@@ -34,10 +34,10 @@ VENDORED_CRD = DATA / "cluster" / "kubeflow.org_paddlejobs.trimmed.yaml"
 def target_for(spec: jobfile.JobSpec) -> Target:
     variant = "cu126" if spec.resources.gpus else "cpu"
     return Target(
-        f"registry.example.com/paddlecd/release@{DIGEST}",
-        variant,
-        f"1.4.0-{variant}",
-        "0123456789abcdef0123456789abcdef01234567",
+        reference=f"registry.example.com/paddlecd/release@{DIGEST}",
+        variant=variant,
+        release=f"1.4.0-{variant}",
+        revision="0123456789abcdef0123456789abcdef01234567",
     )
 
 

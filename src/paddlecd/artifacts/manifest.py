@@ -138,7 +138,9 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
     files = [prefix + s for s in programs] + [prefix + ".pdiparams"]
     files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
     files += [n for n in REFERENCE_FILES if n in names]
-    return Export(folder, prefix, PROGRAM_SUFFIXES[programs[0]], tuple(files))
+    return Export(
+        folder=folder, prefix=prefix, format=PROGRAM_SUFFIXES[programs[0]], files=tuple(files)
+    )
 
 
 def hash_file(path: Path, *, chunk: int = 1 << 20) -> FileEntry:

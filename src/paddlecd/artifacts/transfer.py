@@ -145,11 +145,11 @@ def plan_upload(
     ]
     doc = am.build_manifest(export, entries, name=name, version=version, **meta)
     plan = UploadPlan(
-        f"{store.url}/{name}/{version}",
-        prefix,
-        export,
-        doc,
-        "create",
+        url=f"{store.url}/{name}/{version}",
+        prefix=prefix,
+        export=export,
+        manifest=doc,
+        action="create",
         deferred=old is None,
         overwrite=overwrite,
     )

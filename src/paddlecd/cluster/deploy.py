@@ -185,7 +185,15 @@ def plan(
         namespace=ns,
         pull_secret=settings.cluster.image_pull_secret,
     )
-    return Plan(spec, target, job_id, cluster, kind, ns, manifests)
+    return Plan(
+        spec=spec,
+        target=target,
+        job_id=job_id,
+        cluster=cluster,
+        kind=kind,
+        namespace=ns,
+        manifests=manifests,
+    )
 
 
 def _namespace(settings: Settings, cluster: str) -> str:
@@ -238,12 +246,17 @@ def resolve(
     revision = git.revision(settings.root).full
     if image:  # a local image ID where the manifest digest belongs is refused (issue 12)
         reference = str(refuse_image_id(parse_reference(pinned(image))))
-        return Target(reference, variant or "cpu", None, revision)
+        return Target(
+            reference=reference, variant=variant or "cpu", release=None, revision=revision
+        )
     from paddlecd.release import promote as releases  # the release engineer's module (issue 3)
 
     found = releases.find(settings, str(release))
     return Target(
-        pinned(found.reference), found.variant, f"{found.version}-{found.variant}", revision
+        reference=pinned(found.reference),
+        variant=found.variant,
+        release=f"{found.version}-{found.variant}",
+        revision=revision,
     )
 
 

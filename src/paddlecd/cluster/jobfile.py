@@ -142,7 +142,12 @@ def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> J
         data=_volume(data.get("data"), base, read_only=True),
         model=data.get("model", "model"),
         checkpoint=data.get("checkpoint") or posixpath.join(output.mount_path, "checkpoints"),
-        resources=Resources(str(res["cpu"]), str(res["memory"]), int(res["gpus"]), str(res["shm"])),
+        resources=Resources(
+            cpu=str(res["cpu"]),
+            memory=str(res["memory"]),
+            gpus=int(res["gpus"]),
+            shm=str(res["shm"]),
+        ),
         backoff_limit=data.get("backoffLimit", 0),
         active_deadline_seconds=data.get("activeDeadlineSeconds", 86400),
         port=data.get("port", 36543),
@@ -296,7 +301,12 @@ def _volume(raw: dict | None, base: Path, *, read_only: bool = False) -> Volume 
     if raw is None:
         return None
     path = str((base / raw["path"]).resolve()) if raw.get("path") else None
-    return Volume(raw["mountPath"], path, raw.get("claim"), bool(raw.get("readOnly", read_only)))
+    return Volume(
+        mount_path=raw["mountPath"],
+        path=path,
+        claim=raw.get("claim"),
+        read_only=bool(raw.get("readOnly", read_only)),
+    )
 
 
 def _env_value(v: Any) -> str:

@@ -96,10 +96,10 @@ def connect(settings: Settings) -> Api:
             ) from e
     _probe(client)
     return Api(
-        kubernetes.client.CoreV1Api(client),
-        kubernetes.client.BatchV1Api(client),
-        kubernetes.client.CustomObjectsApi(client),
-        context or "(current)",
+        core=kubernetes.client.CoreV1Api(client),
+        batch=kubernetes.client.BatchV1Api(client),
+        custom=kubernetes.client.CustomObjectsApi(client),
+        context=context or "(current)",
     )
 
 

@@ -188,7 +188,12 @@ def render(
         raise ConfigError(
             f"job id '{job_id}' is longer than 52 characters", "shorten 'name' in the job file"
         )
-    target = Target(pinned(target.reference), target.variant, target.release, target.revision)
+    target = Target(
+        reference=pinned(target.reference),
+        variant=target.variant,
+        release=target.release,
+        revision=target.revision,
+    )
     meta = {
         "name": job_id,
         "namespace": namespace,

@@ -131,8 +131,9 @@ def load(settings: Settings) -> dict[str, Variant]:
             cudnn=raw.get("cudnn"), tensorrt=raw.get("tensorrt"), python=raw.get("python"),
             description=raw.get("description", ""), dockerfile=raw.get("dockerfile", "Dockerfile"),
             packages=tuple(raw.get("packages", ())),
-            bootstrap=Bootstrap(boot["suite"], boot["wheel"], tuple(boot.get("packages", ())),
-                                tuple(boot.get("pip", ()))) if boot else None,
+            bootstrap=Bootstrap(suite=boot["suite"], wheel=boot["wheel"],
+                                packages=tuple(boot.get("packages", ())),
+                                pip=tuple(boot.get("pip", ()))) if boot else None,
             declared=dict(raw),
         )
         _cross_check(v, path)

@@ -279,12 +279,12 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
             "an attestation proves only the digest it names; verify this digest",
         )
     return VerifiedAttestation(
-        digest,
-        str(subjects[0].get("name", "")),
-        key.keyid,
-        key.source,
-        dict(doc.get("predicate") or {}),
-        att.location,
+        digest=digest,
+        name=str(subjects[0].get("name", "")),
+        keyid=key.keyid,
+        key_source=key.source,
+        predicate=dict(doc.get("predicate") or {}),
+        location=att.location,
     )
 
 

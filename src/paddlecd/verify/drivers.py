@@ -90,7 +90,7 @@ def check(cuda: str, driver: str) -> DriverCheck:
         )
     else:
         msg = f"driver {driver} >= {toolkit} (CUDA {cuda} toolkit driver)"
-    return DriverCheck(cuda, driver, ok, full, msg)
+    return DriverCheck(cuda=cuda, driver=driver, ok=ok, full=full, message=msg)
 
 
 def pinned_devices() -> list[str] | None:
