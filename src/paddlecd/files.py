@@ -1,4 +1,4 @@
-"""Time stamps and JSON files: the small helpers every room that records something shares.
+"""Time stamps, the actor and JSON files: small helpers every room that records something shares.
 
 Records written here are read by other processes (a resumed pipeline, promotion on another machine),
 so writes are atomic: a temp file in the same folder, then a rename (POSIX ``rename(2)``), and a
@@ -8,8 +8,10 @@ reader never sees half a record.
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import json
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +28,20 @@ def now_iso(timespec: Timespec = "seconds") -> str:
     """
     now = dt.datetime.now(dt.timezone.utc)
     return now.isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def who() -> str:
+    """The actor: ``$GITHUB_ACTOR`` in GitHub Actions, else ``user@hostname``.
+
+    Recorded as ``who`` in ledger records and in an attestation's verifier.
+    """
+    if os.environ.get("GITHUB_ACTOR"):
+        return f"{os.environ['GITHUB_ACTOR']} (github run {os.environ.get('GITHUB_RUN_ID', '?')})"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
 
 
 def write_json(path: Path, data: Any) -> Path:
