@@ -1,4 +1,4 @@
-"""Time stamps, the actor and JSON files: small helpers every room that records something shares.
+"""Time stamps, the actor, JSON and YAML files: small helpers every room that records shares.
 
 Records written here are read by other processes (a resumed pipeline, promotion on another machine),
 so writes are atomic: a temp file in the same folder, then a rename (POSIX ``rename(2)``), and a
@@ -15,6 +15,10 @@ import socket
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
+
+import yaml
+
+from paddlecd.errors import ConfigError, PaddlecdError
 
 Timespec = Literal["seconds", "milliseconds"]
 
@@ -42,6 +46,39 @@ def who() -> str:
     except (KeyError, OSError):
         user = str(os.getuid())
     return f"{user}@{socket.gethostname()}"
+
+
+def read_yaml(
+    path: Path,
+    *,
+    error: type[PaddlecdError] = ConfigError,
+    what: str = "file",
+    missing_hint: str | None = None,
+) -> Any:
+    """The YAML document in ``path`` (``None`` for an empty file), as ``yaml.safe_load`` parses it.
+
+    Args:
+        path: the file (variants file, job file, pipeline file, project settings).
+        error: the typed error to raise (``ConfigError``, ``PipelineError``...).
+        what: the file's role in the not-found message (``"job file"``).
+        missing_hint: the hint for a missing file; without one ``FileNotFoundError`` propagates
+            (for callers that checked existence or treat a missing file themselves).
+
+    Raises:
+        error: the file is missing (with ``missing_hint``) or is not valid YAML; the cause names
+            the file and the line of the first problem (YAML marks count lines from 0).
+    """
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError as e:
+        if missing_hint is None:
+            raise
+        raise error(f"{what} not found: {path}", missing_hint) from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise error(f"{path}: not valid YAML{where}: {problem}", "fix the syntax") from e
 
 
 def write_json(path: Path, data: Any) -> Path:

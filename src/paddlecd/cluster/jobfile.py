@@ -18,8 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from paddlecd import files
 from paddlecd import schema as validation
 from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.errors import ConfigError
@@ -114,15 +113,11 @@ def load(path: str | Path | None) -> JobSpec:
             "no job file given", "pass --job path/to/train.yaml (example: examples/train.yaml)"
         )
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError as e:
-        raise ConfigError(
-            f"job file not found: {p}",
-            "pass --job path/to/train.yaml (example: examples/train.yaml)",
-        ) from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {str(e).splitlines()[0]}", "fix the syntax") from e
+    data = files.read_yaml(
+        p,
+        what="job file",
+        missing_hint="pass --job path/to/train.yaml (example: examples/train.yaml)",
+    )
     return parse(data, source=str(p), base=p.resolve().parent)
 
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from paddlecd import files
 from paddlecd import schema as validation
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, PipelineError
@@ -170,14 +169,7 @@ def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
 
 
 def _read(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise PipelineError(
-            f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax"
-        ) from e
+    return files.read_yaml(path, error=PipelineError)
 
 
 def schema() -> dict[str, Any]:
