@@ -197,7 +197,7 @@ def finish(
         for c in checks
     ]
     by_rank = tuple(sorted(facts, key=lambda f: f["rank"]))
-    return NodeRun(tuple(checks), by_rank, tuple(lines), ordered)
+    return NodeRun(checks=tuple(checks), facts=by_rank, lines=tuple(lines), transports=ordered)
 
 
 def rank_log_lines(folder: Path, rank: int) -> list[str]:
