@@ -7,7 +7,6 @@ which the upload stage takes from there.
 
 from __future__ import annotations
 
-import secrets
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -175,7 +174,7 @@ def plan(
     )
     if cluster == "local":
         check_host_paths(spec)
-    job_id = f"{spec.name}-{secrets.token_hex(3)}"
+    job_id = spec.new_job_id()
     ns = _namespace(settings, cluster)
     manifests = render(
         spec,

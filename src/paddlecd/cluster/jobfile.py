@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import secrets
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -85,6 +86,12 @@ class JobSpec:
         return dataclasses.replace(
             self, nodes=self.nodes if nodes is None else nodes, resources=res
         )
+
+    def new_job_id(self) -> str:
+        """The id of one submission of this job: ``<name>-<6 hex chars>``, new on every call, so
+        two runs of one job file never share containers, pods or a Service (the schema bounds
+        ``name`` so the id stays a DNS-1123 label of at most 63 characters, RFC 1123)."""
+        return f"{self.name}-{secrets.token_hex(3)}"
 
     @property
     def volumes(self) -> dict[str, Volume]:
