@@ -161,7 +161,7 @@ class CheckResult:
 
     @property
     def status(self) -> str:
-        """``passed``, ``passed (load + shapes only)`` or ``failed``, as ``artifacts.list`` shows."""
+        """``passed``, ``passed (load + shapes only)`` or ``failed``, as ``artifacts.list`` says."""
         if not self.passed:
             return "failed"
         return "passed (load + shapes only)" if self.limited else "passed"
@@ -210,22 +210,22 @@ class CheckResult:
             KeyError, TypeError: not a check record.
         """
         return cls(
-            doc["model"],
-            doc["image"],
-            doc["paddle_version"],
-            doc["format"],
-            doc["pir_api"],
-            doc["passed"],
-            doc["limited"],
-            doc["rtol"],
-            doc["atol"],
-            tuple(doc["batches"]),
-            tuple(doc["inputs"]),
-            tuple(Case.from_json(c) for c in doc["cases"]),
-            doc["created"],
-            doc["duration_s"],
-            dict(doc.get("flags") or {}),
-            onnx_out.OnnxOutput.from_json(doc["onnx"]) if doc.get("onnx") else None,
+            model=doc["model"],
+            image=doc["image"],
+            paddle_version=doc["paddle_version"],
+            format=doc["format"],
+            pir_api=doc["pir_api"],
+            passed=doc["passed"],
+            limited=doc["limited"],
+            rtol=doc["rtol"],
+            atol=doc["atol"],
+            batches=tuple(doc["batches"]),
+            inputs=tuple(doc["inputs"]),
+            cases=tuple(Case.from_json(c) for c in doc["cases"]),
+            created=doc["created"],
+            duration_s=doc["duration_s"],
+            flags=dict(doc.get("flags") or {}),
+            onnx=onnx_out.OnnxOutput.from_json(doc["onnx"]) if doc.get("onnx") else None,
         )
 
     def junit(self) -> bytes:

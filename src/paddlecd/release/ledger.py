@@ -47,14 +47,11 @@ checkpoint (~0.1 KiB per record of the variant) + the few record manifests.
 from __future__ import annotations
 
 import datetime as dt
-import getpass
 import gzip
 import hashlib
 import json
-import os
 import re
 import secrets
-import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -121,17 +118,6 @@ class Record:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["tags"] = tuple(known.get("tags") or ())
         return cls(**known)
-
-
-def who() -> str:
-    """The actor: ``$GITHUB_ACTOR`` in GitHub Actions, else ``user@hostname``."""
-    if os.environ.get("GITHUB_ACTOR"):
-        return f"{os.environ['GITHUB_ACTOR']} (github run {os.environ.get('GITHUB_RUN_ID', '?')})"
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
 
 
 def new_id(variant: str, now: dt.datetime | None = None) -> str:
