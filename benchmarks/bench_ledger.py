@@ -53,6 +53,7 @@ from paddlecd import config  # noqa: E402
 from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient  # noqa: E402
 from paddlecd.release import ledger, policy  # noqa: E402
+from paddlecd.release import plan as plan_module  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
 
 CANDIDATES = "bench/candidate"
@@ -177,6 +178,18 @@ def prefill(client: RegistryClient, repo: str, n: int, variants: int) -> None:
 
 
 @contextlib.contextmanager
+def without_attestation() -> Iterator[None]:
+    """Run promotions without the attestation lookup and copy (the promotion before issue 10; its
+    evidence check passes as if verified), to measure what the lookup costs."""
+    saved = plan_module.evidence_problem
+    plan_module.evidence_problem = lambda *_a, **_k: (None, None)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        plan_module.evidence_problem = saved  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
 def old_read_path() -> Iterator[None]:
     """Run promotions and queries with the read path before checkpoints (one GET per record)."""
     saved = ledger.read, ledger.read_view
@@ -199,7 +212,8 @@ def old_read_path() -> Iterator[None]:
 class Bench:
     """One registry, one relay, one state folder; measures operations through the relay."""
 
-    def __init__(self, work: Path, delay: float):
+    def __init__(self, work: Path, delay: float, kinds: bool = False):
+        self.kinds = kinds
         self.server = RegistryServer(work / "registry", port=free_port()).start()
         self.relay = Relay(self.server.port, delay)
         self.direct = RegistryClient(self.server.host, insecure=True)
@@ -246,6 +260,8 @@ class Bench:
             f" {wire.up / 1024:>8.1f} {seconds:>7.2f}",
             flush=True,
         )
+        if self.kinds:
+            print(f"          {wire.by_kind()}", flush=True)
         return row
 
     def promotion(self, repo: str) -> Callable[[], object]:
@@ -281,6 +297,9 @@ class Bench:
         self.measure(n, "new", "upgrade", self.promotion(repo))
         for _ in range(rounds):
             self.measure(n, "new", "promote", self.promotion(repo))
+        with without_attestation():
+            for _ in range(rounds):
+                self.measure(n, "new", "no-attest", self.promotion(repo))
         self.measure(n, "new", "list", lambda: release.list_releases(s))
         self.measure(n, "new", "show", lambda: release.show(s, "9.0.1-cpu"))
 
@@ -322,12 +341,14 @@ def main() -> None:
     ap.add_argument(
         "--quick", action="store_true", help="tiny sizes, one round (what the test runs)"
     )
+    ap.add_argument("--kinds", action="store_true",
+                    help="also print requests and KiB per kind of request (GET manifests, …)")
     args = ap.parse_args()
     counts = [int(x) for x in args.records.split(",")]
     if args.quick:
         counts, args.rounds, args.delay_ms = [0, 40], 1, 5.0
     with tempfile.TemporaryDirectory(prefix="bench-ledger-") as tmp:
-        bench = Bench(Path(tmp), args.delay_ms / 1000)
+        bench = Bench(Path(tmp), args.delay_ms / 1000, kinds=args.kinds)
         try:
             print(f"relay delay {args.delay_ms:g} ms per request; {args.variants} variants; "
                   f"rounds {args.rounds}")
