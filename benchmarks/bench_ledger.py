@@ -13,15 +13,21 @@ registry "that far away") as a fresh process would (in-process caches cleared):
 
 * ``old``  the read path before checkpoints (:func:`paddlecd.release.ledger.read_each`: one manifest
            GET per record ever written), kept callable for this comparison;
-* ``new``  checkpoints: the first promotion after the upgrade reads every record once and writes
-           the variant's checkpoint (``upgrade``); later ones read it plus the few records after.
-           The other variants are given their checkpoints before (as their own promotions since the
-           upgrade would have written them), so ``list`` shows the steady state.
+* ``new``  checkpoint and head (src/paddlecd/release/ledger.py): the first promotion after the
+           upgrade lists the tags, reads every record once and writes the variant's checkpoint
+           (``upgrade``); later ones read checkpoint, head and the few records chained after it by
+           name, and list the tags once, in the reconcile. The other variants are given their
+           checkpoints before (as their own promotions since the upgrade would have written them),
+           so ``list`` shows the steady state. ``no-attest`` is the same promotion without the
+           attestation lookup and copy (its evidence check passes as if verified): what issue 10
+           adds to a promotion.
 
 Each promotion promotes a fresh small image (mounted, no layer moves) of variant ``cpu`` with full
-evidence. Issue 11 targets at N=1000 of 4 variants: requests independent of N (beyond paging the tag
-list), ≤ 64 KiB on the wire, wall ≤ 1.2× the first promotion (N=0). Everything lives in a temporary
-folder, including paddlecd's state folder: the project's ``.paddlecd/`` is never touched.
+evidence. ``--kinds`` also prints, per operation, requests and KiB per kind (``GET manifests``,
+``GET tags/list``, …). Issue 11 targets at N=1000 of 4 variants: requests independent of N
+(beyond paging the tag list), ≤ 64 KiB on the wire, wall ≤ 1.2× the first promotion (N=0).
+Everything lives in a temporary folder, including paddlecd's state folder: the project's
+``.paddlecd/`` is never touched.
 Not a test (tests/integration/test_benchmarks.py runs ``--quick``, asserting figures are printed).
 """
 
@@ -192,8 +198,9 @@ def without_attestation() -> Iterator[None]:
 @contextlib.contextmanager
 def old_read_path() -> Iterator[None]:
     """Run promotions and queries with the read path before checkpoints (one GET per record)."""
-    saved = ledger.read, ledger.read_view
+    saved = ledger.read, ledger.read_view, ledger.read_by_name
     ledger.read = ledger.read_each  # type: ignore[assignment]
+    ledger.read_by_name = lambda *_a, **_k: None  # type: ignore[assignment]  # always list
 
     def each(
         client: RegistryClient, repo: str, variant: str, tags: list[str], **_: object
@@ -206,7 +213,7 @@ def old_read_path() -> Iterator[None]:
     try:
         yield
     finally:
-        ledger.read, ledger.read_view = saved  # type: ignore[assignment]
+        ledger.read, ledger.read_view, ledger.read_by_name = saved  # type: ignore[assignment]
 
 
 class Bench:
