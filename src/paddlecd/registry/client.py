@@ -380,11 +380,15 @@ class RegistryClient(Transport):
         if source.host == self.host and from_repo == to_repo:
             counts["present"] += 1
             return counts
-        for child in manifest.children():
-            if manifest.is_index:
+        if manifest.is_index:
+            for child in manifest.children():
                 counts += self.copy_image(source, from_repo, child.digest, to_repo)
-            else:
-                counts[self.copy_blob(source, from_repo, to_repo, child)] += 1
+        elif source.host == self.host:  # HEAD + mount per blob, a few blobs at once
+            counts.update(self.each(lambda c, b: c.copy_blob(source, from_repo, to_repo, b),
+                                    manifest.children()))
+        else:  # streamed from source, whose client is not shared between threads
+            counts.update(self.copy_blob(source, from_repo, to_repo, b)
+                          for b in manifest.children())
         try:
             self.resolve(to_repo, digest)
             counts["present"] += 1

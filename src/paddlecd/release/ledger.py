@@ -286,13 +286,18 @@ def read_by_name(client: RegistryClient, repository: str, variant: str) -> View 
     Raises:
         RegistryError: the registry failed.
     """
-    try:
-        record = _fetch_one(client, repository, head_tag(variant))
-    except NotFoundError:
-        return None  # no head: list the tags (an empty repository lists in one short request)
+    def head(c: RegistryClient) -> Record | None:
+        try:
+            return _fetch_one(c, repository, head_tag(variant))
+        except NotFoundError:
+            return None
+
+    # head and checkpoint at once (one round trip, not two)
+    record, (digest, cached, problem) = client.each(lambda c, read: read(c), [
+        head, lambda c: _load_checkpoint(c, repository, variant)])
     if record is None or not _TAG.fullmatch(record.id) or record.variant != variant:
-        return None  # not a head paddlecd wrote
-    digest, cached, problem = _load_checkpoint(client, repository, variant)
+        return None  # no head (list the tags: an empty repository lists in one short request), or
+        # not one paddlecd wrote
     walked: list[Record] = []
     try:
         while record is not None and record.id not in cached:

@@ -277,19 +277,14 @@ def plan_promotion(
     if version:
         check_tags(variant, parse_version(version))  # before any registry is asked
     src, src_ref = _source(settings, variant, digest)
-    try:
-        src.resolve(src_ref.repository, src_ref.digest or "")
-    except NotFoundError as e:
-        raise PromotionError(
-            f"digest {src_ref.digest} is not in {src_ref.name}",
-            "pass a digest that was pushed there (see invoke push output / the candidate record)",
-        ) from e
     d = src_ref.digest or ""
     dst, dst_ref = target(settings)
     # The attestation lookup asks the candidate registry, the rest the release one: overlapped
-    # (issue 10: the lookup adds no round trip to the plan). Its client is used by that thread only.
+    # (issue 10: the lookup adds no round trip to the plan). ``src`` is used by that thread only.
     with ThreadPoolExecutor(1) as pool:
         checked = pool.submit(evidence_problem, settings, src, src_ref.repository, variant, d)
+        if dst.host == src.host:  # same registry: asked with a twin of the release client
+            _check_source(dst.twin(), src_ref)
         # --version X: the ledger by name (no tag list); --bump: the tags are needed for the
         # releases the ledger does not know, so the ledger is read from them
         view = ledger.read_by_name(dst, dst_ref.repository, variant) if version else None
@@ -312,6 +307,8 @@ def plan_promotion(
         )
         writes, kept = _writes(have, old, new, v, variant)
         refusal, att = checked.result()
+    if dst.host != src.host:  # another registry: asked after its lookup (src is not shared)
+        _check_source(src, src_ref)
     record = (
         None
         if done
@@ -353,6 +350,17 @@ def plan_promotion(
         dst=dst,
         ledger_view=view,
     )
+
+
+def _check_source(client: RegistryClient, ref: Reference) -> None:
+    """Refuse a candidate digest its repository does not hold (PromotionError)."""
+    try:
+        client.resolve(ref.repository, ref.digest or "")
+    except NotFoundError as e:
+        raise PromotionError(
+            f"digest {ref.digest} is not in {ref.name}",
+            "pass a digest that was pushed there (see invoke push output / the candidate record)",
+        ) from e
 
 
 def _refuse_clobber(ref: Reference, state: State, v: semver.Version, variant: str, d: str,

@@ -104,13 +104,14 @@ def runs(
     Raises:
         RegistryError: the registry failed.
     """
-    out = []
-    for ref in referrers.referrers(client, repository, digest, ARTIFACT_TYPE):
+    def run(c: RegistryClient, ref: referrers.Referrer) -> Run:
         try:
-            out.append(Run(ref.digest, _verified(client, repository, digest, ref.digest, trusted)))
+            return Run(ref.digest, _verified(c, repository, digest, ref.digest, trusted))
         except AttestationError as e:
-            out.append(Run(ref.digest, problem=e))
-    return out
+            return Run(ref.digest, problem=e)
+
+    # a few runs at once: each is two round trips (manifest, envelope)
+    return client.each(run, referrers.referrers(client, repository, digest, ARTIFACT_TYPE))
 
 
 def _verified(
