@@ -7,18 +7,24 @@ bootstrapped into it (debootstrap + PyPI paddlepaddle; cached by the engine afte
 and the layer bytes a no-op rebuild+push uploads (registry blob store growth, and the push stream's
 "Pushed" vs "Layer already exists" counts). Target (issue 2): toolkit overhead <= 5%, no-op 0 bytes.
 
-Run: .venv/bin/python benchmarks/bench_build_push.py [--rounds 2] [--quick]
-``--quick`` is one round (what tests/integration/test_benchmarks.py runs). Registry, lock and
-candidate records live in a temporary folder: the project's ``.paddlecd/`` is never touched (a run
-once left ``.paddlecd/candidates/cpu.json`` pointing at its throw-away repository, issue 12).
+Run: .venv/bin/python benchmarks/bench_build_push.py [--rounds 2] [--quick] [--profile]
+``--profile`` also runs one cached build+push under cProfile and prints where its wall time goes:
+the engine's own work (the builder subprocess and the push stream) against paddlecd's (issue 11:
+"profile, don't guess").
+``--quick`` is one round plus the profile (what tests/integration/test_benchmarks.py runs).
+Registry, lock and candidate records live in a temporary folder: the project's ``.paddlecd/`` is
+never touched (a run once left ``.paddlecd/candidates/cpu.json`` pointing at its throw-away
+repository, issue 12).
 Not a test: prints a table; nothing asserts on time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -81,13 +87,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="one round (what the test runs)")
+    ap.add_argument("--profile", action="store_true", help="profile one cached build+push")
     args = ap.parse_args()
     if args.quick:
         args.rounds = 1
+        args.profile = True  # so the profile split cannot rot either
     with tempfile.TemporaryDirectory(prefix="bench-build-push-") as tmp:
         server = RegistryServer(Path(tmp) / "registry", port=free_port()).start()
         try:
-            run(args.rounds, server, Path(tmp) / "state")
+            run(args.rounds, server, Path(tmp) / "state", profile=args.profile)
         finally:
             server.stop()
             # remove the tags this run made (its registry's host), no one else's
@@ -97,7 +105,34 @@ def main() -> None:
                         engine.remove_image(tag)
 
 
-def run(rounds: int, server: RegistryServer, state: Path) -> None:
+def profile_cached(settings) -> dict[str, float]:
+    """One cached build+push under cProfile; prints the 12 costliest calls by cumulative time and
+    returns ``{"wall": s, "engine": s, "paddlecd": s}``, where "engine" is the time spent waiting on
+    the builder subprocess and reading the engine's push stream (the work plain docker does too) and
+    "paddlecd" the rest (probes, registry read-back, records)."""
+    prof = cProfile.Profile()
+    start = time.perf_counter()
+    prof.enable()
+    toolkit(settings, no_cache=False)
+    prof.disable()
+    wall = time.perf_counter() - start
+    stats = pstats.Stats(prof)
+    def cumulative(module: str, function: str) -> float:
+        return sum(
+            row[3]
+            for (path, _line, name), row in stats.stats.items()  # type: ignore[attr-defined]
+            if name == function and path.endswith(module)
+        )
+
+    # the builder subprocess (proc._stream reads it until it exits) and the engine's push stream
+    waits = cumulative("paddlecd/proc.py", "_stream")
+    push_stream = cumulative("paddlecd/engine.py", "decode_stream")
+    engine_s = waits + push_stream
+    stats.sort_stats("cumulative").print_stats(r"paddlecd|subprocess|docker", 12)
+    return {"wall": wall, "engine": engine_s, "paddlecd": wall - engine_s}
+
+
+def run(rounds: int, server: RegistryServer, state: Path, *, profile: bool = False) -> None:
     flags = {"registry.url": server.host, "state_dir": str(state)}
     base = config.load(flags, root=ROOT)
     settings = config.load({**flags, "registry.repository": "bench/toolkit"}, root=ROOT)
@@ -123,8 +158,16 @@ def run(rounds: int, server: RegistryServer, state: Path) -> None:
         f"no-op rebuild+push: {noop_bytes} bytes added to the registry; layers pushed {pushed}, "
         f"already present {existing}"
     )
-    print(json.dumps({"rounds": rounds, "median_seconds": rows, "noop_bytes": noop_bytes,
-                      "noop_layers_pushed": pushed}))
+    doc = {"rounds": rounds, "median_seconds": rows, "noop_bytes": noop_bytes,
+           "noop_layers_pushed": pushed}
+    if profile:
+        split = profile_cached(settings)
+        print(
+            f"cached build+push profiled: {split['wall']:.3f} s wall, engine "
+            f"{split['engine']:.3f} s, paddlecd {split['paddlecd']:.3f} s"
+        )
+        doc["profile_seconds"] = split
+    print(json.dumps(doc))
 
 
 if __name__ == "__main__":

@@ -64,6 +64,9 @@ def main() -> None:
     if args.device == "gpu":  # GPU-only: the bandwidth sweep judged against verify/bandwidth.py
         results += [one(s, "float32", rank, n, iters=20, checks=DATA_CHECKS) for s in GPU_SWEEP]
     backend = "nccl" if args.device == "gpu" else "gloo"
+    wrong = sum(r["wrong"] for r in results)  # each rank's own log says what it saw (issue 14)
+    print(f"allreduce: rank {rank}/{n} {backend}: {len(results)} results, {wrong} wrong",
+          flush=True)
     if rank == 0:
         with open(args.out, "w") as fh:
             json.dump({"world_size": n, "backend": backend, "results": results}, fh)

@@ -21,6 +21,7 @@ def main() -> None:
         return float(mean) / n
 
     losses = train(paddle.DataParallel(make_model()), x, y, on_loss=global_mean)
+    print(f"train_dp: rank {rank}/{n} final loss {losses[-1]:.7f}", flush=True)  # in its own log
     if rank == 0:
         result = {"world_size": n, "losses": losses}
         if os.environ.get("SMOKE_SINGLE_TOO"):  # verify --nodes: the one-process run to compare

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from paddlecd import files
 from paddlecd.errors import ConfigError
 from paddlecd.registry.reference import check_repository
 
@@ -236,7 +237,7 @@ def debug_requested(environ: Mapping[str, str] | None = None, *, root: Path | No
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = files.load_yaml(path.read_text()) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""

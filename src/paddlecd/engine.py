@@ -16,9 +16,12 @@ import json
 import os
 import re
 import shutil
+import tarfile
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import docker
@@ -490,6 +493,33 @@ class Container:
         """Stop it now (SIGKILL); a container that already exited or is gone is left as it is."""
         with contextlib.suppress(docker.errors.APIError, requests.RequestException):
             self._raw.kill()
+
+    def logs(self) -> str:
+        """Its combined stdout/stderr so far (text); empty when the engine cannot give them."""
+        with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+            return self._raw.logs().decode("utf-8", "replace")
+        return ""
+
+    def copy_out(self, path: str, dest: Path) -> list[Path]:
+        """Copy folder ``path`` of the (running or exited) container into host folder ``dest``
+        (``docker cp``: the engine's archive API; a path that does not exist copies nothing).
+
+        Returns:
+            the regular files written under ``dest``, sorted. Members that would land outside
+            ``dest`` (absolute, ``..``, links) are refused by tarfile's ``data`` filter.
+        """
+        try:
+            chunks, _ = self._raw.get_archive(path.rstrip("/") + "/.")
+        except (docker.errors.APIError, requests.RequestException):
+            return []
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile() as buf:
+            for chunk in chunks:
+                buf.write(chunk)
+            buf.seek(0)
+            with tarfile.open(fileobj=buf) as tar:
+                tar.extractall(dest, filter="data")
+        return sorted(p for p in dest.rglob("*") if p.is_file())
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ FIGURES = {
     "bench_build_push.py": [
         r"^cold\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+",
         r"^no-op rebuild\+push: \d+ bytes",
+        r"^cached build\+push profiled: \d+\.\d+ s wall, engine \d+\.\d+ s, paddlecd \d+\.\d+ s",
     ],
     "bench_ledger.py": [
         r"^\s+40 new\s+promote\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+",

@@ -1,6 +1,8 @@
 """``verify --nodes 2`` for real: the collective checks as 2 containers on one network (gloo), on
 the Paddle CPU image of the ``paddle_image`` fixture pushed to the TLS + htpasswd test registry;
-and a rank that cannot reach the master fails fast with the address named (issue 14)."""
+each rank's logs copied out of its container before it is removed; and a rank that cannot reach
+the master fails fast with the address named (issue 14). The Kubernetes path is tested against a
+scripted API server in tests/unit/test_verify_nodes_k8s.py (no API server can run here)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,14 @@ def test_two_node_verify_passes_and_lists_both_nodes(image_by_digest, registry, 
     facts = done.record.nodes
     assert [f["rank"] for f in facts] == [0, 1] and done.record.node_count == 2
     assert len({f["hostname"] for f in facts}) == 2 and all(f["gpus"] == 0 for f in facts)
+    assert all(f["transport"] == nodes.GLOO for f in facts)  # CPU: gloo, no NCCL transport
+    assert allreduce.metrics["transport"] == "none/gloo" and done.record.to_json()["nodes"] == facts
+    for worker in nodes.WORKERS:  # every rank's logs, copied out before the containers went
+        for rank in (0, 1):
+            own = tmp_path / "out" / "logs" / worker / f"rank-{rank}.log"
+            assert f"rendezvous: rank {rank} on " in own.read_text(), own
+            workerlog = own.parent / f"rank-{rank}" / "workerlog.0"  # the launcher's, copied out
+            assert f"{worker}: rank {rank}/2 " in workerlog.read_text(), list(own.parent.rglob("*"))
     assert (tmp_path / "out" / "evidence.json").is_file()
     assert "```mermaid" in (tmp_path / "out" / "summary.md").read_text()
     assert not (settings.state / "evidence").exists()  # one-container evidence is not replaced
@@ -63,3 +73,5 @@ def test_a_rank_that_cannot_reach_the_master_fails_fast_naming_it(settings, imag
     assert not check.passed and check.name == nodes.WORKERS["allreduce"]
     assert "rank 1" in check.message
     assert "cannot reach the master no-such-master.invalid:36543 within 5s" in check.message
+    failed = (out / "logs" / "allreduce" / "rank-1.log").read_text()  # kept though the rank failed
+    assert "rendezvous: rank 1 cannot reach the master no-such-master.invalid:36543" in failed

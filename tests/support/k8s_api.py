@@ -16,7 +16,9 @@ API = json.loads((ROOT / "tests" / "data" / "cluster" / "k8s-api.json").read_tex
 
 class ScriptedAPI:
     """A real HTTP server replaying scripted responses: ``routes[(method, path)]`` is a list of
-    ``(status, body)`` served in order, the last one repeating. Every request is recorded."""
+    ``(status, body)`` served in order, the last one repeating; a route ``(method, "path?query")``
+    (the query as sent, e.g. a pod list's ``labelSelector``) is preferred when it matches. Every
+    request is recorded."""
 
     def __init__(self, routes: dict[tuple[str, str], list[tuple[int, object]]]):
         self.routes = {k: list(v) for k, v in routes.items()}
@@ -42,7 +44,9 @@ class ScriptedAPI:
                 length = int(self.headers.get("Content-Length") or 0)
                 api.requests.append((self.command, url.path, url.query))
                 self.rfile.read(length)
-                script = api.routes.get((self.command, url.path))
+                script = api.routes.get(
+                    (self.command, f"{url.path}?{url.query}")
+                ) or api.routes.get((self.command, url.path))
                 status, body = (
                     (script.pop(0) if len(script) > 1 else script[0])
                     if script

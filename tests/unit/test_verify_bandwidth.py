@@ -163,16 +163,20 @@ def test_verify_jobs_render_as_deploys_indexed_job_and_validate(tmp_path):
 
     from paddlecd import config
     from paddlecd.cluster.render import Target
-    from paddlecd.verify import nodes
+    from paddlecd.verify import nodes, nodes_k8s
 
-    settings = config.load(root=tmp_path)
+    from support import ROOT
+
+    settings = config.load(root=ROOT, environ={})  # the pods get this checkout's smoke/
     target = Target("registry.example.com/paddlecd/paddle@sha256:" + "4f" * 32, "cpu")
-    docs = nodes.manifests(settings, target, nodes=2, gpus_per_node=0, namespace="ml",
-                           pull_secret="paddlecd-registry")
-    assert [d["kind"] for d in docs] == ["Service", "Job", "Service", "Job"]
+    docs = [d for w in nodes.WORKERS
+            for d in nodes_k8s.manifests(settings, target, w, job_id=nodes_k8s.job_id(w),
+                                         nodes=2, gpus_per_node=0, namespace="ml",
+                                         pull_secret="paddlecd-registry")]
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Service", "Job"] * 2
     for doc in docs:
         assert kubernetes_validate.validate(doc, "1.30", strict=True) == "1.30"
-    job = docs[1]["spec"]
+    job = docs[2]["spec"]
     assert job["completions"] == job["parallelism"] == 2 and job["completionMode"] == "Indexed"
     argv = job["template"]["spec"]["containers"][0]["command"]
     assert argv[argv.index("--nnodes") + 1] == "2" and "/smoke/workers/allreduce.py" in argv

@@ -147,13 +147,26 @@ def push(c, variant=None, dry_run=False, json=False):
         "json": "print the evidence record as JSON on stdout instead of text",
         "nodes": "run the collective checks as an N-node job (default 1: one container)",
         "cluster": "where an N-node run goes: local (N containers on one network) or k8s "
-        "(print the Indexed Job + Service manifests)",
-        "gpus_per_node": "cards per node of an N-node GPU run (default: host cards / N)",
+        "(an Indexed Job + headless Service per check on the kubeconfig's cluster)",
+        "gpus_per_node": "cards per node of an N-node GPU run (default: host cards / N; "
+        "required with --cluster k8s for a GPU image)",
+        "kind": "with --cluster k8s: job (Indexed Job + Service) or paddlejob (Kubeflow)",
+        "dry_run": "with --cluster k8s: print the manifests (ConfigMap, Service, Job per check), "
+        "create nothing",
     }
 )
 @guarded
 def verify(
-    c, variant=None, image=None, out=None, json=False, nodes=1, cluster="local", gpus_per_node=None
+    c,
+    variant=None,
+    image=None,
+    out=None,
+    json=False,
+    nodes=1,
+    cluster="local",
+    gpus_per_node=None,
+    kind="job",
+    dry_run=False,
 ):
     """Run the smoke suite inside the pushed image (by digest) and record evidence for that digest.
 
@@ -164,20 +177,27 @@ def verify(
     check fails.
 
     --nodes N runs AllReduce (exact sums, busbw) and data-parallel training == one process as an
-    N-node job through deploy's launcher and rendezvous; the evidence lists every node. A rank
-    that cannot reach the master fails within a minute, naming the address.
+    N-node job through deploy's launcher and rendezvous; the evidence lists every node and the
+    transport (NCCL's on GPU, none/gloo on CPU); each rank's log is kept under <out>/logs/. A
+    rank that cannot reach the master fails within a minute, naming the address. --cluster k8s
+    submits each check as deploy submits a job (the smoke suite in a ConfigMap), watches it,
+    reads every rank's result from its pod log and deletes the objects (PADDLECD_KEEP=1 keeps
+    them); an unreachable API server exits 9 like deploy.
 
     Examples:
       invoke verify --variant cpu
       invoke verify --image registry.example.com/ml/paddle@sha256:<64 hex> --out /tmp/verify-out
       invoke verify --variant cpu --nodes 2 --cluster local
+      invoke verify --variant cu126 --nodes 2 --gpus-per-node 8 --cluster k8s [--dry-run]
     """
     from paddlecd.verify import run as smoke
 
     if cluster not in ("local", "k8s"):
         raise ConfigError(f"--cluster {cluster}: not a cluster kind", "use --cluster local or k8s")
-    if cluster == "k8s":
-        return _verify_manifests(variant, image, int(nodes), gpus_per_node)
+    if dry_run and cluster != "k8s":
+        raise ConfigError("--dry-run is for --cluster k8s", "drop --dry-run, or add --cluster k8s")
+    if dry_run:
+        return _verify_manifests(variant, image, int(nodes), gpus_per_node, kind, json)
     gpus = int(gpus_per_node) if gpus_per_node is not None else None
     done = smoke.verify(
         settings(),
@@ -187,11 +207,17 @@ def verify(
         on_line=say,
         nodes=int(nodes),
         gpus_per_node=gpus,
+        cluster=cluster,
+        kind=kind,
+        on_event=lambda m: say(f"-- {m}"),
     )
     if json:
         common.json_result(done.record)
     else:
         result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
+        if done.record.nodes:
+            ranks = ", ".join(f"rank {f['rank']} {f['transport']}" for f in done.record.nodes)
+            result(f"nodes: {done.record.node_count} ({ranks}); logs: {done.out_dir / 'logs'}")
         result(
             f"attestation: {done.attestation}"
             if done.attestation
@@ -205,22 +231,35 @@ def verify(
         result(f"verified {done.reference}: {len(done.record.checks)} checks passed")
 
 
-def _verify_manifests(variant, image, nodes, gpus_per_node):
-    """``verify --cluster k8s``: the verify jobs' manifests as YAML on stdout (nothing submitted)."""
+def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
+    """``verify --cluster k8s --dry-run``: every check's manifests as YAML (or, ``--json``, one
+    JSON document) on stdout; nothing is submitted."""
     import yaml
 
+    from paddlecd.cluster import k8s
     from paddlecd.cluster.render import Target
     from paddlecd.verify import nodes as multinode
+    from paddlecd.verify import nodes_k8s
     from paddlecd.verify import run as smoke
 
     s = settings()
+    if nodes < 2:
+        raise ConfigError(f"--cluster k8s with --nodes {nodes}", "pass --nodes 2 or more")
     reference = smoke.target(s, None if image else pick_variant(variant), image)
-    docs = multinode.manifests(
-        s,
-        Target(reference, variant or "image"),
-        nodes=nodes,
-        gpus_per_node=int(gpus_per_node or 0),
-        namespace=s.cluster.namespace or "default",
-        pull_secret=s.cluster.image_pull_secret,
-    )
+    docs = []
+    for worker in multinode.WORKERS:
+        docs += nodes_k8s.manifests(
+            s,
+            Target(reference, variant or "image"),
+            worker,
+            job_id=nodes_k8s.job_id(worker),
+            nodes=nodes,
+            gpus_per_node=int(gpus_per_node or 0),
+            kind=kind,
+            namespace=k8s.namespace(s),
+            pull_secret=s.cluster.image_pull_secret,
+        )
+    say("dry run: nothing created")
+    if as_json:
+        return common.json_result({"executed": False, "manifests": docs})
     result(yaml.safe_dump_all(docs, sort_keys=False))

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from paddlecd import files
 from paddlecd import schema as validation
 from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.errors import ConfigError
@@ -112,7 +113,7 @@ def load(path: str | Path | None) -> JobSpec:
         )
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text())
+        data = files.load_yaml(p.read_text())
     except FileNotFoundError as e:
         raise ConfigError(
             f"job file not found: {p}",

@@ -145,10 +145,16 @@ def _message(e: ApiException) -> str:
 
 
 def create(api: Api, manifest: dict[str, Any]) -> None:
-    """Create one Service, Job or PaddleJob in its ``metadata.namespace``. Raises ClusterError."""
+    """Create one ConfigMap, Service, Job or PaddleJob in its ``metadata.namespace``.
+
+    Raises:
+        ClusterError: the API server refused it (translated), or an unknown kind.
+    """
     ns, kind = manifest["metadata"]["namespace"], manifest["kind"]
     try:
-        if kind == "Service":
+        if kind == "ConfigMap":  # verify --nodes on k8s: the smoke suite (verify/nodes_k8s.py)
+            api.core.create_namespaced_config_map(ns, manifest)
+        elif kind == "Service":
             api.core.create_namespaced_service(ns, manifest)
         elif kind == "Job":
             api.batch.create_namespaced_job(ns, manifest)
@@ -171,7 +177,9 @@ def delete(api: Api, manifest: dict[str, Any]) -> None:
     )
     body = kubernetes.client.V1DeleteOptions(propagation_policy="Background")
     try:
-        if kind == "Service":
+        if kind == "ConfigMap":
+            api.core.delete_namespaced_config_map(name, ns)
+        elif kind == "Service":
             api.core.delete_namespaced_service(name, ns)
         elif kind == "Job":
             api.batch.delete_namespaced_job(name, ns, body=body)
@@ -229,5 +237,21 @@ def stream_log(api: Api, namespace: str, pod: str, container: str) -> Any:
         return api.core.read_namespaced_pod_log(
             pod, namespace, container=container, follow=True, _preload_content=False
         )
+    except ApiException as e:
+        raise translate(e, f"reading the log of pod {namespace}/{pod}") from e
+
+
+def read_log(api: Api, namespace: str, pod: str, container: str) -> str:
+    """A pod's whole log as text (not followed). The raw bytes are decoded here: the client's
+    own decoding would turn a log whose lines look like JSON into Python reprs.
+
+    Raises:
+        ClusterError: the API server refused (translated), e.g. the pod is gone.
+    """
+    try:
+        response = api.core.read_namespaced_pod_log(
+            pod, namespace, container=container, _preload_content=False
+        )
+        return response.data.decode("utf-8", "replace")
     except ApiException as e:
         raise translate(e, f"reading the log of pod {namespace}/{pod}") from e

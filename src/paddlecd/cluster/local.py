@@ -21,7 +21,14 @@ from typing import Any
 from paddlecd import engine
 from paddlecd.cluster.jobfile import JobSpec, Volume
 from paddlecd.cluster.quantity import parse_quantity
-from paddlecd.cluster.render import Target, environment, labels, launch_argv, rank_host
+from paddlecd.cluster.render import (
+    LAUNCH_LOG_DIR,
+    Target,
+    environment,
+    labels,
+    launch_argv,
+    rank_host,
+)
 from paddlecd.errors import ClusterError, EngineError
 
 Emit = Callable[[str], None]
@@ -39,11 +46,13 @@ def run(
     on_line: Emit,
     keep: bool = False,
     preflight: Preflight | None = None,
+    logs: Path | None = None,
 ) -> None:
     """Run ``spec`` on ``target`` as ``spec.nodes`` containers and wait for all ranks.
 
     ``preflight(rank)``: an argv each node runs first, ending in the launcher argv it then execs
     (verify's bounded rendezvous wait, smoke/rendezvous.py); None runs the launcher directly.
+    ``logs``: a host folder that gets every rank's logs (:func:`save_logs`), passed or failed.
 
     Raises:
         ClusterError: a rank exited non-zero (its log tail in the hint; other ranks are stopped),
@@ -63,7 +72,11 @@ def run(
             for i in range(spec.nodes)
         ]
         on_event(f"started {len(ranks)} containers: " + ", ".join(c.name for c in ranks))
-        _wait_all(ranks, timeout=spec.active_deadline_seconds, on_line=on_line)
+        try:
+            _wait_all(ranks, timeout=spec.active_deadline_seconds, on_line=on_line)
+        finally:  # before the containers go: a failed rank's logs matter most
+            if logs:
+                save_logs(ranks, logs)
     on_event("containers and network " + ("kept (runtime.keep)" if keep else "removed"))
 
 
@@ -101,6 +114,16 @@ def _container(
         gpus=tuple(str(rank * r.gpus + k) for k in range(r.gpus)) if r.gpus else None,
         keep=keep,
     )
+
+
+def save_logs(ranks: list[engine.Container], folder: Path) -> None:
+    """Copy each rank's logs out of its container: ``folder/rank-<i>.log`` (the container's
+    output: preflight, launcher, local rank 0's worker) and ``folder/rank-<i>/`` (the launcher's
+    per-process logs from :data:`~paddlecd.cluster.render.LAUNCH_LOG_DIR`, ``workerlog.<n>``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, c in enumerate(ranks):
+        (folder / f"rank-{i}.log").write_text(c.logs())
+        c.copy_out(LAUNCH_LOG_DIR, folder / f"rank-{i}")
 
 
 def _source(v: Volume) -> str:

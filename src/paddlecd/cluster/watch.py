@@ -11,7 +11,9 @@ conditions and its pods every ``poll`` seconds and turns what it sees into event
 * ``Complete`` (Job) / ``Succeeded`` (PaddleJob) ends the watch; ``Failed`` (``BackoffLimitExceeded``,
   ``DeadlineExceeded``) raises with the tail of rank 0's log.
 
-Rank 0's log is streamed to ``on_line`` from a thread as soon as its container runs.
+Rank 0's log is streamed to ``on_line`` from a thread as soon as its container runs. A watch whose
+pods do not change reports their phases every :data:`PROGRESS_EVERY` seconds; ``timeout`` bounds
+it (``verify --nodes --cluster k8s``), leaving the job to the caller.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from paddlecd.errors import ClusterError
 Emit = Callable[[str], None]
 PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
+PROGRESS_EVERY = 30.0  # s between "still running" events of a watch whose pods do not change
 
 
 def submit(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit) -> None:
@@ -73,16 +76,25 @@ def watch(
     poll: float = 2.0,
     pending_timeout: float = 600.0,
     secret: str | None = None,
+    timeout: float | None = None,
 ) -> None:
     """Watch the submitted job until it completes.
 
+    Args:
+        timeout: seconds to watch at most (None: until the job's own ``activeDeadlineSeconds``
+            ends it); past it the watch raises and leaves the job to the caller.
+
     Raises:
         ClusterError: image pull error, unschedulable past ``pending_timeout`` seconds (both: the
-            job is deleted), or the job failed (its reason, rank 0's log tail in the hint).
+            job is deleted), the job failed (its reason, rank 0's log tail in the hint), or it did
+            not end within ``timeout`` seconds.
     """
     job = manifests[-1]
     ns, job_id = job["metadata"]["namespace"], job["metadata"]["name"]
     state = _State()
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    next_progress = started + PROGRESS_EVERY
     while True:
         for pod in k8s.pods(api, ns, job_id):
             _look(
@@ -108,7 +120,25 @@ def watch(
                 if state.tail
                 else f"kubectl -n {ns} describe job {job_id}",
             )
+        if time.monotonic() >= next_progress:  # a quiet job still shows it is being watched
+            next_progress += PROGRESS_EVERY
+            on_event(f"{job['kind']} {ns}/{job_id}: {_summary(state)} after {_since(started)}")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise ClusterError(
+                f"{job['kind']} {ns}/{job_id} did not finish within {timeout:g}s",
+                f"kubectl -n {ns} describe job {job_id}; raise the timeout (verify.timeout)",
+            )
         time.sleep(poll)
+
+
+def _summary(state: _State) -> str:
+    """``2 Running, 1 Pending`` — the pods by phase, as last seen."""
+    counts = collections.Counter(state.phases.values())
+    return ", ".join(f"{n} {phase}" for phase, n in sorted(counts.items())) or "no pods yet"
+
+
+def _since(started: float) -> str:
+    return f"{time.monotonic() - started:.0f}s"
 
 
 def _outcome(conditions: list[dict[str, str]]) -> tuple[str, str, str] | None:
@@ -140,7 +170,7 @@ def _look(
     _unschedulable(api, manifests, pod, state, on_event, pending_timeout)
     # Follow rank 0's log; after a retry (backoffLimit > 0) follow the replacement pod once the old stream ended.
     following = state.log_thread is not None and state.log_thread.is_alive()
-    if _rank(pod) == "0" and phase in ("Running", "Succeeded", "Failed"):
+    if rank(pod) == "0" and phase in ("Running", "Succeeded", "Failed"):
         state.rank0 = pod
     if state.rank0 is pod and name not in state.followed and not following:
         state.followed.add(name)
@@ -213,7 +243,8 @@ def _abort(api: k8s.Api, manifests: list[dict]) -> None:
         k8s.delete(api, m)
 
 
-def _rank(pod: dict) -> str | None:
+def rank(pod: dict) -> str | None:
+    """The rank of a job's pod: its Indexed Job completion index or its PaddleJob replica index."""
     meta = pod["metadata"]
     return (meta.get("annotations") or {}).get(INDEX_ANNOTATION) or (meta.get("labels") or {}).get(
         KUBEFLOW_INDEX_LABEL

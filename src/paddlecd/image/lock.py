@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, LockError, PaddlecdError
 from paddlecd.files import now_iso
@@ -69,7 +70,7 @@ def _read_one(path: Path) -> dict[str, LockEntry]:
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = files.load_yaml(path.read_text()) or {}
         return {
             name: LockEntry(variant=name, **entry)
             for name, entry in (data.get("bases") or {}).items()

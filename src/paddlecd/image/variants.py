@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from paddlecd import files
 from paddlecd import schema as validation
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
@@ -159,7 +160,7 @@ def get(settings: Settings, name: str) -> Variant:
 
 def _read(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = files.load_yaml(path.read_text())
     except FileNotFoundError as e:
         raise ConfigError(
             f"variants file not found: {path}",

@@ -18,9 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
-
-from paddlecd import git
+from paddlecd import files, git
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
 
@@ -95,16 +93,16 @@ def at_ref(settings: Settings, base_ref: str, rel: str, key: str) -> dict[str, A
     absent)."""
     base = _git(settings, "merge-base", base_ref, "HEAD", what=f"base ref '{base_ref}'").strip()
     text = git.show(settings.root, base, rel)
-    return (yaml.safe_load(text) or {}).get(key) or {} if text is not None else {}
+    return (files.load_yaml(text) or {}).get(key) or {} if text is not None else {}
 
 
 def select(settings: Settings, base_ref: str) -> list[str]:
     """The variants touched by the change from ``base_ref`` to the work tree (see module rules)."""
     rel_variants, rel_lock = settings.variants_file, settings.lock_file
-    now_v = yaml.safe_load(settings.path(rel_variants).read_text()).get("variants") or {}
+    now_v = files.load_yaml(settings.path(rel_variants).read_text()).get("variants") or {}
     lock_path = settings.path(rel_lock)
     now_l = (
-        (yaml.safe_load(lock_path.read_text()) or {}).get("bases") or {}
+        (files.load_yaml(lock_path.read_text()) or {}).get("bases") or {}
         if lock_path.exists()
         else {}
     )

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from paddlecd import files
 from paddlecd import schema as validation
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, PipelineError
@@ -171,7 +172,7 @@ def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
 
 def _read(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return files.load_yaml(path.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""

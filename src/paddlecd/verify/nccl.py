@@ -21,6 +21,7 @@ _PATTERNS = (
     ("NVLS", re.compile(r"Connected NVLS|NVLS comm|via NVLS|\d+ nvls channels")),
     ("CollNet", re.compile(r"via COLLNET|CollNet.*(?:[Cc]onnected|enabled)")),
 )
+NAMES = tuple(name for name, _ in _PATTERNS)  # every transport name, in the order reported
 
 
 def transports(lines: Iterable[str]) -> tuple[str, ...]:
@@ -31,4 +32,4 @@ def transports(lines: Iterable[str]) -> tuple[str, ...]:
         if "NCCL INFO" not in line:
             continue
         seen.update(name for name, pattern in _PATTERNS if pattern.search(line))
-    return tuple(name for name, _ in _PATTERNS if name in seen)
+    return tuple(name for name in NAMES if name in seen)

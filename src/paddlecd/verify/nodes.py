@@ -4,15 +4,18 @@ The AllReduce worker and the data-parallel training worker of smoke/workers/ eac
 of N nodes through :func:`paddlecd.cluster.render.launch_argv` (``--master <job>-0.<job>:port``,
 ``--nnodes N``, ``--rank``) — locally as N containers on one network by
 :func:`paddlecd.cluster.local.run`, on Kubernetes as the Indexed Job + headless Service of
-:func:`paddlecd.cluster.render.render`. Before its launcher, every local node runs
-smoke/rendezvous.py: it records the node's facts and fails within ``RENDEZVOUS_TIMEOUT`` seconds,
-naming the address, when the master cannot be reached (the launcher itself would wait unbounded).
+:func:`paddlecd.cluster.render.render` (:mod:`paddlecd.verify.nodes_k8s`). Before its launcher,
+every node runs smoke/rendezvous.py: it records the node's facts and fails within
+``RENDEZVOUS_TIMEOUT`` seconds, naming the address, when the master cannot be reached (the
+launcher itself would wait unbounded). Each rank's logs are kept under ``<out>/logs/<worker>/``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +23,11 @@ from typing import Any
 
 from paddlecd.cluster import local
 from paddlecd.cluster.jobfile import JobSpec, Resources, Volume
-from paddlecd.cluster.render import Target, rank_host, render
+from paddlecd.cluster.render import Target, rank_host
 from paddlecd.config import Settings
 from paddlecd.errors import ClusterError
 from paddlecd.types import Echo
+from paddlecd.verify import nccl
 from paddlecd.verify.evidence import Check
 
 WORKERS = {
@@ -35,14 +39,20 @@ DP_RTOL = 1e-4  # as smoke/test_convergence.py: data parallel vs one process, fl
 LOSS_EVERY = 20  # as smoke/test_convergence.py: steps between the recorded loss-curve points
 
 
+GLOO = "none/gloo"  # CPU: gloo over TCP, no NCCL, so no NCCL transport to report
+
+
 @dataclass(frozen=True)
 class NodeRun:
     """What an N-node run produced: its ``checks`` (smoke names), the per-node ``facts``
-    (``rank``, ``hostname``, ``gpu``, ``gpus``, ``driver``) and the launcher ``lines`` seen."""
+    (``rank``, ``hostname``, ``gpu``, ``gpus``, ``driver``, ``transport``), the launcher
+    ``lines`` seen and the NCCL ``transports`` of all ranks (:func:`paddlecd.verify.nccl.transports`
+    names; empty on CPU)."""
 
     checks: tuple[Check, ...]
     facts: tuple[dict[str, Any], ...]
     lines: tuple[str, ...]
+    transports: tuple[str, ...] = ()
 
 
 def job_spec(
@@ -110,6 +120,7 @@ def run_local(
     Raises:
         EngineError: the engine could not create the network or a container.
     """
+    clear(out)
     checks: list[Check] = []
     lines: list[str] = []
 
@@ -130,6 +141,7 @@ def run_local(
                 on_line=seen,
                 keep=settings.runtime.keep,
                 preflight=preflight(spec, job_id, master=master, timeout=timeout),
+                logs=out / "logs" / worker,
             )
         except ClusterError as e:
             checks.append(
@@ -147,8 +159,62 @@ def run_local(
                 worker, result, world_size=nodes * max(1, gpus_per_node), duration_s=_since(started)
             )
         )
-    facts = tuple(json.loads(p.read_text()) for p in sorted(out.glob("node-*.json")))
-    return NodeRun(tuple(checks), tuple(sorted(facts, key=lambda f: f["rank"])), tuple(lines))
+    facts = [json.loads(p.read_text()) for p in sorted(out.glob("node-*.json"))]
+    return finish(checks, facts, lines, logs=out / "logs", gpu=gpus_per_node > 0)
+
+
+def clear(out: Path) -> None:
+    """Remove what an earlier run left in ``out`` (node facts, worker results, rank logs), so
+    nothing stale is taken for this run's."""
+    for path in [*out.glob("node-*.json"), *(out / f"{w}.json" for w in WORKERS)]:
+        path.unlink(missing_ok=True)
+    if (out / "logs").is_dir():
+        shutil.rmtree(out / "logs")
+
+
+def finish(
+    checks: list[Check], facts: list[dict[str, Any]], lines: list[str], *, logs: Path, gpu: bool
+) -> NodeRun:
+    """The :class:`NodeRun` of a finished run, local or Kubernetes: each node's facts get the
+    ``transport`` its own AllReduce logs name (``logs/allreduce/rank-<r>.log`` and
+    ``rank-<r>/workerlog.*``), and the AllReduce check the transports of all ranks as metric
+    ``transport`` — on CPU always :data:`GLOO`, on GPU the NCCL names or "not reported"."""
+    union: set[str] = set()
+    for fact in facts:
+        names = nccl.transports(rank_log_lines(logs / "allreduce", fact["rank"])) if gpu else ()
+        union.update(names)
+        fact["transport"] = transport_label(names, gpu=gpu)
+    ordered = tuple(n for n in nccl.NAMES if n in union)
+    label = transport_label(ordered, gpu=gpu)
+    extra: dict[str, Any] = {"transport": label}
+    model = next((f["gpu"] for f in facts if f.get("gpu")), None)
+    if gpu and model:  # GPU-only: the card bandwidth.check looks up (no environment check here)
+        extra["gpu_name"] = model
+    checks = [
+        dataclasses.replace(c, metrics={**c.metrics, **extra})
+        if c.name == WORKERS["allreduce"] and c.metrics
+        else c
+        for c in checks
+    ]
+    by_rank = tuple(sorted(facts, key=lambda f: f["rank"]))
+    return NodeRun(tuple(checks), by_rank, tuple(lines), ordered)
+
+
+def rank_log_lines(folder: Path, rank: int) -> list[str]:
+    """Every line rank ``rank`` logged under ``folder``: its own log (container or pod) and the
+    launcher's per-process logs next to it; empty when none were kept."""
+    paths = [folder / f"rank-{rank}.log", *sorted((folder / f"rank-{rank}").glob("**/*"))]
+    return [
+        line for p in paths if p.is_file() for line in p.read_text(errors="replace").splitlines()
+    ]
+
+
+def transport_label(names: tuple[str, ...] | list[str], *, gpu: bool) -> str:
+    """How the evidence names a transport: :data:`GLOO` on CPU; on GPU the NCCL names joined by
+    ``+`` (``IB+P2P``), or "not reported" when NCCL logged none (``NCCL_DEBUG`` lost)."""
+    if not gpu:
+        return GLOO
+    return "+".join(names) or "not reported (no NCCL INFO transport lines in the rank logs)"
 
 
 def judge(worker: str, result: dict[str, Any], *, world_size: int, duration_s: float) -> Check:
@@ -197,37 +263,6 @@ def judge(worker: str, result: dict[str, Any], *, world_size: int, duration_s: f
     return Check(
         name=name, passed=not problem, duration_s=duration_s, metrics=metrics, message=problem
     )
-
-
-def manifests(
-    settings: Settings,
-    target: Target,
-    *,
-    nodes: int,
-    gpus_per_node: int,
-    namespace: str,
-    pull_secret: str | None,
-) -> list[dict[str, Any]]:
-    """``--cluster k8s``: the Service + Indexed Job of each worker, as deploy renders them. The
-    smoke suite is a hostPath at /smoke (bake it into the image or swap in a claim for a real
-    cluster); the output is the pods' own /out, read from rank 0's log."""
-    out: list[dict[str, Any]] = []
-    for worker in WORKERS:
-        spec = job_spec(
-            settings,
-            worker,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            out=Path("/tmp/paddlecd-verify"),
-        )
-        out += render(
-            spec,
-            target,
-            job_id=f"{spec.name}-{secrets.token_hex(3)}",
-            namespace=namespace,
-            pull_secret=pull_secret,
-        )
-    return out
 
 
 def _since(started: float) -> float:

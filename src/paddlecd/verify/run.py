@@ -22,7 +22,7 @@ from paddlecd.files import now_iso, write_json
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
-from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl
+from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl, nodes_k8s
 from paddlecd.verify import nodes as multinode
 
 Echo = Callable[[str], None]
@@ -202,37 +202,51 @@ def verify(
     on_line: Echo | None = None,
     nodes: int = 1,
     gpus_per_node: int | None = None,
+    cluster: str = "local",
+    kind: str = "job",
+    on_event: Echo | None = None,
 ) -> Verified:
     """Verify one image by digest and store its evidence.
 
     Args:
         nodes: 1 runs the whole smoke suite in one container; N > 1 runs the collective checks as
-            an N-node local job (:mod:`paddlecd.verify.nodes`), its evidence listing every node.
-        gpus_per_node: cards per node of an N-node GPU run (default: the host's cards / N).
+            an N-node job (:mod:`paddlecd.verify.nodes`), its evidence listing every node.
+        gpus_per_node: cards per node of an N-node GPU run (default: the host's cards / N; with
+            ``cluster="k8s"`` required for a GPU variant, the host's cards being irrelevant).
+        cluster: where an N-node job runs: ``local`` (containers) or ``k8s`` (the kubeconfig's
+            cluster, :mod:`paddlecd.verify.nodes_k8s`; the image's labels are read from the
+            registry, no local engine is used). kind: ``job`` or ``paddlejob`` (k8s only).
+        on_event: lifecycle lines of an N-node run (created, pod phases, removed).
 
     Returns:
         :class:`Verified`; ``passed`` is False when any check failed (the caller decides the exit).
 
     Raises:
-        ConfigError: no target, or ``nodes`` < 1. RegistryError: the digest cannot be pulled.
+        ConfigError: no target, ``nodes`` < 1, an unknown cluster or kind, ``k8s`` with one
+            node, or a GPU variant on ``k8s`` without ``gpus_per_node``. RegistryError: the
+            digest cannot be pulled. ClusterError: the kubeconfig or API server is unusable, or
+            a manifest was refused.
             VerifyError: GPU image on a host without a suitable driver, or the smoke suite could
             not run at all (no JUnit written). SigningKeyError: a signing key is configured but
             unusable (checked before the run).
     """
-    if nodes < 1:
-        raise ConfigError(f"--nodes {nodes}: a run needs at least 1 node", "pass --nodes 1 or more")
+    on_k8s = _check_where(nodes, cluster, kind)
     reference = target(settings, variant, image)
     if keys.configured(settings):
         keys.signer(settings)  # a bad signing key fails now, not after the smoke suite ran
-    engine.pull(reference, credentials=registry_auth.env_credentials())
-    labels = engine.image_labels(reference)
+    labels = _labels(settings, reference, pull=not on_k8s)
+    if on_k8s and labels.get("io.paddlecd.device") == "gpu" and not gpus_per_node:
+        raise ConfigError(
+            f"{reference} is a GPU image: --cluster k8s needs --gpus-per-node",
+            "pass the cards each pod gets, e.g. --gpus-per-node 8",
+        )
     if variant and labels.get("io.paddlecd.variant") not in (None, variant):
         raise ConfigError(
             f"{reference} is variant '{labels['io.paddlecd.variant']}', not '{variant}'",
             "check --image",
         )
     driver = None
-    if labels.get("io.paddlecd.device") == "gpu":  # GPU-only: before any container starts
+    if labels.get("io.paddlecd.device") == "gpu" and not on_k8s:  # GPU-only: before any container
         driver = drivers.require_for(labels.get("io.paddlecd.cuda.version", "")).driver
     digest = reference.split("@", 1)[1]
     name = f"{labels.get('io.paddlecd.variant', 'image')}-{digest[7:19]}"
@@ -251,22 +265,28 @@ def verify(
         ok, checks = _one_container(settings, reference, labels, out, on_line)
         transports = nccl_transports(out)
     else:
-        gpus = 0 if not driver else gpus_per_node or drivers.host_gpus()[1] // nodes  # GPU-only
-        ran = multinode.run_local(
-            settings,
-            Target(reference, labels.get("io.paddlecd.variant") or "image"),
-            nodes=nodes,
-            gpus_per_node=gpus,
-            out=out,
-            on_line=on_line or (lambda _: None),
-        )
+        on_line, on_event = on_line or _quiet, on_event or on_line or _quiet
+        run_on = Target(reference, labels.get("io.paddlecd.variant") or "image")
+        if on_k8s:
+            gpus = int(gpus_per_node or 0) if labels.get("io.paddlecd.device") == "gpu" else 0
+            ran = nodes_k8s.run_k8s(
+                settings,
+                run_on,
+                nodes=nodes,
+                gpus_per_node=gpus,
+                out=out,
+                on_event=on_event,
+                on_line=on_line,
+                kind=kind,
+            )
+            driver = next((f["driver"] for f in ran.facts if f.get("driver")), None)  # GPU-only
+        else:
+            gpus = 0 if not driver else gpus_per_node or drivers.host_gpus()[1] // nodes  # GPU-only
+            ran = multinode.run_local(
+                settings, run_on, nodes=nodes, gpus_per_node=gpus, out=out, on_line=on_line
+            )
         (out / "smoke.log").write_text("\n".join(ran.lines) + "\n")
-        ok, checks, facts, transports = (
-            True,
-            list(ran.checks),
-            ran.facts,
-            nccl.transports(ran.lines),
-        )
+        ok, checks, facts, transports = True, list(ran.checks), ran.facts, ran.transports
     if driver:  # GPU-only: busbw against the expectation table (issue 14)
         checks.append(
             bandwidth.check(
@@ -311,6 +331,38 @@ def verify(
         out_dir=out,
         attestation=att,
     )
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def _check_where(nodes: int, cluster: str, kind: str) -> bool:
+    """True for a Kubernetes run; raises ConfigError for a combination that cannot run."""
+    if nodes < 1:
+        raise ConfigError(f"--nodes {nodes}: a run needs at least 1 node", "pass --nodes 1 or more")
+    if cluster not in ("local", "k8s"):
+        raise ConfigError(f"--cluster {cluster}: not a cluster kind", "use --cluster local or k8s")
+    if kind not in ("job", "paddlejob"):
+        raise ConfigError(f"--kind {kind}: not a job kind", "use --kind job or paddlejob")
+    if cluster == "k8s" and nodes < 2:
+        raise ConfigError(
+            f"--cluster k8s with --nodes {nodes}: the cluster runs the collective checks only",
+            "pass --nodes 2 or more (one node: the whole suite in one local container)",
+        )
+    if kind == "paddlejob" and cluster != "k8s":
+        raise ConfigError("--kind paddlejob runs only with --cluster k8s", "drop --kind")
+    return cluster == "k8s" and nodes > 1
+
+
+def _labels(settings: Settings, reference: str, *, pull: bool) -> dict[str, str]:
+    """The image's labels: pulled and inspected on the engine (``pull``, the image runs here),
+    else read from the registry's config blob (a cluster pulls it, not this machine)."""
+    if pull:
+        engine.pull(reference, credentials=registry_auth.env_credentials())
+        return engine.image_labels(reference)
+    client, ref = registry.open_reference(settings, reference)
+    return client.image_labels(ref.repository, str(ref.digest))
 
 
 def _one_container(

@@ -1,0 +1,359 @@
+"""``verify --nodes 2 --cluster k8s`` against a scripted Kubernetes API server over real HTTP.
+
+No Kubernetes API server can run on the test machines, and no GPU: as in test_cluster_k8s.py, a
+small real HTTP server (tests/support/k8s_api.py) replays responses in the shape a v1.30 API
+server returns them (tests/data/cluster/k8s-api.json, renamed to the verify jobs), and a real
+kubeconfig points the official client at it. Our submit, watch, log collection and evidence code
+run unchanged; what the pods print is scripted — in the format smoke/rendezvous.py ``--report``
+prints (the same function is run on real files below). Not tested here: a real scheduler, DNS of
+the headless Service, the kubelet's ``$(VAR)`` expansion, NCCL on GPUs. Manifests are validated
+like deploy's: the official schemas (kubernetes-validate, strict) and the PaddleJob CRD, plus a
+golden file (regenerate with PADDLECD_UPDATE_GOLDEN=1, then review the diff).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from paddlecd import config
+from paddlecd.cluster.render import Target
+from paddlecd.errors import ClusterError, ConfigError
+from paddlecd.verify import nodes, nodes_k8s
+
+from support import ROOT, clean_env, invoke, project_settings
+from support.k8s_api import API, ScriptedAPI
+
+NS, SUFFIX, RECORDED = "ml-train", "0a1b2c", "ernie-ft-0a1b2c"
+IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
+JOBS = {w: nodes_k8s.job_id(w, SUFFIX) for w in nodes.WORKERS}
+GOLDEN = ROOT / "tests" / "data" / "golden" / "cluster" / "verify-nodes-2.job.yaml"
+CRD = ROOT / "tests" / "data" / "cluster" / "kubeflow.org_paddlejobs.trimmed.yaml"
+ALLREDUCE = {  # rank 0's result, in smoke/workers/allreduce.py's shape (2 gloo ranks)
+    "world_size": 2,
+    "backend": "gloo",
+    "results": [
+        {"elements": n, "dtype": "float32", "bytes": 4 * n, "wrong": 0, "time_us": 90.0,
+         "algbw_GBps": 4 * n / 90e-6 / 1e9, "busbw_GBps": 4 * n / 90e-6 / 1e9}
+        for n in (1, 1024, 65536, 1 << 20)
+    ],
+}
+TRAIN_DP = {"world_size": 2, "losses": [1.0, 0.5, 0.0101], "single_losses": [1.0, 0.5, 0.0101]}
+
+
+def renamed(value, job: str):
+    """A recorded response of job ernie-ft-0a1b2c, as the API would answer for ``job``."""
+    return json.loads(json.dumps(value).replace(RECORDED, job))
+
+
+def marked(file: str, data) -> str:
+    return f"{nodes_k8s.MARK} {file} {json.dumps(data, separators=(',', ':'))}"
+
+
+def node(rank: int, job: str) -> dict:
+    return {"rank": rank, "hostname": f"{job}-{rank}", "gpu": None, "gpus": 0, "driver": None}
+
+
+def pod_log(job: str, rank: int, *, result: tuple[str, dict] | None = None) -> str:
+    lines = [f"rendezvous: rank {rank} on {job}-{rank}, master {job}-0.{job}:36543",
+             f"LAUNCH INFO Job: {job}, mode collective, replicas 2[2:2], elastic False"]
+    if result:
+        lines.append(marked(*result))
+    lines.append(marked(f"node-{rank}.json", node(rank, job)))
+    return "\n".join(lines) + "\n"
+
+
+def routes(worker: str, *, pods="pods_succeeded", status="job_complete", logs=None) -> dict:
+    """The API of one verify job: created, watched to ``status``, pods ``pods``, pod ``logs``."""
+    job = JOBS[worker]
+    base, jobs = f"/api/v1/namespaces/{NS}", f"/apis/batch/v1/namespaces/{NS}/jobs"
+    created = {**API["service_created"], "kind": "ConfigMap", "data": {}}
+    pod_list = renamed(API[pods], job)
+    names = [p["metadata"]["name"] for p in pod_list["items"]]
+    logs = logs or [pod_log(job, 0, result=(f"{worker}.json", RESULTS[worker])), pod_log(job, 1)]
+    return {
+        ("POST", f"{base}/configmaps"): [(201, renamed(created, job))],
+        ("POST", f"{base}/services"): [(201, renamed(API["service_created"], job))],
+        ("POST", jobs): [(201, renamed(API["job_created"], job))],
+        ("GET", f"{base}/pods?labelSelector=paddlecd.io%2Fjob%3D{job}"): [(200, pod_list)],
+        ("GET", f"{jobs}/{job}/status"): [(200, renamed(API["job_active"], job)),
+                                          (200, renamed(API[status], job))],
+        **{("GET", f"{base}/pods/{n}/log"): [(200, text)] for n, text in zip(names, logs)},
+        **{("DELETE", f"{base}/{kind}/{job}"): [(200, API["deleted"])]
+           for kind in ("configmaps", "services")},
+        ("DELETE", f"{jobs}/{job}"): [(200, API["deleted"])],
+    }
+
+
+RESULTS = {"allreduce": ALLREDUCE, "train_dp": TRAIN_DP}
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """Start a ScriptedAPI and point $KUBECONFIG at it (context namespace ml-train)."""
+    servers: list[ScriptedAPI] = []
+
+    def start(script: dict) -> ScriptedAPI:
+        api = ScriptedAPI(script)
+        servers.append(api)
+        kubeconfig = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "scripted",
+            "clusters": [{"name": "scripted", "cluster": {"server": api.url}}],
+            "users": [{"name": "ci", "user": {"token": "scripted-token"}}],
+            "contexts": [{"name": "scripted",
+                          "context": {"cluster": "scripted", "user": "ci", "namespace": NS}}],
+        }
+        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        return api
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def verify(tmp_path, **kw) -> tuple[nodes.NodeRun, list[str]]:
+    events: list[str] = []
+    ran = nodes_k8s.run_k8s(
+        project_settings(tmp_path / "state"), Target(IMAGE, "cpu"), nodes=2, gpus_per_node=0,
+        out=tmp_path / "out", on_event=events.append, on_line=events.append, poll=0.01,
+        suffix=SUFFIX, **kw,
+    )
+    return ran, events
+
+
+def test_both_checks_run_to_success_and_the_pod_logs_become_the_evidence(cluster, tmp_path):
+    api = cluster({**routes("allreduce"), **routes("train_dp")})
+    ran, events = verify(tmp_path)
+
+    assert [c.name for c in ran.checks] == list(nodes.WORKERS.values())
+    assert all(c.passed for c in ran.checks), [c.message for c in ran.checks]
+    allreduce, dp = ran.checks
+    assert allreduce.metrics["world_size"] == 2 and allreduce.metrics["transport"] == nodes.GLOO
+    assert dp.metrics["relative_difference"] == 0.0
+    assert [f["rank"] for f in ran.facts] == [0, 1] and ran.transports == ()
+    assert all(f["transport"] == "none/gloo" for f in ran.facts)
+    posted = [p.rsplit("/", 1)[-1] for p in api.calls("POST")]
+    assert posted == ["configmaps", "services", "jobs"] * 2  # the smoke suite first, then deploy's
+    assert len(api.calls("DELETE")) == 6  # Job, Service, ConfigMap of each check: nothing left
+    for worker, job in JOBS.items():  # every rank's log kept, as the local path keeps them
+        for rank in (0, 1):
+            log = (tmp_path / "out" / "logs" / worker / f"rank-{rank}.log").read_text()
+            assert f"rendezvous: rank {rank} on {job}-{rank}" in log
+    assert json.loads((tmp_path / "out" / "allreduce.json").read_text()) == ALLREDUCE
+    assert f"Job {NS}/{JOBS['train_dp']} completed" in events
+
+
+def test_a_rank_that_cannot_reach_the_master_is_named_from_its_own_log(cluster, tmp_path):
+    job = JOBS["allreduce"]
+    failed = copy.deepcopy(API["pods_failed"])  # rank 1 exits 3; the Job then stops rank 0 (143)
+    for pod, (code, at) in zip(failed["items"], [(143, "15:01:05"), (3, "15:01:00")]):
+        pod["status"]["phase"] = "Failed"
+        pod["status"]["containerStatuses"][0]["state"] = {"terminated": {
+            "exitCode": code, "reason": "Error", "finishedAt": f"2026-11-29T{at}Z"}}
+    why = (f"rendezvous: rank 1 cannot reach the master {job}-0.{job}:36543 within 60s "
+           "(gaierror: [Errno -2] Name or service not known)")
+    api = cluster({
+        **routes("allreduce", pods="pods_failed", status="job_failed_backoff",
+                 logs=[pod_log(job, 0), pod_log(job, 1) + why + "\n"]),
+    })
+    api.routes[("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector=paddlecd.io%2Fjob%3D{job}")] = [
+        (200, renamed(failed, job))
+    ]
+    ran, _ = verify(tmp_path)
+
+    (check,) = ran.checks  # the run stops at the first failed job, as locally
+    assert not check.passed and check.name == nodes.WORKERS["allreduce"]
+    assert check.message.startswith(f"rank 1 (pod {job}-1-q9z4m) exited 3: {why}")
+    assert "BackoffLimitExceeded" in check.message  # the Job's own verdict follows
+    assert [f["rank"] for f in ran.facts] == [0, 1]  # facts are kept from a failed run too
+    assert len(api.calls("DELETE")) == 3
+
+
+def test_a_job_that_does_not_finish_in_time_fails_and_is_removed(cluster, tmp_path):
+    script = routes("allreduce", pods="pods_running", status="job_active")
+    api = cluster(script)
+    started = time.monotonic()
+    ran, _ = verify(tmp_path, timeout=0.3)
+
+    assert time.monotonic() - started < 10
+    (check,) = ran.checks
+    assert not check.passed and f"{JOBS['allreduce']} did not finish within 0.3s" in check.message
+    assert sorted(p.rsplit("/", 2)[-2] for p in api.calls("DELETE")) == [
+        "configmaps", "jobs", "services"]
+
+
+def test_kept_objects_stay_on_the_cluster(cluster, tmp_path):
+    api = cluster({**routes("allreduce"), **routes("train_dp")})
+    events: list[str] = []
+    nodes_k8s.run_k8s(
+        project_settings(tmp_path / "state", **{"runtime.keep": True}), Target(IMAGE, "cpu"),
+        nodes=2, gpus_per_node=0, out=tmp_path / "out", on_event=events.append,
+        on_line=events.append, poll=0.01, suffix=SUFFIX,
+    )
+    assert api.calls("DELETE") == []
+
+
+def test_an_unreachable_api_server_is_one_cluster_error(tmp_path, monkeypatch):
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "ci", "user": {"token": "t"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "ci"}}],
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    with pytest.raises(ClusterError) as info:
+        verify(tmp_path)
+    assert "Kubernetes API server http://127.0.0.1:9 unreachable" in info.value.cause
+    assert "\n" not in info.value.cause and info.value.exit_code == 9  # as deploy's
+    assert not (tmp_path / "out" / "logs").exists()
+
+
+def test_rendezvous_report_prints_what_results_parses(tmp_path):
+    """smoke/rendezvous.py --report on a real launcher stand-in: its lines parse back."""
+    out = tmp_path / "out"
+    out.mkdir()
+    writer = f"import json; json.dump({ALLREDUCE!r}, open({str(out / 'allreduce.json')!r}, 'w'))"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "smoke" / "rendezvous.py"), "--rank", "0", "--master",
+         "x:1", "--out", str(out), "--report", "--", sys.executable, "-c", writer],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = nodes_k8s.results(proc.stdout)
+    assert found["allreduce.json"] == ALLREDUCE and found["node-0.json"]["rank"] == 0
+    bad = f"{nodes_k8s.MARK} ../evil.json {{}}\n{nodes_k8s.MARK} x.json {{"  # a path; cut short
+    assert nodes_k8s.results(bad) == {}
+
+
+def manifests(kind: str) -> list[dict]:
+    return [
+        m
+        for worker in nodes.WORKERS
+        for m in nodes_k8s.manifests(
+            project_settings(ROOT / ".paddlecd-unused"),
+            Target(IMAGE, "cpu", "1.4.0-cpu", "0" * 40),
+            worker, job_id=JOBS[worker], nodes=2, gpus_per_node=0, kind=kind, namespace=NS,
+            pull_secret="paddlecd-registry",
+        )
+    ]
+
+
+@pytest.mark.parametrize("version", ["1.28", "1.30", "1.32"])
+def test_manifests_validate_against_official_schemas(version):
+    ms = manifests("job")
+    assert [m["kind"] for m in ms] == ["ConfigMap", "Service", "Job"] * 2
+    for m in ms:
+        assert kubernetes_validate.validate(m, version, strict=True) == version
+
+
+def test_the_pod_runs_the_rendezvous_precheck_on_the_configmap_suite():
+    configmap, _, job = manifests("job")[:3]
+    pod = job["spec"]["template"]["spec"]
+    command = pod["containers"][0]["command"]
+    assert command[:4] == ["python", "/smoke/rendezvous.py", "--rank", "$(JOB_COMPLETION_INDEX)"]
+    assert command[command.index("--master") + 1] == "$(PADDLE_MASTER)"
+    assert command[command.index("--") + 1 :][:3] == ["python", "-m", "paddle.distributed.launch"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["output"] == {"name": "output", "emptyDir": {}}
+    items = {i["path"] for i in volumes["code"]["configMap"]["items"]}
+    assert {"rendezvous.py", "_common.py", "workers/allreduce.py", "workers/train_dp.py"} <= items
+    assert configmap["data"]["workers__allreduce.py"] == (
+        ROOT / "smoke" / "workers" / "allreduce.py"
+    ).read_text()
+
+
+def test_the_paddlejob_validates_against_the_operator_crd():
+    from test_cluster_render import crd_validator
+
+    ms = manifests("paddlejob")
+    assert [m["kind"] for m in ms] == ["ConfigMap", "PaddleJob"] * 2
+    for m in ms[1::2]:
+        assert [e.message for e in crd_validator(CRD).iter_errors(m)] == []
+        env = m["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]
+        index = next(e for e in env if e["name"] == "JOB_COMPLETION_INDEX")
+        assert "training.kubeflow.org/replica-index" in index["valueFrom"]["fieldRef"]["fieldPath"]
+
+
+def test_a_checkout_without_the_smoke_suite_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="the smoke suite is incomplete") as info:
+        nodes_k8s.manifests(
+            config.load(root=tmp_path, environ={}), Target(IMAGE, "cpu"), "allreduce",
+            job_id=JOBS["allreduce"], nodes=2, gpus_per_node=0,
+        )
+    assert "rendezvous.py, workers/allreduce.py, workers/train_dp.py" in info.value.cause
+
+
+def test_manifests_match_the_golden_file():
+    """The smoke files' text is replaced by a placeholder: the golden file reviews the manifests'
+    shape, not smoke/'s contents (compared with the checkout above)."""
+    ms = manifests("job")
+    for m in ms:
+        if m["kind"] == "ConfigMap":
+            m["data"] = {k: "<smoke file>" for k in m["data"]}
+    text = yaml.safe_dump_all(ms, sort_keys=False)
+    if os.environ.get("PADDLECD_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+
+
+@pytest.mark.parametrize(
+    "args, cause",
+    [
+        (["--dry-run"], "--dry-run is for --cluster k8s"),
+        (["--cluster", "k8s", "--nodes", "1"], "--cluster k8s with --nodes 1"),
+        (["--cluster", "k8s", "--nodes", "2", "--kind", "mpijob"], "--kind mpijob: not a job kind"),
+    ],
+)
+def test_bad_verify_flags_exit_2_before_any_request(tmp_path, args, cause):
+    api = ScriptedAPI({})
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "s",
+        "clusters": [{"name": "s", "cluster": {"server": api.url}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}],
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    env = clean_env(drop=("PADDLECD_",), KUBECONFIG=str(tmp_path / "kubeconfig"),
+                    HOME=str(tmp_path), PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    try:
+        result = invoke("verify", "--image", IMAGE, *args, env=env, timeout=120)
+    finally:
+        api.close()
+    assert result.returncode == 2, result.stderr
+    assert cause in result.stderr and "hint:" in result.stderr
+    assert api.requests == []
+
+
+def test_gpu_rank_logs_name_the_nccl_transport_per_node(tmp_path):
+    """GPU-only evidence from recorded NCCL_DEBUG=INFO lines (NVIDIA/nccl's log format): each
+    node's transport from its own logs, the union on the AllReduce check, the card for the
+    expectation table."""
+    logs = tmp_path / "logs" / "allreduce"
+    (logs / "rank-1").mkdir(parents=True)
+    (logs / "rank-0.log").write_text(
+        "gpu-a:312:340 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+        "gpu-a:312:340 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/0/GDRDMA\n"
+    )
+    (logs / "rank-1" / "workerlog.3").write_text(
+        "gpu-b:99:120 [3] NCCL INFO Channel 01/0 : 11[3] -> 12[4] via SHM/direct/direct\n"
+    )
+    check = nodes.judge("allreduce", ALLREDUCE, world_size=2, duration_s=1.0)
+    facts = [{**node(r, "j"), "gpu": "NVIDIA H100 80GB HBM3", "gpus": 8} for r in (1, 0)]
+    ran = nodes.finish([check], facts, [], logs=tmp_path / "logs", gpu=True)
+
+    assert [(f["rank"], f["transport"]) for f in ran.facts] == [(0, "IB+P2P"), (1, "SHM")]
+    assert ran.transports == ("IB", "P2P", "SHM")
+    assert ran.checks[0].metrics["transport"] == "IB+P2P+SHM"
+    assert ran.checks[0].metrics["gpu_name"] == "NVIDIA H100 80GB HBM3"
+    quiet = nodes.finish([check], [node(0, "j")], [], logs=tmp_path / "none", gpu=True)
+    assert quiet.facts[0]["transport"].startswith("not reported")
