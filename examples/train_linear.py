@@ -27,7 +27,8 @@ SEED = 2024
 
 
 def synthetic(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` samples of ``y = x·w + 0.5 + noise`` with fixed ``w`` (shapes ``[n, D]``, ``[n, 1]``)."""
+    """``n`` samples of ``y = x·w + 0.5 + noise`` with fixed ``w`` (shapes ``[n, D]``,
+    ``[n, 1]``)."""
     rng = np.random.default_rng(SEED)
     w = rng.normal(size=(D, 1)).astype("float32")
     x = rng.normal(size=(n, D)).astype("float32")

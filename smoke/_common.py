@@ -17,7 +17,8 @@ from pathlib import Path
 
 SMOKE_DIR = Path(__file__).resolve().parent
 
-# Model and data sizes: small enough for 2 CPU cores, big enough that the loss curve means something.
+# Model and data sizes: small enough for 2 CPU cores, big enough that the loss curve means
+# something.
 # 840 = lcm(1..8): every world size up to 8 gets equal shards, so data parallel equals one process.
 D_IN, D_HIDDEN, N_SAMPLES = 8, 32, 840
 STEPS, LR = 400, 0.1
@@ -60,7 +61,8 @@ def is_gpu_run() -> bool:
 
 
 def make_data(rank: int = 0, world_size: int = 1):
-    """Deterministic regression data ``(x [N/ws, D_IN], y [N/ws, 1])`` float32; rank ``r`` gets rows r::ws."""
+    """Deterministic regression data ``(x [N/ws, D_IN], y [N/ws, 1])`` float32; rank ``r`` gets rows
+    r::ws."""
     import numpy as np
 
     rng = np.random.default_rng(20261129)
@@ -71,7 +73,7 @@ def make_data(rank: int = 0, world_size: int = 1):
 
 
 def make_model():
-    """A 2-layer MLP with seeded initialisation (identical on every rank and in single-process runs)."""
+    """A 2-layer MLP, seeded initialisation (identical on every rank and in single-process runs)."""
     import paddle
 
     paddle.seed(7)
@@ -108,8 +110,8 @@ def train(model, x, y, *, steps: int = STEPS, lr: float = LR, on_loss=None) -> l
 
 
 def init_worker(description: str):
-    """Common start of a launched worker: parse ``--out``/``--device``, select this rank's device and
-    initialise the collective (NCCL or gloo). Returns ``(args, rank, world_size)``."""
+    """Common start of a launched worker: parse ``--out``/``--device``, select this rank's device
+    and initialise the collective (NCCL or gloo). Returns ``(args, rank, world_size)``."""
     import argparse
 
     import paddle.distributed as dist
@@ -137,7 +139,8 @@ def require_collective(expect: Expect) -> None:
 
 
 def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dict:
-    """Run ``script`` under ``paddle.distributed.launch`` on ``expect.ranks`` processes; return rank 0's JSON.
+    """Run ``script`` under ``paddle.distributed.launch`` on ``expect.ranks`` processes; return rank
+    0's JSON.
 
     On CPU paddle.distributed.launch picks gloo; on GPU it uses NCCL over the listed cards.
 

@@ -23,7 +23,7 @@ def expect() -> Expect:
 
 @pytest.fixture
 def metric(record_property):
-    """``metric(name, value)`` records a JSON-encoded JUnit property, collected into the evidence."""
+    """``metric(name, value)`` records a JSON-encoded JUnit property, collected into evidence."""
 
     def record(name: str, value) -> None:
         record_property(name, json.dumps(value))

@@ -59,8 +59,9 @@ def test_gpu_devices_visible(expect, metric):  # GPU-only
 
 
 def cudnn_major_minor(version: int) -> str:
-    """``major.minor`` from cuDNN's integer version: M*1000 + m*100 + p up to cuDNN 8 (8907 = 8.9.7),
-    M*10000 + m*100 + p from cuDNN 9 on (90501 = 9.5.1) — the CUDNN_VERSION macro of cudnn_version.h."""
+    """``major.minor`` from cuDNN's integer version: M*1000 + m*100 + p up to cuDNN 8 (8907 =
+    8.9.7), M*10000 + m*100 + p from cuDNN 9 on (90501 = 9.5.1) — the CUDNN_VERSION macro of
+    cudnn_version.h."""
     if version >= 90000:
         return f"{version // 10000}.{version % 10000 // 100}"
     return f"{version // 1000}.{version % 1000 // 100}"

@@ -1,5 +1,6 @@
-"""Data-parallel training worker: each rank trains on its shard (rows rank::n) with gradients averaged
-by paddle.DataParallel; the reported loss is the all-reduced mean over ranks, i.e. the full-batch loss."""
+"""Data-parallel training worker: each rank trains on its shard (rows rank::n) with gradients
+averaged by paddle.DataParallel; the reported loss is the all-reduced mean over ranks, i.e. the
+full-batch loss."""
 
 from __future__ import annotations
 

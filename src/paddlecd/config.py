@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from paddlecd import files
 from paddlecd.errors import ConfigError
 from paddlecd.registry.reference import check_repository
@@ -236,16 +234,7 @@ def debug_requested(environ: Mapping[str, str] | None = None, *, root: Path | No
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = files.load_yaml(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(
-            f"{path}: not valid YAML{where}: "
-            f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}",
-            "fix the syntax",
-        ) from e
+    data = files.read_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected a mapping at the top level", "see README 'Configuration'"

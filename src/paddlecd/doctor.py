@@ -80,9 +80,9 @@ def check_engine(host: Host) -> Check:
         engine.info()  # raises the EngineError with its cause and hint
     builder = engine.pick_builder(host.settings.build.docker_cli)
     return Check(
-        "engine",
-        "ok",
-        f"Docker {host.info['ServerVersion']}; BuildKit builder: {builder.description}",
+        name="engine",
+        status="ok",
+        detail=f"Docker {host.info['ServerVersion']}; BuildKit builder: {builder.description}",
     )
 
 
@@ -96,7 +96,7 @@ def check_registry(host: Host) -> Check:
         if client.credentials
         else "anonymous access allowed"
     )
-    return Check("registry", "ok", f"{url} answers /v2/ ({who})")
+    return Check(name="registry", status="ok", detail=f"{url} answers /v2/ ({who})")
 
 
 def check_gpu_driver(host: Host) -> Check:
@@ -104,46 +104,52 @@ def check_gpu_driver(host: Host) -> Check:
     gpu = host.gpu_variants
     if not host.driver:
         if not gpu:
-            return Check("gpu driver", "ok", "no GPU on this host; only CPU variants in use")
+            return Check(
+                name="gpu driver",
+                status="ok",
+                detail="no GPU on this host; only CPU variants in use",
+            )
         names = ", ".join(v.name for v in gpu)
         return Check(
-            "gpu driver",
-            "fail" if host.require_gpu else "warn",
-            f"no GPU on this host (nvidia-smi found none): GPU variants {names} cannot be verified "
-            "here",
-            "run them on a GPU runner, or select CPU variants: invoke doctor --variant cpu",
+            name="gpu driver",
+            status="fail" if host.require_gpu else "warn",
+            detail=f"no GPU on this host (nvidia-smi found none): GPU variants {names} "
+            "cannot be verified here",
+            hint="run them on a GPU runner, or select CPU variants: invoke doctor --variant cpu",
         )
     results = [drivers.check(v.cuda or "", host.driver) for v in gpu]
     bad = [r for r in results if not r.ok]
     if bad:
         return Check(
-            "gpu driver",
-            "fail",
-            "; ".join(r.message for r in bad),
-            f"upgrade the NVIDIA driver to >= {max(drivers.required(r.cuda)[1] for r in bad)}",
+            name="gpu driver",
+            status="fail",
+            detail="; ".join(r.message for r in bad),
+            hint=f"upgrade the NVIDIA driver to >= {max(drivers.required(r.cuda)[1] for r in bad)}",
         )
     partial = [r for r in results if not r.full]
     detail = f"driver {host.driver}, {host.gpus} GPU(s); " + (
         "; ".join(r.message for r in partial)
         or f"meets CUDA {', '.join(sorted({r.cuda for r in results})) or '-'}"
     )
-    return Check("gpu driver", "warn" if partial else "ok", detail,
-                 "upgrade the driver for PTX JIT and full features" if partial else None)
+    return Check(name="gpu driver", status="warn" if partial else "ok", detail=detail,
+                 hint="upgrade the driver for PTX JIT and full features" if partial else None)
 
 
 def check_nvidia_runtime(host: Host) -> Check:
     """The NVIDIA container runtime is registered with the engine (``docker info`` Runtimes)."""
     runtimes = sorted((host.info or {}).get("Runtimes") or {})
     if "nvidia" in runtimes:
-        return Check("nvidia runtime", "ok", "nvidia runtime registered with the engine")
+        return Check(
+            name="nvidia runtime", status="ok", detail="nvidia runtime registered with the engine"
+        )
     needed = bool(host.driver and host.gpu_variants)
     return Check(
-        "nvidia runtime",
-        "fail" if needed or (host.require_gpu and host.gpu_variants) else "warn",
-        f"no nvidia runtime (engine runtimes: {', '.join(runtimes) or 'none'})"
+        name="nvidia runtime",
+        status="fail" if needed or (host.require_gpu and host.gpu_variants) else "warn",
+        detail=f"no nvidia runtime (engine runtimes: {', '.join(runtimes) or 'none'})"
         + ("" if host.driver else "; no GPU on this host either"),
-        "install the NVIDIA Container Toolkit, then: nvidia-ctk runtime configure --runtime=docker "
-        "and restart dockerd",
+        hint="install the NVIDIA Container Toolkit, then: "
+        "nvidia-ctk runtime configure --runtime=docker and restart dockerd",
     )
 
 
@@ -156,10 +162,10 @@ def check_disk(host: Host) -> Check:
     need_here, need_all = (sum(DISK_GIB[v.device] for v in vs) for vs in (runnable, host.variants))
     status = "fail" if free < need_here else "warn" if free < need_all else "ok"
     return Check(
-        "disk",
-        status,
-        f"{free:.0f} GiB free in {root}; the variants in use need about {need_all} GiB",
-        None
+        name="disk",
+        status=status,
+        detail=f"{free:.0f} GiB free in {root}; the variants in use need about {need_all} GiB",
+        hint=None
         if status == "ok"
         else f"free space in {root} (docker system prune / docker builder prune)",
     )
@@ -170,9 +176,9 @@ def check_storage(host: Host) -> Check:
     url = storage.default_store_url(host.settings)
     storage.store_for(host.settings).check()
     return Check(
-        "storage",
-        "ok",
-        f"{url} reachable" + (" (credentials accepted)" if url.startswith("s3://") else ""),
+        name="storage",
+        status="ok",
+        detail=f"{url} reachable" + (" (credentials accepted)" if url.startswith("s3://") else ""),
     )
 
 
@@ -180,15 +186,15 @@ def check_kubeconfig(host: Host) -> Check:
     """A kubeconfig and its context load when ``cluster.kind`` is ``k8s``."""
     if host.settings.cluster.kind != "k8s":
         return Check(
-            "kubeconfig",
-            "skip",
-            f"cluster.kind is {host.settings.cluster.kind}: no kubeconfig needed",
+            name="kubeconfig",
+            status="skip",
+            detail=f"cluster.kind is {host.settings.cluster.kind}: no kubeconfig needed",
         )
     from paddlecd.cluster import k8s
 
     api = k8s.connect(host.settings)
     api.close()
-    return Check("kubeconfig", "ok", f"kubeconfig loads; context {api.context}")
+    return Check(name="kubeconfig", status="ok", detail=f"kubeconfig loads; context {api.context}")
 
 
 CHECKS: tuple[tuple[str, Callable[[Host], Check]], ...] = (
@@ -224,7 +230,7 @@ def run(settings: Settings, *, names: Iterable[str] = (), require_gpu: bool = Fa
         try:
             rows.append(check(host))
         except PaddlecdError as e:
-            rows.append(Check(name, "fail", e.cause, e.hint))
+            rows.append(Check(name=name, status="fail", detail=e.cause, hint=e.hint))
     return rows
 
 

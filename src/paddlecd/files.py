@@ -1,4 +1,4 @@
-"""Time stamps, JSON and YAML files: the small helpers every room that records something shares.
+"""Time stamps, the actor, JSON and YAML files: small helpers every room that records shares.
 
 Records written here are read by other processes (a resumed pipeline, promotion on another machine),
 so writes are atomic: a temp file in the same folder, then a rename (POSIX ``rename(2)``), and a
@@ -8,13 +8,17 @@ reader never sees half a record.
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import json
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from paddlecd.errors import ConfigError, PaddlecdError
 
 Timespec = Literal["seconds", "milliseconds"]
 
@@ -42,6 +46,53 @@ def now_iso(timespec: Timespec = "seconds") -> str:
     """
     now = dt.datetime.now(dt.timezone.utc)
     return now.isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def who() -> str:
+    """The actor: ``$GITHUB_ACTOR`` in GitHub Actions, else ``user@hostname``.
+
+    Recorded as ``who`` in ledger records and in an attestation's verifier.
+    """
+    if os.environ.get("GITHUB_ACTOR"):
+        return f"{os.environ['GITHUB_ACTOR']} (github run {os.environ.get('GITHUB_RUN_ID', '?')})"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+def read_yaml(
+    path: Path,
+    *,
+    error: type[PaddlecdError] = ConfigError,
+    what: str = "file",
+    missing_hint: str | None = None,
+) -> Any:
+    """The YAML document in ``path`` (``None`` for an empty file), parsed by :func:`load_yaml`.
+
+    Args:
+        path: the file (variants file, job file, pipeline file, project settings).
+        error: the typed error to raise (``ConfigError``, ``PipelineError``...).
+        what: the file's role in the not-found message (``"job file"``).
+        missing_hint: the hint for a missing file; without one ``FileNotFoundError`` propagates
+            (for callers that checked existence or treat a missing file themselves).
+
+    Raises:
+        error: the file is missing (with ``missing_hint``) or is not valid YAML; the cause names
+            the file and the line of the first problem (YAML marks count lines from 0).
+    """
+    try:
+        return load_yaml(path.read_text())
+    except FileNotFoundError as e:
+        if missing_hint is None:
+            raise
+        raise error(f"{what} not found: {path}", missing_hint) from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise error(f"{path}: not valid YAML{where}: {problem}", "fix the syntax") from e
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -140,7 +140,12 @@ def _communicate(popen: subprocess.Popen, stdin: bytes | None, tail_lines: int) 
     out, err = popen.communicate(stdin)
     stdout = out.decode("utf-8", "replace").removesuffix("\n")
     stderr = err.decode("utf-8", "replace").removesuffix("\n")
-    return Result(popen.returncode, stdout, "\n".join(stderr.splitlines()[-tail_lines:]), stderr)
+    return Result(
+        returncode=popen.returncode,
+        stdout=stdout,
+        tail="\n".join(stderr.splitlines()[-tail_lines:]),
+        stderr=stderr,
+    )
 
 
 def _stream(popen: subprocess.Popen, stdin: bytes | None, on_line: Echo | None,
@@ -158,7 +163,7 @@ def _stream(popen: subprocess.Popen, stdin: bytes | None, on_line: Echo | None,
         tail.append(line)
         if on_line:
             on_line(line)
-    return Result(popen.wait(), "\n".join(out), "\n".join(tail))
+    return Result(returncode=popen.wait(), stdout="\n".join(out), tail="\n".join(tail))
 
 
 class Background:

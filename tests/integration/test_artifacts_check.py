@@ -36,7 +36,8 @@ class FixedBatch(paddle.nn.Layer):
 
 paddle.seed(0)
 layer = FixedBatch() if sys.argv[2] == "fixed" else paddle.nn.Linear(4, 2)
-paddle.jit.save(layer, sys.argv[1] + "/inference", input_spec=[InputSpec([None, 4], "float32", "x")])
+spec = [InputSpec([None, 4], "float32", "x")]
+paddle.jit.save(layer, sys.argv[1] + "/inference", input_spec=spec)
 if sys.argv[3] == "refs":
     x = np.random.default_rng(1).normal(size=(4, 4)).astype("float32")
     np.savez(sys.argv[1] + "/reference_inputs.npz", x=x)

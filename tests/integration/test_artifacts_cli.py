@@ -1,7 +1,6 @@
-"""``invoke upload`` / ``artifacts.download`` / ``artifacts.list`` run as a user runs them: a subprocess
-of the project's ``invoke`` from the repository root (support.invoke), against the default
-file:// store
-and moto's S3 server over HTTP, with real jit.save exports (issue 4)."""
+"""``invoke upload`` / ``artifacts.download`` / ``artifacts.list`` run as a user runs them: a
+subprocess of the project's ``invoke`` from the repository root (support.invoke), against the
+default file:// store and moto's S3 server over HTTP, with real jit.save exports (issue 4)."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def _store(server, bucket: str, **knobs):
 
 
 def _writes(server, bucket: str, since: int) -> list[str]:
-    """Request lines that wrote to ``bucket`` (PutObject, UploadPart, CreateMultipartUpload, ...)."""
+    """Request lines that wrote to ``bucket`` (PutObject, UploadPart, CreateMultipartUpload, …)."""
     return [r for r in server.requests[since:] if re.search(rf'"(PUT|POST|DELETE) /{bucket}/', r)]
 
 
@@ -272,7 +272,8 @@ def test_missing_bucket_is_one_clear_error_and_writes_nothing(s3_env, jit_export
         _upload(store, jit_exports["tiny"])
     assert (
         e.value.cause
-        == f"opening s3://no-such-bucket-4: bucket 'no-such-bucket-4' does not exist at {s3_env.endpoint}"
+        == "opening s3://no-such-bucket-4: bucket 'no-such-bucket-4' "
+        f"does not exist at {s3_env.endpoint}"
     )
     assert "create the bucket" in e.value.hint
     assert _writes(s3_env, "no-such-bucket-4", since) == []
@@ -347,7 +348,8 @@ def test_checksum_mode_decides_whether_uploads_carry_the_new_crc_checksums(
     s3_env, bucket, jit_exports, mode, sends_checksum
 ):
     """botocore >= 1.36 adds x-amz-checksum-* / trailer checksums by default (when_supported), which
-    some S3-compatible stores reject; storage.checksum_mode=when_required (the default) leaves them off."""
+    some S3-compatible stores reject; storage.checksum_mode=when_required (the default) leaves them
+    off."""
     store = _store(s3_env, bucket, checksum_mode=mode)
     sent: list[dict] = []
     store.client.meta.events.register(

@@ -72,7 +72,8 @@ def test_image_labels_and_non_root_user(pipeline_run, registry, main_state):
 
 
 def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
-    """The CA bundle and index URL are BuildKit secrets: nothing of them is in the image history/labels."""
+    """The CA bundle and index URL are BuildKit secrets: nothing of them is in the image
+    history/labels."""
     settings = project_settings(main_state, registry=registry)
     cand = evidence.load_candidate(settings, "cpu")
     out = subprocess.run(
@@ -101,8 +102,8 @@ def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
 
 
 def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_state, monkeypatch):
-    """A re-run rebuilds from cache: the same layers (nothing new uploaded) and, for an unchanged git
-    revision, the very same digest (labels use the commit time, not the wall clock)."""
+    """A re-run rebuilds from cache: the same layers (nothing new uploaded) and, for an unchanged
+    git revision, the very same digest (labels use the commit time, not the wall clock)."""
     from paddlecd.registry import client as reg
 
     monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))

@@ -54,7 +54,8 @@ def tags(server: RegistryServer, repo: str) -> list[str]:
 
 
 def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main_state, tmp_path):
-    """A variant whose image lacks a runtime library Paddle needs (libgomp) fails environment/import."""
+    """A variant whose image lacks a runtime library Paddle needs (libgomp) fails
+    environment/import."""
     dockerfile = tmp_path / "Dockerfile.nogomp"
     dockerfile.write_text(
         (ROOT / "images/Dockerfile")
@@ -168,7 +169,10 @@ class _RejectingProxy(http.server.BaseHTTPRequestHandler):
     def _forward(self) -> None:
         body = self._body() if self.command in ("PUT", "POST", "PATCH") else None
         if self.command == "PUT" and "/manifests/" in self.path:
-            payload = b'{"errors":[{"code":"MANIFEST_INVALID","message":"manifest invalid","detail":"rejected by test proxy"}]}'
+            payload = (
+                b'{"errors":[{"code":"MANIFEST_INVALID","message":"manifest invalid",'
+                b'"detail":"rejected by test proxy"}]}'
+            )
             self.send_response(400)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -253,7 +257,8 @@ def test_registry_rejecting_the_push_mid_stream_fails_push(tmp_path):
         ),
         ("variants: [oops", "not valid YAML"),
         (
-            "variants: {g: {device: gpu, base: 'p/p:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', paddle: '3.0.0', cuda: '11.8', cudnn: '9.5', tensorrt: '10.5'}}",
+            "variants: {g: {device: gpu, base: 'p/p:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', "
+            "paddle: '3.0.0', cuda: '11.8', cudnn: '9.5', tensorrt: '10.5'}}",
             "declares cuda=11.8 but its base tag",
         ),
     ],
@@ -290,7 +295,8 @@ def test_lock_against_an_unreachable_registry_says_so_and_writes_nothing(tmp_pat
     port = free_port()
     vfile = tmp_path / "variants.yaml"
     vfile.write_text(
-        f"variants: {{cpu: {{device: cpu, base: '127.0.0.1:{port}/p/b:3.0.0-cpu', paddle: '3.0.0'}}}}"
+        f"variants: {{cpu: {{device: cpu, base: '127.0.0.1:{port}/p/b:3.0.0-cpu', "
+        "paddle: '3.0.0'}}"
     )
     run = invoke("lock", env=cli_env(None, tmp_path, PADDLECD_VARIANTS_FILE=str(vfile)))
     assert run.returncode == 3 and "unreachable" in run.stderr and f"127.0.0.1:{port}" in run.stderr

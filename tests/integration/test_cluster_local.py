@@ -1,9 +1,9 @@
 """``--cluster local`` for real: a Paddle CPU image run as 2 containers on a Docker network (gloo).
 
-Real Docker engine; the image is the ``paddle_image`` fixture (a locally built Paddle CPU image whose
-default user is ``paddle``, uid 1000), pushed to the real TLS + htpasswd ``registry`` fixture so the
-job runs it by digest, as deploy does. The training is examples/train_linear.py (a few hundred
-steps of a linear model on synthetic data), mounted as the job's code folder.
+Real Docker engine; the image is the ``paddle_image`` fixture (a locally built Paddle CPU image
+whose default user is ``paddle``, uid 1000), pushed to the real TLS + htpasswd ``registry`` fixture
+so the job runs it by digest, as deploy does. The training is examples/train_linear.py (a few
+hundred steps of a linear model on synthetic data), mounted as the job's code folder.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(
 
 
 def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_path):
-    """Through the CLI, as a user runs it: exit 9, the failing rank named, its log tail as the hint."""
+    """Through the CLI, as a user runs it: exit 9, the failing rank named, its log tail the hint."""
     job = write_job(tmp_path, steps=50, extra_args=("--fail-rank", "1"))
     result = invoke(
         "deploy",
@@ -134,7 +134,8 @@ def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_pat
     assert result.returncode == 9, result.stdout[-2000:] + result.stderr
     # Rank 0 fails too (its collective breaks); rank 1 must be named with its own log tail.
     assert re.search(
-        r"error: .*rank 1 \(pytest-train-[0-9a-f]{6}-1\) failed with exit code \d+.*; the job was stopped",
+        r"error: .*rank 1 \(pytest-train-[0-9a-f]{6}-1\) failed with exit code \d+.*"
+        r"; the job was stopped",
         result.stderr,
     )
     hint = result.stderr.split("\nhint: ", 1)[1]  # at a line start: rank log lines start "[rank N]"
@@ -175,8 +176,8 @@ def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_pa
 
 
 def test_a_release_that_does_not_exist_is_refused_before_anything_runs(registry_env, tmp_path):
-    """``--release`` goes through paddlecd.release.promote.find against the real registry: an unknown
-    release is a ConfigError (exit 2) and no container or network is created."""
+    """``--release`` goes through paddlecd.release.promote.find against the real registry: an
+    unknown release is a ConfigError (exit 2) and no container or network is created."""
     settings = project_settings(tmp_path / "state", registry=registry_env)
     before = {c.name for c in engine.client().containers.list(all=True)}
     with pytest.raises(ConfigError, match="unknown release 9.9.9-cpu"):
@@ -193,7 +194,9 @@ def test_container_options_mirror_the_pod(tmp_path):
     from paddlecd.cluster.render import Target
 
     spec = jobfile.load(write_job(tmp_path, steps=1)).with_overrides(gpus=2)
-    target = Target("127.0.0.1:5000/x@sha256:" + "a" * 64, "cu126", "1.4.0-cu126")
+    target = Target(
+        reference="127.0.0.1:5000/x@sha256:" + "a" * 64, variant="cu126", release="1.4.0-cu126"
+    )
     opts = [
         engine._run_kwargs(local._container(spec, target, "job-1a2b3c", rank)) for rank in (0, 1)
     ]
@@ -214,9 +217,9 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
     registry_env, paddle_image, tmp_path
 ):
     """The whole path behind ``invoke deploy --release 1.0.0-cpu``: the Paddle image pushed as a
-    candidate, evidence recorded as verify writes it, promoted with paddlecd.release.promote (registry-side
-    copy), then resolved by release.find to release-repo@digest, pulled by digest with credentials
-    from DOCKER_CONFIG, and trained on for real."""
+    candidate, evidence recorded as verify writes it, promoted with paddlecd.release.promote
+    (registry-side copy), then resolved by release.find to release-repo@digest, pulled by digest
+    with credentials from DOCKER_CONFIG, and trained on for real."""
     import uuid
 
     from paddlecd import files

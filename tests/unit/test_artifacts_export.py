@@ -72,6 +72,6 @@ def test_missing_folder(tmp_path):
 
 
 def test_a_jit_save_prefix_is_taken_as_its_folder(tmp_path):
-    """deploy prints the model as the jit.save prefix (`<output>/model`); upload accepts it as well."""
+    """deploy prints the model as the jit.save prefix (`<output>/model`); upload accepts it too."""
     _folder(tmp_path, "model.json", "model.pdiparams")
     assert find_export(tmp_path / "model").files == ("model.json", "model.pdiparams")

@@ -269,8 +269,8 @@ def test_annotations_only_under_github_actions():
 
 
 def test_doctor_rows_render_and_decide_the_exit():
-    rows = [doctor.Check("engine", "ok", "27.0", "unused"),
-            doctor.Check("registry", "fail", "down", "start it")]
+    rows = [doctor.Check(name="engine", status="ok", detail="27.0", hint="unused"),
+            doctor.Check(name="registry", status="fail", detail="down", hint="start it")]
     assert rows[0].text() == "OK    engine          27.0"
     assert rows[1].text() == "FAIL  registry        down\n      hint: start it"
     assert json.loads(rows[1].to_json()) == {"event": "check", "check": "registry",
@@ -295,7 +295,7 @@ def test_json_result_prints_records_as_their_json(capsys):
     from paddlecd.image.push import Pushed
     from paddlecd.release.ledger import Record
 
-    pushed = Pushed("cpu", "r/p:cpu-abc", DIGEST, "r/p@" + DIGEST)
+    pushed = Pushed(variant="cpu", tag="r/p:cpu-abc", digest=DIGEST, reference="r/p@" + DIGEST)
     record = Record(id="ledger.cpu.1", action="promote", variant="cpu", version="1.4.0",
                     digest=DIGEST, source="r/p@" + DIGEST, target="r/rel", tags=("1.4.0-cpu",))
     common.json_result([{"pushed": pushed, "release": record}])
@@ -379,7 +379,14 @@ def test_demo_reads_only_keys_the_json_results_have():
     docs = {"PUSHED": keys(Pushed), "EVIDENCE": keys(evidence.Evidence, schema=1),
             "PROMOTED": keys(Released, release=1), "DEPLOYED": keys(Deployed),
             "UPLOADED": keys(Uploaded)}
-    released = Released("promote", "cpu", "1.0.0", DIGEST, "r/p@" + DIGEST, executed=True)
+    released = Released(
+        action="promote",
+        variant="cpu",
+        version="1.0.0",
+        digest=DIGEST,
+        reference="r/p@" + DIGEST,
+        executed=True,
+    )
     assert set(released.to_json()) == docs["PROMOTED"]
     script = (ROOT / "scripts/demo.sh").read_text()
     reads = re.findall(r'field (\w+) <<<"\$(\w+)"', script)

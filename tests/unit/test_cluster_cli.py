@@ -19,7 +19,7 @@ IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
 
 @pytest.fixture
 def cluster_env(tmp_path):
-    """Environment whose kubeconfig points at an empty scripted API (any request would be recorded)."""
+    """Environment whose kubeconfig points at an empty scripted API (a request is recorded)."""
     api = ScriptedAPI({})
     kubeconfig = {
         "apiVersion": "v1",

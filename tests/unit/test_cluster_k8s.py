@@ -58,10 +58,10 @@ def cluster_api(tmp_path, monkeypatch):
 def manifests(kind: str = "job") -> list[dict]:
     spec = jobfile.load(DATA / "jobs" / "gpu-eight.yaml").with_overrides(nodes=2)
     target = Target(
-        "registry.example.com/paddlecd/release@sha256:" + "4f" * 32,
-        "cu126",
-        "1.4.0-cu126",
-        "0" * 40,
+        reference="registry.example.com/paddlecd/release@sha256:" + "4f" * 32,
+        variant="cu126",
+        release="1.4.0-cu126",
+        revision="0" * 40,
     )
     return render(
         spec, target, job_id=JOB, kind=kind, namespace=NS, pull_secret="paddlecd-registry"
@@ -183,7 +183,8 @@ def test_failure_at_the_backoff_limit_carries_rank_zero_log_tail(cluster_api):
 
     assert (
         info.value.cause
-        == f"Job {NS}/{JOB} failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+        == f"Job {NS}/{JOB} failed: BackoffLimitExceeded: "
+        "Job has reached the specified backoff limit"
     )
     assert (
         "FileNotFoundError: [Errno 2] No such file or directory: '/data/ft.yaml'" in info.value.hint
@@ -191,7 +192,8 @@ def test_failure_at_the_backoff_limit_carries_rank_zero_log_tail(cluster_api):
 
 
 def test_a_retried_rank_zero_is_followed_into_its_replacement_pod(cluster_api):
-    """backoffLimit > 0: the Job replaces a failed rank 0 pod; the watch streams the new pod's log too."""
+    """backoffLimit > 0: the Job replaces a failed rank 0 pod; the watch streams the new pod's log
+    too."""
     import copy
 
     replaced = copy.deepcopy(API["pods_succeeded"])

@@ -1,8 +1,8 @@
 """Rendered manifests: checked against the official Kubernetes schemas (kubernetes-validate, shipped
-offline in the package, strict mode: unknown fields fail) for 1.28, 1.30 and 1.32; the PaddleJob against
-the training operator's CRD openAPIV3Schema (a trimmed Apache-2.0 copy in tests/data/cluster, and the
-full copy in ../shared/reference when present); and against golden files reviewed by hand once
-(regenerate with PADDLECD_UPDATE_GOLDEN=1, then review the diff).
+offline in the package, strict mode: unknown fields fail) for 1.28, 1.30 and 1.32; the PaddleJob
+against the training operator's CRD openAPIV3Schema (a trimmed Apache-2.0 copy in
+tests/data/cluster, and the full copy in ../shared/reference when present); and against golden files
+reviewed by hand once (regenerate with PADDLECD_UPDATE_GOLDEN=1, then review the diff).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ VENDORED_CRD = DATA / "cluster" / "kubeflow.org_paddlejobs.trimmed.yaml"
 def target_for(spec: jobfile.JobSpec) -> Target:
     variant = "cu126" if spec.resources.gpus else "cpu"
     return Target(
-        f"registry.example.com/paddlecd/release@{DIGEST}",
-        variant,
-        f"1.4.0-{variant}",
-        "0123456789abcdef0123456789abcdef01234567",
+        reference=f"registry.example.com/paddlecd/release@{DIGEST}",
+        variant=variant,
+        release=f"1.4.0-{variant}",
+        revision="0123456789abcdef0123456789abcdef01234567",
     )
 
 
@@ -54,7 +54,7 @@ def manifests(job: Path, kind: str) -> list[dict]:
 
 
 def crd_validator(path: Path) -> jsonschema.Draft7Validator:
-    """The CRD's openAPIV3Schema, closed (unknown fields fail, as ``kubectl --validate=strict`` does)."""
+    """The CRD's openAPIV3Schema, closed (unknown fields fail, as ``kubectl --validate=strict``)."""
     crd = next(
         d
         for d in yaml.safe_load_all(path.read_text())

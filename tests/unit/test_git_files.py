@@ -77,3 +77,24 @@ def test_write_json_is_atomic_and_leaves_no_temp_file(tmp_path):
         files.write_json(path, {"bad": object()})
     assert json.loads(path.read_text()) == {"a": [1, 2], "b": 1}  # the old record survives
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]
+
+
+def test_read_yaml_names_the_file_and_line_and_raises_the_callers_error(tmp_path):
+    """One YAML reader for variants, job, pipeline and project files: bad YAML names the file and
+    the 1-based line in the caller's error type; a missing file is that error only with a hint."""
+    from paddlecd.errors import ConfigError, PipelineError
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: 1\nb: [unclosed\n")
+    with pytest.raises(PipelineError) as e:
+        files.read_yaml(bad, error=PipelineError)
+    assert e.value.cause.startswith(f"{bad}: not valid YAML (line 3): ")
+    assert e.value.hint == "fix the syntax"
+    missing = tmp_path / "absent.yaml"
+    with pytest.raises(ConfigError, match="job file not found: .*absent.yaml") as e:
+        files.read_yaml(missing, what="job file", missing_hint="pass --job")
+    assert e.value.hint == "pass --job"
+    with pytest.raises(FileNotFoundError):
+        files.read_yaml(missing)
+    (tmp_path / "empty.yaml").write_text("")
+    assert files.read_yaml(tmp_path / "empty.yaml") is None

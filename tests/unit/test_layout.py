@@ -99,3 +99,15 @@ def test_rooms_are_folders():
     flat = [p.name for p in SRC.glob("*.py")]
     prefixed = [n for n in flat if n.split("_")[0] in rooms and n != "__init__.py"]
     assert not prefixed, f"modules named after a room but outside it: {prefixed}"
+
+
+def test_release_is_downstream_of_verify():
+    """Release reads what verify wrote, never the other way round (issue 9: the attestation took
+    ``who()`` from the ledger); the core does not import release either."""
+    graph = _graph()
+    upstream = [m for m in graph if m.startswith(("paddlecd.verify", "paddlecd.image"))
+                or m.count(".") == 1 and not (SRC / m.split(".")[1]).is_dir()]
+    reaching = {m: sorted(i for i in graph[m] if i.startswith("paddlecd.release"))
+                for m in upstream}
+    bad = {m: r for m, r in reaching.items() if r}
+    assert not bad, f"modules upstream of release that import it: {bad}"

@@ -40,7 +40,7 @@ def test_driver_table_unknown_cuda():
 
 
 def test_verify_requires_the_toolkit_driver(monkeypatch):
-    """Minor-version compatibility is not enough for images carrying NVIDIA_REQUIRE_CUDA (Paddle's)."""
+    """Minor-version compatibility is not enough for images with NVIDIA_REQUIRE_CUDA (Paddle's)."""
     monkeypatch.setattr(drivers, "host_gpus", lambda: ("535.104.05", 1))
     with pytest.raises(VerifyError) as e:
         drivers.require_for("12.6")
@@ -57,7 +57,7 @@ def test_driver_check_without_gpu_says_so(monkeypatch):
 
 
 def load_worker():
-    """The smoke suite's AllReduce worker module (imports paddle; the host test env has the CPU wheel)."""
+    """The smoke suite's AllReduce worker module (imports paddle; tests have the CPU wheel)."""
     pytest.importorskip("paddle")
     sys.path.insert(0, str(ROOT / "smoke"))
     spec = importlib.util.spec_from_file_location(
@@ -78,12 +78,14 @@ def test_parse_junit_turns_properties_into_metrics(tmp_path):
     xml = tmp_path / "junit.xml"
     xml.write_text("""<testsuites><testsuite>
       <testcase classname="test_allreduce" name="test_allreduce_exact_sums" time="7.3">
-        <properties><property name="world_size" value="2"/><property name="backend" value="&quot;gloo&quot;"/></properties>
+        <properties><property name="world_size" value="2"/>
+          <property name="backend" value="&quot;gloo&quot;"/></properties>
       </testcase>
       <testcase classname="test_environment" name="test_import_paddle" time="0.1">
         <failure message="ImportError: libgomp.so.1: cannot open shared object file">trace</failure>
       </testcase>
-      <testcase classname="test_environment" name="test_gpu_devices_visible" time="0"><skipped message="GPU-only"/></testcase>
+      <testcase classname="test_environment" name="test_gpu_devices_visible" time="0">
+        <skipped message="GPU-only"/></testcase>
     </testsuite></testsuites>""")
     checks = {c.name: c for c in verify.parse_junit(xml)}
     allreduce = checks["allreduce/test_allreduce_exact_sums"]
@@ -144,7 +146,8 @@ def test_cpu_smoke_container_has_no_gpu_parts(tmp_path):
     "version,expected", [(8907, "8.9"), (8600, "8.6"), (90501, "9.5"), (90100, "9.1")]
 )
 def test_cudnn_integer_versions_decode_per_major(version, expected):
-    """cudnn_version.h: CUDNN_VERSION is M*1000+m*100+p up to 8, M*10000+m*100+p from 9 (GPU-only check's helper)."""
+    """cudnn_version.h: CUDNN_VERSION is M*1000+m*100+p up to 8, M*10000+m*100+p from 9 (GPU-only
+    check's helper)."""
     pytest.importorskip("paddle")
     sys.path.insert(0, str(ROOT / "smoke"))
     spec = importlib.util.spec_from_file_location("smoke_env", ROOT / "smoke/test_environment.py")

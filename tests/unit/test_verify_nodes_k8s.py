@@ -241,7 +241,7 @@ def manifests(kind: str) -> list[dict]:
         for worker in nodes.WORKERS
         for m in nodes_k8s.manifests(
             project_settings(ROOT / ".paddlecd-unused"),
-            Target(IMAGE, "cpu", "1.4.0-cpu", "0" * 40),
+            Target(reference=IMAGE, variant="cpu", release="1.4.0-cpu", revision="0" * 40),
             worker, job_id=JOBS[worker], nodes=2, gpus_per_node=0, kind=kind, namespace=NS,
             pull_secret="paddlecd-registry",
         )

@@ -137,7 +137,7 @@ class CheckResult:
 
     @property
     def status(self) -> str:
-        """``passed``, ``passed (load + shapes only)`` or ``failed``, as ``artifacts.list`` shows."""
+        """``passed``, ``passed (load + shapes only)`` or ``failed``, as ``artifacts.list`` says."""
         if not self.passed:
             return "failed"
         return "passed (load + shapes only)" if self.limited else "passed"

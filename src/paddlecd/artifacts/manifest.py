@@ -46,7 +46,7 @@ DIGEST_REF_RE = re.compile(r"^(?P<repo>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$
 
 @dataclass(frozen=True)
 class Export:
-    """A detected jit.save export: ``folder``, file ``prefix``, ``format``, and its ``files`` (names)."""
+    """A detected jit.save export: ``folder``, file ``prefix``, ``format`` and ``files`` (names)."""
 
     folder: Path
     prefix: str
@@ -74,7 +74,7 @@ def check_name(name: str) -> str:
 
 
 def check_version(version: str) -> str:
-    """Return ``version`` if it is Semantic Versioning 2.0.0 (parsed by ``semver``), else raise ConfigError."""
+    """``version`` if it is Semantic Versioning 2.0.0 (parsed by ``semver``), else ConfigError."""
     try:
         semver.Version.parse(version or "")
     except ValueError as e:
@@ -89,8 +89,8 @@ def find_export(model_dir: Path) -> Export:
     """Detect the single jit.save export in ``model_dir``.
 
     Raises:
-        ConfigError: the folder is missing, holds no export, holds an incomplete one (the error names
-            the missing file), or holds several.
+        ConfigError: the folder is missing, holds no export, holds an incomplete one (the error
+            names the missing file), or holds several.
     """
     if not model_dir.is_dir() and Path(f"{model_dir}.pdiparams").is_file():
         model_dir = (
@@ -138,7 +138,9 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
     files = [prefix + s for s in programs] + [prefix + ".pdiparams"]
     files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
     files += [n for n in REFERENCE_FILES if n in names]
-    return Export(folder, prefix, PROGRAM_SUFFIXES[programs[0]], tuple(files))
+    return Export(
+        folder=folder, prefix=prefix, format=PROGRAM_SUFFIXES[programs[0]], files=tuple(files)
+    )
 
 
 def hash_file(path: Path, *, chunk: int = 1 << 20) -> FileEntry:
@@ -252,7 +254,7 @@ def schema() -> dict[str, Any]:
 def validate_manifest(
     doc: Any, *, where: str, error: type[PaddlecdError] = ConfigError
 ) -> dict[str, Any]:
-    """Return ``doc`` if it matches the schema, else raise ``error`` naming ``where`` and the first problem."""
+    """``doc`` if it matches the schema, else ``error`` naming ``where`` and the first problem."""
     problem = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema()).iter_errors(doc)
     )

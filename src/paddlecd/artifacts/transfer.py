@@ -145,11 +145,11 @@ def plan_upload(
     ]
     doc = am.build_manifest(export, entries, name=name, version=version, **meta)
     plan = UploadPlan(
-        f"{store.url}/{name}/{version}",
-        prefix,
-        export,
-        doc,
-        "create",
+        url=f"{store.url}/{name}/{version}",
+        prefix=prefix,
+        export=export,
+        manifest=doc,
+        action="create",
         deferred=old is None,
         overwrite=overwrite,
     )
@@ -178,7 +178,7 @@ def _decide(
 
 
 def _read_manifest_or_none(store: Store, prefix: str) -> dict[str, Any] | None:
-    """The stored manifest; an unreadable one counts as a different model (so ``--overwrite`` fixes it)."""
+    """The stored manifest; an unreadable one counts as another model (``--overwrite`` fixes it)."""
     try:
         return read_manifest(store, prefix)
     except InvalidManifestError:
@@ -339,9 +339,11 @@ def download(
     progress: Progress | None = None,
     on_size: Progress | None = None,
 ) -> dict[str, Any]:
-    """Fetch ``<name>/<version>`` into ``dest`` (created; must be absent or empty), verifying every sha256.
+    """Fetch ``<name>/<version>`` into ``dest`` (created; must be absent or empty), verifying every
+    sha256.
 
-    Files land in a temp folder next to ``dest`` that is renamed into place only after all checks pass.
+    Files land in a temp folder next to ``dest`` that is renamed into place only after all checks
+    pass.
 
     Args:
         on_size: receives the total bytes to fetch once the manifest is read.
@@ -351,7 +353,8 @@ def download(
 
     Raises:
         ConfigError: bad name/version, or ``dest`` is not empty.
-        StorageError: no such model, a transfer failed, or a file's sha256 differs from the manifest.
+        StorageError: no such model, a transfer failed, or a file's sha256 differs from the
+            manifest.
     """
     am.check_name(name), am.check_version(version)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -392,7 +395,8 @@ def _fetch_verified(
         got = am.hash_file(target)
         if got.sha256 != entry.sha256 or got.size != entry.size:
             raise StorageError(
-                f"integrity check failed for {store.url}/{prefix}{entry.path}: sha256 {got.sha256[:12]}… "
+                f"integrity check failed for {store.url}/{prefix}{entry.path}: "
+                f"sha256 {got.sha256[:12]}… "
                 f"({got.size} B) != manifest {entry.sha256[:12]}… ({entry.size} B)",
                 "the object changed after upload: re-upload the model with --overwrite",
             )

@@ -221,8 +221,8 @@ def verify(
         result(
             f"attestation: {done.attestation}"
             if done.attestation
-            else "attestation: none (no signing key: set verify.signing_key or PADDLECD_SIGNING_KEY;"
-            " promotion needs one)"
+            else "attestation: none (no signing key: set verify.signing_key or "
+            "PADDLECD_SIGNING_KEY; promotion needs one)"
         )
     error = done.error()
     if error:

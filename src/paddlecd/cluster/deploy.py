@@ -7,9 +7,7 @@ which the upload stage takes from there.
 
 from __future__ import annotations
 
-import secrets
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,15 +22,16 @@ from paddlecd.config import Settings
 from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.image import variants
 from paddlecd.registry.client import parse_reference, refuse_image_id
+from paddlecd.types import Echo
 
-Emit = Callable[[str], None]
 CLUSTERS = ("local", "k8s")
 
 
 @dataclass(frozen=True)
 class Plan:
     """A checked deployment: the job ``spec`` (flags applied), the ``target`` image, a fresh
-    ``job_id``, where it runs (``cluster``: local|k8s; ``kind``: job|paddlejob) and its ``manifests``."""
+    ``job_id``, where it runs (``cluster``: local|k8s; ``kind``: job|paddlejob) and its
+    ``manifests``."""
 
     spec: JobSpec
     target: Target
@@ -44,7 +43,8 @@ class Plan:
 
     @property
     def model_location(self) -> str:
-        """Where the exported model lands: a host path (local, ``path`` volumes) or ``claim:<pvc>/<model>``."""
+        """Where the exported model lands: a host path (local, ``path`` volumes) or
+        ``claim:<pvc>/<model>``."""
         out = self.spec.output
         if out.path and self.cluster == "local":
             return str(Path(out.path) / self.spec.model)
@@ -69,8 +69,10 @@ class Plan:
         )
         return [
             f"deploy {self.job_id} on {where} ({self.kind})",
-            f"  image     {self.target.reference} (release {self.target.release or '-'}, variant {self.target.variant})",
-            f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, shm {r.shm})",
+            f"  image     {self.target.reference} (release {self.target.release or '-'}, "
+            f"variant {self.target.variant})",
+            f"  nodes     {self.spec.nodes} × (cpu {r.cpu}, memory {r.memory}, gpus {r.gpus}, "
+            f"shm {r.shm})",
             f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
             "  create    " + self._creates(),
             f"  model     {self.model_location}",
@@ -172,7 +174,7 @@ def plan(
     )
     if cluster == "local":
         check_host_paths(spec)
-    job_id = f"{spec.name}-{secrets.token_hex(3)}"
+    job_id = spec.new_job_id()
     ns = _namespace(settings, cluster)
     manifests = render(
         spec,
@@ -182,7 +184,15 @@ def plan(
         namespace=ns,
         pull_secret=settings.cluster.image_pull_secret,
     )
-    return Plan(spec, target, job_id, cluster, kind, ns, manifests)
+    return Plan(
+        spec=spec,
+        target=target,
+        job_id=job_id,
+        cluster=cluster,
+        kind=kind,
+        namespace=ns,
+        manifests=manifests,
+    )
 
 
 def _namespace(settings: Settings, cluster: str) -> str:
@@ -196,7 +206,8 @@ def _namespace(settings: Settings, cluster: str) -> str:
 
 def check_host_paths(spec: jobfile.JobSpec) -> None:
     """Local runs bind-mount host folders: the code and data folders, and the script inside the code
-    folder, must exist before any container starts (Docker would create a missing folder, root-owned).
+    folder, must exist before any container starts (Docker would create a missing folder,
+    root-owned).
 
     Raises:
         ConfigError: naming the missing folder or script.
@@ -234,12 +245,17 @@ def resolve(
     revision = git.revision(settings.root).full
     if image:  # a local image ID where the manifest digest belongs is refused (issue 12)
         reference = str(refuse_image_id(parse_reference(pinned(image))))
-        return Target(reference, variant or "cpu", None, revision)
+        return Target(
+            reference=reference, variant=variant or "cpu", release=None, revision=revision
+        )
     from paddlecd.release import promote as releases  # the release engineer's module (issue 3)
 
     found = releases.find(settings, str(release))
     return Target(
-        pinned(found.reference), found.variant, f"{found.version}-{found.variant}", revision
+        reference=pinned(found.reference),
+        variant=found.variant,
+        release=f"{found.version}-{found.variant}",
+        revision=revision,
     )
 
 
@@ -249,7 +265,8 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(
             f"--out {out} is not an empty folder",
-            "give a new or empty folder: `kubectl apply -f` would also apply whatever else is there",
+            "give a new or empty folder: "
+            "`kubectl apply -f` would also apply whatever else is there",
         )
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -264,8 +281,8 @@ def run(
     settings: Settings,
     p: Plan,
     *,
-    on_event: Emit,
-    on_line: Emit,
+    on_event: Echo,
+    on_line: Echo,
     poll: float = 2.0,
     pending_timeout: float = 600.0,
 ) -> str:
@@ -311,8 +328,8 @@ def run(
 
 
 def _check_export(p: Plan, *, since: float) -> None:
-    """The job must have written its model *this run*: a stale export from an earlier job in the same
-    output folder must never be handed to upload under the new release."""
+    """The job must have written its model *this run*: a stale export from an earlier job in the
+    same output folder must never be handed to upload under the new release."""
     params = Path(p.model_location + ".pdiparams")
     if p.spec.output.path and (not params.exists() or params.stat().st_mtime < since - 1):
         state = "an old model (not written by this run)" if params.exists() else "no model"

@@ -1,4 +1,5 @@
-"""The training job file (``train.yaml``): read, schema-checked, resolved into a frozen :class:`JobSpec`.
+"""The training job file (``train.yaml``): read, schema-checked, resolved into a frozen
+:class:`JobSpec`.
 
 The schema is ``src/paddlecd/schemas/train.schema.json`` (every key is documented there); unknown
 keys are rejected with a "did you mean". After the schema, :func:`parse` rejects quantities the
@@ -12,12 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import secrets
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from paddlecd import files
 from paddlecd import schema as validation
@@ -33,7 +33,8 @@ MIN_MEMORY = 6 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Volume:
-    """A mounted folder: exactly one of ``path`` (absolute host folder) or ``claim`` (PVC / Docker volume)."""
+    """A mounted folder: exactly one of ``path`` (absolute host folder) or ``claim`` (PVC / Docker
+    volume)."""
 
     mount_path: str
     path: str | None = None
@@ -43,7 +44,8 @@ class Volume:
 
 @dataclass(frozen=True)
 class Resources:
-    """Per node: ``cpu``/``memory``/``shm`` as Kubernetes quantities (``"2"``, ``"4Gi"``), ``gpus`` a count."""
+    """Per node: ``cpu``/``memory``/``shm`` as Kubernetes quantities (``"2"``, ``"4Gi"``), ``gpus``
+    a count."""
 
     cpu: str = "2"
     memory: str = "4Gi"
@@ -53,7 +55,7 @@ class Resources:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A resolved job file. Field meanings: see ``train.schema.json``; ``source`` is the file read."""
+    """A resolved job file. Field meanings: ``train.schema.json``; ``source`` is the file read."""
 
     name: str
     script: str
@@ -85,6 +87,12 @@ class JobSpec:
             self, nodes=self.nodes if nodes is None else nodes, resources=res
         )
 
+    def new_job_id(self) -> str:
+        """The id of one submission of this job: ``<name>-<6 hex chars>``, new on every call, so
+        two runs of one job file never share containers, pods or a Service (the schema bounds
+        ``name`` so the id stays a DNS-1123 label of at most 63 characters, RFC 1123)."""
+        return f"{self.name}-{secrets.token_hex(3)}"
+
     @property
     def volumes(self) -> dict[str, Volume]:
         """``{"code"|"data"|"output": Volume}`` for the mounts present, in that order."""
@@ -112,15 +120,11 @@ def load(path: str | Path | None) -> JobSpec:
             "no job file given", "pass --job path/to/train.yaml (example: examples/train.yaml)"
         )
     p = Path(path)
-    try:
-        data = files.load_yaml(p.read_text())
-    except FileNotFoundError as e:
-        raise ConfigError(
-            f"job file not found: {p}",
-            "pass --job path/to/train.yaml (example: examples/train.yaml)",
-        ) from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {str(e).splitlines()[0]}", "fix the syntax") from e
+    data = files.read_yaml(
+        p,
+        what="job file",
+        missing_hint="pass --job path/to/train.yaml (example: examples/train.yaml)",
+    )
     return parse(data, source=str(p), base=p.resolve().parent)
 
 
@@ -140,7 +144,12 @@ def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> J
         data=_volume(data.get("data"), base, read_only=True),
         model=data.get("model", "model"),
         checkpoint=data.get("checkpoint") or posixpath.join(output.mount_path, "checkpoints"),
-        resources=Resources(str(res["cpu"]), str(res["memory"]), int(res["gpus"]), str(res["shm"])),
+        resources=Resources(
+            cpu=str(res["cpu"]),
+            memory=str(res["memory"]),
+            gpus=int(res["gpus"]),
+            shm=str(res["shm"]),
+        ),
         backoff_limit=data.get("backoffLimit", 0),
         active_deadline_seconds=data.get("activeDeadlineSeconds", 86400),
         port=data.get("port", 36543),
@@ -251,7 +260,8 @@ def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
     if parse_quantity(r.shm) > parse_quantity(r.memory):
         raise ConfigError(
             f"{spec.source}: resources.shm {r.shm} is larger than resources.memory {r.memory}",
-            "/dev/shm is memory-backed and counts against the memory limit: lower shm or raise memory",
+            "/dev/shm is memory-backed and counts against the memory limit: "
+            "lower shm or raise memory",
         )
     if spec.nodes < 1:
         raise ConfigError(
@@ -293,7 +303,12 @@ def _volume(raw: dict | None, base: Path, *, read_only: bool = False) -> Volume 
     if raw is None:
         return None
     path = str((base / raw["path"]).resolve()) if raw.get("path") else None
-    return Volume(raw["mountPath"], path, raw.get("claim"), bool(raw.get("readOnly", read_only)))
+    return Volume(
+        mount_path=raw["mountPath"],
+        path=path,
+        claim=raw.get("claim"),
+        read_only=bool(raw.get("readOnly", read_only)),
+    )
 
 
 def _env_value(v: Any) -> str:

@@ -1,7 +1,7 @@
 """Kubernetes, behind one module (STYLE.md §1): nothing else imports ``kubernetes``.
 
-Submits rendered manifests with the official client, watches the pods to the end and streams rank 0's
-log. The kubeconfig comes from the usual places (``$KUBECONFIG``, ``~/.kube/config``, in-cluster
+Submits rendered manifests with the official client, watches the pods to the end and streams rank
+0's log. The kubeconfig comes from the usual places (``$KUBECONFIG``, ``~/.kube/config``, in-cluster
 service account) with ``settings.cluster.context`` as the context. Every ``ApiException`` is
 translated here, once, into a :class:`~paddlecd.errors.ClusterError`.
 """
@@ -96,10 +96,10 @@ def connect(settings: Settings) -> Api:
             ) from e
     _probe(client)
     return Api(
-        kubernetes.client.CoreV1Api(client),
-        kubernetes.client.BatchV1Api(client),
-        kubernetes.client.CustomObjectsApi(client),
-        context or "(current)",
+        core=kubernetes.client.CoreV1Api(client),
+        batch=kubernetes.client.BatchV1Api(client),
+        custom=kubernetes.client.CustomObjectsApi(client),
+        context=context or "(current)",
     )
 
 
@@ -115,7 +115,8 @@ def _probe(client: Any) -> None:
         reason = str(getattr(e, "reason", None) or e).split(": ")[-1][:160]
         raise ClusterError(
             f"Kubernetes API server {host} unreachable: {reason}",
-            "check the kubeconfig context and the network (kubectl cluster-info); or use --cluster local",
+            "check the kubeconfig context and the network (kubectl cluster-info); "
+            "or use --cluster local",
         ) from e
 
 
@@ -125,7 +126,8 @@ def translate(e: ApiException, what: str) -> ClusterError:
         401: "your kubeconfig credentials were rejected: refresh them (kubectl get pods to check)",
         403: "your account may not do this here: check RBAC for the namespace",
         404: (
-            "install the Kubeflow training operator (CRD paddlejobs.kubeflow.org), or use --kind job"
+            "install the Kubeflow training operator (CRD paddlejobs.kubeflow.org), "
+            "or use --kind job"
             if "PaddleJob" in what
             else "check the namespace exists (setting cluster.namespace)"
         ),
@@ -193,7 +195,7 @@ def delete(api: Api, manifest: dict[str, Any]) -> None:
 
 
 def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
-    """The job's status conditions as ``[{"type", "status", "reason", "message"}]``. Raises ClusterError."""
+    """The job's status conditions, ``[{"type", "status", "reason", "message"}]``; ClusterError."""
     ns, name, kind = (
         manifest["metadata"]["namespace"],
         manifest["metadata"]["name"],
@@ -221,7 +223,8 @@ def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def pods(api: Api, namespace: str, job_id: str) -> list[dict[str, Any]]:
-    """The job's pods as plain dicts (``metadata``/``spec``/``status``, camelCase as on the wire)."""
+    """The job's pods as plain dicts (``metadata``/``spec``/``status``, camelCase as on the
+    wire)."""
     try:
         items = api.core.list_namespaced_pod(
             namespace, label_selector=f"paddlecd.io/job={job_id}"
@@ -232,7 +235,8 @@ def pods(api: Api, namespace: str, job_id: str) -> list[dict[str, Any]]:
 
 
 def stream_log(api: Api, namespace: str, pod: str, container: str) -> Any:
-    """Follow a pod's log: an iterator of ``bytes`` lines until the container exits. Raises ClusterError."""
+    """Follow a pod's log: an iterator of ``bytes`` lines until the container exits. Raises
+    ClusterError."""
     try:
         return api.core.read_namespaced_pod_log(
             pod, namespace, container=container, follow=True, _preload_content=False

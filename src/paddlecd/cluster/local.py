@@ -2,11 +2,12 @@
 
 Each node is a container named ``<job>-<rank>`` with the DNS alias ``<job>-<rank>.<job>`` — the
 name its pod would have under the headless Service — running the same :func:`render.launch_argv`
-and :func:`render.environment` as on Kubernetes, as the same non-root uid, with the same ``/dev/shm``
-size and CPU/memory limits. Without GPUs Paddle uses gloo. Logs are streamed with a ``[rank i]``
-prefix; the first rank that fails stops the others and fails the job with its log tail. Containers and
-the network are removed afterwards unless ``keep`` (``runtime.keep``, ``PADDLECD_KEEP=1``). Job ids
-carry a random suffix, so two local jobs never share a container, network or alias.
+and :func:`render.environment` as on Kubernetes, as the same non-root uid, with the same
+``/dev/shm`` size and CPU/memory limits. Without GPUs Paddle uses gloo. Logs are streamed with a
+``[rank i]`` prefix; the first rank that fails stops the others and fails the job with its log tail.
+Containers and the network are removed afterwards unless ``keep`` (``runtime.keep``,
+``PADDLECD_KEEP=1``). Job ids carry a random suffix, so two local jobs never share a container,
+network or alias.
 """
 
 from __future__ import annotations
@@ -30,9 +31,7 @@ from paddlecd.cluster.render import (
     rank_host,
 )
 from paddlecd.errors import ClusterError, EngineError
-
-Emit = Callable[[str], None]
-
+from paddlecd.types import Echo
 
 Preflight = Callable[[int], list[str]]
 
@@ -42,8 +41,8 @@ def run(
     target: Target,
     *,
     job_id: str,
-    on_event: Emit,
-    on_line: Emit,
+    on_event: Echo,
+    on_line: Echo,
     keep: bool = False,
     preflight: Preflight | None = None,
     logs: Path | None = None,
@@ -131,8 +130,9 @@ def _source(v: Volume) -> str:
 
 
 def _prepare_output(output: Volume, uid: int) -> None:
-    """Make the output folder writable for the non-root training uid — only a folder this run creates
-    is handed over; an existing one must already be writable for that uid (we never re-own a user's folder).
+    """Make the output folder writable for the non-root training uid — only a folder this run
+    creates is handed over; an existing one must already be writable for that uid (we never re-own a
+    user's folder).
 
     Raises:
         ClusterError: the existing folder is not writable for ``uid``.
@@ -161,7 +161,7 @@ def _prepare_output(output: Volume, uid: int) -> None:
 STOP_GRACE_SECONDS = 15.0
 
 
-def _wait_all(ranks: list[engine.Container], *, timeout: float, on_line: Emit) -> None:
+def _wait_all(ranks: list[engine.Container], *, timeout: float, on_line: Echo) -> None:
     """Wait for every rank; after the first non-zero exit, give the others a short grace to exit,
     stop the rest, and raise naming every rank that failed (with each one's log tail)."""
     with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
@@ -212,5 +212,5 @@ def _stop(ranks: list[engine.Container]) -> None:
         c.kill()  # one that already exited, or is gone, is left as it is
 
 
-def _prefixed(on_line: Emit, rank: int) -> Emit:
+def _prefixed(on_line: Echo, rank: int) -> Echo:
     return lambda line: on_line(f"[rank {rank}] {line}")

@@ -4,14 +4,15 @@ Two kinds:
 
 * ``job`` (default): an Indexed ``batch/v1`` Job (completions = parallelism = nodes) plus a headless
   Service named like the job. Pods get hostname ``<job>-<index>`` and subdomain ``<job>``, so rank 0
-  is ``<job>-0.<job>`` in DNS. Every pod runs :func:`launch_argv` with ``--rank $(JOB_COMPLETION_INDEX)``.
+  is ``<job>-0.<job>`` in DNS. Every pod runs :func:`launch_argv` with
+  ``--rank $(JOB_COMPLETION_INDEX)``.
 * ``paddlejob``: a Kubeflow ``PaddleJob`` (kubeflow.org/v1) for clusters running the training
   operator, which then sets the rendezvous environment itself.
 
 Retry semantics (``restartPolicy: Never``): a failed rank is never restarted in place — the Job
-controller creates a new pod for that index, and every failed pod counts against ``backoffLimit`` for
-the whole Job; past it the Job fails (``BackoffLimitExceeded``) and its running pods are terminated.
-``activeDeadlineSeconds`` bounds the whole Job (``DeadlineExceeded``). In-place restarts
+controller creates a new pod for that index, and every failed pod counts against ``backoffLimit``
+for the whole Job; past it the Job fails (``BackoffLimitExceeded``) and its running pods are
+terminated. ``activeDeadlineSeconds`` bounds the whole Job (``DeadlineExceeded``). In-place restarts
 (``OnFailure``) are avoided because a restarted rank cannot rejoin a running collective: the other
 ranks would wait until the deadline. Reference:
 https://kubernetes.io/docs/concepts/workloads/controllers/job/#handling-pod-and-container-failures
@@ -89,7 +90,7 @@ def labels(target: Target, job_id: str) -> dict[str, str]:
 
 
 def rank_host(job_id: str, rank: int | str) -> str:
-    """DNS name of a rank: ``<job>-<rank>.<job>`` (pod hostname . headless Service / Docker alias)."""
+    """DNS name of a rank: ``<job>-<rank>.<job>`` (pod hostname . headless Service/Docker alias)."""
     return f"{job_id}-{rank}.{job_id}"
 
 
@@ -187,7 +188,12 @@ def render(
         raise ConfigError(
             f"job id '{job_id}' is longer than 52 characters", "shorten 'name' in the job file"
         )
-    target = Target(pinned(target.reference), target.variant, target.release, target.revision)
+    target = Target(
+        reference=pinned(target.reference),
+        variant=target.variant,
+        release=target.release,
+        revision=target.revision,
+    )
     meta = {
         "name": job_id,
         "namespace": namespace,
@@ -214,7 +220,8 @@ def _service(spec: JobSpec, meta: dict) -> dict[str, Any]:
         "spec": {
             "clusterIP": "None",
             "selector": {"paddlecd.io/job": meta["name"]},
-            # Ranks rendezvous before any readiness: publish addresses of pods that are not ready yet.
+            # Ranks rendezvous before any readiness: publish addresses of pods that are not ready
+            # yet.
             "publishNotReadyAddresses": True,
             "ports": [
                 {"name": PORT_NAME, "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}

@@ -8,8 +8,8 @@ conditions and its pods every ``poll`` seconds and turns what it sees into event
   named as such, with the pull secret hint; the job is deleted;
 * unschedulable pods (e.g. ``Insufficient nvidia.com/gpu``) are reported, and fatal (job deleted)
   once pending longer than ``pending_timeout`` seconds — an autoscaler may still add a node;
-* ``Complete`` (Job) / ``Succeeded`` (PaddleJob) ends the watch; ``Failed`` (``BackoffLimitExceeded``,
-  ``DeadlineExceeded``) raises with the tail of rank 0's log.
+* ``Complete`` (Job) / ``Succeeded`` (PaddleJob) ends the watch; ``Failed``
+  (``BackoffLimitExceeded``, ``DeadlineExceeded``) raises with the tail of rank 0's log.
 
 Rank 0's log is streamed to ``on_line`` from a thread as soon as its container runs. A watch whose
 pods do not change reports their phases every :data:`PROGRESS_EVERY` seconds; ``timeout`` bounds
@@ -21,21 +21,20 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from paddlecd.cluster import k8s
 from paddlecd.cluster.render import CONTAINER, INDEX_ANNOTATION
 from paddlecd.errors import ClusterError
+from paddlecd.types import Echo
 
-Emit = Callable[[str], None]
 PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 PROGRESS_EVERY = 30.0  # s between "still running" events of a watch whose pods do not change
 
 
-def submit(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Emit) -> None:
+def submit(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Echo) -> None:
     """Create ``manifests`` in order; on a failure delete those already created, then raise.
 
     Raises:
@@ -71,8 +70,8 @@ def watch(
     api: k8s.Api,
     manifests: list[dict[str, Any]],
     *,
-    on_event: Emit,
-    on_line: Emit,
+    on_event: Echo,
+    on_line: Echo,
     poll: float = 2.0,
     pending_timeout: float = 600.0,
     secret: str | None = None,
@@ -156,8 +155,8 @@ def _look(
     pod: dict,
     state: _State,
     *,
-    on_event: Emit,
-    on_line: Emit,
+    on_event: Echo,
+    on_line: Echo,
     pending_timeout: float,
     secret: str | None,
 ) -> None:
@@ -168,7 +167,8 @@ def _look(
         on_event(f"pod {name}: {phase}")
     _pull_error(api, manifests, pod, secret)
     _unschedulable(api, manifests, pod, state, on_event, pending_timeout)
-    # Follow rank 0's log; after a retry (backoffLimit > 0) follow the replacement pod once the old stream ended.
+    # Follow rank 0's log; after a retry (backoffLimit > 0) follow the replacement pod once the old
+    # stream ended.
     following = state.log_thread is not None and state.log_thread.is_alive()
     if rank(pod) == "0" and phase in ("Running", "Succeeded", "Failed"):
         state.rank0 = pod
@@ -180,7 +180,7 @@ def _look(
         state.log_thread.start()
 
 
-def _drain(api: k8s.Api, state: _State, on_line: Emit) -> None:
+def _drain(api: k8s.Api, state: _State, on_line: Echo) -> None:
     """At the end: finish the running log stream, then read a last rank 0 pod not yet followed."""
     if state.log_thread:
         state.log_thread.join(timeout=30)
@@ -199,9 +199,10 @@ def _pull_error(api: k8s.Api, manifests: list[dict], pod: dict, secret: str | No
                 f"image pull error on pod {pod['metadata']['name']}: {waiting['reason']}: "
                 f"{waiting.get('message', cs.get('image', ''))}"[:400]
                 + " (job deleted)",
-                f"check that Secret '{secret}' in namespace {ns} holds credentials for the registry "
-                f"(kubectl -n {ns} create secret docker-registry {secret} --docker-server=…) and that the "
-                "digest exists there; the secret name is settings cluster.image_pull_secret",
+                f"check that Secret '{secret}' in namespace {ns} holds credentials for the "
+                f"registry (kubectl -n {ns} create secret docker-registry {secret} "
+                "--docker-server=…) and that the digest exists there; "
+                "the secret name is settings cluster.image_pull_secret",
             )
 
 
@@ -210,7 +211,7 @@ def _unschedulable(
     manifests: list[dict],
     pod: dict,
     state: _State,
-    on_event: Emit,
+    on_event: Echo,
     pending_timeout: float,
 ) -> None:
     name = pod["metadata"]["name"]
@@ -251,7 +252,7 @@ def rank(pod: dict) -> str | None:
     )
 
 
-def _follow(api: k8s.Api, pod: dict, state: _State, on_line: Emit) -> None:
+def _follow(api: k8s.Api, pod: dict, state: _State, on_line: Echo) -> None:
     try:
         stream = k8s.stream_log(
             api, pod["metadata"]["namespace"], pod["metadata"]["name"], CONTAINER

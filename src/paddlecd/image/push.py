@@ -148,7 +148,7 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
     check_writable(settings.state / "candidates")
     digest = push_reference(settings, tag, on_progress=on_progress)
     repo = tag.rsplit(":", 1)[0]
-    pushed = Pushed(variant_name, tag, digest, f"{repo}@{digest}")
+    pushed = Pushed(variant=variant_name, tag=tag, digest=digest, reference=f"{repo}@{digest}")
     save_candidate(
         settings, variant_name, reference=pushed.reference, digest=digest, tag=tag.rsplit(":", 1)[1]
     )

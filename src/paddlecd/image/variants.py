@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from paddlecd import files
 from paddlecd import schema as validation
 from paddlecd.config import Settings
@@ -132,8 +130,9 @@ def load(settings: Settings) -> dict[str, Variant]:
             cudnn=raw.get("cudnn"), tensorrt=raw.get("tensorrt"), python=raw.get("python"),
             description=raw.get("description", ""), dockerfile=raw.get("dockerfile", "Dockerfile"),
             packages=tuple(raw.get("packages", ())),
-            bootstrap=Bootstrap(boot["suite"], boot["wheel"], tuple(boot.get("packages", ())),
-                                tuple(boot.get("pip", ()))) if boot else None,
+            bootstrap=Bootstrap(suite=boot["suite"], wheel=boot["wheel"],
+                                packages=tuple(boot.get("packages", ())),
+                                pip=tuple(boot.get("pip", ()))) if boot else None,
             declared=dict(raw),
         )
         _cross_check(v, path)
@@ -159,19 +158,11 @@ def get(settings: Settings, name: str) -> Variant:
 
 
 def _read(path: Path) -> dict:
-    try:
-        data = files.load_yaml(path.read_text())
-    except FileNotFoundError as e:
-        raise ConfigError(
-            f"variants file not found: {path}",
-            "run from the project root or set PADDLECD_VARIANTS_FILE",
-        ) from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(
-            f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax"
-        ) from e
+    data = files.read_yaml(
+        path,
+        what="variants file",
+        missing_hint="run from the project root or set PADDLECD_VARIANTS_FILE",
+    )
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected a mapping with a 'variants' key",

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from paddlecd import files
 from paddlecd import schema as validation
 from paddlecd.config import Settings
@@ -171,14 +169,7 @@ def _ordered(stages: list[StageDef], path: Path) -> list[StageDef]:
 
 
 def _read(path: Path) -> Any:
-    try:
-        return files.load_yaml(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise PipelineError(
-            f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}", "fix the syntax"
-        ) from e
+    return files.read_yaml(path, error=PipelineError)
 
 
 def schema() -> dict[str, Any]:

@@ -25,8 +25,8 @@ from typing import Any
 from paddlecd.config import Settings
 from paddlecd.errors import PipelineError
 from paddlecd.image import lock, variants
+from paddlecd.types import Echo
 
-Echo = Callable[[str], None]
 Outputs = Mapping[str, Any]  # a stage's outputs as recorded in summary.json (a JSON object)
 
 
@@ -97,7 +97,7 @@ def verify(ctx: StageContext) -> None:
 
 
 def promote(ctx: StageContext) -> None:
-    """Promote the variant's verified candidate (release.promote, executed: the pipeline plan was shown)."""
+    """Promote the variant's verified candidate (release.promote; the pipeline plan was shown)."""
     from paddlecd.release import promote as release
 
     p = ctx.params
@@ -157,7 +157,8 @@ def upload(ctx: StageContext) -> None:
     if not model or model.startswith(("claim:", "node:")):
         raise PipelineError(
             f"upload: the model is not on this machine ({model or 'no deploy stage output'})",
-            "upload from where the volume is mounted: invoke upload --model-dir … --name … --version …",
+            "upload from where the volume is mounted: "
+            "invoke upload --model-dir … --name … --version …",
         )
     store = artifacts.store_for(ctx.settings, ctx.params.get("to"))
     plan = artifacts.plan_upload(

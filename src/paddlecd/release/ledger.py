@@ -64,14 +64,11 @@ tag list (names only) in its reconcile.
 from __future__ import annotations
 
 import datetime as dt
-import getpass
 import gzip
 import hashlib
 import json
-import os
 import re
 import secrets
-import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -144,17 +141,6 @@ class Record:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["tags"] = tuple(known.get("tags") or ())
         return cls(**known)
-
-
-def who() -> str:
-    """The actor: ``$GITHUB_ACTOR`` in GitHub Actions, else ``user@hostname``."""
-    if os.environ.get("GITHUB_ACTOR"):
-        return f"{os.environ['GITHUB_ACTOR']} (github run {os.environ.get('GITHUB_RUN_ID', '?')})"
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
 
 
 def new_id(variant: str, now: dt.datetime | None = None) -> str:

@@ -327,7 +327,7 @@ def plan_promotion(
             attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
             forced=forced,
             reason=reason,
-            who=ledger.who(),
+            who=files.who(),
             when=files.now_iso("milliseconds"),
             parent=records[-1].id if records else "",
         )
@@ -412,7 +412,7 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
     record = None if done else Record(
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
-        previous=_previous(old, v, variant), who=ledger.who(), when=files.now_iso("milliseconds"),
+        previous=_previous(old, v, variant), who=files.who(), when=files.now_iso("milliseconds"),
         parent=records[-1].id if records else "")
     return Plan(action="rollback", variant=variant, version=str(v), digest=d,
                 source=str(ref.by_digest(d)), target=ref.name, repository=ref.repository,

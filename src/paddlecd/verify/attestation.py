@@ -30,6 +30,7 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.signer import Signer
 
 from paddlecd.errors import AttestedFailureError, NoAttestationError, SignatureError, SubjectError
+from paddlecd.files import who
 from paddlecd.verify.evidence import REQUIRED_CHECKS
 from paddlecd.verify.keys import TrustedKey, keygen  # noqa: F401 - keygen re-exported for the task
 
@@ -98,7 +99,6 @@ def statement(evidence: Mapping[str, Any] | Any, *, junit: bytes, log: bytes) ->
 
 def _verifier() -> dict[str, Any]:
     from paddlecd import __version__
-    from paddlecd.release.ledger import who
 
     return {
         "id": "paddlecd",
@@ -279,12 +279,12 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
             "an attestation proves only the digest it names; verify this digest",
         )
     return VerifiedAttestation(
-        digest,
-        str(subjects[0].get("name", "")),
-        key.keyid,
-        key.source,
-        dict(doc.get("predicate") or {}),
-        att.location,
+        digest=digest,
+        name=str(subjects[0].get("name", "")),
+        keyid=key.keyid,
+        key_source=key.source,
+        predicate=dict(doc.get("predicate") or {}),
+        location=att.location,
     )
 
 

@@ -38,46 +38,53 @@ class Expectation:
 # bridge, "ib" InfiniBand/RoCE between nodes, "socket" TCP between nodes.
 TABLE: tuple[Expectation, ...] = (
     Expectation(
-        "A100-SXM",
-        8,
-        1,
-        "nvlink",
-        230.0,
-        "NVIDIA/nccl-tests#149 (8×A100-SXM4-80GB ≈ 200–230 GB/s), "
+        gpu="A100-SXM",
+        cards=8,
+        nodes=1,
+        interconnect="nvlink",
+        busbw_GBps=230.0,
+        source="NVIDIA/nccl-tests#149 (8×A100-SXM4-80GB ≈ 200–230 GB/s), "
         "NVIDIA/nccl-tests#175 (232.5 GB/s, one node, 4 GiB)",
     ),
     Expectation(
-        "H100-SXM",
-        8,
-        1,
-        "nvls",
-        480.0,
-        "NVIDIA/nccl-tests#212 (sjeaugey: 8 GPUs with NVLink SHARP peak ≈ 480 GB/s)",
+        gpu="H100-SXM",
+        cards=8,
+        nodes=1,
+        interconnect="nvls",
+        busbw_GBps=480.0,
+        source="NVIDIA/nccl-tests#212 (sjeaugey: 8 GPUs with NVLink SHARP peak ≈ 480 GB/s)",
     ),
     Expectation(
-        "H100-SXM",
-        8,
-        1,
-        "nvlink",
-        370.0,
-        "NVIDIA/nccl-tests#212 (sjeaugey: ≈ 370 GB/s effective NVLink, NCCL_ALGO=RING)",
-    ),
-    Expectation("H200-SXM", 8, 1, "nvls", 475.0, "NVIDIA/nccl-tests#272 (8×H200 ≈ 475 GB/s)"),
-    Expectation(
-        "H100-PCIe",
-        2,
-        1,
-        "p2p",
-        115.0,
-        "NVIDIA/nccl-tests#194 (2×H100 PCIe, NVLink bridge: 115–116 GB/s at 1–4 GiB)",
+        gpu="H100-SXM",
+        cards=8,
+        nodes=1,
+        interconnect="nvlink",
+        busbw_GBps=370.0,
+        source="NVIDIA/nccl-tests#212 (sjeaugey: ≈ 370 GB/s effective NVLink, NCCL_ALGO=RING)",
     ),
     Expectation(
-        "A100-SXM",
-        8,
-        3,
-        "ib",
-        96.0,
-        "NVIDIA/nccl-tests#119 (3 nodes × 8×A100-SXM4-40GB, 4×HDR IB: peak 96 GB/s)",
+        gpu="H200-SXM",
+        cards=8,
+        nodes=1,
+        interconnect="nvls",
+        busbw_GBps=475.0,
+        source="NVIDIA/nccl-tests#272 (8×H200 ≈ 475 GB/s)",
+    ),
+    Expectation(
+        gpu="H100-PCIe",
+        cards=2,
+        nodes=1,
+        interconnect="p2p",
+        busbw_GBps=115.0,
+        source="NVIDIA/nccl-tests#194 (2×H100 PCIe, NVLink bridge: 115–116 GB/s at 1–4 GiB)",
+    ),
+    Expectation(
+        gpu="A100-SXM",
+        cards=8,
+        nodes=3,
+        interconnect="ib",
+        busbw_GBps=96.0,
+        source="NVIDIA/nccl-tests#119 (3 nodes × 8×A100-SXM4-40GB, 4×HDR IB: peak 96 GB/s)",
     ),
 )
 
@@ -182,10 +189,10 @@ def judge(
     """
     if cards * nodes < 2:
         return Judgement(
-            "one-card",
-            "one card: busbw is 0 by definition (2(n−1)/n with n = 1, "
+            verdict="one-card",
+            message="one card: busbw is 0 by definition (2(n−1)/n with n = 1, "
             "nccl-tests PERFORMANCE.md); no bandwidth check on a single rank",
-            0.0,
+            measured_GBps=0.0,
         )
     largest = max(results, key=lambda r: (r["bytes"], r["busbw_GBps"]))
     measured, size = float(largest["busbw_GBps"]), int(largest["bytes"])
@@ -195,24 +202,28 @@ def judge(
     at = f"busbw {measured:.1f} GB/s at {size / 2**20:.0f} MiB"
     if row is None:
         return Judgement(
-            "no-expectation",
-            f"no expectation for {nodes}×{cards}×{model} over {link}:"
+            verdict="no-expectation",
+            message=f"no expectation for {nodes}×{cards}×{model} over {link}:"
             f" {at} not judged (add a sourced row to verify/bandwidth.py)",
-            measured,
-            size,
+            measured_GBps=measured,
+            message_bytes=size,
         )
     setup = f"{nodes}×{cards}×{model} over {link}"
     if measured < fraction * row.busbw_GBps:
         return Judgement(
-            "below",
-            f"{at} is below {fraction:g} × {row.busbw_GBps:g} GB/s expected for"
+            verdict="below",
+            message=f"{at} is below {fraction:g} × {row.busbw_GBps:g} GB/s expected for"
             f" {setup} (source: {row.source})",
-            measured,
-            size,
-            row,
+            measured_GBps=measured,
+            message_bytes=size,
+            expected=row,
         )
     return Judgement(
-        "pass", f"{at} ≥ {fraction:g} × {row.busbw_GBps:g} GB/s ({setup})", measured, size, row
+        verdict="pass",
+        message=f"{at} ≥ {fraction:g} × {row.busbw_GBps:g} GB/s ({setup})",
+        measured_GBps=measured,
+        message_bytes=size,
+        expected=row,
     )
 
 

@@ -1,9 +1,9 @@
 """NVIDIA driver requirements for CUDA images, checked on the host before any GPU container starts.
 
 Source: NVIDIA CUDA Toolkit Release Notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions"
-(Linux x86_64, "Toolkit Driver Version", the GA release of each minor) and Table 2 "CUDA Minor Version
-Compatibility" (minimum driver for any toolkit of a major line: >= 450.80.02 for CUDA 11.x, >= 525.60.13
-for CUDA 12.x). https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html
+(Linux x86_64, "Toolkit Driver Version", the GA release of each minor) and Table 2 "CUDA Minor
+Version Compatibility" (minimum driver for any toolkit of a major line: >= 450.80.02 for CUDA 11.x,
+>= 525.60.13 for CUDA 12.x). https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html
 
 Below the minor-compatibility minimum nothing runs. Between it and the toolkit's own driver version
 CUDA itself would run most kernels (no PTX JIT), but images built from nvidia/cuda — Paddle's are —
@@ -51,7 +51,7 @@ def _v(version: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class DriverCheck:
-    """Outcome: ``ok`` (runs), ``full`` (meets the toolkit driver too), and a one-line ``message``."""
+    """Outcome: ``ok`` (runs), ``full`` (meets the toolkit driver too), a one-line ``message``."""
 
     cuda: str
     driver: str
@@ -84,10 +84,13 @@ def check(cuda: str, driver: str) -> DriverCheck:
             f"driver {driver} is older than {minimum}, the minimum for CUDA {cuda.split('.')[0]}.x"
         )
     elif not full:
-        msg = f"driver {driver} runs CUDA {cuda} under minor-version compatibility (toolkit driver {toolkit}; no PTX JIT)"
+        msg = (
+            f"driver {driver} runs CUDA {cuda} under minor-version compatibility "
+            f"(toolkit driver {toolkit}; no PTX JIT)"
+        )
     else:
         msg = f"driver {driver} >= {toolkit} (CUDA {cuda} toolkit driver)"
-    return DriverCheck(cuda, driver, ok, full, msg)
+    return DriverCheck(cuda=cuda, driver=driver, ok=ok, full=full, message=msg)
 
 
 def pinned_devices() -> list[str] | None:
@@ -101,7 +104,8 @@ def pinned_devices() -> list[str] | None:
 
 
 def host_gpus() -> tuple[str | None, int]:
-    """``(driver version, GPU count)`` from ``nvidia-smi``; ``(None, 0)`` when there is no NVIDIA driver.
+    """``(driver version, GPU count)`` from ``nvidia-smi``; ``(None, 0)`` when there is no NVIDIA
+    driver.
     When the job is pinned (:func:`pinned_devices`) the count is the number of pinned cards."""
     exe = shutil.which("nvidia-smi")
     if not exe:
@@ -133,8 +137,8 @@ def require_for(cuda: str) -> DriverCheck:
         )
     result = check(cuda, driver)
     if not result.full:
-        # Paddle's GPU images derive from nvidia/cuda and carry NVIDIA_REQUIRE_CUDA=cuda>=X.Y, so the
-        # NVIDIA Container Toolkit refuses to start them below the toolkit driver ("unsatisfied
+        # Paddle's GPU images derive from nvidia/cuda and carry NVIDIA_REQUIRE_CUDA=cuda>=X.Y, so
+        # the NVIDIA Container Toolkit refuses to start them below the toolkit driver ("unsatisfied
         # condition: cuda>=…"), minor-version compatibility or not: fail here, clearly, instead.
         raise VerifyError(
             result.message + "; the image's NVIDIA_REQUIRE_CUDA will refuse to start",

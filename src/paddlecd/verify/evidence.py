@@ -37,9 +37,9 @@ from paddlecd.files import now_iso, write_json
 
 SCHEMA = 1
 
-# The smoke modules every passing verification must contain (smoke/test_<module>.py); evidence missing
-# one (a module deleted, renamed or not collected) cannot promote. Skipped checks inside them are allowed
-# (GPU-only checks on CPU variants; collective checks on one card).
+# The smoke modules every passing verification must contain (smoke/test_<module>.py); evidence
+# missing one (a module deleted, renamed or not collected) cannot promote. Skipped checks inside
+# them are allowed (GPU-only checks on CPU variants; collective checks on one card).
 REQUIRED_CHECKS = ("environment", "allreduce", "convergence", "export")
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import secrets
 import shutil
 import time
 from dataclasses import dataclass
@@ -130,7 +129,7 @@ def run_local(
 
     for worker, name in WORKERS.items():
         spec = job_spec(settings, worker, nodes=nodes, gpus_per_node=gpus_per_node, out=out)
-        job_id = f"{spec.name}-{secrets.token_hex(3)}"
+        job_id = spec.new_job_id()
         started = time.monotonic()
         try:
             local.run(
@@ -197,7 +196,7 @@ def finish(
         for c in checks
     ]
     by_rank = tuple(sorted(facts, key=lambda f: f["rank"]))
-    return NodeRun(tuple(checks), by_rank, tuple(lines), ordered)
+    return NodeRun(checks=tuple(checks), facts=by_rank, lines=tuple(lines), transports=ordered)
 
 
 def rank_log_lines(folder: Path, rank: int) -> list[str]:

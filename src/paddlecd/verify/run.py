@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +21,10 @@ from paddlecd.files import now_iso, write_json
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
+from paddlecd.types import Echo
 from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl, nodes_k8s
 from paddlecd.verify import nodes as multinode
 
-Echo = Callable[[str], None]
 SMOKE_CMD = [
     "python3",
     "-m",
@@ -75,8 +74,8 @@ class Verified:
 
 
 def target(settings: Settings, variant: str | None, image: str | None) -> str:
-    """The ``host/repo@sha256:…`` to verify: ``image`` (a tag is resolved once, here) or the candidate
-    last pushed for ``variant``.
+    """The ``host/repo@sha256:…`` to verify: ``image`` (a tag is resolved once, here) or the
+    candidate last pushed for ``variant``.
 
     Raises:
         ConfigError: neither given, no candidate recorded for the variant, or ``image`` names an
@@ -144,8 +143,8 @@ def smoke_container(
 
 
 def parse_junit(path: Path) -> list[evidence.Check]:
-    """Checks from a pytest JUnit XML (xunit1): one per test case, with its JSON-decoded properties as
-    ``metrics``; skipped cases are reported with ``skipped=True`` and count as passed."""
+    """Checks from a pytest JUnit XML (xunit1): one per test case, with its JSON-decoded properties
+    as ``metrics``; skipped cases are reported with ``skipped=True`` and count as passed."""
     import json
 
     checks = []

@@ -48,7 +48,11 @@ def read(smoke_dir: Path, *, gpu: bool) -> list[SmokeCheck]:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 gpu_only = any("gpu_only" in ast.unparse(d) for d in node.decorator_list)
                 module = path.stem.removeprefix("test_")
-                out.append(SmokeCheck(module, node.name, gpu_only, runs=gpu or not gpu_only))
+                out.append(
+                    SmokeCheck(
+                        module=module, test=node.name, gpu_only=gpu_only, runs=gpu or not gpu_only
+                    )
+                )
     return out
 
 

@@ -92,7 +92,7 @@ def default_store_url(settings: Settings) -> str:
 
 
 def store_for(settings: Settings, url: str | None = None) -> Store:
-    """Open ``url`` (default :func:`default_store_url`) with the storage settings. Raises ConfigError."""
+    """Open ``url`` (default :func:`default_store_url`) with the storage settings; ConfigError."""
     return open_store(url or default_store_url(settings), settings.storage)
 
 

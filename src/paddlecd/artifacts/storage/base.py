@@ -1,7 +1,7 @@
 """The storage interface: what artifacts need from an object store, and the types it speaks.
 
-:mod:`.file` and :mod:`.s3` implement it; :mod:`paddlecd.artifacts.storage` opens one from a URL. This
-module imports neither, so the stores and the opener depend on it and not on each other.
+:mod:`.file` and :mod:`.s3` implement it; :mod:`paddlecd.artifacts.storage` opens one from a URL.
+This module imports neither, so the stores and the opener depend on it and not on each other.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The S3 store: S3-compatible buckets (AWS, MinIO, Ceph RGW, BOS) through boto3. Issue 4.
 
-The only module that imports boto3/botocore (STYLE.md §1); :func:`paddlecd.artifacts.storage.open_store`
-imports it for ``s3://`` URLs only. Every botocore/boto3 failure is translated once, here, into
-:class:`~paddlecd.errors.StorageError` naming the bucket and key (STYLE.md §5). Credentials come from
-the standard AWS chain (env, shared files, SSO, instance role) and are never printed.
+The only module that imports boto3/botocore (STYLE.md §1);
+:func:`paddlecd.artifacts.storage.open_store` imports it for ``s3://`` URLs only. Every
+botocore/boto3 failure is translated once, here, into :class:`~paddlecd.errors.StorageError` naming
+the bucket and key (STYLE.md §5). Credentials come from the standard AWS chain (env, shared files,
+SSO, instance role) and are never printed.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ class S3Store:
             raise self._fail(e, "opening") from e
 
     def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None:
-        """Upload ``path``; multipart above the threshold with the configured part size/concurrency."""
+        """Upload ``path``; multipart above the threshold with the configured part
+        size/concurrency."""
         try:
             self.client.upload_file(
                 str(path), self.bucket, self._key(key), Config=self.transfer, Callback=progress
@@ -207,7 +209,8 @@ class S3Store:
 
     def delete(self, keys: Iterable[str]) -> None:
         """DeleteObject per key. Not DeleteObjects: that call must carry a checksum header, and
-        older S3-compatible stores accept only Content-MD5, which botocore >= 1.36 no longer sends."""
+        older S3-compatible stores accept only Content-MD5, which botocore >= 1.36 no longer
+        sends."""
         for key in keys:
             try:
                 self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
@@ -215,8 +218,8 @@ class S3Store:
                 raise self._fail(e, "deleting", key) from e
 
     def abort_uploads(self, prefix: str) -> list[str]:
-        """Abort unfinished multipart uploads under ``prefix`` (left by a killed upload: invisible to
-        ListObjects, yet stored and billed). Returns their keys, relative to the store."""
+        """Abort unfinished multipart uploads under ``prefix`` (left by a killed upload: invisible
+        to ListObjects, yet stored and billed). Returns their keys, relative to the store."""
         strip, aborted = len(self._key("")), []
         try:
             pages = self.client.get_paginator("list_multipart_uploads").paginate(
@@ -296,7 +299,8 @@ def client_config(
 ) -> Config:
     """botocore client Config from ``settings``: addressing style, checksum behaviour, retries.
 
-    ``checksum_mode`` sets both ``request_checksum_calculation`` and ``response_checksum_validation``.
+    ``checksum_mode`` sets both ``request_checksum_calculation`` and
+    ``response_checksum_validation``.
     botocore 1.36 made them ``when_supported`` (CRC32 trailers on every upload), which several
     S3-compatible stores reject; ``when_required`` (our fallback) works on AWS and on those stores.
 
@@ -376,7 +380,7 @@ def _code(e: ClientError) -> str:
 
 
 def _client_error(e: BaseException | None) -> BaseException | None:
-    """The ClientError/BotoCoreError under boto3's wrappers (S3UploadFailedError keeps it as context)."""
+    """The ClientError/BotoCoreError in boto3's wrappers (S3UploadFailedError has it as context)."""
     while e is not None and not isinstance(e, (ClientError, BotoCoreError)):
         e = e.__cause__ or e.__context__
     return e
