@@ -13,15 +13,21 @@ registry "that far away") as a fresh process would (in-process caches cleared):
 
 * ``old``  the read path before checkpoints (:func:`paddlecd.release.ledger.read_each`: one manifest
            GET per record ever written), kept callable for this comparison;
-* ``new``  checkpoints: the first promotion after the upgrade reads every record once and writes
-           the variant's checkpoint (``upgrade``); later ones read it plus the few records after.
-           The other variants are given their checkpoints before (as their own promotions since the
-           upgrade would have written them), so ``list`` shows the steady state.
+* ``new``  checkpoint and head (src/paddlecd/release/ledger.py): the first promotion after the
+           upgrade lists the tags, reads every record once and writes the variant's checkpoint
+           (``upgrade``); later ones read checkpoint, head and the few records chained after it by
+           name, and list the tags once, in the reconcile. The other variants are given their
+           checkpoints before (as their own promotions since the upgrade would have written them),
+           so ``list`` shows the steady state. ``no-attest`` is the same promotion without the
+           attestation lookup and copy (its evidence check passes as if verified): what issue 10
+           adds to a promotion.
 
 Each promotion promotes a fresh small image (mounted, no layer moves) of variant ``cpu`` with full
-evidence. Issue 11 targets at N=1000 of 4 variants: requests independent of N (beyond paging the tag
-list), ≤ 64 KiB on the wire, wall ≤ 1.2× the first promotion (N=0). Everything lives in a temporary
-folder, including paddlecd's state folder: the project's ``.paddlecd/`` is never touched.
+evidence. ``--kinds`` also prints, per operation, requests and KiB per kind (``GET manifests``,
+``GET tags/list``, …). Issue 11 targets at N=1000 of 4 variants: requests independent of N
+(beyond paging the tag list), ≤ 64 KiB on the wire, wall ≤ 1.2× the first promotion (N=0).
+Everything lives in a temporary folder, including paddlecd's state folder: the project's
+``.paddlecd/`` is never touched.
 Not a test (tests/integration/test_benchmarks.py runs ``--quick``, asserting figures are printed).
 """
 
@@ -53,6 +59,7 @@ from paddlecd import config  # noqa: E402
 from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient  # noqa: E402
 from paddlecd.release import ledger, policy  # noqa: E402
+from paddlecd.release import plan as plan_module  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
 
 CANDIDATES = "bench/candidate"
@@ -177,10 +184,23 @@ def prefill(client: RegistryClient, repo: str, n: int, variants: int) -> None:
 
 
 @contextlib.contextmanager
+def without_attestation() -> Iterator[None]:
+    """Run promotions without the attestation lookup and copy (the promotion before issue 10; its
+    evidence check passes as if verified), to measure what the lookup costs."""
+    saved = plan_module.evidence_problem
+    plan_module.evidence_problem = lambda *_a, **_k: (None, None)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        plan_module.evidence_problem = saved  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
 def old_read_path() -> Iterator[None]:
     """Run promotions and queries with the read path before checkpoints (one GET per record)."""
-    saved = ledger.read, ledger.read_view
+    saved = ledger.read, ledger.read_view, ledger.read_by_name
     ledger.read = ledger.read_each  # type: ignore[assignment]
+    ledger.read_by_name = lambda *_a, **_k: None  # type: ignore[assignment]  # always list
 
     def each(
         client: RegistryClient, repo: str, variant: str, tags: list[str], **_: object
@@ -193,13 +213,14 @@ def old_read_path() -> Iterator[None]:
     try:
         yield
     finally:
-        ledger.read, ledger.read_view = saved  # type: ignore[assignment]
+        ledger.read, ledger.read_view, ledger.read_by_name = saved  # type: ignore[assignment]
 
 
 class Bench:
     """One registry, one relay, one state folder; measures operations through the relay."""
 
-    def __init__(self, work: Path, delay: float):
+    def __init__(self, work: Path, delay: float, kinds: bool = False):
+        self.kinds = kinds
         self.server = RegistryServer(work / "registry", port=free_port()).start()
         self.relay = Relay(self.server.port, delay)
         self.direct = RegistryClient(self.server.host, insecure=True)
@@ -246,6 +267,8 @@ class Bench:
             f" {wire.up / 1024:>8.1f} {seconds:>7.2f}",
             flush=True,
         )
+        if self.kinds:
+            print(f"          {wire.by_kind()}", flush=True)
         return row
 
     def promotion(self, repo: str) -> Callable[[], object]:
@@ -281,6 +304,9 @@ class Bench:
         self.measure(n, "new", "upgrade", self.promotion(repo))
         for _ in range(rounds):
             self.measure(n, "new", "promote", self.promotion(repo))
+        with without_attestation():
+            for _ in range(rounds):
+                self.measure(n, "new", "no-attest", self.promotion(repo))
         self.measure(n, "new", "list", lambda: release.list_releases(s))
         self.measure(n, "new", "show", lambda: release.show(s, "9.0.1-cpu"))
 
@@ -322,12 +348,14 @@ def main() -> None:
     ap.add_argument(
         "--quick", action="store_true", help="tiny sizes, one round (what the test runs)"
     )
+    ap.add_argument("--kinds", action="store_true",
+                    help="also print requests and KiB per kind of request (GET manifests, …)")
     args = ap.parse_args()
     counts = [int(x) for x in args.records.split(",")]
     if args.quick:
         counts, args.rounds, args.delay_ms = [0, 40], 1, 5.0
     with tempfile.TemporaryDirectory(prefix="bench-ledger-") as tmp:
-        bench = Bench(Path(tmp), args.delay_ms / 1000)
+        bench = Bench(Path(tmp), args.delay_ms / 1000, kinds=args.kinds)
         try:
             print(f"relay delay {args.delay_ms:g} ms per request; {args.variants} variants; "
                   f"rounds {args.rounds}")

@@ -5,20 +5,32 @@ to 127.0.0.1:<target_port> (a distribution registry), keeping connections alive 
 client pointed at ``relay.host`` sees the registry "``delay`` seconds away" (one round trip per
 request, as a remote registry costs) and ``relay.reset()`` says what crossed the wire: requests,
 bytes up (client → registry: request lines, headers, bodies) and down (status lines, headers,
-bodies), counted on the client's socket. The ``Host`` header is passed through, so the registry
-writes upload ``Location`` URLs that point back at the relay.
+bodies), counted on the client's socket, and per kind of request (``kinds``: ``"GET manifests"``,
+``"HEAD blobs"``, ``"GET tags/list"``… → (requests, bytes down + up)), to see where they go. The
+``Host`` header is passed through, so the registry writes upload ``Location`` URLs that point back
+at the relay.
 """
 
 from __future__ import annotations
 
 import http.client
+import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade"}
+# The resource of a distribution API path: /v2/<name>/<resource>/… (distribution-spec endpoints).
+_RESOURCE = re.compile(r"/v2/.+?/(manifests|blobs/uploads|blobs|tags/list|referrers)(/|\?|$)")
+
+
+def kind(method: str, path: str) -> str:
+    """``"<METHOD> <resource>"`` of a request, e.g. ``"GET manifests"`` (``"GET other"`` for
+    ``/v2/`` and token requests)."""
+    m = _RESOURCE.search(path)
+    return f"{method} {m.group(1) if m else 'other'}"
 
 
 @dataclass(frozen=True)
@@ -28,6 +40,12 @@ class Wire:
     requests: int
     up: int
     down: int
+    kinds: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def by_kind(self) -> str:
+        """``kinds`` as one line, most requests first: ``GET manifests 12 (9.1 KiB), …``."""
+        rows = sorted(self.kinds.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        return ", ".join(f"{k} {n} ({b / 1024:.1f} KiB)" for k, (n, b) in rows)
 
 
 class _Counted:
@@ -93,6 +111,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
         self.wfile.flush()
+        relay.add_kind(kind(self.command, self.path))
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -144,6 +163,8 @@ class Relay:
         self.target_port, self.delay = target_port, delay
         self._lock = threading.Lock()
         self._counts = {"requests": 0, "up": 0, "down": 0}
+        self._kinds: dict[str, tuple[int, int]] = {}
+        self._local = threading.local()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.relay = self
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
@@ -153,12 +174,24 @@ class Relay:
         """Count ``n`` more of ``what`` (``requests``, ``up``, ``down``)."""
         with self._lock:
             self._counts[what] += n
+        if what != "requests":  # this handler thread's own bytes, for the per-kind count
+            self._local.bytes = getattr(self._local, "bytes", 0) + n
+
+    def add_kind(self, name: str) -> None:
+        """Count one request of kind ``name`` with the bytes its handler thread (one per
+        connection) moved since its previous request ended: request line, headers, bodies."""
+        moved = getattr(self._local, "bytes", 0)
+        with self._lock:
+            n, b = self._kinds.get(name, (0, 0))
+            self._kinds[name] = (n + 1, b + moved)
+        self._local.bytes = 0
 
     def reset(self) -> Wire:
         """What crossed since the last reset; the counters restart from zero."""
         with self._lock:
-            out = Wire(**self._counts)
+            out = Wire(**self._counts, kinds=dict(self._kinds))
             self._counts = dict.fromkeys(self._counts, 0)
+            self._kinds = {}
         return out
 
     def close(self) -> None:

@@ -409,7 +409,7 @@ def test_untrusted_key_file_of_the_wrong_kind(project, tmp_path):
     )
     assert run.returncode == 2 and "is not a PEM public key" in run.stderr, run.stderr
     assert project.client.list_tags(project.settings.release.repository) == []
-    with pytest.raises(SigningKeyError, match="holds no \\*.pub key"):
+    with pytest.raises(SigningKeyError, match="holds no \\*.pub public key"):
         keys.trusted(
             config.load({**project.flags, "release.trusted_keys": str(tmp_path)}, root=ROOT)
         )

@@ -365,3 +365,118 @@ def test_a_tag_the_registry_cannot_hold_is_refused_at_planning(project, execute)
     ):
         project.promote("1.5.0-" + "a" * 120, execute=execute)
     assert project.client.list_tags(project.settings.release.repository) == []
+
+
+def by_name(client: RegistryClient, repo: str, variant: str = "cpu") -> tuple[ledger.View | None,
+                                                                             int]:
+    """A fresh process's read by name of ``variant``: (view or None, requests it made)."""
+    ledger.clear_cache()
+    before = client.stats["requests"]
+    view = ledger.read_by_name(client, repo, variant)
+    return view, client.stats["requests"] - before
+
+
+def test_a_promotion_reads_the_ledger_by_name_and_lists_the_tags_once(project, monkeypatch):
+    """Invariant 5 and the cost of issue 11: after the upgrade, a promotion's plan reads the ledger
+    without the tag list of the release repository, and its reconcile lists it exactly once."""
+    client, repo = project.client, project.settings.release.repository
+    old_records(client, repo, 6)
+    assert by_name(client, repo)[0] is None  # an older paddlecd's ledger: no head, list instead
+    project.candidate()
+    project.promote("1.0.0")  # the upgrade: listed, checkpointed
+    listed: list[str] = []
+    real = RegistryClient.list_tags
+    monkeypatch.setattr(RegistryClient, "list_tags",
+                        lambda self, r: listed.append(r) or real(self, r))
+    for version in ("1.1.0", "1.2.0", "1.3.0"):
+        project.candidate()
+        ledger.clear_cache()
+        listed.clear()
+        out = project.promote(version)
+        assert listed.count(repo) == 1, (version, listed)
+        assert out.plan.ledger_view.via == "head"
+    view, requests = by_name(client, repo)
+    assert view is not None and requests <= 3 + ledger.CHECKPOINT_EVERY
+    assert list(view.records) == ledger.read_each(client, repo, "cpu") == list(reads(client,
+                                                                                      repo)[0].records)
+    assert [r.parent for r in view.records[-3:]] == [r.id for r in view.records[-4:-1]]
+
+
+def test_a_chain_into_an_older_or_a_missing_record_is_read_from_the_tags(project):
+    client, repo = project.client, project.settings.release.repository
+    old = old_records(client, repo, 2)
+    head = client.get_manifest(repo, old[-1].id)  # a head on a record without parent
+    client.put_manifest(repo, ledger.head_tag("cpu"), head.raw, OCI_MANIFEST)
+    assert by_name(client, repo)[0] is None
+    lost = dataclasses.replace(old[-1], id=ledger.new_id("cpu"), version="0.0.9",
+                               parent=ledger.new_id("cpu"))  # its parent's tag never existed
+    ledger.append(client, repo, lost)
+    assert by_name(client, repo)[0] is None
+    project.candidate()
+    out = project.promote("1.4.0")
+    assert out.plan.ledger_view.via == "tags" and len(out.plan.ledger_view.records) == 3
+
+
+def test_a_record_off_the_chain_is_found_by_the_next_listing(project):
+    """A promoter killed between its record and the head (or whose head a concurrent one wrote
+    over) leaves a record the head chain does not reach; the next promotion's listing finds it and
+    checkpoints it, so reads by name lag it by one promotion at most (invariant 5)."""
+    client, repo = project.client, project.settings.release.repository
+    digest = project.candidate()
+    project.promote("1.0.0")
+    first = by_name(client, repo)[0]
+    assert first is not None and len(first.records) == 1
+    orphan = dataclasses.replace(first.records[0], id=ledger.new_id("cpu"), version="1.0.1",
+                                 parent=first.records[0].id)
+    body = orphan.to_json()  # what append writes, without the head
+    ledger._put_artifact(client, repo, orphan.id, body, ledger.RECORD_TYPE,
+                         {ledger.ANNOTATION: body.decode()})
+    view, _ = by_name(client, repo)
+    assert view is not None and [r.version for r in view.records] == ["1.0.0"]
+    project.candidate()
+    out = project.promote("1.1.0")
+    assert out.checkpoint is not None  # due because the listing held a record the plan missed
+    view, _ = by_name(client, repo)
+    assert view is not None and [r.version for r in view.records] == ["1.0.0", "1.0.1", "1.1.0"]
+    assert list(view.records) == ledger.read_each(client, repo, "cpu")
+    assert project.tag("1.0-cpu") == digest  # 1.0.1 claims the digest 1.0.0 has; 1.1.0 moved on
+    assert project.tag("latest-cpu") == project.tag("1.1.0-cpu")
+
+
+def test_concurrent_promoters_on_a_chained_ledger_lose_no_record_and_agree(project, tmp_path):
+    """Four runners at once on a ledger with a head: each plan reads by name, so they chain from
+    the same head and write over each other's head. No record is lost from the tags, the moving
+    tags end on the fold of all, reads by name reach a subset, and all of it after one more
+    promotion."""
+    client, repo = project.client, project.settings.release.repository
+    project.candidate()
+    project.promote("1.0.0")
+    states = [project.with_state(tmp_path / f"runner{i}") for i in range(4)]
+    versions = ("1.4.0", "1.5.0", "1.4.1", "2.0.0")
+    digests = {v: project.candidate(settings=s) for v, s in zip(versions, states)}
+    barrier, errors = threading.Barrier(4), []
+
+    def run(version, settings):
+        try:
+            barrier.wait()
+            project.promote(version, settings=settings)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=vs) for vs in zip(versions, states)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    every = ledger.read_each(client, repo, "cpu")
+    assert len(every) == 5 and list(reads(client, repo)[0].records) == every
+    assert project.tag("latest-cpu") == project.tag("2-cpu") == digests["2.0.0"]
+    assert project.tag("1-cpu") == project.tag("1.5-cpu") == digests["1.5.0"]
+    assert project.tag("1.4-cpu") == digests["1.4.1"]
+    view, _ = by_name(client, repo)
+    assert view is not None and {r.id for r in view.records} <= {r.id for r in every}
+    project.candidate()
+    project.promote("2.1.0")
+    view, _ = by_name(client, repo)
+    assert view is not None and list(view.records) == ledger.read_each(client, repo, "cpu")

@@ -212,6 +212,24 @@ def test_trusted_key_problems(tmp_path):
     assert [k.source for k in both] == [str(public), str(public)]
 
 
+def test_a_trusted_keys_folder_without_a_pub_names_itself_and_how_to_add_one(tmp_path):
+    """The workflows' default (.github/attestation-keys) holds only its README until a key is
+    committed: one line naming the folder, a hint naming keygen and the README (issue 10)."""
+    folder = tmp_path / ".github" / "attestation-keys"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("how to add a key\n")
+    (folder / "paddlecd-signing.key").write_text("a private key is never trusted\n")
+    with pytest.raises(SigningKeyError) as e:
+        keys.trusted(_settings(tmp_path, **{"release.trusted_keys": ".github/attestation-keys"}))
+    assert e.value.cause == (
+        "trusted-keys folder .github/attestation-keys (release.trusted_keys) holds no *.pub "
+        "public key"
+    )
+    assert "\n" not in e.value.cause + e.value.hint
+    assert "invoke evidence.keygen --out" in e.value.hint
+    assert ".github/attestation-keys/README.md" in e.value.hint
+
+
 def test_keygen_never_overwrites_and_keeps_the_private_key_private(tmp_path):
     private, public = keys.keygen(tmp_path)
     assert private.stat().st_mode & 0o777 == 0o600 and b"PUBLIC KEY" in public.read_bytes()

@@ -348,3 +348,52 @@ def test_release_scripts_pass_each_input_as_one_argument(job, name, tmp_path):
         "--version=1.4.0 --force --reason x" in argv and "--force" not in argv for argv in calls
     )
     assert all("--variant=cu126" in argv for argv in calls), calls
+
+
+def _trusted_keys_steps() -> list[tuple[str, str]]:
+    wf = load(ROOT / ".github/workflows/release.yml")
+    return [(name, s["run"]) for name, j in wf["jobs"].items() for s in j["steps"]
+            if s.get("name") == "trusted keys"]
+
+
+def test_release_jobs_that_promote_check_the_trusted_keys_first():
+    """issue 10: the plan and promote jobs stop before paddlecd runs when the trusted-keys folder
+    holds no *.pub; each job checks before its first invoke."""
+    wf = load(ROOT / ".github/workflows/release.yml")
+    for name, job in wf["jobs"].items():
+        runs = [s.get("name") or s.get("run", "") for s in job["steps"]]
+        first_invoke = next((i for i, r in enumerate(runs) if "invoke " in r), None)
+        if first_invoke is not None:
+            assert "trusted keys" in runs[:first_invoke], name
+    assert len(_trusted_keys_steps()) == 2
+
+
+@pytest.mark.parametrize("case", ["empty", "missing", "readme only", "one key", "file"])
+def test_the_trusted_keys_step_fails_in_one_line_naming_the_folder(tmp_path, case):
+    folder = tmp_path / "attestation-keys"
+    if case != "missing":
+        folder.mkdir()
+    if case == "readme only":
+        (folder / "README.md").write_text("how to add a key\n")
+    if case == "one key":
+        (folder / "gpu-smoke.pub").write_text("-----BEGIN PUBLIC KEY-----\n")
+    target = folder / "gpu-smoke.pub" if case == "file" else folder
+    if case == "file":
+        target.write_text("-----BEGIN PUBLIC KEY-----\n")
+    for _, script in _trusted_keys_steps():
+        env = {"PADDLECD_RELEASE_TRUSTED_KEYS": str(target), "PATH": "/usr/bin:/bin"}
+        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
+                           env=env)
+        if case in ("one key", "file"):
+            assert (r.returncode, r.stdout) == (0, ""), r.stdout + r.stderr
+            continue
+        lines = r.stdout.splitlines()
+        assert r.returncode == 1 and len(lines) == 1, r.stdout + r.stderr
+        assert lines[0].startswith("::error title=trusted keys::") and str(folder) in lines[0]
+        assert "invoke evidence.keygen" in lines[0] and "attestation-keys/README.md" in lines[0]
+
+
+def test_the_default_trusted_keys_folder_says_how_to_add_a_key():
+    readme = (ROOT / ".github/attestation-keys/README.md").read_text()
+    assert "invoke evidence.keygen --out" in readme and "PADDLECD_SIGNING_KEY" in readme
+    assert not list((ROOT / ".github/attestation-keys").glob("*.key"))

@@ -11,11 +11,14 @@ subclasses live in :mod:`paddlecd.registry.transport`; credentials in :mod:`padd
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, TypeVar
 from urllib.parse import urljoin
 
 from paddlecd.errors import (
@@ -42,6 +45,11 @@ INDEX_TYPES = frozenset({DOCKER_MANIFEST_LIST, OCI_INDEX})
 ACCEPT = ", ".join((DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_MANIFEST, OCI_INDEX))
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 BlobCopy = Literal["present", "mounted", "copied"]
+T = TypeVar("T")
+R = TypeVar("R")
+# Requests one client keeps in flight at once (RegistryClient.each): a few, as crane's --jobs; a
+# hosted registry's rate limit counts requests, not connections, so this adds none.
+WIDTH = 4
 
 
 def _read(repository: str) -> str:
@@ -100,6 +108,61 @@ class RegistryClient(Transport):
             ``bytes_uploaded``, ``manifest_puts``, ``requests``.
     """
 
+    _manifests: dict[tuple[str, str], Manifest]
+    # Whether the registry answered the referrers API (distribution-spec 1.1), once asked
+    # (paddlecd.registry.referrers sets it; twins inherit it): None until then.
+    referrers_api: bool | None = None
+
+    def twin(self) -> RegistryClient:
+        """A client for the same registry to use from another thread: its own HTTP session and
+        ``stats`` (add them back with ``stats.update``), the same credentials, tokens and manifest
+        cache (dicts, whose single operations are atomic), so it needs no new login.
+
+        Used to overlap independent requests (issue 10/11: promotion time is round trips).
+        """
+        other = copy.copy(self)
+        other.session = type(self.session)()
+        other.stats = Counter()
+        other._manifests = self._cache()
+        other.__dict__["_twins"] = []
+        return other
+
+    def each(self, fn: Callable[[RegistryClient, T], R], items: Iterable[T],
+             width: int = WIDTH) -> list[R]:
+        """``fn(client, item)`` for every item, up to ``width`` at once, in order.
+
+        Each thread has a client of its own (this one and twins it keeps, so their connections
+        are reused by the next call); a round trip per item becomes one per ``width`` items. The
+        twins' ``stats`` are added to this client's.
+
+        Raises:
+            the error of a failed item (a thread stops at its first; the first thread's error is
+            raised once every thread has stopped).
+        """
+        todo = list(items)
+        if len(todo) <= 1 or width <= 1:
+            return [fn(self, item) for item in todo]
+        twins = self.__dict__.setdefault("_twins", [])
+        while len(twins) < min(width, len(todo)) - 1:
+            twins.append(self.twin())
+        clients = [self, *twins[: min(width, len(todo)) - 1]]
+
+        def run(k: int, client: RegistryClient) -> list[tuple[int, R]]:
+            return [(i, fn(client, todo[i])) for i in range(k, len(todo), len(clients))]
+
+        with ThreadPoolExecutor(len(clients)) as pool:
+            futures = [pool.submit(run, k, c) for k, c in enumerate(clients)]
+        for twin in clients[1:]:
+            self.stats.update(twin.stats)
+            twin.stats.clear()
+        done = dict(pair for f in futures for pair in f.result())
+        return [done[i] for i in range(len(todo))]
+
+    def _cache(self) -> dict[tuple[str, str], Manifest]:
+        if "_manifests" not in self.__dict__:
+            self._manifests = {}
+        return self._manifests
+
     # ------------------------------------------------------------------ manifests
 
     def resolve(self, repository: str, reference: str) -> Descriptor:
@@ -125,22 +188,32 @@ class RegistryClient(Transport):
     def get_manifest(self, repository: str, reference: str) -> Manifest:
         """GET a manifest by tag or digest; its bytes are checked against a digest reference.
 
+        A manifest read by digest is kept by this client (content-addressed, so it cannot change):
+        asking again costs no request.
+
         Raises:
             NotFoundError, RegistryAuthError, RegistryError: as :meth:`resolve`; also on a digest
                 mismatch.
         """
+        by_digest = reference.startswith("sha256:")
+        if by_digest and (repository, reference) in self._cache():
+            # a manifest addressed by digest never changes: this client asks for it once
+            return self._cache()[(repository, reference)]
         what = f"fetching manifest {self.name(repository, reference)}"
         resp = self._manifest_request("GET", repository, reference, what)
         raw = resp.content
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()
-        if reference.startswith("sha256:") and reference != digest:
+        if by_digest and reference != digest:
             raise RegistryError(
                 f"{what}: content digest {digest} does not match",
                 "the registry is corrupt or lying",
             )
         ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
         media_type = json.loads(raw).get("mediaType") or ctype
-        return Manifest(Descriptor(digest, media_type, len(raw)), raw)
+        manifest = Manifest(Descriptor(digest, media_type, len(raw)), raw)
+        if by_digest:
+            self._cache()[(repository, digest)] = manifest
+        return manifest
 
     def image_labels(self, repository: str, digest: str) -> dict[str, str]:
         """The labels of image ``repository@digest`` from its config blob (``config.Labels``, OCI
@@ -203,6 +276,7 @@ class RegistryClient(Transport):
             f"deleting {self.name(repository, digest)}",
             ok=(202,),
         )
+        self._cache().pop((repository, digest), None)
 
     def list_tags(self, repository: str) -> list[str]:
         """All tags of ``repository`` (following ``Link`` pagination); ``[]`` if it does not exist
@@ -306,11 +380,15 @@ class RegistryClient(Transport):
         if source.host == self.host and from_repo == to_repo:
             counts["present"] += 1
             return counts
-        for child in manifest.children():
-            if manifest.is_index:
+        if manifest.is_index:
+            for child in manifest.children():
                 counts += self.copy_image(source, from_repo, child.digest, to_repo)
-            else:
-                counts[self.copy_blob(source, from_repo, to_repo, child)] += 1
+        elif source.host == self.host:  # HEAD + mount per blob, a few blobs at once
+            counts.update(self.each(lambda c, b: c.copy_blob(source, from_repo, to_repo, b),
+                                    manifest.children()))
+        else:  # streamed from source, whose client is not shared between threads
+            counts.update(self.copy_blob(source, from_repo, to_repo, b)
+                          for b in manifest.children())
         try:
             self.resolve(to_repo, digest)
             counts["present"] += 1

@@ -8,40 +8,57 @@ its history, from any runner, with the same credentials; nothing else must be ba
 artifact store of issue 4 was the other candidate; it is optional per deployment, the registry is
 not.)
 
-Reading it costs a bounded number of requests (issue 11): a **checkpoint** per variant, tagged
-``ledger.<variant>.checkpoint``, is one gzip'd blob holding copies of the records it covers, so a
-reader needs the tag list, the checkpoint (one manifest GET, one blob GET) and one GET per record
-outside it. A promotion writes a new checkpoint once :data:`CHECKPOINT_EVERY` records are outside
-the current one, so in steady state fewer than that are fetched one by one.
+Reading it costs a bounded number of requests and bytes, whatever the history (issue 11):
+
+* a **checkpoint** per variant, tagged ``ledger.<variant>.checkpoint``, is one gzip'd blob holding
+  copies of the records it covers; a promotion rewrites it once :data:`CHECKPOINT_EVERY` records
+  lie outside it, or when its listing found a record its read by name had missed;
+* a **head** per variant, tagged ``ledger.<variant>.head``, is the newest record's own manifest
+  (the same bytes, so reading it reads that record), rewritten right after each record; and every
+  record names its ``parent``, the newest record its writer had read (``""``: none).
+
+So a reader needs no tag list (:func:`read_by_name`): the checkpoint (manifest + blob), the head,
+and the records chained from the head back to the first one the checkpoint covers — in steady
+state fewer than :data:`CHECKPOINT_EVERY` GETs. The tag list of the release repository, which
+distribution 2.8 returns whole (it ignores ``n``/``last``: ~60 B per release and record), is read
+once per promotion, after its own writes, as the consistency check of the reconcile.
 
 Invariants (each proved in tests/integration/test_ledger.py):
 
-1. **The tags are the ledger; a checkpoint is only a cache of them.** A reader takes every record
-   tag of the listing; a checkpoint's copy is used for the tags it covers, and a covered record
-   whose tag is absent is dropped (a checkpoint cannot promise a record the registry does not
-   hold). So a reader with checkpoints returns exactly what :func:`read_each` (one GET per record:
-   the read path before checkpoints, kept for comparison) returns from the same tag list, whatever
-   the checkpoint.
+1. **The tags are the ledger; checkpoint and head are only caches of them.** A read of a tag list
+   (:func:`read_view`) takes every record tag of the listing; a checkpoint's copy is used for the
+   tags it covers, and a covered record whose tag is absent is dropped (a checkpoint cannot promise
+   a record the registry does not hold). So it returns exactly what :func:`read_each` (one GET per
+   record: the read path before checkpoints, kept for comparison) returns from the same tag list,
+   whatever the checkpoint. A read by name returns a subset of that: the records the head chain
+   and the checkpoint reach.
 2. **Append-only**: a record gets a fresh unique tag, checked absent before the write and never
    written again, so concurrent promoters cannot lose each other's records — there is no shared
-   file to read-modify-write, which distribution cannot guard (it has no If-Match on manifests). The
-   checkpoint tag *is* rewritten (last writer wins), which is safe because of (1): any checkpoint,
-   also an older or a concurrent one, yields the same records.
+   file to read-modify-write, which distribution cannot guard (it has no If-Match on manifests).
+   Checkpoint and head tags *are* rewritten (last writer wins), which is safe because of (1).
 3. **One order for every reader**: the tag name (time, then random);
    :func:`paddlecd.release.policy.fold` replays records in that order, so every promoter computes
    the same moving-tag state.
-4. **Only what was read back is checkpointed**: a checkpoint is built from a read of the registry
+4. **Only what was read back is checkpointed**: a checkpoint is built from a read of the tag list
    after the promoter's own record and tags were written, never from a plan; a crash before or
    during the checkpoint write leaves the previous one (or a stray blob) and changes no reader's
    view.
-5. **Readable by older paddlecd**: records keep their format and tags (schema 1); a checkpoint
-   tag does not match the record pattern, so older readers skip it; records they wrote read here.
+5. **Every promotion ends on the tags**: its reconcile reads the tag list after its own writes,
+   so the moving tags it leaves are those of the fold of every record — concurrent promoters agree,
+   and a plan made from a read by name that missed a record is corrected there. A record a read by
+   name misses (its writer killed between the record and the head; a concurrent promoter's head
+   written over it) is found by the next promotion's listing, which then writes a checkpoint with
+   it: reads by name lag such a record by at most one promotion of the variant.
+6. **Readable by older paddlecd, and older ledgers readable here**: records keep their format and
+   tags (schema 1; ``parent`` is one more key, which readers ignore when they do not know it);
+   checkpoint and head tags do not match the record pattern, so older readers skip them. A ledger
+   without a head, or a chain that reaches a record without ``parent`` (written by an older
+   paddlecd) before a checkpointed one, is read from the tag list instead.
 
-Costs (benchmarks/bench_ledger.py): requests per read = tag-list pages + 2 + records outside the
-checkpoint (< :data:`CHECKPOINT_EVERY` in steady state; all of them once, on the first promotion of
-a variant after upgrading); bytes = the tag list (names only, ~60 B per release and record — a
-registry that ignores ``n``/``last``, as distribution 2.8 does, returns it whole) + the gzip'd
-checkpoint (~0.1 KiB per record of the variant) + the few record manifests.
+Costs (benchmarks/bench_ledger.py, README "Ledger growth"): a read by name = 3 GETs (checkpoint
+manifest and blob, head) + the records between the head and the checkpoint; bytes = the gzip'd
+checkpoint (~0.1 KiB per record of the variant) + those few record manifests. A promotion adds one
+tag list (names only) in its reconcile.
 """
 
 from __future__ import annotations
@@ -87,6 +104,8 @@ class Record:
         attestation: digest of the signed attestation copied with the release (issue 10), or None.
         forced, reason: ``--force`` and its ``--reason``. who: ``$GITHUB_ACTOR`` or ``user@host``;
             when: ISO-8601 UTC.
+        parent: id of the newest record of the variant its writer had read (``""``: none; None:
+            unknown, a record of an older paddlecd). Chains records back from the head.
     """
 
     id: str
@@ -105,11 +124,15 @@ class Record:
     reason: str | None = None
     who: str = ""
     when: str = ""
+    parent: str | None = None
 
     def to_json(self) -> bytes:
         """Canonical JSON bytes (sorted keys), as stored."""
         return json.dumps(
-            {"schema": 1, **asdict(self)}, sort_keys=True, separators=(",", ":")
+            # parent only when known: records without one keep their bytes (and checkpoints theirs)
+        {"schema": 1, **{k: v for k, v in asdict(self).items()
+                         if k != "parent" or v is not None}},
+            sort_keys=True, separators=(",", ":")
         ).encode()
 
     @classmethod
@@ -127,11 +150,13 @@ def new_id(variant: str, now: dt.datetime | None = None) -> str:
 
 
 def append(client: RegistryClient, repository: str, record: Record) -> None:
-    """Store ``record`` as a new artifact tagged ``record.id`` in ``repository``.
+    """Store ``record`` as a new artifact tagged ``record.id`` in ``repository``, then point the
+    variant's head (``ledger.<variant>.head``) at it: the same manifest bytes under that tag.
 
     Raises:
         PromotionError: the tag exists already (records are never overwritten).
-        RegistryError: the registry refused the write.
+        RegistryError: the registry refused the write (a refused head leaves the record, which the
+            next listing finds: invariant 5).
     """
     try:
         client.resolve(repository, record.id)
@@ -140,17 +165,20 @@ def append(client: RegistryClient, repository: str, record: Record) -> None:
     except NotFoundError:
         pass
     body = record.to_json()
-    _put_artifact(client, repository, record.id, body, RECORD_TYPE, {ANNOTATION: body.decode()})
+    manifest = _put_artifact(client, repository, record.id, body, RECORD_TYPE,
+                             {ANNOTATION: body.decode()})
     _CACHE[(client.host, repository, record.id)] = record  # the reconcile reads it back for free
+    client.put_manifest(repository, head_tag(record.variant), manifest, OCI_MANIFEST)
 
 
 def _put_artifact(client: RegistryClient, repository: str, tag: str, body: bytes, media_type: str,
-                  annotations: dict[str, str]) -> None:
-    """Upload ``body`` as the config blob of an artifact manifest tagged ``tag``."""
+                  annotations: dict[str, str]) -> bytes:
+    """Upload ``body`` as the config blob of an artifact manifest tagged ``tag``; its bytes."""
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     client.upload_blob(repository, digest, body, len(body))
     manifest = _artifact_manifest(digest, len(body), media_type, annotations)
     client.put_manifest(repository, tag, manifest, OCI_MANIFEST)
+    return manifest
 
 
 def _artifact_manifest(digest: str, size: int, media_type: str,
@@ -169,9 +197,12 @@ class View:
     Attributes:
         variant: the variant read. records: its records, oldest first.
         checkpoint: digest of the checkpoint blob used (None: none, or ignored — see ``problem``).
-        covered: records taken from the checkpoint. fetched: records read one GET each.
+        covered: records taken from the checkpoint. fetched: records outside it (read one GET
+            each unless this process had them).
         dropped: checkpoint records whose tag the registry no longer lists (not returned).
         problem: why the checkpoint was ignored (unreadable, another variant's), else None.
+        via: ``"tags"`` (read from a tag list: every record) or ``"head"`` (read by name,
+            :func:`read_by_name`: what the head chain and the checkpoint reach).
     """
 
     variant: str
@@ -181,6 +212,7 @@ class View:
     fetched: int = 0
     dropped: int = 0
     problem: str | None = None
+    via: str = "tags"
 
     @property
     def stale(self) -> bool:
@@ -215,6 +247,75 @@ def variants_in(tags: list[str]) -> list[str]:
 def checkpoint_tag(variant: str) -> str:
     """``ledger.<variant>.checkpoint``: the tag of ``variant``'s checkpoint (rewritten)."""
     return f"ledger.{variant}.checkpoint"
+
+
+def head_tag(variant: str) -> str:
+    """``ledger.<variant>.head``: the tag of ``variant``'s newest record (rewritten)."""
+    return f"ledger.{variant}.head"
+
+
+# How far a read by name follows parents before it lists the tags instead: past CHECKPOINT_EVERY
+# only when checkpoint writes failed or raced; each step is one GET, a listing is one request.
+CHAIN_LIMIT = 4 * CHECKPOINT_EVERY
+
+
+def read_by_name(client: RegistryClient, repository: str, variant: str) -> View | None:
+    """``variant``'s records read without the tag list: checkpoint, head, and the records chained
+    from the head back to one the checkpoint covers (invariants 1, 5).
+
+    Returns:
+        the :class:`View` (``via="head"``), or None when the tags must be listed instead: no head
+        (an empty ledger, or one written by an older paddlecd), a chain that reaches a record of
+        an older paddlecd (no ``parent``) or a missing tag before a checkpointed record, or one
+        longer than :data:`CHAIN_LIMIT`.
+
+    Raises:
+        RegistryError: the registry failed.
+    """
+    def head(c: RegistryClient) -> Record | None:
+        try:
+            return _fetch_one(c, repository, head_tag(variant))
+        except NotFoundError:
+            return None
+
+    # head and checkpoint at once (one round trip, not two)
+    record, (digest, cached, problem) = client.each(lambda c, read: read(c), [
+        head, lambda c: _load_checkpoint(c, repository, variant)])
+    if record is None or not _TAG.fullmatch(record.id) or record.variant != variant:
+        return None  # no head (list the tags: an empty repository lists in one short request), or
+        # not one paddlecd wrote
+    walked: list[Record] = []
+    try:
+        while record is not None and record.id not in cached:
+            if len(walked) == CHAIN_LIMIT or record.parent is None:
+                return None  # too long, or an older paddlecd's record: the tag list knows more
+            walked.append(record)
+            record = _fetch_one(client, repository, record.parent) if record.parent else None
+    except NotFoundError:
+        return None  # a parent whose tag is gone: only the tag list says what is there
+    records = {**cached, **{r.id: r for r in walked}}
+    return View(variant=variant, records=tuple(records[i] for i in sorted(records)),
+                checkpoint=digest, covered=len(cached), fetched=len(walked), problem=problem,
+                via="head")
+
+
+def _fetch_one(client: RegistryClient, repository: str, reference: str) -> Record | None:
+    """The record tagged ``reference`` (a record id, or the head tag), this process's copy when it
+    has one; None for a manifest that is no record.
+
+    Raises:
+        NotFoundError: no such tag. RegistryError: the registry failed.
+    """
+    key = (client.host, repository, reference)
+    if key in _CACHE:
+        return _CACHE[key]
+    annotations = client.get_manifest(repository, reference).json().get("annotations") or {}
+    if ANNOTATION not in annotations:
+        return None
+    record = Record.from_json(json.loads(annotations[ANNOTATION]))
+    # the head moves, so only under the record's own id (the same manifest bytes)
+    _CACHE[(client.host, repository, record.id)] = record
+    return record
 
 
 def read(client: RegistryClient, repository: str, variant: str | None = None,

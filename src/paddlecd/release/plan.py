@@ -13,6 +13,7 @@ complete re-run plans nothing (idempotent no-op). Nothing here writes.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,8 +142,15 @@ def desired(state: State, version: semver.Version, variant: str) -> dict[str, st
     return {t: d for t, d in want.items() if d}
 
 
-def _writes(dst: RegistryClient, repo: str, old: State, new: State, version: semver.Version,
+def currents(client: RegistryClient, repository: str, tags: list[str]) -> dict[str, str | None]:
+    """``{tag: digest or None}`` for ``tags``, asked a few at once (HEADs,
+    :meth:`~paddlecd.registry.client.RegistryClient.each`)."""
+    return dict(zip(tags, client.each(lambda c, t: current(c, repository, t), tags)))
+
+
+def _writes(have: dict[str, str | None], old: State, new: State, version: semver.Version,
             variant: str) -> tuple[list[TagWrite], list[str]]:
+    """The tag writes from ``old`` to ``new`` given what the tags point to now (``have``)."""
     writes, kept = [], []
     immutable = release_tag(version, variant)
     for tag, digest in desired(new, version, variant).items():
@@ -151,15 +159,15 @@ def _writes(dst: RegistryClient, repo: str, old: State, new: State, version: sem
             kept.append(
                 f"{tag} stays on {points_to} (higher than {version}: moving tags only move forward)"
             )
-        have = current(dst, repo, tag)
-        if have != digest:
+        have_now = have.get(tag)
+        if have_now != digest:
             before = old.moving.get(tag) if tag != immutable else None
             writes.append(
                 TagWrite(
                     tag=tag,
                     digest=digest,
                     version=str(points_to),
-                    previous=have,
+                    previous=have_now,
                     previous_version=str(before) if before else None,
                     moving=tag != immutable,
                 )
@@ -269,30 +277,38 @@ def plan_promotion(
     if version:
         check_tags(variant, parse_version(version))  # before any registry is asked
     src, src_ref = _source(settings, variant, digest)
-    try:
-        src.resolve(src_ref.repository, src_ref.digest or "")
-    except NotFoundError as e:
-        raise PromotionError(
-            f"digest {src_ref.digest} is not in {src_ref.name}",
-            "pass a digest that was pushed there (see invoke push output / the candidate record)",
-        ) from e
-    dst, dst_ref = target(settings)
-    tags = dst.list_tags(dst_ref.repository)
-    view = ledger.read_view(dst, dst_ref.repository, variant, tags)
-    records = list(view.records)
-    old = fold(actions_of(records), variant)
-    known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
-    v = parse_version(version) if version else bump(known, part or "patch")
-    check_tags(variant, v)
     d = src_ref.digest or ""
-    _refuse_clobber(dst, dst_ref, old, v, variant, d)
-    done = any(r.action == "promote" and r.version == str(v) and r.digest == d for r in records)
-    record_id = ledger.new_id(variant)
-    new = fold(
-        [*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])], variant
-    )
-    writes, kept = _writes(dst, dst_ref.repository, old, new, v, variant)
-    refusal, att = evidence_problem(settings, src, src_ref.repository, variant, d)
+    dst, dst_ref = target(settings)
+    # The attestation lookup asks the candidate registry, the rest the release one: overlapped
+    # (issue 10: the lookup adds no round trip to the plan). ``src`` is used by that thread only.
+    with ThreadPoolExecutor(1) as pool:
+        checked = pool.submit(evidence_problem, settings, src, src_ref.repository, variant, d)
+        if dst.host == src.host:  # same registry: asked with a twin of the release client
+            _check_source(dst.twin(), src_ref)
+        # --version X: the ledger by name (no tag list); --bump: the tags are needed for the
+        # releases the ledger does not know, so the ledger is read from them
+        view = ledger.read_by_name(dst, dst_ref.repository, variant) if version else None
+        tags = [] if view else dst.list_tags(dst_ref.repository)
+        view = view or ledger.read_view(dst, dst_ref.repository, variant, tags)
+        records = list(view.records)
+        old = fold(actions_of(records), variant)
+        known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
+        v = parse_version(version) if version else bump(known, part or "patch")
+        check_tags(variant, v)
+        have = currents(dst, dst_ref.repository, [release_tag(v, variant),
+                                                  *moving_tags(v, variant)])
+        _refuse_clobber(dst_ref, old, v, variant, d, have)
+        done = any(r.action == "promote" and r.version == str(v) and r.digest == d
+                   for r in records)
+        record_id = ledger.new_id(variant)
+        new = fold(
+            [*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])],
+            variant,
+        )
+        writes, kept = _writes(have, old, new, v, variant)
+        refusal, att = checked.result()
+    if dst.host != src.host:  # another registry: asked after its lookup (src is not shared)
+        _check_source(src, src_ref)
     record = (
         None
         if done
@@ -313,6 +329,7 @@ def plan_promotion(
             reason=reason,
             who=files.who(),
             when=files.now_iso("milliseconds"),
+            parent=records[-1].id if records else "",
         )
     )
     return Plan(
@@ -335,11 +352,21 @@ def plan_promotion(
     )
 
 
-def _refuse_clobber(
-    dst: RegistryClient, ref: Reference, state: State, v: semver.Version, variant: str, d: str
-) -> None:
+def _check_source(client: RegistryClient, ref: Reference) -> None:
+    """Refuse a candidate digest its repository does not hold (PromotionError)."""
+    try:
+        client.resolve(ref.repository, ref.digest or "")
+    except NotFoundError as e:
+        raise PromotionError(
+            f"digest {ref.digest} is not in {ref.name}",
+            "pass a digest that was pushed there (see invoke push output / the candidate record)",
+        ) from e
+
+
+def _refuse_clobber(ref: Reference, state: State, v: semver.Version, variant: str, d: str,
+                    have: dict[str, str | None]) -> None:
     tag = release_tag(v, variant)
-    existing = state.releases.get(v) or current(dst, ref.repository, tag)
+    existing = state.releases.get(v) or have.get(tag)
     if existing and existing != d:
         raise PromotionError(
             f"{ref.name}:{tag} exists on {existing}; releases are immutable, refusing to re-point "
@@ -370,7 +397,8 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
             "roll back to a release X.Y.Z",
         )
     dst, ref = target(settings)
-    view = ledger.read_view(dst, ref.repository, variant, dst.list_tags(ref.repository))
+    view = ledger.read_by_name(dst, ref.repository, variant) or ledger.read_view(
+        dst, ref.repository, variant, dst.list_tags(ref.repository))
     records = list(view.records)
     old = fold(actions_of(records), variant)
     if v not in old.releases:
@@ -378,12 +406,14 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
                              f"see: invoke release.list --variant {variant}")
     d, record_id = old.releases[v], ledger.new_id(variant)
     new = fold([*actions_of(records), Action("rollback", v, d, record_id)], variant)
-    writes, _ = _writes(dst, ref.repository, old, new, v, variant)
+    have = currents(dst, ref.repository, [release_tag(v, variant), *moving_tags(v, variant)])
+    writes, _ = _writes(have, old, new, v, variant)
     done = all(old.moving.get(t) == v for t in moving_tags(v, variant))
     record = None if done else Record(
         id=record_id, action="rollback", variant=variant, version=str(v), digest=d,
         source=str(ref.by_digest(d)), target=ref.name, tags=tuple(moving_tags(v, variant)),
-        previous=_previous(old, v, variant), who=files.who(), when=files.now_iso("milliseconds"))
+        previous=_previous(old, v, variant), who=files.who(), when=files.now_iso("milliseconds"),
+        parent=records[-1].id if records else "")
     return Plan(action="rollback", variant=variant, version=str(v), digest=d,
                 source=str(ref.by_digest(d)), target=ref.name, repository=ref.repository,
                 writes=writes, kept=[], record=record, src=dst, dst=dst, ledger_view=view)

@@ -28,9 +28,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +43,16 @@ from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, PaddlecdError, PromotionError
 from paddlecd.image import variants
+from paddlecd.registry.client import RegistryClient
 from paddlecd.release import ledger
-from paddlecd.release.plan import Plan, actions_of, current, desired, plan_promotion, plan_rollback
+from paddlecd.release.plan import (
+    Plan,
+    actions_of,
+    currents,
+    desired,
+    plan_promotion,
+    plan_rollback,
+)
 from paddlecd.release.policy import fold, parse_version
 from paddlecd.release.query import (  # re-exported
     Release,
@@ -272,13 +282,13 @@ def _apply(plan: Plan, outcome: Outcome, report: Echo) -> None:
     if plan.action == "promote":
         with outcome.phase("copy", report):
             before = dst.stats["bytes_uploaded"]
-            outcome.copied = dst.copy_image(plan.src, _repo_of(plan.source), plan.digest, repo)
-            if plan.attestation:
-                outcome.attestation_copied = attested.copy(
-                    dst, plan.src, _repo_of(plan.source), repo, plan.attestation)
+            _copy(plan, outcome)
             outcome.bytes_uploaded = dst.stats["bytes_uploaded"] - before
             report(f"copied: {dict(outcome.copied)}, attestation "
                    f"{dict(outcome.attestation_copied)}, {outcome.bytes_uploaded} bytes uploaded")
+        # the image manifest is in hand: the tag writes need not fetch it again
+        plan.manifests.setdefault(plan.digest, plan.src.get_manifest(_repo_of(plan.source),
+                                                                     plan.digest))
     with outcome.phase("write ledger", report):
         if (
             plan.record
@@ -289,17 +299,55 @@ def _apply(plan: Plan, outcome: Outcome, report: Echo) -> None:
             outcome.record = record.id
             report(f"ledger record {record.id}")
     with outcome.phase("write tags", report):
-        for w in plan.writes:
-            _write_tag(plan, w.tag, w.digest)
-            outcome.written.append(w.tag)
-            report(f"wrote {plan.target}:{w.tag} → {w.digest}")
+        # the immutable tag first, so no moving tag names a release before it is there; then the
+        # moving ones a few at once (one PUT each; a crash leaves some missing: the re-run
+        # writes them)
+        batches = [[w for w in plan.writes if not w.moving], [w for w in plan.writes if w.moving]]
+        for batch in batches:
+            dst.each(lambda c, w: _write_tag(plan, w.tag, w.digest, client=c), batch)
+            for w in batch:
+                outcome.written.append(w.tag)
+                report(f"wrote {plan.target}:{w.tag} → {w.digest}")
     with outcome.phase("verify digests", report):
         view = _reconcile(plan, outcome, report)
     if view.problem:
         report(f"ledger checkpoint ignored: {view.problem}")
-    if view.stale:
+    if view.stale or _missed(plan, view, outcome):
         with outcome.phase("write checkpoint", report):
             _checkpoint(plan, view, outcome, report)
+
+
+def _copy(plan: Plan, outcome: Outcome) -> None:
+    """Copy the image and its attestation into the release repository, overlapped (issue 10: the
+    attestation's copy adds no round trip to a promotion): the attestation's blobs are mounted
+    meanwhile, its manifest (whose ``subject`` is the image) written once the image is there. The
+    attestation uses clients of its own (:meth:`RegistryClient.twin`)."""
+    assert plan.src and plan.dst
+    source_repo = _repo_of(plan.source)
+    if not plan.attestation:
+        outcome.copied = plan.dst.copy_image(plan.src, source_repo, plan.digest, plan.repository)
+        return
+    image_there, copied = threading.Event(), []
+
+    def ready() -> None:
+        image_there.wait()
+        if not copied:
+            raise PromotionError("the image was not copied, so neither is its attestation",
+                                 "fix the image copy's error and re-run")
+
+    dst, src = plan.dst.twin(), plan.src.twin()
+    with ThreadPoolExecutor(1) as pool:
+        attestation = pool.submit(attested.copy, dst, src, source_repo, plan.repository,
+                                  plan.attestation, ready=ready)
+        try:
+            outcome.copied = plan.dst.copy_image(plan.src, source_repo, plan.digest,
+                                                 plan.repository)
+            copied.append(True)
+        finally:
+            image_there.set()
+    outcome.attestation_copied = attestation.result()
+    plan.dst.stats.update(dst.stats)
+    plan.src.stats.update(src.stats)
 
 
 def _checkpoint(plan: Plan, view: ledger.View, outcome: Outcome, report: Echo) -> None:
@@ -318,12 +366,22 @@ def _repo_of(reference: str) -> str:
     return reference.split("@")[0].split("/", 1)[1]
 
 
-def _write_tag(plan: Plan, tag: str, digest: str) -> None:
-    assert plan.dst
+def _missed(plan: Plan, view: ledger.View, outcome: Outcome) -> bool:
+    """True when the listing found a record (not this action's) that the plan's read by name did
+    not reach: a checkpoint with it is due (ledger invariant 5)."""
+    planned = plan.ledger_view
+    if planned is None or planned.via != "head":
+        return False
+    return bool({r.id for r in view.records} - {r.id for r in planned.records} - {outcome.record})
+
+
+def _write_tag(plan: Plan, tag: str, digest: str, *, client: RegistryClient | None = None) -> None:
+    client = client or plan.dst
+    assert client
     if digest not in plan.manifests:
-        plan.manifests[digest] = plan.dst.get_manifest(plan.repository, digest)
+        plan.manifests[digest] = client.get_manifest(plan.repository, digest)
     manifest = plan.manifests[digest]
-    plan.dst.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
+    client.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
 
 
 def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> ledger.View:
@@ -334,13 +392,16 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> l
     version = semver.Version.parse(plan.version)
     view = plan.ledger_view
     for _ in range(rounds):
+        # the consistency check: the one tag listing of a promotion, after its own writes
+        # (ledger invariant 5); the records it adds to the plan's read are its concurrent ones
         tags = plan.dst.list_tags(plan.repository)
         view = ledger.read_view(plan.dst, plan.repository, plan.variant, tags, since=view)
         state = fold(actions_of(list(view.records)), plan.variant)
-        drift = {t: d for t, d in desired(state, version, plan.variant).items()
-                 if current(plan.dst, plan.repository, t) != d}
+        want = desired(state, version, plan.variant)
+        have = currents(plan.dst, plan.repository, list(want))
+        drift = {t: d for t, d in want.items() if have[t] != d}
+        plan.dst.each(lambda c, td: _write_tag(plan, *td, client=c), list(drift.items()))
         for tag, digest in drift.items():
-            _write_tag(plan, tag, digest)
             outcome.written.append(tag)
             report(f"reconciled {plan.target}:{tag} → {digest}")
         if (

@@ -19,7 +19,7 @@ from paddlecd.image import variants
 from paddlecd.registry.reference import Reference, parse_reference
 from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
-from paddlecd.release.plan import actions_of, current, target
+from paddlecd.release.plan import actions_of, current, currents, target
 from paddlecd.release.policy import State, fold, parse_version, release_tag
 from paddlecd.verify import attested
 
@@ -99,23 +99,39 @@ def list_releases(settings: Settings, variant: str | None = None) -> list[tuple[
     return [(r, tags) for r, tags, _ in _rows(settings, variant)]
 
 
-def _rows(settings: Settings, variant: str | None) -> list[tuple[Record, list[str], list[Record]]]:
+def _rows(settings: Settings, variant: str | None,
+          version: semver.Version | None = None) -> list[tuple[Record, list[str], list[Record]]]:
+    """(promotion record, tags as the registry has them, its history) per release, of ``variant``
+    (None: every variant in the tag list) and ``version`` (None: every version).
+
+    With both given (``release.show 1.4.0-cpu``) nothing is listed (issue 11): the ledger is read
+    by name (:func:`paddlecd.release.ledger.read_by_name`) and the release tag is asked for by
+    name; otherwise one tag list serves the ledger read and the release tags.
+    """
     client, ref = target(settings)
-    tags = client.list_tags(ref.repository)
+    by_name = ledger.read_by_name(client, ref.repository, variant) if variant and version else None
+    tags = None if by_name else client.list_tags(ref.repository)
     out = []
-    for name in [variant] if variant else ledger.variants_in(tags):
-        records = list(ledger.read_view(client, ref.repository, name, tags).records)
+    for name in [variant] if variant else ledger.variants_in(tags or []):
+        view = by_name or ledger.read_view(client, ref.repository, name, tags or [])
+        records = list(view.records)
         state = fold(actions_of(records), name)
         firsts = {}
         for r in records:
             if r.action == "promote" and r.id not in state.void:
-                firsts.setdefault((r.version, r.digest), r)
-        on = {t: _registry_version(current(client, ref.repository, t), state.moving[t], state)
+                if version is None or semver.Version.parse(r.version) == version:
+                    firsts.setdefault((r.version, r.digest), r)
+        if not firsts:
+            continue
+        have_now = currents(client, ref.repository, sorted(state.moving))
+        on = {t: _registry_version(have_now[t], state.moving[t], state)
               for t in sorted(state.moving)}
         for r in firsts.values():
             v = semver.Version.parse(r.version)
             immutable = release_tag(v, name)
-            marks = [f"{immutable} (missing)"] if immutable not in tags else []
+            there = immutable in tags if tags is not None else bool(
+                current(client, ref.repository, immutable))
+            marks = [] if there else [f"{immutable} (missing)"]
             for t, (have, digest) in on.items():
                 if have == v:
                     marks.append(t)
@@ -152,8 +168,7 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
             parsed, wanted_variant = split_release_tag(settings, version)
             version = str(parsed)
     v = parse_version(version)
-    rows = [row for row in _rows(settings, wanted_variant)
-            if semver.Version.parse(row[0].version) == v]
+    rows = _rows(settings, wanted_variant, v)
     if not rows:
         raise ConfigError(
             f"no release {version}" + (f"-{wanted_variant}" if wanted_variant else ""),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,13 +104,14 @@ def runs(
     Raises:
         RegistryError: the registry failed.
     """
-    out = []
-    for ref in referrers.referrers(client, repository, digest, ARTIFACT_TYPE):
+    def run(c: RegistryClient, ref: referrers.Referrer) -> Run:
         try:
-            out.append(Run(ref.digest, _verified(client, repository, digest, ref.digest, trusted)))
+            return Run(ref.digest, _verified(c, repository, digest, ref.digest, trusted))
         except AttestationError as e:
-            out.append(Run(ref.digest, problem=e))
-    return out
+            return Run(ref.digest, problem=e)
+
+    # a few runs at once: each is two round trips (manifest, envelope)
+    return client.each(run, referrers.referrers(client, repository, digest, ARTIFACT_TYPE))
 
 
 def _verified(
@@ -174,15 +175,19 @@ def copy(
     from_repo: str,
     to_repo: str,
     attestation: VerifiedAttestation,
+    *,
+    ready: Callable[[], None] = lambda: None,
 ) -> Counter[str]:
     """Copy the artifact of ``attestation`` (manifest and its blobs) into ``to_repo`` of ``dst``,
-    listed there as a referrer of the image; the image must be copied first.
+    listed there as a referrer of the image; the image must be there once ``ready`` returns
+    (:func:`paddlecd.registry.referrers.copy`). The manifest verified from ``src`` is not fetched
+    again (the client keeps what it read by digest).
 
     Returns:
         counts per outcome (``present``/``mounted``/``copied``).
     """
     manifest_digest = str(attestation.location).rsplit("@", 1)[1]
-    return referrers.copy(dst, src, from_repo, to_repo, manifest_digest)
+    return referrers.copy(dst, src, from_repo, to_repo, manifest_digest, ready=ready)
 
 
 def lookup(settings: Settings, ref: Reference) -> list[Run]:

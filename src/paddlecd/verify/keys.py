@@ -133,6 +133,13 @@ def trusted(settings: Settings) -> list[TrustedKey]:
     for item in filter(None, (p.strip() for p in settings.release.trusted_keys.split(","))):
         path = settings.path(item)
         files = sorted(path.glob("*.pub")) if path.is_dir() else [path]
+        if not files:  # e.g. the workflows' default .github/attestation-keys before a key is added
+            raise SigningKeyError(
+                f"trusted-keys folder {item} (release.trusted_keys) holds no *.pub public key",
+                f"make a pair with invoke evidence.keygen --out <folder outside the repository>, "
+                f"commit its .pub into {item} and put the .key in the signing secret "
+                f"({item}/README.md if it exists says how)",
+            )
         keys += [TrustedKey(_public(f), str(f)) for f in files]
     if not keys:
         raise SigningKeyError(
