@@ -43,12 +43,15 @@ PY
 
 make_venv() {
   mkdir -p "$STATE"
-  if [ ! -x .venv/bin/invoke ] || [ pyproject.toml -nt .venv/.installed ]; then
+  # .venv/.installed holds the sha256 of the pyproject.toml installed: a checkout, a branch switch
+  # or a new worktree rewrites the file's mtime without changing it, and must not reinstall
+  local want; want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  if [ ! -x .venv/bin/invoke ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$want" ]; then
     log "installing paddlecd into .venv"
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip >/dev/null
     .venv/bin/pip install -q -e '.[test]' >"$STATE/pip-install.log" 2>&1 || { cat "$STATE/pip-install.log"; exit 1; }
-    touch .venv/.installed
+    echo "$want" >.venv/.installed
   fi
 }
 

@@ -270,3 +270,21 @@ def test_require_nodes_needs_a_passing_multi_node_run(pair):
     failed = _on_nodes(pair, 2, passed=False)
     with pytest.raises(AttestedFailureError, match=r"newest 2-node run \(.*\) failed"):
         attestation.choose([one_node, two, failed], **rule)  # even at require_nodes=1
+
+
+def test_describe_says_skipped_checks_apart_from_passed_ones():
+    """evidence.show printed ``10/10 passed`` for a CPU run whose 2 GPU checks were skipped
+    (the trial's demo); a skipped check still counts towards the pass (evidence.Check)."""
+    from paddlecd.verify import attested
+    from paddlecd.verify.attestation import VerifiedAttestation
+
+    checks = [{"name": f"environment/t{i}", "passed": True, "skipped": i < 2} for i in range(10)]
+    run = attested.Run(
+        manifest="sha256:" + "a" * 64,
+        verified=VerifiedAttestation(
+            digest="sha256:" + "b" * 64, name="r/p", keyid="k" * 16, key_source="k.pub",
+            predicate={"passed": True, "checks": checks, "created": "2026-12-01T00:00:00Z"},
+        ),
+    )
+    lines = attested.describe(run)
+    assert "  checks:   8/10 passed, 2 skipped" in lines, lines

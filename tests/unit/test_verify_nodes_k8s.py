@@ -312,6 +312,15 @@ def test_manifests_match_the_golden_file():
         (["--dry-run"], "--dry-run is for --cluster k8s"),
         (["--cluster", "k8s", "--nodes", "1"], "--cluster k8s with --nodes 1"),
         (["--cluster", "k8s", "--nodes", "2", "--kind", "mpijob"], "--kind mpijob: not a job kind"),
+        # trial: these raised a ValueError traceback (exit 1) or were accepted (exit 0)
+        (["--nodes", "two"], "--nodes must be a whole number, got 'two'"),
+        (["--cluster", "k8s", "--nodes", "2", "--gpus-per-node", "x", "--dry-run"],
+         "--gpus-per-node must be a whole number, got 'x'"),
+        (["--cluster", "k8s", "--nodes", "2", "--gpus-per-node", "-3", "--dry-run"],
+         "--gpus-per-node -3 is outside 0..16"),
+        (["--cluster", "k8s", "--nodes", "600", "--dry-run"], "--nodes 600 is outside 1..512"),
+        (["--nodes", "600"], "--nodes 600 is outside 1..512"),
+        (["--nodes", "0"], "--nodes 0: a run needs at least 1 node"),
     ],
 )
 def test_bad_verify_flags_exit_2_before_any_request(tmp_path, args, cause):
@@ -357,3 +366,27 @@ def test_gpu_rank_logs_name_the_nccl_transport_per_node(tmp_path):
     assert ran.checks[0].metrics["gpu_name"] == "NVIDIA H100 80GB HBM3"
     quiet = nodes.finish([check], [node(0, "j")], [], logs=tmp_path / "none", gpu=True)
     assert quiet.facts[0]["transport"].startswith("not reported")
+
+
+
+def test_dry_run_pods_carry_this_checkouts_git_revision(tmp_path, monkeypatch, capsys):
+    """The pods' ``paddlecd.io/git-revision`` label is the checkout's revision, as deploy's are
+    (it read ``unknown``: verify --nodes built its Target without one). In process, with the
+    registry look-up of ``--image`` replaced (no registry runs in the unit suite)."""
+    import subprocess
+
+    from invoke import Context
+
+    from paddlecd.cli import image as image_tasks
+    from paddlecd.verify import run as smoke
+
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("PADDLECD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(smoke, "target", lambda settings, variant, image: image)
+    image_tasks.verify.body(Context(), image=IMAGE, cluster="k8s", nodes="2", dry_run=True,
+                            json=True)
+    labels = [d["metadata"]["labels"] for d in json.loads(capsys.readouterr().out)["manifests"]]
+    assert labels and {lab["paddlecd.io/git-revision"] for lab in labels} == {head[:63]}

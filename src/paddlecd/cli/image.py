@@ -7,8 +7,9 @@ from pathlib import Path
 
 from invoke import task
 
+from paddlecd import git
 from paddlecd.cli import common
-from paddlecd.cli.common import VARIANT_HELP, guarded, result, say, settings
+from paddlecd.cli.common import VARIANT_HELP, count, guarded, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
 
@@ -162,7 +163,7 @@ def verify(
     image=None,
     out=None,
     json=False,
-    nodes=1,
+    nodes=None,
     cluster="local",
     gpus_per_node=None,
     kind="job",
@@ -196,16 +197,17 @@ def verify(
         raise ConfigError(f"--cluster {cluster}: not a cluster kind", "use --cluster local or k8s")
     if dry_run and cluster != "k8s":
         raise ConfigError("--dry-run is for --cluster k8s", "drop --dry-run, or add --cluster k8s")
+    given = count("nodes", nodes)  # a string from invoke (default None), checked: issue 12
+    nodes, gpus = 1 if given is None else given, count("gpus-per-node", gpus_per_node)
     if dry_run:
-        return _verify_manifests(variant, image, int(nodes), gpus_per_node, kind, json)
-    gpus = int(gpus_per_node) if gpus_per_node is not None else None
+        return _verify_manifests(variant, image, nodes, gpus, kind, json)
     done = smoke.verify(
         settings(),
         variant=None if image else pick_variant(variant),
         image=image,
         out_dir=Path(out) if out else None,
         on_line=say,
-        nodes=int(nodes),
+        nodes=nodes,
         gpus_per_node=gpus,
         cluster=cluster,
         kind=kind,
@@ -243,14 +245,16 @@ def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
     from paddlecd.verify import run as smoke
 
     s = settings()
-    if nodes < 2:
-        raise ConfigError(f"--cluster k8s with --nodes {nodes}", "pass --nodes 2 or more")
+    smoke.check_where(nodes, "k8s", kind, gpus_per_node)
     reference = smoke.target(s, None if image else pick_variant(variant), image)
+    run_on = Target(
+        reference=reference, variant=variant or "image", revision=git.revision(s.root).full
+    )
     docs = []
     for worker in multinode.WORKERS:
         docs += nodes_k8s.manifests(
             s,
-            Target(reference, variant or "image"),
+            run_on,
             worker,
             job_id=nodes_k8s.job_id(worker),
             nodes=nodes,

@@ -80,8 +80,8 @@ class JobSpec:
         Raises:
             ConfigError: a value outside the schema's bounds for ``nodes`` / ``resources.gpus``.
         """
-        _within_schema("--nodes", nodes, "nodes")
-        _within_schema("--gpus-per-node", gpus, "resources", "gpus")
+        within_schema("--nodes", nodes, "nodes")
+        within_schema("--gpus-per-node", gpus, "resources", "gpus")
         res = self.resources if gpus is None else dataclasses.replace(self.resources, gpus=gpus)
         return dataclasses.replace(
             self, nodes=self.nodes if nodes is None else nodes, resources=res
@@ -162,8 +162,13 @@ def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> J
     return spec
 
 
-def _within_schema(flag: str, value: int | None, *keys: str) -> None:
-    """Hold a flag to the schema's ``minimum``/``maximum`` for ``keys`` (the file's own bound)."""
+def within_schema(flag: str, value: int | None, *keys: str) -> None:
+    """Hold a flag to the schema's ``minimum``/``maximum`` for ``keys`` (the file's own bound:
+    ``train.schema.json``, e.g. ``nodes`` 1..512, ``resources.gpus`` 0..16); None passes.
+
+    Raises:
+        ConfigError: ``value`` outside the bounds, naming ``flag`` and the bounds.
+    """
     if value is None:
         return
     rule = validation.load_schema("train.schema.json")

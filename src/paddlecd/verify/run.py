@@ -13,7 +13,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddlecd import engine
+from paddlecd import engine, git
+from paddlecd.cluster import jobfile
 from paddlecd.cluster.render import Target
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError
@@ -221,15 +222,16 @@ def verify(
         :class:`Verified`; ``passed`` is False when any check failed (the caller decides the exit).
 
     Raises:
-        ConfigError: no target, ``nodes`` < 1, an unknown cluster or kind, ``k8s`` with one
-            node, or a GPU variant on ``k8s`` without ``gpus_per_node``. RegistryError: the
+        ConfigError: no target, ``nodes`` < 1 or ``nodes``/``gpus_per_node`` past the job
+            schema's bounds, an unknown cluster or kind, ``k8s`` with one node, or a GPU
+            variant on ``k8s`` without ``gpus_per_node``. RegistryError: the
             digest cannot be pulled. ClusterError: the kubeconfig or API server is unusable, or
             a manifest was refused.
             VerifyError: GPU image on a host without a suitable driver, or the smoke suite could
             not run at all (no JUnit written). SigningKeyError: a signing key is configured but
             unusable (checked before the run).
     """
-    on_k8s = _check_where(nodes, cluster, kind)
+    on_k8s = check_where(nodes, cluster, kind, gpus_per_node)
     reference = target(settings, variant, image)
     if keys.configured(settings):
         keys.signer(settings)  # a bad signing key fails now, not after the smoke suite ran
@@ -265,7 +267,11 @@ def verify(
         transports = nccl_transports(out)
     else:
         on_line, on_event = on_line or _quiet, on_event or on_line or _quiet
-        run_on = Target(reference, labels.get("io.paddlecd.variant") or "image")
+        run_on = Target(
+            reference=reference,
+            variant=labels.get("io.paddlecd.variant") or "image",
+            revision=git.revision(settings.root).full,
+        )
         if on_k8s:
             gpus = int(gpus_per_node or 0) if labels.get("io.paddlecd.device") == "gpu" else 0
             ran = nodes_k8s.run_k8s(
@@ -336,10 +342,13 @@ def _quiet(_: str) -> None:
     pass
 
 
-def _check_where(nodes: int, cluster: str, kind: str) -> bool:
-    """True for a Kubernetes run; raises ConfigError for a combination that cannot run."""
+def check_where(nodes: int, cluster: str, kind: str, gpus_per_node: int | None = None) -> bool:
+    """True for a Kubernetes run; raises ConfigError for a combination that cannot run, and for
+    ``nodes`` / ``gpus_per_node`` outside the job schema's bounds (the ones deploy holds to)."""
     if nodes < 1:
         raise ConfigError(f"--nodes {nodes}: a run needs at least 1 node", "pass --nodes 1 or more")
+    jobfile.within_schema("--nodes", nodes, "nodes")
+    jobfile.within_schema("--gpus-per-node", gpus_per_node, "resources", "gpus")
     if cluster not in ("local", "k8s"):
         raise ConfigError(f"--cluster {cluster}: not a cluster kind", "use --cluster local or k8s")
     if kind not in ("job", "paddlejob"):

@@ -177,6 +177,14 @@ def _read_quietly(path: Path) -> str:
         return "holder unknown"
 
 
+# The process umask, read once at import (os.umask can only be read by setting it, which is not
+# thread-safe once uploads run with max_concurrency threads). mkstemp creates 0600 files; an
+# object in a shared store (file:///srv/models) gets the mode open() would give it instead.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+OBJECT_MODE = 0o666 & ~_UMASK
+
+
 class _AtomicWriter:
     """Context manager: a temp file next to ``target``, renamed over it on success (linked, when
     ``exclusive``, so an existing target is never replaced), removed on any error. OSErrors of the
@@ -199,6 +207,7 @@ class _AtomicWriter:
             fd, self.tmp = tempfile.mkstemp(
                 prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent
             )
+            os.fchmod(fd, OBJECT_MODE)  # other users of the store read it, as with a bucket
         except OSError as e:
             raise self._fail(e) from e
         self.file = _Output(os.fdopen(fd, "wb"), self._fail)
