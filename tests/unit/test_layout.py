@@ -111,3 +111,13 @@ def test_release_is_downstream_of_verify():
                 for m in upstream}
     bad = {m: r for m, r in reaching.items() if r}
     assert not bad, f"modules upstream of release that import it: {bad}"
+
+
+def test_no_two_test_modules_share_a_basename():
+    """pytest (rootdir-relative, no packages under tests/unit and tests/integration) refuses a
+    second module of the same basename with "import file mismatch": the whole run errors."""
+    tests = Path(__file__).resolve().parents[1]
+    seen: dict[str, Path] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        assert path.name not in seen, f"{path} and {seen[path.name]} share a basename"
+        seen[path.name] = path
