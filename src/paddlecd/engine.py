@@ -540,6 +540,27 @@ def container(spec: ContainerSpec) -> Iterator[Container]:
                 raw.remove(force=True)
 
 
+def remove_containers(labels: Mapping[str, str]) -> list[str]:
+    """Force-remove every container (running or exited) that carries all of ``labels``: what a
+    run killed with SIGKILL left behind, found again by the labels it gave its container.
+
+    Returns:
+        the names removed, sorted (empty when none matched).
+
+    Raises:
+        EngineError: the engine could not be asked.
+    """
+    wanted = [f"{k}={v}" for k, v in labels.items()]
+    with _translated("listing containers left by an interrupted run"):
+        found = client().containers.list(all=True, filters={"label": wanted})
+    names = []
+    for raw in found:
+        with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+            raw.remove(force=True)
+            names.append(str(raw.name))
+    return sorted(names)
+
+
 def wait(c: Container, *, timeout: float, on_line: Echo | None = None) -> Finished:
     """Stream ``c``'s logs to ``on_line`` until it exits; return its exit code and logs.
 

@@ -180,3 +180,21 @@ def test_one_client_is_shared_and_an_unreachable_engine_is_named(monkeypatch, tm
         monkeypatch.undo()
         engine.reset_client()
     assert engine.info()["ServerVersion"]
+
+
+def test_containers_a_killed_run_left_are_found_by_label_and_removed(tiny_image):
+    """What verify does before it starts: a container kept (as a SIGKILLed run leaves it, still
+    running) is removed by its labels; one with other labels stays."""
+    key = uuid.uuid4().hex[:8]
+    left, other = _name(), _name()
+    for name, value in ((left, key), (other, key + "-other")):
+        spec = engine.ContainerSpec(image=tiny_image, command=("sleep", "120"), name=name,
+                                    labels={"io.paddlecd.smoke-out": value}, keep=True)
+        with engine.container(spec):
+            pass
+    try:
+        assert engine.remove_containers({"io.paddlecd.smoke-out": key}) == [left]
+        assert not _exists(left) and _exists(other)
+        assert engine.remove_containers({"io.paddlecd.smoke-out": key}) == []
+    finally:
+        engine.client().containers.get(other).remove(force=True)

@@ -142,6 +142,19 @@ def test_cpu_smoke_container_has_no_gpu_parts(tmp_path):
     assert kwargs["shm_size"] == s.verify.shm_size and kwargs["working_dir"] == "/tmp"
 
 
+def test_a_smoke_container_is_labelled_by_its_output_folder(tmp_path):
+    """A re-run into the same folder finds what a killed run left (one label, the same value);
+    a run into another folder does not."""
+    s = config.load(root=ROOT, environ={})
+    labels = {"io.paddlecd.device": "cpu"}
+    one = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path / "a")
+    again = verify.smoke_container(s, "r/x@sha256:" + "b" * 64, labels, tmp_path / "a")
+    other = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path / "b")
+    assert dict(one.labels) == dict(again.labels) == verify.out_label(tmp_path / "a")
+    assert list(one.labels) == ["io.paddlecd.smoke-out"]
+    assert dict(other.labels) != dict(one.labels)
+
+
 @pytest.mark.parametrize(
     "version,expected", [(8907, "8.9"), (8600, "8.6"), (90501, "9.5"), (90100, "9.1")]
 )

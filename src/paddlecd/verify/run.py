@@ -7,6 +7,7 @@ container starts. CPU variants run the collective checks on 2 processes with glo
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import xml.etree.ElementTree as ET
@@ -140,7 +141,16 @@ def smoke_container(
         gpus=gpus,
         ipc="host" if gpu else None,
         keep=settings.runtime.keep,
+        labels=out_label(out),
     )
+
+
+def out_label(out: Path) -> dict[str, str]:
+    """The label a smoke container carries for its output folder ``out``: a run killed with
+    SIGKILL cannot remove its container, and the next run into the same folder finds it by this
+    label and removes it before it starts (so no stale container writes into ``out``)."""
+    key = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
+    return {"io.paddlecd.smoke-out": key}
 
 
 def parse_junit(path: Path) -> list[evidence.Check]:
@@ -377,6 +387,8 @@ def _one_container(
     settings: Settings, reference: str, labels: dict[str, str], out: Path, on_line: Echo | None
 ) -> tuple[bool, list[evidence.Check]]:
     """The whole smoke suite in one container: (exited 0, its checks from the JUnit XML)."""
+    for name in engine.remove_containers(out_label(out)):
+        (on_line or _quiet)(f"removed container {name}: left running into {out} by a killed run")
     with engine.container(smoke_container(settings, reference, labels, out)) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
     (out / "smoke.log").write_text(finished.logs)
