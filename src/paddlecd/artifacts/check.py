@@ -24,7 +24,7 @@ from paddlecd import engine
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import onnx as onnx_out
 from paddlecd.artifacts import program
-from paddlecd.errors import ConfigError, EngineError, ModelCheckError
+from paddlecd.errors import ConfigError, EngineError, ModelCheckError, NotFoundError
 from paddlecd.files import now_iso
 from paddlecd.types import Echo
 
@@ -250,7 +250,8 @@ def resolve_image(settings: Any, image: str | None) -> str:
     ``1.4.0-cpu`` in the release repository, any other tag resolved once in its registry.
 
     Raises:
-        ConfigError: no image, or an image ID. NotFoundError, RegistryError: as registry.pin.
+        ConfigError: no image, an image ID, or no such release (as release.show says it).
+        NotFoundError, RegistryError: as registry.pin.
     """
     from paddlecd.registry import client as registry
 
@@ -262,8 +263,14 @@ def resolve_image(settings: Any, image: str | None) -> str:
     if "@" in image:
         am.parse_image(image)  # the digest is the identity; an image ID is refused
         return image
-    full = image if "/" in image else f"{settings.release_repo}:{image}"
-    return str(registry.pin(settings, full))
+    if "/" in image:
+        return str(registry.pin(settings, image))
+    try:  # a release (or moving tag) of this project's release repository
+        return str(registry.pin(settings, f"{settings.release_repo}:{image}"))
+    except NotFoundError as e:
+        raise ConfigError(
+            f"unknown release {image} in {settings.release_repo}", "see: invoke release.list"
+        ) from e
 
 
 def check_folder(

@@ -127,7 +127,7 @@ def trusted(settings: Settings) -> list[TrustedKey]:
     hint = "set release.trusted_keys to the committed public key(s) (files or a folder of *.pub)"
     if not settings.release.trusted_keys:
         raise SigningKeyError(
-            "no trusted keys configured: promotion cannot check any attestation", hint
+            "no trusted keys configured (release.trusted_keys): no signature can be checked", hint
         )
     keys: list[TrustedKey] = []
     for item in filter(None, (p.strip() for p in settings.release.trusted_keys.split(","))):
