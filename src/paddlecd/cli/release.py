@@ -124,11 +124,13 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
 
 def _evidence_text(record) -> str:
     ev = record.evidence_summary
-    text = (
-        "no evidence"
-        if not ev
-        else f"{ev['checks'] - len(ev['failed'])}/{ev['checks']} checks passed, {ev['created']}"
-    )
+    if not ev:
+        text = "no evidence"
+    else:  # skipped checks (GPU-only on a CPU image) are said apart, as evidence.show does
+        skipped = int(ev.get("skipped") or 0)
+        ran = ev["checks"] - skipped
+        text = f"{ran - len(ev['failed'])}/{ev['checks']} checks passed"
+        text += (f", {skipped} skipped" if skipped else "") + f", {ev['created']}"
     return text + (f"; FORCED: {record.reason}" if record.forced else "")
 
 

@@ -100,7 +100,8 @@ class Record:
             it.
         evidence: evidence id ``sha256:<hex>@<created>`` (None for rollbacks / forced without
             evidence).
-        evidence_summary: ``{"passed", "checks", "failed": [names], "created"}`` or None.
+        evidence_summary: ``{"passed", "checks", "skipped", "failed": [names], "created"}`` or
+            None (``skipped`` is missing in records of paddlecd before 2026-12: read as 0).
         attestation: digest of the signed attestation copied with the release (issue 10), or None.
         forced, reason: ``--force`` and its ``--reason``. who: ``$GITHUB_ACTOR`` or ``user@host``;
             when: ISO-8601 UTC.

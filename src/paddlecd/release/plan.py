@@ -249,7 +249,9 @@ def _summary(att: VerifiedAttestation | None) -> dict[str, Any] | None:
     is a signed dict; ``passed``/``failed`` are read by type, issue 12)."""
     if not att:
         return None
-    return {"passed": att.passed, "checks": len(att.predicate.get("checks", [])),
+    checks = att.predicate.get("checks", [])
+    skipped = sum(1 for c in checks if isinstance(c, dict) and c.get("skipped") is True)
+    return {"passed": att.passed, "checks": len(checks), "skipped": skipped,
             "created": att.created, "failed": att.failed}
 
 
