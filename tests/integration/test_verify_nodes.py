@@ -55,6 +55,8 @@ def test_two_node_verify_passes_and_lists_both_nodes(image_by_digest, registry, 
             workerlog = own.parent / f"rank-{rank}" / "workerlog.0"  # the launcher's, copied out
             assert f"{worker}: rank {rank}/2 " in workerlog.read_text(), list(own.parent.rglob("*"))
     assert (tmp_path / "out" / "evidence.json").is_file()
+    junit = smoke.parse_junit(tmp_path / "out" / "junit.xml")  # the attestation's junit layer
+    assert [c.name for c in junit] == names and all(c.passed for c in junit)
     assert "```mermaid" in (tmp_path / "out" / "summary.md").read_text()
     assert not (settings.state / "evidence").exists()  # one-container evidence is not replaced
 

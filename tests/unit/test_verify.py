@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -167,3 +168,27 @@ def test_cudnn_integer_versions_decode_per_major(version, expected):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.cudnn_major_minor(version) == expected
+
+
+def test_write_junit_reads_back_as_the_same_checks(tmp_path):
+    """A multi-node run's checks written as JUnit (its attestation layer) and read back by
+    parse_junit, the reader of pytest's own XML; xml.etree parses it as a testsuite."""
+    from paddlecd.verify import evidence
+
+    checks = [
+        evidence.Check(name="allreduce/test_sums", passed=True, duration_s=1.5,
+                       metrics={"busbw_gbps": 0.0, "world_size": 4}),
+        evidence.Check(name="allreduce/test_busbw", passed=True, skipped=True,
+                       message="one card: busbw is 0 by definition"),
+        evidence.Check(name="convergence/test_dp_equals_one", passed=False,
+                       message="loss 0.9 != 0.1"),
+    ]
+    path = verify.write_junit(checks, tmp_path / "junit.xml", suite="paddlecd verify --nodes 2")
+    root = ET.parse(path).getroot()
+    assert (root.tag, root.get("tests"), root.get("failures")) == ("testsuite", "3", "1")
+    back = {c.name: c for c in verify.parse_junit(path)}
+    assert list(back) == [c.name for c in checks]
+    assert back["allreduce/test_sums"].metrics == {"busbw_gbps": 0.0, "world_size": 4}
+    assert back["allreduce/test_busbw"].skipped and back["allreduce/test_busbw"].passed
+    failed = back["convergence/test_dp_equals_one"]
+    assert not failed.passed and failed.message == "loss 0.9 != 0.1"
