@@ -99,8 +99,9 @@ def main() -> None:
         finally:
             server.stop()
             # remove the tags this run made (its registry's host), no one else's
-            for ref in engine.client().images.list(name=f"{server.host}/*"):
-                for tag in ref.tags:
+            # one listing call (images.list() inspects each image and races a concurrent remove)
+            for image in engine.client().api.images():
+                for tag in image.get("RepoTags") or ():
                     if tag.startswith(f"{server.host}/"):
                         engine.remove_image(tag)
 

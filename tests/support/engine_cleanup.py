@@ -38,8 +38,11 @@ def containers_of(host: str) -> list:
 def references_of(host: str) -> list[str]:
     """Local image references (tags and ``repo@digest`` names) under ``host/``."""
     refs: list[str] = []
-    for image in engine.client().images.list():
-        names = (*image.tags, *image.attrs.get("RepoDigests", []))
+    # The engine's one-call listing (GET /images/json): docker-py's images.list() inspects each
+    # image after listing, and an image another xdist worker removed in between raised
+    # ImageNotFound in a fixture's teardown (seen in CI).
+    for image in engine.client().api.images():
+        names = (*(image.get("RepoTags") or ()), *(image.get("RepoDigests") or ()))
         refs += [r for r in names if r.startswith(f"{host}/")]
     return refs
 
