@@ -110,8 +110,10 @@ STATE_TYPE = "application/vnd.paddlecd.ledger.state.v1+json+gzip"
 # append() refuses an id older than half of it, so only a clock more than 5 minutes off breaks it.
 WINDOW = dt.timedelta(minutes=10)
 # Records outside the checkpoint before a promotion writes a new one: the most a reader fetches one
-# by one. Small, because each costs a request; a checkpoint write costs one blob + one manifest.
-CHECKPOINT_EVERY = 4
+# by one. Small, because each costs a request (~2.3 KiB with its headers); a checkpoint write costs
+# a state blob and a manifest. 3, not 4: the promotion that walks 4 records and writes the
+# checkpoint moved 65.7 KiB at 1,000 records (bench_ledger, distribution 3), over issue 11's 64.
+CHECKPOINT_EVERY = 3
 _TAG = re.compile(
     r"ledger\.(?P<variant>[a-z0-9][a-z0-9._-]*)\.(?P<time>\d{8}T\d{12}Z)-(?P<rand>[0-9a-f]{8})"
 )
