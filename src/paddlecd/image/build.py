@@ -12,6 +12,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,10 +171,16 @@ def build(
             failed.
         RegistryError: the base could not be pulled (:func:`pull_base`).
     """
-    v = variants.get(settings, variant_name)
-    entry = lock.check(settings, v)
-    pull_base(settings, entry, on_line=on_line)
-    tag = candidate_tag(settings, v.name)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The builder probe (CLI subprocesses, ~0.1 s on the 2-core VM) runs while the variant,
+        # the lock and git are read; buildkit_build's own pick_builder call then finds it cached,
+        # or raises the probe's error itself (lru_cache keeps no exceptions). Issue 11, profiled.
+        pool.submit(engine.pick_builder, settings.build.docker_cli)
+        v = variants.get(settings, variant_name)
+        entry = lock.check(settings, v)
+        pull_base(settings, entry, on_line=on_line)
+        tag = candidate_tag(settings, v.name)
+        labels = labels_for(settings, v, entry)
     started = time.monotonic()
     images = settings.root / "images"
     builder, log = buildkit_build(
@@ -182,7 +189,7 @@ def build(
         dockerfile=images / v.dockerfile,
         tag=tag,
         build_args={"BASE": entry.pinned, "PACKAGES": " ".join(v.packages)},
-        labels=labels_for(settings, v, entry),
+        labels=labels,
         log_name=f"build-{v.name}",
         on_line=on_line,
         no_cache=no_cache,
