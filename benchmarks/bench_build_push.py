@@ -130,8 +130,11 @@ def main() -> None:
 PARTS = {
     "build subprocess": [("paddlecd/proc.py", "_stream")],
     "push stream": [("paddlecd/engine.py", "decode_stream")],
-    "builder probe": [("paddlecd/engine.py", "pick_builder")],
-    "engine client": [("paddlecd/engine.py", "client")],
+    # build() runs the probe and the client's connect in threads (not profiled): what is left of
+    # them is the wait for them
+    "builder probe, engine client": [("paddlecd/engine.py", "pick_builder"),
+                                     ("paddlecd/engine.py", "client"),
+                                     ("concurrent/futures/thread.py", "shutdown")],
     "git (labels, tag)": [("paddlecd/git.py", "revision"), ("paddlecd/git.py", "origin_url")],
     "engine inspects": [("paddlecd/engine.py", "image_id"), ("paddlecd/engine.py", "image_exists")],
     "digest read-back": [("paddlecd/registry/client.py", "resolve")],

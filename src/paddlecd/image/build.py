@@ -171,16 +171,18 @@ def build(
             failed.
         RegistryError: the base could not be pulled (:func:`pull_base`).
     """
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        # The builder probe (CLI subprocesses, ~0.1 s on the 2-core VM) runs while the variant,
-        # the lock and git are read; buildkit_build's own pick_builder call then finds it cached,
-        # or raises the probe's error itself (lru_cache keeps no exceptions). Issue 11, profiled.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # The builder probe (CLI subprocesses, ~0.1 s on the 2-core VM) and the engine client's
+        # connect + ping (0.02-0.1 s) run while the variant, the lock and git are read; the later
+        # calls then find them cached, or raise their errors themselves (lru_cache keeps no
+        # exceptions). Issue 11, profiled with bench_build_push.py --profile-cold.
         pool.submit(engine.pick_builder, settings.build.docker_cli)
+        pool.submit(engine.client)
         v = variants.get(settings, variant_name)
         entry = lock.check(settings, v)
-        pull_base(settings, entry, on_line=on_line)
         tag = candidate_tag(settings, v.name)
         labels = labels_for(settings, v, entry)
+    pull_base(settings, entry, on_line=on_line)  # after: it may use the client made above
     started = time.monotonic()
     images = settings.root / "images"
     builder, log = buildkit_build(
