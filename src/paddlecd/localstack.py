@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import signal
 import socket
 import time
@@ -130,11 +131,15 @@ class RegistryServer:
     def start(self, *, timeout: float = 30) -> RegistryServer:
         """Start ``docker-registry serve`` and wait until ``/v2/`` answers.
 
+        ``$PADDLECD_REGISTRY_SERVER`` names another distribution binary to run the same way (e.g.
+        a distribution 3 ``registry``, which pages tag lists: benchmarks/bench_ledger.py).
+
         Raises:
             RegistryError: the binary is missing or the server does not come up in ``timeout`` s.
         """
         config = self.write_config()
-        self.process = proc.start(["docker-registry", "serve", str(config)],
+        binary = os.environ.get("PADDLECD_REGISTRY_SERVER") or "docker-registry"
+        self.process = proc.start([binary, "serve", str(config)],
                                   log=self.root / "registry.log", error=RegistryError,
                                   hint="apt-get install docker-registry")
         deadline = time.monotonic() + timeout

@@ -385,16 +385,23 @@ def test_a_promotion_reads_the_ledger_by_name_and_lists_the_tags_once(project, m
     project.candidate()
     project.promote("1.0.0")  # the upgrade: listed, checkpointed
     listed: list[str] = []
-    real = RegistryClient.list_tags
+    real, after = RegistryClient.list_tags, RegistryClient.list_tags_after
     monkeypatch.setattr(RegistryClient, "list_tags",
                         lambda self, r: listed.append(r) or real(self, r))
+    monkeypatch.setattr(RegistryClient, "list_tags_after",
+                        lambda self, r, last, **kw: listed.append(f"{r} after {last}")
+                        or after(self, r, last, **kw))
     for version in ("1.1.0", "1.2.0", "1.3.0"):
         project.candidate()
         ledger.clear_cache()
         listed.clear()
         out = project.promote(version)
-        assert listed.count(repo) == 1, (version, listed)
+        # the window after the checkpoint's state, never the whole list (invariant 7)
+        mine = [x for x in listed if x.startswith(repo)]
+        assert len(mine) == 1 and mine[0].startswith(f"{repo} after ledger.cpu."), (version,
+                                                                                    listed)
         assert out.plan.ledger_view.via == "head"
+        assert out.plan.ledger_view.state is not None
     view, requests = by_name(client, repo)
     assert view is not None and requests <= 3 + ledger.CHECKPOINT_EVERY
     assert list(view.records) == ledger.read_each(client, repo, "cpu") == list(reads(client,
@@ -480,3 +487,120 @@ def test_concurrent_promoters_on_a_chained_ledger_lose_no_record_and_agree(proje
     project.promote("2.1.0")
     view, _ = by_name(client, repo)
     assert view is not None and list(view.records) == ledger.read_each(client, repo, "cpu")
+
+
+def full_fold(client: RegistryClient, repo: str, variant: str = "cpu"):
+    """The fold of every record the tags list (the reference for a fold from a state)."""
+    return ledger.View(variant=variant, records=tuple(ledger.read_each(client, repo, variant))
+                       ).fold()
+
+
+def test_a_promotion_from_the_checkpoint_state_folds_as_the_whole_history(project, monkeypatch):
+    """Invariant 7: a promotion after a checkpoint with a state layer reads neither the records
+    blob nor the whole tag list (one page after the window), and the state plus the records after
+    it fold to what every record folds to — out-of-order versions and pre-releases included."""
+    client, repo = project.client, project.settings.release.repository
+    old_records(client, repo, 12)
+    project.candidate()
+    project.promote("1.0.0")  # the upgrade: the checkpoint, now with its state
+    blobs: list[str] = []
+    real = ledger._load_checkpoint
+    monkeypatch.setattr(ledger, "_load_checkpoint",
+                        lambda *a: blobs.append(a[2]) or real(*a))
+    promoted = {semver_of("1.0.0")}
+    for version in ("1.2.0", "1.1.0", "2.0.0-rc.1", "1.2.1", "0.9.0", "1.3.0"):
+        project.candidate()
+        ledger.clear_cache()
+        blobs.clear()
+        out = project.promote(version)
+        view = out.plan.ledger_view
+        assert view.state is not None and view.via == "head", version
+        # the records blob is read only by the promotion that writes the next checkpoint
+        assert bool(blobs) == (out.checkpoint is not None), (version, blobs)
+        head = ledger.read_head(client, repo, "cpu")
+        assert head is not None
+        state, every = head.fold(), full_fold(client, repo)
+        assert state.moving == every.moving, version
+        assert {v: state.releases[v] for v in state.moving.values()} == {
+            v: every.releases[v] for v in every.moving.values()}
+        assert state.claimed | set(state.releases) == set(every.releases)
+        promoted.add(semver_of(version))
+        for tag, v in every.moving.items():  # the back-dated records wrote no tags of their own
+            assert v not in promoted or project.tag(tag) == every.releases[v], (version, tag)
+    assert project.tag("latest-cpu") == project.tag("1.3.0-cpu")
+    assert project.tag("1.2-cpu") == project.tag("1.2.1-cpu")
+
+
+def test_a_late_record_sends_the_reconcile_to_the_whole_history(project):
+    """Invariant 7's limit: a record inside the window, older than the state's newest and not
+    covered by it (its writer paused between naming and writing it), is not folded out of order:
+    the reconcile reads the whole ledger, folds it in, and checkpoints it."""
+    client, repo = project.client, project.settings.release.repository
+    project.candidate()
+    project.promote("1.0.0")
+    ledger.write_checkpoint(client, repo, reads(client, repo)[0])
+    head = ledger.read_head(client, repo, "cpu")
+    assert head is not None and head.state is not None
+    newest = ledger.id_time(head.newest)
+    late = dataclasses.replace(ledger.read_each(client, repo, "cpu")[0], version="1.5.0",
+                               id=ledger.new_id("cpu", newest - dt.timedelta(seconds=30)),
+                               parent="")
+    body = late.to_json()  # written without the head, as a paused writer's record lands
+    ledger._put_artifact(client, repo, late.id, body, ledger.RECORD_TYPE,
+                         {ledger.ANNOTATION: body.decode()})
+    project.candidate()
+    out = project.promote("1.1.0")
+    assert out.plan.ledger_view.state is not None  # the plan started from the state ...
+    assert out.checkpoint is not None  # ... and the reconcile's window held a late record
+    every = full_fold(client, repo)
+    assert every.releases[semver_of("1.5.0")] == late.digest
+    assert project.tag("latest-cpu") == late.digest  # 1.5.0 > 1.1.0: the fold of all records
+    head = ledger.read_head(client, repo, "cpu")
+    assert head is not None and late.id in head.recent
+
+
+def test_a_rollback_after_the_state_is_folded_from_the_history(project):
+    """A record after the state that names a version the state knows only as claimed (a rollback
+    to 1.0.0, which no moving tag names any more) makes the plan read the history by name."""
+    client, repo = project.client, project.settings.release.repository
+    first = project.candidate()
+    project.promote("1.0.0")
+    project.candidate()
+    project.promote("1.0.1")
+    ledger.write_checkpoint(client, repo, reads(client, repo)[0])
+    state = ledger.read_head(client, repo, "cpu").state
+    assert semver_of("1.0.0") in state.claimed and semver_of("1.0.0") not in state.releases
+    release.rollback(project.settings, variant="cpu", to="1.0.0", execute=True)
+    assert project.tag("latest-cpu") == first
+    project.candidate()
+    out = project.promote("1.2.0")
+    assert out.plan.ledger_view.state is None and out.plan.ledger_view.via == "head"
+    assert project.tag("1.0-cpu") == first and project.tag("latest-cpu") == project.tag(
+        "1.2.0-cpu")
+
+
+def test_a_checkpoint_without_state_is_read_by_name(project):
+    """A checkpoint an older paddlecd wrote (records blob, no state layer) is read as before, and
+    the next checkpoint carries the state."""
+    client, repo = project.client, project.settings.release.repository
+    project.candidate()
+    project.promote("1.0.0")
+    view = reads(client, repo)[0]
+    doc = {"schema": 1, "variant": "cpu", "records": [json.loads(r.to_json())
+                                                      for r in view.records]}
+    body = gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
+    ledger._put_artifact(client, repo, ledger.checkpoint_tag("cpu"), body,
+                         ledger.CHECKPOINT_TYPE, {})
+    ledger.clear_cache()
+    assert ledger.read_head(client, repo, "cpu") is None
+    for version in ("1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0"):
+        project.candidate()
+        ledger.clear_cache()
+        project.promote(version)
+    assert ledger.read_head(client, repo, "cpu") is not None  # rewritten, with its state
+    assert full_fold(client, repo).moving == ledger.read_head(client, repo, "cpu").fold().moving
+
+
+def semver_of(text: str):
+    import semver
+    return semver.Version.parse(text)

@@ -8,6 +8,8 @@ import semver
 from paddlecd.errors import ConfigError
 from paddlecd.release.policy import (
     Action,
+    HistoryNeeded,
+    State,
     bump,
     fold,
     moving_tags,
@@ -172,3 +174,37 @@ def test_rollback_moves_back_then_promotions_move_forward_from_there():
 def test_rollback_to_unknown_or_prerelease_is_void():
     state = fold([_promote("1.4.0", D1, "a"), Action("rollback", V("1.3.0"), D2, "b")], "cpu")
     assert state.void == ["b"] and state.moving["latest-cpu"] == V("1.4.0")
+
+
+# --------------------------------------------------------------------------- fold from a state
+
+def _partial(state):
+    """What a ledger checkpoint's state layer keeps of ``state`` (ledger._state_blob)."""
+    named = set(state.moving.values())
+    return State(releases={v: d for v, d in state.releases.items() if v in named},
+                 moving=dict(state.moving), claimed=frozenset(state.releases))
+
+
+HISTORY = [("promote", "1.4.0", D1), ("promote", "1.5.0", D2), ("promote", "1.4.1", D3),
+           ("rollback", "1.4.1", D3), ("promote", "2.0.0-rc.1", D1), ("promote", "1.6.0", D2)]
+
+
+@pytest.mark.parametrize("split", range(1, len(HISTORY)))
+def test_a_fold_from_a_partial_state_equals_the_whole_fold(split):
+    actions = [Action(k, V(v), d, f"k{i}") for i, (k, v, d) in enumerate(HISTORY)]  # type: ignore[arg-type]
+    whole = fold(actions, "cpu")
+    start = _partial(fold(actions[:split], "cpu"))
+    later = fold(actions[split:], "cpu", start=start)
+    assert later.moving == whole.moving
+    assert {later.digest_of(t) for t in later.moving} == {whole.digest_of(t) for t in whole.moving}
+    assert set(later.releases) | later.claimed == set(whole.releases)
+
+
+def test_a_version_known_only_as_claimed_needs_the_history():
+    start = _partial(fold([_promote("1.4.0", D1, "a"), _promote("1.4.1", D2, "b")], "cpu"))
+    assert V("1.4.0") in start.claimed and V("1.4.0") not in start.releases
+    with pytest.raises(HistoryNeeded):
+        fold([Action("rollback", V("1.4.0"), D1, "c")], "cpu", start=start)
+    with pytest.raises(HistoryNeeded):
+        fold([_promote("1.4.0", D3, "c")], "cpu", start=start)  # a clobber: the claim decides
+    assert fold([_promote("1.6.0", D3, "c")], "cpu", start=start).digest_of("latest-cpu") == D3

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, TypeVar
-from urllib.parse import urljoin
+from urllib.parse import quote, urljoin
 
 from paddlecd.errors import (
     ConfigError,
@@ -294,6 +294,38 @@ class RegistryClient(Transport):
         except NotFoundError:
             return []
         return tags
+
+    def list_tags_after(self, repository: str, last: str, *, stop: str = "",
+                        n: int = 100) -> tuple[list[str], bool]:
+        """The tags of ``repository`` after ``last`` in lexical order, paged with ``n``/``last``
+        and ``Link`` (OCI distribution-spec, "Listing Tags"), until no ``next`` link or a page
+        ends at or past ``stop``.
+
+        Returns:
+            (tags, whole): ``whole`` is True when the registry ignored ``n``/``last`` and answered
+            with every tag (distribution 2.8 does: seen as more than ``n`` tags, or a tag not
+            after ``last``); those are returned as they are, in its order. ``([], False)`` when
+            the repository does not exist.
+
+        Raises:
+            RegistryError: the registry failed.
+        """
+        tags: list[str] = []
+        url: str | None = f"{repository}/tags/list?n={n}&last={quote(last, safe='')}"
+        try:
+            while url:
+                resp = self.request("GET", url, [_read(repository)],
+                                    f"listing tags of {self.registry}/{repository} after {last}")
+                page = resp.json().get("tags") or []
+                if len(page) > n or any(t <= last for t in page):
+                    return page, True
+                tags += page
+                last = page[-1] if page else last
+                done = not page or "next" not in resp.links or (stop and last >= stop)
+                url = None if done else urljoin(self.base, resp.links["next"]["url"])
+        except NotFoundError:
+            return [], False
+        return tags, False
 
     # ------------------------------------------------------------------ blobs
 

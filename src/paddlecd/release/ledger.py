@@ -19,9 +19,14 @@ Reading it costs a bounded number of requests and bytes, whatever the history (i
 
 So a reader needs no tag list (:func:`read_by_name`): the checkpoint (manifest + blob), the head,
 and the records chained from the head back to the first one the checkpoint covers — in steady
-state fewer than :data:`CHECKPOINT_EVERY` GETs. The tag list of the release repository, which
-distribution 2.8 returns whole (it ignores ``n``/``last``: ~60 B per release and record), is read
-once per promotion, after its own writes, as the consistency check of the reconcile.
+state fewer than :data:`CHECKPOINT_EVERY` GETs. The checkpoint's one layer holds the *folded
+state* (moving tags, the digests they name, every claimed version, the newest id and the ids near
+it: a few hundred bytes), so a promotion of a new version reads that instead of the records
+(:func:`read_head`), and its reconcile lists only the tags after the :data:`WINDOW` before the
+state's newest record (:func:`read_window`). On a registry that pages tag lists (``n``/``last``,
+OCI distribution-spec; distribution 3) that is one short page, whatever the history; distribution
+2.8 ignores ``n``/``last`` and returns the whole list (~60 B per release and record), which is then
+used the same way.
 
 Invariants (each proved in tests/integration/test_ledger.py):
 
@@ -49,20 +54,35 @@ Invariants (each proved in tests/integration/test_ledger.py):
    name misses (its writer killed between the record and the head; a concurrent promoter's head
    written over it) is found by the next promotion's listing, which then writes a checkpoint with
    it: reads by name lag such a record by at most one promotion of the variant.
-6. **Readable by older paddlecd, and older ledgers readable here**: records keep their format and
+7. **A fold from the state is the fold of every record** (issue 11): the state is built, like the
+   records blob beside it, from a read after the writer's own writes (4); a record after it is
+   new when the state does not list it and its id is newer than the state's newest. A record the
+   state does not cover but whose id is older than its newest (its writer paused between naming
+   and writing it) cannot be folded after the state: read_head/read_window then return None and
+   the caller reads the whole ledger, which folds it in order and checkpoints it (5). A record is
+   taken as covered when its id is more than :data:`WINDOW` older than the state's newest; that
+   holds while promoters' clocks agree within WINDOW/2 and a promotion's record is written within
+   WINDOW/2 of its id (``append(max_age=)`` refuses it otherwise). A version the state knows only
+   as claimed (re-promotion, rollback to it) raises ``HistoryNeeded`` in the fold, and the caller
+   reads the history instead.
+8. **Readable by older paddlecd, and older ledgers readable here**: records keep their format and
    tags (schema 1; ``parent`` is one more key, which readers ignore when they do not know it);
    checkpoint and head tags do not match the record pattern, so older readers skip them. A ledger
    without a head, or a chain that reaches a record without ``parent`` (written by an older
-   paddlecd) before a checkpointed one, is read from the tag list instead.
+   paddlecd) before a checkpointed one, is read from the tag list instead. A checkpoint without a
+   state layer (an older paddlecd's) is read by name as before; older paddlecd read the records
+   blob of a newer one and ignore its layer.
 
-Costs (benchmarks/bench_ledger.py, README "Ledger growth"): a read by name = 3 GETs (checkpoint
-manifest and blob, head) + the records between the head and the checkpoint; bytes = the gzip'd
-checkpoint (~0.1 KiB per record of the variant) + those few record manifests. A promotion adds one
-tag list (names only) in its reconcile.
+Costs (benchmarks/bench_ledger.py, README "Ledger growth"): a promotion's read = 3 GETs
+(checkpoint manifest and state, head) + the records between the head and the state; its reconcile
+one tag list (a page on a paging registry). The records blob (gzip'd, ~0.1 KiB per record of the
+variant) is read by ``release.list``/``show`` and by the promotion that writes the next
+checkpoint, every :data:`CHECKPOINT_EVERY` records.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gzip
 import hashlib
@@ -72,14 +92,23 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import semver
+
 from paddlecd.errors import NotFoundError, PromotionError
 from paddlecd.registry.auth import scope
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient
+from paddlecd.release.policy import Action, State, fold
 
 RECORD_TYPE = "application/vnd.paddlecd.ledger.record.v1+json"
 ANNOTATION = "org.paddlecd.ledger.record"
 CHECKPOINT_TYPE = "application/vnd.paddlecd.ledger.checkpoint.v1+json+gzip"
 CHECKPOINT_ANNOTATION = "org.paddlecd.ledger.checkpoint"
+# The checkpoint's one layer: the folded state (a few hundred bytes, whatever the history).
+STATE_TYPE = "application/vnd.paddlecd.ledger.state.v1+json+gzip"
+# How late a record may reach the registry after the time in its id, clock skew between promoters
+# included: a windowed read lists the records from this long before the checkpoint's newest.
+# append() refuses an id older than half of it, so only a clock more than 5 minutes off breaks it.
+WINDOW = dt.timedelta(minutes=10)
 # Records outside the checkpoint before a promotion writes a new one: the most a reader fetches one
 # by one. Small, because each costs a request; a checkpoint write costs one blob + one manifest.
 CHECKPOINT_EVERY = 4
@@ -144,21 +173,46 @@ class Record:
         return cls(**known)
 
 
+def actions_of(records: list[Record] | tuple[Record, ...]) -> list[Action]:
+    """Ledger records as fold actions (:func:`paddlecd.release.policy.fold`)."""
+    return [Action(r.action, semver.Version.parse(r.version), r.digest, r.id)  # type: ignore[arg-type]
+            for r in records]
+
+
+def id_time(record_id: str) -> dt.datetime:
+    """The UTC time in a record id (``ledger.<variant>.<YYYYmmddTHHMMSSffffff>Z-<hex>``).
+
+    Raises:
+        ValueError: not a record id.
+    """
+    m = _TAG.fullmatch(record_id)
+    if not m:
+        raise ValueError(f"{record_id!r} is not a ledger record id")
+    return dt.datetime.strptime(m.group("time"), "%Y%m%dT%H%M%S%fZ").replace(tzinfo=dt.timezone.utc)
+
+
 def new_id(variant: str, now: dt.datetime | None = None) -> str:
     """A fresh record tag ``ledger.<variant>.<YYYYmmddTHHMMSSffffff>Z-<8 hex>`` (sorts by time)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     return f"ledger.{variant}.{now.strftime('%Y%m%dT%H%M%S%f')}Z-{secrets.token_hex(4)}"
 
 
-def append(client: RegistryClient, repository: str, record: Record) -> None:
+def append(client: RegistryClient, repository: str, record: Record, *,
+           max_age: dt.timedelta | None = None) -> None:
     """Store ``record`` as a new artifact tagged ``record.id`` in ``repository``, then point the
     variant's head (``ledger.<variant>.head``) at it: the same manifest bytes under that tag.
 
     Raises:
-        PromotionError: the tag exists already (records are never overwritten).
+        PromotionError: the tag exists already (records are never overwritten); the time in
+            ``record.id`` is more than ``max_age`` ago (a promotion passes ``WINDOW / 2``, so a
+            windowed read cannot miss its record: invariant 7).
         RegistryError: the registry refused the write (a refused head leaves the record, which the
             next listing finds: invariant 5).
     """
+    if max_age is not None and dt.datetime.now(dt.timezone.utc) - id_time(record.id) > max_age:
+        raise PromotionError(f"ledger record {record.id} is older than {max_age} (or this "
+                             "host's clock moved)", "re-run to create a fresh record; windowed "
+                             "reads only look back WINDOW before the checkpoint")
     try:
         client.resolve(repository, record.id)
         raise PromotionError(f"ledger record {record.id} exists already in {repository}",
@@ -182,12 +236,13 @@ def _put_artifact(client: RegistryClient, repository: str, tag: str, body: bytes
     return manifest
 
 
-def _artifact_manifest(digest: str, size: int, media_type: str,
-                       annotations: dict[str, str]) -> bytes:
+def _artifact_manifest(digest: str, size: int, media_type: str, annotations: dict[str, str], *,
+                       layers: list[tuple[str, str, int]] = ()) -> bytes:  # type: ignore[assignment]
     return json.dumps({
         "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": media_type,
         "config": {"mediaType": media_type, "digest": digest, "size": size},
-        "layers": [], "annotations": annotations,
+        "layers": [{"mediaType": t, "digest": d, "size": n} for t, d, n in layers],
+        "annotations": annotations,
     }, sort_keys=True).encode()
 
 
@@ -204,6 +259,12 @@ class View:
         problem: why the checkpoint was ignored (unreadable, another variant's), else None.
         via: ``"tags"`` (read from a tag list: every record) or ``"head"`` (read by name,
             :func:`read_by_name`: what the head chain and the checkpoint reach).
+        state: the checkpoint's folded state when the view is *partial* (:func:`read_head`,
+            :func:`read_window`): ``records`` are then only those after it, and a fold must start
+            from it (``fold(actions_of(view.records), variant, start=view.state)``). None: the
+            view holds every record it read.
+        newest, recent: the state's newest record id and the ids it covers within
+            :data:`WINDOW` of it (which records after the state are new).
     """
 
     variant: str
@@ -214,6 +275,22 @@ class View:
     dropped: int = 0
     problem: str | None = None
     via: str = "tags"
+    state: State | None = None
+    newest: str = ""
+    recent: frozenset[str] = frozenset()
+
+    def fold(self) -> State:
+        """The state the tags must have after every record of the view.
+
+        Raises:
+            HistoryNeeded: a partial view met a version its state knows only as claimed.
+        """
+        return fold(actions_of(self.records), self.variant, start=self.state)
+
+    @property
+    def last(self) -> str:
+        """The newest record id the view knows ("" for none): a new record's ``parent``."""
+        return self.records[-1].id if self.records else self.newest
 
     @property
     def stale(self) -> bool:
@@ -226,12 +303,15 @@ class View:
 _CACHE: dict[tuple[str, str, str], Record] = {}
 # Checkpoint blobs are addressed by digest: (registry, digest) → {record id: Record}.
 _CHECKPOINTS: dict[tuple[str, str], dict[str, Record]] = {}
+# State layers likewise: (registry, digest) → what _load_state returns.
+_STATES: dict[tuple[str, str], tuple[str, State, str, frozenset[str], int]] = {}
 
 
 def clear_cache() -> None:
     """Forget every record and checkpoint read by this process (benchmarks: a fresh process)."""
     _CACHE.clear()
     _CHECKPOINTS.clear()
+    _STATES.clear()
 
 
 def record_ids(tags: list[str], variant: str | None = None) -> list[str]:
@@ -384,31 +464,189 @@ def _fetch(client: RegistryClient, repository: str, ids: list[str]) -> list[Reco
 
 def write_checkpoint(client: RegistryClient, repository: str, view: View) -> str:
     """Write a checkpoint of ``view.records`` (which must come from a read of the registry, never
-    from a plan: invariant 4) and point ``ledger.<variant>.checkpoint`` at it.
+    from a plan: invariant 4; a partial view is completed with the current checkpoint's records
+    first, :func:`complete`) and point ``ledger.<variant>.checkpoint`` at it.
+
+    The checkpoint is one artifact: its config blob holds copies of the records (gzip'd JSON, as
+    older paddlecd reads it), its one layer the folded state (:data:`STATE_TYPE`, what a promotion
+    reads instead: :func:`read_head`).
 
     Returns:
-        the checkpoint blob's digest.
+        the records blob's digest.
 
-    The blob is deterministic (sorted keys, gzip without a timestamp), so equal record sets give
-    equal blobs and the upload is skipped when the registry has it.
+    The blobs are deterministic (sorted keys, gzip without a timestamp), so equal record sets give
+    equal blobs and an upload is skipped when the registry has it.
 
     Raises:
         RegistryError: the registry refused the write (the previous checkpoint stays in place).
     """
+    if view.state is not None:
+        view = complete(client, repository, view)
     records = [json.loads(r.to_json()) for r in view.records]
     doc = {"schema": 1, "variant": view.variant, "records": records}
     body = gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    state = _state_blob(view)
+    state_digest = "sha256:" + hashlib.sha256(state).hexdigest()
     newest = view.records[-1].id if view.records else ""
     notes = {CHECKPOINT_ANNOTATION: json.dumps({"records": len(view.records), "newest": newest})}
-    if client.blob_exists(repository, digest):
-        manifest = _artifact_manifest(digest, len(body), CHECKPOINT_TYPE, notes)
-        client.put_manifest(repository, checkpoint_tag(view.variant), manifest, OCI_MANIFEST)
-    else:
-        tag = checkpoint_tag(view.variant)
-        _put_artifact(client, repository, tag, body, CHECKPOINT_TYPE, notes)
+    blobs = [(digest, body), (state_digest, state)]
+    client.each(lambda c, b: c.blob_exists(repository, b[0]) or c.upload_blob(
+        repository, b[0], b[1], len(b[1])), blobs)
+    manifest = _artifact_manifest(digest, len(body), CHECKPOINT_TYPE, notes,
+                                  layers=[(STATE_TYPE, state_digest, len(state))])
+    client.put_manifest(repository, checkpoint_tag(view.variant), manifest, OCI_MANIFEST)
     _CHECKPOINTS[(client.host, digest)] = {r.id: r for r in view.records}
     return digest
+
+
+def _state_blob(view: View) -> bytes:
+    """The folded state of a full view as the checkpoint's layer: moving tags, the digests of the
+    versions they name, every claimed version, the newest id and the ids within :data:`WINDOW` of
+    it. Bytes grow only with the number of versions (a few per release), never with records."""
+    state = fold(actions_of(view.records), view.variant)
+    newest = view.records[-1].id if view.records else ""
+    floor = window_floor(view.variant, newest)
+    named = set(state.moving.values())
+    doc = {
+        "schema": 1, "variant": view.variant, "records": len(view.records), "newest": newest,
+        "moving": {t: str(v) for t, v in sorted(state.moving.items())},
+        "releases": {str(v): d for v, d in sorted(state.releases.items()) if v in named},
+        "claimed": sorted(str(v) for v in state.releases),
+        "recent": [r.id for r in view.records if r.id >= floor],
+    }
+    return gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
+
+
+def window_floor(variant: str, newest: str) -> str:
+    """The tag a windowed read lists after: ``ledger.<variant>.<newest's time - WINDOW>`` (sorts
+    before every record id of that time or later); "" when there is no newest record."""
+    if not newest:
+        return ""
+    return f"ledger.{variant}.{(id_time(newest) - WINDOW).strftime('%Y%m%dT%H%M%S%f')}Z"
+
+
+def complete(client: RegistryClient, repository: str, view: View) -> View:
+    """A partial view (:func:`read_head`, :func:`read_window`) made full: the records of the
+    current checkpoint added to its own.
+
+    Raises:
+        PromotionError: the checkpoint's records cannot be read (the partial view came from it).
+        RegistryError: the registry failed.
+    """
+    if view.state is None:
+        return view
+    digest, cached, problem = _load_checkpoint(client, repository, view.variant)
+    if problem or (view.newest and view.newest not in cached):
+        raise PromotionError(f"ledger checkpoint of {view.variant} unreadable: "
+                             f"{problem or 'it lacks its own newest record'}",
+                             "re-run: the next promotion reads the ledger from its tag list")
+    records = {**cached, **{r.id: r for r in view.records}}
+    return dataclasses.replace(view, records=tuple(records[i] for i in sorted(records)),
+                               checkpoint=digest, covered=len(cached), state=None, newest="",
+                               recent=frozenset())
+
+
+def _load_state(client: RegistryClient, repository: str,
+                variant: str) -> tuple[str, State, str, frozenset[str], int] | None:
+    """(records blob digest, state, newest id, recent ids, record count) from the checkpoint's
+    state layer; None when there is none (no checkpoint, one of an older paddlecd) or it is
+    unreadable: the caller reads the records instead."""
+    try:
+        manifest = client.get_manifest(repository, checkpoint_tag(variant)).json()
+    except NotFoundError:
+        return None
+    layers = [x for x in manifest.get("layers") or [] if x.get("mediaType") == STATE_TYPE]
+    config = manifest.get("config") or {}
+    if manifest.get("artifactType") != CHECKPOINT_TYPE or len(layers) != 1:
+        return None
+    key = (client.host, str(layers[0].get("digest", "")))
+    if key not in _STATES:
+        try:
+            body = _get_blob(client, repository, key[1])
+            if "sha256:" + hashlib.sha256(body).hexdigest() != key[1]:
+                return None
+            doc = json.loads(gzip.decompress(body))
+            if doc.get("variant") != variant:
+                return None
+            parse = semver.Version.parse
+            state = State(releases={parse(v): d for v, d in doc["releases"].items()},
+                          moving={t: parse(v) for t, v in doc["moving"].items()},
+                          claimed=frozenset(parse(v) for v in doc["claimed"]))
+            _STATES[key] = (str(config.get("digest", "")), state, str(doc["newest"]),
+                            frozenset(doc["recent"]), int(doc["records"]))
+        except (ValueError, KeyError, TypeError, OSError, EOFError, AttributeError):
+            return None
+    return _STATES[key]
+
+
+def read_head(client: RegistryClient, repository: str, variant: str) -> View | None:
+    """``variant``'s ledger read for a promotion: the checkpoint's folded state, the head, and the
+    records chained from the head back to one the state covers — a partial :class:`View` whose
+    bytes do not grow with the history (issue 11).
+
+    A chain record counts as covered when the state lists it among its recent ids, or when it is
+    older than :data:`WINDOW` before the state's newest record.
+
+    Returns:
+        the view (``via="head"``, ``state`` set), or None when the caller must read more (:func:
+        `read_by_name`, or the tag list): no head or no state layer (an empty ledger, or one an
+        older paddlecd checkpointed), a chain record older than the state's newest that it does
+        not cover (the fold order needs the history), a chain reaching an older paddlecd's record
+        or a missing tag, or one longer than :data:`CHAIN_LIMIT`.
+
+    Raises:
+        RegistryError: the registry failed.
+    """
+    def head(c: RegistryClient) -> Record | None:
+        try:
+            return _fetch_one(c, repository, head_tag(variant))
+        except NotFoundError:
+            return None
+
+    record, loaded = client.each(lambda c, read: read(c), [
+        head, lambda c: _load_state(c, repository, variant)])
+    if loaded is None or record is None or not _TAG.fullmatch(record.id) \
+            or record.variant != variant:
+        return None
+    digest, state, newest, recent, count = loaded
+    floor = window_floor(variant, newest)
+    walked: list[Record] = []
+    try:
+        while record is not None and record.id not in recent and record.id >= floor:
+            if record.id <= newest or len(walked) == CHAIN_LIMIT or record.parent is None:
+                return None
+            walked.append(record)
+            record = _fetch_one(client, repository, record.parent) if record.parent else None
+    except NotFoundError:
+        return None
+    if record is None and count:
+        return None  # the chain never met the checkpoint's records
+    return View(variant=variant, records=tuple(sorted(walked, key=lambda r: r.id)),
+                checkpoint=digest, covered=count, fetched=len(walked), via="head", state=state,
+                newest=newest, recent=recent)
+
+
+def read_window(client: RegistryClient, repository: str, since: View) -> View | None:
+    """Re-read a partial view from the tag list, looking back only :data:`WINDOW` before its
+    state's newest record: the records there that the state does not cover (one GET each, once
+    per process). On a registry that pages tag lists this is one short page, whatever the
+    history; distribution 2.8 answers with every tag, which is used the same way.
+
+    Returns:
+        the partial view (``via="window"``), or None when a record older than the state's newest
+        is not covered by it (a late record: the caller reads the whole ledger).
+
+    Raises:
+        RegistryError: the registry failed.
+    """
+    variant, floor = since.variant, window_floor(since.variant, since.newest)
+    tags, _ = client.list_tags_after(repository, floor, stop=f"ledger.{variant}.:")
+    new = [i for i in record_ids(tags, variant) if i > floor and i not in since.recent]
+    if any(i <= since.newest for i in new):
+        return None
+    records = _fetch(client, repository, new)
+    return dataclasses.replace(since, records=tuple(records), fetched=len(records), via="window")
 
 
 def _load_checkpoint(client: RegistryClient, repository: str,

@@ -26,9 +26,10 @@ from paddlecd.image import variants
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
 from paddlecd.registry.reference import Reference, check_digest, check_tag, parse_reference
 from paddlecd.release import ledger
-from paddlecd.release.ledger import Record
+from paddlecd.release.ledger import Record, actions_of
 from paddlecd.release.policy import (
     Action,
+    HistoryNeeded,
     State,
     bump,
     fold,
@@ -130,9 +131,19 @@ def current(client: RegistryClient, repository: str, tag: str) -> str | None:
         return None
 
 
-def actions_of(records: list[Record]) -> list[Action]:
-    """Ledger records as fold actions."""
-    return [Action(r.action, semver.Version.parse(r.version), r.digest, r.id) for r in records]  # type: ignore[arg-type]
+def _read_new(client: RegistryClient, repository: str, variant: str,
+              version: str) -> tuple[ledger.View | None, State | None]:
+    """The partial read (:func:`paddlecd.release.ledger.read_head`) and its fold, for a version
+    the ledger has never claimed; (None, None) when the history must be read instead: no state
+    to start from, an old version (its claim and record are in the history), or a record after
+    the state that names one (a rollback)."""
+    view = ledger.read_head(client, repository, variant)
+    if view is None or view.state is None or parse_version(version) in view.state.claimed:
+        return None, None
+    try:
+        return view, view.fold()
+    except HistoryNeeded:
+        return None, None
 
 
 def desired(state: State, version: semver.Version, variant: str) -> dict[str, str]:
@@ -287,14 +298,19 @@ def plan_promotion(
         checked = pool.submit(evidence_problem, settings, src, src_ref.repository, variant, d)
         if dst.host == src.host:  # same registry: asked with a twin of the release client
             _check_source(dst.twin(), src_ref)
-        # --version X: the ledger by name (no tag list); --bump: the tags are needed for the
-        # releases the ledger does not know, so the ledger is read from them
-        view = ledger.read_by_name(dst, dst_ref.repository, variant) if version else None
+        # --version X: the checkpoint's folded state and the head (no tag list, bytes bounded
+        # whatever the history), or the ledger by name when that is not enough; --bump: the tags
+        # are needed for the releases the ledger does not know, so the ledger is read from them
+        view, old = _read_new(dst, dst_ref.repository, variant, version) if version else (None,
+                                                                                        None)
+        if view is None:
+            view = ledger.read_by_name(dst, dst_ref.repository, variant) if version else None
         tags = [] if view else dst.list_tags(dst_ref.repository)
         view = view or ledger.read_view(dst, dst_ref.repository, variant, tags)
         records = list(view.records)
-        old = fold(actions_of(records), variant)
-        known = set(old.releases) | {v for t in tags if (v := parse_release_tag(t, variant))}
+        old = old or view.fold()
+        known = set(old.releases) | set(old.claimed) | {
+            v for t in tags if (v := parse_release_tag(t, variant))}
         v = parse_version(version) if version else bump(known, part or "patch")
         check_tags(variant, v)
         have = currents(dst, dst_ref.repository, [release_tag(v, variant),
@@ -305,7 +321,7 @@ def plan_promotion(
         record_id = ledger.new_id(variant)
         new = fold(
             [*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])],
-            variant,
+            variant, start=view.state,
         )
         writes, kept = _writes(have, old, new, v, variant)
         refusal, att = checked.result()
@@ -331,7 +347,7 @@ def plan_promotion(
             reason=reason,
             who=files.who(),
             when=files.now_iso("milliseconds"),
-            parent=records[-1].id if records else "",
+            parent=view.last,
         )
     )
     return Plan(

@@ -112,15 +112,38 @@ class Action:
     key: str
 
 
+class HistoryNeeded(Exception):
+    """A fold from a checkpoint's :class:`State` met a version it knows only as claimed (its
+    digest is not in that state): the caller must fold the whole history instead."""
+
+
 @dataclass
 class State:
     """Where releases and moving tags stand: ``releases`` {version: digest}, ``moving`` {tag:
     version}, ``void`` keys of actions that did not apply (a clobbering promotion, a rollback to no
-    release)."""
+    release).
+
+    A state read from a ledger checkpoint (:mod:`paddlecd.release.ledger`, issue 11) is partial:
+    ``releases`` holds only the versions its moving tags name, and ``claimed`` every version the
+    history claims, so a fold from it stays exact for new versions and raises
+    :class:`HistoryNeeded` for an old one.
+    """
 
     releases: dict[semver.Version, str] = field(default_factory=dict)
     moving: dict[str, semver.Version] = field(default_factory=dict)
     void: list[str] = field(default_factory=list)
+    claimed: frozenset[semver.Version] = frozenset()
+
+    def claim(self, version: semver.Version) -> str | None:
+        """The digest that claimed ``version``, None when unclaimed.
+
+        Raises:
+            HistoryNeeded: a partial state knows the claim but not its digest.
+        """
+        digest = self.releases.get(version)
+        if digest is None and version in self.claimed:
+            raise HistoryNeeded(str(version))
+        return digest
 
     def digest_of(self, tag: str) -> str | None:
         """The digest moving ``tag`` must point at, or None when it must not exist yet."""
@@ -128,12 +151,18 @@ class State:
         return self.releases.get(version) if version is not None else None
 
 
-def fold(actions: Iterable[Action], variant: str) -> State:
+def fold(actions: Iterable[Action], variant: str, start: State | None = None) -> State:
     """Replay ``actions`` in ``key`` order into the :class:`State` the tags of ``variant`` must
-    have."""
-    state = State()
+    have, from ``start`` (a checkpoint's state: the fold of every action before these) or from
+    nothing.
+
+    Raises:
+        HistoryNeeded: an action names a version ``start`` knows only as claimed.
+    """
+    state = State(releases=dict(start.releases), moving=dict(start.moving),
+                  void=list(start.void), claimed=start.claimed) if start else State()
     for a in sorted(actions, key=lambda a: a.key):
-        claimed = state.releases.get(a.version)
+        claimed = state.claim(a.version)
         if a.kind == "promote":
             if claimed is not None and claimed != a.digest:
                 state.void.append(a.key)

@@ -47,13 +47,12 @@ from paddlecd.registry.client import RegistryClient
 from paddlecd.release import ledger
 from paddlecd.release.plan import (
     Plan,
-    actions_of,
     currents,
     desired,
     plan_promotion,
     plan_rollback,
 )
-from paddlecd.release.policy import fold, parse_version
+from paddlecd.release.policy import HistoryNeeded, State, parse_version
 from paddlecd.release.query import (  # re-exported
     Release,
     find,
@@ -295,7 +294,7 @@ def _apply(plan: Plan, outcome: Outcome, report: Echo) -> None:
         ):  # id and time taken now, not at plan time: the ledger order is the write order
             record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant),
                                          when=files.now_iso("milliseconds"))
-            ledger.append(dst, repo, record)
+            ledger.append(dst, repo, record, max_age=ledger.WINDOW / 2)
             outcome.record = record.id
             report(f"ledger record {record.id}")
     with outcome.phase("write tags", report):
@@ -384,6 +383,24 @@ def _write_tag(plan: Plan, tag: str, digest: str, *, client: RegistryClient | No
     client.put_manifest(plan.repository, tag, manifest.raw, manifest.descriptor.media_type)
 
 
+def _reread(plan: Plan, view: ledger.View | None) -> tuple[ledger.View, State]:
+    """The ledger read back after this promotion's writes, and its fold: the window after the
+    checkpoint's state when the plan started from one, the whole tag list otherwise (or when the
+    window shows a late record, or names a version the state knows only as claimed)."""
+    assert plan.dst
+    if view is not None and view.state is not None:
+        window = ledger.read_window(plan.dst, plan.repository, view)
+        try:
+            if window is not None:
+                return window, window.fold()
+        except HistoryNeeded:
+            pass
+        view = None
+    tags = plan.dst.list_tags(plan.repository)
+    view = ledger.read_view(plan.dst, plan.repository, plan.variant, tags, since=view)
+    return view, view.fold()
+
+
 def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> ledger.View:
     """Check every tag of the version against the fold of all ledger records; rewrite drift.
 
@@ -393,10 +410,9 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> l
     view = plan.ledger_view
     for _ in range(rounds):
         # the consistency check: the one tag listing of a promotion, after its own writes
-        # (ledger invariant 5); the records it adds to the plan's read are its concurrent ones
-        tags = plan.dst.list_tags(plan.repository)
-        view = ledger.read_view(plan.dst, plan.repository, plan.variant, tags, since=view)
-        state = fold(actions_of(list(view.records)), plan.variant)
+        # (ledger invariant 5); the records it adds to the plan's read are its concurrent ones.
+        # From a checkpoint's state only the window after it is listed (invariant 7).
+        view, state = _reread(plan, view)
         want = desired(state, version, plan.variant)
         have = currents(plan.dst, plan.repository, list(want))
         drift = {t: d for t, d in want.items() if have[t] != d}
