@@ -515,8 +515,8 @@ def test_a_promotion_from_the_checkpoint_state_folds_as_the_whole_history(projec
         out = project.promote(version)
         view = out.plan.ledger_view
         assert view.state is not None and view.via == "head", version
-        # the records blob is read only by the promotion that writes the next checkpoint
-        assert bool(blobs) == (out.checkpoint is not None), (version, blobs)
+        # no promotion reads the record copies, not even one that writes the next checkpoint
+        assert blobs == [], (version, blobs)
         head = ledger.read_head(client, repo, "cpu")
         assert head is not None
         state, every = head.fold(), full_fold(client, repo)
@@ -604,3 +604,36 @@ def test_a_checkpoint_without_state_is_read_by_name(project):
 def semver_of(text: str):
     import semver
     return semver.Version.parse(text)
+
+
+def test_checkpoints_seal_segments_and_every_reader_sees_every_record(project, monkeypatch):
+    """A checkpoint written from a partial view names the earlier segments again, unread, and seals
+    its pending records into a new segment at SEAL of them (here 4): the full read (release.list's)
+    still returns exactly the records the tags list, the config blob stays a records blob an older
+    paddlecd reads (a subset: it fetches the rest by GET), and the promotions never read a
+    segment."""
+    monkeypatch.setattr(ledger, "SEAL", 4)
+    client, repo = project.client, project.settings.release.repository
+    old_records(client, repo, 6)
+    project.candidate()
+    project.promote("1.0.0")  # the upgrade: one segment of 7
+    segments: list[str] = []
+    real = ledger._segment
+    monkeypatch.setattr(ledger, "_segment", lambda c, r, d, v: segments.append(d) or real(
+        c, r, d, v))
+    for i in range(1, 17):
+        project.candidate()
+        ledger.clear_cache()
+        project.promote(f"1.{i}.0")
+    assert segments == []
+    manifest = client.get_manifest(repo, ledger.checkpoint_tag("cpu")).json()
+    assert len(ledger._segments(manifest)) >= 3, manifest
+    view, _ = reads(client, repo)
+    assert list(view.records) == ledger.read_each(client, repo, "cpu") and len(view.records) == 23
+    assert view.covered >= 20
+    first = ledger._parse_checkpoint(ledger._get_blob(client, repo, manifest["config"]["digest"]),
+                                     manifest["config"]["digest"], "cpu")
+    assert set(first) < {r.id for r in view.records}  # what an older paddlecd starts from
+    head = ledger.read_head(client, repo, "cpu")
+    assert head is not None and head.fold().moving == full_fold(client, repo).moving
+    assert project.tag("latest-cpu") == project.tag("1.16.0-cpu")

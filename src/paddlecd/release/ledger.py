@@ -265,6 +265,7 @@ class View:
             view holds every record it read.
         newest, recent: the state's newest record id and the ids it covers within
             :data:`WINDOW` of it (which records after the state are new).
+        base: the checkpoint a partial view started from (its next checkpoint extends it).
     """
 
     variant: str
@@ -278,6 +279,7 @@ class View:
     state: State | None = None
     newest: str = ""
     recent: frozenset[str] = frozenset()
+    base: Checkpoint | None = None
 
     def fold(self) -> State:
         """The state the tags must have after every record of the view.
@@ -303,8 +305,10 @@ class View:
 _CACHE: dict[tuple[str, str, str], Record] = {}
 # Checkpoint blobs are addressed by digest: (registry, digest) → {record id: Record}.
 _CHECKPOINTS: dict[tuple[str, str], dict[str, Record]] = {}
-# State layers likewise: (registry, digest) → what _load_state returns.
-_STATES: dict[tuple[str, str], tuple[str, State, str, frozenset[str], int]] = {}
+# State layers likewise: (registry, digest) → Checkpoint; and sealed segments: (registry, digest)
+# → {record id: Record}.
+_STATES: dict[tuple[str, str], Checkpoint] = {}
+_SEGMENTS: dict[tuple[str, str], dict[str, Record]] = {}
 
 
 def clear_cache() -> None:
@@ -312,6 +316,7 @@ def clear_cache() -> None:
     _CACHE.clear()
     _CHECKPOINTS.clear()
     _STATES.clear()
+    _SEGMENTS.clear()
 
 
 def record_ids(tags: list[str], variant: str | None = None) -> list[str]:
@@ -462,17 +467,48 @@ def _fetch(client: RegistryClient, repository: str, ids: list[str]) -> list[Reco
     return records
 
 
-def write_checkpoint(client: RegistryClient, repository: str, view: View) -> str:
-    """Write a checkpoint of ``view.records`` (which must come from a read of the registry, never
-    from a plan: invariant 4; a partial view is completed with the current checkpoint's records
-    first, :func:`complete`) and point ``ledger.<variant>.checkpoint`` at it.
+# Records a checkpoint's state carries itself before they are sealed into a segment of their own:
+# what a promotion reads (~0.1 KiB each, gzip'd) and what the checkpoint-writing one uploads.
+SEAL = 32
 
-    The checkpoint is one artifact: its config blob holds copies of the records (gzip'd JSON, as
-    older paddlecd reads it), its one layer the folded state (:data:`STATE_TYPE`, what a promotion
-    reads instead: :func:`read_head`).
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint as a promotion reads it: its state layer and the segments it names.
+
+    Attributes:
+        key: the state blob's digest (it names this checkpoint: :attr:`View.checkpoint`).
+        segments: ``(digest, size)`` of the records blobs (config first, then layers), sealed:
+            never rewritten, only named again by the next checkpoint.
+        state: the folded state (partial, :class:`paddlecd.release.policy.State`).
+        newest, recent: the newest record id, and the ids within :data:`WINDOW` of it.
+        count: records covered. pending: the records after the last segment (< :data:`SEAL`
+            once written), carried in the state blob itself.
+    """
+
+    key: str
+    segments: tuple[tuple[str, int], ...]
+    state: State
+    newest: str
+    recent: frozenset[str]
+    count: int
+    pending: tuple[Record, ...]
+
+
+def write_checkpoint(client: RegistryClient, repository: str, view: View) -> str:
+    """Write a checkpoint of ``view`` (which must come from a read of the registry, never from a
+    plan: invariant 4) and point ``ledger.<variant>.checkpoint`` at it.
+
+    The checkpoint is one artifact: sealed *segments* of record copies (gzip'd JSON; the config
+    blob is the first, as older paddlecd reads it, the others are layers), and one layer with the
+    folded state (:data:`STATE_TYPE`) and the records after the last segment. A partial view
+    (:func:`read_head`, :func:`read_window`) extends the checkpoint it started from: the segments
+    are named again, unread, and its records join the state's; at :data:`SEAL` of them they are
+    sealed into one more segment. So writing a checkpoint moves a few KiB whatever the history.
+    A full view writes all its records as one segment.
 
     Returns:
-        the records blob's digest.
+        the state blob's digest (names the checkpoint).
 
     The blobs are deterministic (sorted keys, gzip without a timestamp), so equal record sets give
     equal blobs and an upload is skipped when the registry has it.
@@ -480,40 +516,62 @@ def write_checkpoint(client: RegistryClient, repository: str, view: View) -> str
     Raises:
         RegistryError: the registry refused the write (the previous checkpoint stays in place).
     """
-    if view.state is not None:
-        view = complete(client, repository, view)
-    records = [json.loads(r.to_json()) for r in view.records]
-    doc = {"schema": 1, "variant": view.variant, "records": records}
-    body = gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
-    digest = "sha256:" + hashlib.sha256(body).hexdigest()
-    state = _state_blob(view)
-    state_digest = "sha256:" + hashlib.sha256(state).hexdigest()
-    newest = view.records[-1].id if view.records else ""
-    notes = {CHECKPOINT_ANNOTATION: json.dumps({"records": len(view.records), "newest": newest})}
-    blobs = [(digest, body), (state_digest, state)]
-    client.each(lambda c, b: c.blob_exists(repository, b[0]) or c.upload_blob(
-        repository, b[0], b[1], len(b[1])), blobs)
-    manifest = _artifact_manifest(digest, len(body), CHECKPOINT_TYPE, notes,
-                                  layers=[(STATE_TYPE, state_digest, len(state))])
-    client.put_manifest(repository, checkpoint_tag(view.variant), manifest, OCI_MANIFEST)
-    _CHECKPOINTS[(client.host, digest)] = {r.id: r for r in view.records}
-    return digest
-
-
-def _state_blob(view: View) -> bytes:
-    """The folded state of a full view as the checkpoint's layer: moving tags, the digests of the
-    versions they name, every claimed version, the newest id and the ids within :data:`WINDOW` of
-    it. Bytes grow only with the number of versions (a few per release), never with records."""
-    state = fold(actions_of(view.records), view.variant)
-    newest = view.records[-1].id if view.records else ""
+    base = view.base if view.state is not None else None
+    if base is not None:
+        known = {r.id: r for r in (*base.pending, *view.records)}
+        pending = tuple(known[i] for i in sorted(known))
+        segments, count, state = list(base.segments), base.count + len(view.records), view.fold()
+        everything: dict[str, Record] | None = None
+    else:
+        pending, segments, count = view.records, [], len(view.records)
+        state, everything = fold(actions_of(view.records), view.variant), {
+            r.id: r for r in view.records}
+    uploads = []
+    if not segments or len(pending) >= SEAL:
+        body = _records_blob(view.variant, pending)
+        segments.append(("sha256:" + hashlib.sha256(body).hexdigest(), len(body)))
+        uploads.append((segments[-1][0], body))
+        pending = ()
+    newest = max([base.newest if base else "", *(r.id for r in view.records)])
     floor = window_floor(view.variant, newest)
+    recent = {i for i in (base.recent if base else ()) if i >= floor} | {
+        r.id for r in (*pending, *view.records) if r.id >= floor}
+    state_body = _state_blob(view.variant, state, newest, sorted(recent), count, pending)
+    key = "sha256:" + hashlib.sha256(state_body).hexdigest()
+    uploads.append((key, state_body))
+    client.each(lambda c, b: c.blob_exists(repository, b[0]) or c.upload_blob(
+        repository, b[0], b[1], len(b[1])), uploads)
+    notes = {CHECKPOINT_ANNOTATION: json.dumps({"records": count, "newest": newest,
+                                                "pending": len(pending)})}
+    (first, size), rest = segments[0], segments[1:]
+    manifest = _artifact_manifest(first, size, CHECKPOINT_TYPE, notes, layers=[
+        (STATE_TYPE, key, len(state_body)), *((CHECKPOINT_TYPE, d, n) for d, n in rest)])
+    client.put_manifest(repository, checkpoint_tag(view.variant), manifest, OCI_MANIFEST)
+    if everything is not None:
+        _CHECKPOINTS[(client.host, key)] = everything
+    return key
+
+
+def _records_blob(variant: str, records: tuple[Record, ...]) -> bytes:
+    """A segment: ``{"schema": 1, "variant", "records": [...]}`` gzip'd (the format older
+    paddlecd reads as a whole checkpoint)."""
+    doc = {"schema": 1, "variant": variant, "records": [json.loads(r.to_json()) for r in records]}
+    return gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
+
+
+def _state_blob(variant: str, state: State, newest: str, recent: list[str], count: int,
+                pending: tuple[Record, ...]) -> bytes:
+    """The state layer: moving tags, the digests of the versions they name, every claimed version,
+    the newest id, the ids within :data:`WINDOW` of it, and the pending records. Without the
+    pending records its bytes grow only with the number of versions, never with records."""
     named = set(state.moving.values())
     doc = {
-        "schema": 1, "variant": view.variant, "records": len(view.records), "newest": newest,
+        "schema": 1, "variant": variant, "records": count, "newest": newest,
         "moving": {t: str(v) for t, v in sorted(state.moving.items())},
         "releases": {str(v): d for v, d in sorted(state.releases.items()) if v in named},
-        "claimed": sorted(str(v) for v in state.releases),
-        "recent": [r.id for r in view.records if r.id >= floor],
+        "claimed": sorted(str(v) for v in state.claimed | set(state.releases)),
+        "recent": recent,
+        "pending": [json.loads(r.to_json()) for r in pending],
     }
     return gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
 
@@ -526,39 +584,31 @@ def window_floor(variant: str, newest: str) -> str:
     return f"ledger.{variant}.{(id_time(newest) - WINDOW).strftime('%Y%m%dT%H%M%S%f')}Z"
 
 
-def complete(client: RegistryClient, repository: str, view: View) -> View:
-    """A partial view (:func:`read_head`, :func:`read_window`) made full: the records of the
-    current checkpoint added to its own.
-
-    Raises:
-        PromotionError: the checkpoint's records cannot be read (the partial view came from it).
-        RegistryError: the registry failed.
-    """
-    if view.state is None:
-        return view
-    digest, cached, problem = _load_checkpoint(client, repository, view.variant)
-    if problem or (view.newest and view.newest not in cached):
-        raise PromotionError(f"ledger checkpoint of {view.variant} unreadable: "
-                             f"{problem or 'it lacks its own newest record'}",
-                             "re-run: the next promotion reads the ledger from its tag list")
-    records = {**cached, **{r.id: r for r in view.records}}
-    return dataclasses.replace(view, records=tuple(records[i] for i in sorted(records)),
-                               checkpoint=digest, covered=len(cached), state=None, newest="",
-                               recent=frozenset())
-
-
-def _load_state(client: RegistryClient, repository: str,
-                variant: str) -> tuple[str, State, str, frozenset[str], int] | None:
-    """(records blob digest, state, newest id, recent ids, record count) from the checkpoint's
-    state layer; None when there is none (no checkpoint, one of an older paddlecd) or it is
-    unreadable: the caller reads the records instead."""
+def _checkpoint_manifest(client: RegistryClient, repository: str,
+                         variant: str) -> dict[str, Any] | None:
+    """The checkpoint's manifest, None when there is none or it is not a paddlecd checkpoint."""
     try:
         manifest = client.get_manifest(repository, checkpoint_tag(variant)).json()
     except NotFoundError:
         return None
-    layers = [x for x in manifest.get("layers") or [] if x.get("mediaType") == STATE_TYPE]
+    return manifest if manifest.get("artifactType") == CHECKPOINT_TYPE else None
+
+
+def _segments(manifest: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     config = manifest.get("config") or {}
-    if manifest.get("artifactType") != CHECKPOINT_TYPE or len(layers) != 1:
+    named = [config, *(x for x in manifest.get("layers") or []
+                       if x.get("mediaType") == CHECKPOINT_TYPE)]
+    return tuple((str(x.get("digest", "")), int(x.get("size", 0))) for x in named)
+
+
+def _load_state(client: RegistryClient, repository: str, variant: str,
+                manifest: dict[str, Any] | None = None) -> Checkpoint | None:
+    """The :class:`Checkpoint` from the checkpoint's state layer; None when there is none (no
+    checkpoint, one of an older paddlecd) or it is unreadable: the caller reads the records
+    instead."""
+    manifest = manifest or _checkpoint_manifest(client, repository, variant)
+    layers = [x for x in (manifest or {}).get("layers") or [] if x.get("mediaType") == STATE_TYPE]
+    if manifest is None or len(layers) != 1:
         return None
     key = (client.host, str(layers[0].get("digest", "")))
     if key not in _STATES:
@@ -567,14 +617,16 @@ def _load_state(client: RegistryClient, repository: str,
             if "sha256:" + hashlib.sha256(body).hexdigest() != key[1]:
                 return None
             doc = json.loads(gzip.decompress(body))
-            if doc.get("variant") != variant:
+            pending = tuple(Record.from_json(r) for r in doc["pending"])
+            if doc.get("variant") != variant or any(r.variant != variant for r in pending):
                 return None
             parse = semver.Version.parse
             state = State(releases={parse(v): d for v, d in doc["releases"].items()},
                           moving={t: parse(v) for t, v in doc["moving"].items()},
                           claimed=frozenset(parse(v) for v in doc["claimed"]))
-            _STATES[key] = (str(config.get("digest", "")), state, str(doc["newest"]),
-                            frozenset(doc["recent"]), int(doc["records"]))
+            _STATES[key] = Checkpoint(key=key[1], segments=_segments(manifest), state=state,
+                                      newest=str(doc["newest"]), recent=frozenset(doc["recent"]),
+                                      count=int(doc["records"]), pending=pending)
         except (ValueError, KeyError, TypeError, OSError, EOFError, AttributeError):
             return None
     return _STATES[key]
@@ -604,12 +656,12 @@ def read_head(client: RegistryClient, repository: str, variant: str) -> View | N
         except NotFoundError:
             return None
 
-    record, loaded = client.each(lambda c, read: read(c), [
+    record, base = client.each(lambda c, read: read(c), [
         head, lambda c: _load_state(c, repository, variant)])
-    if loaded is None or record is None or not _TAG.fullmatch(record.id) \
+    if base is None or record is None or not _TAG.fullmatch(record.id) \
             or record.variant != variant:
         return None
-    digest, state, newest, recent, count = loaded
+    newest, recent, count = base.newest, base.recent, base.count
     floor = window_floor(variant, newest)
     walked: list[Record] = []
     try:
@@ -623,8 +675,8 @@ def read_head(client: RegistryClient, repository: str, variant: str) -> View | N
     if record is None and count:
         return None  # the chain never met the checkpoint's records
     return View(variant=variant, records=tuple(sorted(walked, key=lambda r: r.id)),
-                checkpoint=digest, covered=count, fetched=len(walked), via="head", state=state,
-                newest=newest, recent=recent)
+                checkpoint=base.key, covered=count, fetched=len(walked), via="head",
+                state=base.state, newest=newest, recent=recent, base=base)
 
 
 def read_window(client: RegistryClient, repository: str, since: View) -> View | None:
@@ -651,23 +703,43 @@ def read_window(client: RegistryClient, repository: str, since: View) -> View | 
 
 def _load_checkpoint(client: RegistryClient, repository: str,
                      variant: str) -> tuple[str | None, dict[str, Record], str | None]:
-    """(blob digest, {id: record}, None), or (None, {}, why) when the checkpoint is unusable."""
+    """(checkpoint key, {id: record}, None) from every segment and the state's pending records,
+    or (None, {}, why) when the checkpoint is unusable (or (None, {}, None): there is none).
+    The key is the state blob's digest, or the records blob's for an older paddlecd's."""
     try:
         manifest = client.get_manifest(repository, checkpoint_tag(variant)).json()
     except NotFoundError:
         return None, {}, None  # listed a moment ago, gone now: read every record
-    config = manifest.get("config") or {}
-    digest = str(config.get("digest", ""))
-    if manifest.get("artifactType") != CHECKPOINT_TYPE or not digest.startswith("sha256:"):
+    segments = _segments(manifest)
+    if manifest.get("artifactType") != CHECKPOINT_TYPE or not all(
+            d.startswith("sha256:") for d, _ in segments):
         return None, {}, f"{checkpoint_tag(variant)} is not a paddlecd checkpoint"
-    key = (client.host, digest)
+    states = [x for x in manifest.get("layers") or [] if x.get("mediaType") == STATE_TYPE]
+    key = (client.host, str(states[0].get("digest")) if states else segments[0][0])
     if key not in _CHECKPOINTS:
+        notes = json.loads((manifest.get("annotations") or {}).get(CHECKPOINT_ANNOTATION, "{}"))
+        base = _load_state(client, repository, variant, manifest) if states and notes.get(
+            "pending", 1) else None
+        if states and notes.get("pending", 1) and base is None:
+            return None, {}, f"checkpoint {key[1]} unreadable (its state layer)"
         try:
-            body = _get_blob(client, repository, digest)
-            _CHECKPOINTS[key] = _parse_checkpoint(body, digest, variant)
+            parts = client.each(lambda c, d: _segment(c, repository, d, variant),
+                                [d for d, _ in segments])
         except (ValueError, KeyError, TypeError, OSError, EOFError) as e:
-            return None, {}, f"checkpoint {digest} unreadable ({type(e).__name__}: {e})"
-    return digest, _CHECKPOINTS[key], None
+            return None, {}, f"checkpoint {key[1]} unreadable ({type(e).__name__}: {e})"
+        records = {i: r for part in parts for i, r in part.items()}
+        records.update((r.id, r) for r in (base.pending if base else ()))
+        _CHECKPOINTS[key] = records
+    return key[1], _CHECKPOINTS[key], None
+
+
+def _segment(client: RegistryClient, repository: str, digest: str,
+             variant: str) -> dict[str, Record]:
+    """One sealed segment's records (fetched once per process: segments never change)."""
+    key = (client.host, digest)
+    if key not in _SEGMENTS:
+        _SEGMENTS[key] = _parse_checkpoint(_get_blob(client, repository, digest), digest, variant)
+    return _SEGMENTS[key]
 
 
 def _parse_checkpoint(body: bytes, digest: str, variant: str) -> dict[str, Record]:
