@@ -53,8 +53,8 @@ def revision(root: Path) -> Revision:
     """The :class:`Revision` of ``root``'s HEAD. The lock file does not make the tree dirty (it is
     rewritten by ``lock`` itself, and the image built from the tree does not depend on it)."""
     try:
-        full = output(root, "rev-parse", "HEAD").strip()
-        when = output(root, "show", "-s", "--format=%cI", "HEAD").strip()
+        # one git call for both (it was rev-parse + show: each git call is ~5 ms, issue 11)
+        full, _, when = output(root, "show", "-s", "--format=%H %cI", "HEAD").strip().partition(" ")
         dirty = output(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
                        ":!images/lock.yaml").strip()
     except ConfigError:

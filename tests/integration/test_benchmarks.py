@@ -21,6 +21,8 @@ FIGURES = {
         r"^cold\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+",
         r"^no-op rebuild\+push: \d+ bytes",
         r"^cached build\+push profiled: \d+\.\d+ s wall, engine \d+\.\d+ s, paddlecd \d+\.\d+ s",
+        r"^cold build\+push profiled: \d+\.\d+ s wall, engine \d+\.\d+ s, paddlecd \d+\.\d+ s",
+        r"^  cold phases \(medians\): build \d+\.\d+ / \d+\.\d+ s, push \d+\.\d+ / \d+\.\d+ s",
     ],
     "bench_ledger.py": [
         r"^\s+40 new\s+promote\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+",

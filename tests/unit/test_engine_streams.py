@@ -39,10 +39,38 @@ def test_builder_is_picked_explicitly():
     assert "BuildKit" in b.description or "DOCKER_BUILDKIT=1" in b.description
 
 
-def test_builder_refuses_a_cli_without_buildkit(tmp_path):
-    fake = tmp_path / "docker"
-    fake.write_text("#!/bin/sh\n[ \"$1\" = version ] && echo 28.2.2 && exit 0\nexit 1\n")
+def _fake_cli(tmp_path, version: str):
+    """A docker CLI that has no buildx and answers ``--version`` like the real one."""
+    fake = tmp_path / version / "docker"
+    fake.parent.mkdir()
+    fake.write_text(
+        f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'Docker version {version}, build x' && exit 0\n"
+        "exit 1\n"
+    )
     fake.chmod(0o755)
+    return str(fake)
+
+
+def test_builder_refuses_a_cli_without_buildkit(tmp_path):
     with pytest.raises(EngineError) as e:
-        engine.pick_builder(str(fake))
+        engine.pick_builder(_fake_cli(tmp_path, "28.2.2"))
     assert "no BuildKit-capable docker CLI" in e.value.cause
+
+
+def test_builder_takes_an_old_cli_with_docker_buildkit(tmp_path):
+    # the version comes from the client-only `docker --version` (Debian's suffix included)
+    cli = _fake_cli(tmp_path, "20.10.24+dfsg1")
+    b = engine.pick_builder(cli)
+    assert b.argv == (cli, "build") and ("DOCKER_BUILDKIT", "1") in b.env
+    assert "20.10 with DOCKER_BUILDKIT=1" in b.description
+
+
+def test_builder_prefers_the_first_usable_cli_on_path(tmp_path, monkeypatch):
+    # probes run at once; the PATH order still decides: 28.x (refused) first, then two 20.10s
+    new, old1, old2 = (_fake_cli(tmp_path, v) for v in ("28.2.2", "20.10.24", "20.10.5"))
+    monkeypatch.setattr(engine, "_docker_clis", lambda: [new, old1, old2])
+    engine.pick_builder.cache_clear()
+    try:
+        assert engine.pick_builder().argv == (old1, "build")
+    finally:
+        engine.pick_builder.cache_clear()

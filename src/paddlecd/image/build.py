@@ -12,6 +12,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,10 +171,18 @@ def build(
             failed.
         RegistryError: the base could not be pulled (:func:`pull_base`).
     """
-    v = variants.get(settings, variant_name)
-    entry = lock.check(settings, v)
-    pull_base(settings, entry, on_line=on_line)
-    tag = candidate_tag(settings, v.name)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # The builder probe (CLI subprocesses, ~0.1 s on the 2-core VM) and the engine client's
+        # connect + ping (0.02-0.1 s) run while the variant, the lock and git are read; the later
+        # calls then find them cached, or raise their errors themselves (lru_cache keeps no
+        # exceptions). Issue 11, profiled with bench_build_push.py --profile-cold.
+        pool.submit(engine.pick_builder, settings.build.docker_cli)
+        pool.submit(engine.client)
+        v = variants.get(settings, variant_name)
+        entry = lock.check(settings, v)
+        tag = candidate_tag(settings, v.name)
+        labels = labels_for(settings, v, entry)
+    pull_base(settings, entry, on_line=on_line)  # after: it may use the client made above
     started = time.monotonic()
     images = settings.root / "images"
     builder, log = buildkit_build(
@@ -182,7 +191,7 @@ def build(
         dockerfile=images / v.dockerfile,
         tag=tag,
         build_args={"BASE": entry.pinned, "PACKAGES": " ".join(v.packages)},
-        labels=labels_for(settings, v, entry),
+        labels=labels,
         log_name=f"build-{v.name}",
         on_line=on_line,
         no_cache=no_cache,
