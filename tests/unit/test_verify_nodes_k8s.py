@@ -390,3 +390,28 @@ def test_dry_run_pods_carry_this_checkouts_git_revision(tmp_path, monkeypatch, c
                             json=True)
     labels = [d["metadata"]["labels"] for d in json.loads(capsys.readouterr().out)["manifests"]]
     assert labels and {lab["paddlecd.io/git-revision"] for lab in labels} == {head[:63]}
+
+
+def test_an_unreachable_api_server_leaves_no_evidence_folder(tmp_path, monkeypatch):
+    """verify --nodes 2 --cluster k8s through verify.run: the image's digest and labels come from
+    the registry (stood in for here: no registry in unit tests; tests/integration/test_verify_nodes.py reads
+    them for real), the API server is unreachable, and the evidence folder it would have written
+    is not left behind empty."""
+    from paddlecd.verify import run as verify_run
+
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "ci", "user": {"token": "t"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "ci"}}],
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    monkeypatch.setattr(verify_run, "target", lambda *a: IMAGE)
+    monkeypatch.setattr(verify_run, "_labels", lambda *a, **k: {
+        "io.paddlecd.variant": "cpu", "io.paddlecd.device": "cpu"})
+    settings = project_settings(tmp_path / "state")
+    with pytest.raises(ClusterError):
+        verify_run.verify(settings, image=IMAGE, nodes=2, cluster="k8s")
+    assert not (settings.state / "verify").exists() or not any(
+        (settings.state / "verify").iterdir())

@@ -18,7 +18,7 @@ from paddlecd import engine, git
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.render import Target
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, VerifyError
+from paddlecd.errors import ClusterError, ConfigError, VerifyError
 from paddlecd.files import now_iso, write_json
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
@@ -301,6 +301,7 @@ def verify(
             f"--out {out_dir} is not empty",
             "give a new or empty folder: verify writes and replaces files there",
         )
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o777)  # the smoke suite runs as the image's non-root user
     (out / "junit.xml").unlink(missing_ok=True)
@@ -318,16 +319,21 @@ def verify(
         )
         if on_k8s:
             gpus = int(gpus_per_node or 0) if labels.get("io.paddlecd.device") == "gpu" else 0
-            ran = nodes_k8s.run_k8s(
-                settings,
-                run_on,
-                nodes=nodes,
-                gpus_per_node=gpus,
-                out=out,
-                on_event=on_event,
-                on_line=on_line,
-                kind=kind,
-            )
+            try:
+                ran = nodes_k8s.run_k8s(
+                    settings,
+                    run_on,
+                    nodes=nodes,
+                    gpus_per_node=gpus,
+                    out=out,
+                    on_event=on_event,
+                    on_line=on_line,
+                    kind=kind,
+                )
+            except ClusterError:
+                if created:
+                    _remove_if_empty(out)  # the run never happened: leave no empty evidence folder
+                raise
             driver = next((f["driver"] for f in ran.facts if f.get("driver")), None)  # GPU-only
         else:
             gpus = 0 if not driver else gpus_per_node or drivers.host_gpus()[1] // nodes  # GPU-only
@@ -469,3 +475,12 @@ def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | No
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as fh:
             fh.write(text)
     return text
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` and its sub-folders when no file is in them (a run that never started)."""
+    if any(p.is_file() for p in folder.rglob("*")):
+        return
+    for sub in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        sub.rmdir()
+    folder.rmdir()
