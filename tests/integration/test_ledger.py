@@ -637,3 +637,33 @@ def test_checkpoints_seal_segments_and_every_reader_sees_every_record(project, m
     head = ledger.read_head(client, repo, "cpu")
     assert head is not None and head.fold().moving == full_fold(client, repo).moving
     assert project.tag("latest-cpu") == project.tag("1.16.0-cpu")
+
+
+@pytest.mark.parametrize("lost", ["segment", "state"])
+def test_a_checkpoint_blob_the_registry_lost_changes_no_read(project, lost):
+    """A checkpoint naming a blob the registry no longer has (deleted, garbage-collected, or a
+    mirror that copied the manifest without it) is a broken cache, not a broken ledger: release
+    reads and promotions answer from the records, as with a garbage checkpoint (invariant 1)."""
+    client, repo = project.client, project.settings.release.repository
+    old_records(client, repo, 6)
+    project.candidate()
+    project.promote("1.0.0")  # writes a checkpoint with its state layer
+    manifest = client.get_manifest(repo, ledger.checkpoint_tag("cpu")).json()
+    [state] = [x["digest"] for x in manifest["layers"] if x["mediaType"] == ledger.STATE_TYPE]
+    victim = manifest["config"]["digest"] if lost == "segment" else state
+    client.request("DELETE", f"{repo}/blobs/{victim}", [f"repository:{repo}:pull,push,delete"],
+                   "deleting a checkpoint blob", ok=(202,))
+    view, _ = reads(client, repo)
+    assert list(view.records) == ledger.read_each(client, repo, "cpu") and len(view.records) == 7
+    # (the state layer is not needed for the full read when it holds no pending records)
+    assert (view.problem is not None) == (lost == "segment")
+    assert ledger.read_head(client, repo, "cpu") is None or lost == "segment"
+    ledger.clear_cache()
+    [(record, _)] = [row for row in release.list_releases(project.settings, "cpu")
+                     if row[0].version == "1.0.0"]
+    ledger.clear_cache()
+    assert release.show(project.settings, "1.0.0-cpu")
+    digest = project.candidate()
+    ledger.clear_cache()
+    project.promote("1.1.0")
+    assert project.tag("latest-cpu") == digest and len(ledger.read_each(client, repo, "cpu")) == 8

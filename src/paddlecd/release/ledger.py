@@ -631,6 +631,8 @@ def _load_state(client: RegistryClient, repository: str, variant: str,
                                       count=int(doc["records"]), pending=pending)
         except (ValueError, KeyError, TypeError, OSError, EOFError, AttributeError):
             return None
+        except NotFoundError:
+            return None  # a state blob the registry lost: a broken cache, read the records
     return _STATES[key]
 
 
@@ -729,6 +731,9 @@ def _load_checkpoint(client: RegistryClient, repository: str,
                                 [d for d, _ in segments])
         except (ValueError, KeyError, TypeError, OSError, EOFError) as e:
             return None, {}, f"checkpoint {key[1]} unreadable ({type(e).__name__}: {e})"
+        except NotFoundError as e:  # a segment the registry lost (deleted, collected, not
+            # mirrored): the cache is broken, not the ledger (invariant 1)
+            return None, {}, f"checkpoint {key[1]} unreadable ({e.cause})"
         records = {i: r for part in parts for i, r in part.items()}
         records.update((r.id, r) for r in (base.pending if base else ()))
         _CHECKPOINTS[key] = records
