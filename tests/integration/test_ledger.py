@@ -667,3 +667,38 @@ def test_a_checkpoint_blob_the_registry_lost_changes_no_read(project, lost):
     ledger.clear_cache()
     project.promote("1.1.0")
     assert project.tag("latest-cpu") == digest and len(ledger.read_each(client, repo, "cpu")) == 8
+
+
+def test_a_state_that_disagrees_with_the_tags_is_not_trusted(project):
+    """A state layer that parses and matches its digest but says the moving tags stand elsewhere
+    than the registry has them (hand-edited, or written by a buggy promoter) is not folded from:
+    the plan reads the history instead, so the moving tags end on the fold of every record."""
+    client, repo = project.client, project.settings.release.repository
+    first = project.candidate()
+    project.promote("1.0.0")
+    for version in ("1.1.0", "1.2.0"):
+        project.candidate()
+        project.promote(version)
+    newest = project.tag("1.2.0-cpu")
+    ledger.write_checkpoint(client, repo, reads(client, repo)[0])
+    ledger.clear_cache()
+    base = ledger._load_state(client, repo, "cpu")
+    assert base is not None and base.state.moving["latest-cpu"] == semver_of("1.2.0")
+    v100 = semver_of("1.0.0")
+    lie = dataclasses.replace(base.state, moving={**base.state.moving, "latest-cpu": v100,
+                                                  "1-cpu": v100},
+                              releases={**base.state.releases, v100: first})
+    body = ledger._state_blob("cpu", lie, base.newest, sorted(base.recent), base.count,
+                              base.pending)
+    key = "sha256:" + hashlib.sha256(body).hexdigest()
+    client.upload_blob(repo, key, body, len(body))
+    (seg, size), rest = base.segments[0], base.segments[1:]
+    manifest = ledger._artifact_manifest(seg, size, ledger.CHECKPOINT_TYPE, {}, layers=[
+        (ledger.STATE_TYPE, key, len(body)), *((ledger.CHECKPOINT_TYPE, d, n) for d, n in rest)])
+    client.put_manifest(repo, ledger.checkpoint_tag("cpu"), manifest, OCI_MANIFEST)
+    project.candidate()
+    ledger.clear_cache()
+    project.promote("1.0.5")
+    assert project.tag("latest-cpu") == project.tag("1-cpu") == newest  # 1.2.0 > 1.0.5
+    assert full_fold(client, repo).moving["latest-cpu"] == semver_of("1.2.0")
+

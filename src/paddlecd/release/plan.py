@@ -315,6 +315,15 @@ def plan_promotion(
         check_tags(variant, v)
         have = currents(dst, dst_ref.repository, [release_tag(v, variant),
                                                   *moving_tags(v, variant)])
+        if view.state is not None and any(have[t] not in (None, old.digest_of(t))
+                                          for t in moving_tags(v, variant)):
+            # the state says a moving tag of this version stands elsewhere than the registry has
+            # it (moved by hand, or a state not to be trusted; a missing one is a killed
+            # promotion's, which the reconcile writes): fold the records instead (no request
+            # more when they agree, the usual case)
+            view = ledger.read_by_name(dst, dst_ref.repository, variant) or ledger.read_view(
+                dst, dst_ref.repository, variant, dst.list_tags(dst_ref.repository))
+            records, old = list(view.records), view.fold()
         _refuse_clobber(dst_ref, old, v, variant, d, have)
         done = any(r.action == "promote" and r.version == str(v) and r.digest == d
                    for r in records)
