@@ -62,9 +62,12 @@ Invariants (each proved in tests/integration/test_ledger.py):
    the caller reads the whole ledger, which folds it in order and checkpoints it (5). A record is
    taken as covered when its id is more than :data:`WINDOW` older than the state's newest; that
    holds while promoters' clocks agree within WINDOW/2 and a promotion's record is written within
-   WINDOW/2 of its id (``append(max_age=)`` refuses it otherwise). A version the state knows only
-   as claimed (re-promotion, rollback to it) raises ``HistoryNeeded`` in the fold, and the caller
-   reads the history instead.
+   WINDOW/2 of its id (``append(max_age=)`` refuses it otherwise); a record written by other
+   means with an older id is never folded by a promotion from the state (``release.list`` shows
+   its tags as missing). A version the state knows only as claimed (re-promotion, rollback to
+   it) raises ``HistoryNeeded`` in the fold, and the caller reads the history instead; so does a
+   state that names another digest for a moving tag than the registry has (the plan HEADs them
+   anyway), and a checkpoint blob the registry lost (404) is ignored like a garbage one.
 8. **Readable by older paddlecd, and older ledgers readable here**: records keep their format and
    tags (schema 1; ``parent`` is one more key, which readers ignore when they do not know it);
    checkpoint and head tags do not match the record pattern, so older readers skip them. A ledger
