@@ -90,6 +90,7 @@ def toolkit(settings, *, no_cache: bool) -> tuple[float, list[str], dict[str, fl
     engine.pick_builder.cache_clear()
     engine.reset_client()
     git.revision.cache_clear()
+    git.origin_url.cache_clear()
     lines: list[str] = []
     start = time.perf_counter()
     builder.build(settings, "cpu", no_cache=no_cache)

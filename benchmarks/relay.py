@@ -14,12 +14,14 @@ at the relay.
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade"}
 # The resource of a distribution API path: /v2/<name>/<resource>/… (distribution-spec endpoints).
@@ -99,8 +101,13 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
         resp = self._send_upstream(headers, body)
         data = resp.read()
+        extra: dict[str, str] = {}
+        if relay.pages and self.command == "GET" and resp.status == 200 and (
+            urlsplit(self.path).path.endswith("/tags/list")
+        ):
+            data, extra = _page(self.path, data, relay.pages)
         self.send_response_only(resp.status, resp.reason)
-        for key, value in resp.getheaders():
+        for key, value in [*resp.getheaders(), *extra.items()]:
             if key.lower() not in _HOP and not (
                 key.lower() == "content-length" and self.command != "HEAD"
             ):
@@ -143,6 +150,22 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
 
 
+def _page(path: str, data: bytes, default: int) -> tuple[bytes, dict[str, str]]:
+    """A whole tag list (distribution 2.8's answer) cut to one page as the OCI distribution-spec
+    says ("Listing Tags"): tags in lexical order after ``last``, at most ``n`` and never more
+    than ``default`` (a registry may return fewer than asked; distribution 3 caps ``n`` too), and
+    a ``Link: <…>; rel="next"`` header when more follow."""
+    url = urlsplit(path)
+    query = {k: v[0] for k, v in parse_qs(url.query).items()}
+    n, last = min(int(query.get("n") or default), default), query.get("last", "")
+    doc = json.loads(data)
+    after = [t for t in sorted(doc.get("tags") or []) if t > last]
+    doc["tags"], extra = after[:n], {}
+    if len(after) > n:
+        extra["Link"] = f'<{url.path}?{urlencode({"n": n, "last": after[n - 1]})}>; rel="next"'
+    return json.dumps(doc).encode(), extra
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     relay: Relay
@@ -154,13 +177,16 @@ class Relay:
     Args:
         target_port: the registry's port on 127.0.0.1.
         delay: seconds added before forwarding each request (0.02 shows a registry 20 ms away).
+        pages: when > 0, answer tag lists a page at a time (``n``/``last``/``Link``, at most this
+            many tags a page), as a registry that pages does (distribution 3) and
+            distribution 2.8 does not: the tests' stand-in for one.
 
     Attributes:
         host: ``127.0.0.1:<port>`` to use as the registry's address.
     """
 
-    def __init__(self, target_port: int, delay: float = 0.0):
-        self.target_port, self.delay = target_port, delay
+    def __init__(self, target_port: int, delay: float = 0.0, *, pages: int = 0):
+        self.target_port, self.delay, self.pages = target_port, delay, pages
         self._lock = threading.Lock()
         self._counts = {"requests": 0, "up": 0, "down": 0}
         self._kinds: dict[str, tuple[int, int]] = {}

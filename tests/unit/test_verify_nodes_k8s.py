@@ -394,9 +394,9 @@ def test_dry_run_pods_carry_this_checkouts_git_revision(tmp_path, monkeypatch, c
 
 def test_an_unreachable_api_server_leaves_no_evidence_folder(tmp_path, monkeypatch):
     """verify --nodes 2 --cluster k8s through verify.run: the image's digest and labels come from
-    the registry (stood in for here: no registry in unit tests; tests/integration/test_verify_nodes.py reads
-    them for real), the API server is unreachable, and the evidence folder it would have written
-    is not left behind empty."""
+    the registry (stood in for here: no registry in unit tests;
+    tests/integration/test_verify_nodes.py reads them for real), the API server is unreachable,
+    and the evidence folder it would have written is not left behind empty."""
     from paddlecd.verify import run as verify_run
 
     kubeconfig = {

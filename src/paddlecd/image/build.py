@@ -171,13 +171,16 @@ def build(
             failed.
         RegistryError: the base could not be pulled (:func:`pull_base`).
     """
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=4) as pool:
         # The builder probe (CLI subprocesses, ~0.1 s on the 2-core VM) and the engine client's
         # connect + ping (0.02-0.1 s) run while the variant, the lock and git are read; the later
         # calls then find them cached, or raise their errors themselves (lru_cache keeps no
-        # exceptions). Issue 11, profiled with bench_build_push.py --profile-cold.
+        # exceptions); git's calls likewise. Issue 11, profiled with bench_build_push.py
+        # --profile-cold.
         pool.submit(engine.pick_builder, settings.build.docker_cli)
         pool.submit(engine.client)
+        pool.submit(git.revision, settings.root)  # the tag and labels wait for these two
+        pool.submit(git.origin_url, settings.root)
         v = variants.get(settings, variant_name)
         entry = lock.check(settings, v)
         tag = candidate_tag(settings, v.name)
