@@ -753,26 +753,39 @@ def test_a_state_that_disagrees_with_the_tags_is_not_trusted(project):
     assert full_fold(client, repo).moving["latest-cpu"] == semver_of("1.2.0")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (reported, not fixed): a promoter killed between "
-                   "its record and its head leaves a record no read by name reaches, so the "
-                   "re-run plans a second record of the same release; closing it costs a tag "
-                   "list page in every plan (issue 11's byte budget)")
-def test_a_rerun_after_a_kill_between_record_and_head_writes_no_second_record(project):
-    """The record lands, the head does not (SIGKILL between the two PUTs): the re-run of the
-    same promotion should find the record and write none (as it does on an empty ledger)."""
+def test_a_rerun_after_a_kill_between_record_and_head_writes_no_second_record(project,
+                                                                               monkeypatch):
+    """The record lands, the head does not (the promoter dies between the two PUTs): the re-run of
+    the same promotion on the same machine finds the record it had noted and adopts it (points
+    the head at it) instead of writing a second record of the same release."""
     client, repo = project.client, project.settings.release.repository
     for version in ("1.0.0", "1.0.1", "1.0.2"):
         project.candidate()
         project.promote(version)
     digest = project.candidate()
-    plan = release.promote(project.settings, variant="cpu", version="1.1.0").plan
-    killed = dataclasses.replace(plan.record, id=ledger.new_id("cpu"))
-    body = killed.to_json()  # the record's PUT, and no head's
-    ledger._put_artifact(client, repo, killed.id, body, ledger.RECORD_TYPE,
-                         {ledger.ANNOTATION: body.decode()})
+    real = RegistryClient.put_manifest
+
+    def die_at_the_head(self, repository, reference, *a, **k):
+        if reference == ledger.head_tag("cpu"):
+            raise KeyboardInterrupt  # as a SIGKILL there: nothing after it runs
+        return real(self, repository, reference, *a, **k)
+
+    monkeypatch.setattr(RegistryClient, "put_manifest", die_at_the_head)
+    with pytest.raises(KeyboardInterrupt):
+        project.promote("1.1.0")
+    monkeypatch.setattr(RegistryClient, "put_manifest", real)
+    killed = [r.id for r in ledger.read_each(client, repo, "cpu") if r.version == "1.1.0"]
+    assert len(killed) == 1 and ledger.read_head(client, repo, "cpu").newest != killed[0]
     ledger.clear_cache()
-    out = project.promote("1.1.0")
+    lines: list[str] = []
+    out = project.promote("1.1.0", report=lines.append)
+    assert any("adopting it" in line for line in lines), lines
     assert project.tag("latest-cpu") == digest
-    assert [r.id for r in ledger.read_each(client, repo, "cpu") if r.version == "1.1.0"] == [
-        killed.id]
-    assert out.plan.record is None
+    assert [r.id for r in ledger.read_each(client, repo, "cpu") if r.version == "1.1.0"] == killed
+    assert out.record == killed[0]
+    assert client.get_manifest(repo, ledger.head_tag("cpu")).raw == client.get_manifest(
+        repo, killed[0]).raw
+    project.candidate()
+    project.promote("1.2.0")  # the chain goes on from the adopted record
+    head = ledger.read_head(client, repo, "cpu")
+    assert head is not None and head.fold().moving == full_fold(client, repo).moving

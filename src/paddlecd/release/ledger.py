@@ -67,7 +67,11 @@ Invariants (each proved in tests/integration/test_ledger.py):
    its tags as missing). A version the state knows only as claimed (re-promotion, rollback to
    it) raises ``HistoryNeeded`` in the fold, and the caller reads the history instead; so does a
    state that names another digest for a moving tag than the registry has (the plan HEADs them
-   anyway), and a checkpoint blob the registry lost (404) is ignored like a garbage one.
+   anyway), and a checkpoint blob the registry lost (404) is ignored like a garbage one. A
+   promoter killed between its record and its head leaves a record no read by name reaches; the
+   re-run on the same machine adopts it (``<state>/ledger/pending-*.json`` names it; the head is
+   pointed at it when it is still the record's parent), elsewhere it appends a second record of
+   the same release, which the fold treats as the same claim.
 8. **Readable by older paddlecd, and older ledgers readable here**: records keep their format and
    tags (schema 1; ``parent`` is one more key, which readers ignore when they do not know it);
    checkpoint and head tags do not match the record pattern, so older readers skip them. A ledger
@@ -229,6 +233,28 @@ def append(client: RegistryClient, repository: str, record: Record, *,
                              {ANNOTATION: body.decode()})
     _CACHE[(client.host, repository, record.id)] = record  # the reconcile reads it back for free
     client.put_manifest(repository, head_tag(record.variant), manifest, OCI_MANIFEST)
+
+
+def fetch(client: RegistryClient, repository: str, record_id: str) -> Record | None:
+    """The record tagged ``record_id`` (None: a manifest that is no record), once per process.
+
+    Raises:
+        NotFoundError: no such tag. RegistryError: the registry failed.
+    """
+    return _fetch_one(client, repository, record_id)
+
+
+def point_head(client: RegistryClient, repository: str, record: Record) -> None:
+    """Point ``variant``'s head at ``record``, already in the registry (a killed promotion's, which
+    the re-run adopts): its manifest bytes under ``ledger.<variant>.head``, as :func:`append`
+    writes them.
+
+    Raises:
+        NotFoundError: no such record. RegistryError: the registry refused the write.
+    """
+    manifest = client.get_manifest(repository, record.id)
+    client.put_manifest(repository, head_tag(record.variant), manifest.raw,
+                        manifest.descriptor.media_type)
 
 
 def _put_artifact(client: RegistryClient, repository: str, tag: str, body: bytes, media_type: str,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import re
 import threading
 import time
@@ -34,6 +35,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import filelock
@@ -41,7 +43,7 @@ import semver
 
 from paddlecd import files
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, PaddlecdError, PromotionError
+from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
 from paddlecd.image import variants
 from paddlecd.registry.client import RegistryClient
 from paddlecd.release import ledger
@@ -251,8 +253,46 @@ def promote(
                 raise type(plan.refusal)(f"refused: {plan.refusal.cause}",
                                          f"{plan.refusal.hint}; or --force --reason '…' (recorded)")
         if execute:
-            _apply(plan, outcome, report)
+            pending = _pending_path(settings, variant)
+            adopted = _adoptable(plan, pending)
+            if adopted:
+                report(f"ledger record {adopted.id} of a killed run of this promotion found: "
+                       "adopting it (no second record)")
+            _apply(plan, outcome, report, pending=pending, adopted=adopted)
     return outcome
+
+
+def _pending_path(settings: Settings, variant: str) -> Path:
+    """``<state>/ledger/pending-<release repo>-<variant>.json``: the record this machine is about
+    to append, kept until its head is written."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", f"{settings.release_repo}-{variant}")
+    return settings.state / "ledger" / f"pending-{slug}.json"
+
+
+def _adoptable(plan: Plan, pending: Path) -> ledger.Record | None:
+    """The record a killed run of this same promotion left between its record and its head (read
+    from ``pending``, checked in the registry: one GET), when the head is still its parent, so
+    pointing the head at it keeps the chain whole; None otherwise (the re-run appends its own).
+
+    A kill there left a record no read by name reaches; without this the re-run wrote a second
+    record of the same release (harmless to the fold, a duplicate in the history)."""
+    if not (plan.record and plan.dst and plan.ledger_view and pending.is_file()):
+        return None
+    try:
+        data = json.loads(pending.read_text())
+        mine = ledger.Record.from_json(data["record"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    same = (mine.action, mine.variant, mine.version, mine.digest, mine.target) == (
+        plan.record.action, plan.record.variant, plan.record.version, plan.record.digest,
+        plan.record.target)
+    if not same or mine.parent != plan.ledger_view.last:
+        return None
+    try:
+        there = ledger.fetch(plan.dst, plan.repository, mine.id)
+    except NotFoundError:
+        return None
+    return there if there == mine else None
 
 
 def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False,
@@ -275,7 +315,8 @@ def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False
     return outcome
 
 
-def _apply(plan: Plan, outcome: Outcome, report: Echo) -> None:
+def _apply(plan: Plan, outcome: Outcome, report: Echo, *, pending: Path | None = None,
+           adopted: ledger.Record | None = None) -> None:
     assert plan.src and plan.dst
     dst, repo = plan.dst, plan.repository
     if plan.action == "promote":
@@ -292,9 +333,17 @@ def _apply(plan: Plan, outcome: Outcome, report: Echo) -> None:
         if (
             plan.record
         ):  # id and time taken now, not at plan time: the ledger order is the write order
-            record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant),
-                                         when=files.now_iso("milliseconds"))
-            ledger.append(dst, repo, record, max_age=ledger.WINDOW / 2)
+            if adopted:
+                record = adopted
+                ledger.point_head(dst, repo, record)
+            else:
+                record = dataclasses.replace(plan.record, id=ledger.new_id(plan.variant),
+                                             when=files.now_iso("milliseconds"))
+                if pending:  # kept until the head is written: a re-run after a kill adopts it
+                    files.write_json(pending, {"record": json.loads(record.to_json())})
+                ledger.append(dst, repo, record, max_age=ledger.WINDOW / 2)
+            if pending:
+                pending.unlink(missing_ok=True)
             outcome.record = record.id
             report(f"ledger record {record.id}")
     with outcome.phase("write tags", report):
