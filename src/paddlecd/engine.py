@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import re
@@ -343,7 +344,10 @@ def pick_builder(preference: str = "auto") -> Builder:
     once, in threads, and are then read in that order: run one after the other, with the
     daemon-asking ``docker version``, they were 0.19-0.29 s of every ``invoke build`` on the 2-core
     VM (two CLIs on PATH; issue 11, ``bench_build_push.py --profile-cold``), about 6 % of a cold
-    build there. The result is cached for the process.
+    build there; at once, 0.04-0.1 s, still the largest own item of a cached ``invoke build``. The
+    answer is cached for the process and in ``$XDG_CACHE_HOME/paddlecd/builders.json``, keyed on
+    what it depends on (each candidate CLI's file, size and mtime; the buildx plugin files), so a
+    new process does not probe again until a CLI or plugin changes.
 
     Args:
         preference: ``auto`` or the path of a docker CLI to use.
@@ -352,6 +356,71 @@ def pick_builder(preference: str = "auto") -> Builder:
         EngineError: no usable builder; the hint says what to install.
     """
     candidates = [preference] if preference != "auto" else _docker_clis()
+    key = _probe_key(candidates)
+    cached = _read_probe_cache().get(key)
+    if cached:
+        return Builder(tuple(cached["argv"]), tuple(tuple(e) for e in cached["env"]),
+                       cached["description"])
+    builder = _probe(candidates)
+    _write_probe_cache(key, builder)
+    return builder
+
+
+# Where the docker CLI looks for plugins besides $DOCKER_CONFIG/cli-plugins (docker/cli,
+# cli-plugins/manager/manager_unix.go, defaultSystemPluginDirs): installing or removing buildx
+# there changes the probe's answer, so their state is part of the cache key.
+_PLUGIN_DIRS = ("/usr/local/lib/docker/cli-plugins", "/usr/local/libexec/docker/cli-plugins",
+                "/usr/lib/docker/cli-plugins", "/usr/libexec/docker/cli-plugins")
+
+
+def _probe_key(candidates: Sequence[str]) -> str:
+    """What the probe's answer depends on: each candidate CLI (path, the file it resolves to, its
+    size and mtime) and each plugin folder's ``docker-buildx`` (size and mtime, or absent)."""
+    def stat(path: str) -> list[Any]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return [path, None]
+        return [path, os.path.realpath(path), st.st_size, st.st_mtime_ns]
+
+    config = os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
+    plugins = [os.path.join(d, "docker-buildx")
+               for d in (os.path.join(config, "cli-plugins"), *_PLUGIN_DIRS)]
+    doc = {"clis": [stat(c) for c in candidates], "plugins": [stat(p) for p in plugins]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _probe_cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "paddlecd" / "builders.json"
+
+
+def _read_probe_cache() -> dict[str, Any]:
+    try:
+        data = json.loads(_probe_cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_probe_cache(key: str, builder: Builder) -> None:
+    """Remember the probe's answer for ``key`` (a few builders at most; a write that fails only
+    means the next process probes again)."""
+    data = _read_probe_cache()
+    data[key] = {"argv": list(builder.argv), "env": [list(e) for e in builder.env],
+                 "description": builder.description}
+    path = _probe_cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(list(data.items())[-8:])))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _probe(candidates: Sequence[str]) -> Builder:
+    """Run the probes (see :func:`pick_builder`) and return the first usable builder."""
     with ThreadPoolExecutor(max_workers=max(1, 2 * len(candidates))) as pool:
         probes = [
             (cli, pool.submit(_ok, [cli, "buildx", "version"]), pool.submit(_cli_version, cli))

@@ -3,6 +3,8 @@ fails, STYLE §6) and picking a BuildKit-capable docker CLI explicitly."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from paddlecd import engine
@@ -74,3 +76,32 @@ def test_builder_prefers_the_first_usable_cli_on_path(tmp_path, monkeypatch):
         assert engine.pick_builder().argv == (old1, "build")
     finally:
         engine.pick_builder.cache_clear()
+
+
+def test_the_builder_probe_is_remembered_until_the_cli_changes(tmp_path, monkeypatch):
+    """A new process (the in-process cache cleared) takes the probe's answer from the disk cache
+    without running the CLI; rewriting the CLI (an upgrade) makes it probe again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    calls = tmp_path / "calls"
+    cli = tmp_path / "docker"
+
+    def write(version):
+        cli.write_text(f"#!/bin/sh\necho x >> {calls}\n"
+                       f"[ \"$1\" = --version ] && echo 'Docker version {version}, build x' "
+                       "&& exit 0\nexit 1\n")
+        cli.chmod(0o755)
+
+    write("20.10.24")
+    engine.pick_builder.cache_clear()
+    first = engine.pick_builder(str(cli))
+    probes = len(calls.read_text().splitlines())
+    assert first.argv == (str(cli), "build") and probes == 2  # buildx version, --version
+    engine.pick_builder.cache_clear()
+    assert engine.pick_builder(str(cli)) == first
+    assert len(calls.read_text().splitlines()) == probes  # not run again
+    write("20.10.25")
+    os.utime(cli, ns=(1, 1))  # a different file: size/mtime change
+    engine.pick_builder.cache_clear()
+    assert "20.10" in engine.pick_builder(str(cli)).description
+    assert len(calls.read_text().splitlines()) == probes + 2
+    engine.pick_builder.cache_clear()
