@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -253,20 +252,7 @@ def test_concurrent_promoters_lose_no_record_and_agree(project, tmp_path):
     states = [project.with_state(tmp_path / f"runner{i}") for i in range(4)]
     versions = ("1.4.0", "1.5.0", "1.4.1", "2.0.0")
     digests = {v: project.candidate(settings=s) for v, s in zip(versions, states)}
-    barrier, errors = threading.Barrier(4), []
-
-    def run(version, settings):
-        try:
-            barrier.wait()
-            project.promote(version, settings=settings)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=vs) for vs in zip(versions, states)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = project.promote_at_once(versions, states)
     assert errors == []
     view, _ = reads(client, repo)
     assert list(view.records) == ledger.read_each(client, repo, "cpu") and len(view.records) == 16
@@ -461,20 +447,7 @@ def test_concurrent_promoters_on_a_chained_ledger_lose_no_record_and_agree(proje
     states = [project.with_state(tmp_path / f"runner{i}") for i in range(4)]
     versions = ("1.4.0", "1.5.0", "1.4.1", "2.0.0")
     digests = {v: project.candidate(settings=s) for v, s in zip(versions, states)}
-    barrier, errors = threading.Barrier(4), []
-
-    def run(version, settings):
-        try:
-            barrier.wait()
-            project.promote(version, settings=settings)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=vs) for vs in zip(versions, states)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = project.promote_at_once(versions, states)
     assert errors == []
     every = ledger.read_each(client, repo, "cpu")
     assert len(every) == 5 and list(reads(client, repo)[0].records) == every

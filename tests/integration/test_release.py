@@ -98,6 +98,25 @@ class Project:
             **kw,
         )
 
+    def promote_at_once(self, versions, states) -> list[BaseException]:
+        """Promote ``versions[i]`` with ``states[i]`` in threads released together (separate state
+        folders, no shared lock file, as on several runners); the errors they raised."""
+        barrier, errors = threading.Barrier(len(versions)), []
+
+        def run(version, settings):
+            try:
+                barrier.wait()
+                self.promote(version, settings=settings)
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=vs) for vs in zip(versions, states)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return errors
+
     def tag(self, tag: str) -> str | None:
         from paddlecd.release.plan import current
         return current(self.client, self.settings.release.repository, tag)
@@ -303,21 +322,7 @@ def test_concurrent_promotions_keep_every_record_and_end_on_highest(project, tmp
     """Two promoters with separate state folders (no shared lock file, as on two runners)."""
     states = [project.with_state(tmp_path / f"runner{i}") for i in range(2)]
     digests = {v: project.candidate(settings=s) for v, s in zip(("1.4.0", "1.5.0"), states)}
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(2)
-
-    def run(version, settings):
-        try:
-            barrier.wait()
-            project.promote(version, settings=settings)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(v, s)) for v, s in zip(digests, states)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = project.promote_at_once(list(digests), states)
     assert errors == []
     assert sorted(r.version for r in project.records()) == ["1.4.0", "1.5.0"]
     assert project.tag("latest-cpu") == project.tag("1-cpu") == digests["1.5.0"]

@@ -202,7 +202,8 @@ def test_kept_objects_stay_on_the_cluster(cluster, tmp_path):
     assert api.calls("DELETE") == []
 
 
-def test_an_unreachable_api_server_is_one_cluster_error(tmp_path, monkeypatch):
+def _unreachable_cluster(tmp_path, monkeypatch) -> None:
+    """A kubeconfig whose API server is a closed port (127.0.0.1:9), in $KUBECONFIG."""
     kubeconfig = {
         "apiVersion": "v1", "kind": "Config", "current-context": "gone",
         "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],
@@ -211,6 +212,10 @@ def test_an_unreachable_api_server_is_one_cluster_error(tmp_path, monkeypatch):
     }
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+
+
+def test_an_unreachable_api_server_is_one_cluster_error(tmp_path, monkeypatch):
+    _unreachable_cluster(tmp_path, monkeypatch)
     with pytest.raises(ClusterError) as info:
         verify(tmp_path)
     assert "Kubernetes API server http://127.0.0.1:9 unreachable" in info.value.cause
@@ -399,14 +404,7 @@ def test_an_unreachable_api_server_leaves_no_evidence_folder(tmp_path, monkeypat
     and the evidence folder it would have written is not left behind empty."""
     from paddlecd.verify import run as verify_run
 
-    kubeconfig = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
-        "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "ci", "user": {"token": "t"}}],
-        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "ci"}}],
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    _unreachable_cluster(tmp_path, monkeypatch)
     monkeypatch.setattr(verify_run, "target", lambda *a: IMAGE)
     monkeypatch.setattr(verify_run, "_labels", lambda *a, **k: {
         "io.paddlecd.variant": "cpu", "io.paddlecd.device": "cpu"})

@@ -389,15 +389,10 @@ def read_by_name(client: RegistryClient, repository: str, variant: str) -> View 
     Raises:
         RegistryError: the registry failed.
     """
-    def head(c: RegistryClient) -> Record | None:
-        try:
-            return _fetch_one(c, repository, head_tag(variant))
-        except NotFoundError:
-            return None
-
     # head and checkpoint at once (one round trip, not two)
     record, (digest, cached, problem) = client.each(lambda c, read: read(c), [
-        head, lambda c: _load_checkpoint(c, repository, variant)])
+        lambda c: _head(c, repository, variant),
+        lambda c: _load_checkpoint(c, repository, variant)])
     if record is None or not _TAG.fullmatch(record.id) or record.variant != variant:
         return None  # no head (list the tags: an empty repository lists in one short request), or
         # not one paddlecd wrote
@@ -414,6 +409,14 @@ def read_by_name(client: RegistryClient, repository: str, variant: str) -> View 
     return View(variant=variant, records=tuple(records[i] for i in sorted(records)),
                 checkpoint=digest, covered=len(cached), fetched=len(walked), problem=problem,
                 via="head")
+
+
+def _head(client: RegistryClient, repository: str, variant: str) -> Record | None:
+    """The record ``variant``'s head points at; None when there is no head."""
+    try:
+        return _fetch_one(client, repository, head_tag(variant))
+    except NotFoundError:
+        return None
 
 
 def _fetch_one(client: RegistryClient, repository: str, reference: str) -> Record | None:
@@ -683,14 +686,8 @@ def read_head(client: RegistryClient, repository: str, variant: str) -> View | N
     Raises:
         RegistryError: the registry failed.
     """
-    def head(c: RegistryClient) -> Record | None:
-        try:
-            return _fetch_one(c, repository, head_tag(variant))
-        except NotFoundError:
-            return None
-
     record, base = client.each(lambda c, read: read(c), [
-        head, lambda c: _load_state(c, repository, variant)])
+        lambda c: _head(c, repository, variant), lambda c: _load_state(c, repository, variant)])
     if base is None or record is None or not _TAG.fullmatch(record.id) \
             or record.variant != variant:
         return None
