@@ -32,7 +32,7 @@ import docker.errors
 import docker.types
 import requests
 
-from paddlecd import proc
+from paddlecd import files, proc
 from paddlecd.errors import EngineError, PaddlecdError, RegistryAuthError, RegistryError
 from paddlecd.types import Echo
 
@@ -409,14 +409,8 @@ def _write_probe_cache(key: str, builder: Builder) -> None:
     data = _read_probe_cache()
     data[key] = {"argv": list(builder.argv), "env": [list(e) for e in builder.env],
                  "description": builder.description}
-    path = _probe_cache_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(dict(list(data.items())[-8:])))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        files.write_json(_probe_cache_path(), dict(list(data.items())[-8:]))
 
 
 def _probe(candidates: Sequence[str]) -> Builder:
