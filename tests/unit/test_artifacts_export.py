@@ -10,6 +10,7 @@ from paddlecd.errors import ConfigError
 
 
 def _folder(tmp_path, *names):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     for n in names:
         (tmp_path / n).write_bytes(b"x")
     return tmp_path
@@ -75,3 +76,43 @@ def test_a_jit_save_prefix_is_taken_as_its_folder(tmp_path):
     """deploy prints the model as the jit.save prefix (`<output>/model`); upload accepts it too."""
     _folder(tmp_path, "model.json", "model.pdiparams")
     assert find_export(tmp_path / "model").files == ("model.json", "model.pdiparams")
+
+
+def test_a_symlink_out_of_the_export_folder_is_refused_by_name(tmp_path):
+    """The trial's hole: model.pdiparams -> /etc/shadow was uploaded (and stored world-readable)."""
+    folder = _folder(tmp_path / "export", "model.json")
+    secret = _folder(tmp_path / "elsewhere", "shadow") / "shadow"
+    (folder / "model.pdiparams").symlink_to(secret)
+    with pytest.raises(ConfigError, match="model.pdiparams is a symlink to .*elsewhere/shadow, "
+                       "outside the export folder"):
+        find_export(folder)
+
+
+def test_a_relative_symlink_that_climbs_out_is_refused(tmp_path):
+    folder = _folder(tmp_path / "export", "model.json", "model.pdiparams")
+    (tmp_path / "ref.npz").write_bytes(b"x")
+    (folder / "reference_inputs.npz").symlink_to("../ref.npz")
+    with pytest.raises(ConfigError, match="reference_inputs.npz is a symlink to .*outside"):
+        find_export(folder)
+
+
+def test_a_symlink_inside_the_folder_is_read_as_its_target(tmp_path):
+    folder = _folder(tmp_path / "export", "model.json")
+    _folder(folder / "weights", "v3.pdiparams")
+    (folder / "model.pdiparams").symlink_to("weights/v3.pdiparams")
+    assert find_export(folder).files == ("model.json", "model.pdiparams")
+
+
+def test_a_dangling_symlink_is_named_as_a_link_not_as_missing(tmp_path):
+    folder = _folder(tmp_path / "export", "model.json")
+    (folder / "model.pdiparams").symlink_to("gone.pdiparams")
+    with pytest.raises(ConfigError, match="model.pdiparams is a symlink to .*gone.pdiparams, "
+                       "which is not a file"):
+        find_export(folder)
+
+
+def test_a_check_record_linked_out_of_the_folder_is_refused(tmp_path):
+    folder = _folder(tmp_path / "export", "model.json", "model.pdiparams")
+    (folder / "check.json").symlink_to(_folder(tmp_path / "x", "c.json") / "c.json")
+    with pytest.raises(ConfigError, match="check.json is a symlink"):
+        find_export(folder)

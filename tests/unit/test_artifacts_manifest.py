@@ -85,6 +85,8 @@ def test_manifest_bytes_are_canonical(export):
     [
         (lambda d: d["files"][0].update(sha256="XYZ"), "files/0/sha256"),
         (lambda d: d["files"][0].update(path="../escape"), "files/0/path"),
+        (lambda d: d["files"][0].update(path=".."), "files/0/path"),  # download would climb out
+        (lambda d: d["files"][0].update(path="."), "files/0/path"),
         (
             lambda d: d["files"].append({"path": "manifest.json", "size": 1, "sha256": "0" * 64}),
             "files/2/path",

@@ -60,6 +60,10 @@ def test_good_urls(url, loc):
         ("gs://models", "scheme must be s3:// or file://"),
         ("models/paddle", "scheme must be"),
         ("file://relative/path", "absolute path"),
+        ("s3://models/../x", "has a '.' or '..' segment"),
+        ("s3://models/a/./b", "has a '.' or '..' segment"),
+        ("s3://models/..", "has a '.' or '..' segment"),
+        ("file:///srv/models/../../etc", "has a '.' or '..' segment"),
     ],
 )
 def test_bad_urls(url, message):

@@ -4,6 +4,7 @@ mismatched configuration, no traceback. Runs `invoke` in a subprocess; no servic
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -95,27 +96,32 @@ def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
             ),
             "code.path /nonexistent-code is not a folder",
         ),
+        (
+            ("  path: ../.paddlecd/train-output", "  path: ../../../../../../../../etc"),
+            "output.path resolves to /etc, which is inside the system folder /etc",
+        ),
     ],
 )
 def test_local_deploy_checks_host_folders_before_creating_anything(tmp_path, edit, fragment):
+    """The job file is a copy of examples/train.yaml in tmp_path (never in the checkout: the
+    suite's tests write only under their own tmp_path), its relative folders made absolute."""
     job = (ROOT / "examples/train.yaml").read_text()
     assert edit[0] in job
-    path = (
-        ROOT / "examples" / f".test-{tmp_path.name}.yaml"
-    )  # relative paths resolve against the job file
-    path.write_text(job.replace(edit[0], edit[1]))
-    try:
-        run = invoke(
-            "deploy",
-            "--image",
-            "127.0.0.1:5000/p/q@sha256:" + "a" * 64,
-            "--job",
-            str(path),
-            "--dry-run",
-        )
-    finally:
-        path.unlink()
+    job = job.replace(edit[0], edit[1]).replace(
+        "  path: .\n", f"  path: {ROOT / 'examples'}\n"
+    ).replace("  path: ../.paddlecd/train-output", f"  path: {tmp_path / 'out'}")
+    path = tmp_path / "train.yaml"
+    path.write_text(job)
+    run = invoke(
+        "deploy",
+        "--image",
+        "127.0.0.1:5000/p/q@sha256:" + "a" * 64,
+        "--job",
+        str(path),
+        "--dry-run",
+    )
     assert run.returncode == 2 and fragment in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
@@ -145,6 +151,67 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
         "model.json",
         "model.pdiparams",
     ]
+
+
+def _export_leaking(tmp_path: Path) -> tuple[Path, Path]:
+    """A PIR export whose model.pdiparams links to a secret outside its folder."""
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
+    secret = tmp_path / "secret" / "shadow"
+    secret.parent.mkdir()
+    secret.write_text("root:$6$not-for-upload")
+    (out / "model.pdiparams").symlink_to(secret)
+    return out, secret
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_upload_refuses_a_symlink_out_of_the_export_and_writes_nothing(tmp_path, dry_run):
+    out, secret = _export_leaking(tmp_path)
+    store = tmp_path / "store"
+    run = invoke("upload", "--model-dir", str(out), "--name", "demo", "--version", "1.0.0",
+                 "--to", f"file://{store}", *(["--dry-run"] if dry_run else []),
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"{out}/model.pdiparams is a symlink to {secret}, outside the export" in run.stderr
+    assert "Traceback" not in run.stderr and "not-for-upload" not in run.stdout + run.stderr
+    assert not store.exists()
+
+
+def test_upload_refuses_dot_dot_in_an_s3_prefix_before_any_request(tmp_path):
+    """`s3://bucket/../x` wrote objects under the key `../x/`: S3 keys are not normalised."""
+    out, _ = _export_leaking(tmp_path)
+    run = invoke("upload", "--model-dir", str(out), "--name", "demo", "--version", "1.0.0",
+                 "--to", "s3://models/../x", PADDLECD_STORAGE_ENDPOINT_URL="http://127.0.0.1:1",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "store URL 's3://models/../x' has a '.' or '..' segment" in run.stderr
+
+
+def test_upload_re_checks_links_after_its_plan(tmp_path):
+    """A file swapped for a link between the plan (shown to the user) and the upload is refused."""
+    from paddlecd.artifacts import storage, transfer
+    from paddlecd.errors import ConfigError
+
+    out, secret = _export_leaking(tmp_path)
+    (out / "model.pdiparams").unlink()
+    (out / "model.pdiparams").write_bytes(b"\0" * 64)
+    store = storage.FileStore(tmp_path / "store")
+    plan = transfer.plan_upload(store, out, name="demo", version="1.0.0")
+    (out / "model.pdiparams").unlink()
+    (out / "model.pdiparams").symlink_to(secret)
+    with pytest.raises(ConfigError, match="is a symlink to .*outside the export folder"):
+        transfer.upload(store, plan)
+    assert not (tmp_path / "store").exists()
+
+
+def test_check_refuses_a_symlink_out_of_the_export_before_it_runs_anything(tmp_path):
+    out, secret = _export_leaking(tmp_path)
+    run = invoke("artifacts.check", str(out), "--image", "127.0.0.1:1/p/q@sha256:" + "a" * 64,
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"{out}/model.pdiparams is a symlink to {secret}" in run.stderr
+    assert not (out / "check.json").exists()
 
 
 def test_local_deploy_never_re_owns_an_existing_output_folder(tmp_path):

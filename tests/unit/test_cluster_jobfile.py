@@ -203,3 +203,35 @@ def test_quantities_the_engine_or_the_api_cannot_take_are_refused(tmp_path, reso
 def test_paths_that_leave_their_mount_are_refused(tmp_path, change, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         jobfile.load(write(tmp_path, **change))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"output": {"path": "/etc", "mountPath": "/output"}},
+         "output.path resolves to /etc, which is inside the system folder /etc"),
+        ({"output": {"path": "../../../../../../../../etc", "mountPath": "/output"}},
+         "output.path resolves to /etc, which is inside the system folder /etc"),
+        ({"output": {"path": "/usr/local/out", "mountPath": "/output"}},
+         "output.path resolves to /usr/local/out, which is inside the system folder /usr"),
+        ({"output": {"path": "/", "mountPath": "/output"}},
+         "output.path resolves to /, which is the root folder"),
+        ({"output": {"path": "/tmp", "mountPath": "/output"}},
+         "output.path resolves to /tmp, which is a top-level folder"),
+        ({"code": {"path": "/etc", "mountPath": "/code"}},
+         "code.path resolves to /etc, which is inside the system folder /etc"),
+        ({"data": {"path": "/proc/1", "mountPath": "/data"}},
+         "data.path resolves to /proc/1, which is inside the system folder /proc"),
+    ],
+)
+def test_host_folders_that_are_system_folders_are_refused(tmp_path, change, message):
+    """What a trial found accepted at --dry-run: output at /etc, or ../../../../etc."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        jobfile.load(write(tmp_path, **change))
+
+
+def test_a_read_only_top_level_folder_and_a_deep_output_are_fine(tmp_path):
+    spec = jobfile.load(write(tmp_path, data={"path": "/srv", "mountPath": "/data"},
+                              output={"path": str(tmp_path / "runs" / "out"),
+                                      "mountPath": "/output"}))
+    assert (spec.data.path, spec.output.path) == ("/srv", str(tmp_path / "runs" / "out"))

@@ -101,7 +101,8 @@ def find_export(model_dir: Path) -> Export:
             f"model folder {model_dir} does not exist",
             "pass the folder (or the prefix) given to paddle.jit.save",
         )
-    names = {p.name for p in model_dir.iterdir() if p.is_file()}
+    # a dangling link is listed too, so it is named as a link (check_links), not as "missing"
+    names = {p.name for p in model_dir.iterdir() if p.is_file() or p.is_symlink()}
     params = sorted(
         n[: -len(".pdiparams")] for n in names if n.endswith(".pdiparams") and n != ".pdiparams"
     )
@@ -139,9 +140,39 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
     files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
     files += [n for n in REFERENCE_FILES if n in names]
     files += [prefix + ".onnx"] if prefix + ".onnx" in names else []  # artifacts.check --onnx
-    return Export(
+    export = Export(
         folder=folder, prefix=prefix, format=PROGRAM_SUFFIXES[programs[0]], files=tuple(files)
     )
+    check_links(export)
+    return export
+
+
+def check_links(export: Export) -> None:
+    """Refuse an export whose files are symlinks that leave its folder, or lead nowhere.
+
+    A link inside the folder (``model.pdiparams -> weights/v3.pdiparams``) is read as its target;
+    a link out of it (``model.pdiparams -> /etc/shadow``) would upload, check or mount a file the
+    user never meant to publish, so upload, check and download callers run this before they read.
+
+    Raises:
+        ConfigError: naming the link and its target.
+    """
+    root = export.folder.resolve()
+    for name in (*export.files, *(n for n in CHECK_FILES if (export.folder / n).is_symlink())):
+        path = export.folder / name
+        if not path.is_symlink():
+            continue
+        target = path.resolve()
+        if not target.is_relative_to(root):
+            raise ConfigError(
+                f"{path} is a symlink to {target}, outside the export folder {export.folder}",
+                "copy the file into the folder: paddlecd never follows a link out of an export",
+            )
+        if not target.is_file():
+            raise ConfigError(
+                f"{path} is a symlink to {target}, which is not a file",
+                "re-run paddle.jit.save, or point the link at the export's file",
+            )
 
 
 def hash_file(path: Path, *, chunk: int = 1 << 20) -> FileEntry:

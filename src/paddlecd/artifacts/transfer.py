@@ -216,12 +216,14 @@ def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) 
     half-replaced files. An unchanged model with no leftovers writes nothing (and claims nothing).
 
     Raises:
+        ConfigError: a file of the export became a symlink out of its folder since the plan.
         ConflictError: another upload of this version is running, or finished after ``plan`` was
             made; nothing under the version was written by this call.
         StorageError: a write failed; no manifest is written, and the next upload cleans up.
     """
     if plan.action == "unchanged" and not plan.stale:
         return plan
+    am.check_links(plan.export)  # again: a file may have become a link since the plan was made
     with store.claim(plan.prefix, take_over=plan.overwrite):
         _check_unclaimed_meanwhile(store, plan)
         _write(store, plan, progress)

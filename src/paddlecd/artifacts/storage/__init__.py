@@ -36,9 +36,16 @@ def parse_url(url: str) -> Location:
     """Parse ``s3://bucket[/prefix]`` or ``file:///abs/path``.
 
     Raises:
-        ConfigError: another scheme, no bucket, an invalid bucket name, or a relative file path.
+        ConfigError: another scheme, no bucket, an invalid bucket name, a relative file path, or a
+            ``.``/``..`` segment (S3 keys are not normalised: ``s3://b/../x`` would write under
+            the key ``../x/``).
     """
     parsed = urlparse(url)
+    if {".", ".."} & set(parsed.path.split("/")):
+        raise ConfigError(
+            f"store URL '{url}' has a '.' or '..' segment",
+            "write the prefix without them, e.g. s3://models/paddle",
+        )
     if parsed.scheme == "file":
         if parsed.netloc or not parsed.path.startswith("/"):
             raise ConfigError(
