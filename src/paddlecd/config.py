@@ -55,6 +55,10 @@ class BuildSettings:
     ca_bundle: str | None = None
     pip_index_url: str | None = None
     debian_mirror: str | None = None
+    # BuildKit's cache records are shared by every build on one daemon, and a --no-cache build
+    # registers new layers under the same keys, which later cached builds may pick: builds with
+    # different scopes never reuse each other's RUN layers (images/Dockerfile's CACHE_SCOPE).
+    cache_scope: str | None = None
 
 
 @dataclass(frozen=True)
@@ -387,12 +391,22 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
     args = typing.get_args(typ)
     optional = type(None) in args
     base = next((a for a in args if a is not type(None)), typ) if args else typ
-    if value is None or (
-        optional and isinstance(value, str) and value.lower() in ("", "none", "null")
-    ):
+    if isinstance(value, str) and not value.strip():
+        # an empty value is never the default: a typo'd or unset CI secret must not fall back
+        raise ConfigError(
+            f"setting '{key}' ({_env_name(key)}) is empty",
+            "give a value, or remove the setting to use the default"
+            + (" (or write null for none)" if optional else ""),
+        )
+    if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null")):
         if optional:
             return None
         raise ConfigError(f"setting '{key}' may not be empty", "remove it to use the default")
+    if isinstance(value, (list, dict, tuple, set)):
+        raise ConfigError(
+            f"setting '{key}' must be a single value, got a {type(value).__name__}",
+            "write one value, e.g. " + _env_name(key) + "=...",
+        )
     try:
         if base is bool:
             if isinstance(value, bool):
@@ -403,6 +417,8 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
                 return False
             raise ValueError(value)
         if base in (int, float):
+            if isinstance(value, bool) or (base is int and isinstance(value, float)):
+                raise ValueError(value)  # True is no count, and 1.5 retries is not 1
             number = base(value)
             if number <= 0:  # every numeric setting is a count, a size or a duration
                 raise ConfigError(

@@ -25,7 +25,30 @@ Timespec = Literal["seconds", "milliseconds"]
 # libyaml's loader where PyYAML was built with it (the PyPI wheels are): the same documents and
 # errors as yaml.SafeLoader, ~8x faster on images/variants.yaml (8 ms -> 1 ms; read twice per
 # build+push: benchmarks/bench_build_push.py --profile).
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YAML_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _YAML_LOADER(_YAML_BASE):  # noqa: N801 (a loader class, named as the constant it replaces)
+    """The safe loader, refusing a mapping that repeats a key: YAML 1.2 §3.2.1.1 says keys are
+    unique, and PyYAML silently keeps the last one (yaml/pyyaml#41)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then overrides: allowed
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                repeated = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark, f"duplicate key '{key}'",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_yaml(text: str) -> Any:

@@ -30,6 +30,16 @@ def test_config_cascade_order(tmp_path):
     ("", {"PADDLECD_VERIFY_TIMEOUT": "-5"}, "must be greater than 0"),
     ("registry: [1]", {}, "must be a mapping"),
     ("registry: {url: [unclosed", {}, "not valid YAML"),
+    # empty is not a value (a trial: an empty variable fell back to the default)
+    ("", {"PADDLECD_STATE_DIR": ""}, "setting 'state_dir' (PADDLECD_STATE_DIR) is empty"),
+    ("", {"PADDLECD_VERIFY_SIGNING_KEY": "  "}, "setting 'verify.signing_key' "
+                                                "(PADDLECD_VERIFY_SIGNING_KEY) is empty"),
+    ("", {"PADDLECD_REGISTRY_PUSH_RETRIES": ""}, "(PADDLECD_REGISTRY_PUSH_RETRIES) is empty"),
+    ("storage: {url: ''}", {}, "setting 'storage.url' (PADDLECD_STORAGE_URL) is empty"),
+    # values are typed where they are read
+    ("state_dir: [1, 2]", {}, "setting 'state_dir' must be a single value, got a list"),
+    ("registry: {push_retries: 1.5}", {}, "'registry.push_retries': 1.5 is not an integer"),
+    ("verify: {cpu_ranks: true}", {}, "'verify.cpu_ranks': True is not an integer"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)
@@ -159,3 +169,9 @@ def test_debug_requested_needs_no_valid_configuration(tmp_path, environ, yaml_te
     if yaml_text is not None:
         (tmp_path / "paddlecd.yaml").write_text(yaml_text)
     assert config.debug_requested(environ, root=tmp_path) is expected
+
+
+def test_null_still_means_none_for_an_optional_setting(tmp_path):
+    (tmp_path / "paddlecd.yaml").write_text("storage: {url: null}\nbuild: {ca_bundle: none}\n")
+    s = config.load(root=tmp_path, environ={"PADDLECD_VERIFY_SIGNING_KEY": "null"})
+    assert (s.storage.url, s.build.ca_bundle, s.verify.signing_key) == (None, None, None)

@@ -98,3 +98,16 @@ def test_read_yaml_names_the_file_and_line_and_raises_the_callers_error(tmp_path
         files.read_yaml(missing)
     (tmp_path / "empty.yaml").write_text("")
     assert files.read_yaml(tmp_path / "empty.yaml") is None
+
+
+def test_a_yaml_mapping_that_repeats_a_key_is_refused_with_its_line(tmp_path):
+    """PyYAML keeps the last of two equal keys; a settings or job file that says a thing twice
+    is refused instead, naming the file and the line of the repeat."""
+    from paddlecd.errors import ConfigError
+
+    path = tmp_path / "paddlecd.yaml"
+    path.write_text("registry:\n  url: a.example\n  url: b.example\n")
+    with pytest.raises(ConfigError, match=r"paddlecd.yaml: not valid YAML \(line 3\): "
+                                          r"duplicate key 'url'"):
+        files.read_yaml(path)
+    assert files.load_yaml("base: &b {p: 1}\nrun:\n  <<: *b\n  p: 2\n")["run"] == {"p": 2}
