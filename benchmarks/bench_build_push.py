@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +71,8 @@ def plain(settings, tag: str, *, no_cache: bool) -> tuple[float, list[str], dict
             *secrets,
             "--build-arg",
             f"BASE={entry.pinned}",
+            "--build-arg",  # this run's own cache records, as the toolkit side's (see run())
+            f"CACHE_SCOPE={settings.build.cache_scope}",
             *(["--no-cache"] if no_cache else []),
             str(ROOT / "images"),
         ]
@@ -181,7 +184,11 @@ def print_split(mode: str, split: dict[str, float]) -> None:
 
 def run(rounds: int, server: RegistryServer, state: Path, *, profile: bool = False,
         profile_cold: bool = False) -> None:
-    flags = {"registry.url": server.host, "state_dir": str(state)}
+    # A scope of this run's own: its --no-cache builds register new layers under the cache keys
+    # they build, and a cached build elsewhere on the daemon (a test's, a user's) must not pick
+    # those up; nor must this run's cached side reuse layers that others built.
+    flags = {"registry.url": server.host, "state_dir": str(state),
+             "build.cache_scope": f"bench-{uuid.uuid4().hex[:12]}"}
     base = config.load(flags, root=ROOT)
     settings = config.load({**flags, "registry.repository": "bench/toolkit"}, root=ROOT)
     bootstrap.bootstrap(base, "cpu")  # into this registry, pinned in <state>/lock.local.yaml

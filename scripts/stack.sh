@@ -3,6 +3,7 @@
 #   up        apt packages (docker.io, docker-registry, debootstrap, skopeo, openssl), dockerd, the
 #             project venv (.venv with paddlecd[test]) and the embedded registry on 127.0.0.1:5000
 #   engine    only the packages, dockerd and the venv (what the tests need; they start their own registries)
+#   venv      only the project venv (what the unit tier needs: no services)
 #   down      stop the embedded registry (dockerd is left running)
 # Needs root (or sudo) for apt and dockerd. Never prompts (CI=true, no stdin).
 set -euo pipefail
@@ -73,6 +74,12 @@ start_registry() {
 case "${1:-up}" in
   up) install_packages; start_dockerd; make_venv; start_registry ;;
   engine) install_packages; start_dockerd; make_venv ;;
+  venv)
+    python3 -c 'import venv, ensurepip' 2>/dev/null || {
+      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    }
+    make_venv ;;
   down) [ -f "$STATE/registry/pid" ] && kill "$(cat "$STATE/registry/pid")" 2>/dev/null || true ;;
-  *) echo "usage: $0 [up|engine|down]" >&2; exit 2 ;;
+  *) echo "usage: $0 [up|engine|venv|down]" >&2; exit 2 ;;
 esac

@@ -1,7 +1,52 @@
 #!/usr/bin/env bash
-# The README's test command: start the engine (and install what is missing), then run the whole suite
-# (unit + integration against the real engine, registry and S3 server) with pytest-xdist.
+# The README's test command. Tiers:
+#   scripts/test.sh              the whole suite (unit + integration against the real engine,
+#                                registries and S3 servers the tests start), pytest-xdist on 2
+#                                workers, the 25 slowest tests listed at the end
+#   scripts/test.sh --unit       the unit tier only: no services (pytest -m "not integration")
+#   scripts/test.sh --repeat N   the integration tier N times, each in a new random order
+#                                (pytest-randomly, a new seed a round); prints every test that
+#                                ever failed, with its rounds and seeds; exit 1 if one did
+# Further arguments go to pytest. Installs what is missing first (scripts/stack.sh). Never prompts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/stack.sh engine
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"
+PYTEST=(.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup)
+
+case "${1:-}" in
+  --unit)
+    shift
+    bash scripts/stack.sh venv
+    exec "${PYTEST[@]}" -p no:randomly -m "not integration" "$@"
+    ;;
+  --repeat)
+    rounds=${2:?usage: scripts/test.sh --repeat N [pytest args]}
+    [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "--repeat N: N must be a whole number >= 1, not '$rounds'" >&2; exit 2; }
+    shift 2
+    bash scripts/stack.sh engine
+    logs=$(mktemp -d "${TMPDIR:-/tmp}/paddlecd-repeat.XXXXXX")
+    for round in $(seq "$rounds"); do
+      seed=$(( (RANDOM << 15 | RANDOM) + round ))
+      echo "== round $round/$rounds: integration tier, pytest-randomly seed $seed (log: $logs/$round.log)"
+      set +e
+      "${PYTEST[@]}" --randomly-seed="$seed" --randomly-dont-reset-seed \
+        -m integration -q -rfE "$@" >"$logs/$round.log" 2>&1
+      code=$?
+      set -e
+      tail -n 1 "$logs/$round.log"
+      grep -E '^(FAILED|ERROR) ' "$logs/$round.log" | sed "s/\$/  [round $round, seed $seed]/" \
+        >>"$logs/failed.txt" || true
+      [ "$code" -eq 0 ] || [ -s "$logs/failed.txt" ] ||
+        echo "FAILED round $round: pytest exited $code  [round $round, seed $seed]" >>"$logs/failed.txt"
+    done
+    if [ -s "$logs/failed.txt" ]; then
+      echo "== failed in $rounds rounds (re-run one order with -p randomly --randomly-seed=SEED):"
+      sort "$logs/failed.txt"
+      exit 1
+    fi
+    echo "== no test failed in $rounds shuffled rounds"
+    ;;
+  *)
+    bash scripts/stack.sh engine
+    exec "${PYTEST[@]}" -p no:randomly --durations=25 "$@"
+    ;;
+esac

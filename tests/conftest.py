@@ -3,7 +3,8 @@
 Unit tests (tests/unit) need no services. Integration tests (tests/integration) talk to the real
 Docker engine, a real distribution registry and a real S3 server; .ci/run and scripts/stack.sh start
 the engine, the fixtures start registries and S3 servers themselves. Shared helpers live in
-tests/support (``from support import ROOT, invoke``).
+tests/support (``from support import ROOT, invoke``). The session fails when a test wrote into the
+checkout (support/guard.py).
 """
 
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from paddlecd import config
 
 from support import ROOT, project_settings
+from support.guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401 (hooks)
 
 
 @pytest.fixture

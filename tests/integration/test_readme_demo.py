@@ -1,6 +1,8 @@
 """README command 1, exactly as a user runs it: `./scripts/demo.sh` on the embedded default (Docker
 engine, distribution registry on 127.0.0.1:5000, file:// artifact store), twice — the second run
-must also succeed (safe) and reuse the base, the layers, the release and the upload."""
+must also succeed (safe) and reuse the base, the layers, the release and the upload. It runs in a
+copy of the checkout (support/checkout.py): the demo keeps its state in ``.paddlecd/`` of the
+folder it runs in, and the suite never writes into the checkout."""
 
 from __future__ import annotations
 
@@ -10,13 +12,13 @@ import subprocess
 
 from filelock import FileLock
 
-from support import ROOT
+from support.checkout import copy_checkout
 
 
-def demo(env: dict[str, str]) -> subprocess.CompletedProcess:
+def demo(root, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(ROOT / "scripts/demo.sh")],
-        cwd=ROOT,
+        ["bash", str(root / "scripts/demo.sh")],
+        cwd=root,
         env=env,
         capture_output=True,
         text=True,
@@ -25,12 +27,21 @@ def demo(env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
-def test_readme_command_one_runs_the_whole_pipeline_twice(tmp_path_factory):
+def test_readme_command_one_runs_the_whole_pipeline_twice(tmp_path_factory, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECD_", "DOCKER_CONFIG"))}
+    root = copy_checkout(tmp_path / "checkout")
+    try:
+        _run_twice(root, env, tmp_path_factory)
+    finally:  # the registry the demo started (none when one already answered on :5000)
+        subprocess.run(["bash", "scripts/stack.sh", "down"], cwd=root, env=env,
+                       capture_output=True, timeout=60)
+
+
+def _run_twice(root, env, tmp_path_factory):
     # share the bootstrap lock with the paddle_base fixture: one debootstrap at a time on this
     # engine
     with FileLock(str(tmp_path_factory.getbasetemp().parent / "paddle-base.lock")):
-        first = demo(env)
+        first = demo(root, env)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-3000:]
     for step in (
         "==> build push verify (cpu)",
@@ -39,9 +50,9 @@ def test_readme_command_one_runs_the_whole_pipeline_twice(tmp_path_factory):
         "==> upload the trained model",
     ):
         assert step in first.stdout
-    candidate = json.loads((ROOT / ".paddlecd/candidates/cpu.json").read_text())
+    candidate = json.loads((root / ".paddlecd/candidates/cpu.json").read_text())
     evidence = json.loads(
-        (ROOT / ".paddlecd/evidence" / f"{candidate['digest'][7:]}.json").read_text()
+        (root / ".paddlecd/evidence" / f"{candidate['digest'][7:]}.json").read_text()
     )
     assert (
         evidence["passed"] is True
@@ -49,11 +60,11 @@ def test_readme_command_one_runs_the_whole_pipeline_twice(tmp_path_factory):
     )
     version = f"0.1.0-demo.d{candidate['digest'][7:19]}"
     manifest = json.loads(
-        (ROOT / ".paddlecd/artifacts/linear-demo" / version / "manifest.json").read_text()
+        (root / ".paddlecd/artifacts/linear-demo" / version / "manifest.json").read_text()
     )
     assert manifest["image"]["digest"] == candidate["digest"]
 
-    second = demo(env)
+    second = demo(root, env)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-3000:]
     assert "already in the registry" in second.stdout          # base not rebuilt
     assert "0 bytes uploaded" in second.stdout                  # promotion: nothing new to copy

@@ -7,6 +7,7 @@ import ``from support import ROOT, invoke``; fixtures built on these live in the
 """
 
 from support.cli import INVOKE, clean_env, cli_env, invoke
-from support.project import ROOT, project_settings
+from support.project import ROOT, UNIQUE, WORKER, project_settings
 
-__all__ = ["INVOKE", "ROOT", "clean_env", "cli_env", "invoke", "project_settings"]
+__all__ = ["INVOKE", "ROOT", "UNIQUE", "WORKER", "clean_env", "cli_env", "invoke",
+           "project_settings"]

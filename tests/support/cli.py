@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from support.project import ROOT
+from support.project import CACHE_SCOPE, ROOT
 
 # The invoke of the interpreter running the tests (the project's .venv under .ci/run).
 INVOKE = str(Path(sys.executable).parent / "invoke")
@@ -58,10 +58,11 @@ def signing_env() -> dict[str, str]:
 def cli_env(registry: Any, state: Path, **extra: str) -> dict[str, str]:
     """This process's environment (with what fixtures such as ``registry_env`` and ``s3_env`` set)
     for a user of ``registry`` (a :class:`paddlecd.localstack.RegistryServer`, or ``None``): its
-    Docker config, host and CA, with the state folder and lock file under ``state``, plus
-    ``extra``."""
+    Docker config, host and CA, with the state folder and lock file under ``state`` and this
+    process's build cache scope, plus ``extra``."""
     env = {**os.environ, "PADDLECD_STATE_DIR": str(state),
-           "PADDLECD_LOCK_FILE": str(state / "lock.yaml"), **signing_env()}
+           "PADDLECD_LOCK_FILE": str(state / "lock.yaml"),
+           "PADDLECD_BUILD_CACHE_SCOPE": CACHE_SCOPE, **signing_env()}
     if registry is not None:
         env.update(DOCKER_CONFIG=str(registry.docker_config_dir),
                    PADDLECD_REGISTRY_URL=registry.host)

@@ -105,6 +105,16 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
     return builder.description, log_path
 
 
+def build_args(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -> dict[str, str]:
+    """``--build-arg`` values: the pinned base, the variant's packages and, when set, the cache
+    scope (settings ``build.cache_scope``: a value no other build uses keeps this one's RUN layers
+    apart from theirs; images/Dockerfile declares it before its first RUN)."""
+    args = {"BASE": entry.pinned, "PACKAGES": " ".join(v.packages)}
+    if settings.build.cache_scope:
+        args["CACHE_SCOPE"] = settings.build.cache_scope
+    return args
+
+
 def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -> dict[str, str]:
     """OCI annotations (image-spec annotations.md) plus paddle/cuda/cudnn/variant labels."""
     short, full, when = git.revision(settings.root)
@@ -193,7 +203,7 @@ def build(
         context=images,
         dockerfile=images / v.dockerfile,
         tag=tag,
-        build_args={"BASE": entry.pinned, "PACKAGES": " ".join(v.packages)},
+        build_args=build_args(settings, v, entry),
         labels=labels,
         log_name=f"build-{v.name}",
         on_line=on_line,

@@ -1,0 +1,70 @@
+"""The suite's own rules (STYLE.md §21): no test writes into the checkout, servers listen on ports
+nobody else picked, and a worker's builds keep their cache records to themselves. Two xdist
+workers share one engine and one file system; each rule here failed CI once when broken."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from support import ROOT
+
+SERVERS = {"RegistryServer", "ThreadedMotoServer"}
+
+
+def _pytest(folder, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "support.guard", "-p", "no:cacheprovider",
+         "-p", "no:randomly", "--rootdir", str(folder), *args, str(folder)],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]])
+def test_the_guard_fails_a_session_that_wrote_into_its_checkout(tmp_path, workers):
+    """Run by the controller (with or without xdist workers), it names what a test added."""
+    (tmp_path / "test_leak.py").write_text(textwrap.dedent("""
+        from pathlib import Path
+        def test_writes_next_to_itself():
+            (Path(__file__).parent / "leak.txt").write_text("x")
+        def test_writes_under_tmp_path(tmp_path):
+            (tmp_path / "fine.txt").write_text("x")
+    """))
+    run = _pytest(tmp_path, *workers)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "2 passed" in run.stdout and "the tests wrote into" in run.stdout
+    assert "  added leak.txt" in run.stdout and "fine.txt" not in run.stdout
+
+
+def test_servers_in_tests_and_benchmarks_listen_on_a_free_port():
+    """A literal port is shared by both workers (and a developer's own stack): the second server
+    fails to start, or a test talks to the other worker's."""
+    offenders = []
+    for path in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in SERVERS:
+                port = next((k.value for k in node.keywords if k.arg == "port"), None)
+                named = isinstance(port, ast.Call) and getattr(port.func, "id", "") == "free_port"
+                if not named:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_each_test_process_builds_in_a_cache_scope_of_its_own():
+    """The scope carries the worker id and a suffix unique to the run, in both ways tests make
+    settings (in-process and for an `invoke` subprocess)."""
+    probe = ("from support import cli, project; s = project.project_settings(project.ROOT / 'x');"
+             "print(s.build.cache_scope, cli.cli_env(None, project.ROOT / 'x')"
+             "['PADDLECD_BUILD_CACHE_SCOPE'])")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "PYTEST_XDIST_WORKER": "gw7"}
+    runs = [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                           check=True).stdout.split() for _ in range(2)]
+    assert all(a == b and a.startswith("test-gw7-") for a, b in runs)
+    assert runs[0] != runs[1]
