@@ -329,3 +329,35 @@ def test_a_half_set_of_env_credentials_is_refused(tmp_path):
     )
     assert run.returncode == 2 and "only one of PADDLECD_REGISTRY_USERNAME" in run.stderr
     assert "hunter2-secret" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["verify", "--image", ""], "--image is empty"),
+        (["verify", "--image=   "], "--image is empty"),
+        (["evidence.keygen", "--out", ""], "--out is empty"),
+        (["upload", "--model-dir", "", "--name", "m", "--version", "1.0.0"],
+         "--model-dir is empty"),
+        (["promote", "--variant", "cpu", "--version", "1.2.3 ", "--digest", "sha256:" + "a" * 64,
+          "--dry-run"], "invalid version '1.2.3 ': it has spaces around it"),
+    ],
+)
+def test_an_empty_or_padded_flag_is_refused_by_name_and_nothing_is_written(tmp_path, args,
+                                                                             message):
+    """A trial: verify --image '' verified the variant's candidate; keygen --out '' wrote the
+    private key into the project root; --version '1.2.3 ' was trimmed and promoted."""
+    run = invoke(*args, PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"error: {message}" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_upload_refuses_a_paddle_version_that_is_not_one(tmp_path):
+    out, _ = _export_leaking(tmp_path)
+    run = invoke("upload", "--model-dir", str(out), "--name", "demo", "--version", "1.0.0",
+                 "--paddle-version", "x; rm -rf", "--to", f"file://{tmp_path / 'store'}",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "--paddle-version 'x; rm -rf' is not a Paddle version" in run.stderr
+    assert not (tmp_path / "store").exists()

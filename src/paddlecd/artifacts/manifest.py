@@ -85,6 +85,25 @@ def check_version(version: str) -> str:
     return version
 
 
+# A Paddle release as its wheels name it (PEP 440 as Paddle uses it): 3.0.0, 2.6.1.post117,
+# 3.0.0rc1, 3.1.0.dev20250101, 3.0.0+cu126.
+PADDLE_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}([.+-]?[A-Za-z0-9]+){0,4}$")
+
+
+def check_paddle_version(version: str | None, *, flag: str = "--paddle-version") -> str | None:
+    """``version`` if it reads as a Paddle release (:data:`PADDLE_VERSION_RE`); None stays None.
+
+    Raises:
+        ConfigError: naming ``flag`` and the value (cut to 80 characters).
+    """
+    if version is not None and not PADDLE_VERSION_RE.match(version):
+        raise ConfigError(
+            f"{flag} {version[:80]!r} is not a Paddle version",
+            "give the version paddle.__version__ prints, e.g. 3.0.0 or 2.6.1.post117",
+        )
+    return version
+
+
 def find_export(model_dir: Path) -> Export:
     """Detect the single jit.save export in ``model_dir``.
 

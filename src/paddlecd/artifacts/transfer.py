@@ -119,12 +119,13 @@ def plan_upload(
         overwrite: replace a different model already stored under this name and version.
 
     Raises:
-        ConfigError: bad name, version, image reference, metrics file, or not a jit.save export;
+        ConfigError: bad name, version, Paddle version, image reference, metrics file, or not a
+            jit.save export;
             a ``<prefix>.onnx`` without its ``check.json`` record, or whose parity failed.
         StorageError: the store is unreachable/refuses us, or (without ``overwrite``) the version
             already holds a different model.
     """
-    am.check_name(name), am.check_version(version)
+    am.check_name(name), am.check_version(version), am.check_paddle_version(paddle_version)
     export = am.find_export(model_dir)
     specs = program.inputs_of(export.folder, export.prefix, export.format)
     meta = {

@@ -46,6 +46,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(c, *args, **kwargs):
         try:
+            refuse_empty(kwargs)
             return fn(c, *args, **kwargs)
         except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
             where = f": {e.filename}" if e.filename else ""
@@ -54,6 +55,21 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(e, e.cause, e.hint, e.exit_code)
 
     return wrapper
+
+
+def refuse_empty(flags: dict[str, Any]) -> None:
+    """An empty flag is never its default: ``verify --image ''`` must not verify the variant's
+    candidate, nor ``evidence.keygen --out ''`` write keys into the project root.
+
+    Raises:
+        ConfigError: naming the first flag whose value is empty or only spaces.
+    """
+    for name, value in flags.items():
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(
+                f"--{name.replace('_', '-')} is empty",
+                "give it a value, or leave the flag out for its default",
+            )
 
 
 def _fail(e: BaseException, cause: str, hint: str | None, code: int) -> None:

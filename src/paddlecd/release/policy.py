@@ -39,9 +39,13 @@ def parse_version(text: str) -> semver.Version:
 
     Raises:
         ConfigError: ``v1.4`` (leading ``v``), ``1.4`` (missing patch), ``01.2.3`` (leading zero),
-            build metadata (``+…`` cannot be in an image tag and has no precedence, semver §10).
+            spaces around it (``"1.2.3 "``), build metadata (``+…`` cannot be in an image tag and
+            has no precedence, semver §10).
     """
-    text = (text or "").strip()
+    text = text or ""
+    if text != text.strip():  # "1.2.3 " is a typo or a script's stray newline, never 1.2.3
+        raise ConfigError(f"invalid version {text!r}: it has spaces around it",
+                          f"{_FORMAT}, with nothing around it")
     if text[:1] in ("v", "V"):
         rest = text[1:]
         fixed = rest if re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", rest) else None
