@@ -4,7 +4,8 @@ Unit tests (tests/unit) need no services. Integration tests (tests/integration) 
 Docker engine, a real distribution registry and a real S3 server; .ci/run and scripts/stack.sh start
 the engine, the fixtures start registries and S3 servers themselves. Shared helpers live in
 tests/support (``from support import ROOT, invoke``). The session fails when a test wrote into the
-checkout (support/guard.py).
+checkout (support/guard.py). Tests run unit tier first, the ones that need the bootstrapped base
+last (support/base.py).
 """
 
 from pathlib import Path
@@ -13,8 +14,13 @@ import pytest
 
 from paddlecd import config
 
-from support import ROOT, project_settings
+from support import ROOT, base, project_settings
 from support.guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401 (hooks)
+
+
+@pytest.hookimpl(trylast=True)  # after tests/integration's hook has marked its tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=base.tier)  # stable: pytest's order within each tier (support/base.py)
 
 
 @pytest.fixture

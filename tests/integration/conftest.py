@@ -5,6 +5,8 @@ it).
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from paddlecd import engine
 from paddlecd.localstack import RegistryServer, free_port
 
-from support import engine_cleanup, project_settings
+from support import base, engine_cleanup, project_settings
 
 USER, PASSWORD = "ci", "s3cret-Pa55"
 
@@ -66,6 +68,49 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+# ------------------------------------------------------------ the bootstrapped base, shared
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On one worker, start building the base in the background while the first tests run.
+
+    Debootstrap and the Paddle wheel take ~3 minutes on a fresh machine; tests that need the base
+    run last (tests/conftest.py), and by then the engine has it cached, so each worker's
+    ``paddle_base`` only pushes it. The thread holds :func:`support.base.lock` until it is done;
+    if it fails, ``paddle_base`` builds again and reports the error itself."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker != "gw0" or not any(base.needs_base(i) for i in session.items):
+        return
+    factory = session.config._tmp_path_factory  # what the tmp_path_factory fixture returns
+    lock = base.lock(factory)
+    lock.acquire()
+    state = factory.mktemp("base-prefetch")
+
+    def build() -> None:
+        from paddlecd.image import bootstrap
+
+        try:
+            # a host name nothing resolves: the tag stays local and is never pushed
+            bootstrap.build_base(project_settings(state, **{"registry.url": PREFETCH_HOST}), "cpu")
+        except Exception:  # noqa: BLE001 — paddle_base runs the same steps and fails by name
+            pass
+        finally:
+            lock.release()
+
+    session.config.stash[_PREFETCH] = threading.Thread(target=build, name="base-prefetch",
+                                                       daemon=True)
+    session.config.stash[_PREFETCH].start()
+
+
+PREFETCH_HOST = "base-prefetch.paddlecd.invalid"
+_PREFETCH = pytest.StashKey[threading.Thread]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Untag the background build's base (the engine's build cache keeps its layers)."""
+    thread = session.config.stash.get(_PREFETCH, None)
+    if thread is not None and not thread.is_alive() and not engine_cleanup.keep_requested():
+        engine_cleanup.remove_images_of(PREFETCH_HOST)
 
 
 # ------------------------------------------------------------ artifacts (object storage), issue 4
@@ -157,13 +202,10 @@ def paddle_base(registry, main_state, tmp_path_factory):
     ``registry`` and locked in ``main_state/lock.local.yaml`` (a bootstrapped, per-machine pin). The
     local build is shared by xdist workers (file lock; the engine caches the rootfs and layers);
     each worker pushes to its own registry."""
-    from filelock import FileLock
-
     from paddlecd.image import bootstrap, lock
 
     settings = project_settings(main_state, registry=registry)
-    shared = tmp_path_factory.getbasetemp().parent
-    with pytest.MonkeyPatch.context() as mp, FileLock(str(shared / "paddle-base.lock")):
+    with pytest.MonkeyPatch.context() as mp, base.lock(tmp_path_factory):
         mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
         bootstrap.bootstrap(settings, "cpu")
         entries = lock.lock(settings, ["cpu"])

@@ -10,8 +10,9 @@ import json
 import os
 import subprocess
 
-from filelock import FileLock
+import pytest
 
+from support import base
 from support.checkout import copy_checkout
 
 
@@ -27,6 +28,7 @@ def demo(root, env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.uses_base
 def test_readme_command_one_runs_the_whole_pipeline_twice(tmp_path_factory, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECD_", "DOCKER_CONFIG"))}
     root = copy_checkout(tmp_path / "checkout")
@@ -40,7 +42,7 @@ def test_readme_command_one_runs_the_whole_pipeline_twice(tmp_path_factory, tmp_
 def _run_twice(root, env, tmp_path_factory):
     # share the bootstrap lock with the paddle_base fixture: one debootstrap at a time on this
     # engine
-    with FileLock(str(tmp_path_factory.getbasetemp().parent / "paddle-base.lock")):
+    with base.lock(tmp_path_factory):
         first = demo(root, env)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-3000:]
     for step in (

@@ -6,8 +6,9 @@ of what integration tests leave in the Docker engine.
 import ``from support import ROOT, invoke``; fixtures built on these live in the conftest files.
 """
 
+from support import base
 from support.cli import INVOKE, clean_env, cli_env, invoke
 from support.project import ROOT, UNIQUE, WORKER, project_settings
 
-__all__ = ["INVOKE", "ROOT", "UNIQUE", "WORKER", "clean_env", "cli_env", "invoke",
+__all__ = ["INVOKE", "ROOT", "UNIQUE", "WORKER", "clean_env", "cli_env", "invoke", "base",
            "project_settings"]

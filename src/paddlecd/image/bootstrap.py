@@ -120,6 +120,21 @@ def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = Fa
     v = _bootstrappable(settings, variant_name)
     if not force and base_present(settings, v):
         return None
+    build_base(settings, v.name, on_line=on_line)
+    return publish.push_reference(settings, v.base, on_progress=on_progress or on_line)
+
+
+def build_base(settings: Settings, variant_name: str, *, on_line: Echo | None = None) -> str:
+    """Debootstrap the rootfs (:func:`rootfs`) and build the base of ``variant_name`` on it as the
+    local image ``v.base``, without pushing; returns that tag. Both steps are cached by the engine,
+    so a later :func:`bootstrap` of the same variant into any registry only pushes.
+
+    Raises:
+        ConfigError: the variant has no ``bootstrap`` section.
+        EngineError: debootstrap, the import or the build failed.
+    """
+    v = _bootstrappable(settings, variant_name)
+    assert v.bootstrap is not None  # checked by _bootstrappable
     base_ref = rootfs(settings, v, on_line=on_line)
     dockerfile = settings.root / "images" / "base" / "Dockerfile.cpu"
     buildkit_build(
@@ -142,7 +157,7 @@ def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = Fa
         log_name=f"bootstrap-{v.name}",
         on_line=on_line,
     )
-    return publish.push_reference(settings, v.base, on_progress=on_progress or on_line)
+    return v.base
 
 
 @dataclass(frozen=True)
