@@ -266,3 +266,15 @@ def test_a_missing_kubeconfig_is_a_clear_cluster_error(tmp_path, monkeypatch):
     with pytest.raises(ClusterError, match="no usable kubeconfig") as info:
         k8s.connect(config.load(root=DATA, environ={}))
     assert "KUBECONFIG" in info.value.hint and info.value.exit_code == 9
+
+
+@pytest.mark.parametrize("call", [k8s.connect, k8s.namespace])
+def test_a_kubeconfig_that_is_not_yaml_is_named_with_its_line(tmp_path, monkeypatch, call):
+    """A trial: yaml.ParserError in deploy, doctor and verify --cluster k8s."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("apiVersion: v1\nclusters: [\n  - {name: x\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    with pytest.raises(ClusterError) as e:
+        call(config.load(root=tmp_path, environ={}))
+    assert e.value.cause.startswith(f"kubeconfig {kubeconfig} is not valid YAML (line 3): ")
+    assert "KUBECONFIG" in e.value.hint

@@ -159,3 +159,27 @@ def test_no_helper_runs_until_the_registry_asks_for_credentials(docker_home):
     finally:
         httpd.shutdown()
     assert not (docker_home / "calls-locked").exists()
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("{not json", "not JSON (Expecting property name"),
+        (json.dumps({"auths": {"reg.example:5000": {"auth": "%%%not-base64"}}}),
+         "an 'auths' entry is not base64 of user:password"),
+    ],
+)
+def test_a_broken_config_json_is_named_not_ignored(docker_home, text, why):
+    """A trial: a config.json that is not JSON was silently ignored (the push then failed as
+    unauthorised), and an auths entry that is not base64 gave binascii.Error."""
+    from paddlecd.errors import ConfigError
+
+    (docker_home / "config.json").write_text(text)
+    with pytest.raises(ConfigError) as e:
+        find_credentials("reg.example:5000")
+    assert e.value.cause.startswith(f"Docker config {docker_home / 'config.json'}: {why}")
+    assert "docker login" in e.value.hint
+
+
+def test_no_config_json_means_no_credentials(docker_home):
+    assert find_credentials("reg.example:5000") is None

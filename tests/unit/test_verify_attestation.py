@@ -212,6 +212,27 @@ def test_trusted_key_problems(tmp_path):
     assert [k.source for k in both] == [str(public), str(public)]
 
 
+@pytest.mark.parametrize(
+    "content, why, hint",
+    [
+        (lambda pub, key: b"hello\n", "it holds no PEM block", "list the .pub file"),
+        (lambda pub, key: pub[:70] + b"\n-----END PUBLIC KEY-----\n",
+         "its PUBLIC KEY block does not decode", "list the .pub file"),
+        (lambda pub, key: key, "it holds a PRIVATE KEY", "never private ones"),
+    ],
+)
+def test_a_broken_trusted_key_is_named_in_our_words(tmp_path, content, why, hint):
+    """A trial: a garbage public key printed the library's text cut mid-word, with a hint about
+    private keys whatever the file held."""
+    private, public = keys.keygen(tmp_path / "k")
+    bad = tmp_path / "bad.pub"
+    bad.write_bytes(content(public.read_bytes(), private.read_bytes()))
+    with pytest.raises(SigningKeyError) as e:
+        keys.trusted(_settings(tmp_path, **{"release.trusted_keys": str(bad)}))
+    assert e.value.cause.startswith(f"trusted key {bad} is not a PEM public key: {why}")
+    assert hint in e.value.hint
+
+
 def test_a_trusted_keys_folder_without_a_pub_names_itself_and_how_to_add_one(tmp_path):
     """The workflows' default (.github/attestation-keys) holds only its README until a key is
     committed: one line naming the folder, a hint naming keygen and the README (issue 10)."""

@@ -18,6 +18,7 @@ from typing import Any
 import kubernetes.client
 import kubernetes.config
 import urllib3
+import yaml
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
@@ -59,11 +60,16 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
 
     Args:
         service_account_namespace: the file a pod's service account mounts (tests pass another).
+
+    Raises:
+        ClusterError: the kubeconfig is not YAML (naming the file and line).
     """
     if settings.cluster.namespace:
         return settings.cluster.namespace
     try:
         contexts, current = kubernetes.config.list_kube_config_contexts(config_file=_config_file())
+    except yaml.YAMLError as e:
+        raise _not_yaml(e) from e
     except (ConfigException, FileNotFoundError, TypeError):
         with contextlib.suppress(OSError):
             return service_account_namespace.read_text().strip() or "default"
@@ -73,17 +79,31 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
     return ((chosen or {}).get("context") or {}).get("namespace") or "default"
 
 
+def _not_yaml(e: yaml.YAMLError) -> ClusterError:
+    """A kubeconfig that does not parse, named with the line of the first problem."""
+    mark = getattr(e, "problem_mark", None)
+    name = getattr(mark, "name", None)
+    where = name if name and not name.startswith("<") else _config_file()
+    line = f" (line {mark.line + 1})" if mark else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return ClusterError(f"kubeconfig {where} is not valid YAML{line}: {problem}",
+                        "fix it (kubectl config view reads it too), or point KUBECONFIG elsewhere")
+
+
 def connect(settings: Settings) -> Api:
     """Connect with the kubeconfig: ``$KUBECONFIG`` (a ``:``-separated list) or ``~/.kube/config``,
     context ``settings.cluster.context`` or the current one; else the in-cluster service account.
 
     Raises:
-        ClusterError: no kubeconfig and not inside a cluster, or an unknown context.
+        ClusterError: no kubeconfig and not inside a cluster, a kubeconfig that is not YAML, or an
+            unknown context.
     """
     context = settings.cluster.context
     config_file = _config_file()
     try:
         client = kubernetes.config.new_client_from_config(config_file=config_file, context=context)
+    except yaml.YAMLError as e:
+        raise _not_yaml(e) from e
     except (ConfigException, FileNotFoundError, TypeError) as e:
         try:
             kubernetes.config.load_incluster_config()

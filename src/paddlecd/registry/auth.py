@@ -111,11 +111,13 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
     """Credentials for registry ``host`` (``host[:port]``, ``docker.io`` for the hub), or None.
 
     Order: the environment pair, then config.json as the Docker CLI reads it (module docstring).
-    A missing or unparsable config.json means no credentials (the registry's 401 then says so,
-    with the ``docker login`` hint), as the Docker CLI only warns about it.
+    A missing config.json means no credentials (the registry's 401 then says so, with the
+    ``docker login`` hint); one that cannot be read is an error naming it (the Docker CLI only
+    warns, and then a push fails as unauthorised with no word of the file).
 
     Raises:
-        ConfigError: half of the environment pair is set; an ``auths`` entry is malformed.
+        ConfigError: half of the environment pair is set; config.json is unreadable or not JSON;
+            an ``auths`` entry is malformed (not base64, no ``user:password``).
         RegistryAuthError: the configured credential helper is missing or fails (naming it).
     """
     from_env = env_credentials(environ)
@@ -124,8 +126,12 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
     path = docker_config_path()
     try:
         raw = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
+    except (OSError, ValueError) as e:  # ValueError: not JSON (UnicodeDecodeError included)
+        why = e.strerror if isinstance(e, OSError) else f"not JSON ({e})"
+        raise ConfigError(f"Docker config {path}: {why}",
+                          "fix the file, or remove it and run docker login again") from e
     # imported here: loading docker-py's package costs ~0.1 s and importing paddlecd.cluster or
     # the registry client must not pull in a client library (tests/unit/test_boundaries.py)
     from docker import auth as docker_auth
@@ -133,9 +139,11 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
 
     try:
         cfg = docker_auth.AuthConfig.load_config(None, raw if isinstance(raw, dict) else {})
-    except docker_errors.InvalidConfigFile as e:
+    except (docker_errors.InvalidConfigFile, ValueError) as e:  # binascii.Error: not base64
         hint = "fix or remove the entry (docker login rewrites it)"
-        raise ConfigError(f"{path}: {e}", hint) from e
+        why = e if isinstance(e, docker_errors.InvalidConfigFile) else (
+            f"an 'auths' entry is not base64 of user:password ({e})")
+        raise ConfigError(f"Docker config {path}: {why}", hint) from e
     helper = cfg.get_credential_store(host)
     try:
         with warnings.catch_warnings():  # docker-py warns about a missing helper; we raise instead

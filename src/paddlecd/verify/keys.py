@@ -12,6 +12,7 @@ are ``release.trusted_keys``: files, or folders whose ``*.pub`` files are read, 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,9 +109,11 @@ def _signer(pem: bytes, source: str) -> CryptoSigner:
     try:
         private = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as e:  # not PEM, encrypted, or a public key
+        public = b"PUBLIC KEY-----" in pem
+        why = _pem_problem(pem, "PRIVATE KEY")
         raise SigningKeyError(
-            f"{source} is not an unencrypted PEM private key ({_first_line(e)})",
-            f"give the .key file, not the .pub one; {_KEYGEN_HINT}",
+            f"{source} is not an unencrypted PEM private key: {why}",
+            f"give the .key file, not the .pub one; {_KEYGEN_HINT}" if public else _KEYGEN_HINT,
         ) from e
     if not isinstance(private, ec.EllipticCurvePrivateKey) or private.curve.name != "secp256r1":
         raise SigningKeyError(f"{source} is a {_kind(private)} key, not ECDSA P-256", _KEYGEN_HINT)
@@ -153,9 +156,11 @@ def _public(path: Path) -> SSlibKey:
     try:
         public = serialization.load_pem_public_key(pem)
     except (ValueError, TypeError) as e:
+        private = b"PRIVATE KEY-----" in pem
         raise SigningKeyError(
-            f"trusted key {path} is not a PEM public key ({_first_line(e)})",
-            "release.trusted_keys lists public keys (*.pub), never private ones",
+            f"trusted key {path} is not a PEM public key: {_pem_problem(pem, 'PUBLIC KEY')}",
+            "release.trusted_keys lists public keys (*.pub), never private ones" if private
+            else f"list the .pub file that invoke evidence.keygen wrote; {_KEYGEN_HINT}",
         ) from e
     if not isinstance(public, ec.EllipticCurvePublicKey) or public.curve.name != "secp256r1":
         raise SigningKeyError(
@@ -169,5 +174,15 @@ def _kind(key: object) -> str:
     return f"EC {curve.name}" if curve else type(key).__name__.lstrip("_")
 
 
-def _first_line(e: Exception) -> str:
-    return (str(e).splitlines() or [type(e).__name__])[0][:120]
+def _pem_problem(pem: bytes, want: str) -> str:
+    """What is wrong with ``pem`` when it did not load as a ``want`` (``"PUBLIC KEY"`` or
+    ``"PRIVATE KEY"``), in our words: the library's own text is about ASN.1 internals."""
+    label = re.search(rb"-----BEGIN ([A-Z0-9 ]+)-----", pem)
+    if label is None:
+        return "it holds no PEM block (-----BEGIN ...-----)"
+    name = label.group(1).decode()
+    if "ENCRYPTED" in name or b"Proc-Type: 4,ENCRYPTED" in pem:
+        return f"its {name} is encrypted (paddlecd reads unencrypted keys)"
+    if name.endswith(want):
+        return f"its {name} block does not decode (a damaged or cut copy?)"
+    return f"it holds a {name}"
