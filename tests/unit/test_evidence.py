@@ -145,3 +145,15 @@ def test_a_broken_candidate_names_the_field(settings):
     with pytest.raises(ConfigError) as e:
         evidence.load_candidate(settings, "cpu")
     assert e.value.cause == f"{path}: 'digest' is missing or not a string"
+
+
+def test_the_tally_says_what_pytest_said():
+    """A trial: verify printed "10 checks passed" when pytest said 8 passed, 2 skipped."""
+    checks = [evidence.Check(f"m/t{i}", passed=True) for i in range(8)]
+    checks += [evidence.Check("nccl/gpu", passed=True, skipped=True)] * 2
+    record = evidence.Evidence(digest="sha256:" + "a" * 64, reference="r@sha256:" + "a" * 64,
+                               variant="cpu", passed=True, created="2026-01-01T00:00:00Z",
+                               checks=tuple(checks))
+    assert record.tally == "8 passed, 2 skipped"
+    failing = dataclasses.replace(record, checks=(*checks, evidence.Check("m/x", passed=False)))
+    assert failing.tally == "8 passed, 2 skipped, 1 failed"

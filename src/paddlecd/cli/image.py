@@ -230,7 +230,7 @@ def verify(
     if error:
         raise error
     if not json:
-        result(f"verified {done.reference}: {len(done.record.checks)} checks passed")
+        result(f"verified {done.reference}: {done.record.tally}")
 
 
 def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):

@@ -104,6 +104,16 @@ class Evidence:
         """The checks that did not pass."""
         return tuple(c for c in self.checks if not c.passed)
 
+    @property
+    def tally(self) -> str:
+        """``8 passed, 2 skipped`` (``, 1 failed``): what pytest said, so a GPU check skipped on a
+        CPU image is never counted as one that ran."""
+        skipped = sum(c.skipped for c in self.checks)
+        failed = len(self.failed)
+        ran = len(self.checks) - skipped - failed
+        return f"{ran} passed" + (f", {skipped} skipped" if skipped else "") + (
+            f", {failed} failed" if failed else "")
+
     def missing_checks(self) -> list[str]:
         """The :data:`REQUIRED_CHECKS` modules with no check in this record."""
         present = {c.module for c in self.checks}
