@@ -126,3 +126,25 @@ def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_s
     assert layers[0] == layers[1]
     if before.tag == after.tag:  # HEAD unchanged between the two runs
         assert after.digest == before.digest
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--variant", "cu126"], "is variant 'cpu', not 'cu126'"),
+        (["--gpus-per-node", "2"], "--gpus-per-node 2: {ref} is not a GPU image"),
+    ],
+)
+def test_flags_that_do_not_apply_to_the_image_are_refused(pipeline_run, registry, main_state,
+                                                          tmp_path, flags, message):
+    """A trial: --variant cu126 with a cpu --image, and --gpus-per-node on a CPU image, were
+    ignored. The image is named by its tag: verify resolves it once and says to which digest."""
+    settings = project_settings(main_state, registry=registry)
+    cand = evidence.load_candidate(settings, "cpu")
+    tagged = f"{registry.host}/paddlecd/paddle:{cand.tag.rsplit(':', 1)[-1]}"
+    run = invoke("verify", "--image", tagged, *flags,
+                 env=cli_env(registry, main_state, PADDLECD_STATE_DIR=str(tmp_path / "state")))
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert f"resolved {tagged} to {cand.reference}" in run.stderr
+    assert message.format(ref=cand.reference) in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "state" / "evidence").exists()

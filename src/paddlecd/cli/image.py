@@ -203,7 +203,7 @@ def verify(
         return _verify_manifests(variant, image, nodes, gpus, kind, json)
     done = smoke.verify(
         settings(),
-        variant=None if image else pick_variant(variant),
+        variant=variant if image else pick_variant(variant),  # given with --image: checked
         image=image,
         out_dir=Path(out) if out else None,
         on_line=say,

@@ -277,6 +277,8 @@ def verify(
     """
     on_k8s = check_where(nodes, cluster, kind, gpus_per_node)
     reference = target(settings, variant, image)
+    if image and "@" not in image and on_line:  # a tag is resolved once, and said so
+        on_line(f"resolved {image} to {reference}")
     if keys.configured(settings):
         keys.signer(settings)  # a bad signing key fails now, not after the smoke suite ran
     labels = _labels(settings, reference, pull=not on_k8s)
@@ -288,7 +290,13 @@ def verify(
     if variant and labels.get("io.paddlecd.variant") not in (None, variant):
         raise ConfigError(
             f"{reference} is variant '{labels['io.paddlecd.variant']}', not '{variant}'",
-            "check --image",
+            "check --image, or drop --variant (the image's label names its variant)",
+        )
+    if gpus_per_node and labels.get("io.paddlecd.device") != "gpu":
+        raise ConfigError(
+            f"--gpus-per-node {gpus_per_node}: {reference} is not a GPU image "
+            f"(io.paddlecd.device={labels.get('io.paddlecd.device', 'unset')})",
+            "drop --gpus-per-node for a CPU image (its ranks are processes: verify.cpu_ranks)",
         )
     driver = None
     if labels.get("io.paddlecd.device") == "gpu" and not on_k8s:  # GPU-only: before any container
