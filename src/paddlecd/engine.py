@@ -308,6 +308,20 @@ def pull(ref: str, *, credentials: Credentials | None = None,
         decode_stream(stream, what=f"pulling {ref}", on_progress=on_progress)
 
 
+def ensure_local(ref: str, *, credentials: Credentials | None = None,
+                 on_progress: Echo | None = None) -> bool:
+    """Pull ``ref`` unless the engine has it already; True when it pulled. Starting a container
+    of a missing image would make docker-py pull it without ``credentials``.
+
+    Raises:
+        RegistryAuthError, RegistryError: as :func:`pull`.
+    """
+    if image_exists(ref):
+        return False
+    pull(ref, credentials=credentials, on_progress=on_progress)
+    return True
+
+
 def _auth_config(credentials: Credentials | None) -> dict[str, str] | None:
     """docker-py's ``auth_config`` (the engine API's ``X-Registry-Auth``) for ``credentials``."""
     if credentials is None:

@@ -361,3 +361,32 @@ def test_upload_refuses_a_paddle_version_that_is_not_one(tmp_path):
     assert run.returncode == 2, run.stdout + run.stderr
     assert "--paddle-version 'x; rm -rf' is not a Paddle version" in run.stderr
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("host, sends_pair", [("127.0.0.1:5000", True), ("other.example", False)])
+def test_local_deploy_pulls_with_the_credentials_verify_uses(tmp_path, monkeypatch, host,
+                                                             sends_pair):
+    """A trial: local deploy never passed PADDLECD_REGISTRY_USERNAME/PASSWORD when it pulled
+    (docker-py pulled on container start, without them: "no basic auth credentials"). Every pull
+    takes registry.auth.engine_credentials: the pair for the configured registries only. No
+    engine here: the pull and the containers are recorded, not run."""
+    from paddlecd import engine
+    from paddlecd.cluster import deploy, local
+    from paddlecd.registry.auth import Credentials
+
+    monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "ci")
+    monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "s3cret")
+    pulled = []
+    monkeypatch.setattr(engine, "ensure_local", lambda ref, credentials=None: pulled.append(
+        (ref, credentials)))
+    monkeypatch.setattr(local, "run", lambda *a, **k: None)
+    monkeypatch.setattr(deploy, "_check_export", lambda *a, **k: None)
+    s = config.load({"state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
+    image = f"{host}/p/q@sha256:" + "a" * 64
+    job = (ROOT / "examples/train.yaml").read_text().replace(
+        "  path: .\n", f"  path: {ROOT / 'examples'}\n").replace(
+        "  path: ../.paddlecd/train-output", f"  path: {tmp_path / 'out'}")
+    (tmp_path / "train.yaml").write_text(job)
+    p = deploy.plan(s, job=str(tmp_path / "train.yaml"), image=image, cluster="local")
+    deploy.run(s, p, on_event=lambda m: None, on_line=lambda m: None)
+    assert pulled == [(image, Credentials("ci", "s3cret") if sends_pair else None)]

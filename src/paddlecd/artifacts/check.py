@@ -326,7 +326,7 @@ def check_folder(
     export = am.find_export(folder)
     specs = program.inputs_of(export.folder, export.prefix, export.format)
     reference = resolve_image(settings, image)
-    _pull(reference)
+    _pull(settings, reference)
     out = _out_dir(settings, export)
     spec = engine.ContainerSpec(
         image=reference,
@@ -402,11 +402,11 @@ def _onnx(
     return out, [done, *cases]
 
 
-def _pull(reference: str) -> None:
+def _pull(settings: Any, reference: str) -> None:
     from paddlecd.registry import auth as registry_auth
 
-    if not engine.image_exists(reference):
-        engine.pull(reference, credentials=registry_auth.env_credentials())
+    engine.ensure_local(reference,
+                        credentials=registry_auth.engine_credentials(settings, reference))
 
 
 def _out_dir(settings: Any, export: am.Export) -> Path:

@@ -295,8 +295,13 @@ def run(
         ClusterError: the job failed or could not be submitted; EngineError (local engine).
     """
     if p.cluster == "local":
+        from paddlecd import engine
         from paddlecd.cluster import local
+        from paddlecd.registry import auth as registry_auth
 
+        ref = p.target.reference  # pulled as verify pulls it: the same credentials rule
+        if engine.ensure_local(ref, credentials=registry_auth.engine_credentials(settings, ref)):
+            on_event(f"pulled {ref}")
         started = time.time()
         local.run(
             p.spec,

@@ -22,7 +22,6 @@ from paddlecd.errors import EngineError
 from paddlecd.files import now_iso, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import auth as registry_auth
-from paddlecd.registry.reference import parse_reference
 from paddlecd.types import Echo
 
 LABEL = "io.paddlecd"
@@ -158,16 +157,12 @@ def pull_base(settings: Settings, entry: lock.LockEntry, *, on_line: Echo | None
     Raises:
         RegistryAuthError, RegistryError: the pull failed.
     """
-    creds = registry_auth.env_credentials()
-    host = parse_reference(entry.pinned).registry
-    if not creds or host not in (settings.registry.url, settings.release.registry):
-        return False
-    if engine.image_exists(entry.pinned):
+    creds = registry_auth.engine_credentials(settings, entry.pinned)
+    if not creds or engine.image_exists(entry.pinned):
         return False
     if on_line:
         on_line(f"pulling base {entry.pinned} with {creds.source}")
-    engine.pull(entry.pinned, credentials=creds)
-    return True
+    return engine.ensure_local(entry.pinned, credentials=creds)
 
 
 def build(

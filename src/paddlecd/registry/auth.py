@@ -107,6 +107,23 @@ def env_credentials(environ: Mapping[str, str] | None = None) -> Credentials | N
     return Credentials(user, password, f"{USERNAME_ENV}/PASSWORD") if user and password else None
 
 
+def engine_credentials(settings: Any, reference: str) -> Credentials | None:
+    """The credentials to hand the engine API when it pulls ``reference``: the
+    ``PADDLECD_REGISTRY_*`` pair when the reference's registry is a configured one
+    (``registry.url``, ``release.registry``), else None, and docker-py then reads config.json and
+    its helpers as the Docker CLI does. Every pull (build's base, verify, artifacts.check, local
+    deploy) takes this one rule; the registry client applies the same (client_for).
+
+    Raises:
+        ConfigError: half of the environment pair is set, or ``reference`` is malformed.
+    """
+    from paddlecd.registry.reference import parse_reference
+
+    creds = env_credentials()
+    host = parse_reference(reference).registry
+    return creds if creds and host in (settings.registry.url, settings.release.registry) else None
+
+
 def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> Credentials | None:
     """Credentials for registry ``host`` (``host[:port]``, ``docker.io`` for the hub), or None.
 

@@ -427,7 +427,7 @@ def _labels(settings: Settings, reference: str, *, pull: bool) -> dict[str, str]
     """The image's labels: pulled and inspected on the engine (``pull``, the image runs here),
     else read from the registry's config blob (a cluster pulls it, not this machine)."""
     if pull:
-        engine.pull(reference, credentials=registry_auth.env_credentials())
+        engine.pull(reference, credentials=registry_auth.engine_credentials(settings, reference))
         return engine.image_labels(reference)
     client, ref = registry.open_reference(settings, reference)
     return client.image_labels(ref.repository, str(ref.digest))
