@@ -144,3 +144,10 @@ class DoctorError(PaddlecdError):
 class ModelCheckError(VerifyError):
     """An exported model failed its check in the runtime image (issue 13), or could not be checked
     there (an image without Paddle); exit code 6, as every verification failure."""
+
+
+class Interrupted(PaddlecdError):
+    """The user interrupted the run (Ctrl-C, SIGINT); exit code 130, the shell's 128 + SIGINT.
+    (Not the builtin ``InterruptedError``, which is an ``OSError`` for EINTR.)"""
+
+    exit_code = 130

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from paddlecd.errors import PipelineError, VerifyError
+from paddlecd.errors import Interrupted, PipelineError, VerifyError
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import stages
 from paddlecd.pipeline.records import Summary
@@ -112,6 +112,30 @@ def test_failed_stage_stops_the_run_and_resume_reuses_recorded_outputs(settings)
     assert second.summary.stages[1].variants["cpu"].attempt == 1
     assert second.summary.stages[3].variants["cpu"].attempt == 2
     assert [e.stage for e in events if e.status == "reused"] == ["lock-check", "build", "push"]
+
+
+def test_ctrl_c_records_the_run_as_interrupted_and_resume_continues_it(settings):
+    """A trial: Ctrl-C in pipeline.run exited 1 with no message and left the run "running"."""
+    fakes = Fakes()
+    kinds = fakes.kinds()
+    verify = kinds["verify"]
+
+    def interrupted(ctx):
+        kinds["verify"] = verify  # once
+        raise KeyboardInterrupt
+
+    kinds["verify"] = interrupted
+    with pytest.raises(Interrupted) as e:
+        pipeline.run(settings, "pr", kinds=kinds, on_event=lambda ev: None, given=("cpu",))
+    assert e.value.exit_code == 130 and "was interrupted" in e.value.cause
+    assert "invoke pipeline.run pr --resume" in e.value.hint
+    folder, saved = pipeline.last_run(settings, "pr")
+    assert saved.status == "interrupted" and saved.finished
+    assert [s.status for s in saved.stages] == ["succeeded"] * 3 + ["interrupted"]
+    assert "⏹" in (folder / "summary.md").read_text()
+    fakes.calls.clear()
+    again = pipeline.run(settings, "pr", kinds=kinds, on_event=lambda ev: None, resume=True)
+    assert fakes.calls == [("verify", "cpu")] and again.summary.status == "succeeded"
 
 
 def test_resume_without_a_previous_run_is_refused(settings):

@@ -23,7 +23,7 @@ from rich.markup import escape
 
 from paddlecd import config
 from paddlecd.cli import argv
-from paddlecd.errors import ConfigError, PaddlecdError
+from paddlecd.errors import ConfigError, Interrupted, PaddlecdError
 from paddlecd.types import Echo
 
 # emoji off: a ":name:" in a cause, a log line or an annotation is printed as it is
@@ -53,6 +53,8 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(e, f"{e.strerror or e}{where}", "check the path and its permissions", 2)
         except PaddlecdError as e:
             _fail(e, e.cause, e.hint, e.exit_code)
+        except KeyboardInterrupt as e:  # Ctrl-C in a task that records nothing: 128 + SIGINT
+            _fail(e, "interrupted", None, Interrupted.exit_code)
 
     return wrapper
 

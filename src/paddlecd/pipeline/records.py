@@ -4,10 +4,12 @@
 shape written by an older paddlecd resumes)::
 
     {"schema": 1, "pipeline": "pr", "run_id": "20261129T160500Z-4621",
-     "status": "running|succeeded|failed", "started"/"finished": ISO-8601 UTC, "revision": git sha,
+     "status": "running|succeeded|failed|interrupted", "started"/"finished": ISO-8601 UTC,
+     "revision": git sha,
      "variants": ["cpu"], "selected_by": "…", "base_ref": str|null, "options": {"version"…},
      "attempts": 1,
-     "stages": [{"name", "kind", "status": "pending|running|succeeded|failed|skipped", "seconds",
+     "stages": [{"name", "kind",
+                 "status": "pending|running|interrupted|succeeded|failed|skipped", "seconds",
                  "variants": {"cpu": {"status", "seconds", "attempt", "outputs": {"digest"…},
                                       "error", "hint", "error_type"}}}]}
 

@@ -24,6 +24,7 @@ ICON = {
     "failed": "❌",
     "pending": "⏸",
     "running": "⏳",
+    "interrupted": "⏹",
     "skipped": "➖",
     "reused": "♻",
 }

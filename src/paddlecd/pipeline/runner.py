@@ -26,7 +26,7 @@ from typing import Any
 
 from paddlecd import files, git
 from paddlecd.config import Settings
-from paddlecd.errors import PaddlecdError, PipelineError
+from paddlecd.errors import Interrupted, PaddlecdError, PipelineError
 from paddlecd.pipeline import report as pipeline_report
 from paddlecd.pipeline import spec as pipeline_spec
 from paddlecd.pipeline import stages
@@ -146,19 +146,38 @@ class Runner:
         self._update(attempts=self.summary.attempts + 1, status="running", finished=None)
         self.save()
         self._event("pipeline.start", status="running", variants=self.summary.variants)
-        for index, sdef in enumerate(self.pdef.stages):
-            record = self.summary.stages[index]
-            if record.status == "succeeded":
-                self._event("stage.end", stage=sdef.name, status="reused", seconds=record.seconds)
-                continue
-            if not self._stage(index, sdef):
-                break
+        try:
+            for index, sdef in enumerate(self.pdef.stages):
+                record = self.summary.stages[index]
+                if record.status == "succeeded":
+                    self._event("stage.end", stage=sdef.name, status="reused",
+                                seconds=record.seconds)
+                    continue
+                if not self._stage(index, sdef):
+                    break
+        except KeyboardInterrupt as e:
+            raise self._interrupted() from e
         failed = any(s.status == "failed" for s in self.summary.stages)
         self._update(status="failed" if failed else "succeeded", finished=files.now_iso())
         self.save()
         self._event("pipeline.end", status=self.summary.status,
                     summary=str(self.folder / "summary.json"))
         return self.summary
+
+    def _interrupted(self) -> Interrupted:
+        """Record the run (and the stage it was in) as interrupted, so ``--resume`` continues it."""
+        with self.lock:
+            for index, stage in enumerate(self.summary.stages):
+                if stage.status == "running":
+                    self.summary = self.summary.with_stage(index, status="interrupted")
+            self.summary = dataclasses.replace(self.summary, status="interrupted",
+                                               finished=files.now_iso())
+        self.save()
+        self._event("pipeline.end", status="interrupted",
+                    summary=str(self.folder / "summary.json"))
+        name = self.summary.pipeline
+        return Interrupted(f"pipeline '{name}' run {self.summary.run_id} was interrupted",
+                           f"continue it: invoke pipeline.run {name} --resume")
 
     def _stage(self, index: int, sdef: StageDef) -> bool:
         with self.lock:
