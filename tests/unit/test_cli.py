@@ -390,3 +390,30 @@ def test_local_deploy_pulls_with_the_credentials_verify_uses(tmp_path, monkeypat
     p = deploy.plan(s, job=str(tmp_path / "train.yaml"), image=image, cluster="local")
     deploy.run(s, p, on_event=lambda m: None, on_line=lambda m: None)
     assert pulled == [(image, Credentials("ci", "s3cret") if sends_pair else None)]
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--batch", "abc", "--batch must be a whole number >= 2, got 'abc'"),
+        ("--batch", "0", "--batch must be a whole number >= 2, got '0'"),
+        ("--rtol", "abc", "--rtol must be a number >= 0, got 'abc'"),
+        ("--rtol", "-1", "--rtol must be a number >= 0, got '-1'"),
+        ("--atol", "1e-3x", "--atol must be a number >= 0, got '1e-3x'"),
+        ("--atol", "nan", "--atol must be a number >= 0, got 'nan'"),
+        ("--onnx-opset", "99", "--onnx-opset must be a whole number from 7 to 19, got '99'"),
+    ],
+)
+def test_check_numbers_are_refused_by_flag_name(tmp_path, flag, value, message):
+    """A trial: --batch abc, --rtol abc and --atol=1e-3x ended in tracebacks from argument
+    parsing; --batch 0 and --rtol -1 were refused without naming the flag."""
+    run = invoke("artifacts.check", str(tmp_path), "--image", "r@sha256:" + "a" * 64,
+                 f"{flag}={value}", PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2 and f"error: {message}" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_check_help_lists_every_option_by_its_name():
+    run = invoke("artifacts.check", "--help")
+    options = run.stdout.split("Options:", 1)[1]
+    assert "--onnx-rtol=STRING" in options and "--," not in options, options

@@ -166,6 +166,7 @@ def download(c, url, dest):
 
 
 @task(
+    auto_shortflags=False,  # invoke derives '-' for --onnx-rtol (its letters are taken)
     help={
         "model": "export folder, or <name>[/<version>] on the store (default: highest version)",
         "image": "runtime image: a release (1.4.0-cpu) or repo@sha256:...",
@@ -188,15 +189,15 @@ def check(
     model,
     image=None,
     store=None,
-    batch=3,
-    rtol=1e-5,
-    atol=1e-6,
+    batch=None,  # numbers arrive as strings and are read by common.number (named errors)
+    rtol=None,
+    atol=None,
     no_pir=False,
     json=False,
     onnx=False,
-    onnx_opset=13,
-    onnx_rtol=1e-4,
-    onnx_atol=1e-5,
+    onnx_opset=None,
+    onnx_rtol=None,
+    onnx_atol=None,
 ):
     """Load a model inside its runtime image and compare it with its reference outputs.
 
@@ -216,17 +217,19 @@ def check(
     from paddlecd.artifacts import transfer as arts
 
     cfg = settings()
+    number = common.number
     options = {
         "image": image,
-        "batch": int(batch),
-        "rtol": float(rtol),
-        "atol": float(atol),
+        "batch": number("batch", batch, 3, whole=True, least=2),
+        "rtol": number("rtol", rtol, 1e-5, least=0),
+        "atol": number("atol", atol, 1e-6, least=0),
         "no_pir": no_pir,
         "on_line": lambda line: say(f"  | {line}"),
         "onnx": onnx,
-        "opset": int(onnx_opset),
-        "onnx_rtol": float(onnx_rtol),
-        "onnx_atol": float(onnx_atol),
+        # paddle2onnx 2.1.0's range (artifacts/onnx.py)
+        "opset": number("onnx-opset", onnx_opset, 13, whole=True, least=7, most=19),
+        "onnx_rtol": number("onnx-rtol", onnx_rtol, 1e-4, least=0),
+        "onnx_atol": number("onnx-atol", onnx_atol, 1e-5, least=0),
     }
     if Path(model).exists():
         record = model_check.check_folder(cfg, Path(model), **options)

@@ -158,6 +158,32 @@ def count(flag: str, value: Any) -> int | None:
                           f"e.g. --{flag} 2") from None
 
 
+def number(flag: str, value: Any, default: float, *, whole: bool = False,
+           least: float | None = None, most: float | None = None) -> float:
+    """A numeric flag, read here rather than by invoke (whose own conversion of ``--batch abc``
+    ends in a traceback): ``default`` when not given, else ``value`` as an int (``whole``) or a
+    finite float within ``least``..``most``.
+
+    Raises:
+        ConfigError: naming the flag, the value and the range.
+    """
+    if value is None:
+        return default
+    kind = "a whole number" if whole else "a number"
+    span = (f" from {least:g} to {most:g}" if least is not None and most is not None
+            else f" >= {least:g}" if least is not None else f" <= {most:g}" if most is not None
+            else "")
+    try:
+        n = int(value) if whole else float(value)
+    except (TypeError, ValueError):
+        n = None
+    if n is None or n != n or n in (float("inf"), float("-inf")) or (
+            least is not None and n < least) or (most is not None and n > most):
+        raise ConfigError(f"--{flag} must be {kind}{span}, got {str(value)[:80]!r}",
+                          f"e.g. --{flag} {default:g}")
+    return n
+
+
 def log_format(value: str | None) -> str:
     """``--log-format`` (else ``runtime.log_format``: ``PADDLECD_LOG_FORMAT``, else text), checked.
 
