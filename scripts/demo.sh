@@ -20,14 +20,13 @@ step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 # field KEY: one key of the JSON document on stdin (a task's --json result); no jq needed
 field() { .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
-# The embedded default signs too (issue 10): a key pair made once per machine, trusted by this
-# demo only (a real project commits its public key and lists it in release.trusted_keys).
+# The embedded default signs too: a key pair made once per machine in .paddlecd/keys, which
+# verify signs with and promote trusts while no key is configured, so the commands after the demo
+# need no exports (a real project commits its public key and lists it in release.trusted_keys).
 if [ ! -f .paddlecd/keys/paddlecd-signing.key ]; then
   step "attestation signing key (first run)"
-  $INV evidence.keygen --out .paddlecd/keys
+  $INV evidence.keygen
 fi
-export PADDLECD_VERIFY_SIGNING_KEY=.paddlecd/keys/paddlecd-signing.key
-export PADDLECD_RELEASE_TRUSTED_KEYS=.paddlecd/keys/paddlecd-signing.pub
 
 step "base image (bootstrapped once, then cached in the registry)"
 $INV image.bootstrap --variant cpu
@@ -67,7 +66,8 @@ UPLOADED=$($INV upload --model-dir "$MODEL" --name linear-demo --version "$VERSI
 echo "uploaded $(field url <<<"$UPLOADED") (manifest $(field manifest_digest <<<"$UPLOADED"))"
 
 step "done"
-echo "evidence:   .paddlecd/evidence/${DIGEST:7}.json"
-echo "attestation: PADDLECD_RELEASE_TRUSTED_KEYS=.paddlecd/keys invoke evidence.show $VERSION-cpu"
-echo "release:    invoke release.show $VERSION   ($RELEASE)"
-echo "artifacts:  invoke artifacts.list linear-demo"
+echo "evidence:    .paddlecd/evidence/${DIGEST:7}.json"
+echo "attestation: .venv/bin/invoke evidence.show $VERSION-cpu"
+echo "release:     .venv/bin/invoke release.show $VERSION   ($RELEASE)"
+echo "artifacts:   .venv/bin/invoke artifacts.list linear-demo"
+echo "(or: source .venv/bin/activate, then invoke ...)"

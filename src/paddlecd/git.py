@@ -7,6 +7,7 @@ git's stderr (``fatal: …``) is kept apart for the error message.
 from __future__ import annotations
 
 import functools
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
@@ -69,13 +70,28 @@ def revision(root: Path) -> Revision:
 
 @functools.lru_cache(maxsize=4)
 def origin_url(root: Path) -> str | None:
-    """The URL of remote ``origin``, with any credentials (``https://user:token@host/…``) removed;
-    None when there is no such remote (or no git)."""
+    """Where others fetch this work tree from: the URL of remote ``origin`` with any credentials
+    (``https://user:token@host/…``) removed, an scp-like ``git@host:owner/repo`` as
+    ``https://host/owner/repo``; None when there is no such remote, or it is a local path or a
+    ``file://`` URL (a folder on this machine is no source anyone else can read: the OCI
+    ``org.opencontainers.image.source`` label wants a URL, image-spec annotations.md)."""
     try:
         url = output(root, "remote", "get-url", "origin").strip()
     except ConfigError:
         return None
-    return (url.split("@", 1)[-1] if "://" in url and "@" in url else url) or None
+    return network_url(url)
+
+
+def network_url(url: str) -> str | None:
+    """``url`` (a git remote) as a network URL without credentials, or None (see
+    :func:`origin_url`)."""
+    if "://" in url:
+        scheme, _, rest = url.partition("://")
+        host, slash, path = rest.partition("/")
+        host = host.rsplit("@", 1)[-1]
+        return None if scheme == "file" or not host else f"{scheme}://{host}{slash}{path}"
+    scp = re.match(r"^(?:[^@/:]+@)?([^/:]+):(?!/)(.+)$", url)  # git@host:owner/repo.git
+    return f"https://{scp[1]}/{scp[2]}" if scp else None
 
 
 def show(root: Path, ref: str, path: str) -> str | None:

@@ -14,7 +14,7 @@ from paddlecd import engine
 from paddlecd.image import lock
 from paddlecd.verify import evidence
 
-from support import cli_env, invoke, project_settings
+from support import ROOT, cli_env, invoke, project_settings
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +71,11 @@ def test_image_labels_and_non_root_user(pipeline_run, registry, main_state):
     assert len(labels["org.opencontainers.image.revision"]) == 40
     assert labels["io.paddlecd.paddle.version"] == "3.0.0" and labels["io.paddlecd.device"] == "cpu"
     assert engine.image_user(cand.reference) == "paddle"
+    # a URL others can fetch from, never a folder of this machine (a fresh clone's origin is one)
+    from paddlecd import git
+
+    assert labels["org.opencontainers.image.source"] == (git.origin_url(ROOT) or "unknown")
+    assert not labels["org.opencontainers.image.source"].startswith(("/", "file:"))
 
 
 def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):

@@ -58,7 +58,7 @@ def _run_twice(root, env, tmp_path_factory):
     )
     assert (
         evidence["passed"] is True
-        and f"evidence:   .paddlecd/evidence/{candidate['digest'][7:]}.json" in first.stdout
+        and f"evidence:    .paddlecd/evidence/{candidate['digest'][7:]}.json" in first.stdout
     )
     version = f"0.1.0-demo.d{candidate['digest'][7:19]}"
     manifest = json.loads(
@@ -70,3 +70,20 @@ def _run_twice(root, env, tmp_path_factory):
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-3000:]
     assert "already in the registry" in second.stdout          # base not rebuilt
     assert "0 bytes uploaded" in second.stdout                  # promotion: nothing new to copy
+    _next_steps_work_as_printed(root, env, second.stdout)
+
+
+def _next_steps_work_as_printed(root, env, stdout: str) -> None:
+    """The demo's closing hints, and the README's next commands, as a user types them: no key to
+    export by hand (the demo's pair in .paddlecd/keys is the embedded default's)."""
+    hints = [line.split(":", 1)[1].split("  (")[0].strip() for line in stdout.splitlines()
+             if line.startswith(("attestation:", "release:", "artifacts:"))]
+    readme = (root / "README.md").read_text()
+    after = readme.split("After the demo", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    steps = [line.split("#")[0].strip() for line in after.splitlines() if line.strip()]
+    steps = [f".venv/bin/{s}" for s in steps if s.startswith("invoke ") and " build" not in s]
+    assert len(hints) == 3 and steps, (hints, steps)
+    for command in [*hints, *steps]:
+        run = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True,
+                             text=True, timeout=300, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, f"{command}:\n{run.stdout[-2000:]}{run.stderr[-2000:]}"

@@ -47,8 +47,23 @@ def test_revision_outside_git(tmp_path):
 
 
 def test_origin_url_drops_credentials(repo, tmp_path_factory):
-    assert git.origin_url(repo) == "git.example/team/paddlecd.git"
+    assert git.origin_url(repo) == "https://git.example/team/paddlecd.git"
     assert git.origin_url(tmp_path_factory.mktemp("nogit")) is None
+
+
+@pytest.mark.parametrize(
+    "remote, url",
+    [
+        ("https://github.com/org/paddlecd.git", "https://github.com/org/paddlecd.git"),
+        ("ssh://git@git.example:2222/org/p.git", "ssh://git.example:2222/org/p.git"),
+        ("git@github.com:org/paddlecd.git", "https://github.com/org/paddlecd.git"),
+        ("/work/main", None),  # a clone of a folder: the label said a local path
+        ("../main", None),
+        ("file:///srv/git/p.git", None),
+    ],
+)
+def test_the_source_label_is_a_network_url_or_nothing(remote, url):
+    assert git.network_url(remote) == url
 
 
 def test_show_reads_a_file_at_a_ref(repo):

@@ -309,3 +309,19 @@ def test_describe_says_skipped_checks_apart_from_passed_ones():
     )
     lines = attested.describe(run)
     assert "  checks:   8/10 passed, 2 skipped" in lines, lines
+
+
+def test_the_state_folders_own_pair_is_the_embedded_default(tmp_path, monkeypatch):
+    """evidence.keygen's default folder: signed with and trusted while nothing is configured, so
+    the commands after README command 1 need no exports; a configured key always wins."""
+    monkeypatch.delenv(keys.ENV_PEM, raising=False)
+    s = _settings(tmp_path)
+    assert not keys.configured(s)
+    private, public = keys.keygen(keys.state_pair(s)[0].parent)
+    assert keys.configured(s) and keys.signer(s).public_key == keys.trusted(s)[0].key
+    assert [k.source for k in keys.trusted(s)] == [str(public)]
+    other_private, other_public = keys.keygen(tmp_path / "committed")
+    configured = _settings(tmp_path, **{"release.trusted_keys": str(other_public),
+                                        "verify.signing_key": str(other_private)})
+    assert [k.source for k in keys.trusted(configured)] == [str(other_public)]
+    assert keys.signer(configured).public_key == keys.trusted(configured)[0].key

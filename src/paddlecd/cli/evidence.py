@@ -11,18 +11,21 @@ from paddlecd.cli.common import guarded, result, settings
 from paddlecd.errors import NoAttestationError
 
 
-@task(help={"out": "folder for the new key pair (created; an existing pair is never overwritten)"})
+@task(help={"out": "folder for the new key pair (created; an existing pair is never overwritten; "
+                   "default <state>/keys, which the embedded default signs with and trusts)"})
 @guarded
-def keygen(c, out=".paddlecd/keys"):
+def keygen(c, out=None):
     """Create an ECDSA P-256 key pair for signing verify attestations (PEM files).
 
     Commit the .pub file and list it in release.trusted_keys; keep the .key file secret: point
-    verify.signing_key at it, or put its PEM in the PADDLECD_SIGNING_KEY secret in CI.
-    Example: invoke evidence.keygen --out .paddlecd/keys
+    verify.signing_key at it, or put its PEM in the PADDLECD_SIGNING_KEY secret in CI. Without
+    --out the pair goes to <state>/keys, which verify signs with and promote trusts while
+    verify.signing_key and release.trusted_keys are unset (the embedded default, one machine).
+    Example: invoke evidence.keygen --out /secure/keys
     """
     from paddlecd.verify import keys
 
-    private, public = keys.keygen(Path(out))
+    private, public = keys.keygen(Path(out) if out else keys.state_pair(settings())[0].parent)
     result(f"private key: {private} (secret: verify.signing_key or $PADDLECD_SIGNING_KEY)\n"
            f"public key:  {public} (commit it; list it in release.trusted_keys)")
 

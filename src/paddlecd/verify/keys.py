@@ -71,13 +71,27 @@ def public_pem(key: SSlibKey) -> bytes:
     return key.keyval["public"].encode()
 
 
+def state_pair(settings: Settings) -> tuple[Path, Path]:
+    """The pair ``evidence.keygen`` makes by default: ``<state>/keys/paddlecd-signing.{key,pub}``.
+
+    The embedded default signs with it and trusts it when neither ``verify.signing_key`` nor
+    ``release.trusted_keys`` is set, so the steps after README command 1 need no exports; a real
+    project commits its public key and sets both (README, Releases).
+    """
+    folder = settings.state / "keys"
+    return folder / PRIVATE_NAME, folder / PUBLIC_NAME
+
+
 def configured(settings: Settings) -> bool:
-    """True when a signing key is configured (env PEM or ``verify.signing_key``)."""
-    return bool(os.environ.get(ENV_PEM) or settings.verify.signing_key)
+    """True when a signing key is configured (env PEM or ``verify.signing_key``) or the state
+    folder holds its own pair (:func:`state_pair`)."""
+    return bool(os.environ.get(ENV_PEM) or settings.verify.signing_key
+                or state_pair(settings)[0].is_file())
 
 
 def signer(settings: Settings) -> CryptoSigner:
-    """The configured signer: ``$PADDLECD_SIGNING_KEY`` (PEM) or the file ``verify.signing_key``.
+    """The configured signer: ``$PADDLECD_SIGNING_KEY`` (PEM), the file ``verify.signing_key``, or
+    the state folder's own pair (:func:`state_pair`).
 
     Raises:
         SigningKeyError: none configured, the file is missing or unreadable, or it holds no
@@ -85,6 +99,9 @@ def signer(settings: Settings) -> CryptoSigner:
     """
     if os.environ.get(ENV_PEM):
         return _signer(os.environ[ENV_PEM].encode(), f"${ENV_PEM}")
+    own = state_pair(settings)[0]
+    if not settings.verify.signing_key and own.is_file():
+        return _signer(_read(own, "signing key (the state folder's pair)"), str(own))
     if not settings.verify.signing_key:
         raise SigningKeyError(
             "no signing key configured",
@@ -121,13 +138,17 @@ def _signer(pem: bytes, source: str) -> CryptoSigner:
 
 
 def trusted(settings: Settings) -> list[TrustedKey]:
-    """The public keys of ``release.trusted_keys`` (files, or folders of ``*.pub``).
+    """The public keys of ``release.trusted_keys`` (files, or folders of ``*.pub``); unset, the
+    state folder's own public key when there is one (:func:`state_pair`).
 
     Raises:
         SigningKeyError: none configured or found, or a file is missing, unreadable or no P-256
             public key.
     """
     hint = "set release.trusted_keys to the committed public key(s) (files or a folder of *.pub)"
+    own = state_pair(settings)[1]
+    if not settings.release.trusted_keys and own.is_file():
+        return [TrustedKey(_public(own), str(own))]
     if not settings.release.trusted_keys:
         raise SigningKeyError(
             "no trusted keys configured (release.trusted_keys): no signature can be checked", hint
