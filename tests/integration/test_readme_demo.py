@@ -40,10 +40,11 @@ def test_readme_command_one_runs_the_whole_pipeline_twice(tmp_path_factory, tmp_
 
 
 def _run_twice(root, env, tmp_path_factory):
-    # share the bootstrap lock with the paddle_base fixture: one debootstrap at a time on this
-    # engine
+    # the background build of the base first (support/base.py): the demo's bootstrap then only
+    # pushes it; holding the lock through the whole demo would stall the other worker's tests
     with base.lock(tmp_path_factory):
-        first = demo(root, env)
+        pass
+    first = demo(root, env)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-3000:]
     for step in (
         "==> build push verify (cpu)",
