@@ -38,11 +38,14 @@ def lock(c, variant=None, dry_run=False):
         for entry in pins.resolve(s, variant or None).values():
             result(f"{entry.variant}: {entry.base} -> {entry.digest}")
         return say("dry run: no lock file written")
+    before = pins.read(s)
     entries = pins.lock(s, variant or None, on_progress=say)
-    result(
-        f"locked {len(entries)} base(s): pulled bases in {s.lock_file} (commit it), "
-        f"bootstrapped ones in {s.state / pins.LOCAL_LOCK} (per machine)"
-    )
+    shared, local = pins.paths(s)
+    for name, entry in entries.items():
+        where = local if pins.is_local(s, name) else shared
+        how = "unchanged" if before.get(name) == entry else "written"
+        note = " (per machine)" if where == local else " (commit it)" if how == "written" else ""
+        result(f"{name}: {entry.digest} in {where}: {how}{note}")
 
 
 @task(

@@ -59,7 +59,12 @@ class LockEntry:
 LOCAL_LOCK = "lock.local.yaml"
 
 
-def _paths(settings: Settings) -> tuple[Path, Path]:
+def is_local(settings: Settings, name: str) -> bool:
+    """Whether variant ``name``'s pin lives in the machine-local file (its base is bootstrapped)."""
+    return variants.get(settings, name).bootstrap is not None
+
+
+def paths(settings: Settings) -> tuple[Path, Path]:
     """``(shared, local)`` lock files: ``images/lock.yaml`` (committed: bases everyone pulls) and
     ``<state>/lock.local.yaml`` (bases built by ``image.bootstrap``, whose digests differ per
     machine)."""
@@ -88,7 +93,7 @@ def read(settings: Settings) -> dict[str, LockEntry]:
     Raises:
         LockError: a file is not valid lock YAML.
     """
-    shared, local = _paths(settings)
+    shared, local = paths(settings)
     return {**_read_one(shared), **_read_one(local)}
 
 
@@ -112,7 +117,7 @@ def write(
     """Write ``entries``: variants named in ``local`` (bootstrapped bases) to the machine-local
     file, the others to the shared lock file (sorted, with the generated-file header). A file is
     rewritten only when its content changes, so a re-lock leaves a committed lock file untouched."""
-    shared, local_path = _paths(settings)
+    shared, local_path = paths(settings)
     for path, part, header in (
         (shared, {n: e for n, e in entries.items() if n not in local}, HEADER),
         (local_path, {n: e for n, e in entries.items() if n in local}, LOCAL_HEADER),
