@@ -20,7 +20,7 @@ import shutil
 import tarfile
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -649,6 +649,42 @@ def remove_containers(labels: Mapping[str, str]) -> list[str]:
             raw.remove(force=True)
             names.append(str(raw.name))
     return sorted(names)
+
+
+OWNER = "paddlecd.io/owner"  # proc.owner() of the run that created a container or network
+
+
+def remove_orphans(selector: Mapping[str, str], *,
+                   gone: Callable[[str], bool] = proc.owner_gone) -> list[str]:
+    """Force-remove the containers, then the networks, that carry all of ``selector`` and an
+    :data:`OWNER` label for which ``gone`` is true: what a run killed with SIGKILL left behind,
+    found by the next run of any command that creates the same kind of objects.
+
+    Returns:
+        the names removed (containers first), sorted within each kind.
+
+    Raises:
+        EngineError: the engine could not be asked.
+    """
+    wanted = [f"{k}={v}" for k, v in selector.items()] + [OWNER]
+    with _translated("listing what interrupted runs left"):
+        containers = client().containers.list(all=True, filters={"label": wanted})
+        networks = client().networks.list(filters={"label": wanted})
+    removed: list[str] = []
+    for kind, found in (("container", containers), ("network", networks)):
+        names = []
+        for raw in found:
+            if not gone((raw.attrs.get("Config", {}).get("Labels") if kind == "container"
+                         else raw.attrs.get("Labels") or {}).get(OWNER, "")):
+                continue
+            with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+                if kind == "container":
+                    raw.remove(force=True)
+                else:
+                    raw.remove()
+                names.append(f"{kind} {raw.name}")
+        removed += sorted(names)
+    return removed
 
 
 def wait(c: Container, *, timeout: float, on_line: Echo | None = None) -> Finished:

@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -210,3 +211,33 @@ def start(cmd: Sequence[str], *, log: Path, error: type[PaddlecdError] = EngineE
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
                                  start_new_session=True)
     return Background(popen, log)
+
+
+def owner(pid: int | None = None) -> str:
+    """Process ``pid`` (default: this one) as ``<hostname>/<pid>/<start>``: the owner label of
+    what a run creates in the engine. ``start`` is the process's start time in clock ticks since
+    boot (``/proc/<pid>/stat`` field 22, proc(5)), so a later process given the same pid is not
+    taken for it; ``0`` where /proc cannot tell."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}/{pid}/{_start_ticks(pid) or 0}"
+
+
+def owner_gone(label: str) -> bool:
+    """True when ``label`` (an :func:`owner` value) names a process of this host that no longer
+    runs, or that is another process now; False for another host's, a running one, or a value
+    this function cannot read (what it cannot tell is never removed)."""
+    host, _, rest = label.partition("/")
+    pid, _, start = rest.partition("/")
+    if host != socket.gethostname() or not pid.isdigit() or not start.isdigit():
+        return False
+    now = _start_ticks(int(pid))
+    return now is None or (int(start) != 0 and now != int(start))
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces: split after its ")"
+    return int(stat.rsplit(")", 1)[1].split()[19])

@@ -20,6 +20,8 @@ import pytest
 from paddlecd import engine
 from paddlecd.errors import EngineError, RegistryError
 
+from support import WORKER
+
 TOOLS = {"sh": "/bin/sh", "sleep": "/bin/sleep", "cat": "/bin/cat", "getent": "/usr/bin/getent"}
 
 
@@ -48,7 +50,7 @@ def tiny_image(tmp_path_factory, docker_engine):
 
 
 def _name() -> str:
-    return f"paddlecd-test-{uuid.uuid4().hex[:8]}"
+    return f"paddlecd-test-{WORKER}-{uuid.uuid4().hex[:8]}"
 
 
 def _exists(name: str) -> bool:
@@ -198,3 +200,33 @@ def test_containers_a_killed_run_left_are_found_by_label_and_removed(tiny_image)
         assert engine.remove_containers({"io.paddlecd.smoke-out": key}) == []
     finally:
         engine.client().containers.get(other).remove(force=True)
+
+
+def test_what_a_killed_run_left_is_removed_by_the_next_and_a_live_runs_stays(tiny_image):
+    """A deploy or pipeline.run killed with kill -9 left its containers and network behind, and
+    no later run removed them. Each carries its owner (host/pid/start); the next local job
+    removes those whose owner is gone and leaves a running owner's alone."""
+    from paddlecd import proc
+
+    dead = subprocess.Popen(["sleep", "60"])
+    gone_owner = proc.owner(dead.pid)
+    dead.kill()
+    dead.wait()
+    key = uuid.uuid4().hex[:8]
+    made = {}
+    for who, owner in (("dead", gone_owner), ("live", proc.owner())):
+        labels = {"paddlecd.io/test": key, engine.OWNER: owner}
+        net = engine.client().networks.create(f"{_name()}-{who}", labels=labels)
+        spec = engine.ContainerSpec(image=tiny_image, command=("sleep", "120"), name=_name(),
+                                    labels=labels, network=net.name, keep=True)
+        with engine.container(spec):
+            pass
+        made[who] = (spec.name, net.name)
+    try:
+        removed = engine.remove_orphans({"paddlecd.io/test": key})
+        assert removed == [f"container {made['dead'][0]}", f"network {made['dead'][1]}"]
+        assert not _exists(made["dead"][0]) and _exists(made["live"][0])
+        assert engine.remove_orphans({"paddlecd.io/test": key}) == []
+    finally:
+        engine.client().containers.get(made["live"][0]).remove(force=True)
+        engine.client().networks.get(made["live"][1]).remove()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -72,3 +73,23 @@ def test_start_runs_a_service_in_the_background_and_stop_ends_it(tmp_path):
     assert bg.running() and log.read_text() == "up\n"
     bg.stop(grace=5)
     assert not bg.running()
+
+
+def test_an_owner_is_gone_when_its_process_ended_or_its_pid_was_reused():
+    import socket
+    import subprocess
+
+    from paddlecd import proc
+
+    me = proc.owner()
+    assert me.startswith(f"{socket.gethostname()}/{os.getpid()}/") and not proc.owner_gone(me)
+    child = subprocess.Popen(["sleep", "60"])
+    label = proc.owner(child.pid)
+    assert not proc.owner_gone(label)
+    child.kill()
+    child.wait()
+    assert proc.owner_gone(label)
+    host, pid, start = me.split("/")
+    assert proc.owner_gone(f"{host}/{pid}/{int(start) + 1}")  # the same pid, another process
+    assert not proc.owner_gone(f"other-host/{pid}/1")  # another machine's: never ours to judge
+    assert not proc.owner_gone("garbage")

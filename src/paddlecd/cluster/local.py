@@ -19,7 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from paddlecd import engine
+from paddlecd import engine, proc
 from paddlecd.cluster.jobfile import JobSpec, Volume
 from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.cluster.render import (
@@ -59,8 +59,11 @@ def run(
         EngineError: the engine could not create the network or a container.
     """
     _prepare_output(spec.output, spec.run_as_user)
+    for name in engine.remove_orphans(ORPHANS):
+        on_event(f"removed {name}: left by a run that was killed")
     with contextlib.ExitStack() as stack:
-        stack.enter_context(engine.network(job_id, labels=labels(target, job_id), keep=keep))
+        stack.enter_context(engine.network(job_id, labels=_owned(labels(target, job_id)),
+                                           keep=keep))
         on_event(f"network {job_id} created")
         ranks = [
             stack.enter_context(
@@ -103,7 +106,7 @@ def _container(
             engine.Mount(_source(v), v.mount_path, read_only=v.read_only)
             for v in spec.volumes.values()
         ),
-        labels={**labels(target, job_id), "paddlecd.io/rank": str(rank)},
+        labels=_owned({**labels(target, job_id), "paddlecd.io/rank": str(rank)}),
         network=job_id,
         aliases=(rank_host(job_id, rank),),
         shm_size=int(parse_quantity(r.shm)),
@@ -113,6 +116,16 @@ def _container(
         gpus=tuple(str(rank * r.gpus + k) for k in range(r.gpus)) if r.gpus else None,
         keep=keep,
     )
+
+
+# What local jobs create (render.labels); a killed deploy, verify --nodes or pipeline.run leaves
+# these behind, and the next local job removes those whose owner process is gone.
+ORPHANS = {"app.kubernetes.io/managed-by": "paddlecd", "app.kubernetes.io/name": "paddlecd-train"}
+
+
+def _owned(labels: dict[str, str]) -> dict[str, str]:
+    """``labels`` plus this process as their owner (engine.OWNER, proc.owner)."""
+    return {**labels, engine.OWNER: proc.owner()}
 
 
 def save_logs(ranks: list[engine.Container], folder: Path) -> None:
