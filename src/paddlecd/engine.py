@@ -621,7 +621,17 @@ def container(spec: ContainerSpec) -> Iterator[Container]:
     """
     kwargs = _run_kwargs(spec)
     with _translated(f"starting a container of {spec.image}", hint="check the run options"):
-        raw = client().containers.run(spec.image, list(spec.command) or None, detach=True, **kwargs)
+        # create, then start: docker-py's run() leaves the created container behind when the
+        # start fails (an image without the command's executable), and pulls a missing image
+        # without our credentials (callers pull first: ensure_local)
+        raw = client().containers.create(spec.image, list(spec.command) or None, detach=True,
+                                         **kwargs)
+        try:
+            raw.start()
+        except BaseException:
+            with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+                raw.remove(force=True)
+            raise
     try:
         yield Container(raw)
     finally:

@@ -234,6 +234,11 @@ def owner_gone(label: str) -> bool:
     return now is None or (int(start) != 0 and now != int(start))
 
 
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (a zombie counts until it is reaped)."""
+    return _start_ticks(pid) is not None
+
+
 def _start_ticks(pid: int) -> int | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

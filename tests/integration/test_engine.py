@@ -230,3 +230,13 @@ def test_what_a_killed_run_left_is_removed_by_the_next_and_a_live_runs_stays(tin
     finally:
         engine.client().containers.get(made["live"][0]).remove(force=True)
         engine.client().networks.get(made["live"][1]).remove()
+
+
+def test_a_container_that_cannot_start_is_not_left_created(tiny_image):
+    """A trial: verify of an image without python3 left a "Created" container behind."""
+    name = _name()
+    spec = engine.ContainerSpec(image=tiny_image, command=("python3", "-V"), name=name)
+    with pytest.raises(EngineError, match="python3"):
+        with engine.container(spec):
+            pass
+    assert not _exists(name)

@@ -4,6 +4,7 @@ arithmetic and cuDNN decoding of the smoke suite, JUnit → checks."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import xml.etree.ElementTree as ET
 
@@ -192,3 +193,27 @@ def test_write_junit_reads_back_as_the_same_checks(tmp_path):
     assert back["allreduce/test_busbw"].skipped and back["allreduce/test_busbw"].passed
     failed = back["convergence/test_dp_equals_one"]
     assert not failed.passed and failed.message == "loss 0.9 != 0.1"
+
+
+def test_a_run_that_cannot_start_leaves_the_previous_runs_folder_whole(tmp_path, monkeypatch):
+    """A trial: a verify whose container failed to start deleted the previous run's junit.xml
+    and kept the rest. The run writes into a folder beside it, which replaces it only after the
+    suite ran; a killed run's folder is swept by the next."""
+    from paddlecd.verify import run as smoke
+
+    out = tmp_path / "verify" / "cpu-0123456789ab"
+    out.mkdir(parents=True)
+    for name in ("junit.xml", "smoke.log", "summary.md"):
+        (out / name).write_text("previous run")
+    stage = smoke.staging_folder(out)
+    assert stage.parent == out.parent and list(stage.iterdir()) == [] and stage != out
+    assert stage.stat().st_mode & 0o777 == 0o777  # the image's non-root user writes there
+    (stage / "junit.xml").write_text("this run")
+    smoke.replace_folder(out, stage)
+    assert [p.name for p in out.iterdir()] == ["junit.xml"] and not stage.exists()
+    assert (out / "junit.xml").read_text() == "this run"
+    killed = out.parent / f".{out.name}.999999999.run"  # no such pid: a killed run's
+    killed.mkdir()
+    smoke.staging_folder(out)
+    assert not killed.exists() and sorted(p.name for p in out.parent.iterdir()) == [
+        f".{out.name}.{os.getpid()}.run", out.name]

@@ -7,18 +7,21 @@ container starts. CPU variants run the collective checks on 2 processes with glo
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
+import shutil
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from paddlecd import engine, git
+from paddlecd import engine, git, proc
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.render import Target
 from paddlecd.config import Settings
-from paddlecd.errors import ClusterError, ConfigError, VerifyError
+from paddlecd.errors import ConfigError, VerifyError
 from paddlecd.files import now_iso, write_json
 from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
@@ -309,47 +312,58 @@ def verify(
             f"--out {out_dir} is not empty",
             "give a new or empty folder: verify writes and replaces files there",
         )
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    out.chmod(0o777)  # the smoke suite runs as the image's non-root user
-    (out / "junit.xml").unlink(missing_ok=True)
+    # The run writes into a folder of its own beside ``out``, which replaces ``out`` only once the
+    # suite has run: a run that cannot start leaves the previous run's folder whole.
+    stage = staging_folder(out)
     started = time.monotonic()
-    facts: tuple = ()
+    try:
+        ok, checks, facts, transports = _run_suite(
+            settings, reference, labels, stage, key=out, nodes=nodes, cluster_k8s=on_k8s,
+            gpus_per_node=gpus_per_node, kind=kind, driver=driver, on_line=on_line,
+            on_event=on_event)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    replace_folder(out, stage)
+    driver = driver or next((f["driver"] for f in facts if f.get("driver")), None)  # GPU-only
+    return _record(settings, reference, labels, out, nodes=nodes, ok=ok, checks=checks,
+                   facts=facts, transports=transports, driver=driver,
+                   seconds=time.monotonic() - started)
+
+
+def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: Path, *,
+               key: Path, nodes: int, cluster_k8s: bool, gpus_per_node: int | None, kind: str,
+               driver: str | None, on_line: Echo | None, on_event: Echo | None,
+               ) -> tuple[bool, list[evidence.Check], tuple, Any]:
+    """Run the smoke suite into ``out`` (one container, or ``nodes`` local containers or pods);
+    ``key`` is the folder the run is for (its containers' label). Returns ``(exited 0, checks,
+    per-node facts, NCCL transports)``."""
     if nodes == 1:
-        ok, checks = _one_container(settings, reference, labels, out, on_line)
-        transports = nccl_transports(out)
+        ok, checks = _one_container(settings, reference, labels, out, on_line, key=key)
+        return ok, checks, (), nccl_transports(out)
+    on_line, on_event = on_line or _quiet, on_event or on_line or _quiet
+    run_on = Target(
+        reference=reference,
+        variant=labels.get("io.paddlecd.variant") or "image",
+        revision=git.revision(settings.root).full,
+    )
+    if cluster_k8s:
+        gpus = int(gpus_per_node or 0) if labels.get("io.paddlecd.device") == "gpu" else 0
+        ran = nodes_k8s.run_k8s(settings, run_on, nodes=nodes, gpus_per_node=gpus, out=out,
+                                on_event=on_event, on_line=on_line, kind=kind)
     else:
-        on_line, on_event = on_line or _quiet, on_event or on_line or _quiet
-        run_on = Target(
-            reference=reference,
-            variant=labels.get("io.paddlecd.variant") or "image",
-            revision=git.revision(settings.root).full,
-        )
-        if on_k8s:
-            gpus = int(gpus_per_node or 0) if labels.get("io.paddlecd.device") == "gpu" else 0
-            try:
-                ran = nodes_k8s.run_k8s(
-                    settings,
-                    run_on,
-                    nodes=nodes,
-                    gpus_per_node=gpus,
-                    out=out,
-                    on_event=on_event,
-                    on_line=on_line,
-                    kind=kind,
-                )
-            except ClusterError:
-                if created:
-                    _remove_if_empty(out)  # the run never happened: leave no empty evidence folder
-                raise
-            driver = next((f["driver"] for f in ran.facts if f.get("driver")), None)  # GPU-only
-        else:
-            gpus = 0 if not driver else gpus_per_node or drivers.host_gpus()[1] // nodes  # GPU-only
-            ran = multinode.run_local(
-                settings, run_on, nodes=nodes, gpus_per_node=gpus, out=out, on_line=on_line
-            )
-        (out / "smoke.log").write_text("\n".join(ran.lines) + "\n")
-        ok, checks, facts, transports = True, list(ran.checks), ran.facts, ran.transports
+        gpus = 0 if not driver else gpus_per_node or drivers.host_gpus()[1] // nodes  # GPU-only
+        ran = multinode.run_local(settings, run_on, nodes=nodes, gpus_per_node=gpus, out=out,
+                                  on_line=on_line)
+    (out / "smoke.log").write_text("\n".join(ran.lines) + "\n")
+    return True, list(ran.checks), ran.facts, ran.transports
+
+
+def _record(settings: Settings, reference: str, labels: dict[str, str], out: Path, *,
+            nodes: int, ok: bool, checks: list[evidence.Check], facts: tuple, transports: Any,
+            driver: str | None, seconds: float) -> Verified:
+    """The evidence of a run whose files are in ``out``: judged (busbw on GPU), saved (by digest
+    for one container, in ``out`` for N nodes), signed and attached, summarised."""
     if driver:  # GPU-only: busbw against the expectation table (issue 14)
         checks.append(
             bandwidth.check(
@@ -358,6 +372,7 @@ def verify(
         )
     if nodes > 1:  # no single pytest run wrote one: the ranks' checks become the junit layer
         write_junit(checks, out / "junit.xml", suite=f"paddlecd verify --nodes {nodes}")
+    digest = reference.split("@", 1)[1]
     record = evidence.Evidence(
         digest=digest,
         reference=reference,
@@ -366,7 +381,7 @@ def verify(
         warnings=warnings(checks),
         nodes=facts,
         created=now_iso(),
-        duration_s=round(time.monotonic() - started, 3),
+        duration_s=round(seconds, 3),
         checks=tuple(checks),
         versions={
             "paddle": labels.get("io.paddlecd.paddle.version"),
@@ -396,6 +411,30 @@ def verify(
         out_dir=out,
         attestation=att,
     )
+
+
+def staging_folder(out: Path) -> Path:
+    """A new, empty, world-writable folder beside ``out`` (the smoke suite runs as the image's
+    non-root user) for one run into ``out``; those of runs that were killed are removed first."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for old in out.parent.glob(f".{out.name}.*.run"):
+        pid = old.name[len(out.name) + 2:-len(".run")]
+        if pid.isdigit() and not proc.running(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    stage = out.parent / f".{out.name}.{os.getpid()}.run"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    stage.chmod(0o777)
+    return stage
+
+
+def replace_folder(out: Path, stage: Path) -> None:
+    """Put ``stage`` in the place of ``out`` (a previous run's folder goes)."""
+    old = out.parent / f".{out.name}.{os.getpid()}.old"
+    if out.exists():
+        out.rename(old)
+    stage.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _quiet(_: str) -> None:
@@ -434,12 +473,15 @@ def _labels(settings: Settings, reference: str, *, pull: bool) -> dict[str, str]
 
 
 def _one_container(
-    settings: Settings, reference: str, labels: dict[str, str], out: Path, on_line: Echo | None
+    settings: Settings, reference: str, labels: dict[str, str], out: Path, on_line: Echo | None,
+    *, key: Path,
 ) -> tuple[bool, list[evidence.Check]]:
-    """The whole smoke suite in one container: (exited 0, its checks from the JUnit XML)."""
-    for name in engine.remove_containers(out_label(out)):
-        (on_line or _quiet)(f"removed container {name}: left running into {out} by a killed run")
-    with engine.container(smoke_container(settings, reference, labels, out)) as c:
+    """The whole smoke suite in one container writing into ``out``: (exited 0, its checks from
+    the JUnit XML). ``key``: the folder the run is for, whose label its container carries."""
+    for name in engine.remove_containers(out_label(key)):
+        (on_line or _quiet)(f"removed container {name}: left running into {key} by a killed run")
+    spec = smoke_container(settings, reference, labels, out)
+    with engine.container(dataclasses.replace(spec, labels=out_label(key))) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
     (out / "smoke.log").write_text(finished.logs)
     if not (out / "junit.xml").exists():
@@ -483,12 +525,3 @@ def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | No
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as fh:
             fh.write(text)
     return text
-
-
-def _remove_if_empty(folder: Path) -> None:
-    """Remove ``folder`` and its sub-folders when no file is in them (a run that never started)."""
-    if any(p.is_file() for p in folder.rglob("*")):
-        return
-    for sub in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        sub.rmdir()
-    folder.rmdir()
