@@ -395,3 +395,15 @@ def test_demo_reads_only_keys_the_json_results_have():
         assert key in docs[var], f"demo.sh reads {key!r} from {var}, which has {sorted(docs[var])}"
     for var in docs:
         assert f"{var}=$($INV " in script and "--json" in script.split(f"{var}=$($INV ")[1][:200]
+
+
+def test_a_full_disk_is_named_as_one_not_as_permissions():
+    """A trial: a full disk was reported with a hint about permissions."""
+    import errno
+
+    from paddlecd.cli import common
+
+    cause, hint = common.os_error_text(OSError(errno.ENOSPC, "No space left on device", "/s/x"))
+    assert cause == "no space left on the device: /s/x" and "df -h /s/x" in hint
+    cause, hint = common.os_error_text(PermissionError(errno.EACCES, "Permission denied", "/s"))
+    assert cause == "Permission denied: /s" and "permissions" in hint

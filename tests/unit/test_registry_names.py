@@ -59,3 +59,13 @@ def test_check_writable_names_the_folder(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match=f"cannot write to the state folder {tmp_path / 'file'}"):
         check_writable(tmp_path / "file" / "candidates")
+
+
+@pytest.mark.parametrize("text", ["sha256:" + "a" * 64, "sha256:" + "a" * 63, "sha256:"])
+def test_a_bare_digest_is_named_as_one_without_its_repository(text):
+    """A trial: verify/deploy --image sha256:… said "is a tag, not a digest" or tried the hub."""
+    from paddlecd.errors import ConfigError
+    from paddlecd.registry.reference import parse_reference
+
+    with pytest.raises(ConfigError, match="is a digest without its repository"):
+        parse_reference(text)

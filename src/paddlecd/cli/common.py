@@ -9,6 +9,7 @@ it takes these as callbacks.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import json
 import sys
@@ -49,14 +50,25 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             refuse_empty(kwargs)
             return fn(c, *args, **kwargs)
         except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
-            where = f": {e.filename}" if e.filename else ""
-            _fail(e, f"{e.strerror or e}{where}", "check the path and its permissions", 2)
+            _fail(e, *os_error_text(e), 2)
         except PaddlecdError as e:
             _fail(e, e.cause, e.hint, e.exit_code)
         except KeyboardInterrupt as e:  # Ctrl-C in a task that records nothing: 128 + SIGINT
             _fail(e, "interrupted", None, Interrupted.exit_code)
 
     return wrapper
+
+
+def os_error_text(e: OSError) -> tuple[str, str]:
+    """``(cause, hint)`` for a file operation that failed: the path, and what to do for the
+    usual reasons (a full disk is not a permissions problem)."""
+    where = f": {e.filename}" if e.filename else ""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"no space left on the device{where}",
+                f"free space there (df -h {e.filename or '.'}), then re-run")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{e.strerror}{where}", "check the path and its permissions"
+    return f"{e.strerror or e}{where}", "check the path"
 
 
 def refuse_empty(flags: dict[str, Any]) -> None:

@@ -137,10 +137,13 @@ def parse_reference(ref: str, *, default_tag: str | None = "latest") -> Referenc
         a :class:`Reference`; ``str()`` of it parses back to an equal value.
 
     Raises:
-        ConfigError: empty, upper-case repository, bad tag or digest, name longer than 255
-            characters.
+        ConfigError: empty, upper-case repository, bad tag or digest, a bare digest (no
+            repository), name longer than 255 characters.
     """
     text = (ref or "").strip()
+    if re.fullmatch(r"sha256:[0-9a-fA-F]*", text):  # would parse as repository "sha256", a tag
+        raise ConfigError(f"image reference {ref!r} is a digest without its repository",
+                          "give host/repository@sha256:<digest>, as push prints it")
     rest, _, digest = text.partition("@")
     if digest:
         check_digest(digest)
