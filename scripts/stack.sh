@@ -59,7 +59,7 @@ make_venv() {
 
 # The tests' independent reader of paddlecd's Sigstore bundles (tests/support/sigstore_verify.mjs).
 # Pinned; @sigstore/verify declares node >= 22 but runs on Debian's node 20 (EBADENGINE warning only).
-NODE_DIR=${PADDLECD_NODE_DIR:-$STATE/node}
+NODE_DIR=${PADDLECD_NODE_DIR:-$ROOT/.paddlecd/node}
 NPM_PACKAGES=(@sigstore/verify@4.1.3 @sigstore/bundle@5.0.1 @sigstore/core@4.0.1 @sigstore/protobuf-specs@0.5.2)
 install_node() {
   command -v node >/dev/null || { log "installing nodejs, npm"; $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
