@@ -122,18 +122,23 @@ def copy_att(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: 
     """
     counts: Counter[str] = Counter()
     source = src.get_manifest(from_repo, att_tag(digest))
-    layers = source.json().get("layers") or []
+    doc = source.json()
     have = _att_layers(dst, to_repo, digest)
-    missing = [x for x in layers if x["digest"] not in {h["digest"] for h in have}]
-    for x in missing:
+    missing = [x for x in doc.get("layers") or [] if x["digest"] not in {h["digest"] for h in have}]
+    # no tag there yet: the manifest's own bytes (and its config), as a copy of any image
+    blobs = [*missing, *([] if have else [doc["config"]])]
+    for x in blobs:
         counts[dst.copy_blob(src, from_repo, to_repo,
                              Descriptor(x["digest"], x["mediaType"], int(x["size"])))] += 1
     ready()
     if not missing:
         counts["present"] += 1
-        return counts
-    _put_att(dst, to_repo, digest, [*have, *missing])
-    counts["copied"] += 1
+    elif not have:
+        dst.put_manifest(to_repo, att_tag(digest), source.raw, OCI_MANIFEST)
+        counts["copied"] += 1
+    else:  # the release repository holds envelopes of its own: append, as a write does
+        _put_att(dst, to_repo, digest, [*have, *missing])
+        counts["copied"] += 1
     return counts
 
 

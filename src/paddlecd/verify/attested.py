@@ -286,14 +286,32 @@ def copy(
     Returns:
         counts per outcome (``present``/``mounted``/``copied``).
     """
+    def one(group: list[str]) -> tuple[Counter[str], RegistryClient, RegistryClient]:
+        d, s, counts = dst.twin(), src.twin(), Counter[str]()
+        for where in group:
+            name, manifest_digest = where.rsplit("@", 1)
+            if name.endswith(".att"):
+                counts += cosign.copy_att(d, s, from_repo, to_repo, attestation.digest,
+                                          ready=ready)
+            else:
+                counts += referrers.copy(d, s, from_repo, to_repo, manifest_digest, ready=ready)
+        return counts, d, s
+
+    # The .att tag and the referrers at once, with clients of their own (a copy uses
+    # client.each itself), so they add no round trips to a promotion. The referrers one after
+    # the other, in the order verify wrote them (JUnit/log first): each adds itself to one
+    # sha256-<hex> index, which cosign reads, and two writers at once could drop an entry.
+    places = attestation.stored or (str(attestation.location),)
+    groups = [g for g in ([p for p in places if p.rsplit("@", 1)[0].endswith(".att")],
+                          [p for p in reversed(places) if not p.rsplit("@", 1)[0].endswith(".att")])
+              if g]
+    with ThreadPoolExecutor(len(groups)) as pool:
+        done = list(pool.map(one, groups))
     counts: Counter[str] = Counter()
-    for where in attestation.stored or (str(attestation.location),):
-        name, manifest_digest = where.rsplit("@", 1)
-        if name.endswith(".att"):
-            counts += cosign.copy_att(dst, src, from_repo, to_repo, attestation.digest,
-                                      ready=ready)
-        else:
-            counts += referrers.copy(dst, src, from_repo, to_repo, manifest_digest, ready=ready)
+    for tally, d, s in done:
+        counts += tally
+        dst.stats.update(d.stats)
+        src.stats.update(s.stats)
     return counts
 
 
