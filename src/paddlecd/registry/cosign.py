@@ -111,8 +111,10 @@ def write_att(client: RegistryClient, repository: str, digest: str, envelope: by
 
 
 def copy_att(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str,
-             digest: str, *, ready: Callable[[], None] = lambda: None) -> Counter[str]:
-    """Make ``to_repo``'s ``.att`` tag of ``digest`` hold every envelope ``from_repo``'s has.
+             digest: str, manifest: str, *,
+             ready: Callable[[], None] = lambda: None) -> Counter[str]:
+    """Make ``to_repo``'s ``.att`` tag of ``digest`` hold every envelope of ``from_repo``'s
+    ``.att`` manifest ``manifest`` (its digest: a manifest the lookup read costs no request).
 
     Blobs are mounted within one registry, streamed across; the manifest is written after
     ``ready`` (the image must be there first, as for a referrer).
@@ -121,13 +123,16 @@ def copy_att(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: 
         counts per outcome (``present``/``mounted``/``copied``) over blobs and the manifest.
     """
     counts: Counter[str] = Counter()
-    source = src.get_manifest(from_repo, att_tag(digest))
+    source = src.get_manifest(from_repo, manifest)
     doc = source.json()
     have = _att_layers(dst, to_repo, digest)
     missing = [x for x in doc.get("layers") or [] if x["digest"] not in {h["digest"] for h in have}]
     # no tag there yet: the manifest's own bytes (and its config), as a copy of any image
     blobs = [*missing, *([] if have else [doc["config"]])]
     for x in blobs:
+        if dst.host == src.host and dst.mount_blob(from_repo, to_repo, x["digest"]):
+            counts["mounted"] += 1  # within one registry: mount without asking first
+            continue
         counts[dst.copy_blob(src, from_repo, to_repo,
                              Descriptor(x["digest"], x["mediaType"], int(x["size"])))] += 1
     ready()

@@ -292,7 +292,7 @@ def copy(
             name, manifest_digest = where.rsplit("@", 1)
             if name.endswith(".att"):
                 counts += cosign.copy_att(d, s, from_repo, to_repo, attestation.digest,
-                                          ready=ready)
+                                          manifest_digest, ready=ready)
             else:
                 counts += referrers.copy(d, s, from_repo, to_repo, manifest_digest, ready=ready)
         return counts, d, s
