@@ -165,8 +165,12 @@ def test_signature_verified_by_implementations_paddlecd_did_not_write(project):
     public = serialization.load_pem_public_key(
         Path(project.flags["release.trusted_keys"]).read_bytes()
     )
-    # 1. securesystemslib's DSSE verifier with the committed public key
-    Envelope.from_dict(json.loads(stored)).verify([SSlibKey.from_crypto(public)], 1)
+    # 1. securesystemslib's DSSE verifier with the committed public key, under the keyid the
+    #    signature carries (the key's OpenSSH fingerprint, what cosign's DSSE verifier computes)
+    keyid = json.loads(stored)["signatures"][0]["keyid"]
+    hint = held["verificationMaterial"]["publicKey"]["hint"]
+    assert keyid.startswith("SHA256:") and keyid == hint
+    Envelope.from_dict(json.loads(stored)).verify([SSlibKey.from_crypto(public, keyid=keyid)], 1)
     # 2. cryptography on PAE(payloadType, payload), built here from the DSSE spec (protocol.md)
     doc = json.loads(stored)
     payload, ptype = base64.b64decode(doc["payload"]), doc["payloadType"].encode()

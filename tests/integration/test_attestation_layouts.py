@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from cryptography.hazmat.primitives import serialization
 from securesystemslib.signer import CryptoSigner
 from sigstore_models.bundle.v1 import Bundle
 from test_attestation import _invoke, _push_envelope, _record, _sign
@@ -178,8 +179,14 @@ def test_the_setting_chooses_the_layouts_written(registry_env, tmp_path, layouts
 
 
 def test_an_image_attested_in_the_paddlecd_v1_artifact_stays_promotable(project):
+    """As verify wrote it before: the v1 artifact, signed under securesystemslib's key id."""
     digest = push_image(project.client, project.settings.registry.repository)
-    _push_envelope(project, digest, _sign(project, _record(project, digest)))
+    pem = Path(project.flags["verify.signing_key"]).read_bytes()
+    old = CryptoSigner(serialization.load_pem_private_key(pem, password=None))
+    envelope = _sign(project, _record(project, digest), old)
+    assert json.loads(envelope)["signatures"][0]["keyid"] == keys.trusted(
+        project.settings)[0].legacy.keyid
+    _push_envelope(project, digest, envelope)
     out = project.promote("1.4.0", digest=digest)
     assert out.plan.attestation.passed and out.attestation_copied["copied"] == 1
     release = project.settings.release.repository

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from securesystemslib.signer import CryptoSigner
 from sigstore_models.bundle.v1 import Bundle
 
@@ -112,3 +115,31 @@ def test_bad_layout_setting_is_refused_on_load(tmp_path, value):
         config.load({"verify.attestation_layouts": value}, root=tmp_path, environ={})
     assert config.attestation_layouts(config.load({}, root=tmp_path, environ={})) == (
         "bundle", "att")
+
+
+def test_keyid_and_hint_are_the_keys_openssh_fingerprint(pair, tmp_path):
+    """cosign and sigstore-go verify DSSE with go-securesystemslib, which skips a signature whose
+    keyid differs from ``SHA256KeyID`` of the verifying key (ssh.FingerprintSHA256): the keyid
+    paddlecd signs with is that fingerprint, checked here against OpenSSH's ssh-keygen."""
+    signer, trusted = pair
+    doc = json.loads(_bundle(signer))
+    keyid = doc["dsseEnvelope"]["signatures"][0]["keyid"]
+    assert keyid == doc["verificationMaterial"]["publicKey"]["hint"] == trusted[0].keyid
+    if not shutil.which("ssh-keygen"):
+        pytest.skip("no ssh-keygen to compare the fingerprint with")
+    public = serialization.load_pem_public_key(keys.public_pem(trusted[0].key))
+    line = public.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    (tmp_path / "key.pub").write_bytes(line + b" paddlecd\n")
+    listed = subprocess.run(["ssh-keygen", "-l", "-f", str(tmp_path / "key.pub")], check=True,
+                            capture_output=True, text=True).stdout.split()
+    assert listed[1] == keyid
+
+
+def test_envelopes_signed_with_the_securesystemslib_key_id_still_verify(tmp_path, pair):
+    """What verify signed before the fingerprint became the keyid (the paddlecd v1 artifact)."""
+    _, trusted = pair
+    pem = (tmp_path / "keys" / keys.PRIVATE_NAME).read_bytes()
+    old = CryptoSigner(serialization.load_pem_private_key(pem, password=None))
+    att = attestation.sign(RECORD, old, junit=b"j", log=b"l")
+    assert att.keyids == [trusted[0].legacy.keyid] != [trusted[0].keyid]
+    assert attestation.verify(att, trusted, DIGEST).keyid == trusted[0].keyid

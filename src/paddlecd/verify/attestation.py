@@ -251,7 +251,7 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
         SubjectError: the Statement is about another digest, or of another type.
     """
     where = att.location or "the attestation"
-    by_id = {k.keyid: k for k in keys}
+    by_id = {i: (k, key) for k in keys for i, key in k.ids.items()}
     if att.hint is not None and att.hint not in by_id:
         raise SignatureError(
             f"{where} names key {att.hint[:16]} (its publicKey hint), which is not in "
@@ -267,14 +267,14 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
         )
     try:
         accepted = Envelope.from_dict(json.loads(att.envelope)).verify(
-            [by_id[i].key for i in signers], 1
+            [by_id[i][1] for i in signers], 1
         )
     except sslib_errors.VerificationError as e:
         raise SignatureError(
             f"the signature of {where} does not verify: the envelope or payload was changed",
             "never edit an attestation; re-run invoke verify to attest the image again",
         ) from e
-    key = by_id[next(iter(accepted))]
+    key = by_id[next(iter(accepted))][0]
     doc = att.statement
     if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
         raise SubjectError(

@@ -9,10 +9,10 @@ mapping: camelCase keys) for a key-signed attestation with no transparency log::
                       "signatures": [{"sig": B64, "keyid": KEYID}]}}
 
 The hint names the verifier's key; sigstore-js looks the key up by it (``toTrustMaterial``'s key
-selector, sigstore-js ``packages/verify/src/trust/index.ts``) and cosign requires the envelope's
-keyid to agree. paddlecd's hint is the key's securesystemslib key id, the keyid its envelopes
-already carry, so one name holds in both places. Parsing is strict on what paddlecd relies on
-(exactly one signature, keyid = hint); the signature itself is checked by
+selector, sigstore-js ``packages/verify/src/trust/index.ts``). It is the keyid the signature
+carries, the key's OpenSSH fingerprint (:func:`paddlecd.verify.keys.fingerprint`): cosign and
+sigstore-go skip a DSSE signature whose keyid is anything else. Parsing is strict on what paddlecd
+relies on (exactly one signature, keyid = hint); the signature itself is checked by
 :func:`paddlecd.verify.attestation.verify`.
 """
 
