@@ -5,29 +5,24 @@ A run's signed attestation is written in the layouts ``verify.attestation_layout
 ``SigstoreBundle``, sigstore-js) and the envelope appended to cosign's ``sha256-<hex>.att`` tag
 (cosign, Kyverno ``Cosign``, policy-controller). Its JUnit XML and smoke log, named by sha256 in
 the signed predicate, go into a referrer of their own (readers of a bundle referrer require
-exactly one layer). The paddlecd v1 artifact (envelope, JUnit and log layers) is still read, so
-images attested in it stay promotable. A run found in several layouts is one run, stored in each.
-None is ever replaced, so a failing run cannot be hidden by a passing one
-(:func:`paddlecd.verify.attestation.choose`: the newest run decides). The local evidence file
-under the state folder stays as a cache for the machine that ran verify; promotion reads the
-registry.
+exactly one layer). Finding them in every layout, the paddlecd v1 artifact of images attested
+before included, is :mod:`paddlecd.verify.stored`. None is ever replaced, so a failing run cannot
+be hidden by a passing one (:func:`paddlecd.verify.attestation.choose`: the newest run decides).
+The local evidence file under the state folder stays as a cache for the machine that ran verify;
+promotion reads the registry.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from paddlecd.config import Settings, attestation_layouts
-from paddlecd.errors import AttestationError, SigningKeyError, SubjectError
+from paddlecd.errors import AttestationError, SigningKeyError
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient, client_for
 from paddlecd.registry.reference import Reference, parse_reference
@@ -35,42 +30,29 @@ from paddlecd.verify import keys
 from paddlecd.verify.attestation import (
     PREDICATE_TYPE,
     Attestation,
-    TrustedKey,
     VerifiedAttestation,
     _record,
     choose,
     sign,
-    verify,
 )
-from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle, to_bundle
+from paddlecd.verify.bundle import BUNDLE_TYPE, to_bundle
+from paddlecd.verify.stored import (  # noqa: F401 - the layouts' names, re-exported
+    ARTIFACT_TYPE,
+    BUNDLE_FILE,
+    BYPRODUCTS_TYPE,
+    ENVELOPE_FILE,
+    ENVELOPE_TYPE,
+    JUNIT_TYPE,
+    LAYOUT_NAMES,
+    LOG_TYPE,
+    STATEMENT,
+    Run,
+    runs,
+    statement_sha,
+)
 
-ARTIFACT_TYPE = "application/vnd.paddlecd.attestation.v1+json"  # read, no longer written
-ENVELOPE_TYPE = cosign.DSSE_TYPE
-BYPRODUCTS_TYPE = "application/vnd.paddlecd.verify.byproducts.v1"
-JUNIT_TYPE = "application/vnd.paddlecd.junit.v1+xml"
-LOG_TYPE = "text/plain"
-ENVELOPE_FILE, BUNDLE_FILE = "attestation.dsse.json", "attestation.sigstore.json"
-# names the run a byproducts referrer belongs to: sha256 of the signed statement (the payload)
-STATEMENT = "org.paddlecd.statement.sha256"
-LAYOUT_NAMES = {BUNDLE_TYPE: "Sigstore bundle referrer", ARTIFACT_TYPE: "paddlecd v1 artifact",
-                "att": "cosign .att tag", BYPRODUCTS_TYPE: "JUnit XML and smoke log"}
 # What makes an attestation check refuse a promotion (``--force --reason`` overrides any of them).
 REFUSALS = (AttestationError, SigningKeyError)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One verify run found for a digest: the ``manifest`` digest first holding it, and either the
-    ``verified`` attestation or the ``problem`` that stopped it (never both). ``layouts`` names
-    the layout of each of ``verified.stored``; ``statement`` is the sha256 of the signed payload
-    and ``key`` adds the signature (one run in several layouts has one key)."""
-
-    manifest: str
-    verified: VerifiedAttestation | None = None
-    problem: AttestationError | None = None
-    layouts: tuple[str, ...] = ()
-    statement: str = ""
-    key: str = ""
 
 
 def publish(settings: Settings, evidence: Mapping[str, Any] | Any, out_dir: Path) -> Attestation:
@@ -100,7 +82,7 @@ def publish(settings: Settings, evidence: Mapping[str, Any] | Any, out_dir: Path
         client, ref.repository, subject, artifact_type=BYPRODUCTS_TYPE,
         layers=[referrers.Layer(JUNIT_TYPE, junit, "junit.xml"),
                 referrers.Layer(LOG_TYPE, log, "smoke.log")],
-        annotations={cosign.CREATED: created, STATEMENT: _statement_sha(att)},
+        annotations={cosign.CREATED: created, STATEMENT: statement_sha(att)},
     )
     stored = []
     if "bundle" in layouts:
@@ -120,126 +102,6 @@ def publish(settings: Settings, evidence: Mapping[str, Any] | Any, out_dir: Path
 
 def _read(path: Path) -> bytes:
     return path.read_bytes() if path.exists() else b""
-
-
-def _statement_sha(att: Attestation) -> str:
-    return hashlib.sha256(base64.b64decode(json.loads(att.envelope)["payload"])).hexdigest()
-
-
-def runs(
-    client: RegistryClient, repository: str, digest: str, trusted: list[TrustedKey]
-) -> list[Run]:
-    """Every verify run of ``digest`` in ``repository`` in any layout, each verified or with its
-    problem; a run stored in several layouts is one :class:`Run` listing each.
-
-    Raises:
-        RegistryError: the registry failed.
-    """
-    # the .att tag is read meanwhile by a twin of its own: the listing uses client.each itself
-    other = client.twin()
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(_att_runs, other, repository, digest, trusted)
-        listed = referrers.referrers(client, repository, digest)
-        att = pending.result()
-    client.stats.update(other.stats)
-    kinds = (BUNDLE_TYPE, ARTIFACT_TYPE)
-
-    def one(c: RegistryClient, ref: referrers.Referrer) -> Run:
-        return _run(ref.digest, ref.artifact_type, f"{c.registry}/{repository}@{ref.digest}",
-                    lambda: _from_referrer(c, repository, digest, ref, trusted))
-
-    # a few runs at once: each is two round trips (manifest, bundle or envelope)
-    found = client.each(one, [r for r in listed if r.artifact_type in kinds]) + att
-    byproducts = {r.annotations.get(STATEMENT): f"{client.registry}/{repository}@{r.digest}"
-                  for r in listed if r.artifact_type == BYPRODUCTS_TYPE}
-    return _merge(found, byproducts)
-
-
-def _run(manifest: str, layout: str, where: str,
-         read: Callable[[], tuple[Attestation, VerifiedAttestation]]) -> Run:
-    try:
-        att, verified = read()
-    except AttestationError as e:
-        return Run(manifest, problem=e, layouts=(LAYOUT_NAMES[layout],))
-    signature = json.loads(att.envelope)["signatures"][0].get("sig", "")
-    statement = _statement_sha(att)
-    return Run(manifest, dataclasses.replace(verified, location=where, stored=(where,)),
-               layouts=(LAYOUT_NAMES[layout],), statement=statement, key=statement + signature)
-
-
-def _att_runs(client: RegistryClient, repository: str, digest: str,
-              trusted: list[TrustedKey]) -> list[Run]:
-    """The runs in ``digest``'s cosign ``.att`` tag (none when there is no tag)."""
-    try:
-        manifest, layers = cosign.read_att(client, repository, digest)
-    except AttestationError as e:
-        return [Run(cosign.att_tag(digest), problem=e, layouts=(LAYOUT_NAMES["att"],))]
-
-    def read(layer: cosign.AttLayer) -> tuple[Attestation, VerifiedAttestation]:
-        att = Attestation.from_json(layer.data, layer.location)
-        return att, verify(att, trusted, digest)
-
-    return [_run(manifest, "att", x.location, lambda x=x: read(x)) for x in layers]
-
-
-def _merge(found: list[Run], byproducts: Mapping[str | None, str]) -> list[Run]:
-    """One :class:`Run` per signed run (the first layout found leads), with its byproducts."""
-    out: list[Run] = []
-    seen: dict[str, int] = {}
-    for run in found:
-        if not run.verified or run.key not in seen:
-            if run.verified:
-                seen[run.key] = len(out)
-            out.append(run)
-            continue
-        first = out[seen[run.key]]
-        assert first.verified
-        out[seen[run.key]] = dataclasses.replace(
-            first, layouts=first.layouts + run.layouts,
-            verified=dataclasses.replace(first.verified,
-                                         stored=first.verified.stored + run.verified.stored))
-    for i, run in enumerate(out):
-        if run.verified and run.statement in byproducts:
-            out[i] = dataclasses.replace(
-                run, layouts=run.layouts + (LAYOUT_NAMES[BYPRODUCTS_TYPE],),
-                verified=dataclasses.replace(
-                    run.verified, stored=run.verified.stored + (byproducts[run.statement],)))
-    return out
-
-
-def _from_referrer(client: RegistryClient, repository: str, digest: str,
-                   ref: referrers.Referrer, trusted: list[TrustedKey],
-                   ) -> tuple[Attestation, VerifiedAttestation]:
-    """A bundle referrer (exactly one bundle layer, as cosign requires) or a paddlecd v1
-    artifact (the envelope and the JUnit/log layers its statement names), verified."""
-    location = f"{client.registry}/{repository}@{ref.digest}"
-    doc = client.get_manifest(repository, ref.digest).json()
-    layers = doc.get("layers") or []
-    if (doc.get("subject") or {}).get("digest") != digest:
-        raise SubjectError(f"{location} is no attestation artifact of {digest}",
-                           "it was not written by paddlecd verify; ignore or delete it")
-    if ref.artifact_type == BUNDLE_TYPE:
-        if [x.get("mediaType") for x in layers] != [BUNDLE_TYPE]:
-            raise SubjectError(
-                f"{location} has {len(layers)} layers, not exactly one Sigstore bundle",
-                "cosign skips such a referrer; re-attest with invoke verify")
-        att = from_bundle(referrers.read_blob(client, repository, layers[0]["digest"]), location)
-        return att, verify(att, trusted, digest)
-    by_type = {x.get("mediaType"): x["digest"] for x in layers}
-    if ENVELOPE_TYPE not in by_type:
-        raise SubjectError(f"{location} is no attestation artifact of {digest}",
-                           "it was not written by paddlecd verify; ignore or delete it")
-    att = Attestation.from_json(
-        referrers.read_blob(client, repository, by_type[ENVELOPE_TYPE]), location)
-    verified = verify(att, trusted, digest)
-    signed = verified.predicate.get("byproducts") or {}
-    for name, media_type in (("junit.xml", JUNIT_TYPE), ("smoke.log", LOG_TYPE)):
-        if f"sha256:{(signed.get(name) or {}).get('sha256')}" != by_type.get(media_type):
-            raise SubjectError(
-                f"{location}: its {name} is not the one the signed statement names",
-                "the artifact was re-assembled; re-run invoke verify",
-            )
-    return att, verified
 
 
 def check(

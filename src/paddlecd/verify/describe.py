@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from paddlecd.verify.attested import Run
+from paddlecd.verify.stored import Run
 
 
 def describe(run: Run) -> list[str]:
