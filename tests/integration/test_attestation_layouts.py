@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,39 @@ def test_bad_input_is_one_typed_error_naming_it_and_nothing_is_written(project, 
     assert project.client.list_tags(project.settings.release.repository) == []
     shown = _invoke(project, "evidence.show", f"{project.settings.candidate_repo}@{digest}")
     assert "REJECTED:" in shown.stdout and where in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_concurrent_verify_runs_keep_every_run_in_both_layouts(project, tmp_path):
+    """Four verify runs of one digest publishing at once. Every run is in the bundle layout (a
+    referrer each, with its own tag). The .att tag is a read-modify-write that a writer which
+    read it before another's PUT can drop an entry from (seen here); each write lists every run
+    of the digest's bundle referrers, so the next run's write restores it."""
+    digest = push_image(project.client, project.settings.registry.repository)
+    barrier, errors = threading.Barrier(4), []
+
+    def run(i: int) -> None:
+        out = tmp_path / f"run-{i}"
+        out.mkdir()
+        (out / "junit.xml").write_text(f'<testsuite name="smoke-{i}"/>')
+        (out / "smoke.log").write_text(f"run {i}\n")
+        try:
+            if i < 4:
+                barrier.wait()
+            attested.publish(project.settings, _record(project, digest, duration_s=i), out)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    repo = project.settings.registry.repository
+    assert len(referrers.referrers(project.client, repo, digest, bundle.BUNDLE_TYPE)) == 4
+    assert 1 <= len(cosign.read_att(project.client, repo, digest)[1]) <= 4
+    run(4)  # the next verify run of the digest
+    assert errors == []
+    assert len(cosign.read_att(project.client, repo, digest)[1]) == 5
+    found = attested.runs(project.client, repo, digest, keys.trusted(project.settings))
+    assert len(found) == 5 and all(len(r.layouts) == 3 for r in found), [r.layouts for r in found]

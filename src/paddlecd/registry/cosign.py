@@ -87,24 +87,34 @@ def read_att(client: RegistryClient, repository: str, digest: str) -> tuple[str,
     return manifest.descriptor.digest, out
 
 
-def write_att(client: RegistryClient, repository: str, digest: str, envelope: bytes,
+def write_att(client: RegistryClient, repository: str, digest: str, envelopes: list[bytes],
               predicate_type: str, rounds: int = 4) -> str:
-    """Append ``envelope`` to ``digest``'s ``.att`` tag (created if missing).
+    """Make ``digest``'s ``.att`` tag list every one of ``envelopes`` (appended to what it
+    holds; created if missing).
+
+    The tag is a read-modify-write: a writer that read it before another's PUT drops that entry.
+    So each write reads back until its entries are listed, and a caller passes every envelope it
+    knows of (verify: its own and those of the digest's other bundle referrers), so the next
+    write restores an entry a concurrent one dropped.
 
     Returns:
-        ``host/repo:sha256-<hex>.att@sha256:…`` of the manifest written.
+        ``host/repo:sha256-<hex>.att@sha256:…`` of the manifest the tag holds after the write.
 
     Raises:
         RegistryError: the registry refused a blob or the manifest.
     """
-    layer = _layer(hashlib.sha256(envelope).hexdigest(), len(envelope), predicate_type)
-    if not client.blob_exists(repository, layer["digest"]):
-        client.upload_blob(repository, layer["digest"], envelope, len(envelope))
+    wanted = {}
+    for envelope in envelopes:
+        layer = _layer(hashlib.sha256(envelope).hexdigest(), len(envelope), predicate_type)
+        if layer["digest"] not in wanted and not client.blob_exists(repository, layer["digest"]):
+            client.upload_blob(repository, layer["digest"], envelope, len(envelope))
+        wanted[layer["digest"]] = layer
     for _ in range(rounds):
         layers = _att_layers(client, repository, digest)
-        if any(x["digest"] == layer["digest"] for x in layers):
+        missing = [x for d, x in wanted.items() if d not in {y["digest"] for y in layers}]
+        if not missing:
             break
-        _put_att(client, repository, digest, [*layers, layer])
+        _put_att(client, repository, digest, [*layers, *missing])
         time.sleep(random.uniform(0.005, 0.03))  # a concurrent writer's PUT lands; check again
     tag = att_tag(digest)
     return f"{client.registry}/{repository}:{tag}@{_att_digest(client, repository, digest)}"

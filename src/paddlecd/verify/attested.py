@@ -35,7 +35,7 @@ from paddlecd.verify.attestation import (
     choose,
     sign,
 )
-from paddlecd.verify.bundle import BUNDLE_TYPE, to_bundle
+from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle, to_bundle
 from paddlecd.verify.stored import (  # noqa: F401 - the layouts' names, re-exported
     ARTIFACT_TYPE,
     BUNDLE_FILE,
@@ -93,11 +93,29 @@ def publish(settings: Settings, evidence: Mapping[str, Any] | Any, out_dir: Path
         )
         stored.append(f"{ref.name}@{pushed.digest}")
     if "att" in layouts:
-        stored.append(cosign.write_att(client, ref.repository, subject.digest, att.envelope,
-                                       PREDICATE_TYPE))
+        known = _envelopes(client, ref.repository, subject.digest, att) if stored else []
+        stored.append(cosign.write_att(client, ref.repository, subject.digest,
+                                       [att.envelope, *known], PREDICATE_TYPE))
     (out_dir / ENVELOPE_FILE).write_bytes(att.envelope)
     (out_dir / BUNDLE_FILE).write_bytes(bundle)
     return dataclasses.replace(att, location=stored[0])
+
+
+def _envelopes(client: RegistryClient, repository: str, digest: str,
+               att: Attestation) -> list[bytes]:
+    """The envelopes of ``digest``'s other bundle referrers signed by the key of ``att``: what
+    the ``.att`` tag should list besides ``att`` (:func:`paddlecd.registry.cosign.write_att`).
+    A referrer that does not parse is left out; promotion reports it from the referrer."""
+    def read(c: RegistryClient, ref: referrers.Referrer) -> bytes | None:
+        layers = c.get_manifest(repository, ref.digest).json().get("layers") or []
+        try:
+            other = from_bundle(referrers.read_blob(c, repository, layers[0]["digest"]))
+        except (AttestationError, IndexError, KeyError):
+            return None
+        return other.envelope if other.hint in att.keyids else None
+
+    listed = referrers.referrers(client, repository, digest, BUNDLE_TYPE)
+    return [e for e in client.each(read, listed) if e and e != att.envelope]
 
 
 def _read(path: Path) -> bytes:
