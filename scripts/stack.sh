@@ -62,7 +62,7 @@ make_venv() {
 NODE_DIR=${PADDLECD_NODE_DIR:-$ROOT/.paddlecd/node}
 NPM_PACKAGES=(@sigstore/verify@4.1.3 @sigstore/bundle@5.0.1 @sigstore/core@4.0.1 @sigstore/protobuf-specs@0.5.2)
 install_node() {
-  command -v node >/dev/null || { log "installing nodejs, npm"; $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  { command -v node && command -v npm; } >/dev/null || { log "installing nodejs, npm"; $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
   local want="${NPM_PACKAGES[*]}"
   if [ "$(cat "$NODE_DIR/.installed" 2>/dev/null)" = "$want" ]; then return; fi
