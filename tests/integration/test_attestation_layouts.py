@@ -222,6 +222,20 @@ def _bad_bundle(project: Project, digest: str, kind: str) -> str:
     return _push_bundle(project, digest, json.dumps(doc).encode())
 
 
+def _two_layers(project: Project, digest: str) -> str:
+    """A valid bundle with the JUnit XML as a second layer: cosign skips such a referrer."""
+    repo = project.settings.registry.repository
+    raw = bundle.to_bundle(attestation.sign(_record(project, digest), keys.signer(project.settings),
+                                            junit=b"<testsuite/>", log=b""))
+    pushed = referrers.push(
+        project.client, repo, project.client.resolve(repo, digest),
+        artifact_type=bundle.BUNDLE_TYPE,
+        layers=[referrers.Layer(bundle.BUNDLE_TYPE, raw, "attestation.sigstore.json"),
+                referrers.Layer(attested.JUNIT_TYPE, b"<testsuite/>", "junit.xml")],
+        annotations=cosign.bundle_annotations(attestation.PREDICATE_TYPE, "2026-12-01T00:00:00Z"))
+    return f"{project.settings.candidate_repo}@{pushed.digest}"
+
+
 def _att_without_annotation(project: Project, digest: str) -> str:
     repo, client = project.settings.registry.repository, project.client
     envelope = _sign(project, _record(project, digest))
@@ -240,10 +254,12 @@ def _att_without_annotation(project: Project, digest: str) -> str:
     ("keyid differs", "the signature's keyid '[0-9a-f]{16}' differs from the bundle's publicKey"),
     ("att annotation", "layer 0 of .* is no cosign attestation layer .*annotation "
                        "dev.cosignproject.cosign/signature missing"),
+    ("two layers", "has 2 layers, not exactly one Sigstore bundle"),
 ])
 def test_bad_input_is_one_typed_error_naming_it_and_nothing_is_written(project, kind, words):
     digest = push_image(project.client, project.settings.registry.repository)
     where = (_att_without_annotation(project, digest) if kind == "att annotation"
+             else _two_layers(project, digest) if kind == "two layers"
              else _bad_bundle(project, digest, kind))
     run = _invoke(
         project, "promote", "--variant", "cpu", "--version", "1.4.0", "--digest", digest, "--yes"
