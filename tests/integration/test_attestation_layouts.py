@@ -307,3 +307,17 @@ def test_concurrent_verify_runs_keep_every_run_in_both_layouts(project, tmp_path
     assert len(cosign.read_att(project.client, repo, digest)[1]) == 5
     found = attested.runs(project.client, repo, digest, keys.trusted(project.settings))
     assert len(found) == 5 and all(len(r.layouts) == 3 for r in found), [r.layouts for r in found]
+
+
+def test_a_later_run_is_appended_to_the_release_att_tag(project):
+    """The release repository's .att tag gains the newer run on the next promotion of the digest
+    (the envelopes it holds already stay: merged, not replaced)."""
+    digest = project.candidate()
+    project.promote("1.4.0", digest=digest)
+    release = project.settings.release.repository
+    [first] = cosign.read_att(project.client, release, digest)[1]
+    project.evidence(digest)  # verified again
+    project.promote("1.5.0", digest=digest)
+    layers = cosign.read_att(project.client, release, digest)[1]
+    assert len(layers) == 2 and layers[0].data == first.data
+    assert len(attested.runs(project.client, release, digest, keys.trusted(project.settings))) == 2
