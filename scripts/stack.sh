@@ -2,8 +2,11 @@
 # Install and start what paddlecd needs on a Debian/Ubuntu machine, idempotently:
 #   up        apt packages (docker.io, docker-registry, debootstrap, skopeo, openssl), dockerd, the
 #             project venv (.venv with paddlecd[test]) and the embedded registry on 127.0.0.1:5000
-#   engine    only the packages, dockerd and the venv (what the tests need; they start their own registries)
+#   engine    the packages, dockerd, the venv and the node packages (what the tests need; they start
+#             their own registries)
 #   venv      only the project venv (what the unit tier needs: no services)
+#   node      only the npm packages the tests' independent Sigstore reader needs (node_modules in
+#             $PADDLECD_NODE_DIR, default .paddlecd/node: gitignored, outside the package)
 #   down      stop the embedded registry (dockerd is left running)
 # Needs root (or sudo) for apt and dockerd. Never prompts (CI=true, no stdin).
 set -euo pipefail
@@ -56,6 +59,24 @@ make_venv() {
   fi
 }
 
+# The tests' independent reader of paddlecd's Sigstore bundles (tests/support/sigstore_verify.mjs).
+# Pinned; @sigstore/verify declares node >= 22 but runs on Debian's node 20 (EBADENGINE warning only).
+NODE_DIR=${PADDLECD_NODE_DIR:-$ROOT/.paddlecd/node}
+NPM_PACKAGES=(@sigstore/verify@4.1.3 @sigstore/bundle@5.0.1 @sigstore/core@4.0.1 @sigstore/protobuf-specs@0.5.2)
+install_node() {
+  { command -v node && command -v npm; } >/dev/null || { log "installing nodejs, npm"; $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
+  local want="${NPM_PACKAGES[*]}"
+  if [ "$(cat "$NODE_DIR/.installed" 2>/dev/null)" = "$want" ]; then return; fi
+  log "installing ${NPM_PACKAGES[*]} into $NODE_DIR"
+  mkdir -p "$NODE_DIR"
+  [ -f "$NODE_DIR/package.json" ] || echo '{"name":"paddlecd-test-readers","private":true}' >"$NODE_DIR/package.json"
+  npm install --prefix "$NODE_DIR" --save-exact --no-audit --no-fund --ignore-scripts --yes \
+    --engine-strict=false --loglevel=error "${NPM_PACKAGES[@]}" >"$STATE/npm-install.log" 2>&1 \
+    || { cat "$STATE/npm-install.log"; exit 1; }
+  echo "$want" >"$NODE_DIR/.installed"
+}
+
 start_registry() {
   mkdir -p "$STATE/registry"
   if .venv/bin/python -c 'import requests,sys; sys.exit(requests.get("http://127.0.0.1:5000/v2/",timeout=2).status_code!=200)' 2>/dev/null; then
@@ -73,13 +94,14 @@ start_registry() {
 
 case "${1:-up}" in
   up) install_packages; start_dockerd; make_venv; start_registry ;;
-  engine) install_packages; start_dockerd; make_venv ;;
+  engine) install_packages; start_dockerd; make_venv; install_node ;;
   venv)
     python3 -c 'import venv, ensurepip' 2>/dev/null || {
       $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
       $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
     }
     make_venv ;;
+  node) mkdir -p "$STATE"; install_node ;;
   down) [ -f "$STATE/registry/pid" ] && kill "$(cat "$STATE/registry/pid")" 2>/dev/null || true ;;
-  *) echo "usage: $0 [up|engine|venv|down]" >&2; exit 2 ;;
+  *) echo "usage: $0 [up|engine|venv|node|down]" >&2; exit 2 ;;
 esac

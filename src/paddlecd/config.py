@@ -65,13 +65,17 @@ class BuildSettings:
 class VerifySettings:
     """Smoke run limits: CPU ranks, shm size (Docker syntax), whole-run timeout in seconds.
     ``signing_key``: path of the PEM private key that signs attestations (issue 10); the env var
-    ``PADDLECD_SIGNING_KEY`` may hold the PEM itself instead (a CI secret, never a setting)."""
+    ``PADDLECD_SIGNING_KEY`` may hold the PEM itself instead (a CI secret, never a setting).
+    ``attestation_layouts``: where the signed attestation goes, comma-separated, at least one of
+    ``bundle`` (a Sigstore bundle referrer, cosign v3's layout) and ``att`` (cosign's
+    ``sha256-<hex>.att`` tag, which Kyverno ``type: Cosign`` and policy-controller read)."""
 
     cpu_ranks: int = 2
     shm_size: str = "2g"
     gpu_shm_size: str = "16g"
     timeout: int = 1800
     signing_key: str | None = None
+    attestation_layouts: str = "bundle,att"
     # issue 14: a GPU all-reduce below this share of its table row fails (verify/bandwidth.py)
     busbw_fraction: float = 0.8
 
@@ -352,6 +356,9 @@ def _check_key(key: str, origin: str) -> None:
         raise ConfigError(f"{origin}: unknown setting '{key}'", hint)
 
 
+ATTESTATION_LAYOUTS = ("bundle", "att")
+
+
 def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
     hints = typing.get_type_hints(Settings)
     kwargs: dict[str, Any] = {"root": root}
@@ -381,10 +388,28 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
                 "no scheme or path (plain HTTP: registry.insecure=true; repository: "
                 "registry.repository)",
             )
+    attestation_layouts(settings)  # refused here, before any verify runs
     for key in ("registry.repository", "release.repository"):  # issue 12: the spec's rule, up front
         section, name = key.split(".")
         check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
     return settings
+
+
+def attestation_layouts(settings: Settings) -> tuple[str, ...]:
+    """``verify.attestation_layouts`` as a tuple, in the order written (``bundle``, ``att``).
+
+    Raises:
+        ConfigError: empty, or a name other than ``bundle`` and ``att``.
+    """
+    given = [x.strip() for x in settings.verify.attestation_layouts.split(",") if x.strip()]
+    unknown = [x for x in given if x not in ATTESTATION_LAYOUTS]
+    if unknown or not given:
+        raise ConfigError(
+            f"setting 'verify.attestation_layouts' is {settings.verify.attestation_layouts!r}: "
+            f"{'unknown ' + ', '.join(unknown) if unknown else 'no layout'}",
+            "give bundle, att or both (bundle,att: the default)",
+        )
+    return tuple(x for x in ATTESTATION_LAYOUTS if x in given)
 
 
 def _coerce(value: Any, typ: Any, key: str) -> Any:

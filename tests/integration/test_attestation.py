@@ -41,9 +41,9 @@ from paddlecd.errors import (
     SigningKeyError,
     SubjectError,
 )
-from paddlecd.registry import referrers
+from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import client_for
-from paddlecd.verify import attestation, attested, evidence, keys
+from paddlecd.verify import attestation, attested, bundle, evidence, keys
 
 from support.oci_images import push_image
 
@@ -139,32 +139,38 @@ def test_promote_from_a_second_machine_uses_the_registry_attestation(project, tm
     out = project.promote("1.4.0", settings=machine2, digest=digest)
     [record] = project.records()
     release_repo = project.settings.release.repository
-    [listed] = referrers.referrers(project.client, release_repo, digest, attested.ARTIFACT_TYPE)
-    assert record.attestation == listed.digest and out.attestation_copied["copied"] == 1
+    [listed] = referrers.referrers(project.client, release_repo, digest, bundle.BUNDLE_TYPE)
+    # the bundle referrer, the .att tag and the JUnit/log referrer, each copied once
+    assert record.attestation == listed.digest and out.attestation_copied["copied"] == 3
+    assert cosign.att_tag(digest) in project.client.list_tags(release_repo)
     # distribution 2.8 has no referrers API: the release repository holds the sha256-<hex> index
     assert referrers.tag_for(digest) in project.client.list_tags(release_repo)
     # the release proves itself from the release repository alone
     proof = attested.check(machine2, project.client, release_repo, digest, "cpu")
     assert proof.passed and proof.keyid == keys.trusted(machine2)[0].keyid
     assert proof.location == f"{project.settings.release_repo}@{listed.digest}"
+    assert len(proof.stored) == 3 and proof.stored[1].startswith(
+        f"{project.settings.release_repo}:{cosign.att_tag(digest)}@sha256:")
 
 
 def test_signature_verified_by_implementations_paddlecd_did_not_write(project):
     digest = push_image(project.client, project.settings.registry.repository)
     att = project.evidence(digest)
-    [listed] = referrers.referrers(project.client, project.settings.registry.repository, digest)
-    manifest = project.client.get_manifest(
-        project.settings.registry.repository, listed.digest
-    ).json()
-    stored = referrers.read_blob(
-        project.client, project.settings.registry.repository, manifest["layers"][0]["digest"]
-    )
+    repo = project.settings.registry.repository
+    [listed] = referrers.referrers(project.client, repo, digest, bundle.BUNDLE_TYPE)
+    manifest = project.client.get_manifest(repo, listed.digest).json()
+    held = json.loads(referrers.read_blob(project.client, repo, manifest["layers"][0]["digest"]))
+    stored = json.dumps(held["dsseEnvelope"], sort_keys=True).encode()
     assert stored == att.envelope and manifest["subject"]["digest"] == digest
     public = serialization.load_pem_public_key(
         Path(project.flags["release.trusted_keys"]).read_bytes()
     )
-    # 1. securesystemslib's DSSE verifier with the committed public key
-    Envelope.from_dict(json.loads(stored)).verify([SSlibKey.from_crypto(public)], 1)
+    # 1. securesystemslib's DSSE verifier with the committed public key, under the keyid the
+    #    signature carries (the key's OpenSSH fingerprint, what cosign's DSSE verifier computes)
+    keyid = json.loads(stored)["signatures"][0]["keyid"]
+    hint = held["verificationMaterial"]["publicKey"]["hint"]
+    assert keyid.startswith("SHA256:") and keyid == hint
+    Envelope.from_dict(json.loads(stored)).verify([SSlibKey.from_crypto(public, keyid=keyid)], 1)
     # 2. cryptography on PAE(payloadType, payload), built here from the DSSE spec (protocol.md)
     doc = json.loads(stored)
     payload, ptype = base64.b64decode(doc["payload"]), doc["payloadType"].encode()
@@ -182,8 +188,10 @@ def test_signature_verified_by_implementations_paddlecd_did_not_write(project):
         {"name": project.settings.candidate_repo, "digest": {"sha256": digest[7:]}}
     ]
     assert statement["predicateType"] == attestation.PREDICATE_TYPE
+    [byproducts] = referrers.referrers(project.client, repo, digest, attested.BYPRODUCTS_TYPE)
     layers = {
-        x["annotations"]["org.opencontainers.image.title"]: x["digest"] for x in manifest["layers"]
+        x["annotations"]["org.opencontainers.image.title"]: x["digest"]
+        for x in project.client.get_manifest(repo, byproducts.digest).json()["layers"]
     }
     for name in ("junit.xml", "smoke.log"):
         assert f"sha256:{statement['predicate']['byproducts'][name]['sha256']}" == layers[name]
@@ -204,9 +212,8 @@ def test_skopeo_reads_the_artifact_and_the_referrers_index(project, registry, tm
         ).stdout
 
     index = json.loads(skopeo("inspect", "--raw", *auth, f"{repo}:{referrers.tag_for(digest)}"))
-    [entry] = index["manifests"]
+    [entry] = [e for e in index["manifests"] if e["artifactType"] == bundle.BUNDLE_TYPE]
     assert index["mediaType"] == "application/vnd.oci.image.index.v1+json"
-    assert entry["artifactType"] == attested.ARTIFACT_TYPE
     manifest = json.loads(skopeo("inspect", "--raw", *auth, f"{repo}@{entry['digest']}"))
     assert (
         manifest["subject"]["digest"] == digest
@@ -221,16 +228,16 @@ def test_skopeo_reads_the_artifact_and_the_referrers_index(project, registry, tm
         f"{repo}@{entry['digest']}",
         f"dir:{tmp_path / 'copy'}",
     )
-    envelope = (tmp_path / "copy" / manifest["layers"][0]["digest"][7:]).read_bytes()
-    assert json.loads(envelope)["payloadType"] == "application/vnd.in-toto+json"
+    held = json.loads((tmp_path / "copy" / manifest["layers"][0]["digest"][7:]).read_bytes())
+    assert held["dsseEnvelope"]["payloadType"] == "application/vnd.in-toto+json"
 
 
 def test_every_run_is_kept_and_the_newest_decides(project):
     digest = project.candidate(age_hours=2)
     project.evidence(digest, passed=False, age_hours=1)  # a later run of the same digest failed
-    assert (
-        len(referrers.referrers(project.client, project.settings.registry.repository, digest)) == 2
-    )
+    repo = project.settings.registry.repository
+    assert len(referrers.referrers(project.client, repo, digest, bundle.BUNDLE_TYPE)) == 2
+    assert len(cosign.read_att(project.client, repo, digest)[1]) == 2
     with pytest.raises(
         AttestedFailureError, match=r"a newer run \(.*\) failed after the passing run"
     ):
@@ -468,7 +475,7 @@ def test_promotion_with_attestation_moves_at_most_64_kib(project, monkeypatch):
 
     monkeypatch.setattr(requests.Session, "send", counting)
     out = project.promote("1.4.0", digest=digest)
-    assert out.attestation_copied["copied"] == 1 and out.plan.attestation.passed
+    assert out.attestation_copied["copied"] == 3 and out.plan.attestation.passed
     assert moved["bytes"] <= 64 * 1024, moved
     print(f"promotion with attestation lookup and copy moved {moved['bytes']} bytes")
 
@@ -506,15 +513,21 @@ def test_referrers_api_is_used_where_the_registry_has_it(scripted, tmp_path):
     (tmp_path / "junit.xml").write_bytes(JUNIT)
     (tmp_path / "smoke.log").write_bytes(LOG)
     att = attested.publish(settings, record, tmp_path)
-    assert not any("/manifests/sha256-" in line for line in server.log)
+    assert not any(_tag_index_request(line) for line in server.log)
     server.log.clear()
     verified = attested.check(settings, client, "ci/paddle", digest, "cpu")
     assert verified.location == att.location
-    assert server.log[0] == f"GET /v2/ci/paddle/referrers/{digest}"
+    assert f"GET /v2/ci/paddle/referrers/{digest}" in server.log[:2]  # .att read meanwhile
     client.copy_image(client, "ci/paddle", digest, "release/paddle")
     attested.copy(client, client, "ci/paddle", "release/paddle", verified)
     assert attested.check(settings, client, "release/paddle", digest, "cpu").passed
-    assert not any("/manifests/sha256-" in line for line in server.log)
+    assert not any(_tag_index_request(line) for line in server.log)
+
+
+def _tag_index_request(line: str) -> bool:
+    """A request for the referrers tag schema (``sha256-<hex>`` or an own tag); cosign's
+    ``sha256-<hex>.att`` tag is a layout of its own, written on every registry."""
+    return "/manifests/sha256-" in line and not line.endswith(".att")
 
 
 def test_registry_rejecting_the_artifact_is_named(scripted, tmp_path):

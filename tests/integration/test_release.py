@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import threading
 import uuid
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from paddlecd import config
 from paddlecd.errors import ConfigError, PromotionError
 from paddlecd.localstack import RegistryServer, free_port
-from paddlecd.registry.client import client_for
+from paddlecd.registry.client import OCI_INDEX, client_for
 from paddlecd.release import ledger
 from paddlecd.release import promote as release
 from paddlecd.verify import attested, evidence, keys
@@ -135,6 +136,11 @@ def _blobs(registry) -> set[str]:
     return {p.name for p in root.glob("sha256/*/*")}
 
 
+def _blob(registry, hexdigest: str) -> dict:
+    root = Path(registry.root) / "data" / "docker" / "registry" / "v2" / "blobs"
+    return json.loads((root / "sha256" / hexdigest[:2] / hexdigest / "data").read_bytes())
+
+
 def test_promote_to_another_repository_mounts_blobs(project, registry):
     digest = project.candidate()
     blobs_before = _blobs(registry)
@@ -144,10 +150,14 @@ def test_promote_to_another_repository_mounts_blobs(project, registry):
     for tag in ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu"):
         assert project.tag(tag) == digest
     [record] = project.records()
-    # the registry's storage grew by the ledger record (its JSON and its manifest) and nothing else
+    # the registry's storage grew by the ledger record (its JSON and its manifest) and the
+    # release repository's referrers index (written per referrer copied), nothing else
     record_blob = hashlib.sha256(record.to_json()).hexdigest()
     record_manifest = project.tag(record.id).split(":")[1]
-    assert _blobs(registry) - blobs_before == {record_blob, record_manifest}
+    grown = _blobs(registry) - blobs_before
+    assert grown >= {record_blob, record_manifest}
+    assert all(_blob(registry, b)["mediaType"] == OCI_INDEX
+               for b in grown - {record_blob, record_manifest}), grown
     assert (record.action, record.version, record.digest, record.forced) == (
         "promote",
         "1.4.0",
@@ -155,8 +165,10 @@ def test_promote_to_another_repository_mounts_blobs(project, registry):
         False,
     )
     assert record.evidence.startswith(digest) and record.evidence_summary["passed"] is True
-    # the attestation came along: its three files and the empty config mounted, its manifest written
-    assert out.attestation_copied == {"mounted": 4, "copied": 1}
+    # the attestation came along, every layout: the bundle referrer (empty config, bundle), the
+    # .att tag (envelope, config) and the JUnit/log referrer (empty config, two files) mounted,
+    # their three manifests written
+    assert out.attestation_copied == {"mounted": 7, "copied": 3}
     proof = attested.check(project.settings, project.client, project.settings.release.repository,
                            digest, "cpu")
     assert record.attestation == proof.location.rsplit("@", 1)[1]
@@ -411,9 +423,10 @@ def test_promote_to_another_registry_copies_only_missing_blobs(registry_env, tmp
         digest = p.candidate()
         out = p.promote("2.0.0")
         assert out.copied == {"copied": 4} and out.bytes_uploaded > 0
-        assert out.attestation_copied == {
-            "copied": 5
-        }  # empty config, envelope, JUnit, log+manifest
+        # bundle referrer 3 (empty config, bundle, manifest), .att 3 (envelope, config,
+        # manifest), JUnit/log referrer 4 (the empty config unless the bundle's copy had it)
+        copied = out.attestation_copied
+        assert copied["copied"] + copied["present"] == 10 and copied["present"] <= 1, copied
         target = client_for(p.settings, other.host)
         assert attested.check(p.settings, target, p.settings.release.repository, digest,
                               "cpu").passed

@@ -8,6 +8,8 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from support import ROOT
 
 
@@ -39,3 +41,44 @@ def test_reinstalls_on_a_content_change_only(tmp_path):
     assert _make_venv(project, bin_dir) == ""
     pyproject.write_text("[project]\nname = 'x'\ndependencies = ['y']\n")
     assert "installing" in _make_venv(project, bin_dir)
+
+
+def _install_node(project, bin_dir, node_dir) -> str:
+    body = (ROOT / "scripts" / "stack.sh").read_text()
+    start = body.index("NODE_DIR=")
+    function = body[start : body.index("\n}\n", start) + 3]
+    script = (f'set -euo pipefail\nROOT=$PWD\nSTATE=$PWD/.state\nSUDO=""\nmkdir -p "$STATE"\n'
+              f'log() {{ echo "$*"; }}\n{function}install_node\n')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "PADDLECD_NODE_DIR": str(node_dir)}
+    done = subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True,
+                          text=True, check=True)
+    return done.stdout
+
+
+def test_npm_packages_install_once_pinned_and_without_a_prompt(tmp_path):
+    project, bin_dir, node_dir = tmp_path / "p", tmp_path / "bin", tmp_path / "node"
+    project.mkdir()
+    bin_dir.mkdir()
+    npm = bin_dir / "npm"
+    npm.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/npm-calls\n')
+    npm.chmod(0o755)
+    assert "installing @sigstore/verify@4.1.3" in _install_node(project, bin_dir, node_dir)
+    assert _install_node(project, bin_dir, node_dir) == ""  # installed: not asked again
+    [call] = (tmp_path / "npm-calls").read_text().splitlines()
+    assert f"--prefix {node_dir}" in call and "--yes" in call and "--save-exact" in call
+    assert all(f"@{v}" in call for v in ("4.1.3", "5.0.1", "4.0.1", "0.5.2"))
+
+
+def test_missing_npm_packages_fail_under_ci_and_skip_elsewhere(tmp_path, monkeypatch):
+    from _pytest.outcomes import Failed, Skipped
+
+    from support import sigstore_js
+
+    monkeypatch.setenv("PADDLECD_NODE_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(Failed, match="scripts/stack.sh node"):
+        sigstore_js.node_modules()
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(Skipped):
+        sigstore_js.node_modules()

@@ -298,6 +298,7 @@ def test_describe_says_skipped_checks_apart_from_passed_ones():
     (the trial's demo); a skipped check still counts towards the pass (evidence.Check)."""
     from paddlecd.verify import attested
     from paddlecd.verify.attestation import VerifiedAttestation
+    from paddlecd.verify.describe import describe
 
     checks = [{"name": f"environment/t{i}", "passed": True, "skipped": i < 2} for i in range(10)]
     run = attested.Run(
@@ -307,7 +308,7 @@ def test_describe_says_skipped_checks_apart_from_passed_ones():
             predicate={"passed": True, "checks": checks, "created": "2026-12-01T00:00:00Z"},
         ),
     )
-    lines = attested.describe(run)
+    lines = describe(run)
     assert "  checks:   8/10 passed, 2 skipped" in lines, lines
 
 

@@ -42,12 +42,12 @@ def show(c, target):
               invoke evidence.show 1.4.0-cpu
     """
     from paddlecd.release import query
-    from paddlecd.verify import attested
+    from paddlecd.verify.describe import describe
 
     ref, runs = query.evidence_of(settings(), target)
     if not runs:
         raise NoAttestationError(f"no attestation of {ref}",
                                  "run: invoke verify --image <repo>@<digest>")
     for run in runs:
-        for line in attested.describe(run):
+        for line in describe(run):
             result(line)

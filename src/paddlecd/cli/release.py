@@ -152,6 +152,28 @@ def list_(c, variant=None, json=False):
         say("no releases yet")
 
 
+def _stored(s, record) -> list[str]:
+    """Where the release repository holds the release's signed runs, each layout read and checked
+    against release.trusted_keys (the ledger names only the one promotion rested on)."""
+    from paddlecd.errors import SigningKeyError
+    from paddlecd.registry.reference import parse_reference
+    from paddlecd.verify import attested
+
+    try:
+        runs = attested.lookup(s, parse_reference(f"{s.release_repo}@{record.digest}"))
+    except SigningKeyError as e:
+        return [f"  stored: not checked ({e.cause})"]
+    lines = []
+    for run in runs:
+        if run.problem:
+            lines.append(f"  stored: REJECTED ({', '.join(run.layouts)}): {run.problem.cause}")
+        elif run.verified:
+            state = "passed" if run.verified.passed else "FAILED"
+            lines += [f"  stored: {where} ({layout}, run {state} {run.verified.created})"
+                      for where, layout in zip(run.verified.stored, run.layouts)]
+    return lines or ["  stored: no signed run in the release repository"]
+
+
 @task(help={"version": "a version (1.4.0: every variant) or a release (1.4.0-cpu)"})
 @guarded
 def show(c, version):
@@ -165,5 +187,7 @@ def show(c, version):
             f"  moving tags: {' '.join(tags) or '(none)'}\n  evidence: {_evidence_text(record)}\n"
             f"  attestation: {record.attestation or '(none)'}"
         )
+        for line in _stored(s, record):
+            result(line)
         for h in history:
             result(f"  {h.when} {h.action} by {h.who} (record {h.id})")

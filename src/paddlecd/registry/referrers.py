@@ -229,9 +229,16 @@ def _tag_schema(client: RegistryClient, repository: str, subject: str) -> list[R
     listed = {r.digest[7:23] for r in found}
     prefix = tag_for(subject) + "."
     for tag in sorted(tags):
-        if tag.startswith(prefix) and tag[len(prefix) :] not in listed:
+        if _own(tag, prefix) and tag[len(prefix) :] not in listed:
             found.append(_referrer(client, repository, tag))
     return found
+
+
+def _own(tag: str, prefix: str) -> bool:
+    """True for an artifact's own tag (16 hex after ``sha256-<hex>.``), not cosign's ``.att``
+    or ``.sig`` tags beside it."""
+    rest = tag[len(prefix) :]
+    return tag.startswith(prefix) and len(rest) == 16 and all(c in "0123456789abcdef" for c in rest)
 
 
 def _referrer(client: RegistryClient, repository: str, reference: str) -> Referrer:
@@ -264,7 +271,7 @@ def _add_to_tag_index(
     for _ in range(rounds):
         entries = _tag_index(client, repository, tag)
         have = {str(e.get("digest", ""))[7:23] for e in entries}
-        own = {t[len(prefix) :] for t in client.list_tags(repository) if t.startswith(prefix)}
+        own = {t[len(prefix) :] for t in client.list_tags(repository) if _own(t, prefix)}
         missing = [
             referrer
             if short == referrer.digest[7:23]

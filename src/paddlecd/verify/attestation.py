@@ -124,11 +124,14 @@ class Attestation:
     Attributes:
         envelope: the envelope JSON. statement: the decoded in-toto Statement.
         location: ``host/repo@sha256:…`` of the artifact manifest holding it, when known.
+        hint: the key a Sigstore bundle names (``verificationMaterial.publicKey.hint``); None for
+            a bare envelope.
     """
 
     envelope: bytes
     statement: dict[str, Any] = field(repr=False)
     location: str | None = None
+    hint: str | None = None
 
     def to_json(self) -> bytes:
         """The envelope bytes, exactly as signed and stored."""
@@ -171,6 +174,8 @@ class VerifiedAttestation:
         keyid, key_source: the trusted key that verified it and the file it came from.
         predicate: the signed predicate (``passed``, ``created``, ``checks``, ``versions``...).
         location: ``host/repo@sha256:…`` of the artifact manifest.
+        stored: every place this run is stored (``location`` first): referrers as
+            ``host/repo@sha256:…``, cosign's tag as ``host/repo:sha256-<hex>.att@sha256:…``.
     """
 
     digest: str
@@ -179,6 +184,7 @@ class VerifiedAttestation:
     key_source: str
     predicate: dict[str, Any] = field(repr=False)
     location: str | None = None
+    stored: tuple[str, ...] = ()
 
     @property
     def created(self) -> str:
@@ -214,6 +220,7 @@ class VerifiedAttestation:
             "key_source": self.key_source,
             "predicate": self.predicate,
             "location": self.location,
+            "stored": list(self.stored),
         }
 
     @classmethod
@@ -222,6 +229,7 @@ class VerifiedAttestation:
         return cls(
             **{k: data[k] for k in ("digest", "name", "keyid", "key_source", "predicate")},
             location=data.get("location"),
+            stored=tuple(data.get("stored") or ()),
         )
 
 
@@ -243,7 +251,13 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
         SubjectError: the Statement is about another digest, or of another type.
     """
     where = att.location or "the attestation"
-    by_id = {k.keyid: k for k in keys}
+    by_id = {i: (k, key) for k in keys for i, key in k.ids.items()}
+    if att.hint is not None and att.hint not in by_id:
+        raise SignatureError(
+            f"{where} names key {att.hint[:16]} (its publicKey hint), which is not in "
+            "release.trusted_keys",
+            "verify with a trusted key, or add its public key to release.trusted_keys",
+        )
     signers = [i for i in att.keyids if i in by_id]
     if not signers:
         raise SignatureError(
@@ -253,14 +267,14 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
         )
     try:
         accepted = Envelope.from_dict(json.loads(att.envelope)).verify(
-            [by_id[i].key for i in signers], 1
+            [by_id[i][1] for i in signers], 1
         )
     except sslib_errors.VerificationError as e:
         raise SignatureError(
             f"the signature of {where} does not verify: the envelope or payload was changed",
             "never edit an attestation; re-run invoke verify to attest the image again",
         ) from e
-    key = by_id[next(iter(accepted))]
+    key = by_id[next(iter(accepted))][0]
     doc = att.statement
     if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
         raise SubjectError(
@@ -285,6 +299,7 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
         key_source=key.source,
         predicate=dict(doc.get("predicate") or {}),
         location=att.location,
+        stored=(att.location,) if att.location else (),
     )
 
 

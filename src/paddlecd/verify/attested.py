@@ -1,10 +1,15 @@
 """Attestations in the registry: verify publishes one per run; promotion finds, checks, copies them.
 
-Each run's attestation is an OCI artifact (:mod:`paddlecd.registry.referrers`) whose ``subject`` is
-the image manifest, with three layers: the DSSE envelope, the JUnit XML and the smoke log. A later
-run adds another artifact; none is ever replaced, so a failing run cannot be hidden by a passing one
-(:func:`paddlecd.verify.attestation.choose`: the newest run decides). The local evidence file under
-the state folder stays as a cache for the machine that ran verify; promotion reads the registry.
+A run's signed attestation is written in the layouts ``verify.attestation_layouts`` names
+(:mod:`paddlecd.registry.cosign`): a Sigstore bundle referrer of the image (cosign v3, Kyverno
+``SigstoreBundle``, sigstore-js) and the envelope appended to cosign's ``sha256-<hex>.att`` tag
+(cosign, Kyverno ``Cosign``, policy-controller). Its JUnit XML and smoke log, named by sha256 in
+the signed predicate, go into a referrer of their own (readers of a bundle referrer require
+exactly one layer). Finding them in every layout, the paddlecd v1 artifact of images attested
+before included, is :mod:`paddlecd.verify.stored`. None is ever replaced, so a failing run cannot
+be hidden by a passing one (:func:`paddlecd.verify.attestation.choose`: the newest run decides).
+The local evidence file under the state folder stays as a cache for the machine that ran verify;
+promotion reads the registry.
 """
 
 from __future__ import annotations
@@ -12,135 +17,109 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from paddlecd.config import Settings
-from paddlecd.errors import AttestationError, SigningKeyError, SubjectError
-from paddlecd.registry import referrers
+from paddlecd.config import Settings, attestation_layouts
+from paddlecd.errors import AttestationError, SigningKeyError
+from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient, client_for
 from paddlecd.registry.reference import Reference, parse_reference
 from paddlecd.verify import keys
 from paddlecd.verify.attestation import (
+    PREDICATE_TYPE,
     Attestation,
-    TrustedKey,
     VerifiedAttestation,
     _record,
     choose,
     sign,
-    verify,
+)
+from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle, to_bundle
+from paddlecd.verify.stored import (  # noqa: F401 - the layouts' names, re-exported
+    ARTIFACT_TYPE,
+    BUNDLE_FILE,
+    BYPRODUCTS_TYPE,
+    ENVELOPE_FILE,
+    ENVELOPE_TYPE,
+    JUNIT_TYPE,
+    LAYOUT_NAMES,
+    LOG_TYPE,
+    STATEMENT,
+    Run,
+    runs,
+    statement_sha,
 )
 
-ARTIFACT_TYPE = "application/vnd.paddlecd.attestation.v1+json"
-ENVELOPE_TYPE = "application/vnd.dsse.envelope.v1+json"
-JUNIT_TYPE = "application/vnd.paddlecd.junit.v1+xml"
-LOG_TYPE = "text/plain"
-ENVELOPE_FILE = "attestation.dsse.json"
 # What makes an attestation check refuse a promotion (``--force --reason`` overrides any of them).
 REFUSALS = (AttestationError, SigningKeyError)
 
 
-@dataclass(frozen=True)
-class Run:
-    """One attestation found for a digest: its artifact ``manifest`` digest, and either the
-    ``verified`` attestation or the ``problem`` that stopped it (never both)."""
-
-    manifest: str
-    verified: VerifiedAttestation | None = None
-    problem: AttestationError | None = None
-
-
 def publish(settings: Settings, evidence: Mapping[str, Any] | Any, out_dir: Path) -> Attestation:
-    """Sign ``evidence`` with the configured key and push it as an artifact about its image.
+    """Sign ``evidence`` with the configured key and push it about its image, in the layouts of
+    ``verify.attestation_layouts``, after a referrer holding its JUnit XML and smoke log.
 
-    Reads ``out_dir/junit.xml`` and ``out_dir/smoke.log`` (their layers, their sha256 signed) and
-    writes
-    the envelope to ``out_dir/attestation.dsse.json`` (a local copy).
+    Reads ``out_dir/junit.xml`` and ``out_dir/smoke.log`` (their sha256 signed) and writes local
+    copies of the envelope and the bundle to ``out_dir/attestation.{dsse,sigstore}.json``.
 
     Returns:
-        the :class:`Attestation`, ``location`` = ``host/repo@sha256:…`` of its artifact manifest.
+        the :class:`Attestation`, ``location`` = where the first layout holds it
+        (``host/repo@sha256:…`` of the bundle referrer, or the ``.att`` tag's manifest).
 
     Raises:
-        SigningKeyError: no usable signing key. RegistryError: the registry refused the artifact.
+        SigningKeyError: no usable signing key. ConfigError: a bad layout setting.
+        RegistryError: the registry refused a blob or a manifest.
     """
     record = _record(evidence)
     ref = parse_reference(record["reference"])
+    layouts = attestation_layouts(settings)
     junit, log = (_read(out_dir / name) for name in ("junit.xml", "smoke.log"))
     att = sign(record, keys.signer(settings), junit=junit, log=log)
+    bundle, created = to_bundle(att), str(record.get("created", ""))
     client = client_for(settings, ref.registry)
     subject = client.resolve(ref.repository, ref.identifier)
-    layers = [
-        referrers.Layer(ENVELOPE_TYPE, att.envelope, ENVELOPE_FILE),
-        referrers.Layer(JUNIT_TYPE, junit, "junit.xml"),
-        referrers.Layer(LOG_TYPE, log, "smoke.log"),
-    ]
-    annotations = {
-        "org.opencontainers.image.created": str(record.get("created", "")),
-        "org.paddlecd.attestation.passed": str(bool(record.get("passed"))).lower(),
-        "org.paddlecd.attestation.keyid": att.keyids[0],
-    }
-    pushed = referrers.push(
-        client,
-        ref.repository,
-        subject,
-        artifact_type=ARTIFACT_TYPE,
-        layers=layers,
-        annotations=annotations,
+    referrers.push(
+        client, ref.repository, subject, artifact_type=BYPRODUCTS_TYPE,
+        layers=[referrers.Layer(JUNIT_TYPE, junit, "junit.xml"),
+                referrers.Layer(LOG_TYPE, log, "smoke.log")],
+        annotations={cosign.CREATED: created, STATEMENT: statement_sha(att)},
     )
+    stored = []
+    if "bundle" in layouts:
+        pushed = referrers.push(
+            client, ref.repository, subject, artifact_type=BUNDLE_TYPE,
+            layers=[referrers.Layer(BUNDLE_TYPE, bundle, BUNDLE_FILE)],
+            annotations=cosign.bundle_annotations(PREDICATE_TYPE, created),
+        )
+        stored.append(f"{ref.name}@{pushed.digest}")
+    if "att" in layouts:
+        known = _envelopes(client, ref.repository, subject.digest, att) if stored else []
+        stored.append(cosign.write_att(client, ref.repository, subject.digest,
+                                       [att.envelope, *known], PREDICATE_TYPE))
     (out_dir / ENVELOPE_FILE).write_bytes(att.envelope)
-    return dataclasses.replace(att, location=f"{ref.name}@{pushed.digest}")
+    (out_dir / BUNDLE_FILE).write_bytes(bundle)
+    return dataclasses.replace(att, location=stored[0])
+
+
+def _envelopes(client: RegistryClient, repository: str, digest: str,
+               att: Attestation) -> list[bytes]:
+    """The envelopes of ``digest``'s other bundle referrers signed by the key of ``att``: what
+    the ``.att`` tag should list besides ``att`` (:func:`paddlecd.registry.cosign.write_att`).
+    A referrer that does not parse is left out; promotion reports it from the referrer."""
+    def read(c: RegistryClient, ref: referrers.Referrer) -> bytes | None:
+        layers = c.get_manifest(repository, ref.digest).json().get("layers") or []
+        try:
+            other = from_bundle(referrers.read_blob(c, repository, layers[0]["digest"]))
+        except (AttestationError, IndexError, KeyError):
+            return None
+        return other.envelope if other.hint in att.keyids else None
+
+    listed = referrers.referrers(client, repository, digest, BUNDLE_TYPE)
+    return [e for e in client.each(read, listed) if e and e != att.envelope]
 
 
 def _read(path: Path) -> bytes:
     return path.read_bytes() if path.exists() else b""
-
-
-def runs(
-    client: RegistryClient, repository: str, digest: str, trusted: list[TrustedKey]
-) -> list[Run]:
-    """Every attestation of ``digest`` in ``repository``, each verified or with its problem.
-
-    Raises:
-        RegistryError: the registry failed.
-    """
-    def run(c: RegistryClient, ref: referrers.Referrer) -> Run:
-        try:
-            return Run(ref.digest, _verified(c, repository, digest, ref.digest, trusted))
-        except AttestationError as e:
-            return Run(ref.digest, problem=e)
-
-    # a few runs at once: each is two round trips (manifest, envelope)
-    return client.each(run, referrers.referrers(client, repository, digest, ARTIFACT_TYPE))
-
-
-def _verified(
-    client: RegistryClient,
-    repository: str,
-    digest: str,
-    manifest_digest: str,
-    trusted: list[TrustedKey],
-) -> VerifiedAttestation:
-    location = f"{client.registry}/{repository}@{manifest_digest}"
-    doc = client.get_manifest(repository, manifest_digest).json()
-    layers = {layer.get("mediaType"): layer["digest"] for layer in doc.get("layers", [])}
-    if (doc.get("subject") or {}).get("digest") != digest or ENVELOPE_TYPE not in layers:
-        raise SubjectError(
-            f"{location} is no attestation artifact of {digest}",
-            "it was not written by paddlecd verify; ignore or delete it",
-        )
-    att = Attestation.from_json(
-        referrers.read_blob(client, repository, layers[ENVELOPE_TYPE]), location
-    )
-    verified = verify(att, trusted, digest)
-    signed = verified.predicate.get("byproducts") or {}
-    for name, media_type in (("junit.xml", JUNIT_TYPE), ("smoke.log", LOG_TYPE)):
-        if f"sha256:{(signed.get(name) or {}).get('sha256')}" != layers.get(media_type):
-            raise SubjectError(
-                f"{location}: its {name} is not the one the signed statement names",
-                "the artifact was re-assembled; re-run invoke verify",
-            )
-    return verified
 
 
 def check(
@@ -178,16 +157,42 @@ def copy(
     *,
     ready: Callable[[], None] = lambda: None,
 ) -> Counter[str]:
-    """Copy the artifact of ``attestation`` (manifest and its blobs) into ``to_repo`` of ``dst``,
-    listed there as a referrer of the image; the image must be there once ``ready`` returns
-    (:func:`paddlecd.registry.referrers.copy`). The manifest verified from ``src`` is not fetched
+    """Copy every place ``attestation`` is stored (its referrers, manifests and blobs, and its
+    envelopes in the ``.att`` tag) into ``to_repo`` of ``dst``, listed there as the candidate
+    lists them; the image must be there once ``ready`` returns
+    (:func:`paddlecd.registry.referrers.copy`). A manifest verified from ``src`` is not fetched
     again (the client keeps what it read by digest).
 
     Returns:
         counts per outcome (``present``/``mounted``/``copied``).
     """
-    manifest_digest = str(attestation.location).rsplit("@", 1)[1]
-    return referrers.copy(dst, src, from_repo, to_repo, manifest_digest, ready=ready)
+    def one(group: list[str]) -> tuple[Counter[str], RegistryClient, RegistryClient]:
+        d, s, counts = dst.twin(), src.twin(), Counter[str]()
+        for where in group:
+            name, manifest_digest = where.rsplit("@", 1)
+            if name.endswith(".att"):
+                counts += cosign.copy_att(d, s, from_repo, to_repo, attestation.digest,
+                                          manifest_digest, ready=ready)
+            else:
+                counts += referrers.copy(d, s, from_repo, to_repo, manifest_digest, ready=ready)
+        return counts, d, s
+
+    # The .att tag and the referrers at once, with clients of their own (a copy uses
+    # client.each itself), so they add no round trips to a promotion. The referrers one after
+    # the other, in the order verify wrote them (JUnit/log first): each adds itself to one
+    # sha256-<hex> index, which cosign reads, and two writers at once could drop an entry.
+    places = attestation.stored or (str(attestation.location),)
+    groups = [g for g in ([p for p in places if p.rsplit("@", 1)[0].endswith(".att")],
+                          [p for p in reversed(places) if not p.rsplit("@", 1)[0].endswith(".att")])
+              if g]
+    with ThreadPoolExecutor(len(groups)) as pool:
+        done = list(pool.map(one, groups))
+    counts: Counter[str] = Counter()
+    for tally, d, s in done:
+        counts += tally
+        dst.stats.update(d.stats)
+        src.stats.update(s.stats)
+    return counts
 
 
 def lookup(settings: Settings, ref: Reference) -> list[Run]:
@@ -205,63 +210,4 @@ def lookup(settings: Settings, ref: Reference) -> list[Run]:
         ref.repository,
         ref.digest or client.resolve(ref.repository, ref.identifier).digest,
         keys.trusted(settings),
-    )
-
-
-def describe(run: Run) -> list[str]:
-    """``run`` as lines for a reader: who verified what, where, when, with which key, figures."""
-    if run.problem:
-        return [f"attestation {run.manifest}: REJECTED: {run.problem.cause}"]
-    v = run.verified
-    assert v
-    p, host = v.predicate, v.predicate.get("host") or {}
-    checks = p.get("checks", [])
-    lines = [
-        f"attestation {run.manifest} ({'PASSED' if v.passed else 'FAILED'})",
-        f"  subject:  {v.name}@{v.digest} "
-        f"(variant {p.get('variant')}, revision {p.get('revision')})",
-        f"  verified: {p.get('created')} by {(p.get('verifier') or {}).get('who')} on "
-        f"{host.get('hostname')} (runner {host.get('runner') or '-'}, {host.get('arch')})",
-        f"  key:      {v.keyid[:16]}… trusted via {v.key_source}",
-        f"  stored:   {v.location}",
-        "  versions: "
-        + ", ".join(f"{k} {val}" for k, val in (p.get("versions") or {}).items() if val),
-        f"  checks:   {_tally(checks)}" + (f"; failed: {', '.join(v.failed)}" if v.failed else ""),
-    ]
-    lines += [
-        f"    {c['name']}: {figures}"
-        for c in checks
-        if (figures := _figures(c.get("metrics") or {}))
-    ]
-    return lines + _charts(p)
-
-
-def _tally(checks: list[Mapping[str, Any]]) -> str:
-    """``8/10 passed, 2 skipped``: a skipped check counts as passed (evidence.Check) but is said
-    apart, so a GPU check skipped on a CPU image is not read as run."""
-    skipped = sum(c.get("skipped") is True for c in checks)
-    ran = sum(c.get("passed") is True for c in checks) - skipped
-    return f"{ran}/{len(checks)} passed" + (f", {skipped} skipped" if skipped else "")
-
-
-def _charts(predicate: Mapping[str, Any]) -> list[str]:
-    """The busbw and loss charts of a signed run (issue 14); none when the record does not parse."""
-    from paddlecd.errors import VerifyError
-    from paddlecd.verify import charts, evidence
-
-    try:
-        record = evidence.Evidence.from_json(dict(predicate), source="attestation predicate")
-    except VerifyError:
-        return []
-    return [line for chart in charts.charts(record) for line in ["", *chart.splitlines()]]
-
-
-def _figures(metrics: Mapping[str, Any], limit: int = 4) -> str:
-    scalars = [
-        (k, val)
-        for k, val in metrics.items()
-        if isinstance(val, (int, float)) and not isinstance(val, bool)
-    ]
-    return ", ".join(
-        f"{k}={val:.4g}" if isinstance(val, float) else f"{k}={val}" for k, val in scalars[:limit]
     )

@@ -2,7 +2,11 @@
 
 ECDSA P-256 in PEM files (issue 10): the private key is PKCS#8, the public key SubjectPublicKeyInfo.
 Signing and verifying go through securesystemslib's ``CryptoSigner`` and ``SSlibKey`` (the library
-in-toto uses); its default key id (sha256 of the key's canonical JSON) names a key in signatures.
+in-toto uses). A signature names its key by the key's OpenSSH SHA256 fingerprint
+(``SHA256:<base64>``, :func:`fingerprint`), which is also a bundle's ``publicKey.hint``: cosign and
+sigstore-go verify DSSE through go-securesystemslib, which skips a signature whose keyid is not
+that fingerprint of the verifying key (``dsse/verify.go``, ``SHA256KeyID``). Envelopes signed with
+securesystemslib's default key id (sha256 of the key's canonical JSON) still verify.
 
 Where the private key comes from, first match wins: ``$PADDLECD_SIGNING_KEY`` holding the PEM itself
 (a CI secret), else the file ``verify.signing_key``. It is never a printed setting. The trusted keys
@@ -11,6 +15,8 @@ are ``release.trusted_keys``: files, or folders whose ``*.pub`` files are read, 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -30,15 +36,36 @@ _KEYGEN_HINT = "create a pair with: invoke evidence.keygen --out <folder>"
 
 @dataclass(frozen=True)
 class TrustedKey:
-    """A public key promotion accepts: securesystemslib's ``key``, and the ``source`` file."""
+    """A public key promotion accepts: securesystemslib's ``key`` (its keyid the fingerprint),
+    the ``source`` file, and ``legacy``: the same key under securesystemslib's default key id."""
 
     key: SSlibKey
     source: str
+    legacy: SSlibKey | None = None
 
     @property
     def keyid(self) -> str:
-        """The key id signatures carry (64 hex characters)."""
+        """The key id signatures and bundle hints carry (``SHA256:<base64>``)."""
         return self.key.keyid
+
+    @property
+    def ids(self) -> dict[str, SSlibKey]:
+        """Every key id a signature by this key may carry, with the key under that id."""
+        legacy = {self.legacy.keyid: self.legacy} if self.legacy else {}
+        return {self.key.keyid: self.key, **legacy}
+
+
+def fingerprint(public: ec.EllipticCurvePublicKey) -> str:
+    """OpenSSH's SHA256 fingerprint of ``public`` (``SHA256:`` + unpadded base64 of the sha256 of
+    its SSH wire encoding), as golang.org/x/crypto/ssh ``FingerprintSHA256`` computes it."""
+    line = public.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    wire = base64.b64decode(line.split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(wire).digest()).decode().rstrip("=")
+
+
+def named(public: ec.EllipticCurvePublicKey) -> SSlibKey:
+    """``public`` as an SSlibKey whose keyid is its :func:`fingerprint`."""
+    return SSlibKey.from_crypto(public, keyid=fingerprint(public))
 
 
 def keygen(folder: Path) -> tuple[Path, Path]:
@@ -134,7 +161,7 @@ def _signer(pem: bytes, source: str) -> CryptoSigner:
         ) from e
     if not isinstance(private, ec.EllipticCurvePrivateKey) or private.curve.name != "secp256r1":
         raise SigningKeyError(f"{source} is a {_kind(private)} key, not ECDSA P-256", _KEYGEN_HINT)
-    return CryptoSigner(private)
+    return CryptoSigner(private, public_key=named(private.public_key()))
 
 
 def trusted(settings: Settings) -> list[TrustedKey]:
@@ -148,7 +175,8 @@ def trusted(settings: Settings) -> list[TrustedKey]:
     hint = "set release.trusted_keys to the committed public key(s) (files or a folder of *.pub)"
     own = state_pair(settings)[1]
     if not settings.release.trusted_keys and own.is_file():
-        return [TrustedKey(_public(own), str(own))]
+        public = _public(own)
+        return [TrustedKey(named(public), str(own), SSlibKey.from_crypto(public))]
     if not settings.release.trusted_keys:
         raise SigningKeyError(
             "no trusted keys configured (release.trusted_keys): no signature can be checked", hint
@@ -164,7 +192,9 @@ def trusted(settings: Settings) -> list[TrustedKey]:
                 f"commit its .pub into {item} and put the .key in the signing secret "
                 f"({item}/README.md if it exists says how)",
             )
-        keys += [TrustedKey(_public(f), str(f)) for f in files]
+        for f in files:
+            public = _public(f)
+            keys.append(TrustedKey(named(public), str(f), SSlibKey.from_crypto(public)))
     if not keys:
         raise SigningKeyError(
             f"release.trusted_keys={settings.release.trusted_keys!r} holds no *.pub key", hint
@@ -172,7 +202,7 @@ def trusted(settings: Settings) -> list[TrustedKey]:
     return keys
 
 
-def _public(path: Path) -> SSlibKey:
+def _public(path: Path) -> ec.EllipticCurvePublicKey:
     pem = _read(path, "trusted key (release.trusted_keys)")
     try:
         public = serialization.load_pem_public_key(pem)
@@ -187,7 +217,7 @@ def _public(path: Path) -> SSlibKey:
         raise SigningKeyError(
             f"trusted key {path} is a {_kind(public)} key, not ECDSA P-256", _KEYGEN_HINT
         )
-    return SSlibKey.from_crypto(public)
+    return public
 
 
 def _kind(key: object) -> str:

@@ -517,7 +517,8 @@ def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | No
     for chart in charts.charts(record):
         lines += ["", chart]
     if attestation:
-        image = f"{attestation.split('@')[0]}@{record.digest}"
+        # host/repo@sha256:… of a referrer, or host/repo:sha256-<hex>.att@sha256:… (cosign's tag)
+        image = f"{attestation.split('@')[0].split(':sha256-')[0]}@{record.digest}"
         lines += ["", f"attestation: `{attestation}` (`invoke evidence.show {image}`)"]
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text)
