@@ -453,6 +453,19 @@ def test_evidence_show_by_digest_and_by_release(project):
     assert none.returncode == 7 and "error: no attestation of" in none.stderr
 
 
+def test_evidence_show_fails_when_every_attestation_is_rejected_and_reads_a_tag(project):
+    """A trial: evidence.show exited 0 when every attestation was rejected, and repo:tag was
+    taken for a release name ("names no known variant")."""
+    digest = push_image(project.client, project.settings.registry.repository, "shown-by-tag")
+    _push_envelope(project, digest, _tampered(_sign(project, _record(project, digest)), "payload"))
+    tagged = f"{project.settings.candidate_repo}:shown-by-tag"
+    shown = _invoke(project, "evidence.show", tagged)
+    assert shown.returncode == 7, shown.stdout + shown.stderr
+    assert f"resolved {tagged} to {project.settings.candidate_repo}@{digest}" in shown.stderr
+    assert "REJECTED" in shown.stdout and "(PASSED)" not in shown.stdout
+    assert "error: none of the 1 attestation(s) of" in shown.stderr
+
+
 # ------------------------------------------------------------------ the figure: bytes on the wire
 
 

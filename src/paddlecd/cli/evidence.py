@@ -7,8 +7,8 @@ from pathlib import Path
 
 from invoke import task
 
-from paddlecd.cli.common import guarded, result, settings
-from paddlecd.errors import NoAttestationError
+from paddlecd.cli.common import guarded, result, say, settings
+from paddlecd.errors import AttestationError, NoAttestationError
 
 
 @task(help={"out": "folder for the new key pair (created; an existing pair is never overwritten; "
@@ -45,9 +45,17 @@ def show(c, target):
     from paddlecd.verify.describe import describe
 
     ref, runs = query.evidence_of(settings(), target)
+    if "@" not in target and "/" in target:
+        say(f"resolved {target} to {ref}")
     if not runs:
         raise NoAttestationError(f"no attestation of {ref}",
                                  "run: invoke verify --image <repo>@<digest>")
     for run in runs:
         for line in describe(run):
             result(line)
+    if all(run.problem for run in runs):  # shown, and still a failed check
+        raise AttestationError(
+            f"none of the {len(runs)} attestation(s) of {ref} verifies",
+            "see the REJECTED lines; trusted keys: release.trusted_keys (or the state folder's "
+            "pair)",
+        )

@@ -178,12 +178,20 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
 
 
 def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[attested.Run]]:
-    """The attestations of ``target``: ``host/repo@sha256:…``, or a release (``1.4.0-cpu``) looked
-    up in the release repository. Returns the image reference and its runs, newest last.
+    """The attestations of ``target``: ``host/repo@sha256:…``, an image by tag (``host/repo:tag``,
+    resolved to its digest), or a release (``1.4.0-cpu``) looked up in the release repository.
+    Returns the image reference (by digest) and its runs, newest last.
 
     Raises:
         ConfigError: bad reference or unknown release. SigningKeyError: no trusted keys.
-        RegistryError: the registry failed.
+        NotFoundError: no such tag. RegistryError: the registry failed.
     """
-    ref = parse_reference(target if "@" in target else find(settings, target).reference)
+    if "@" in target:
+        ref = parse_reference(target)
+    elif "/" in target:  # an image by tag (repo:tag): resolved once, as verify does
+        from paddlecd.registry.client import pin
+
+        ref = pin(settings, target)
+    else:
+        ref = parse_reference(find(settings, target).reference)
     return ref, attested.lookup(settings, ref)
