@@ -37,6 +37,11 @@ def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):
     assert row["release"]["digest"] == digest and "latest-cpu" in row["moving_tags"]
     for out in (plan_only, dry, done, listed):
         assert "s3cret-Pa55" not in out.stdout + out.stderr
+    # a re-run writes nothing and checks no evidence, and says so (it said "promoted")
+    again = _run(p, "promote", "--variant", "cpu", "--version", "1.4.0", "--yes")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"already released 1.4.0-cpu = {digest}")
+    assert "the evidence is not re-checked" in again.stderr
 
 
 def test_promote_cli_json_is_the_release(registry_env, tmp_path):

@@ -87,8 +87,9 @@ def promote(
         return json_result(rel.released(outcome, executed=False)) if json else None
     if json:
         return json_result(rel.released(outcome, executed=True))
+    done = "already released" if outcome.plan.noop else "promoted"  # a no-op checks no evidence
     result(
-        f"promoted {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
+        f"{done} {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
         f"({outcome.bytes_uploaded} bytes uploaded; {_phases(outcome)})"
     )
 

@@ -95,7 +95,8 @@ class Plan:
         if self.noop:
             return [
                 head,
-                "  nothing to do: every tag is in place and the ledger has the record (no-op)",
+                "  nothing to do: already released (every tag is in place and the ledger has "
+                "the record); the evidence is not re-checked",
             ]
         lines = [head]
         for w in self.writes:
