@@ -46,6 +46,7 @@ PY
 }
 
 make_venv() {
+  local uv=0.13.9  # the installer of the venv (PyPI uv), pinned like every dependency
   mkdir -p "$STATE"
   # .venv/.installed holds the sha256 of the pyproject.toml installed: a checkout, a branch switch
   # or a new worktree rewrites the file's mtime without changing it, and must not reinstall
@@ -53,8 +54,10 @@ make_venv() {
   if [ ! -x .venv/bin/invoke ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$want" ]; then
     log "installing paddlecd into .venv"
     python3 -m venv .venv
-    .venv/bin/pip install -q --upgrade pip >/dev/null
-    .venv/bin/pip install -q -e '.[test]' >"$STATE/pip-install.log" 2>&1 || { cat "$STATE/pip-install.log"; exit 1; }
+    # uv resolves and downloads in parallel: ~20 s here where pip took 80-100 s (same packages)
+    { .venv/bin/pip install -q "uv==$uv" &&
+      .venv/bin/uv pip install -q --python .venv/bin/python -e '.[test]'; } >"$STATE/pip-install.log" 2>&1 ||
+      { cat "$STATE/pip-install.log"; exit 1; }
     echo "$want" >.venv/.installed
   fi
 }

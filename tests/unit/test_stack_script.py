@@ -28,7 +28,7 @@ def test_reinstalls_on_a_content_change_only(tmp_path):
     project, bin_dir = tmp_path / "p", tmp_path / "bin"
     (project / ".venv" / "bin").mkdir(parents=True)
     bin_dir.mkdir()
-    for tool in (bin_dir / "python3", project / ".venv" / "bin" / "pip"):
+    for tool in (bin_dir / "python3", *(project / ".venv" / "bin" / t for t in ("pip", "uv"))):
         tool.write_text("#!/bin/sh\necho ran >> \"$(dirname \"$0\")/calls\"\n")
         tool.chmod(0o755)
     (project / ".venv" / "bin" / "invoke").write_text("#!/bin/sh\n")
