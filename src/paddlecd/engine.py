@@ -227,18 +227,30 @@ def decode_stream(
                 text = msg.get("error") or msg.get("errorDetail", {}).get(
                     "message", "unknown error"
                 )
-                if re.search(
-                    r"unauthorized|authentication required|denied|no basic auth", text, re.I
-                ):
-                    raise RegistryAuthError(f"{what}: {text}", _login_hint(what))
-                raise RegistryError(
-                    f"{what}: {text}", "check the registry is up and has space; re-run to retry"
-                )
+                raise stream_error(str(text), what=what)
             if on_progress and msg.get("status"):
                 on_progress(
                     " ".join(str(msg[k]) for k in ("id", "status", "progress") if msg.get(k))
                 )
     return messages
+
+
+def stream_error(text: str, *, what: str) -> RegistryError:
+    """The typed error for an error chunk of a push, pull or build stream: the registry's answer
+    inside it read by status and OCI code like the registry client's (registry.answers), an
+    HTML page summarised by its title; else the engine's own text."""
+    from paddlecd.registry import answers  # the reading of answers; no client, no I/O
+
+    answer = answers.from_engine_text(text)
+    if re.search(r"unauthorized|authentication required|denied|no basic auth", text, re.I) and (
+            answer is None or not answer.foreign):
+        return RegistryAuthError(f"{what}: {text[:300]}", _login_hint(what))
+    if answer is not None:
+        host = what.split()[-1].split("/", 1)[0] if "/" in what else "the registry"
+        return answers.to_error(answer, what=what, host=host,
+                                login_hint=lambda: _login_hint(what))
+    return RegistryError(f"{what}: {text[:300]}",
+                         "check the registry is up and has space; re-run to retry")
 
 
 def _login_hint(what: str) -> str:

@@ -8,7 +8,13 @@ import os
 import pytest
 
 from paddlecd import engine
-from paddlecd.errors import EngineError, RegistryAuthError, RegistryError
+from paddlecd.errors import (
+    EngineError,
+    NotFoundError,
+    RegistryAuthError,
+    RegistryError,
+    RegistryRateLimitError,
+)
 
 
 def test_push_stream_error_chunk_raises_even_after_progress():
@@ -27,6 +33,40 @@ def test_push_stream_auth_error_is_typed():
     raw = [b'{"status":"Preparing","id":"a"}\n{"error":"unauthorized: authentication required"}\n']
     with pytest.raises(RegistryAuthError):
         engine.decode_stream(iter(raw), what="pushing r/x:1")
+
+
+HTML_413 = ('error parsing HTTP 413 response body: invalid character \'<\' looking for beginning '
+            'of value: "<html>\\r\\n<head><title>413 Request Entity Too Large</title></head>'
+            '\\r\\n<body><center><h1>413 Request Entity Too Large</h1></center></body></html>"')
+
+
+@pytest.mark.parametrize(
+    "text, kind, cause, hint",
+    [
+        (HTML_413, RegistryError, "HTTP 413 Request Entity Too Large — a proxy in front of",
+         "client_max_body_size"),
+        ('error parsing HTTP 502 response body: invalid character \'<\': "<html><title>502 Bad '
+         'Gateway</title></html>"', RegistryError, "HTTP 502 with a HTML (502 Bad Gateway) body",
+         "registry behind the proxy is down"),
+        ("manifest invalid: manifest invalid", RegistryError, "MANIFEST_INVALID", "media type"),
+        ("name unknown: repository name not known to registry", NotFoundError,
+         "not found (NAME_UNKNOWN", "does not exist there"),
+        ("toomanyrequests: rate limit reached", RegistryRateLimitError, "TOOMANYREQUESTS",
+         "rate_limit_wait"),
+        ("received unexpected HTTP status: 500 Internal Server Error", RegistryError, "HTTP 500",
+         "failed internally"),
+        ("denied: requested access to the resource is denied", RegistryAuthError, "denied",
+         "docker login reg:5000"),
+    ],
+)
+def test_registry_answers_inside_an_engine_stream_are_read_like_the_clients(text, kind, cause,
+                                                                             hint):
+    """A trial: answers arriving inside the engine's push or build stream were passed on as the
+    engine's raw text (an nginx 413 page dumped whole) with one generic hint."""
+    with pytest.raises(kind) as e:
+        engine.decode_stream(iter([{"error": text}]), what="pushing reg:5000/p/q:1")
+    assert type(e.value) is kind and cause in e.value.cause and hint in e.value.hint
+    assert "<html>" not in e.value.cause
 
 
 def test_push_stream_success_returns_messages():

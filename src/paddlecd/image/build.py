@@ -21,6 +21,7 @@ from paddlecd.config import Settings
 from paddlecd.errors import EngineError
 from paddlecd.files import now_iso, write_json
 from paddlecd.image import lock, variants
+from paddlecd.registry import answers
 from paddlecd.registry import auth as registry_auth
 from paddlecd.types import Echo
 
@@ -100,6 +101,11 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
                 [*argv, str(context)], env=dict(builder.env), on_line=line, what=f"building {tag}"
             )
         except EngineError as e:
+            if answers.from_engine_text(e.cause):  # the registry refused (the base's pull, say)
+                registry_error = engine.stream_error(e.cause, what=f"building {tag}")
+                raise type(registry_error)(registry_error.cause,
+                                           f"{registry_error.hint}; full build log: {log_path}"
+                                           ) from e
             raise EngineError(e.cause, f"full build log: {log_path}") from e
     return builder.description, log_path
 

@@ -12,6 +12,7 @@ Retry decisions use the same reading (:func:`retryable`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,33 @@ def read_answer(status: int, body: bytes, content_type: str = "") -> Answer:
     return Answer(status=status, codes=codes, detail=detail, content_type=ctype)
 
 
+_HTML_BODY = re.compile(r"error parsing HTTP (\d{3}) response body: .*?:\s*\"(.*)\"", re.S)
+_STATUS = re.compile(r"(?:unexpected (?:HTTP )?status(?: code)?|HTTP status):? (\d{3})")
+_TITLE = re.compile(r"<title>\s*(.*?)\s*</title>", re.I | re.S)
+
+
+def from_engine_text(text: str) -> Answer | None:
+    """The registry's answer inside an engine's error text (a push, pull or build stream), as the
+    Docker engine words it (moby distribution/errors.go, docker/distribution registry/client):
+    ``<code in words>: <message>`` for an OCI error (``manifest invalid: …``), ``received
+    unexpected HTTP status: 500 …`` for a bare status, ``error parsing HTTP 413 response body:
+    … "<html>…"`` for a body that is not the spec's JSON. None when the text holds none of them
+    (the engine's own failure)."""
+    html = _HTML_BODY.search(text)
+    if html:
+        title = _TITLE.search(html.group(2))
+        return Answer(int(html.group(1)), foreign=True,
+                      content_type="HTML" + (f" ({title.group(1)[:80]})" if title else ""))
+    words = text.split(":", 1)[0].strip().upper().replace(" ", "_")
+    status = _STATUS.search(text)
+    if words in _CODES or words in ("UNAUTHORIZED", "DENIED"):
+        return Answer(int(status.group(1)) if status else 0, codes=(words,),
+                      detail=f"{words}: {text.split(':', 1)[-1].strip()[:160]}")
+    if status:
+        return Answer(int(status.group(1)))
+    return None
+
+
 def retryable(answer: Answer) -> bool:
     """True when asking again may succeed: 429, 500, 502–504, or a rate-limit/unavailable code."""
     return answer.status in RETRY_STATUSES or bool(RETRY_CODES & set(answer.codes))
@@ -112,7 +140,8 @@ def to_error(answer: Answer, *, what: str, host: str,
         login_hint: makes the hint for 401/403 (it names where the credentials came from; called
             only then, as looking credentials up may run a helper).
     """
-    detail = f"HTTP {answer.status}" + (f" {answer.detail}" if answer.detail else "")
+    detail = " ".join(filter(None, (f"HTTP {answer.status}" if answer.status else "",
+                                    answer.detail)))
     if answer.status == 413:
         return RegistryError(
             f"{what}: HTTP 413 Request Entity Too Large — a proxy in front of {host} caps the "
