@@ -60,6 +60,20 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_YAML_LOADER)
 
 
+class _BlockDumper(yaml.SafeDumper):
+    """The safe dumper, with multi-line strings (PEM keys, scripts) as ``|`` blocks."""
+
+
+_BlockDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+
+
+def dump_yaml(doc: Any) -> str:
+    """``doc`` as YAML in its own key order, multi-line strings as literal blocks (a PEM key reads
+    as it does in a .pub file)."""
+    return yaml.dump(doc, Dumper=_BlockDumper, sort_keys=False)
+
+
 def now_iso(timespec: Timespec = "seconds") -> str:
     """The current UTC time as ISO-8601 with a ``Z`` suffix.
 
@@ -128,12 +142,21 @@ def write_json(path: Path, data: Any) -> Path:
         OSError: the folder cannot be created or written; ``TypeError``: ``data`` is not JSON-able
             (the target file is left as it was in both cases).
     """
+    return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Atomically write ``text`` to ``path`` (parents created): a temp file in the same folder,
+    then a rename, so a reader never sees half of it.
+
+    Raises:
+        OSError: the folder cannot be created or written (``path`` is left as it was).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

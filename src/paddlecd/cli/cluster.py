@@ -41,10 +41,12 @@ def _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster_kind, k
 @task(positional=[],
       help={**DEPLOY_HELP, "dry_run": "print the plan and the manifests, create nothing",
             "json": "print the job id, image digest and model location as one JSON document "
-                    "on stdout (with --dry-run: also the manifests)"})
+                    "on stdout (with --dry-run: also the manifests)",
+            "policy": "with --dry-run: also print the Kyverno ClusterPolicy that admits only "
+                      "verified releases (invoke release.policy), after the manifests"})
 @guarded
 def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus_per_node=None,
-           cluster=None, kind="job", dry_run=False, json=False):
+           cluster=None, kind="job", dry_run=False, json=False, policy=False):
     """Run a promoted image as a distributed Paddle training job, locally or on Kubernetes.
 
     Every node runs `python -m paddle.distributed.launch --master <job>-0.<job>:<port> --nnodes N
@@ -65,17 +67,21 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
     from paddlecd import cluster as jobs
 
     s = settings()
+    if policy and not dry_run:
+        raise ConfigError("--policy is for --dry-run", "apply the policy itself with kubectl: "
+                          "invoke release.policy --out policy.yaml")
     plan = _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster, kind)
+    extra = [admission_policy(s)] if policy else []
     for line in plan.describe():
         say(line)
     if dry_run and json:
         say("dry run: nothing created")
         return json_result({**jobs.deployed(plan, executed=False).to_json(),
-                            "manifests": plan.manifests})
+                            "manifests": [*plan.manifests, *extra]})
     if dry_run:
         import yaml
 
-        result(yaml.safe_dump_all(plan.manifests, sort_keys=False))
+        result(yaml.safe_dump_all([*plan.manifests, *extra], sort_keys=False))
         return say("dry run: nothing created")
     location = jobs.run(s, plan, on_event=lambda m: say(f"-- {m}"), on_line=say)
     if json:
@@ -83,6 +89,12 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
         return location
     result(f"model: {location}")
     return location
+
+
+def admission_policy(s):
+    from paddlecd.release import admission
+
+    return admission.kyverno_policy(s)
 
 
 @task(positional=[], help={

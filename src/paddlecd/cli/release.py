@@ -6,6 +6,8 @@ Writing tasks show their plan (stderr) and write only with ``--yes``: CI has no 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from invoke import task
 
 from paddlecd.cli.common import JSON_HELP, guarded, json_result, result, say, settings
@@ -192,3 +194,33 @@ def show(c, version):
             result(line)
         for h in history:
             result(f"  {h.when} {h.action} by {h.who} (record {h.id})")
+
+
+@task(
+    help={
+        "out": "write the policy to this file (default: print it)",
+        "action": "Enforce (default: refuse unverified Pods) or Audit (admit, report)",
+        "json": "the policy as JSON instead of YAML",
+    }
+)
+@guarded
+def policy(c, out=None, action="Enforce", json=False):
+    """Write a Kyverno ClusterPolicy that lets a cluster run only paddlecd-verified releases.
+
+    The policy (kyverno.io/v1 verifyImages, type SigstoreBundle, Kyverno >= 1.13) admits a Pod
+    whose release-repository images carry a passing verify attestation signed by one of
+    release.trusted_keys, checked offline (no Rekor, no CT log). Apply it with kubectl.
+    Example: invoke release.policy --out policy.yaml && kubectl apply -f policy.yaml
+    """
+    import json as jsonlib
+
+    from paddlecd.files import dump_yaml, write_text
+    from paddlecd.release import admission
+
+    doc = admission.kyverno_policy(settings(), action=action)
+    text = jsonlib.dumps(doc, indent=2) + "\n" if json else dump_yaml(doc)
+    if out:
+        write_text(Path(out), text)
+        return say(f"wrote {out}: ClusterPolicy {doc['metadata']['name']} ({action}) for "
+                   f"{doc['spec']['rules'][0]['verifyImages'][0]['imageReferences'][0]}")
+    result(text.rstrip("\n"))

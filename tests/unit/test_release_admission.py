@@ -1,0 +1,118 @@
+"""The admission policy a cluster enforces (``invoke release.policy``): a Kyverno ClusterPolicy
+that admits only release images with a passing paddlecd attestation signed by a trusted key.
+
+No Kyverno runs here: the policy is validated against Kyverno's own ClusterPolicy CRD schema
+(kyverno/kyverno ``config/crds/kyverno/kyverno.io_clusterpolicies.yaml`` at 111e07bb, kept in
+``../shared/reference/`` beside the checkout; the test skips with the reason when the folder is
+absent), and its condition is evaluated on a predicate paddlecd itself signs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import yaml
+
+from paddlecd import config, files
+from paddlecd.errors import ConfigError, SigningKeyError
+from paddlecd.release import admission
+from paddlecd.verify import attestation, keys
+from paddlecd.verify.evidence import Check, Evidence
+
+from support import ROOT, invoke
+
+CRD = ROOT.parent / "shared" / "reference" / "kyverno.io_clusterpolicies.yaml"
+
+
+@pytest.fixture
+def settings(tmp_path):
+    private, public = keys.keygen(tmp_path / "keys")
+    other = keys.keygen(tmp_path / "other")[1]
+    return config.load({"state_dir": str(tmp_path / "state"), "registry.url": "reg.example:5000",
+                        "release.trusted_keys": f"{public},{other}"}, root=ROOT, environ={})
+
+
+def test_the_policy_validates_against_kyvernos_clusterpolicy_crd(settings):
+    if not CRD.is_file():
+        pytest.skip(f"Kyverno's CRD is not beside the checkout ({CRD}): shared/reference absent")
+    crd = files.load_yaml(CRD.read_text())  # 1.4 MB: libyaml
+    [v1] = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    doc = admission.kyverno_policy(settings)
+    assert (doc["apiVersion"], doc["kind"]) == (f"{crd['spec']['group']}/v1", "ClusterPolicy")
+    jsonschema.validate(doc, v1["schema"]["openAPIV3Schema"])
+    broken = json.loads(json.dumps(doc))
+    broken["spec"]["rules"][0]["verifyImages"][0]["type"] = "Sigstore"  # the schema can fail
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, v1["schema"]["openAPIV3Schema"])
+
+
+def test_it_names_the_release_repository_every_trusted_key_and_no_transparency_log(settings):
+    [rule] = admission.kyverno_policy(settings)["spec"]["rules"]
+    [verify] = rule["verifyImages"]
+    assert verify["imageReferences"] == ["reg.example:5000/paddlecd/release*"]
+    assert (verify["type"], verify["failureAction"], verify["required"]) == (
+        "SigstoreBundle", "Enforce", True)
+    [att] = verify["attestations"]
+    assert att["type"] == attestation.PREDICATE_TYPE
+    [attestor] = att["attestors"]
+    assert attestor["count"] == 1  # any one trusted key
+    pems = [e["keys"]["publicKeys"] + "\n" for e in attestor["entries"]]
+    assert pems == [keys.public_pem(k.key).decode() for k in keys.trusted(settings)]
+    assert all(e["keys"]["rekor"] == {"ignoreTlog": True} and e["keys"]["ctlog"] == {
+        "ignoreSCT": True} for e in attestor["entries"])
+    assert admission.kyverno_policy(settings, action="Audit")["spec"]["rules"][0][
+        "verifyImages"][0]["failureAction"] == "Audit"
+
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_the_condition_reads_the_predicate_paddlecd_signs(settings, passed):
+    """Kyverno evaluates attestation conditions on the predicate (JMESPath in ``{{ }}``): the key
+    the policy names is the top-level boolean of the statement verify signs."""
+    record = Evidence(digest="sha256:" + "a" * 64, reference="r/p@sha256:" + "a" * 64,
+                      variant="cpu", passed=passed, created="2026-01-01T00:00:00Z",
+                      checks=(Check("environment/test_import", passed=passed),))
+    predicate = attestation.statement(record, junit=b"<testsuite/>", log=b"")["predicate"]
+    [condition] = admission.kyverno_policy(settings)["spec"]["rules"][0]["verifyImages"][0][
+        "attestations"][0]["conditions"][0]["all"]
+    key = condition["key"].strip("{} ")
+    assert (predicate[key] == condition["value"]) is passed
+
+
+def test_no_trusted_key_or_a_bad_action_is_refused(tmp_path):
+    bare = config.load({"state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
+    with pytest.raises(SigningKeyError, match="no trusted keys configured"):
+        admission.kyverno_policy(bare)
+    with pytest.raises(ConfigError, match="not Enforce or Audit"):
+        admission.kyverno_policy(bare, action="enforce")
+
+
+def test_the_task_writes_the_file_or_refuses_and_writes_nothing(tmp_path):
+    public = keys.keygen(tmp_path / "keys")[1]
+    out = tmp_path / "policy.yaml"
+    ok = invoke("release.policy", "--out", str(out), PADDLECD_STATE_DIR=str(tmp_path / "s"),
+                PADDLECD_RELEASE_TRUSTED_KEYS=str(public))
+    assert ok.returncode == 0, ok.stderr
+    assert "ClusterPolicy paddlecd-verified-releases (Enforce)" in ok.stderr
+    doc = yaml.safe_load(out.read_text())
+    assert doc["spec"]["rules"][0]["verifyImages"][0]["attestations"][0]["attestors"][0][
+        "entries"][0]["keys"]["publicKeys"].startswith("-----BEGIN PUBLIC KEY-----\n")
+    missing = tmp_path / "none.yaml"
+    refused = invoke("release.policy", "--out", str(missing),
+                     PADDLECD_STATE_DIR=str(tmp_path / "s2"))
+    assert refused.returncode == 2 and "error: no trusted keys configured" in refused.stderr
+    assert not missing.exists()
+
+
+def test_deploy_dry_run_prints_the_policy_beside_the_job(tmp_path):
+    public = keys.keygen(tmp_path / "keys")[1]
+    env = {"PADDLECD_STATE_DIR": str(tmp_path / "s"), "PADDLECD_RELEASE_TRUSTED_KEYS": str(public)}
+    args = ("deploy", "--image", "reg.example:5000/paddlecd/release@sha256:" + "a" * 64,
+            "--job", str(ROOT / "examples/train.yaml"), "--cluster", "k8s")
+    run = invoke(*args, "--dry-run", "--policy", **env)
+    assert run.returncode == 0, run.stderr
+    assert [d["kind"] for d in yaml.safe_load_all(run.stdout)] == ["Service", "Job",
+                                                                    "ClusterPolicy"]
+    refused = invoke(*args, "--policy", **env)
+    assert refused.returncode == 2 and "error: --policy is for --dry-run" in refused.stderr
