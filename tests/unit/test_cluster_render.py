@@ -8,6 +8,7 @@ reviewed by hand once (regenerate with PADDLECD_UPDATE_GOLDEN=1, then review the
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from pathlib import Path
 
@@ -53,11 +54,14 @@ def manifests(job: Path, kind: str) -> list[dict]:
     )
 
 
+@functools.lru_cache(maxsize=None)
 def crd_validator(path: Path) -> jsonschema.Draft7Validator:
-    """The CRD's openAPIV3Schema, closed (unknown fields fail, as ``kubectl --validate=strict``)."""
+    """The CRD's openAPIV3Schema, closed (unknown fields fail, as ``kubectl --validate=strict``);
+    read once per file (libyaml where PyYAML has it: the operator's CRD is large)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     crd = next(
         d
-        for d in yaml.safe_load_all(path.read_text())
+        for d in yaml.load_all(path.read_text(), Loader=loader)
         if d and d.get("kind") == "CustomResourceDefinition"
     )
     return jsonschema.Draft7Validator(
