@@ -50,8 +50,12 @@ def client() -> docker.DockerClient:
     made and pinged on first use and then shared (:func:`reset_client` drops it).
 
     Raises:
+        ConfigError: Docker's config.json is broken (registry.auth.docker_config).
         EngineError: the daemon does not answer (nothing is cached then).
     """
+    from paddlecd.registry import auth as registry_auth
+
+    registry_auth.docker_config()  # docker-py reads it too, and fails with a traceback
     host = os.environ.get("DOCKER_HOST", DOCKER_HOST_DEFAULT)
     with _translated(f"connecting to the Docker engine ({host})"):
         c = docker.from_env(timeout=600)

@@ -183,3 +183,18 @@ def test_a_broken_config_json_is_named_not_ignored(docker_home, text, why):
 
 def test_no_config_json_means_no_credentials(docker_home):
     assert find_credentials("reg.example:5000") is None
+
+
+def test_the_engine_client_names_a_broken_config_json_before_docker_py_reads_it(docker_home):
+    """A trial: push, doctor and verify ended in docker-py's binascii.Error traceback (its client
+    reads config.json when it is made)."""
+    from paddlecd import engine
+    from paddlecd.errors import ConfigError
+
+    config(docker_home, {"auths": {"reg.example:5000": {"auth": "bm9jb2xvbg=="}}})  # no colon
+    engine.client.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="an 'auths' entry is not base64 of user:password"):
+            engine.client()
+    finally:
+        engine.client.cache_clear()

@@ -141,6 +141,34 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
     if from_env:
         return from_env
     path = docker_config_path()
+    cfg = docker_config(path)
+    if cfg is None:
+        return None
+    from docker import auth as docker_auth
+    from docker import errors as docker_errors
+
+    helper = cfg.get_credential_store(host)
+    try:
+        with warnings.catch_warnings():  # docker-py warns about a missing helper; we raise instead
+            warnings.simplefilter("ignore")
+            found = docker_auth.resolve_authconfig(cfg, host)
+    except (docker_errors.DockerException, ValueError, KeyError) as e:  # ValueError: not JSON
+        raise _helper_error(str(helper), host, path, e) from e
+    # A store's answer carries ServerAddress (docker.auth); an auths entry does not.
+    source = f"docker-credential-{helper}" if found and "ServerAddress" in found else str(path)
+    return _credentials(found or {}, source)
+
+
+def docker_config(path: Path | None = None) -> Any:
+    """Docker's config.json (default :func:`docker_config_path`) read as docker-py reads it (its
+    ``AuthConfig``), or None when there is none. docker-py reads the same file whenever it makes
+    an engine client, so the engine module checks it here first (a broken file is then named).
+
+    Raises:
+        ConfigError: unreadable, not JSON, or an ``auths`` entry that is not base64 of
+            ``user:password`` (naming the file).
+    """
+    path = path or docker_config_path()
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
@@ -155,22 +183,12 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
     from docker import errors as docker_errors
 
     try:
-        cfg = docker_auth.AuthConfig.load_config(None, raw if isinstance(raw, dict) else {})
+        return docker_auth.AuthConfig.load_config(None, raw if isinstance(raw, dict) else {})
     except (docker_errors.InvalidConfigFile, ValueError) as e:  # binascii.Error: not base64
         hint = "fix or remove the entry (docker login rewrites it)"
         why = e if isinstance(e, docker_errors.InvalidConfigFile) else (
             f"an 'auths' entry is not base64 of user:password ({e})")
         raise ConfigError(f"Docker config {path}: {why}", hint) from e
-    helper = cfg.get_credential_store(host)
-    try:
-        with warnings.catch_warnings():  # docker-py warns about a missing helper; we raise instead
-            warnings.simplefilter("ignore")
-            found = docker_auth.resolve_authconfig(cfg, host)
-    except (docker_errors.DockerException, ValueError, KeyError) as e:  # ValueError: not JSON
-        raise _helper_error(str(helper), host, path, e) from e
-    # A store's answer carries ServerAddress (docker.auth); an auths entry does not.
-    source = f"docker-credential-{helper}" if found and "ServerAddress" in found else str(path)
-    return _credentials(found or {}, source)
 
 
 def _credentials(found: Mapping[str, Any], source: str) -> Credentials | None:
