@@ -127,15 +127,19 @@ def init_worker(description: str):
 
 def require_collective(expect: Expect) -> None:
     """Skip a collective check that cannot run: one card means one process and no process group
-    (paddle.distributed.init_parallel_env does nothing below world size 2); shards must be equal."""
+    (paddle.distributed.init_parallel_env does nothing below world size 2); shards must be equal,
+    and on CPU, where verify.cpu_ranks sets the world size, unequal shards fail the check."""
     import pytest
 
     if expect.ranks < 2:
         pytest.skip(
             f"needs at least 2 ranks; this run has {expect.ranks} (one card, or verify.cpu_ranks=1)"
         )
-    if N_SAMPLES % expect.ranks:
+    if N_SAMPLES % expect.ranks and expect.device == "gpu":  # the cards decide: not applicable
         pytest.skip(f"{N_SAMPLES} samples do not split evenly over {expect.ranks} ranks")
+    if N_SAMPLES % expect.ranks:  # on CPU the user chose the ranks: a skip would read as a pass
+        pytest.fail(f"{N_SAMPLES} samples do not split evenly over verify.cpu_ranks="
+                    f"{expect.ranks}: use a divisor of {N_SAMPLES} (2, 4, 8 …)")
 
 
 def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dict:

@@ -5,8 +5,9 @@ Threshold: measured on paddlepaddle 3.0.0 CPU (2026-11-29): initial loss 0.635, 
 after 400 SGD steps (lr 0.1) on 840 samples. The threshold 0.09 is ~1.5x the measurement: a broken
 optimiser, autograd or kernel stays far above it (the untrained loss is 0.63), numeric noise across
 builds and devices does not reach it. Tolerance: single-process vs 2-rank data-parallel differ only
-in float32 summation order, measured 7.8e-8 relative; we allow 1e-4. On one card, or a world size
-that does not split the 840 samples evenly, the data-parallel check is skipped with that reason.
+in float32 summation order, measured 7.8e-8 relative; we allow 1e-4. On one card, or a number of
+cards that does not split the 840 samples evenly, the data-parallel check is skipped with that
+reason; a verify.cpu_ranks that does not split them fails it (the user chose it).
 """
 
 from __future__ import annotations

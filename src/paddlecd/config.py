@@ -389,6 +389,11 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
                 "registry.repository)",
             )
     attestation_layouts(settings)  # refused here, before any verify runs
+    for key, (low, high, why) in BOUNDS.items():
+        section, name = key.split(".")
+        value = getattr(getattr(settings, section), name)
+        if not low <= value <= high:
+            raise ConfigError(f"setting '{key}' must be {low}..{high}, got {value}", why)
     for key in ("registry.repository", "release.repository"):  # issue 12: the spec's rule, up front
         section, name = key.split(".")
         check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
@@ -410,6 +415,13 @@ def attestation_layouts(settings: Settings) -> tuple[str, ...]:
             "give bundle, att or both (bundle,att: the default)",
         )
     return tuple(x for x in ATTESTATION_LAYOUTS if x in given)
+
+
+# Numeric settings with an upper bound besides "greater than 0", and why (the S3 transfer knobs
+# are checked where a store is opened: artifacts/storage/s3.py).
+BOUNDS = {
+    "verify.cpu_ranks": (1, 64, "gloo ranks are processes on this machine (each imports Paddle)"),
+}
 
 
 def _coerce(value: Any, typ: Any, key: str) -> Any:

@@ -40,6 +40,8 @@ def test_config_cascade_order(tmp_path):
     ("state_dir: [1, 2]", {}, "setting 'state_dir' must be a single value, got a list"),
     ("registry: {push_retries: 1.5}", {}, "'registry.push_retries': 1.5 is not an integer"),
     ("verify: {cpu_ranks: true}", {}, "'verify.cpu_ranks': True is not an integer"),
+    # a trial: 100000 ranks were accepted, the convergence checks skipped, the run "passed"
+    ("", {"PADDLECD_VERIFY_CPU_RANKS": "100000"}, "'verify.cpu_ranks' must be 1..64"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)

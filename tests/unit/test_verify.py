@@ -217,3 +217,27 @@ def test_a_run_that_cannot_start_leaves_the_previous_runs_folder_whole(tmp_path,
     smoke.staging_folder(out)
     assert not killed.exists() and sorted(p.name for p in out.parent.iterdir()) == [
         f".{out.name}.{os.getpid()}.run", out.name]
+
+
+@pytest.mark.parametrize(
+    "device, gpus, cpu_ranks, outcome",
+    [("cpu", 0, 9, "fail"), ("cpu", 0, 2, "run"), ("cpu", 0, 1, "skip"), ("gpu", 16, 2, "skip"),
+     ("gpu", 8, 2, "run")],
+)
+def test_a_world_size_the_user_chose_badly_fails_the_collective_check(monkeypatch, tmp_path,
+                                                                       device, gpus, cpu_ranks,
+                                                                       outcome):
+    """A trial: verify.cpu_ranks=100000 skipped both convergence checks and the run passed (and
+    was promoted). A skip is for what the hardware decides (one card; cards that do not split the
+    840 samples); on CPU the user chose the ranks, and 9 fails the check."""
+    monkeypatch.syspath_prepend(str(ROOT / "smoke"))
+    import _common
+
+    expect = _common.Expect(device=device, paddle=None, cuda=None, cudnn=None, gpus=gpus,
+                            cpu_ranks=cpu_ranks, out=tmp_path)
+    outcomes = {"fail": pytest.fail.Exception, "skip": pytest.skip.Exception}
+    if outcome == "run":
+        _common.require_collective(expect)
+    else:
+        with pytest.raises(outcomes[outcome]):
+            _common.require_collective(expect)
