@@ -219,3 +219,19 @@ def test_a_root_without_the_loader_is_named_before_any_container(tmp_path):
 
     with pytest.raises(ConfigError, match="no smoke/workers/check_export.py under the project"):
         model_check.check_folder(SimpleNamespace(root=tmp_path), tmp_path, image="x")
+
+
+def test_a_loader_that_died_after_loading_fails_the_check():
+    """A trial: artifacts.check --batch 99999999999 ran the loader out of memory after batch 1;
+    the check said "passed" and wrote a passing record with only the batch-1 cases."""
+    loader = {"cases": [
+        {"name": "load", "passed": True},
+        {"name": "inference/batch-1", "passed": True},
+        {"name": "jit.load/batch-1", "passed": True},
+    ], "batches": [1, 4096], "rtol": 1e-5, "atol": 1e-6, "references": True, "paddle": "3.0.0"}
+    record = model_check._record(loader, "m", "img@sha256:" + "a" * 64, "paddle-pir-json", 1.0, {})
+    assert record.passed is False
+    assert [c.name for c in record.failed] == ["inference/batch-4096", "jit.load/batch-4096"]
+    refused = dict(loader, cases=[{"name": "load", "passed": False, "code": "legacy-in-pir"}])
+    unloaded = model_check._record(refused, "m", "img", "paddle-program", 1.0, {})
+    assert [c.name for c in unloaded.cases] == ["load"]  # nothing added when it never loaded

@@ -395,8 +395,9 @@ def test_local_deploy_pulls_with_the_credentials_verify_uses(tmp_path, monkeypat
 @pytest.mark.parametrize(
     "flag, value, message",
     [
-        ("--batch", "abc", "--batch must be a whole number >= 2, got 'abc'"),
-        ("--batch", "0", "--batch must be a whole number >= 2, got '0'"),
+        ("--batch", "abc", "--batch must be a whole number from 2 to 4096, got 'abc'"),
+        ("--batch", "0", "--batch must be a whole number from 2 to 4096, got '0'"),
+        ("--batch", "99999999999", "--batch must be a whole number from 2 to 4096"),
         ("--rtol", "abc", "--rtol must be a number >= 0, got 'abc'"),
         ("--rtol", "-1", "--rtol must be a number >= 0, got '-1'"),
         ("--atol", "1e-3x", "--atol must be a number >= 0, got '1e-3x'"),

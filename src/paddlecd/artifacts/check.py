@@ -444,6 +444,19 @@ def _run(spec: engine.ContainerSpec, timeout: float, on_line: Echo | None) -> di
     return doc
 
 
+def _unreached(cases: tuple[Case, ...], batches: list[int]) -> tuple[Case, ...]:
+    """A failed case for each batch the loader never reported although the model loaded: a
+    loader that died (out of memory at a huge --batch, say) must not read as a pass."""
+    if not any(c.name == "load" and c.passed for c in cases):
+        return ()
+    names = {c.name for c in cases}
+    return tuple(
+        Case(name, False, "error", "the loader stopped before this case (see its output above)")
+        for b in batches for name in (f"inference/batch-{b}", f"jit.load/batch-{b}")
+        if name not in names
+    )
+
+
 def _no_paddle(image: str, detail: str) -> ModelCheckError:
     cause, fix = CAUSES["no-paddle"]
     return ModelCheckError(f"{image}: {cause}: {detail[:200]}", fix)
@@ -460,6 +473,7 @@ def _record(
 ) -> CheckResult:
     onnx, onnx_cases = converted or (None, [])
     cases = tuple(Case.from_json(c) for c in [*doc["cases"], *onnx_cases])
+    cases += _unreached(cases, doc["batches"])
     return CheckResult(
         model=model,
         image=image,

@@ -220,7 +220,8 @@ def check(
     number = common.number
     options = {
         "image": image,
-        "batch": number("batch", batch, 3, whole=True, least=2),
+        # a batch of the model's own inputs: 4096 keeps a check of a small model in memory
+        "batch": number("batch", batch, 3, whole=True, least=2, most=4096),
         "rtol": number("rtol", rtol, 1e-5, least=0),
         "atol": number("atol", atol, 1e-6, least=0),
         "no_pir": no_pir,
