@@ -116,3 +116,13 @@ def test_a_check_record_linked_out_of_the_folder_is_refused(tmp_path):
     (folder / "check.json").symlink_to(_folder(tmp_path / "x", "c.json") / "c.json")
     with pytest.raises(ConfigError, match="check.json is a symlink"):
         find_export(folder)
+
+
+def test_a_named_pipe_as_the_params_file_is_named_as_one(tmp_path):
+    """A trial: a FIFO model.pdiparams was reported as "missing model.pdiparams"."""
+    import os
+
+    folder = _folder(tmp_path / "export", "model.json")
+    os.mkfifo(folder / "model.pdiparams")
+    with pytest.raises(ConfigError, match=r"model.pdiparams is not a regular file \(a named pipe"):
+        find_export(folder)

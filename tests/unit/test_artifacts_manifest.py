@@ -136,3 +136,17 @@ def test_git_revision_outside_a_checkout_is_none(tmp_path, project_root):
     assert am.git_revision(tmp_path) is None
     rev = am.git_revision(project_root)
     assert rev is None or len(rev) == 40
+
+
+@pytest.mark.parametrize("text", ['{"acc": NaN}', '{"acc": Infinity}', '{"acc": 1e400}'])
+def test_metrics_that_are_not_finite_numbers_are_refused(tmp_path, text):
+    """A trial: NaN and 1e400 were stored, and the manifest was no longer JSON."""
+    path = tmp_path / "m.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="expected a JSON object of finite numbers"):
+        am.load_metrics(path)
+
+
+def test_a_bare_digest_as_the_producing_image_is_named_as_one():
+    with pytest.raises(ConfigError, match="is a digest without its repository"):
+        am.parse_image("sha256:" + "a" * 64)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -122,6 +123,12 @@ def find_export(model_dir: Path) -> Export:
         )
     # a dangling link is listed too, so it is named as a link (check_links), not as "missing"
     names = {p.name for p in model_dir.iterdir() if p.is_file() or p.is_symlink()}
+    for p in model_dir.iterdir():
+        if p.name not in names and p.suffix in (".pdiparams", ".pdmodel", ".json", ".onnx"):
+            raise ConfigError(  # a FIFO, a socket, a folder: never an export's file
+                f"{p} is not a regular file ({_kind_of(p)})",
+                "point --model-dir at the folder paddle.jit.save wrote, with its files as files",
+            )
     params = sorted(
         n[: -len(".pdiparams")] for n in names if n.endswith(".pdiparams") and n != ".pdiparams"
     )
@@ -143,6 +150,12 @@ def find_export(model_dir: Path) -> Export:
         f"{model_dir} is not a paddle.jit.save export: no <prefix>.pdiparams file",
         "run paddle.jit.save(layer, 'DIR/inference', input_spec=[...]) and pass DIR",
     )
+
+
+def _kind_of(path: Path) -> str:
+    return ("a folder" if path.is_dir() else "a named pipe" if path.is_fifo()
+            else "a socket" if path.is_socket() else "a device" if path.is_block_device()
+            or path.is_char_device() else "not a file")
 
 
 def _export(folder: Path, prefix: str, names: set[str]) -> Export:
@@ -212,14 +225,15 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
     """
     if not reference:
         return None
+    from paddlecd.registry.client import parse_reference, refuse_image_id
+
+    parse_reference(reference)  # a bare sha256:… is named as a digest without its repository
     m = DIGEST_REF_RE.match(reference)
     if not m:
         raise ConfigError(
             f"image reference '{reference}' has no digest",
             "pass the repo@sha256:... reference printed by push",
         )
-    from paddlecd.registry.client import parse_reference, refuse_image_id
-
     refuse_image_id(parse_reference(reference))  # a local image ID is no manifest digest (issue 12)
     return {"reference": reference, "digest": m["digest"]}
 
@@ -239,11 +253,13 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
             f"metrics file {path}: {e}", 'write a JSON object, e.g. {"hmean": 0.83}'
         ) from e
     ok = isinstance(data, dict) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values()
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        for v in data.values()
     )
-    if not ok:
-        raise ConfigError(
-            f"metrics file {path}: expected a JSON object of numbers", 'e.g. {"hmean": 0.83}'
+    if not ok:  # NaN and Infinity parse in Python but are not JSON (RFC 8259 §6): the manifest
+        raise ConfigError(  # would not be either
+            f"metrics file {path}: expected a JSON object of finite numbers",
+            'e.g. {"hmean": 0.83} (no NaN or Infinity)',
         )
     return data
 
