@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from _devices import device_index, launch_devices
+
 SMOKE_DIR = Path(__file__).resolve().parent
 
 # Model and data sizes: small enough for 2 CPU cores, big enough that the loss curve means
@@ -82,12 +84,18 @@ def make_model():
     )
 
 
-def set_device(expect_device: str, local_rank: int = 0) -> str:
-    """Select the device for this process: ``gpu:<local_rank>`` on GPU images, ``cpu`` otherwise."""
+def set_device(expect_device: str) -> str:
+    """Select the device for this process: on GPU images the card the launcher gave it
+    (:func:`_devices.device_index` of its environment), ``cpu`` otherwise.
+
+    Raises:
+        ValueError: GPU-only: the launcher's card is not visible (the rank and world size said).
+    """
     import paddle
 
     if expect_device == "gpu":  # GPU-only
-        return paddle.set_device(f"gpu:{local_rank}")
+        index = device_index(os.environ, cards=paddle.device.cuda.device_count())
+        return paddle.set_device(f"gpu:{index}")
     return paddle.set_device("cpu")
 
 
@@ -120,7 +128,7 @@ def init_worker(description: str):
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
-    set_device(args.device, dist.ParallelEnv().local_rank)
+    set_device(args.device)
     dist.init_parallel_env()
     return args, dist.get_rank(), dist.get_world_size()
 
@@ -163,7 +171,7 @@ def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dic
         str(expect.ranks),
     ]
     if expect.device == "gpu":  # GPU-only: every card given to the container
-        cmd += ["--devices", ",".join(str(i) for i in range(expect.gpus))]
+        cmd += ["--devices", ",".join(launch_devices(os.environ, gpus=expect.gpus))]
     cmd += [
         str(SMOKE_DIR / "workers" / script),
         "--out",

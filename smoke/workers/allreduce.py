@@ -21,6 +21,10 @@ CPU_SIZES = [1, 1024, 65536, 1 << 20]  # elements
 GPU_SIZES = [1, 1024, 1 << 20, 16 << 20]  # GPU-only: larger messages
 GPU_SWEEP = [1 << p for p in range(10, 29, 2)]  # GPU-only: float32 elements, 4 KiB … 1 GiB
 DATA_CHECKS = 5  # GPU-only: iterations whose sums are checked
+# NumPy arrays of one message's size a rank holds at once in one(): the input and the expected
+# sums, then the result's copy and the comparison mask (a byte per element); the rank-scaled
+# input is freed before the copy. verify/budget.py sizes a GPU node's memory from it.
+HOST_BUFFERS = 4
 DTYPES = ["float32", "float64", "int32", "int64"]
 
 
@@ -30,7 +34,7 @@ def busbw(algbw: float, world_size: int) -> float:
 
 
 def one(size: int, dtype: str, rank: int, n: int, iters: int, checks: int = 1) -> dict:
-    base = (np.arange(size) % 13 + 1).astype(dtype)
+    base = np.resize(np.arange(1, 14, dtype=dtype), size)  # i mod 13 + 1, no int64 temporaries
     expected = base * (n * (n + 1) // 2)
     wrong = 0
     for _ in range(checks):  # correctness passes: a fresh buffer each, every result compared

@@ -65,12 +65,27 @@ def test_every_row_names_a_public_source():
     assert len(keys) == len(set(keys))
 
 
-def test_gpu_models_from_cuda_device_names():
-    assert bandwidth.gpu_model("NVIDIA A100-SXM4-40GB") == "A100-SXM"
-    assert bandwidth.gpu_model("NVIDIA A100 80GB PCIe") == "A100-PCIe"
-    assert bandwidth.gpu_model("NVIDIA H100 PCIe") == "H100-PCIe"
-    assert bandwidth.gpu_model("NVIDIA H200") == "H200-SXM"
-    assert bandwidth.gpu_model("Tesla V100-SXM2-32GB") == "Tesla V100-SXM2-32GB"
+@pytest.mark.parametrize("name, model", [
+    # Product names as the driver lists them (NVIDIA/open-gpu-kernel-modules 560.31.02 README.md,
+    # "Compatible GPUs") and nvidia-smi prints them.
+    ("NVIDIA A100-SXM4-40GB", "A100-SXM"),
+    ("NVIDIA A100-SXM4-80GB", "A100-SXM"),
+    ("NVIDIA A100-SXM-64GB", "A100-SXM"),
+    ("NVIDIA A100-PCIE-40GB", "A100-PCIe"),
+    ("NVIDIA A100 80GB PCIe", "A100-PCIe"),
+    ("NVIDIA H100 PCIe", "H100-PCIe"),
+    ("NVIDIA H100 NVL", "H100-NVL"),
+    ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+    ("NVIDIA H200", "H200-SXM"),
+    ("NVIDIA H200 NVL", "H200-NVL"),
+    ("NVIDIA GH200 480GB", "GH200 480GB"),  # Grace Hopper: no row, not an H200
+    ("NVIDIA GH200 120GB", "GH200 120GB"),
+    ("NVIDIA H800", "H800"),
+    ("NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB"),
+    ("Tesla V100-SXM2-32GB", "Tesla V100-SXM2-32GB"),
+])
+def test_gpu_models_from_cuda_device_names(name, model):
+    assert bandwidth.gpu_model(name) == model
 
 
 def _smoke_checks(results, *, world_size=8, skipped=False, count=8):

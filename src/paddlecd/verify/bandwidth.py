@@ -88,16 +88,19 @@ TABLE: tuple[Expectation, ...] = (
     ),
 )
 
-# What cudaGetDeviceProperties().name says → the table's model name. An SXM5 H100 reports
-# "H100 80GB HBM3" (nccl-tests#294), an SXM4 A100 "A100-SXM4-80GB" (nccl-tests#149).
+# What cudaGetDeviceProperties().name and nvidia-smi say → the table's model name. The product
+# names are the driver's (NVIDIA/open-gpu-kernel-modules 560.31.02 README.md, "Compatible GPUs"):
+# "NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 PCIe",
+# "NVIDIA H100 NVL", "NVIDIA H100 80GB HBM3" (SXM5), "NVIDIA H200", "NVIDIA GH200 480GB". \b keeps
+# H200 off GH200 (the Grace Hopper superchip, which has no row); the 40 GB A100 spells PCIE.
 _MODELS = (
-    (r"A100.*SXM", "A100-SXM"),
-    (r"A100.*PCIe", "A100-PCIe"),
-    (r"H100.*PCIe", "H100-PCIe"),
-    (r"H100.*NVL", "H100-NVL"),
-    (r"H100", "H100-SXM"),
-    (r"H200.*NVL", "H200-NVL"),
-    (r"H200", "H200-SXM"),
+    (r"\bA100-SXM", "A100-SXM"),
+    (r"\bA100\b.*\bPCI[Ee]\b", "A100-PCIe"),
+    (r"\bH100\b.*\bPCI[Ee]\b", "H100-PCIe"),
+    (r"\bH100 NVL\b", "H100-NVL"),
+    (r"\bH100\b", "H100-SXM"),
+    (r"\bH200 NVL\b", "H200-NVL"),
+    (r"\bH200\b", "H200-SXM"),
 )
 
 

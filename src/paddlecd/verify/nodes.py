@@ -26,7 +26,7 @@ from paddlecd.cluster.render import Target, rank_host
 from paddlecd.config import Settings
 from paddlecd.errors import ClusterError
 from paddlecd.types import Echo
-from paddlecd.verify import nccl
+from paddlecd.verify import budget, nccl
 from paddlecd.verify.evidence import Check
 
 WORKERS = {
@@ -58,10 +58,13 @@ def job_spec(
     settings: Settings, worker: str, *, nodes: int, gpus_per_node: int, out: Path
 ) -> JobSpec:
     """The job of one smoke ``worker`` (``allreduce`` or ``train_dp``) on ``nodes`` nodes: smoke/
-    read-only at /smoke, ``out`` at /out, one process per GPU (or one, gloo, on CPU)."""
+    read-only at /smoke, ``out`` at /out, one process per GPU (or one, gloo, on CPU); a GPU
+    node's memory and shm come from :func:`paddlecd.verify.budget.gpu_node`."""
     env = {"PYTHONPATH": "/smoke", "SMOKE_OUT": "/out", "SMOKE_SINGLE_TOO": "1"}
+    memory, shm = "2Gi", "512Mi"  # CPU: one gloo process
     if gpus_per_node:  # GPU-only: NCCL names the transports it chose (verify/nccl.py)
         env["NCCL_DEBUG"] = "INFO"
+        memory, shm = budget.gpu_node(gpus_per_node)  # the sweep's per-rank budget
     return JobSpec(
         name=f"verify-{worker.replace('_', '-')}",
         script=f"/smoke/workers/{worker}.py",
@@ -70,12 +73,7 @@ def job_spec(
         code=Volume("/smoke", path=str(settings.root / "smoke"), read_only=True),
         output=Volume("/out", path=str(out)),
         checkpoint="/out",
-        resources=Resources(
-            cpu="1",
-            memory="4Gi" if gpus_per_node else "2Gi",
-            gpus=gpus_per_node,
-            shm="2Gi" if gpus_per_node else "512Mi",
-        ),
+        resources=Resources(cpu="1", memory=memory, gpus=gpus_per_node, shm=shm),
         active_deadline_seconds=settings.verify.timeout,
         env=tuple(sorted(env.items())),
         source="verify --nodes",
