@@ -13,7 +13,7 @@ import json
 import os
 import socket
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import yaml
@@ -72,6 +72,28 @@ def dump_yaml(doc: Any) -> str:
     """``doc`` as YAML in its own key order, multi-line strings as literal blocks (a PEM key reads
     as it does in a .pub file)."""
     return yaml.dump(doc, Dumper=_BlockDumper, sort_keys=False)
+
+
+# Folders of the operating system (FHS 3.0) and the engines' state: nothing paddlecd mounts into a
+# container (which runs as root inside) or writes into as a store may be in them.
+SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+                  "/run", "/sbin", "/sys", "/usr", "/var/run", "/var/lib/docker",
+                  "/var/lib/containers")
+
+
+def place_problem(path: str, *, writable: bool) -> str | None:
+    """Why absolute ``path`` is no place for a job's folder or a store, or None when it is fine:
+    ``/`` itself, a system folder (:data:`SYSTEM_FOLDERS`) or one inside it, and when paddlecd
+    writes there (``writable``) a top-level folder as a whole (``/home``, ``/tmp``)."""
+    parts = PurePosixPath(path).parts
+    system = next((f for f in SYSTEM_FOLDERS if PurePosixPath(path).is_relative_to(f)), None)
+    if len(parts) < 2:
+        return "is the root folder"
+    if system:
+        return f"is inside the system folder {system}"
+    if writable and len(parts) < 3:
+        return "is a top-level folder"
+    return None
 
 
 def now_iso(timespec: Timespec = "seconds") -> str:

@@ -64,6 +64,11 @@ def test_good_urls(url, loc):
         ("s3://models/a/./b", "has a '.' or '..' segment"),
         ("s3://models/..", "has a '.' or '..' segment"),
         ("file:///srv/models/../../etc", "has a '.' or '..' segment"),
+        # a trial: the plan said "create" for these (deploy refused them for output.path)
+        ("file:///", "is the root folder"),
+        ("file:///etc", "is inside the system folder /etc"),
+        ("file:///usr/share/models", "is inside the system folder /usr"),
+        ("file:///tmp", "is a top-level folder"),
     ],
 )
 def test_bad_urls(url, message):

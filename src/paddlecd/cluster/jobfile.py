@@ -16,7 +16,7 @@ import posixpath
 import secrets
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from paddlecd import files
@@ -29,11 +29,6 @@ SCHEMA_PATH = "schemas/train.schema.json"
 # under 6 MiB (moby daemon/daemon_unix.go linuxMinMemory); Kubernetes CPU precision is 1m.
 INT64_MAX = 2**63 - 1
 MIN_MEMORY = 6 * 1024 * 1024
-# Host folders no job mounts: the operating system's own (FHS 3.0, plus the engine's state). A
-# container that runs as root inside sees a mounted /etc (shadow included) or writes over /usr.
-SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
-                  "/run", "/sbin", "/sys", "/usr", "/var/run", "/var/lib/docker",
-                  "/var/lib/containers")
 
 
 @dataclass(frozen=True)
@@ -220,7 +215,7 @@ def check_quantities(spec: JobSpec) -> None:
 def check_paths(spec: JobSpec) -> None:
     """Refuse paths that leave their mount: a ``..`` in a mountPath, ``model``, ``checkpoint`` or a
     script relative to the code mount, a volume mounted on ``/``, and host folders that are ``/``,
-    a system folder (:data:`SYSTEM_FOLDERS`) or, for the writable output, a top-level folder.
+    a system folder or, for the writable output, a top-level folder (files.place_problem).
 
     Raises:
         ConfigError: naming the key and the path.
@@ -247,12 +242,8 @@ def check_paths(spec: JobSpec) -> None:
 def _check_host_folder(source: str, name: str, vol: Volume) -> None:
     """A host folder is never ``/`` or a system folder, and a writable one is at least two levels
     deep (``/home`` or ``/tmp`` whole is never a job's output)."""
-    path = PurePosixPath(vol.path)
-    system = next((f for f in SYSTEM_FOLDERS if path.is_relative_to(f)), None)
-    shallow = not vol.read_only and len(path.parts) < 3
-    if len(path.parts) < 2 or system or shallow:
-        why = f"is inside the system folder {system}" if system else (
-            "is the root folder" if len(path.parts) < 2 else "is a top-level folder")
+    why = files.place_problem(str(vol.path), writable=not vol.read_only)
+    if why:
         raise ConfigError(
             f"{source}: {name}.path resolves to {vol.path}, which {why}",
             f"give {name} a folder of its own, e.g. path: ./{name} (relative to the job file)",

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
+from paddlecd import files
 from paddlecd.artifacts.storage.base import MIB, Location, ObjectInfo, Progress, Store
 from paddlecd.artifacts.storage.file import FileStore
 from paddlecd.config import Settings, StorageSettings
@@ -52,6 +53,10 @@ def parse_url(url: str) -> Location:
                 f"store URL '{url}': file URLs need an absolute path",
                 "write file:///abs/path (three slashes)",
             )
+        why = files.place_problem(os.path.normpath(parsed.path), writable=True)
+        if why:
+            raise ConfigError(f"store URL '{url}' {why}",
+                              "give the store a folder of its own, e.g. file:///srv/models")
         return Location("file", "", os.path.normpath(parsed.path))
     if parsed.scheme != "s3":
         raise ConfigError(
