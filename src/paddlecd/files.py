@@ -147,6 +147,8 @@ def read_yaml(
         if missing_hint is None:
             raise
         raise error(f"{what} not found: {path}", missing_hint) from e
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start})", "save it as UTF-8") from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""

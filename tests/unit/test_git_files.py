@@ -126,3 +126,13 @@ def test_a_yaml_mapping_that_repeats_a_key_is_refused_with_its_line(tmp_path):
                                           r"duplicate key 'url'"):
         files.read_yaml(path)
     assert files.load_yaml("base: &b {p: 1}\nrun:\n  <<: *b\n  p: 2\n")["run"] == {"p": 2}
+
+
+def test_a_yaml_file_that_is_not_utf8_is_named(tmp_path):
+    """A trial: a paddlecd.yaml of binary bytes ended in UnicodeDecodeError's traceback."""
+    from paddlecd.errors import ConfigError
+
+    path = tmp_path / "paddlecd.yaml"
+    path.write_bytes(b"\xff\xfe bad")
+    with pytest.raises(ConfigError, match=r"paddlecd.yaml: not UTF-8 text \(byte 0\)"):
+        files.read_yaml(path)
