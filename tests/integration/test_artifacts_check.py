@@ -120,6 +120,8 @@ def test_a_pir_export_passes_at_two_batch_sizes(env, runtime, exports):
     assert cases["inference/batch-3"]["shapes"] == [[3, 2]]
     assert cases["jit.load/batch-3"]["max_abs_err"] <= 1e-6
     assert b"<testsuite" in (exports["pir"] / "check.junit.xml").read_bytes()
+    # a trial: every check left its loader's scratch folder (mode 0777) in the state folder
+    assert list((Path(env["PADDLECD_STATE_DIR"]) / "check").glob("inference-*")) == []
 
 
 def test_a_legacy_export_fails_under_pir_unless_the_flag_is_set(env, runtime, exports):

@@ -352,7 +352,11 @@ def check_folder(
         ),
     )
     started = time.monotonic()
-    loader = _run(spec, settings.verify.timeout, on_line)
+    try:
+        loader = _run(spec, settings.verify.timeout, on_line)
+    finally:  # the loader's scratch folder: its result is read (the record is stored by save())
+        if not settings.runtime.keep:
+            shutil.rmtree(out, ignore_errors=True)
     flags = {"FLAGS_enable_pir_api": "0"} if no_pir else {}
     converted = None
     if onnx:
