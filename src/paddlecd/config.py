@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -389,6 +390,12 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
                 "registry.repository)",
             )
     attestation_layouts(settings)  # refused here, before any verify runs
+    for key, (pattern, why) in FORMATS.items():
+        section, name = key.split(".")
+        value = getattr(getattr(settings, section), name)
+        if value is not None and not re.fullmatch(pattern, str(value)):
+            raise ConfigError(f"setting '{key}' is {str(value)[:80]!r}: not {why}",
+                              f"fix {_env_name(key)} or the project file")
     for key, (low, high, why) in BOUNDS.items():
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
@@ -421,6 +428,21 @@ def attestation_layouts(settings: Settings) -> tuple[str, ...]:
 # are checked where a store is opened: artifacts/storage/s3.py).
 BOUNDS = {
     "verify.cpu_ranks": (1, 64, "gloo ranks are processes on this machine (each imports Paddle)"),
+}
+
+
+# String settings with a syntax, and what it is.
+FORMATS = {
+    # docker run --shm-size: a number with a unit b, k, m or g, or none (docker/go-units RAMInBytes)
+    "verify.shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 2g or 512m"),
+    "verify.gpu_shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 16g"),
+    # Kubernetes names: a namespace is an RFC 1123 label, a Secret's name a DNS subdomain
+    # (kubernetes.io/docs/concepts/overview/working-with-objects/names)
+    "cluster.namespace": (r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a namespace name (RFC 1123 "
+                          "label: a-z, 0-9 and '-', at most 63)"),
+    "cluster.image_pull_secret": (r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                                  r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+                                  "a Secret name (DNS subdomain: a-z, 0-9, '-' and '.')"),
 }
 
 

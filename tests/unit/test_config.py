@@ -42,6 +42,11 @@ def test_config_cascade_order(tmp_path):
     ("verify: {cpu_ranks: true}", {}, "'verify.cpu_ranks': True is not an integer"),
     # a trial: 100000 ranks were accepted, the convergence checks skipped, the run "passed"
     ("", {"PADDLECD_VERIFY_CPU_RANKS": "100000"}, "'verify.cpu_ranks' must be 1..64"),
+    # a trial: these reached docker (exit 4, "start the engine") or the manifests
+    ("", {"PADDLECD_VERIFY_SHM_SIZE": "lots"}, "'verify.shm_size' is 'lots': not a Docker size"),
+    ("", {"PADDLECD_CLUSTER_NAMESPACE": "Bad_NS"}, "not a namespace name (RFC 1123 label"),
+    ("", {"PADDLECD_CLUSTER_NAMESPACE": "n" * 64}, "not a namespace name"),
+    ("", {"PADDLECD_CLUSTER_IMAGE_PULL_SECRET": "a b"}, "not a Secret name"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)

@@ -54,7 +54,8 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except PaddlecdError as e:
             _fail(e, e.cause, e.hint, e.exit_code)
         except KeyboardInterrupt as e:  # Ctrl-C in a task that records nothing: 128 + SIGINT
-            _fail(e, "interrupted", None, Interrupted.exit_code)
+            _fail(e, "interrupted", "re-run the same command: it removes or completes what this "
+                  "run left", Interrupted.exit_code)
 
     return wrapper
 
