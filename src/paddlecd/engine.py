@@ -713,6 +713,27 @@ def remove_orphans(selector: Mapping[str, str], *,
     return removed
 
 
+def remove_owned(owner: str | None = None) -> list[str]:
+    """Force-remove the containers that ``owner`` (default: this process, proc.owner) created:
+    a Ctrl-C reaches the thread that waits in the foreground, not the threads whose containers
+    run a pipeline's stage, so the runner stops those containers this way. Never raises: an
+    engine it cannot ask has nothing of ours to stop (nothing was started without a client).
+
+    Returns:
+        the names removed, sorted.
+    """
+    if not client.cache_info().currsize:  # no client was made: no container was started
+        return []
+    label = f"{OWNER}={owner or proc.owner()}"
+    names = []
+    with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+        for raw in client().containers.list(all=True, filters={"label": [label]}):
+            with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+                raw.remove(force=True)
+                names.append(str(raw.name))
+    return sorted(names)
+
+
 def wait(c: Container, *, timeout: float, on_line: Echo | None = None) -> Finished:
     """Stream ``c``'s logs to ``on_line`` until it exits; return its exit code and logs.
 

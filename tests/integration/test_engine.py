@@ -240,3 +240,17 @@ def test_a_container_that_cannot_start_is_not_left_created(tiny_image):
         with engine.container(spec):
             pass
     assert not _exists(name)
+
+
+def test_a_runs_own_containers_are_stopped_on_ctrl_c(tiny_image):
+    """A trial: Ctrl-C in pipeline.run left the verify stage's container running to its end. The
+    runner removes the containers this process owns (engine.OWNER = proc.owner())."""
+    from paddlecd import proc
+
+    name = _name()
+    spec = engine.ContainerSpec(image=tiny_image, command=("sleep", "120"), name=name,
+                                labels={engine.OWNER: proc.owner()}, keep=True)
+    with engine.container(spec):
+        pass
+    assert _exists(name)
+    assert engine.remove_owned() == [name] and not _exists(name)

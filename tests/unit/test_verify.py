@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from paddlecd import config, engine
+from paddlecd import config, engine, proc
 from paddlecd.errors import VerifyError
 from paddlecd.verify import drivers
 from paddlecd.verify import run as verify
@@ -152,8 +152,9 @@ def test_a_smoke_container_is_labelled_by_its_output_folder(tmp_path):
     one = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path / "a")
     again = verify.smoke_container(s, "r/x@sha256:" + "b" * 64, labels, tmp_path / "a")
     other = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path / "b")
-    assert dict(one.labels) == dict(again.labels) == verify.out_label(tmp_path / "a")
-    assert list(one.labels) == ["io.paddlecd.smoke-out"]
+    assert dict(one.labels) == dict(again.labels) == {**verify.out_label(tmp_path / "a"),
+                                                      engine.OWNER: proc.owner()}
+    assert list(one.labels) == ["io.paddlecd.smoke-out", engine.OWNER]  # owner: Ctrl-C stops it
     assert dict(other.labels) != dict(one.labels)
 
 

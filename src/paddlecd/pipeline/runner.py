@@ -188,7 +188,13 @@ class Runner:
         started = time.monotonic()
         work = stages.groups(self.settings, sdef.kind, todo) if todo else []
         with ThreadPoolExecutor(max_workers=max(1, min(sdef.parallel, len(work) or 1))) as pool:
-            list(pool.map(lambda group: [self._unit(index, sdef, v) for v in group], work))
+            try:
+                list(pool.map(lambda group: [self._unit(index, sdef, v) for v in group], work))
+            except KeyboardInterrupt:  # the stage's threads wait on containers: stop those
+                from paddlecd import engine  # the engine client only when a stage made one
+
+                engine.remove_owned()
+                raise
         record = self.summary.stages[index]
         ok = all(r.status == "succeeded" for r in record.variants.values())
         with self.lock:

@@ -144,7 +144,7 @@ def smoke_container(
         gpus=gpus,
         ipc="host" if gpu else None,
         keep=settings.runtime.keep,
-        labels=out_label(out),
+        labels={**out_label(out), engine.OWNER: proc.owner()},
     )
 
 
@@ -481,7 +481,7 @@ def _one_container(
     for name in engine.remove_containers(out_label(key)):
         (on_line or _quiet)(f"removed container {name}: left running into {key} by a killed run")
     spec = smoke_container(settings, reference, labels, out)
-    with engine.container(dataclasses.replace(spec, labels=out_label(key))) as c:
+    with engine.container(dataclasses.replace(spec, labels={**spec.labels, **out_label(key)})) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
     (out / "smoke.log").write_text(finished.logs)
     if not (out / "junit.xml").exists():
