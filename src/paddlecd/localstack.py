@@ -196,17 +196,21 @@ def main() -> None:
     if server.ready():
         log.info("registry already answering on %s", server.host)
         return
-    server.start()
-    log.info("registry serving on http://%s (data: %s)", server.host, args.root / "data")
-
     def stop(signum: int, frame: object) -> None:  # `scripts/stack.sh down` stops the registry too
-        server.stop()
+        # only leave the wait below: stopping the server here, inside that interrupted wait,
+        # waits again on the same child and deadlocks on Popen's wait lock (the registry was
+        # left a zombie under a supervisor that never exited)
         raise SystemExit(0)
 
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, stop)  # before the start: a stop while it starts stops it too
     signal.signal(signal.SIGINT, stop)
-    assert server.process is not None
-    server.process.wait()
+    try:
+        server.start()
+        log.info("registry serving on http://%s (data: %s)", server.host, args.root / "data")
+        assert server.process is not None
+        server.process.wait()
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
