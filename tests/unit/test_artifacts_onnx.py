@@ -235,3 +235,7 @@ def test_a_loader_that_died_after_loading_fails_the_check():
     refused = dict(loader, cases=[{"name": "load", "passed": False, "code": "legacy-in-pir"}])
     unloaded = model_check._record(refused, "m", "img", "paddle-program", 1.0, {})
     assert [c.name for c in unloaded.cases] == ["load"]  # nothing added when it never loaded
+    stopped = dict(loader, cases=[*loader["cases"][:2], {"name": "jit.load/batch-1",
+                                                         "passed": False, "code": "mismatch"}])
+    failed = model_check._record(stopped, "m", "img", "paddle-pir-json", 1.0, {})
+    assert [c.code for c in failed.failed] == ["mismatch"]  # the loader stopped at a failure

@@ -449,9 +449,10 @@ def _run(spec: engine.ContainerSpec, timeout: float, on_line: Echo | None) -> di
 
 
 def _unreached(cases: tuple[Case, ...], batches: list[int]) -> tuple[Case, ...]:
-    """A failed case for each batch the loader never reported although the model loaded: a
-    loader that died (out of memory at a huge --batch, say) must not read as a pass."""
-    if not any(c.name == "load" and c.passed for c in cases):
+    """A failed case for each batch the loader never reported although the model loaded and no
+    case failed: a loader that died (out of memory at a huge --batch, say) must not read as a
+    pass. (After a failed case the loader stops on purpose: that case says why.)"""
+    if not any(c.name == "load" and c.passed for c in cases) or any(not c.passed for c in cases):
         return ()
     names = {c.name for c in cases}
     return tuple(
