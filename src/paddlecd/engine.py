@@ -250,15 +250,20 @@ def stream_error(text: str, *, what: str) -> RegistryError:
             answer is None or not answer.foreign):
         return RegistryAuthError(f"{what}: {text[:300]}", _login_hint(what))
     if answer is not None:
-        host = what.split()[-1].split("/", 1)[0] if "/" in what else "the registry"
-        return answers.to_error(answer, what=what, host=host,
+        return answers.to_error(answer, what=what, host=_host_of(what) or "the registry",
                                 login_hint=lambda: _login_hint(what))
     return RegistryError(f"{what}: {text[:300]}",
                          "check the registry is up and has space; re-run to retry")
 
 
+def _host_of(what: str) -> str | None:
+    """The registry host of the reference that ends ``what`` ("pushing reg:5000/app:1" →
+    "reg:5000"), or None."""
+    return what.split()[-1].split("/", 1)[0] if "/" in what else None
+
+
 def _login_hint(what: str) -> str:
-    host = what.split()[-1].split("/", 1)[0] if "/" in what else "<registry>"
+    host = _host_of(what) or "<registry>"
     if os.environ.get("PADDLECD_REGISTRY_USERNAME") and os.environ.get(
         "PADDLECD_REGISTRY_PASSWORD"
     ):
@@ -724,14 +729,10 @@ def remove_owned(owner: str | None = None) -> list[str]:
     """
     if not client.cache_info().currsize:  # no client was made: no container was started
         return []
-    label = f"{OWNER}={owner or proc.owner()}"
-    names = []
-    with contextlib.suppress(docker.errors.APIError, requests.RequestException):
-        for raw in client().containers.list(all=True, filters={"label": [label]}):
-            with contextlib.suppress(docker.errors.APIError, requests.RequestException):
-                raw.remove(force=True)
-                names.append(str(raw.name))
-    return sorted(names)
+    try:
+        return remove_containers({OWNER: owner or proc.owner()})
+    except EngineError:
+        return []
 
 
 def wait(c: Container, *, timeout: float, on_line: Echo | None = None) -> Finished:
