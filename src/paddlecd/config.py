@@ -210,7 +210,7 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
 
     Raises:
         ConfigError: malformed project YAML, an unknown key in it or in ``flags`` (with a
-            suggestion), a bad value type.
+            suggestion), a bad value type, a ``state_dir`` that is a file.
     """
     root = root or find_root()
     project = root / PROJECT_FILE
@@ -221,6 +221,9 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
         for key in layer:
             _check_key(key, origin)
     settings = _build(root, {**from_file, **from_env, **from_flags})
+    if settings.state.exists() and not settings.state.is_dir():
+        raise ConfigError(f"state_dir {settings.state} is a file, not a folder",
+                          "point state_dir (PADDLECD_STATE_DIR) at a folder; it is created if missing")
     return dataclasses.replace(settings, warnings=tuple(warnings))
 
 

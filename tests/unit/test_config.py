@@ -55,6 +55,15 @@ def test_config_errors(tmp_path, yaml_text, environ, fragment):
     assert fragment in e.value.cause + (e.value.hint or "")
 
 
+def test_a_state_dir_that_is_a_file_is_refused_by_name(tmp_path):
+    """A trial (issue 21): ``PADDLECD_STATE_DIR=<a file>`` ended in "Not a directory: …/keys"."""
+    (tmp_path / "state").write_text("x")
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={"PADDLECD_STATE_DIR": str(tmp_path / "state")})
+    assert e.value.cause == f"state_dir {tmp_path / 'state'} is a file, not a folder"
+    assert (tmp_path / "state").read_text() == "x"
+
+
 def test_config_secrets_are_not_settings(tmp_path):
     s = config.load(
         root=tmp_path,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -326,3 +327,28 @@ def test_the_state_folders_own_pair_is_the_embedded_default(tmp_path, monkeypatc
                                         "verify.signing_key": str(other_private)})
     assert [k.source for k in keys.trusted(configured)] == [str(other_public)]
     assert keys.signer(configured).public_key == keys.trusted(configured)[0].key
+
+
+@pytest.mark.parametrize(
+    "out, cause",
+    [
+        ("/etc", "--out /etc is inside the system folder /etc: no place for a private key"),
+        ("/usr/local/keys", "is inside the system folder /usr"),
+        ("/", "--out / is the root folder"),
+        ("/tmp", "--out /tmp is a top-level folder"),
+        ("FILE", "is a file, not a folder"),
+    ],
+)
+def test_keygen_refuses_a_file_and_system_folders_and_writes_nothing(tmp_path, out, cause):
+    """A trial (issue 21): as root, ``evidence.keygen --out /etc`` wrote the private key into /etc,
+    and ``--out /etc/hostname`` said only "File exists"."""
+    if out == "FILE":
+        out = str(tmp_path / "hostname")
+        Path(out).write_text("box\n")
+    before = set(Path(out).iterdir()) if Path(out).is_dir() else None
+    with pytest.raises(SigningKeyError) as e:
+        keys.keygen(Path(out))
+    assert cause in e.value.cause and e.value.hint
+    if before is not None:
+        assert set(Path(out).iterdir()) == before
+    assert not Path(out, keys.PRIVATE_NAME).exists()

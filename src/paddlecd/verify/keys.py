@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
+from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import SigningKeyError
 
@@ -75,8 +76,16 @@ def keygen(folder: Path) -> tuple[Path, Path]:
         ``(private key path, public key path)``.
 
     Raises:
-        SigningKeyError: a key file exists there already (never overwritten).
+        SigningKeyError: ``folder`` is a file, the root, a system folder or inside one
+            (:func:`files.place_problem`), or a key file exists there already (never overwritten).
     """
+    if folder.exists() and not folder.is_dir():
+        raise SigningKeyError(f"--out {folder} is a file, not a folder",
+                              "name a folder for the pair (it is created if missing)")
+    problem = files.place_problem(str(folder.resolve()), writable=True)
+    if problem:
+        raise SigningKeyError(f"--out {folder} {problem}: no place for a private key",
+                              "name a folder of the project's or yours, e.g. ~/.paddlecd/keys")
     private, public = folder / PRIVATE_NAME, folder / PUBLIC_NAME
     for path in (private, public):
         if path.exists():
