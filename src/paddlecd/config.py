@@ -223,7 +223,7 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
     settings = _build(root, {**from_file, **from_env, **from_flags})
     if settings.state.exists() and not settings.state.is_dir():
         raise ConfigError(f"state_dir {settings.state} is a file, not a folder",
-                          "point state_dir (PADDLECD_STATE_DIR) at a folder; it is created if missing")
+                          "point state_dir (PADDLECD_STATE_DIR) at a folder; it is made if missing")
     return dataclasses.replace(settings, warnings=tuple(warnings))
 
 

@@ -9,6 +9,7 @@ import yaml
 
 from paddlecd import config
 from paddlecd.cluster import deploy, k8s
+from paddlecd.errors import ClusterError, ConfigError
 
 KUBECONFIG = {
     "apiVersion": "v1", "kind": "Config", "current-context": "team",
@@ -68,3 +69,26 @@ def test_the_plan_and_its_manifests_use_it(kubeconfig, tmp_path, project_root, m
     assert p.namespace == "ml-train"
     assert {m["metadata"]["namespace"] for m in p.manifests} == {"ml-train"}
     assert "Kubernetes namespace ml-train" in p.describe()[0]
+
+
+@pytest.mark.parametrize("text", ["[]\n", "5\n"])
+def test_a_kubeconfig_that_is_not_a_mapping_is_named(tmp_path, monkeypatch, text):
+    """A trial (issue 21): ``KUBECONFIG`` naming a file holding ``[]`` gave namespace ``default`` at
+    dry-run and the client's "list indices must be integers" at deploy."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    for call in (lambda: k8s.namespace(settings_with(tmp_path)),
+                 lambda: k8s.connect(settings_with(tmp_path))):
+        with pytest.raises(ClusterError) as e:
+            call()
+        assert e.value.cause.startswith(f"kubeconfig {path} is not a kubeconfig")
+
+
+def test_local_runs_refuse_more_nodes_than_one_machine_holds(tmp_path, project_root, monkeypatch):
+    """A trial (issue 21): ``--cluster local --nodes 512`` got as far as resolving the release;
+    the bound is checked before any registry is asked (none runs here)."""
+    monkeypatch.chdir(project_root)
+    with pytest.raises(ConfigError, match=r"--nodes 512: --cluster local starts one container"):
+        deploy.plan(settings_with(project_root), job=str(project_root / "examples/train.yaml"),
+                    release="1.0.0-cpu", nodes=512, cluster="local")

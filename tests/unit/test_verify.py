@@ -242,3 +242,16 @@ def test_a_world_size_the_user_chose_badly_fails_the_collective_check(monkeypatc
     else:
         with pytest.raises(outcomes[outcome]):
             _common.require_collective(expect)
+
+
+@pytest.mark.parametrize("name", ["1.0.0-cpu", "1.4.0-rc.1-cu126"])
+def test_a_release_name_given_as_image_is_refused_with_its_reference(name):
+    """A trial (issue 21): ``verify --image 1.0.0-cpu`` was looked up as
+    ``docker.io/library/1.0.0-cpu:latest`` ("Docker Hub cannot be reached")."""
+    from paddlecd.errors import ConfigError
+
+    s = config.load(root=ROOT, environ={})
+    with pytest.raises(ConfigError) as e:
+        verify.target(s, None, name)
+    assert e.value.cause.startswith(f"--image {name} names a release, not an image")
+    assert f"--image {s.release_repo}:{name}" in e.value.hint

@@ -152,7 +152,8 @@ def plan(
 
     Raises:
         ConfigError: bad job file, unknown release or variant, a tag instead of a release/digest,
-            impossible resources, unknown kind or cluster.
+            impossible resources, unknown kind or cluster, more than :data:`LOCAL_NODES_MAX`
+            nodes on ``--cluster local`` (checked before any registry is asked).
     """
     cluster = cluster or settings.cluster.kind
     if cluster not in CLUSTERS:
@@ -168,6 +169,12 @@ def plan(
             "drop --kind or use --cluster k8s",
         )
     spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
+    if cluster == "local" and spec.nodes > LOCAL_NODES_MAX:
+        raise ConfigError(
+            f"--nodes {spec.nodes}: --cluster local starts one container per node on this machine,"
+            f" at most {LOCAL_NODES_MAX}",
+            "use --cluster k8s for a larger job, or fewer --nodes",
+        )
     target = resolve(settings, release=release, image=image, variant=variant)
     jobfile.check(
         spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant
@@ -193,6 +200,11 @@ def plan(
         namespace=ns,
         manifests=manifests,
     )
+
+
+# Nodes of a local run: one container each, every one importing Paddle on this machine; the bound
+# of verify.cpu_ranks (config.BOUNDS), for the same reason.
+LOCAL_NODES_MAX = 64
 
 
 def _namespace(settings: Settings, cluster: str) -> str:

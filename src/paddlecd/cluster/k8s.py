@@ -62,7 +62,8 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
         service_account_namespace: the file a pod's service account mounts (tests pass another).
 
     Raises:
-        ClusterError: the kubeconfig is not YAML (naming the file and line).
+        ClusterError: the kubeconfig is not YAML (naming the file and line), or YAML but not a
+            mapping.
     """
     if settings.cluster.namespace:
         return settings.cluster.namespace
@@ -70,7 +71,9 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
         contexts, current = kubernetes.config.list_kube_config_contexts(config_file=_config_file())
     except yaml.YAMLError as e:
         raise _not_yaml(e) from e
-    except (ConfigException, FileNotFoundError, TypeError):
+    except TypeError as e:  # YAML, but a list or a scalar: the client indexes it as a mapping
+        raise _not_kubeconfig() from e
+    except (ConfigException, FileNotFoundError):
         with contextlib.suppress(OSError):
             return service_account_namespace.read_text().strip() or "default"
         return "default"
@@ -90,6 +93,13 @@ def _not_yaml(e: yaml.YAMLError) -> ClusterError:
                         "fix it (kubectl config view reads it too), or point KUBECONFIG elsewhere")
 
 
+def _not_kubeconfig() -> ClusterError:
+    """A kubeconfig that is YAML but not a mapping (``[]``, a number): kubectl refuses it too."""
+    return ClusterError(f"kubeconfig {_config_file()} is not a kubeconfig: its top level is not a "
+                        "mapping (apiVersion, clusters, users, contexts)",
+                        "fix it (kubectl config view reads it too), or point KUBECONFIG elsewhere")
+
+
 def connect(settings: Settings) -> Api:
     """Connect with the kubeconfig: ``$KUBECONFIG`` (a ``:``-separated list) or ``~/.kube/config``,
     context ``settings.cluster.context`` or the current one; else the in-cluster service account.
@@ -104,7 +114,9 @@ def connect(settings: Settings) -> Api:
         client = kubernetes.config.new_client_from_config(config_file=config_file, context=context)
     except yaml.YAMLError as e:
         raise _not_yaml(e) from e
-    except (ConfigException, FileNotFoundError, TypeError) as e:
+    except TypeError as e:
+        raise _not_kubeconfig() from e
+    except (ConfigException, FileNotFoundError) as e:
         try:
             kubernetes.config.load_incluster_config()
             client = kubernetes.client.ApiClient()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import shutil
 import time
 import xml.etree.ElementTree as ET
@@ -78,14 +79,24 @@ class Verified:
         )
 
 
+# A release name as promote makes it (X.Y.Z[-pre]-<variant>, release/query.split_release_tag).
+_RELEASE_NAME = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+[-.+A-Za-z0-9]*$")
+
+
 def target(settings: Settings, variant: str | None, image: str | None) -> str:
     """The ``host/repo@sha256:…`` to verify: ``image`` (a tag is resolved once, here) or the
     candidate last pushed for ``variant``.
 
     Raises:
         ConfigError: neither given, no candidate recorded for the variant, or ``image`` names an
-            image ID. NotFoundError: the registry lacks ``image``.
+            image ID or a release (``1.4.0-cpu``: the hint gives its reference).
+        NotFoundError: the registry lacks ``image``.
     """
+    if image and "/" not in image and _RELEASE_NAME.match(image):  # a trial (issue 21)
+        raise ConfigError(
+            f"--image {image} names a release, not an image (it would be looked up on Docker Hub)",
+            f"verify the release's image by reference: --image {settings.release_repo}:{image}",
+        )
     if image:  # an image ID where a manifest digest belongs is refused here (issue 12)
         return str(registry.pin(settings, image))
     if not variant:
