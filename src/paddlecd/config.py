@@ -267,8 +267,11 @@ def _flatten(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
 
 
 def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """Settings from ``PADDLECD_*`` variables, and a warning for each one that is not a setting."""
+    """Settings from ``PADDLECD_*`` variables, and a warning for each one that is not a setting.
+    The variable each setting was read from (an alias such as ``PADDLECD_DEBUG`` or the full name)
+    is kept in :data:`_READ_FROM` for the messages of this load."""
     out: dict[str, Any] = {}
+    _READ_FROM.clear()
     warnings: list[str] = []
     known = _all_keys()
     for name, value in sorted(environ.items()):
@@ -279,6 +282,7 @@ def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
             if name in ENV_ALIASES and _env_name(key) in environ:
                 continue  # the full name wins over its short alias
             out[key] = value
+            _READ_FROM[key] = name
             continue
         close = _suggest_env(name, known)
         hint = f" (did you mean {close}?)" if close else ""
@@ -314,8 +318,14 @@ def _env_key(name: str) -> str:
 
 
 def _env_name(key: str) -> str:
-    """``registry.url`` → ``PADDLECD_REGISTRY_URL`` (the inverse of :func:`_env_key`)."""
-    return ENV_PREFIX + key.replace(".", "_").upper()
+    """``registry.url`` → ``PADDLECD_REGISTRY_URL`` (the inverse of :func:`_env_key`); in messages,
+    the variable this load read ``key`` from when that was an alias (``PADDLECD_LOG_FORMAT``)."""
+    return _READ_FROM.get(key) or ENV_PREFIX + key.replace(".", "_").upper()
+
+
+# Setting → the PADDLECD_* variable the current load read it from (a trial, issue 21: an empty
+# PADDLECD_LOG_FORMAT was reported as PADDLECD_RUNTIME_LOG_FORMAT, which the user never set).
+_READ_FROM: dict[str, str] = {}
 
 
 def _all_keys() -> list[str]:
@@ -491,7 +501,8 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
         return str(value)
     except (TypeError, ValueError) as e:
         raise ConfigError(
-            f"setting '{key}': {value!r} is not "
+            f"setting '{key}' ({_env_name(key)}): {value!r} is not "
             f"{'an integer' if base is int else 'a ' + base.__name__}",
-            "fix the value",
+            "use true or false (also 1/0, yes/no, on/off)" if base is bool
+            else f"give a number, e.g. {_env_name(key)}={3 if base is int else 1.5}",
         ) from e

@@ -38,8 +38,8 @@ def test_config_cascade_order(tmp_path):
     ("storage: {url: ''}", {}, "setting 'storage.url' (PADDLECD_STORAGE_URL) is empty"),
     # values are typed where they are read
     ("state_dir: [1, 2]", {}, "setting 'state_dir' must be a single value, got a list"),
-    ("registry: {push_retries: 1.5}", {}, "'registry.push_retries': 1.5 is not an integer"),
-    ("verify: {cpu_ranks: true}", {}, "'verify.cpu_ranks': True is not an integer"),
+    ("registry: {push_retries: 1.5}", {}, "PUSH_RETRIES): 1.5 is not an integer"),
+    ("verify: {cpu_ranks: true}", {}, "(PADDLECD_VERIFY_CPU_RANKS): True is not an integer"),
     # a trial: 100000 ranks were accepted, the convergence checks skipped, the run "passed"
     ("", {"PADDLECD_VERIFY_CPU_RANKS": "100000"}, "'verify.cpu_ranks' must be 1..64"),
     # a trial: these reached docker (exit 4, "start the engine") or the manifests
@@ -53,6 +53,22 @@ def test_config_errors(tmp_path, yaml_text, environ, fragment):
     with pytest.raises(ConfigError) as e:
         config.load(root=tmp_path, environ=environ)
     assert fragment in e.value.cause + (e.value.hint or "")
+
+
+@pytest.mark.parametrize("environ, cause", [
+    ({"PADDLECD_LOG_FORMAT": ""}, "setting 'runtime.log_format' (PADDLECD_LOG_FORMAT) is empty"),
+    ({"PADDLECD_DEBUG": "no?"}, "setting 'runtime.debug' (PADDLECD_DEBUG): 'no?' is not a bool"),
+    ({"PADDLECD_RUNTIME_DEBUG": "no?"},
+     "setting 'runtime.debug' (PADDLECD_RUNTIME_DEBUG): 'no?' is not a bool"),
+])
+def test_a_bad_value_names_the_variable_the_user_set(tmp_path, environ, cause):
+    """A trial (issue 21): an empty ``PADDLECD_LOG_FORMAT`` was reported as
+    ``PADDLECD_RUNTIME_LOG_FORMAT``, a variable the user never set; a bad bool said "fix the
+    value" and named no variable."""
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ=environ)
+    assert e.value.cause == cause
+    assert "fix the value" not in e.value.hint
 
 
 def test_a_state_dir_that_is_a_file_is_refused_by_name(tmp_path):
