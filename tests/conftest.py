@@ -15,6 +15,7 @@ import pytest
 from paddlecd import config
 
 from support import ROOT, base, project_settings
+from support.base import pytest_configure, pytest_unconfigure  # noqa: F401 (hooks: seed registry)
 from support.guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401 (hooks)
 
 

@@ -198,15 +198,19 @@ def main_state(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def paddle_base(registry, main_state, tmp_path_factory):
-    """The CPU Paddle base, bootstrapped for real (debootstrap + PyPI paddlepaddle), pushed to
+    """The CPU Paddle base, bootstrapped for real (debootstrap + PyPI paddlepaddle), in
     ``registry`` and locked in ``main_state/lock.local.yaml`` (a bootstrapped, per-machine pin). The
-    local build is shared by xdist workers (file lock; the engine caches the rootfs and layers);
-    each worker pushes to its own registry."""
+    local build is shared by xdist workers (file lock; the engine caches the rootfs and layers).
+    paddlecd's bootstrap pushes it once a session, into the seed registry, and each worker's
+    registry gets a copy of its blobs (support/base.py: a second ``docker push`` would gzip 1.1 GB
+    again); bootstrap then finds it in the registry, as on a user's second run."""
     from paddlecd.image import bootstrap, lock
 
     settings = project_settings(main_state, registry=registry)
     with pytest.MonkeyPatch.context() as mp, base.lock(tmp_path_factory):
         mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+        base.copy_to(registry.host, tmp_path_factory.mktemp("seed-state"),
+                     docker_config=registry.docker_config_dir)
         bootstrap.bootstrap(settings, "cpu")
         entries = lock.lock(settings, ["cpu"])
     return entries["cpu"]

@@ -9,6 +9,11 @@ tests that use the base come last, longest first, so neither worker idles at the
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 from filelock import FileLock
 
@@ -40,3 +45,82 @@ def lock(tmp_path_factory: pytest.TempPathFactory) -> FileLock:
     thread-local: the background build takes it on the main thread and releases it on its own."""
     return FileLock(str(tmp_path_factory.getbasetemp().parent / "paddle-base.lock"),
                     thread_local=False)
+
+
+# ------------------------------------------------------------ one push of the base per session
+# `docker push` of the 1.1 GB base gzips its layers again for every registry (40-60 s each on this
+# 2-core VM); a registry-to-registry copy moves the compressed blobs as they are (2 s, skopeo).
+# So the session pushes the base once, with paddlecd's own bootstrap, into a seed registry the
+# xdist controller starts (pytest_configure, below); every other registry that needs the base
+# (each worker's, the demo's, the benchmark's) gets a copy of it. Name without our prefix: a
+# PADDLECD_* variable would be reported by every CLI run as "not a setting".
+SEED_ENV = "SUITE_BASE_SEED"
+_SEED = pytest.StashKey[object]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controller (or a run without xdist), start the seed registry when integration tests
+    may run; workers inherit its address in :data:`SEED_ENV`."""
+    if hasattr(config, "workerinput") or "not integration" in (config.getoption("markexpr") or ""):
+        return
+    import tempfile
+
+    from paddlecd.localstack import RegistryServer, free_port
+
+    root = Path(tempfile.mkdtemp(prefix="paddlecd-base-seed-"))
+    config.stash[_SEED] = (RegistryServer(root, port=free_port()).start(), root)
+    os.environ[SEED_ENV] = config.stash[_SEED][0].host
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the seed registry and remove its storage (the engine keeps the base's layers)."""
+    started = config.stash.get(_SEED, None)
+    if started is not None:
+        server, root = started
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        os.environ.pop(SEED_ENV, None)
+
+
+def seed_host(state: Path) -> str | None:
+    """The seed registry's ``host:port`` holding the CPU base, pushed there by paddlecd's bootstrap
+    on the session's first call (hold :func:`lock`); None when no seed registry runs."""
+    seed = os.environ.get(SEED_ENV)
+    if seed:
+        from paddlecd.image import bootstrap
+
+        from support.project import project_settings
+
+        bootstrap.bootstrap(project_settings(state, **{"registry.url": seed}), "cpu")
+    return seed
+
+
+def copy_to(host: str, state: Path, *, docker_config: Path | None = None) -> bool:
+    """Give registry ``host`` the CPU base from the session's seed registry, as a copy of its
+    compressed blobs (``skopeo copy``), and pull it there so the engine knows its digest in
+    ``host`` (every layer is present: nothing is downloaded). The first call of a session pushes
+    the base into the seed with paddlecd's bootstrap, as a user's first run does.
+
+    Call it holding :func:`lock`. ``state`` is a scratch state folder; ``docker_config`` a folder
+    with the ``config.json`` holding ``host``'s credentials. Returns False when no seed registry
+    runs (the caller then bootstraps into ``host`` itself).
+    """
+    seed = seed_host(state)
+    if not seed:
+        return False
+    from paddlecd import engine
+    from paddlecd.image import variants
+
+    from support.project import project_settings
+
+    source = variants.get(project_settings(state, **{"registry.url": seed}), "cpu").base
+    target = host + source[len(seed):]
+    auth = ["--dest-authfile", str(docker_config / "config.json")] if docker_config else []
+    subprocess.run(["skopeo", "copy", "--quiet", "--src-tls-verify=false",
+                    "--dest-tls-verify=false", *auth, f"docker://{source}", f"docker://{target}"],
+                   check=True, capture_output=True, timeout=300)
+    env = {**os.environ, **({"DOCKER_CONFIG": str(docker_config)} if docker_config else {})}
+    subprocess.run(["docker", "pull", "-q", target], check=True, capture_output=True, env=env,
+                   timeout=300)
+    engine.remove_image(source)  # the seed's tag only; the image stays under ``target``
+    return True
