@@ -84,7 +84,7 @@ def routes(worker: str, *, pods="pods_succeeded", status="job_complete", logs=No
         ("POST", f"{base}/services"): [(201, renamed(API["service_created"], job))],
         ("POST", jobs): [(201, renamed(API["job_created"], job))],
         ("GET", f"{base}/pods?labelSelector=paddlecd.io%2Fjob%3D{job}"): [(200, pod_list)],
-        ("GET", f"{jobs}/{job}/status"): [(200, renamed(API["job_active"], job)),
+        ("GET", f"{jobs}/{job}"): [(200, renamed(API["job_active"], job)),
                                           (200, renamed(API[status], job))],
         **{("GET", f"{base}/pods/{n}/log"): [(200, text)] for n, text in zip(names, logs)},
         **{("DELETE", f"{base}/{kind}/{job}"): [(200, API["deleted"])]
