@@ -277,6 +277,34 @@ def test_the_pod_runs_the_rendezvous_precheck_on_the_configmap_suite():
     ).read_text()
 
 
+@pytest.mark.parametrize("flags, wait", [
+    ({}, "900"),  # half of verify.timeout (1800 s): a late image pull fits
+    ({"verify.timeout": 600}, "300"),
+    ({"verify.rendezvous_timeout": 420}, "420"),
+])
+def test_the_rendezvous_wait_on_kubernetes_is_tied_to_the_deadline(flags, wait):
+    """Paddle's launcher waits for the master without a bound (PaddlePaddle/Paddle
+    python/paddle/distributed/launch/controllers/master.py @ a883f87f HTTPMaster.sync_peers), so
+    the precheck's wait is ours: pods are not gang-scheduled, so on Kubernetes it is half the
+    Job's activeDeadlineSeconds, or verify.rendezvous_timeout."""
+    s = project_settings(ROOT / ".paddlecd-unused", **flags)
+    for m in nodes_k8s.manifests(s, Target(IMAGE, "cpu"), "allreduce", job_id=JOBS["allreduce"],
+                                 nodes=2, gpus_per_node=0)[2:]:
+        command = m["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert command[command.index("--timeout") + 1] == wait
+        assert float(wait) < m["spec"]["activeDeadlineSeconds"]
+    local = float(wait) if flags.get("verify.rendezvous_timeout") else 60.0  # one machine
+    assert nodes.rendezvous_timeout(s, k8s=False) == local
+
+
+def test_a_rendezvous_wait_past_the_deadline_is_refused():
+    """The deadline would end the job first, naming no rank: refused before any request."""
+    s = project_settings(ROOT / ".paddlecd-unused", **{"verify.rendezvous_timeout": 1800})
+    with pytest.raises(ConfigError, match="verify.rendezvous_timeout") as info:
+        nodes.rendezvous_timeout(s, k8s=True)
+    assert "1800" in info.value.cause and info.value.hint
+
+
 def test_the_paddlejob_validates_against_the_operator_crd():
     from test_cluster_render import crd_validator
 
