@@ -270,6 +270,7 @@ def test_the_pod_runs_the_rendezvous_precheck_on_the_configmap_suite():
     assert command[command.index("--") + 1 :][:3] == ["python", "-m", "paddle.distributed.launch"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["output"] == {"name": "output", "emptyDir": {}}
+    assert "initContainers" not in pod  # an emptyDir is the uid's already: no root init
     items = {i["path"] for i in volumes["code"]["configMap"]["items"]}
     assert {"rendezvous.py", "_common.py", "workers/allreduce.py", "workers/train_dp.py"} <= items
     assert configmap["data"]["workers__allreduce.py"] == (

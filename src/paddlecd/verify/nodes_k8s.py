@@ -124,6 +124,8 @@ def _rewire(pod: dict[str, Any], configmap: dict[str, Any], *, wait: float, padd
         {"name": v["name"], **sources[v["name"]]} if v["name"] in sources else v
         for v in pod["volumes"]
     ]
+    # no host folder is left to give to the uid (an emptyDir is world-writable): no root init
+    pod.pop("initContainers", None)
     (container,) = pod["containers"]
     # $(VAR) is expanded by the kubelet from the container's env: the Job's index and the master
     # the launcher dials (render.environment; the PaddleJob operator sets PADDLE_MASTER itself).
