@@ -20,7 +20,7 @@ from paddlecd.cluster.render import Target, render
 from paddlecd.errors import ClusterError
 
 from support import ROOT
-from support.k8s_api import API, ScriptedAPI
+from support.k8s_api import API, ROLE, ScriptedAPI, role_allows
 
 DATA = ROOT / "tests" / "data" / "cluster"
 NS, JOB = "ml-train", "ernie-ft-0a1b2c"
@@ -290,3 +290,24 @@ def test_a_kubeconfig_that_is_not_yaml_is_named_with_its_line(tmp_path, monkeypa
         call(config.load(root=tmp_path, environ={}))
     assert e.value.cause.startswith(f"kubeconfig {kubeconfig} is not valid YAML (line 3): ")
     assert "KUBECONFIG" in e.value.hint
+
+
+@pytest.mark.parametrize("kind, status_route", [("job", JOBS), ("paddlejob", PADDLEJOBS)])
+def test_every_request_of_a_run_is_allowed_by_the_documented_role(cluster_api, kind, status_route):
+    """docs/paddlecd-role.yaml covers each request a deploy's submit + watch sends (RBAC request
+    attributes as the API server derives them, tests/support/k8s_api.py)."""
+    created = {"job": {**CREATE}, "paddlejob": {
+        ("POST", PADDLEJOBS): [(201, API["paddlejob_created"])]}}[kind]
+    done = {"job": API["job_complete"], "paddlejob": API["paddlejob_succeeded"]}[kind]
+    pods = {"job": API["pods_succeeded"], "paddlejob": API["pods_paddlejob_running"]}[kind]
+    rank0 = {"job": f"{JOB}-0-x7k2p", "paddlejob": f"{JOB}-worker-0"}[kind]
+    api = cluster_api({
+        **created,
+        ("GET", PODS): [(200, pods)],
+        ("GET", f"{status_route}/{JOB}"): [(200, done)],
+        ("GET", f"{PODS}/{rank0}/log"): [(200, API["log_rank0_ok"])],
+    })
+    run(kind)
+    role = yaml.safe_load(ROLE.read_text())
+    refused = [(m, p) for m, p, q in api.requests if not role_allows(role, m, p, q)]
+    assert api.requests and refused == []

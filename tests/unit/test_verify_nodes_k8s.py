@@ -30,7 +30,7 @@ from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.verify import nodes, nodes_k8s
 
 from support import ROOT, clean_env, invoke, project_settings
-from support.k8s_api import API, ScriptedAPI
+from support.k8s_api import API, ROLE, ScriptedAPI, role_allows
 
 NS, SUFFIX, RECORDED = "ml-train", "0a1b2c", "ernie-ft-0a1b2c"
 IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
@@ -150,6 +150,8 @@ def test_both_checks_run_to_success_and_the_pod_logs_become_the_evidence(cluster
             assert f"rendezvous: rank {rank} on {job}-{rank}" in log
     assert json.loads((tmp_path / "out" / "allreduce.json").read_text()) == ALLREDUCE
     assert f"Job {NS}/{JOBS['train_dp']} completed" in events
+    role = yaml.safe_load(ROLE.read_text())  # docs/paddlecd-role.yaml is enough for verify too
+    assert [(m, p) for m, p, q in api.requests if not role_allows(role, m, p, q)] == []
 
 
 def test_a_rank_that_cannot_reach_the_master_is_named_from_its_own_log(cluster, tmp_path):

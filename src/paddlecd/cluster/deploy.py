@@ -23,6 +23,7 @@ from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.image import variants
 from paddlecd.registry.client import parse_reference, refuse_image_id
 from paddlecd.types import Echo
+from paddlecd.verify import drivers
 
 CLUSTERS = ("local", "k8s")
 
@@ -310,6 +311,7 @@ def run(
             on_event=on_event,
             on_line=on_line,
             keep=settings.runtime.keep,
+            devices=drivers.pinned_devices() if p.spec.resources.gpus else None,  # GPU-only
         )
         _check_export(p, since=started)
         return p.model_location

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from paddlecd.cluster.render import (
     launch_argv,
     rank_host,
 )
-from paddlecd.errors import ClusterError, EngineError
+from paddlecd.errors import ClusterError, ConfigError, EngineError
 from paddlecd.types import Echo
 
 Preflight = Callable[[int], list[str]]
@@ -46,18 +46,23 @@ def run(
     keep: bool = False,
     preflight: Preflight | None = None,
     logs: Path | None = None,
+    devices: Sequence[str] | None = None,
 ) -> None:
     """Run ``spec`` on ``target`` as ``spec.nodes`` containers and wait for all ranks.
 
     ``preflight(rank)``: an argv each node runs first, ending in the launcher argv it then execs
     (verify's bounded rendezvous wait, smoke/rendezvous.py); None runs the launcher directly.
     ``logs``: a host folder that gets every rank's logs (:func:`save_logs`), passed or failed.
+    ``devices``: the host's cards the job may use (indexes or UUIDs, a shared runner's pinned
+    ones: verify.drivers.pinned_devices); None: all, from 0 (:func:`rank_devices`).
 
     Raises:
+        ConfigError: the job needs more cards than ``devices`` holds (nothing is started).
         ClusterError: a rank exited non-zero (its log tail in the hint; other ranks are stopped),
             or the job ran past ``activeDeadlineSeconds``.
         EngineError: the engine could not create the network or a container.
     """
+    cards = [rank_devices(i, spec.resources.gpus, devices) for i in range(spec.nodes)]
     _prepare_output(spec.output, spec.run_as_user)
     for name in engine.remove_orphans(ORPHANS):
         on_event(f"removed {name}: left by a run that was killed")
@@ -68,7 +73,8 @@ def run(
         ranks = [
             stack.enter_context(
                 engine.container(
-                    _container(spec, target, job_id, i, keep=keep, preflight=preflight)
+                    _container(spec, target, job_id, i, keep=keep, preflight=preflight,
+                               gpus=cards[i])
                 )
             )
             for i in range(spec.nodes)
@@ -90,8 +96,10 @@ def _container(
     *,
     keep: bool = False,
     preflight: Preflight | None = None,
+    gpus: tuple[str, ...] | None = None,
 ) -> engine.ContainerSpec:
-    """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name."""
+    """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name;
+    ``gpus``: its cards (default :func:`rank_devices` of all the host's)."""
     r, uid = spec.resources, spec.run_as_user
     argv = launch_argv(spec, job_id, rank)
     return engine.ContainerSpec(
@@ -112,10 +120,29 @@ def _container(
         shm_size=int(parse_quantity(r.shm)),
         memory=int(parse_quantity(r.memory)),
         cpus=float(parse_quantity(r.cpu)),
-        # GPU-only. One machine: rank i gets its own cards [i·g, (i+1)·g)
-        gpus=tuple(str(rank * r.gpus + k) for k in range(r.gpus)) if r.gpus else None,
+        gpus=gpus if gpus is not None else rank_devices(rank, r.gpus, None),  # GPU-only
         keep=keep,
     )
+
+
+def rank_devices(rank: int, per_node: int, devices: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The cards of ``rank`` when one machine runs every node: the ``rank``-th run of
+    ``per_node`` of ``devices`` (all the host's, ``0 1 2 …``, when None); None without GPUs.
+
+    Raises:
+        ConfigError: ``devices`` holds fewer than ``(rank + 1) × per_node`` cards.
+    """
+    if not per_node:
+        return None
+    if devices is None:
+        return tuple(str(rank * per_node + k) for k in range(per_node))
+    if len(devices) < (rank + 1) * per_node:
+        raise ConfigError(
+            f"rank {rank} needs cards {rank * per_node}..{(rank + 1) * per_node - 1} of the "
+            f"{len(devices)} this job is pinned to ({','.join(devices)})",
+            "give fewer nodes or --gpus-per-node, or pin more cards (NVIDIA_VISIBLE_DEVICES)",
+        )
+    return tuple(devices[rank * per_node:(rank + 1) * per_node])
 
 
 # What local jobs create (render.labels); a killed deploy, verify --nodes or pipeline.run leaves

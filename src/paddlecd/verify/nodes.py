@@ -26,7 +26,7 @@ from paddlecd.cluster.render import Target, rank_host
 from paddlecd.config import Settings
 from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.types import Echo
-from paddlecd.verify import budget, nccl
+from paddlecd.verify import budget, drivers, nccl
 from paddlecd.verify.evidence import Check
 
 WORKERS = {
@@ -170,6 +170,7 @@ def run_local(
                 keep=settings.runtime.keep,
                 preflight=preflight(spec, job_id, master=master, timeout=wait),
                 logs=out / "logs" / worker,
+                devices=drivers.pinned_devices() if gpus_per_node else None,  # GPU-only
             )
         except ClusterError as e:
             checks.append(
