@@ -28,14 +28,15 @@ IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
 ])
 def test_each_rank_takes_its_run_of_the_cards_the_job_may_use(devices, per_node, expected):
     """cuda_image.go DevicesFromEnvvars @ 1081cece: the pinned list, split per rank in order."""
-    assert [local.rank_devices(r, per_node, devices) for r in range(2)] == expected
+    assert local.node_devices(2, per_node, devices) == expected
 
 
 def test_too_few_pinned_cards_are_refused_naming_them():
     """Two ranks × two cards on a runner pinned to three: refused before any container."""
     with pytest.raises(ConfigError) as e:
-        local.rank_devices(1, 2, ["4", "5", "6"])
-    assert "pinned to (4,5,6)" in e.value.cause and "NVIDIA_VISIBLE_DEVICES" in e.value.hint
+        local.node_devices(2, 2, ["4", "5", "6"])
+    assert e.value.cause == "2 nodes × 2 cards need 4 cards; this job is pinned to 3 (4,5,6)"
+    assert "NVIDIA_VISIBLE_DEVICES" in e.value.hint
 
 
 def test_the_rank_container_gets_its_cards():

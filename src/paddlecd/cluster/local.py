@@ -54,7 +54,7 @@ def run(
     (verify's bounded rendezvous wait, smoke/rendezvous.py); None runs the launcher directly.
     ``logs``: a host folder that gets every rank's logs (:func:`save_logs`), passed or failed.
     ``devices``: the host's cards the job may use (indexes or UUIDs, a shared runner's pinned
-    ones: verify.drivers.pinned_devices); None: all, from 0 (:func:`rank_devices`).
+    ones: verify.drivers.pinned_devices); None: all, from 0 (:func:`node_devices`).
 
     Raises:
         ConfigError: the job needs more cards than ``devices`` holds (nothing is started).
@@ -62,7 +62,7 @@ def run(
             or the job ran past ``activeDeadlineSeconds``.
         EngineError: the engine could not create the network or a container.
     """
-    cards = [rank_devices(i, spec.resources.gpus, devices) for i in range(spec.nodes)]
+    cards = node_devices(spec.nodes, spec.resources.gpus, devices)
     _prepare_output(spec.output, spec.run_as_user)
     for name in engine.remove_orphans(ORPHANS):
         on_event(f"removed {name}: left by a run that was killed")
@@ -99,7 +99,7 @@ def _container(
     gpus: tuple[str, ...] | None = None,
 ) -> engine.ContainerSpec:
     """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name;
-    ``gpus``: its cards (default :func:`rank_devices` of all the host's)."""
+    ``gpus``: its cards (default: its run of the host's, :func:`node_devices`)."""
     r, uid = spec.resources, spec.run_as_user
     argv = launch_argv(spec, job_id, rank)
     return engine.ContainerSpec(
@@ -120,29 +120,30 @@ def _container(
         shm_size=int(parse_quantity(r.shm)),
         memory=int(parse_quantity(r.memory)),
         cpus=float(parse_quantity(r.cpu)),
-        gpus=gpus if gpus is not None else rank_devices(rank, r.gpus, None),  # GPU-only
+        gpus=gpus if gpus is not None else node_devices(rank + 1, r.gpus, None)[rank],  # GPU-only
         keep=keep,
     )
 
 
-def rank_devices(rank: int, per_node: int, devices: Sequence[str] | None) -> tuple[str, ...] | None:
-    """The cards of ``rank`` when one machine runs every node: the ``rank``-th run of
-    ``per_node`` of ``devices`` (all the host's, ``0 1 2 …``, when None); None without GPUs.
+def node_devices(nodes: int, per_node: int, devices: Sequence[str] | None
+                 ) -> list[tuple[str, ...] | None]:
+    """Each rank's cards when one machine runs all ``nodes``: rank i takes the i-th run of
+    ``per_node`` of ``devices`` (the host's ``0 1 2 …`` when None); None for every rank without
+    GPUs.
 
     Raises:
-        ConfigError: ``devices`` holds fewer than ``(rank + 1) × per_node`` cards.
+        ConfigError: ``devices`` holds fewer than ``nodes × per_node`` cards.
     """
     if not per_node:
-        return None
-    if devices is None:
-        return tuple(str(rank * per_node + k) for k in range(per_node))
-    if len(devices) < (rank + 1) * per_node:
+        return [None] * nodes
+    cards = [str(i) for i in range(nodes * per_node)] if devices is None else list(devices)
+    if len(cards) < nodes * per_node:
         raise ConfigError(
-            f"rank {rank} needs cards {rank * per_node}..{(rank + 1) * per_node - 1} of the "
-            f"{len(devices)} this job is pinned to ({','.join(devices)})",
+            f"{nodes} nodes × {per_node} cards need {nodes * per_node} cards; this job is pinned "
+            f"to {len(cards)} ({','.join(cards)})",
             "give fewer nodes or --gpus-per-node, or pin more cards (NVIDIA_VISIBLE_DEVICES)",
         )
-    return tuple(devices[rank * per_node:(rank + 1) * per_node])
+    return [tuple(cards[r * per_node:(r + 1) * per_node]) for r in range(nodes)]
 
 
 # What local jobs create (render.labels); a killed deploy, verify --nodes or pipeline.run leaves
