@@ -11,7 +11,7 @@ Toolkit's decision, from the image's own ``NVIDIA_REQUIRE_CUDA`` (nvidia/cuda im
 derive from them — list the data-centre branches their cuda-compat package serves, e.g.
 ``brand=tesla,driver>=535,driver<536``): :func:`require_for` applies that rule
 (:mod:`paddlecd.verify.requirements`) when the image states one, and the table only when it does
-not (``doctor``, which has no image, warns in that band).
+not (``doctor`` too, on a locked base it finds on the engine; without one it warns in that band).
 """
 
 from __future__ import annotations
@@ -207,7 +207,8 @@ def require_for(cuda: str, env: Mapping[str, str] | None = None) -> DriverCheck:
         # No NVIDIA_REQUIRE_CUDA to go by: an nvidia/cuda-derived image would carry at least
         # cuda>=X.Y, which the toolkit refuses below the toolkit driver; fail here, clearly.
         raise VerifyError(
-            result.message + "; the image's NVIDIA_REQUIRE_CUDA will refuse to start",
+            result.message + "; an image stating no NVIDIA_REQUIRE_CUDA is held to its CUDA's "
+            "toolkit driver",
             f"upgrade the NVIDIA driver to >= {required(cuda)[1]}",
         )
     return result
