@@ -79,6 +79,8 @@ class VerifySettings:
     attestation_layouts: str = "bundle,att"
     # issue 14: a GPU all-reduce below this share of its table row fails (verify/bandwidth.py)
     busbw_fraction: float = 0.8
+    # seconds a rank of verify --nodes waits for the master; None: verify/nodes.py's rule
+    rendezvous_timeout: int | None = None
 
 
 @dataclass(frozen=True)

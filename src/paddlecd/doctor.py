@@ -1,7 +1,8 @@
 """doctor: can this machine run the pipelines? One check per line, a hint for each problem.
 
 Checks: the engine and a BuildKit builder; the registry (reachable, credentials accepted); the host
-NVIDIA driver against every GPU variant in use (NVIDIA's table in :mod:`paddlecd.verify.drivers`);
+NVIDIA driver against every GPU variant in use (the ``NVIDIA_REQUIRE_CUDA`` of its locked base when
+that image is on this engine, else NVIDIA's table in :mod:`paddlecd.verify.drivers`);
 the NVIDIA container runtime; free disk under the engine's root folder; the artifact store (S3
 credentials and bucket); the kubeconfig context when the cluster is Kubernetes.
 
@@ -16,14 +17,14 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from paddlecd import engine
 from paddlecd.artifacts import storage
 from paddlecd.config import Settings
 from paddlecd.errors import DoctorError, PaddlecdError
-from paddlecd.image import variants
+from paddlecd.image import lock, variants
 from paddlecd.registry import client as registry
 from paddlecd.verify import drivers
 
@@ -60,7 +61,9 @@ class Check:
 @dataclass(frozen=True)
 class Host:
     """What the checks share: the ``variants`` in use, the NVIDIA ``driver`` and ``gpus`` count of
-    this host, the engine ``info`` (None when the engine is down) and ``require_gpu``."""
+    this host, the engine ``info`` (None when the engine is down), ``require_gpu``, and
+    ``base_env``: the config environment of each GPU variant's locked base found on the engine
+    (``{variant: {NAME: value}}``)."""
 
     settings: Settings
     variants: tuple[variants.Variant, ...]
@@ -68,6 +71,7 @@ class Host:
     gpus: int
     info: dict[str, Any] | None
     require_gpu: bool
+    base_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def gpu_variants(self) -> list[variants.Variant]:
@@ -117,14 +121,25 @@ def check_gpu_driver(host: Host) -> Check:
             "cannot be verified here",
             hint="run them on a GPU runner, or select CPU variants: invoke doctor --variant cpu",
         )
-    results = [drivers.check(v.cuda or "", host.driver) for v in gpu]
+    refused = []  # the toolkit's rule on a locked base that states NVIDIA_REQUIRE_CUDA
+    results = []
+    for v in gpu:
+        try:
+            by_image = (drivers.check_image(v.cuda or "", host.base_env[v.name],
+                                            drivers.host_facts(host.driver))
+                        if v.name in host.base_env else None)
+        except PaddlecdError as e:
+            refused.append(f"{v.name}: {e.cause}")
+            continue
+        results.append(by_image or drivers.check(v.cuda or "", host.driver))
     bad = [r for r in results if not r.ok]
-    if bad:
+    if bad or refused:
         return Check(
             name="gpu driver",
             status="fail",
-            detail="; ".join(r.message for r in bad),
-            hint=f"upgrade the NVIDIA driver to >= {max(drivers.required(r.cuda)[1] for r in bad)}",
+            detail="; ".join(refused + [r.message for r in bad]),
+            hint=f"upgrade the NVIDIA driver to >= {max(drivers.required(r.cuda)[1] for r in bad)}"
+            if bad else "install a driver the base's NVIDIA_REQUIRE_CUDA lists (docs/gpu.md)",
         )
     partial = [r for r in results if not r.full]
     detail = f"driver {host.driver}, {host.gpus} GPU(s); " + (
@@ -224,7 +239,8 @@ def run(settings: Settings, *, names: Iterable[str] = (), require_gpu: bool = Fa
     except PaddlecdError:
         info = None
     host = Host(settings=settings, variants=chosen, driver=driver, gpus=gpus, info=info,
-                require_gpu=require_gpu)
+                require_gpu=require_gpu,
+                base_env=base_envs(settings, chosen) if info and driver else {})
     rows = []
     for name, check in CHECKS:
         try:
@@ -232,6 +248,26 @@ def run(settings: Settings, *, names: Iterable[str] = (), require_gpu: bool = Fa
         except PaddlecdError as e:
             rows.append(Check(name=name, status="fail", detail=e.cause, hint=e.hint))
     return rows
+
+
+def base_envs(settings: Settings, chosen: Iterable[variants.Variant]) -> dict[str, dict[str, str]]:
+    """``{variant: config env}`` of the GPU variants whose locked base image is on this engine
+    (what ``build`` pulled); a variant without a pin, or whose base is not here, is left out (its
+    driver is then judged by NVIDIA's table). Never raises: a lock or engine problem has its own
+    check."""
+    try:
+        pins = lock.read(settings)
+    except PaddlecdError:
+        return {}
+    found = {}
+    for v in chosen:
+        entry = pins.get(v.name)
+        try:
+            if v.is_gpu and entry and engine.image_exists(entry.pinned):
+                found[v.name] = engine.image_env(entry.pinned)
+        except PaddlecdError:
+            continue
+    return found
 
 
 def verdict(rows: Iterable[Check]) -> DoctorError | None:

@@ -129,6 +129,13 @@ def image_labels(ref: str) -> dict[str, str]:
     return dict(_image(ref).labels or {})
 
 
+def image_env(ref: str) -> dict[str, str]:
+    """The environment of local image ``ref``'s config (``Config.Env``, ``NAME=value`` entries)
+    as ``{NAME: value}``. Raises EngineError if the image is not present locally."""
+    entries = _image(ref).attrs.get("Config", {}).get("Env") or []
+    return dict(e.split("=", 1) for e in entries if "=" in e)
+
+
 def image_id(ref: str) -> str:
     """Local image ID (``sha256:…`` of the config) of ``ref``."""
     return _image(ref).id

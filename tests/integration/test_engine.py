@@ -8,6 +8,7 @@ libraries (no hub is reachable from test machines), imported with ``engine.impor
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import tarfile
@@ -254,3 +255,34 @@ def test_a_runs_own_containers_are_stopped_on_ctrl_c(tiny_image):
         pass
     assert _exists(name)
     assert engine.remove_owned() == [name] and not _exists(name)
+
+
+def test_an_images_config_env_is_read_as_the_toolkit_reads_it(tmp_path, docker_engine):
+    """engine.image_env returns Config.Env as {NAME: value}, checked against the docker CLI's own
+    inspect; the NVIDIA_REQUIRE_CUDA of NVIDIA's 12.6 base (tests/data/drivers) survives whole,
+    spaces and all, and verify's driver rule reads it (libnvidia-container dsl.c @ 5823754b)."""
+    from paddlecd.verify import drivers
+    from paddlecd.verify.requirements import Device, Host
+
+    from support import ROOT
+
+    require = json.loads((ROOT / "tests/data/drivers/nvidia_require_cuda.json").read_text())[
+        "images"]["12.6"]["NVIDIA_REQUIRE_CUDA"]
+    tar_path = tmp_path / "empty.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        info = tarfile.TarInfo("tmp")
+        info.type, info.mode = tarfile.DIRTYPE, 0o1777
+        tar.addfile(info)
+    ref = f"paddlecd-test/env-{WORKER}:{uuid.uuid4().hex[:8]}"
+    engine.import_rootfs(str(tar_path), ref, changes=[
+        f'ENV NVIDIA_REQUIRE_CUDA="{require}"', "ENV CUDA_VERSION=12.6.0", "ENV EMPTY="])
+    try:
+        env = engine.image_env(ref)
+        inspect = ["docker", "image", "inspect", "--format", "{{json .Config.Env}}", ref]
+        cli = subprocess.run(inspect, capture_output=True, text=True, check=True).stdout
+        assert env == dict(e.split("=", 1) for e in json.loads(cli))
+        assert env["NVIDIA_REQUIRE_CUDA"] == require and env["EMPTY"] == ""
+        r535 = Host("535.104.05", "12.2", (Device("0", "GPU-0", "Unknown", "9.0"),))
+        assert drivers.check_image("12.6", env, r535).ok
+    finally:
+        engine.remove_image(ref)

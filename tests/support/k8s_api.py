@@ -71,3 +71,32 @@ class ScriptedAPI:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+ROLE = ROOT / "docs" / "paddlecd-role.yaml"  # the Role docs/kubernetes.md tells users to apply
+
+
+def rbac_attributes(method: str, path: str, query: str = "") -> tuple[str, str, str] | None:
+    """``(apiGroup, resource[/subresource], verb)`` of a namespaced API request as the API server's
+    authorizer derives them (kubernetes.io/docs/reference/access-authn-authz/authorization,
+    "Determine the request verb": POST create, GET one get, GET many list/watch, DELETE delete);
+    None for a request outside a namespace (``/version``: public to any authenticated user)."""
+    parts = path.strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if parts[0] not in ("api", "apis") or rest[:1] != ["namespaces"] or len(rest) < 3:
+        return None
+    group = "" if parts[0] == "api" else parts[1]
+    resource, name, sub = rest[2], rest[3] if len(rest) > 3 else None, rest[4:5]
+    verbs = {"POST": "create", "DELETE": "delete", "PUT": "update", "PATCH": "patch"}
+    verb = verbs.get(method) or ("get" if name else "watch" if "watch=true" in query else "list")
+    return group, "/".join([resource, *sub]), verb
+
+
+def role_allows(role: dict, method: str, path: str, query: str = "") -> bool:
+    """Whether Role ``role`` (a parsed rbac.authorization.k8s.io/v1 Role) permits the request."""
+    attrs = rbac_attributes(method, path, query)
+    if attrs is None:
+        return True
+    group, resource, verb = attrs
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"]
+               for r in role["rules"])

@@ -20,7 +20,7 @@ from paddlecd.cluster.render import Target, render
 from paddlecd.errors import ClusterError
 
 from support import ROOT
-from support.k8s_api import API, ScriptedAPI
+from support.k8s_api import API, ROLE, ScriptedAPI, role_allows
 
 DATA = ROOT / "tests" / "data" / "cluster"
 NS, JOB = "ml-train", "ernie-ft-0a1b2c"
@@ -99,6 +99,9 @@ CREATE = {
 
 
 def test_success_creates_service_then_job_and_streams_rank_zero(cluster_api):
+    """The status is read by a plain GET of the Job (its body carries ``status``): RBAC treats
+    ``jobs/status`` as a resource of its own (kubernetes.io/docs/reference/access-authn-authz/rbac,
+    "Referring to resources"), so a Role with ``get`` on ``jobs`` suffices."""
     api = cluster_api(
         {
             **CREATE,
@@ -107,14 +110,17 @@ def test_success_creates_service_then_job_and_streams_rank_zero(cluster_api):
                 (200, API["pods_running"]),
                 (200, API["pods_succeeded"]),
             ],
-            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2
+            ("GET", f"{JOBS}/{JOB}"): [(200, API["job_active"])] * 2
             + [(200, API["job_complete"])],
+            # a Role granting get on jobs but not on jobs/status: the plain get carries status
+            ("GET", f"{JOBS}/{JOB}/status"): [(403, API["forbidden_job"])],
             ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_ok"])],
         }
     )
     events, lines = run()
 
     assert api.calls("POST") == [SERVICES, JOBS] and api.calls("DELETE") == []
+    assert f"{JOBS}/{JOB}/status" not in api.calls("GET")  # needs no RBAC on jobs/status
     posted = [q for m, p, q in api.requests if m == "GET" and p == PODS]
     assert all("labelSelector=paddlecd.io%2Fjob%3Dernie-ft-0a1b2c" in q for q in posted)
     assert f"created Service {NS}/{JOB}" in events and f"Job {NS}/{JOB} completed" in events
@@ -127,7 +133,7 @@ def test_pods_pending_on_gpus_are_named_and_the_job_is_deleted(cluster_api):
         {
             **CREATE,
             ("GET", PODS): [(200, API["pods_pending_gpu"])],
-            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])],
+            ("GET", f"{JOBS}/{JOB}"): [(200, API["job_active"])],
         }
     )
     with pytest.raises(ClusterError) as info:
@@ -143,7 +149,7 @@ def test_an_unschedulable_pod_is_only_reported_before_the_timeout(cluster_api):
         {
             **CREATE,
             ("GET", PODS): [(200, API["pods_pending_gpu"])] * 2 + [(200, API["pods_succeeded"])],
-            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2
+            ("GET", f"{JOBS}/{JOB}"): [(200, API["job_active"])] * 2
             + [(200, API["job_complete"])],
             ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_ok"])],
         }
@@ -158,7 +164,7 @@ def test_an_image_pull_error_is_named_with_the_pull_secret_hint(cluster_api):
         {
             **CREATE,
             ("GET", PODS): [(200, API["pods_image_pull"])],
-            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])],
+            ("GET", f"{JOBS}/{JOB}"): [(200, API["job_active"])],
         }
     )
     with pytest.raises(ClusterError) as info:
@@ -174,7 +180,7 @@ def test_failure_at_the_backoff_limit_carries_rank_zero_log_tail(cluster_api):
         {
             **CREATE,
             ("GET", PODS): [(200, API["pods_failed"])],
-            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_failed_backoff"])],
+            ("GET", f"{JOBS}/{JOB}"): [(200, API["job_failed_backoff"])],
             ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_failed"])],
         }
     )
@@ -202,7 +208,7 @@ def test_a_retried_rank_zero_is_followed_into_its_replacement_pod(cluster_api):
         {
             **CREATE,
             ("GET", PODS): [(200, API["pods_failed"])] * 2 + [(200, replaced)],
-            ("GET", f"{JOBS}/{JOB}/status"): [(200, API["job_active"])] * 2
+            ("GET", f"{JOBS}/{JOB}"): [(200, API["job_active"])] * 2
             + [(200, API["job_complete"])],
             ("GET", f"{PODS}/{JOB}-0-x7k2p/log"): [(200, API["log_rank0_failed"])],
             ("GET", f"{PODS}/{JOB}-0-r3tr1/log"): [(200, API["log_rank0_ok"])],
@@ -233,20 +239,26 @@ def test_a_refused_job_create_removes_the_service_again(cluster_api):
 
 
 def test_a_paddlejob_is_created_as_a_custom_object_and_watched(cluster_api):
+    """A plain GET of the custom object returns its status too (the CRD's status subresource,
+    kubeflow.org_paddlejobs.yaml @ 374e88af2d28 ``subresources: status``, is a separate RBAC
+    resource)."""
     api = cluster_api(
         {
             ("POST", PADDLEJOBS): [(201, API["paddlejob_created"])],
             ("GET", PODS): [(200, API["pods_paddlejob_running"])],
-            ("GET", f"{PADDLEJOBS}/{JOB}/status"): [
+            ("GET", f"{PADDLEJOBS}/{JOB}"): [
                 (200, API["paddlejob_running"]),
                 (200, API["paddlejob_succeeded"]),
             ],
+            # RBAC on paddlejobs only (docs/kubernetes.md): paddlejobs/status is not needed
+            ("GET", f"{PADDLEJOBS}/{JOB}/status"): [(403, API["forbidden_job"])],
             ("GET", f"{PODS}/{JOB}-worker-0/log"): [(200, API["log_rank0_ok"])],
         }
     )
     events, lines = run("paddlejob")
 
     assert api.calls("POST") == [PADDLEJOBS]
+    assert f"{PADDLEJOBS}/{JOB}/status" not in api.calls("GET")
     assert (
         events[-1] == f"PaddleJob {NS}/{JOB} completed" and "[rank 0] saved /output/model" in lines
     )
@@ -278,3 +290,24 @@ def test_a_kubeconfig_that_is_not_yaml_is_named_with_its_line(tmp_path, monkeypa
         call(config.load(root=tmp_path, environ={}))
     assert e.value.cause.startswith(f"kubeconfig {kubeconfig} is not valid YAML (line 3): ")
     assert "KUBECONFIG" in e.value.hint
+
+
+@pytest.mark.parametrize("kind, status_route", [("job", JOBS), ("paddlejob", PADDLEJOBS)])
+def test_every_request_of_a_run_is_allowed_by_the_documented_role(cluster_api, kind, status_route):
+    """docs/paddlecd-role.yaml covers each request a deploy's submit + watch sends (RBAC request
+    attributes as the API server derives them, tests/support/k8s_api.py)."""
+    created = {"job": {**CREATE}, "paddlejob": {
+        ("POST", PADDLEJOBS): [(201, API["paddlejob_created"])]}}[kind]
+    done = {"job": API["job_complete"], "paddlejob": API["paddlejob_succeeded"]}[kind]
+    pods = {"job": API["pods_succeeded"], "paddlejob": API["pods_paddlejob_running"]}[kind]
+    rank0 = {"job": f"{JOB}-0-x7k2p", "paddlejob": f"{JOB}-worker-0"}[kind]
+    api = cluster_api({
+        **created,
+        ("GET", PODS): [(200, pods)],
+        ("GET", f"{status_route}/{JOB}"): [(200, done)],
+        ("GET", f"{PODS}/{rank0}/log"): [(200, API["log_rank0_ok"])],
+    })
+    run(kind)
+    role = yaml.safe_load(ROLE.read_text())
+    refused = [(m, p) for m, p, q in api.requests if not role_allows(role, m, p, q)]
+    assert api.requests and refused == []

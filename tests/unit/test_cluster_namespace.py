@@ -92,3 +92,19 @@ def test_local_runs_refuse_more_nodes_than_one_machine_holds(tmp_path, project_r
     with pytest.raises(ConfigError, match=r"--nodes 512: --cluster local starts one container"):
         deploy.plan(settings_with(project_root), job=str(project_root / "examples/train.yaml"),
                     release="1.0.0-cpu", nodes=512, cluster="local")
+
+
+def test_the_plan_says_a_host_folder_output_gets_a_root_init_container(kubeconfig, tmp_path,
+                                                                        project_root, monkeypatch):
+    """examples/train.yaml writes to a host folder: on Kubernetes the plan names the CAP_CHOWN
+    init container (cluster/render.py; hostPath has no fsGroup ownership management, the official
+    HostPathVolumeSource schema), and only for the writable mount, before anything is created."""
+    monkeypatch.chdir(project_root)
+    s = settings_with(project_root)
+    image = "127.0.0.1:5000/paddlecd/paddle@sha256:" + "a" * 64
+    job = str(project_root / "examples" / "train.yaml")
+    lines = deploy.plan(s, job=job, image=image, variant="cpu", cluster="k8s").describe()
+    assert lines[-1] == ("  owner     init container own-output (root, CAP_CHOWN only) gives "
+                         "/output to uid 1000 (hostPath; a claim needs none)")
+    local = deploy.plan(s, job=job, image=image, variant="cpu", cluster="local").describe()
+    assert not any(line.startswith("  owner") for line in local)

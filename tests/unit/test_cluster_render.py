@@ -251,3 +251,47 @@ def _containers(manifest: dict) -> list[dict]:
     if manifest["kind"] == "PaddleJob":
         return manifest["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     return []
+
+
+def official_schema(name: str, version: str = "1.32") -> dict:
+    """One definition of the official Kubernetes schema kubernetes-validate ships."""
+    folder = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+    return yaml.safe_load((folder / f"v{version}.0-local" / f"{name}-v1.json").read_text())
+
+
+@pytest.mark.parametrize("kind", ["job", "paddlejob"])
+def test_a_host_folder_output_is_given_to_the_uid_by_an_init_container(kind):
+    """The kubelet creates a DirectoryOrCreate hostPath as root 0755 and fsGroup does not reach it:
+    "Host path volumes do not support ownership management" (HostPathVolumeSource, the official
+    v1.32 schema; kubernetes.io/docs/concepts/storage/volumes/#hostpath). A root init container
+    with CAP_CHOWN alone, in the job's own image, chowns the writable mount points only."""
+    assert "do not support ownership management" in official_schema(
+        "hostpathvolumesource")["description"]
+    job = DATA / "cluster" / "jobs" / "host-output.yaml"
+    [pod] = pods_of(manifests(job, kind))
+    [init] = pod["initContainers"]
+    [main] = pod["containers"]
+    assert init["image"] == main["image"]  # nothing else to pull on the node
+    assert init["command"] == ["chown", "1000:1000", "/output"]  # not the read-only code
+    assert init["volumeMounts"] == [{"name": "output", "mountPath": "/output"}]
+    ctx = init["securityContext"]
+    assert (ctx["runAsUser"], ctx["runAsNonRoot"], ctx["allowPrivilegeEscalation"]) == (0, False,
+                                                                                       False)
+    assert ctx["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert "securityContext" not in main or "runAsUser" not in main["securityContext"]
+    assert pod["securityContext"]["runAsUser"] == 1000 and pod["securityContext"]["runAsNonRoot"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["output"]["hostPath"] == {"path": "/srv/paddlecd/output",
+                                             "type": "DirectoryOrCreate"}
+
+
+@pytest.mark.parametrize("kind", ["job", "paddlejob"])
+def test_a_claim_output_is_made_writable_by_fsgroup_without_root(kind):
+    """A claim's volume gets fsGroup ownership (PodSecurityContext.fsGroup, official v1.32 schema);
+    OnRootMismatch skips the recursive chown when the root already matches: no init container."""
+    assert "OnRootMismatch" in official_schema("podsecuritycontext")["properties"][
+        "fsGroupChangePolicy"]["description"]
+    [pod] = pods_of(manifests(DATA / "cluster" / "jobs" / "gpu-eight.yaml", kind))
+    assert "initContainers" not in pod
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsUser"] == 2000
+    assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"

@@ -95,3 +95,56 @@ def test_kubeconfig_is_skipped_for_local_and_checked_for_k8s(tmp_path, monkeypat
     with pytest.raises(ClusterError) as e:  # doctor.run turns this into a FAIL row with the hint
         doctor.check_kubeconfig(host(k8s, ["cpu"]))
     assert "no usable kubeconfig" in e.value.cause and "KUBECONFIG" in e.value.hint
+
+
+def test_a_locked_base_on_the_engine_is_judged_by_its_own_nvidia_require_cuda(settings,
+                                                                               monkeypatch):
+    """The R535 host the table only warns about (12.6 toolkit driver 560.28.03) is fine for a base
+    whose NVIDIA_REQUIRE_CUDA lists the R535 branch (NVIDIA's 12.6 base, tests/data/drivers), and
+    a GeForce card on R535 fails: libnvidia-container dsl.c @ 5823754b, configure.c @ 09df17a2."""
+    import json
+
+    from paddlecd.verify import drivers
+    from paddlecd.verify.requirements import Device, Host
+
+    require = json.loads((ROOT / "tests/data/drivers/nvidia_require_cuda.json").read_text())[
+        "images"]["12.6"]["NVIDIA_REQUIRE_CUDA"]
+    monkeypatch.delenv("NVIDIA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    base = host(settings, ["cu126"], driver="535.104.05", gpus=8)
+    base = doctor.Host(**{**base.__dict__, "base_env": {"cu126": {"NVIDIA_REQUIRE_CUDA": require}}})
+    brand = {"value": "Unknown"}
+    monkeypatch.setattr(drivers, "host_facts", lambda d: Host(d, "12.2", (
+        Device("0", "GPU-0", brand["value"], "9.0"),)))
+    row = doctor.check_gpu_driver(base)
+    assert row.status == "warn" and "satisfies the image's NVIDIA_REQUIRE_CUDA" in row.detail
+    brand["value"] = "GeForce"
+    row = doctor.check_gpu_driver(base)
+    assert row.status == "fail"
+    assert "cu126: the NVIDIA Container Toolkit would not start" in row.detail
+    assert "NVIDIA_REQUIRE_CUDA" in row.hint
+
+
+def test_base_envs_reads_only_locked_gpu_bases_present_on_the_engine(settings, monkeypatch):
+    """What build pulled (the lock's pinned base) is read; a base not on the engine or a CPU
+    variant is left to the table, and an engine error leaves it out instead of failing doctor."""
+    from paddlecd import engine
+    from paddlecd.errors import EngineError
+    from paddlecd.image import lock
+
+    entry = lock.LockEntry(variant="cu126", base="paddlepaddle/paddle:3.0.0-gpu-cuda12.6",
+                           digest="sha256:" + "1" * 64, media_type="m", locked="t")
+    other = lock.LockEntry(variant="cu118", base="paddlepaddle/paddle:3.0.0-gpu-cuda11.8",
+                           digest="sha256:" + "2" * 64, media_type="m", locked="t")
+    monkeypatch.setattr(lock, "read", lambda s: {"cu126": entry, "cu118": other})
+    present = {entry.pinned}
+
+    def exists(ref):
+        if ref == other.pinned:
+            raise EngineError("inspecting: engine gone", "start it")
+        return ref in present
+
+    monkeypatch.setattr(engine, "image_exists", exists)
+    monkeypatch.setattr(engine, "image_env", lambda ref: {"NVIDIA_REQUIRE_CUDA": "cuda>=12.6"})
+    chosen = [variants.get(settings, n) for n in ("cpu", "cu118", "cu126")]
+    assert doctor.base_envs(settings, chosen) == {"cu126": {"NVIDIA_REQUIRE_CUDA": "cuda>=12.6"}}

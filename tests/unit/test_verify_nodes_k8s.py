@@ -30,7 +30,7 @@ from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.verify import nodes, nodes_k8s
 
 from support import ROOT, clean_env, invoke, project_settings
-from support.k8s_api import API, ScriptedAPI
+from support.k8s_api import API, ROLE, ScriptedAPI, role_allows
 
 NS, SUFFIX, RECORDED = "ml-train", "0a1b2c", "ernie-ft-0a1b2c"
 IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
@@ -84,7 +84,7 @@ def routes(worker: str, *, pods="pods_succeeded", status="job_complete", logs=No
         ("POST", f"{base}/services"): [(201, renamed(API["service_created"], job))],
         ("POST", jobs): [(201, renamed(API["job_created"], job))],
         ("GET", f"{base}/pods?labelSelector=paddlecd.io%2Fjob%3D{job}"): [(200, pod_list)],
-        ("GET", f"{jobs}/{job}/status"): [(200, renamed(API["job_active"], job)),
+        ("GET", f"{jobs}/{job}"): [(200, renamed(API["job_active"], job)),
                                           (200, renamed(API[status], job))],
         **{("GET", f"{base}/pods/{n}/log"): [(200, text)] for n, text in zip(names, logs)},
         **{("DELETE", f"{base}/{kind}/{job}"): [(200, API["deleted"])]
@@ -150,6 +150,8 @@ def test_both_checks_run_to_success_and_the_pod_logs_become_the_evidence(cluster
             assert f"rendezvous: rank {rank} on {job}-{rank}" in log
     assert json.loads((tmp_path / "out" / "allreduce.json").read_text()) == ALLREDUCE
     assert f"Job {NS}/{JOBS['train_dp']} completed" in events
+    role = yaml.safe_load(ROLE.read_text())  # docs/paddlecd-role.yaml is enough for verify too
+    assert [(m, p) for m, p, q in api.requests if not role_allows(role, m, p, q)] == []
 
 
 def test_a_rank_that_cannot_reach_the_master_is_named_from_its_own_log(cluster, tmp_path):
@@ -270,11 +272,40 @@ def test_the_pod_runs_the_rendezvous_precheck_on_the_configmap_suite():
     assert command[command.index("--") + 1 :][:3] == ["python", "-m", "paddle.distributed.launch"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["output"] == {"name": "output", "emptyDir": {}}
+    assert "initContainers" not in pod  # an emptyDir is the uid's already: no root init
     items = {i["path"] for i in volumes["code"]["configMap"]["items"]}
     assert {"rendezvous.py", "_common.py", "workers/allreduce.py", "workers/train_dp.py"} <= items
     assert configmap["data"]["workers__allreduce.py"] == (
         ROOT / "smoke" / "workers" / "allreduce.py"
     ).read_text()
+
+
+@pytest.mark.parametrize("flags, wait", [
+    ({}, "900"),  # half of verify.timeout (1800 s): a late image pull fits
+    ({"verify.timeout": 600}, "300"),
+    ({"verify.rendezvous_timeout": 420}, "420"),
+])
+def test_the_rendezvous_wait_on_kubernetes_is_tied_to_the_deadline(flags, wait):
+    """Paddle's launcher waits for the master without a bound (PaddlePaddle/Paddle
+    python/paddle/distributed/launch/controllers/master.py @ a883f87f HTTPMaster.sync_peers), so
+    the precheck's wait is ours: pods are not gang-scheduled, so on Kubernetes it is half the
+    Job's activeDeadlineSeconds, or verify.rendezvous_timeout."""
+    s = project_settings(ROOT / ".paddlecd-unused", **flags)
+    for m in nodes_k8s.manifests(s, Target(IMAGE, "cpu"), "allreduce", job_id=JOBS["allreduce"],
+                                 nodes=2, gpus_per_node=0)[2:]:
+        command = m["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert command[command.index("--timeout") + 1] == wait
+        assert float(wait) < m["spec"]["activeDeadlineSeconds"]
+    local = float(wait) if flags.get("verify.rendezvous_timeout") else 60.0  # one machine
+    assert nodes.rendezvous_timeout(s, k8s=False) == local
+
+
+def test_a_rendezvous_wait_past_the_deadline_is_refused():
+    """The deadline would end the job first, naming no rank: refused before any request."""
+    s = project_settings(ROOT / ".paddlecd-unused", **{"verify.rendezvous_timeout": 1800})
+    with pytest.raises(ConfigError, match="verify.rendezvous_timeout") as info:
+        nodes.rendezvous_timeout(s, k8s=True)
+    assert "1800" in info.value.cause and info.value.hint
 
 
 def test_the_paddlejob_validates_against_the_operator_crd():

@@ -23,6 +23,7 @@ from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.image import variants
 from paddlecd.registry.client import parse_reference, refuse_image_id
 from paddlecd.types import Echo
+from paddlecd.verify import drivers
 
 CLUSTERS = ("local", "k8s")
 
@@ -76,7 +77,15 @@ class Plan:
             f"  command   {self.spec.script} {' '.join(self.spec.args)}".rstrip(),
             "  create    " + self._creates(),
             f"  model     {self.model_location}",
-        ]
+        ] + self._owning()
+
+    def _owning(self) -> list[str]:
+        """The root init container a host-folder output gets on Kubernetes, said in the plan."""
+        owned = [v.mount_path for v in self.spec.volumes.values() if v.path and not v.read_only]
+        if self.cluster == "local" or not owned:
+            return []
+        return [f"  owner     init container own-output (root, CAP_CHOWN only) gives "
+                f"{', '.join(owned)} to uid {self.spec.run_as_user} (hostPath; a claim needs none)"]
 
 
 @dataclass(frozen=True)
@@ -322,6 +331,7 @@ def run(
             on_event=on_event,
             on_line=on_line,
             keep=settings.runtime.keep,
+            devices=drivers.pinned_devices() if p.spec.resources.gpus else None,  # GPU-only
         )
         _check_export(p, since=started)
         return p.model_location

@@ -227,7 +227,11 @@ def delete(api: Api, manifest: dict[str, Any]) -> None:
 
 
 def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
-    """The job's status conditions, ``[{"type", "status", "reason", "message"}]``; ClusterError."""
+    """The job's status conditions, ``[{"type", "status", "reason", "message"}]``; ClusterError.
+
+    A plain get: the object carries its status, and it needs only ``get`` on ``jobs`` /
+    ``paddlejobs`` — the ``/status`` subresource is a separate RBAC resource (``jobs/status``,
+    ``paddlejobs/status``) that a Role naming only the kinds does not grant (docs/kubernetes.md)."""
     ns, name, kind = (
         manifest["metadata"]["namespace"],
         manifest["metadata"]["name"],
@@ -235,7 +239,7 @@ def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
     )
     try:
         if kind == "Job":
-            conds = api.batch.read_namespaced_job_status(name, ns).status.conditions or []
+            conds = api.batch.read_namespaced_job(name, ns).status.conditions or []
             return [
                 {
                     "type": c.type,
@@ -245,7 +249,7 @@ def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
                 }
                 for c in conds
             ]
-        obj = api.custom.get_namespaced_custom_object_status(*PADDLEJOB[:2], ns, PADDLEJOB[2], name)
+        obj = api.custom.get_namespaced_custom_object(*PADDLEJOB[:2], ns, PADDLEJOB[2], name)
         return [
             {k: str(c.get(k) or "") for k in ("type", "status", "reason", "message")}
             for c in (obj.get("status") or {}).get("conditions") or []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from paddlecd.cluster.render import (
     launch_argv,
     rank_host,
 )
-from paddlecd.errors import ClusterError, EngineError
+from paddlecd.errors import ClusterError, ConfigError, EngineError
 from paddlecd.types import Echo
 
 Preflight = Callable[[int], list[str]]
@@ -46,18 +46,23 @@ def run(
     keep: bool = False,
     preflight: Preflight | None = None,
     logs: Path | None = None,
+    devices: Sequence[str] | None = None,
 ) -> None:
     """Run ``spec`` on ``target`` as ``spec.nodes`` containers and wait for all ranks.
 
     ``preflight(rank)``: an argv each node runs first, ending in the launcher argv it then execs
     (verify's bounded rendezvous wait, smoke/rendezvous.py); None runs the launcher directly.
     ``logs``: a host folder that gets every rank's logs (:func:`save_logs`), passed or failed.
+    ``devices``: the host's cards the job may use (indexes or UUIDs, a shared runner's pinned
+    ones: verify.drivers.pinned_devices); None: all, from 0 (:func:`node_devices`).
 
     Raises:
+        ConfigError: the job needs more cards than ``devices`` holds (nothing is started).
         ClusterError: a rank exited non-zero (its log tail in the hint; other ranks are stopped),
             or the job ran past ``activeDeadlineSeconds``.
         EngineError: the engine could not create the network or a container.
     """
+    cards = node_devices(spec.nodes, spec.resources.gpus, devices)
     _prepare_output(spec.output, spec.run_as_user)
     for name in engine.remove_orphans(ORPHANS):
         on_event(f"removed {name}: left by a run that was killed")
@@ -68,7 +73,8 @@ def run(
         ranks = [
             stack.enter_context(
                 engine.container(
-                    _container(spec, target, job_id, i, keep=keep, preflight=preflight)
+                    _container(spec, target, job_id, i, keep=keep, preflight=preflight,
+                               gpus=cards[i])
                 )
             )
             for i in range(spec.nodes)
@@ -90,8 +96,10 @@ def _container(
     *,
     keep: bool = False,
     preflight: Preflight | None = None,
+    gpus: tuple[str, ...] | None = None,
 ) -> engine.ContainerSpec:
-    """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name."""
+    """The container of ``rank``: the pod's environment, uid, limits, /dev/shm and DNS name;
+    ``gpus``: its cards (default: its run of the host's, :func:`node_devices`)."""
     r, uid = spec.resources, spec.run_as_user
     argv = launch_argv(spec, job_id, rank)
     return engine.ContainerSpec(
@@ -112,10 +120,30 @@ def _container(
         shm_size=int(parse_quantity(r.shm)),
         memory=int(parse_quantity(r.memory)),
         cpus=float(parse_quantity(r.cpu)),
-        # GPU-only. One machine: rank i gets its own cards [i·g, (i+1)·g)
-        gpus=tuple(str(rank * r.gpus + k) for k in range(r.gpus)) if r.gpus else None,
+        gpus=gpus if gpus is not None else node_devices(rank + 1, r.gpus, None)[rank],  # GPU-only
         keep=keep,
     )
+
+
+def node_devices(nodes: int, per_node: int, devices: Sequence[str] | None
+                 ) -> list[tuple[str, ...] | None]:
+    """Each rank's cards when one machine runs all ``nodes``: rank i takes the i-th run of
+    ``per_node`` of ``devices`` (the host's ``0 1 2 …`` when None); None for every rank without
+    GPUs.
+
+    Raises:
+        ConfigError: ``devices`` holds fewer than ``nodes × per_node`` cards.
+    """
+    if not per_node:
+        return [None] * nodes
+    cards = [str(i) for i in range(nodes * per_node)] if devices is None else list(devices)
+    if len(cards) < nodes * per_node:
+        raise ConfigError(
+            f"{nodes} nodes × {per_node} cards need {nodes * per_node} cards; this job is pinned "
+            f"to {len(cards)} ({','.join(cards)})",
+            "give fewer nodes or --gpus-per-node, or pin more cards (NVIDIA_VISIBLE_DEVICES)",
+        )
+    return [tuple(cards[r * per_node:(r + 1) * per_node]) for r in range(nodes)]
 
 
 # What local jobs create (render.labels); a killed deploy, verify --nodes or pipeline.run leaves

@@ -35,6 +35,7 @@ PORT_NAME = (
     "master"  # kubeflow PaddleJobDefaultPortName (its default port, 36543, is the job file default)
 )
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}  # one chown; a namespace quota may want limits
 LAUNCH_LOG_DIR = (
     "/tmp/paddle-launch"  # launch writes per-worker logs here; the image's workdir may be read-only
 )
@@ -341,14 +342,51 @@ def _pod(
             "runAsNonRoot": True,
             "runAsUser": uid,
             "runAsGroup": uid,
+            # fsGroup makes a claim's volume group-writable for uid; OnRootMismatch skips the
+            # kubelet's recursive chown of a claim whose root is already right (checkpoints)
             "fsGroup": uid,
+            "fsGroupChangePolicy": "OnRootMismatch",
         },
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": r.shm}}]
         + [_volume(n, v) for n, v in spec.volumes.items()],
     }
+    owned = _owned_by_init(spec, target)
+    if owned:
+        pod["initContainers"] = [owned]
     if secret:
         pod["imagePullSecrets"] = [{"name": secret}]
     return pod
+
+
+def _owned_by_init(spec: JobSpec, target: Target) -> dict[str, Any] | None:
+    """The init container that gives uid the writable ``path`` (hostPath) volumes, or None.
+
+    The kubelet creates a missing ``DirectoryOrCreate`` folder as root, mode 0755, and fsGroup
+    does not apply to hostPath (kubernetes.io/docs/concepts/storage/volumes/#hostpath), so
+    uid 1000 could not write there. This container runs the job's own image (already pulled
+    for the node; no other image to reach) as root with CAP_CHOWN alone and chowns each mount
+    point — not its contents, which earlier runs of the same uid own. A cluster under the
+    baseline or restricted Pod Security Standard refuses hostPath (and this) anyway: use a claim
+    there (docs/kubernetes.md)."""
+    writable = [(n, v) for n, v in spec.volumes.items() if v.path and not v.read_only]
+    if not writable:
+        return None
+    uid = spec.run_as_user
+    return {
+        "name": "own-output",
+        "image": target.reference,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["chown", f"{uid}:{uid}", *(v.mount_path for _, v in writable)],
+        "volumeMounts": [{"name": n, "mountPath": v.mount_path} for n, v in writable],
+        "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
+        "securityContext": {
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "runAsNonRoot": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+        },
+    }
 
 
 def _volume(name: str, v: Volume) -> dict[str, Any]:

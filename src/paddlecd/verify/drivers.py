@@ -6,19 +6,24 @@ Version Compatibility" (minimum driver for any toolkit of a major line: >= 450.8
 >= 525.60.13 for CUDA 12.x). https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html
 
 Below the minor-compatibility minimum nothing runs. Between it and the toolkit's own driver version
-CUDA itself would run most kernels (no PTX JIT), but images built from nvidia/cuda — Paddle's are —
-carry ``NVIDIA_REQUIRE_CUDA=cuda>=X.Y`` and the NVIDIA Container Toolkit refuses to start them, so
-verify requires the toolkit driver (``doctor`` warns in that band).
+CUDA itself runs most kernels (no PTX JIT). Whether a container starts is the NVIDIA Container
+Toolkit's decision, from the image's own ``NVIDIA_REQUIRE_CUDA`` (nvidia/cuda images — Paddle's
+derive from them — list the data-centre branches their cuda-compat package serves, e.g.
+``brand=tesla,driver>=535,driver<536``): :func:`require_for` applies that rule
+(:mod:`paddlecd.verify.requirements`) when the image states one, and the table only when it does
+not (``doctor`` too, on a locked base it finds on the engine; without one it warns in that band).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from paddlecd import proc
 from paddlecd.errors import VerifyError
+from paddlecd.verify import requirements
 
 # CUDA major.minor -> driver shipped with that toolkit's GA release (Table 3, Linux).
 TOOLKIT_DRIVER: dict[str, str] = {
@@ -123,11 +128,69 @@ def host_gpus() -> tuple[str | None, int]:
     return (out[0] if out else None), (min(len(pinned), len(out)) if pinned else len(out))
 
 
-def require_for(cuda: str) -> DriverCheck:
-    """Check this host can run CUDA ``cuda`` images (GPU-only path of verify).
+def driver_cuda(driver: str) -> str | None:
+    """The CUDA version a driver reports (``major.minor``), estimated from :data:`TOOLKIT_DRIVER`:
+    the newest toolkit whose GA driver ``driver`` meets (535.104.05 → 12.2); None below 11.0."""
+    met = [c for c, d in TOOLKIT_DRIVER.items() if _v(driver) >= _v(d)]
+    return max(met, key=_v) if met else None
+
+
+def host_facts(driver: str) -> requirements.Host:
+    """What the NVIDIA Container Toolkit compares an image's requirements with on this host:
+    ``nvidia-container-cli info --csv`` (its own view: NVRM and CUDA version, each GPU's brand
+    and arch); where that tool is missing or fails, ``driver`` with :func:`driver_cuda` and no
+    device facts (brand and arch rules then hold, as they do for the toolkit without a device)."""
+    exe = shutil.which("nvidia-container-cli")
+    if exe:
+        try:
+            out = proc.run([exe, "info", "--csv"], stdout_only=True, timeout=30,
+                           error=VerifyError).stdout
+            return requirements.parse_cli_info(out)
+        except (VerifyError, ValueError):
+            pass  # the estimate below still decides the cuda and driver rules
+    return requirements.Host(driver=driver, cuda=driver_cuda(driver))
+
+
+def check_image(cuda: str, env: Mapping[str, str], host: requirements.Host) -> DriverCheck | None:
+    """The toolkit's own rule for an image with config ``env`` on ``host``, limited to the pinned
+    cards (:func:`pinned_devices`); None when the image states no requirement (use
+    :func:`check`). ``full`` says whether the driver also meets the CUDA ``cuda`` toolkit driver.
 
     Raises:
-        VerifyError: no NVIDIA driver/GPU, or the driver is below the minimum.
+        VerifyError: an ``NVIDIA_REQUIRE_*`` the toolkit cannot evaluate, or one it would refuse.
+    """
+    try:
+        reqs = requirements.of_image(env)
+        if reqs is None:
+            return None
+        outcome = requirements.check(reqs, host, visible=pinned_devices())
+    except requirements.InvalidExpression as e:
+        raise VerifyError(f"the image's NVIDIA_REQUIRE_* cannot be evaluated: {e}",
+                          "the NVIDIA Container Toolkit refuses it too; rebuild from a "
+                          "nvidia/cuda base") from e
+    driver = host.driver or "unknown"
+    at = f"driver {driver}, CUDA {host.cuda or 'unknown'}"
+    if not outcome.satisfied:
+        raise VerifyError(
+            f"the NVIDIA Container Toolkit would not start this image ({at}): {outcome.message}",
+            "install a driver the image's NVIDIA_REQUIRE_CUDA lists (its cuda>= minimum, or a "
+            "data-centre branch it names): docker inspect shows it",
+        )
+    key = ".".join(cuda.split(".")[:2])
+    full = key in TOOLKIT_DRIVER and host.driver is not None and (
+        _v(host.driver) >= _v(TOOLKIT_DRIVER[key]))
+    how = "meets" if full else "is below the toolkit driver but satisfies"
+    return DriverCheck(cuda=cuda, driver=driver, ok=True, full=full,
+                       message=f"{at} {how} the image's NVIDIA_REQUIRE_CUDA")
+
+
+def require_for(cuda: str, env: Mapping[str, str] | None = None) -> DriverCheck:
+    """Check this host can start a CUDA ``cuda`` image with config environment ``env`` (GPU-only
+    path of verify): the toolkit's rule on the image's ``NVIDIA_REQUIRE_*``
+    (:func:`check_image`), or without one the toolkit driver of :data:`TOOLKIT_DRIVER`.
+
+    Raises:
+        VerifyError: no NVIDIA driver/GPU, or the driver would not start the image.
     """
     driver, count = host_gpus()
     if not driver or count == 0:
@@ -135,13 +198,17 @@ def require_for(cuda: str) -> DriverCheck:
             "no NVIDIA GPU/driver on this host (nvidia-smi found none)",
             "run GPU variants on a GPU runner; verify the cpu variant here",
         )
+    if env is not None:
+        by_image = check_image(cuda, env, host_facts(driver))
+        if by_image is not None:
+            return by_image
     result = check(cuda, driver)
     if not result.full:
-        # Paddle's GPU images derive from nvidia/cuda and carry NVIDIA_REQUIRE_CUDA=cuda>=X.Y, so
-        # the NVIDIA Container Toolkit refuses to start them below the toolkit driver ("unsatisfied
-        # condition: cuda>=…"), minor-version compatibility or not: fail here, clearly, instead.
+        # No NVIDIA_REQUIRE_CUDA to go by: an nvidia/cuda-derived image would carry at least
+        # cuda>=X.Y, which the toolkit refuses below the toolkit driver; fail here, clearly.
         raise VerifyError(
-            result.message + "; the image's NVIDIA_REQUIRE_CUDA will refuse to start",
+            result.message + "; an image stating no NVIDIA_REQUIRE_CUDA is held to its CUDA's "
+            "toolkit driver",
             f"upgrade the NVIDIA driver to >= {required(cuda)[1]}",
         )
     return result

@@ -6,7 +6,7 @@ of N nodes through :func:`paddlecd.cluster.render.launch_argv` (``--master <job>
 :func:`paddlecd.cluster.local.run`, on Kubernetes as the Indexed Job + headless Service of
 :func:`paddlecd.cluster.render.render` (:mod:`paddlecd.verify.nodes_k8s`). Before its launcher,
 every node runs smoke/rendezvous.py: it records the node's facts and fails within
-``RENDEZVOUS_TIMEOUT`` seconds, naming the address, when the master cannot be reached (the
+:func:`rendezvous_timeout` seconds, naming the address, when the master cannot be reached (the
 launcher itself would wait unbounded). Each rank's logs are kept under ``<out>/logs/<worker>/``.
 """
 
@@ -24,16 +24,16 @@ from paddlecd.cluster import local
 from paddlecd.cluster.jobfile import JobSpec, Resources, Volume
 from paddlecd.cluster.render import Target, rank_host
 from paddlecd.config import Settings
-from paddlecd.errors import ClusterError
+from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.types import Echo
-from paddlecd.verify import budget, nccl
+from paddlecd.verify import budget, drivers, nccl
 from paddlecd.verify.evidence import Check
 
 WORKERS = {
     "allreduce": "allreduce/test_allreduce_exact_sums",
     "train_dp": "convergence/test_data_parallel_matches_single_process",
 }
-RENDEZVOUS_TIMEOUT = 60.0  # s a rank waits for the master before failing with its address
+RENDEZVOUS_TIMEOUT = 60.0  # s a local rank waits for the master (containers start together)
 DP_RTOL = 1e-4  # as smoke/test_convergence.py: data parallel vs one process, float32 sum order
 LOSS_EVERY = 20  # as smoke/test_convergence.py: steps between the recorded loss-curve points
 
@@ -80,6 +80,35 @@ def job_spec(
     )
 
 
+def rendezvous_timeout(settings: Settings, *, k8s: bool) -> float:
+    """Seconds a rank waits for the master before it fails naming the address:
+    ``verify.rendezvous_timeout`` when set; else :data:`RENDEZVOUS_TIMEOUT` on one machine (the
+    containers start together from an image already pulled) and half the job's deadline
+    (``verify.timeout``) on Kubernetes, where pods are not gang-scheduled and a node may pull a
+    10 GB image minutes after another: with ``backoffLimit: 0`` a rank that gives up early fails
+    the job, and the other half is left for the run. Paddle's launcher sets no bound of its own:
+    HTTPMaster.sync_peers polls until the master answers (PaddlePaddle/Paddle
+    python/paddle/distributed/launch/controllers/master.py @
+    a883f87f459849704f1769f3c4e5302d45d3a99d); ``--elastic_timeout`` applies to the etcd
+    master only (context/args_envs.py @ 45f651a798f99221d4ad85822f1bf006dcb783a4).
+
+    Raises:
+        ConfigError: the setting is not shorter than ``verify.timeout`` (the deadline would end
+            the job first, naming no rank).
+    """
+    given, deadline = settings.verify.rendezvous_timeout, settings.verify.timeout
+    if given is None:
+        return deadline / 2 if k8s else min(RENDEZVOUS_TIMEOUT, deadline / 2)
+    if given >= deadline:
+        raise ConfigError(
+            f"setting 'verify.rendezvous_timeout' is {given} s, not less than verify.timeout "
+            f"({deadline} s)",
+            "give a wait shorter than the job's deadline, or remove it for half the deadline on "
+            "Kubernetes",
+        )
+    return float(given)
+
+
 def preflight(
     spec: JobSpec, job_id: str, *, master: str | None = None, timeout: float = RENDEZVOUS_TIMEOUT
 ) -> local.Preflight:
@@ -109,14 +138,16 @@ def run_local(
     out: Path,
     on_line: Echo,
     master: str | None = None,
-    timeout: float = RENDEZVOUS_TIMEOUT,
+    timeout: float | None = None,
 ) -> NodeRun:
     """Run both collective workers as ``nodes`` local containers each; a job that fails becomes a
-    failed check with the executor's cause (which rank, why) and stops the run.
+    failed check with the executor's cause (which rank, why) and stops the run. ``timeout``: the
+    rendezvous wait (default :func:`rendezvous_timeout`).
 
     Raises:
         EngineError: the engine could not create the network or a container.
     """
+    wait = rendezvous_timeout(settings, k8s=False) if timeout is None else timeout
     clear(out)
     checks: list[Check] = []
     lines: list[str] = []
@@ -137,8 +168,9 @@ def run_local(
                 on_event=on_line,
                 on_line=seen,
                 keep=settings.runtime.keep,
-                preflight=preflight(spec, job_id, master=master, timeout=timeout),
+                preflight=preflight(spec, job_id, master=master, timeout=wait),
                 logs=out / "logs" / worker,
+                devices=drivers.pinned_devices() if gpus_per_node else None,  # GPU-only
             )
         except ClusterError as e:
             checks.append(

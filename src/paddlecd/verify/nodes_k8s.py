@@ -6,8 +6,9 @@ and watched by :mod:`paddlecd.cluster.watch` — plus a ConfigMap holding this c
 suite, mounted read-only at /smoke: the image does not carry the suite (images/Dockerfile), and
 the mounted copy keeps both sides of the smoke contract changing together, as the local path's
 bind mount does. Every pod first runs smoke/rendezvous.py ``--report``: the bounded rendezvous
-check (a wrong master name or a blocked port fails that rank within ``RENDEZVOUS_TIMEOUT`` s,
-exit 3, naming the address), then the launcher, then one ``##paddlecd-result <file> <json>``
+check (a wrong master name or a blocked port fails that rank within
+:func:`paddlecd.verify.nodes.rendezvous_timeout` s — half the deadline unless set —, exit 3,
+naming the address), then the launcher, then one ``##paddlecd-result <file> <json>``
 line per JSON file its emptyDir /out holds (the node's facts; on rank 0 the worker's result).
 After the job ends each rank's pod log is saved as ``<out>/logs/<worker>/rank-<r>.log`` and its
 marked lines become the same files the local path writes (``node-<r>.json``, ``<worker>.json``).
@@ -87,7 +88,8 @@ def manifests(
     of the launcher.
 
     Raises:
-        ConfigError: as :func:`paddlecd.cluster.render.render` (kind, digest, job id length).
+        ConfigError: as :func:`paddlecd.cluster.render.render` (kind, digest, job id length),
+            or as :func:`paddlecd.verify.nodes.rendezvous_timeout`.
     """
     spec = multinode.job_spec(
         settings, worker, nodes=nodes, gpus_per_node=gpus_per_node, out=Path("/out")
@@ -96,9 +98,10 @@ def manifests(
         spec, target, job_id=job_id, kind=kind, namespace=namespace, pull_secret=pull_secret
     )
     configmap = smoke_configmap(settings, rendered[0]["metadata"])
+    wait = multinode.rendezvous_timeout(settings, k8s=True)
     for m in rendered:
         if m["kind"] in ("Job", "PaddleJob"):
-            _rewire(_pod_spec(m), configmap, port=spec.port, paddlejob=m["kind"] == "PaddleJob")
+            _rewire(_pod_spec(m), configmap, wait=wait, paddlejob=m["kind"] == "PaddleJob")
     return [configmap, *rendered]
 
 
@@ -108,8 +111,10 @@ def _pod_spec(m: dict[str, Any]) -> dict[str, Any]:
     return m["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["spec"]
 
 
-def _rewire(pod: dict[str, Any], configmap: dict[str, Any], *, port: int, paddlejob: bool) -> None:
-    """The rendered pod, made to run verify: volumes, the rendezvous precheck, its environment."""
+def _rewire(pod: dict[str, Any], configmap: dict[str, Any], *, wait: float, paddlejob: bool
+            ) -> None:
+    """The rendered pod, made to run verify: volumes, the rendezvous precheck (waiting ``wait``
+    seconds for the master), its environment."""
     items = [{"key": k, "path": k.replace("__", "/")} for k in configmap["data"]]
     sources = {
         "code": {"configMap": {"name": configmap["metadata"]["name"], "items": items}},
@@ -119,12 +124,14 @@ def _rewire(pod: dict[str, Any], configmap: dict[str, Any], *, port: int, paddle
         {"name": v["name"], **sources[v["name"]]} if v["name"] in sources else v
         for v in pod["volumes"]
     ]
+    # no host folder is left to give to the uid (an emptyDir is world-writable): no root init
+    pod.pop("initContainers", None)
     (container,) = pod["containers"]
     # $(VAR) is expanded by the kubelet from the container's env: the Job's index and the master
     # the launcher dials (render.environment; the PaddleJob operator sets PADDLE_MASTER itself).
     precheck = ["python", "/smoke/rendezvous.py", "--rank", "$(JOB_COMPLETION_INDEX)"]
     precheck += ["--master", "$(PADDLE_MASTER)", "--out", "/out"]
-    precheck += ["--timeout", f"{multinode.RENDEZVOUS_TIMEOUT:g}", "--report", "--"]
+    precheck += ["--timeout", f"{wait:g}", "--report", "--"]
     container["command"] = precheck + container["command"]
     env = [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}]  # /smoke is read-only
     if paddlejob:  # the operator labels each pod with its index; the Job's env has it already

@@ -314,7 +314,9 @@ def verify(
         )
     driver = None
     if labels.get("io.paddlecd.device") == "gpu" and not on_k8s:  # GPU-only: before any container
-        driver = drivers.require_for(labels.get("io.paddlecd.cuda.version", "")).driver
+        # the toolkit's own rule on the image's NVIDIA_REQUIRE_CUDA, read from its config
+        cuda, env = labels.get("io.paddlecd.cuda.version", ""), engine.image_env(reference)
+        driver = drivers.require_for(cuda, env).driver
     digest = reference.split("@", 1)[1]
     name = f"{labels.get('io.paddlecd.variant', 'image')}-{digest[7:19]}"
     out = out_dir or settings.state / "verify" / (name if nodes == 1 else f"{name}-{nodes}nodes")
