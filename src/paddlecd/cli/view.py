@@ -1,0 +1,313 @@
+"""What a person reads while a task runs: one line per stage, live on a terminal, plain in CI.
+
+A task wraps its package call in :func:`stage` and hands the stage's callbacks to the package
+(``on_line`` = :meth:`Stage.line`, ``on_progress`` = :meth:`Stage.progress`). The mode is chosen
+once per process (:func:`mode`):
+
+* ``live``: stderr is a terminal and neither ``CI`` nor verbose is set. A rich live view: the
+  stage with a spinner and its elapsed time, a byte bar for pushes and uploads, the running
+  tool's last lines under it; when the stage ends, all of that collapses into one result line.
+* ``plain``: not a terminal, or ``CI=true``: one line per event, tool output as it comes, no
+  control codes; on GitHub Actions (``GITHUB_ACTIONS=true``) a stage's tool output sits inside
+  ``::group::``/``::endgroup::`` so the log folds ("Workflow commands for GitHub Actions ›
+  Grouping log lines", GitHub docs).
+* ``verbose`` (``--verbose`` on any task of the command line, or ``PADDLECD_VERBOSE=1``): tool
+  output streamed as it comes, on a terminal too.
+
+In every mode the stage's tool output goes in full to ``<state>/logs/<stage>-<variant>-<time>.log``;
+when the stage fails, that path and its last :data:`TAIL_ON_FAILURE` lines are printed before the
+error. When a process ran more than one stage (``invoke build push verify``), a summary table
+(stage, result, key figure, time) ends its output.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from rich import filesize
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from paddlecd import config
+from paddlecd.cli import common
+
+TAIL_LIVE = 4  # tool lines shown under a running stage
+TAIL_ON_FAILURE = 20  # lines of the log printed when a stage fails
+THROTTLE = 5.0  # seconds between byte-progress lines of one layer in plain mode
+ICON = {"ok": "✔", "failed": "✘", "interrupted": "■"}
+
+# a docker push/pull progress message (engine.decode_stream): "<id> <status> [==>  ] 1.2MB/3.4MB"
+_LAYER = re.compile(r"^(?P<id>\S+) (?P<status>[^\[]*?)(?:\s+\[[=> ]*\]\s+"
+                    r"(?P<cur>[\d.]+\s*[kKMGT]?B)/(?P<tot>[\d.]+\s*[kKMGT]?B))?\s*$")
+_UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def mode(environ: dict[str, str] | None = None, argv: list[str] | None = None,
+         terminal: bool | None = None) -> str:
+    """``live``, ``plain`` or ``verbose`` for this process (see the module docstring).
+
+    ``terminal`` defaults to whether stderr is one (rich's test, so ``TERM=dumb`` is not)."""
+    env = os.environ if environ is None else environ
+    args = sys.argv if argv is None else argv
+    if "--verbose" in args or config.switch_requested("verbose", env):
+        return "verbose"
+    tty = (common.err.is_terminal and not common.err.is_dumb_terminal) if terminal is None \
+        else terminal
+    ci = env.get("CI", "").strip().lower() in ("1", "true", "yes")
+    return "live" if tty and not ci else "plain"
+
+
+def layer_bytes(msg: str) -> tuple[str, str, int | None, int | None] | None:
+    """``(layer id, status, bytes done, bytes total)`` of one push/pull progress message (the
+    sizes are docker's decimal units, go-units ``HumanSize``), or None when it is not one."""
+    m = _LAYER.match(msg)
+    if not m:
+        return None
+    cur, tot = (_size(m[k]) if m[k] else None for k in ("cur", "tot"))
+    return m["id"], m["status"].strip(), cur, tot
+
+
+def _size(text: str) -> int:
+    number, unit = re.match(r"([\d.]+)\s*(\S+)", text).groups()
+    return int(float(number) * _UNITS.get(unit, 1))
+
+
+@dataclass
+class Row:
+    """One finished stage, for the summary table."""
+
+    name: str
+    variant: str
+    result: str
+    figure: str
+    seconds: float
+
+
+_rows: list[Row] = []
+_finished = {"done": False}
+
+
+class Stage:
+    """One running stage: callbacks for the package, and its result for the summary.
+
+    Attributes:
+        log: the stage's full log file. figure: the key figure shown when it ends.
+    """
+
+    def __init__(self, name: str, variant: str, log: Path, how: str):
+        self.name, self.variant, self.log, self.how = name, variant, log, how
+        self.figure = ""
+        self.started = time.monotonic()
+        self.tail: deque[str] = deque(maxlen=TAIL_LIVE)
+        self._file: IO[str] = open(log, "w", encoding="utf-8")  # noqa: SIM115 - closed by stage()
+        self._layers: dict[str, tuple[str, int, int]] = {}
+        self._shown: dict[str, tuple[str, float]] = {}
+        self._bar: Progress | None = None
+        self._spinner = Spinner("dots")
+        self.failed = False
+
+    @property
+    def title(self) -> str:
+        """``build cpu``: what the stage's lines start with."""
+        return f"{self.name} {self.variant}".strip()
+
+    def line(self, text: str) -> None:
+        """A line of tool output (an ``Echo``): to the log; under the spinner, or printed."""
+        text = text.rstrip("\n")
+        self._file.write(text + "\n")
+        if self.how == "live":
+            if text.strip():
+                self.tail.append(text)
+        else:
+            common.say(text)
+
+    def note(self, text: str) -> None:
+        """A line for the person in every mode (a plan step, a lifecycle event); logged too."""
+        self._file.write(text + "\n")
+        (_live_print if self.how == "live" else common.say)(f"  {text}")
+
+    def progress(self, msg: str) -> None:
+        """A push/pull progress message (an ``Echo``): the byte bar on a terminal; elsewhere a
+        layer's status changes and its byte count at most every :data:`THROTTLE` seconds."""
+        self._file.write(msg + "\n")
+        parsed = layer_bytes(msg)
+        if parsed:
+            layer, status, cur, tot = parsed
+            _, done, total = self._layers.get(layer, ("", 0, 0))
+            if tot:
+                done, total = cur or 0, tot
+            if status in ("Pushed", "Pull complete", "Download complete") and total:
+                done = total
+            self._layers[layer] = (status, done, total)
+        if self.how == "live":
+            self._update_bar()
+        elif self._changed(msg, parsed):
+            common.say(f"  {msg}")
+
+    def _changed(self, msg: str, parsed) -> bool:
+        layer, status = (parsed[0], parsed[1]) if parsed else (msg, msg)
+        last, at = self._shown.get(layer, ("", 0.0))
+        now = time.monotonic()
+        if last != status or now - at >= THROTTLE:
+            self._shown[layer] = (status, now)
+            return True
+        return False
+
+    def _update_bar(self) -> None:
+        total = sum(t for _, _, t in self._layers.values())
+        if not total:
+            return
+        if self._bar is None:
+            self._bar = Progress("  {task.description}", BarColumn(bar_width=30), DownloadColumn(),
+                                 TransferSpeedColumn(), console=common.err, auto_refresh=False)
+            self._bar.add_task("layers", total=total)
+        done = sum(d for _, d, _ in self._layers.values())
+        self._bar.update(self._bar.task_ids[0], total=total, completed=done)
+
+    def bytes_total(self, total: int | None) -> None:
+        """Start a byte bar of ``total`` bytes (uploads, downloads)."""
+        if self.how == "live":
+            self._bar = Progress("  {task.description}", BarColumn(bar_width=30), DownloadColumn(),
+                                 TransferSpeedColumn(), console=common.err, auto_refresh=False)
+            self._bar.add_task("bytes", total=total)
+
+    def advance(self, n: int) -> None:
+        """``n`` more bytes moved (``paddlecd.artifacts.storage.Progress``)."""
+        if self._bar is not None:
+            self._bar.advance(self._bar.task_ids[0], n)
+
+    @property
+    def bytes_pushed(self) -> int:
+        """Bytes of the layers this push uploaded (``Pushed``; not those that existed)."""
+        return sum(t for s, _, t in self._layers.values() if s == "Pushed")
+
+    def done(self, figure: str, *, failed: bool = False) -> None:
+        """The key figure of the stage (a digest, a tally, bytes moved) for its result line;
+        ``failed``: the stage ends as failed without an exception (verify records its evidence
+        first, then raises)."""
+        self.figure, self.failed = figure, failed
+
+    def __rich__(self) -> Group:
+        elapsed = time.monotonic() - self.started
+        self._spinner.update(text=Text.assemble((self.title, "bold"), f"  {elapsed:.0f}s"))
+        parts = [self._spinner]
+        if self._bar is not None:
+            parts.append(self._bar.get_renderable())
+        parts += [Text(f"  {t}", style="dim", no_wrap=True, overflow="ellipsis") for t in self.tail]
+        return Group(*parts)
+
+
+_live: dict[str, Live | None] = {"now": None}
+
+
+def _live_print(text: str) -> None:
+    common.err.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
+@contextmanager
+def stage(name: str, variant: str | None, *, state: Path) -> Iterator[Stage]:
+    """Run one stage under the view: yields its :class:`Stage`; its log goes under
+    ``state/logs``. A failure (any exception) prints the log's path and last lines, then
+    propagates; the catch site prints the error."""
+    how = mode()
+    folder = state / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / f"{name}-{variant or 'all'}-{time.strftime('%Y%m%dT%H%M%S')}.log"
+    st = Stage(name, variant or "", log, how)
+    gha = how == "plain" and os.environ.get("GITHUB_ACTIONS") == "true"
+    if how == "live":
+        _live["now"] = Live(st, console=common.err, transient=True, refresh_per_second=8,
+                            redirect_stdout=False, redirect_stderr=False)
+        _live["now"].start()
+    else:
+        common.say(f"::group::{st.title}" if gha else f"▸ {st.title}")
+    _register()
+    try:
+        yield st
+    except BaseException as e:
+        result = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        _end(st, result, gha)
+        _failure(st)
+        raise
+    else:
+        _end(st, "failed" if st.failed else "ok", gha)
+        if st.failed:
+            _failure(st)
+    finally:
+        st._file.close()
+
+
+def _end(st: Stage, result: str, gha: bool) -> None:
+    seconds = time.monotonic() - st.started
+    live = _live["now"]
+    if live is not None:
+        live.stop()
+        _live["now"] = None
+    if gha:
+        common.say("::endgroup::")
+    figure = st.figure or result
+    common.say(f"{ICON[result]} {st.title:<14} {seconds:6.1f}s  {figure}".rstrip())
+    _rows.append(Row(st.name, st.variant, result, st.figure, seconds))
+
+
+def _failure(st: Stage) -> None:
+    st._file.flush()
+    lines = st.log.read_text(encoding="utf-8", errors="replace").splitlines()
+    last = [x for x in lines if x.strip()][-TAIL_ON_FAILURE:]
+    if last:
+        common.say(f"  last {len(last)} lines of {st.log}:")
+        for x in last:
+            common.say(f"  │ {x}")
+    else:
+        common.say(f"  log: {st.log} (empty)")
+
+
+def summary() -> Table | None:
+    """The table of the stages this process ran (None with fewer than two)."""
+    if len(_rows) < 2:
+        return None
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("stage", "variant", "result", "key figure"):
+        table.add_column(col)
+    table.add_column("time", justify="right")
+    for r in _rows:
+        table.add_row(r.name, r.variant, f"{ICON[r.result]} {r.result}", r.figure,
+                      f"{r.seconds:.1f}s")
+    return table
+
+
+def finish() -> None:
+    """Print the summary table once (the catch site calls it before an error; atexit after a
+    run that succeeded)."""
+    if _finished["done"]:
+        return
+    _finished["done"] = True
+    table = summary()
+    if table is not None:
+        common.err.print(table, soft_wrap=True, highlight=False)
+
+
+def _register() -> None:
+    if not _rows and not _finished.get("registered"):
+        _finished["registered"] = True
+        atexit.register(finish)
+        common.BEFORE_ERROR.append(finish)
+
+
+def human_bytes(n: int) -> str:
+    """``123.4 MB`` (decimal units, as docker prints them)."""
+    return filesize.decimal(n)
