@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -39,7 +39,6 @@ from rich.console import Group
 from rich.live import Live
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 from rich.spinner import Spinner
-from rich.table import Table
 from rich.text import Text
 
 from paddlecd import config
@@ -97,8 +96,17 @@ class Row:
     seconds: float
 
 
-_rows: list[Row] = []
-_finished = {"done": False}
+@dataclass
+class _Process:
+    """What this process has shown: finished stages, the running live view, the summary."""
+
+    rows: list[Row] = field(default_factory=list)
+    live: Live | None = None
+    hooked: bool = False
+    printed: bool = False
+
+
+_proc = _Process()
 
 
 class Stage:
@@ -211,9 +219,6 @@ class Stage:
         return Group(*parts)
 
 
-_live: dict[str, Live | None] = {"now": None}
-
-
 def _live_print(text: str) -> None:
     common.err.print(text, soft_wrap=True, markup=False, highlight=False)
 
@@ -230,9 +235,9 @@ def stage(name: str, variant: str | None, *, state: Path) -> Iterator[Stage]:
     st = Stage(name, variant or "", log, how)
     gha = how == "plain" and os.environ.get("GITHUB_ACTIONS") == "true"
     if how == "live":
-        _live["now"] = Live(st, console=common.err, transient=True, refresh_per_second=8,
-                            redirect_stdout=False, redirect_stderr=False)
-        _live["now"].start()
+        _proc.live = Live(st, console=common.err, transient=True, refresh_per_second=8,
+                          redirect_stdout=False, redirect_stderr=False)
+        _proc.live.start()
     else:
         common.say(f"::group::{st.title}" if gha else f"▸ {st.title}")
     _register()
@@ -253,15 +258,14 @@ def stage(name: str, variant: str | None, *, state: Path) -> Iterator[Stage]:
 
 def _end(st: Stage, result: str, gha: bool) -> None:
     seconds = time.monotonic() - st.started
-    live = _live["now"]
-    if live is not None:
-        live.stop()
-        _live["now"] = None
+    if _proc.live is not None:
+        _proc.live.stop()
+        _proc.live = None
     if gha:
         common.say("::endgroup::")
     figure = st.figure or result
     common.say(f"{ICON[result]} {st.title:<14} {seconds:6.1f}s  {figure}".rstrip())
-    _rows.append(Row(st.name, st.variant, result, st.figure, seconds))
+    _proc.rows.append(Row(st.name, st.variant, result, st.figure, seconds))
 
 
 def _failure(st: Stage) -> None:
@@ -276,34 +280,33 @@ def _failure(st: Stage) -> None:
         common.say(f"  log: {st.log} (empty)")
 
 
-def summary() -> Table | None:
-    """The table of the stages this process ran (None with fewer than two)."""
-    if len(_rows) < 2:
-        return None
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("stage", "variant", "result", "key figure"):
-        table.add_column(col)
-    table.add_column("time", justify="right")
-    for r in _rows:
-        table.add_row(r.name, r.variant, f"{ICON[r.result]} {r.result}", r.figure,
-                      f"{r.seconds:.1f}s")
-    return table
+def summary() -> list[str]:
+    """The table of the stages this process ran, as aligned text lines (none with fewer than
+    two stages: the one result line says it all). Plain text: a CI log and a terminal of any
+    width show it alike."""
+    if len(_proc.rows) < 2:
+        return []
+    cells = [("stage", "variant", "result", "key figure", "time")]
+    cells += [(r.name, r.variant, f"{ICON[r.result]} {r.result}", r.figure, f"{r.seconds:.1f}s")
+              for r in _proc.rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(4)]
+    return [("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4].rjust(6))
+            for row in cells]
 
 
 def finish() -> None:
     """Print the summary table once (the catch site calls it before an error; atexit after a
     run that succeeded)."""
-    if _finished["done"]:
+    if _proc.printed:
         return
-    _finished["done"] = True
-    table = summary()
-    if table is not None:
-        common.err.print(table, soft_wrap=True, highlight=False)
+    _proc.printed = True
+    for line in summary():
+        common.say(line)
 
 
 def _register() -> None:
-    if not _rows and not _finished.get("registered"):
-        _finished["registered"] = True
+    if not _proc.hooked:
+        _proc.hooked = True
         atexit.register(finish)
         common.BEFORE_ERROR.append(finish)
 
