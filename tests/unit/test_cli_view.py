@@ -87,3 +87,13 @@ def test_summary_table_after_two_stages_only(tmp_path, capsys, monkeypatch):
         ["stage", "variant", "result", "key"], ["build", "cpu", "✔", "ok"],
         ["verify", "cpu", "✔", "ok"]]
     assert "9 passed, 2 skipped" in table[2] and "{" not in "".join(err)
+
+
+def test_refused_before_any_output_leaves_only_the_error(tmp_path, capsys, monkeypatch):
+    """Bad input (an unknown variant) fails before a tool runs: no stage lines, no log file, so
+    the catch site's error and hint stay the only lines."""
+    monkeypatch.setattr(view, "mode", lambda: "plain")
+    with pytest.raises(ValueError), view.stage("build", "cpuu", state=tmp_path):
+        raise ValueError("unknown variant 'cpuu'")
+    assert capsys.readouterr().err == "" and not (tmp_path / "logs").exists()
+    assert view.summary() == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from invoke import task
 
-from paddlecd.cli import common
+from paddlecd.cli import common, view
 from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings
 from paddlecd.errors import ConfigError
 
@@ -96,16 +96,19 @@ def upload(
         image_paddle=image_paddle,
         git_revision=artifact_manifest.git_revision(cfg.root),
     )
-    for line in plan.lines():
-        say(line)
-    if unknown and image:
-        say(f"  paddle version unknown: {unknown}")
+    lines = [*plan.lines(), *([f"  paddle version unknown: {unknown}"] if unknown and image
+                              else [])]
     if dry_run:
+        for line in lines:
+            say(line)
         say("dry run: nothing written")
         return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
-    bar, tid = bytes_bar(plan.bytes_to_move)
-    with bar:
-        arts.upload(store, plan, progress=lambda n: bar.advance(tid, n))
+    with view.stage("upload", f"{name}/{version}", state=cfg.state) as st:
+        for line in lines:  # the plan: in the log, under the spinner, printed in CI
+            st.line(line)
+        st.bytes_total(plan.bytes_to_move)
+        arts.upload(store, plan, progress=st.advance)
+        st.done(f"{plan.action}, {view.human_bytes(plan.bytes_to_move)} moved")
     if json:
         return common.json_result(arts.uploaded(store, plan, executed=True))
     result(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from invoke import task
 
+from paddlecd.cli import view
 from paddlecd.cli.common import count, guarded, json_result, result, say, settings
 from paddlecd.errors import ConfigError
 
@@ -72,8 +73,9 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
                           "invoke release.policy --out policy.yaml")
     plan = _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster, kind)
     extra = [admission_policy(s)] if policy else []
-    for line in plan.describe():
-        say(line)
+    if dry_run:
+        for line in plan.describe():
+            say(line)
     if dry_run and json:
         say("dry run: nothing created")
         return json_result({**jobs.deployed(plan, executed=False).to_json(),
@@ -83,7 +85,11 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
 
         result(yaml.safe_dump_all([*plan.manifests, *extra], sort_keys=False))
         return say("dry run: nothing created")
-    location = jobs.run(s, plan, on_event=lambda m: say(f"-- {m}"), on_line=say)
+    with view.stage("deploy", plan.target.variant, state=s.state) as st:
+        for line in plan.describe():  # the plan, then the job's events and every rank's log
+            st.line(line)
+        location = jobs.run(s, plan, on_event=lambda m: st.line(f"-- {m}"), on_line=st.line)
+        st.done(f"{plan.job_id}: model in {location}")
     if json:
         json_result(jobs.deployed(plan, executed=True))
         return location

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from invoke import task
 
-from paddlecd.cli.common import JSON_HELP, guarded, json_result, result, say, settings
+from paddlecd.cli import view
+from paddlecd.cli.common import JSON_HELP, VERBOSE_HELP, guarded, json_result, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
 
@@ -41,6 +42,7 @@ def _phases(outcome) -> str:
         "force": "promote despite missing, failing or stale evidence " "(needs --reason; recorded)",
         "reason": "why --force is needed; stored in the ledger record",
         "json": "print the release (with --dry-run: the plan) as one JSON document on stdout",
+        "verbose": VERBOSE_HELP,
     }
 )
 @guarded
@@ -55,6 +57,7 @@ def promote(
     force=False,
     reason=None,
     json=False,
+    verbose=False,
 ):
     """Promote a verified image digest to a semver release: X.Y.Z-V, moving X.Y-V, X-V, latest-V.
 
@@ -73,17 +76,17 @@ def promote(
     """
     from paddlecd.release import promote as rel
 
-    outcome = rel.promote(
-        settings(),
-        variant=pick_variant(variant, required_by="promote"),
-        version=version,
-        part=bump,
-        digest=digest,
-        force=force,
-        reason=reason,
-        execute=yes and not dry_run,
-        report=say,
-    )
+    s, name = settings(), pick_variant(variant, required_by="promote")
+    todo = dict(variant=name, version=version, part=bump, digest=digest, force=force,
+                reason=reason)
+    if not yes or dry_run:  # the plan is all there is to see: printed as it comes
+        outcome = rel.promote(s, **todo, execute=False, report=say)
+    else:  # the plan and each step in the stage's log (and under its spinner on a terminal)
+        with view.stage("promote", name, state=s.state) as st:
+            outcome = rel.promote(s, **todo, execute=True, report=st.line)
+            st.done(f"{outcome.plan.version}-{name}: "
+                    + ("already released" if outcome.plan.noop
+                       else f"{view.human_bytes(outcome.bytes_uploaded)} uploaded"))
     if not yes or dry_run:
         _confirmed(outcome, dry_run, yes, "promotion")  # raises unless there is nothing to write
         return json_result(rel.released(outcome, executed=False)) if json else None

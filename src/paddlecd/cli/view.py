@@ -116,12 +116,12 @@ class Stage:
         log: the stage's full log file. figure: the key figure shown when it ends.
     """
 
-    def __init__(self, name: str, variant: str, log: Path, how: str):
-        self.name, self.variant, self.log, self.how = name, variant, log, how
+    def __init__(self, name: str, variant: str, log: Path, how: str, *, gha: bool = False):
+        self.name, self.variant, self.log, self.how, self.gha = name, variant, log, how, gha
         self.figure = ""
         self.started = time.monotonic()
         self.tail: deque[str] = deque(maxlen=TAIL_LIVE)
-        self._file: IO[str] = open(log, "w", encoding="utf-8")  # noqa: SIM115 - closed by stage()
+        self._file: IO[str] | None = None  # opened by the first line: bad input leaves no file
         self._layers: dict[str, tuple[str, int, int]] = {}
         self._shown: dict[str, tuple[str, float]] = {}
         self._bar: Progress | None = None
@@ -136,7 +136,7 @@ class Stage:
     def line(self, text: str) -> None:
         """A line of tool output (an ``Echo``): to the log; under the spinner, or printed."""
         text = text.rstrip("\n")
-        self._file.write(text + "\n")
+        self._write(text)
         if self.how == "live":
             if text.strip():
                 self.tail.append(text)
@@ -145,13 +145,13 @@ class Stage:
 
     def note(self, text: str) -> None:
         """A line for the person in every mode (a plan step, a lifecycle event); logged too."""
-        self._file.write(text + "\n")
+        self._write(text)
         (_live_print if self.how == "live" else common.say)(f"  {text}")
 
     def progress(self, msg: str) -> None:
         """A push/pull progress message (an ``Echo``): the byte bar on a terminal; elsewhere a
         layer's status changes and its byte count at most every :data:`THROTTLE` seconds."""
-        self._file.write(msg + "\n")
+        self._write(msg)
         parsed = layer_bytes(msg)
         if parsed:
             layer, status, cur, tot = parsed
@@ -165,6 +165,24 @@ class Stage:
             self._update_bar()
         elif self._changed(msg, parsed):
             common.say(f"  {msg}")
+
+    def _write(self, text: str) -> None:
+        if self._file is None:  # the stage's first output: its log, and its header in plain mode
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.log, "w", encoding="utf-8")  # noqa: SIM115 - see close()
+            if self.how != "live":
+                common.say(f"::group::{self.title}" if self.gha else f"▸ {self.title}")
+        self._file.write(text + "\n")
+
+    @property
+    def said_anything(self) -> bool:
+        """Whether any tool output came (else a failure is only its error line: bad input)."""
+        return self._file is not None
+
+    def close(self) -> None:
+        """Close the log file (``stage`` does)."""
+        if self._file is not None:
+            self._file.close()
 
     def _changed(self, msg: str, parsed) -> bool:
         layer, status = (parsed[0], parsed[1]) if parsed else (msg, msg)
@@ -229,55 +247,49 @@ def stage(name: str, variant: str | None, *, state: Path) -> Iterator[Stage]:
     ``state/logs``. A failure (any exception) prints the log's path and last lines, then
     propagates; the catch site prints the error."""
     how = mode()
-    folder = state / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    log = folder / f"{name}-{variant or 'all'}-{time.strftime('%Y%m%dT%H%M%S')}.log"
-    st = Stage(name, variant or "", log, how)
-    gha = how == "plain" and os.environ.get("GITHUB_ACTIONS") == "true"
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{variant or 'all'}")
+    log = state / "logs" / f"{safe}-{time.strftime('%Y%m%dT%H%M%S')}.log"
+    st = Stage(name, variant or "", log, how,
+               gha=how == "plain" and os.environ.get("GITHUB_ACTIONS") == "true")
     if how == "live":
         _proc.live = Live(st, console=common.err, transient=True, refresh_per_second=8,
                           redirect_stdout=False, redirect_stderr=False)
         _proc.live.start()
-    else:
-        common.say(f"::group::{st.title}" if gha else f"▸ {st.title}")
     _register()
     try:
         yield st
     except BaseException as e:
-        result = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        _end(st, result, gha)
-        _failure(st)
+        _end(st, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
         raise
     else:
-        _end(st, "failed" if st.failed else "ok", gha)
-        if st.failed:
-            _failure(st)
+        _end(st, "failed" if st.failed else "ok")
     finally:
-        st._file.close()
+        st.close()
 
 
-def _end(st: Stage, result: str, gha: bool) -> None:
+def _end(st: Stage, result: str) -> None:
     seconds = time.monotonic() - st.started
     if _proc.live is not None:
         _proc.live.stop()
         _proc.live = None
-    if gha:
+    if result != "ok" and not st.said_anything:  # refused before any tool ran: the error says it
+        return
+    if st.gha and st.said_anything:
         common.say("::endgroup::")
     figure = st.figure or result
     common.say(f"{ICON[result]} {st.title:<14} {seconds:6.1f}s  {figure}".rstrip())
     _proc.rows.append(Row(st.name, st.variant, result, st.figure, seconds))
+    if result != "ok":
+        _failure(st)
 
 
 def _failure(st: Stage) -> None:
-    st._file.flush()
+    st.close()
     lines = st.log.read_text(encoding="utf-8", errors="replace").splitlines()
     last = [x for x in lines if x.strip()][-TAIL_ON_FAILURE:]
-    if last:
-        common.say(f"  last {len(last)} lines of {st.log}:")
-        for x in last:
-            common.say(f"  │ {x}")
-    else:
-        common.say(f"  log: {st.log} (empty)")
+    common.say(f"  last {len(last)} lines of {st.log}:")
+    for x in last:
+        common.say(f"  │ {x}")
 
 
 def summary() -> list[str]:
