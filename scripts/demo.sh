@@ -12,11 +12,14 @@
 # Each step's result (reference, digest, release, model folder) comes from the task's --json
 # document on stdout (issue 12), never from paddlecd's state files.
 # Re-running is fast (every step is cached or idempotent) and safe. Never prompts.
+# On a terminal each task shows one live line per stage that collapses into its result (about 30
+# lines for a fresh run, 25 for a re-run); every tool's full output is in .paddlecd/logs/.
+# PADDLECD_VERBOSE=1 streams it instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/stack.sh up
 INV=.venv/bin/invoke
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 # field KEY: one key of the JSON document on stdin (a task's --json result); no jq needed
 field() { .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
@@ -33,7 +36,7 @@ $INV image.bootstrap --variant cpu
 
 step "build push verify (cpu)"
 # each task's result is read from its --json document on stdout (issue 12); progress is on stderr
-$INV build --variant cpu
+$INV build --variant cpu >/dev/null  # its result line on stderr names the image; stdout repeats it
 PUSHED=$($INV push --variant cpu --json)
 REFERENCE=$(field reference <<<"$PUSHED")
 EVIDENCE=$($INV verify --variant cpu --json)
@@ -65,9 +68,8 @@ UPLOADED=$($INV upload --model-dir "$MODEL" --name linear-demo --version "$VERSI
   --image "$REFERENCE" --overwrite --json)
 echo "uploaded $(field url <<<"$UPLOADED") (manifest $(field manifest_digest <<<"$UPLOADED"))"
 
-step "done"
+step "done: what was made, and the next commands to try (or source .venv/bin/activate first)"
 echo "evidence:    .paddlecd/evidence/${DIGEST:7}.json"
 echo "attestation: .venv/bin/invoke evidence.show $VERSION-cpu"
 echo "release:     .venv/bin/invoke release.show $VERSION   ($RELEASE)"
 echo "artifacts:   .venv/bin/invoke artifacts.list linear-demo"
-echo "(or: source .venv/bin/activate, then invoke ...)"

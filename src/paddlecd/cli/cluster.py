@@ -89,7 +89,7 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
         for line in plan.describe():  # the plan, then the job's events and every rank's log
             st.line(line)
         location = jobs.run(s, plan, on_event=lambda m: st.line(f"-- {m}"), on_line=st.line)
-        st.done(f"{plan.job_id}: model in {location}")
+        st.done(f"job {plan.job_id} succeeded")
     if json:
         json_result(jobs.deployed(plan, executed=True))
         return location
