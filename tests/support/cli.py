@@ -112,3 +112,17 @@ def invoke_on_terminal(*args: str, env: Mapping[str, str], columns: int = 100,
         reader.join(timeout=10)
         os.close(main)
     return proc.returncode, stdout.decode(), bytes(screen)
+
+
+def rendered(screen: bytes, columns: int = 100, rows: int = 2000) -> list[str]:
+    """What a terminal of ``columns`` shows after ``screen`` was written to it (pyte, a VT100
+    emulator, as an independent reader of the control codes): its lines, trailing blanks cut.
+    ``rows`` is large so that nothing scrolls away."""
+    import pyte
+
+    term = pyte.Screen(columns, rows)
+    pyte.ByteStream(term).feed(screen)
+    lines = [line.rstrip() for line in term.display]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
