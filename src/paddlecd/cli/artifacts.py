@@ -36,6 +36,7 @@ STORE_HELP = (
         "document on stdout",
         "onnx": "first convert the export to ONNX in --image (paddle2onnx) and check it with "
         "ONNX Runtime (artifacts.check --onnx); <prefix>.onnx is uploaded beside it",
+        "verbose": common.VERBOSE_HELP,
     },
 )
 @guarded
@@ -52,6 +53,7 @@ def upload(
     dry_run=False,
     json=False,
     onnx=False,
+    verbose=False,
 ):
     """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
 

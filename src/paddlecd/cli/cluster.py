@@ -10,7 +10,7 @@ from __future__ import annotations
 from invoke import task
 
 from paddlecd.cli import view
-from paddlecd.cli.common import count, guarded, json_result, result, say, settings
+from paddlecd.cli.common import VERBOSE_HELP, count, guarded, json_result, result, say, settings
 from paddlecd.errors import ConfigError
 
 DEPLOY_HELP = {
@@ -44,10 +44,11 @@ def _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster_kind, k
             "json": "print the job id, image digest and model location as one JSON document "
                     "on stdout (with --dry-run: also the manifests)",
             "policy": "with --dry-run: also print the Kyverno ClusterPolicy that admits only "
-                      "verified releases (invoke release.policy), after the manifests"})
+                      "verified releases (invoke release.policy), after the manifests",
+            "verbose": VERBOSE_HELP})
 @guarded
 def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus_per_node=None,
-           cluster=None, kind="job", dry_run=False, json=False, policy=False):
+           cluster=None, kind="job", dry_run=False, json=False, policy=False, verbose=False):
     """Run a promoted image as a distributed Paddle training job, locally or on Kubernetes.
 
     Every node runs `python -m paddle.distributed.launch --master <job>-0.<job>:<port> --nnodes N

@@ -143,6 +143,12 @@ class Stage:
         else:
             common.say(text)
 
+    def detail(self, text: str) -> None:
+        """A line for ``--verbose`` only (a phase's timing): in the log, printed when verbose."""
+        self._write(text)
+        if self.how == "verbose":
+            common.say(text)
+
     def note(self, text: str) -> None:
         """A line for the person in every mode (a plan step, a lifecycle event); logged too."""
         self._write(text)
@@ -326,3 +332,49 @@ def _register() -> None:
 def human_bytes(n: int) -> str:
     """``123.4 MB`` (decimal units, as docker prints them)."""
     return filesize.decimal(n)
+
+
+class UnitLogs:
+    """Tool output of a pipeline run's stage × variant units, for ``pipeline.run``: each unit's
+    lines go in full to ``<state>/logs/<stage>-<variant>-<time>.log``; printed as they come
+    (``  cpu| …``) except on a live terminal, where the runner's one line per unit is the view
+    and a failed unit shows its log's path and last :data:`TAIL_ON_FAILURE` lines.
+
+    Units of one stage may run in parallel threads; each has its own file (one writer each).
+    """
+
+    def __init__(self, state: Path):
+        self.state, self.how = state, mode()
+        self._files: dict[tuple[str, str], tuple[Path, IO[str]]] = {}
+
+    def line(self, stage: str, variant: str, text: str) -> None:
+        """One line of a unit's tool output (the runner's ``on_line``)."""
+        key = (stage, variant)
+        if key not in self._files:
+            safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{stage}-{variant}")
+            path = self.state / "logs" / f"{safe}-{time.strftime('%Y%m%dT%H%M%S')}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._files[key] = (path, open(path, "w", encoding="utf-8"))  # noqa: SIM115
+        self._files[key][1].write(text + "\n")
+        self._files[key][1].flush()
+        if self.how != "live":
+            common.say(f"  {variant}| {text}")
+
+    def failed(self, stage: str, variant: str) -> None:
+        """After a unit failed: its log's path and last lines (on a live terminal; elsewhere
+        they were printed as they came)."""
+        if (stage, variant) not in self._files:
+            return
+        path = self._files[(stage, variant)][0]
+        if self.how == "live":
+            lines = [x for x in path.read_text().splitlines() if x.strip()][-TAIL_ON_FAILURE:]
+            common.say(f"  last {len(lines)} lines of {path}:")
+            for x in lines:
+                common.say(f"  │ {x}")
+        else:
+            common.say(f"  full log: {path}")
+
+    def close(self) -> None:
+        """Close every unit's log file."""
+        for _, fh in self._files.values():
+            fh.close()
