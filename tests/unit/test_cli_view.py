@@ -97,3 +97,21 @@ def test_refused_before_any_output_leaves_only_the_error(tmp_path, capsys, monke
         raise ValueError("unknown variant 'cpuu'")
     assert capsys.readouterr().err == "" and not (tmp_path / "logs").exists()
     assert view.summary() == []
+
+
+@pytest.mark.parametrize("how", ["plain", "live"])
+def test_pipeline_units_keep_their_output_in_log_files(tmp_path, capsys, monkeypatch, how):
+    monkeypatch.setattr(view, "mode", lambda: how)
+    logs = view.UnitLogs(tmp_path)
+    for i in range(25):
+        logs.line("build", "cpu", f"#{i} step")
+    logs.line("build", "cu126", "other unit")
+    logs.failed("build", "cpu")
+    logs.close()
+    (log,) = (tmp_path / "logs").glob("build-cpu-*.log")
+    assert log.read_text().splitlines() == [f"#{i} step" for i in range(25)]
+    err = capsys.readouterr().err.splitlines()
+    if how == "plain":  # streamed as it came, then where the whole of it is
+        assert err[0] == "  cpu| #0 step" and err[-1] == f"  full log: {log}"
+    else:  # a terminal sees only the failed unit's tail
+        assert err == [f"  last 20 lines of {log}:", *(f"  │ #{i} step" for i in range(5, 25))]
