@@ -105,7 +105,7 @@ def upload(
             say(line)
         say("dry run: nothing written")
         return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
-    with view.stage("upload", f"{name}/{version}", state=cfg.state) as st:
+    with view.stage("upload", f"{name}/{version}", state=cfg.state, verbose=verbose) as st:
         for line in lines:  # the plan: in the log, under the spinner, printed in CI
             st.line(line)
         st.bytes_total(plan.bytes_to_move)

@@ -86,7 +86,7 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
 
         result(yaml.safe_dump_all([*plan.manifests, *extra], sort_keys=False))
         return say("dry run: nothing created")
-    with view.stage("deploy", plan.target.variant, state=s.state) as st:
+    with view.stage("deploy", plan.target.variant, state=s.state, verbose=verbose) as st:
         for line in plan.describe():  # the plan, then the job's events and every rank's log
             st.line(line)
         location = jobs.run(s, plan, on_event=lambda m: st.line(f"-- {m}"), on_line=st.line)

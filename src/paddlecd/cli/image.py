@@ -72,7 +72,7 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False, verbose=F
     if dry_run:
         return say(boot.plan(settings(), variant, force=force))
     s = settings()
-    with view.stage("base", variant, state=s.state) as st:
+    with view.stage("base", variant, state=s.state, verbose=verbose) as st:
         done = boot.bootstrap_and_lock(s, variant, force=force, then_lock=lock, on_line=st.line,
                                        on_progress=st.progress)
         st.done(f"built and pushed {done.digest[:19]}" if done.digest else "cached in the registry")
@@ -104,7 +104,7 @@ def build(c, variant=None, no_cache=False, verbose=False):
     from paddlecd.image import build as builder
 
     s, name = settings(), pick_variant(variant)
-    with view.stage("build", name, state=s.state) as st:
+    with view.stage("build", name, state=s.state, verbose=verbose) as st:
         built = builder.build(s, name, on_line=st.line, no_cache=no_cache)
         st.done(built.tag)
     result(
@@ -139,7 +139,7 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
             f"dry run: would push {publish.last_build_tag(s, name)} and read its digest "
             f"back from {s.registry.url}"
         )
-    with view.stage("push", name, state=s.state) as st:
+    with view.stage("push", name, state=s.state, verbose=verbose) as st:
         pushed = publish.push(s, name, on_progress=st.progress)
         moved = st.bytes_pushed
         st.done(f"{pushed.digest[:19]}…  "
@@ -215,7 +215,7 @@ def verify(
         return _verify_manifests(variant, image, nodes, gpus, kind, json)
     s = settings()
     name = variant if image else pick_variant(variant)  # given with --image: checked
-    with view.stage("verify", name or "image", state=s.state) as st:
+    with view.stage("verify", name or "image", state=s.state, verbose=verbose) as st:
         done = smoke.verify(s, variant=name, image=image, out_dir=Path(out) if out else None,
                             on_line=st.line, nodes=nodes, gpus_per_node=gpus, cluster=cluster,
                             kind=kind, on_event=st.note)

@@ -35,9 +35,13 @@ def _timing(line: str) -> bool:
     return line.startswith("phase ")
 
 
-def _plan_lines(line: str) -> None:
-    if not _timing(line) or view.mode() == "verbose":
-        say(line)
+def _plan_lines(verbose: bool = False):
+    """An ``Echo`` printing a plan-only run's lines, its phase timings only when verbose."""
+    def echo(line: str) -> None:
+        if not _timing(line) or view.mode(verbose=verbose) == "verbose":
+            say(line)
+
+    return echo
 
 
 @task(
@@ -90,9 +94,9 @@ def promote(
     todo = dict(variant=name, version=version, part=bump, digest=digest, force=force,
                 reason=reason)
     if not yes or dry_run:  # the plan is all there is to see: printed as it comes
-        outcome = rel.promote(s, **todo, execute=False, report=_plan_lines)
+        outcome = rel.promote(s, **todo, execute=False, report=_plan_lines(verbose))
     else:  # the plan and each step in the stage's log (and under its spinner on a terminal)
-        with view.stage("promote", name, state=s.state) as st:
+        with view.stage("promote", name, state=s.state, verbose=verbose) as st:
             outcome = rel.promote(s, **todo, execute=True,
                                   report=lambda m: (st.detail if _timing(m) else st.line)(m))
             st.done(f"{outcome.plan.version}-{name}: "
@@ -134,7 +138,7 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
         )
     name = pick_variant(variant, required_by="release.rollback")
     outcome = rel.rollback(settings(), variant=name, to=to, execute=yes and not dry_run,
-                           report=_plan_lines)
+                           report=_plan_lines())
     if not yes or dry_run:
         return _confirmed(outcome, dry_run, yes, "rollback")
     written = ", ".join(outcome.written) or "nothing"

@@ -56,13 +56,15 @@ _UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
 
 
 def mode(environ: dict[str, str] | None = None, argv: list[str] | None = None,
-         terminal: bool | None = None) -> str:
+         terminal: bool | None = None, *, verbose: bool = False) -> str:
     """``live``, ``plain`` or ``verbose`` for this process (see the module docstring).
 
-    ``terminal`` defaults to whether stderr is one (rich's test, so ``TERM=dumb`` is not)."""
+    ``verbose``: the task's own flag (``-e`` binds only to it); ``--verbose`` anywhere on the
+    command line counts too. ``terminal`` defaults to whether stderr is one (rich's test, so
+    ``TERM=dumb`` is not)."""
     env = os.environ if environ is None else environ
     args = sys.argv if argv is None else argv
-    if "--verbose" in args or config.switch_requested("verbose", env):
+    if verbose or "--verbose" in args or config.switch_requested("verbose", env):
         return "verbose"
     tty = (common.err.is_terminal and not common.err.is_dumb_terminal) if terminal is None \
         else terminal
@@ -248,11 +250,12 @@ def _live_print(text: str) -> None:
 
 
 @contextmanager
-def stage(name: str, variant: str | None, *, state: Path) -> Iterator[Stage]:
+def stage(name: str, variant: str | None, *, state: Path, verbose: bool = False
+          ) -> Iterator[Stage]:
     """Run one stage under the view: yields its :class:`Stage`; its log goes under
-    ``state/logs``. A failure (any exception) prints the log's path and last lines, then
-    propagates; the catch site prints the error."""
-    how = mode()
+    ``state/logs``; ``verbose`` is the task's ``--verbose``. A failure (any exception) prints the
+    log's path and last lines, then propagates; the catch site prints the error."""
+    how = mode(verbose=verbose)
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{variant or 'all'}")
     log = state / "logs" / f"{safe}-{time.strftime('%Y%m%dT%H%M%S')}.log"
     st = Stage(name, variant or "", log, how,
