@@ -44,7 +44,7 @@ def test_layer_bytes_reads_docker_progress(msg, expected):
 
 def test_plain_stage_on_github_actions_folds_tool_output(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    monkeypatch.setattr(view, "mode", lambda: "plain")
+    monkeypatch.setattr(view, "mode", lambda **_: "plain")
     with view.stage("push", "cpu", state=tmp_path) as st:
         st.progress("aa Pushing [=>  ]  1MB/2MB")
         st.progress("aa Pushing [==> ]  1.5MB/2MB")  # same status within 5 s: not repeated
@@ -59,7 +59,7 @@ def test_plain_stage_on_github_actions_folds_tool_output(tmp_path, capsys, monke
 
 
 def test_failure_prints_the_last_lines_and_the_log_path(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(view, "mode", lambda: "plain")
+    monkeypatch.setattr(view, "mode", lambda **_: "plain")
     with pytest.raises(RuntimeError), view.stage("build", "cpu", state=tmp_path) as st:
         for i in range(1, 31):
             st.line(f"step line {i}")
@@ -73,7 +73,7 @@ def test_failure_prints_the_last_lines_and_the_log_path(tmp_path, capsys, monkey
 
 
 def test_summary_table_after_two_stages_only(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(view, "mode", lambda: "plain")
+    monkeypatch.setattr(view, "mode", lambda **_: "plain")
     with view.stage("build", "cpu", state=tmp_path) as st:
         st.done("reg/paddle:cpu-1a2b3c4")
     assert view.summary() == []
@@ -92,7 +92,7 @@ def test_summary_table_after_two_stages_only(tmp_path, capsys, monkeypatch):
 def test_refused_before_any_output_leaves_only_the_error(tmp_path, capsys, monkeypatch):
     """Bad input (an unknown variant) fails before a tool runs: no stage lines, no log file, so
     the catch site's error and hint stay the only lines."""
-    monkeypatch.setattr(view, "mode", lambda: "plain")
+    monkeypatch.setattr(view, "mode", lambda **_: "plain")
     with pytest.raises(ValueError), view.stage("build", "cpuu", state=tmp_path):
         raise ValueError("unknown variant 'cpuu'")
     assert capsys.readouterr().err == "" and not (tmp_path / "logs").exists()
@@ -101,7 +101,7 @@ def test_refused_before_any_output_leaves_only_the_error(tmp_path, capsys, monke
 
 @pytest.mark.parametrize("how", ["plain", "live"])
 def test_pipeline_units_keep_their_output_in_log_files(tmp_path, capsys, monkeypatch, how):
-    monkeypatch.setattr(view, "mode", lambda: how)
+    monkeypatch.setattr(view, "mode", lambda **_: how)
     logs = view.UnitLogs(tmp_path)
     for i in range(25):
         logs.line("build", "cpu", f"#{i} step")
