@@ -12,11 +12,14 @@
 # Each step's result (reference, digest, release, model folder) comes from the task's --json
 # document on stdout (issue 12), never from paddlecd's state files.
 # Re-running is fast (every step is cached or idempotent) and safe. Never prompts.
+# On a terminal each task shows one live line per stage that collapses into its result (about 30
+# lines for a fresh run, 25 for a re-run); every tool's full output is in .paddlecd/logs/.
+# PADDLECD_VERBOSE=1 streams it instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/stack.sh up
 INV=.venv/bin/invoke
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 # field KEY: one key of the JSON document on stdin (a task's --json result); no jq needed
 field() { .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
@@ -25,15 +28,18 @@ field() { .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)[sys.
 # need no exports (a real project commits its public key and lists it in release.trusted_keys).
 if [ ! -f .paddlecd/keys/paddlecd-signing.key ]; then
   step "attestation signing key (first run)"
-  $INV evidence.keygen
+  $INV evidence.keygen >/dev/null
+  echo "key pair in .paddlecd/keys: verify signs with it, promote trusts it"
 fi
 
 step "base image (bootstrapped once, then cached in the registry)"
-$INV image.bootstrap --variant cpu
+# its lines: the base pushed (or "already in the registry") and the per-machine pin; the pin's
+# line is left out here (it is in .paddlecd/lock.local.yaml)
+$INV image.bootstrap --variant cpu | grep -v '^locked '
 
 step "build push verify (cpu)"
 # each task's result is read from its --json document on stdout (issue 12); progress is on stderr
-$INV build --variant cpu
+$INV build --variant cpu >/dev/null  # its result line on stderr names the image; stdout repeats it
 PUSHED=$($INV push --variant cpu --json)
 REFERENCE=$(field reference <<<"$PUSHED")
 EVIDENCE=$($INV verify --variant cpu --json)
@@ -42,32 +48,32 @@ if [ "$DIGEST" != "$(field digest <<<"$PUSHED")" ]; then
   echo "verify ran $DIGEST, but push made $REFERENCE" >&2
   exit 1
 fi
-echo "verified $REFERENCE: passed=$(field passed <<<"$EVIDENCE")"
+echo "verified ${REFERENCE%@*}@${DIGEST:0:19}…: passed=$(field passed <<<"$EVIDENCE")"
 
 VERSION="0.1.0-demo.d${DIGEST:7:12}"
-step "promote $DIGEST as $VERSION"
+step "promote ${DIGEST:0:19}… as $VERSION"
 PROMOTED=$($INV promote --variant cpu --version "$VERSION" --digest "$DIGEST" --yes --json)
 RELEASE=$(field release <<<"$PROMOTED")
-echo "promoted $RELEASE = $(field reference <<<"$PROMOTED")" \
-  "($(field bytes_uploaded <<<"$PROMOTED") bytes uploaded;" \
-  "ledger record $(field record <<<"$PROMOTED"))"
+echo "promoted $RELEASE ($(field bytes_uploaded <<<"$PROMOTED") bytes uploaded," \
+  "ledger record $(field record <<<"$PROMOTED" | cut -c1-24)…)"
 
 step "deploy release $RELEASE: 2-node gloo training in local containers"
 rm -rf .paddlecd/train-output
 DEPLOYED=$($INV deploy --release "$RELEASE" --job examples/train.yaml --nodes 2 --cluster local \
   --json)
 MODEL=$(field model <<<"$DEPLOYED")
-echo "job $(field job_id <<<"$DEPLOYED") wrote its model to $MODEL"
+echo "job $(field job_id <<<"$DEPLOYED") wrote its model to ${MODEL#"$PWD"/}"
 
 step "upload the trained model"
 # the demo retrains on every run, so it replaces the model of this version (--overwrite)
 UPLOADED=$($INV upload --model-dir "$MODEL" --name linear-demo --version "$VERSION" \
   --image "$REFERENCE" --overwrite --json)
-echo "uploaded $(field url <<<"$UPLOADED") (manifest $(field manifest_digest <<<"$UPLOADED"))"
+URL=$(field url <<<"$UPLOADED")
+MANIFEST=$(field manifest_digest <<<"$UPLOADED")
+echo "uploaded ${URL#"file://$PWD"/} (manifest ${MANIFEST:0:19}…)"
 
-step "done"
+step "done: what was made, and the next commands to try (or source .venv/bin/activate first)"
 echo "evidence:    .paddlecd/evidence/${DIGEST:7}.json"
 echo "attestation: .venv/bin/invoke evidence.show $VERSION-cpu"
 echo "release:     .venv/bin/invoke release.show $VERSION   ($RELEASE)"
 echo "artifacts:   .venv/bin/invoke artifacts.list linear-demo"
-echo "(or: source .venv/bin/activate, then invoke ...)"

@@ -129,11 +129,12 @@ class ClusterSettings:
 class RuntimeSettings:
     """Switches for one run: ``debug`` shows tracebacks, ``keep`` keeps the containers and
     networks a run made (for debugging), ``log_format`` is ``text`` or ``json`` (one JSON object
-    per line)."""
+    per line), ``verbose`` streams every tool's output instead of the live view."""
 
     debug: bool = False
     keep: bool = False
     log_format: str = "text"
+    verbose: bool = False
 
 
 LOG_FORMATS = ("text", "json")
@@ -233,16 +234,25 @@ def debug_requested(environ: Mapping[str, str] | None = None, *, root: Path | No
     """Whether ``runtime.debug`` is on, without resolving the whole cascade.
 
     For the CLI's catch site, which must decide on a traceback even when :func:`load` itself
-    failed. Reads ``PADDLECD_RUNTIME_DEBUG``, then its alias ``PADDLECD_DEBUG``, then
-    ``runtime.debug`` in the project file; anything unreadable counts as off. Never raises.
+    failed. See :func:`switch_requested`. Never raises.
+    """
+    return switch_requested("debug", environ, root=root)
+
+
+def switch_requested(name: str, environ: Mapping[str, str] | None = None, *,
+                     root: Path | None = None) -> bool:
+    """Whether the switch ``runtime.<name>`` (debug, verbose) is on, without the whole cascade.
+
+    Reads ``PADDLECD_RUNTIME_<NAME>``, then its alias ``PADDLECD_<NAME>``, then
+    ``runtime.<name>`` in the project file; anything unreadable counts as off. Never raises.
     """
     env = os.environ if environ is None else environ
-    for name in ("PADDLECD_RUNTIME_DEBUG", "PADDLECD_DEBUG"):
-        if env.get(name):
-            return env[name].strip().lower() in _TRUE
+    for var in (f"PADDLECD_RUNTIME_{name.upper()}", f"PADDLECD_{name.upper()}"):
+        if env.get(var):
+            return env[var].strip().lower() in _TRUE
     try:
         data = _read_yaml((root or find_root()) / PROJECT_FILE)
-        return str((data.get("runtime") or {}).get("debug", "")).lower() in _TRUE
+        return str((data.get("runtime") or {}).get(name, "")).lower() in _TRUE
     except (ConfigError, OSError, AttributeError):
         return False
 
@@ -296,7 +306,8 @@ ENV_PREFIX = "PADDLECD_"
 
 # The runtime switches' documented short names (README "Configuration"), kept as aliases.
 ENV_ALIASES = {"PADDLECD_DEBUG": "runtime.debug", "PADDLECD_KEEP": "runtime.keep",
-               "PADDLECD_LOG_FORMAT": "runtime.log_format"}
+               "PADDLECD_LOG_FORMAT": "runtime.log_format",
+               "PADDLECD_VERBOSE": "runtime.verbose"}
 
 # Variables with our prefix that are read elsewhere and are deliberately not settings: the root
 # (read before any settings exist), registry credentials (read by paddlecd.registry.auth straight

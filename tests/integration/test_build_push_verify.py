@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -15,14 +16,43 @@ from paddlecd.image import lock
 from paddlecd.verify import evidence
 
 from support import ROOT, cli_env, invoke, project_settings
+from support.cli import invoke_on_terminal, rendered
+
+STAGES = ("build", "push", "verify")
+ANSI = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07)")
+SPINNER = set("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
 
 
 @pytest.fixture(scope="module")
 def pipeline_run(registry, main_state, paddle_base):
-    """`invoke build push verify --variant cpu`, run once for this module."""
-    run = invoke("build", "push", "verify", "--variant", "cpu", env=cli_env(registry, main_state))
+    """`invoke build push verify --variant cpu`, run once for this module, as a GitHub Actions
+    step runs it (no terminal, ``CI=true``, ``GITHUB_ACTIONS=true``)."""
+    env = cli_env(registry, main_state, CI="true", GITHUB_ACTIONS="true")
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    run = invoke("build", "push", "verify", "--variant", "cpu", env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run
+
+
+def test_ci_log_is_plain_lines_with_each_stage_folded(pipeline_run):
+    """In CI: no control codes; each stage's tool output inside ::group::/::endgroup::, its
+    result line after the group (visible folded), and the summary table at the end."""
+    err = pipeline_run.stderr
+    assert "\x1b" not in err and "\x1b" not in pipeline_run.stdout
+    lines = err.splitlines()
+    for name in STAGES:
+        start = lines.index(f"::group::{name} cpu")
+        end = lines.index("::endgroup::", start)
+        assert lines[end + 1].startswith(f"✔ {name} cpu "), lines[end:end + 2]
+        assert end - start > 1, f"{name}: no tool output inside its group"
+    verify_group = lines[lines.index("::group::verify cpu"):]
+    verify_group = verify_group[:verify_group.index("::endgroup::")]
+    assert any(re.search(r"\d+ passed, \d+ skipped", x) for x in verify_group)  # pytest's own
+    header = next(i for i, x in enumerate(lines) if x.split() == ["stage", "variant", "result",
+                                                                   "key", "figure", "time"])
+    rows = [x.split()[:3] for x in lines[header + 1:header + 4]]
+    assert rows == [[name, "cpu", "✔"] for name in STAGES]
+    assert "{'" not in err + pipeline_run.stdout
 
 
 def test_build_push_verify_records_passing_evidence(pipeline_run, registry, main_state):
@@ -108,17 +138,23 @@ def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
     assert probe.stdout.strip() == "0"
 
 
-def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_state, monkeypatch):
-    """A re-run rebuilds from cache: the same layers (nothing new uploaded) and, for an unchanged
-    git revision, the very same digest (labels use the commit time, not the wall clock)."""
+def test_rerun_on_a_terminal_is_cached_and_shows_the_live_view(pipeline_run, registry,
+                                                               main_state, monkeypatch):
+    """`build push verify` again, on a 100-column terminal. A re-run rebuilds from cache: the same
+    layers (nothing new uploaded) and, for an unchanged git revision, the very same digest (labels
+    use the commit time, not the wall clock). A person sees a spinner per stage, the running
+    tool's lines under it, one result line per stage and a summary table, no Python reprs and no
+    line wider than the terminal; the stage's log file holds the tool's full output."""
     from paddlecd.registry import client as reg
 
     monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
     env = cli_env(registry, main_state)
     settings = project_settings(main_state, registry=registry)
     before = evidence.load_candidate(settings, "cpu")
-    again = invoke("build", "push", "--variant", "cpu", env=env)
-    assert again.returncode == 0, again.stderr[-2000:]
+    logs = set((main_state / "logs").glob("verify-cpu-*.log"))
+    code, stdout, screen = invoke_on_terminal(*STAGES, "--variant", "cpu", env=env, columns=100)
+    text = ANSI.sub("", screen.decode())
+    assert code == 0, text[-3000:]
     after = evidence.load_candidate(settings, "cpu")
     client = reg.client_for(settings)
     layers = [
@@ -131,6 +167,31 @@ def test_rerun_is_cached_and_pushes_no_new_layers(pipeline_run, registry, main_s
     assert layers[0] == layers[1]
     if before.tag == after.tag:  # HEAD unchanged between the two runs
         assert after.digest == before.digest
+    _live_view(text, screen, stdout, after)
+    (log,) = set((main_state / "logs").glob("verify-cpu-*.log")) - logs
+    full = log.read_text()
+    assert "junit.xml" in full and re.search(r"\d+ passed, \d+ skipped", full)
+
+
+def _live_view(text: str, screen: bytes, stdout: str, cand) -> None:
+    """What was drawn (the raw stream) and what stays on the terminal (pyte renders it)."""
+    assert b"\x1b[" in screen and SPINNER & set(text), "no live view drawn"
+    raw = re.split(r"\r\n|\r|\n", text)
+    assert max(len(x) for x in raw) <= 100  # tool lines are cut to the terminal's width
+    verify_at = text.index("✔ verify cpu ")
+    under = text[text.index("✔ push cpu "):verify_at]
+    assert re.search(r"\d+ passed, \d+ skipped", under), "no tool lines under the spinner"
+    final = rendered(screen, columns=100)
+    results = [x for x in final if x.startswith(("✔", "✘"))]
+    assert [x.split()[:3] for x in results] == [["✔", name, "cpu"] for name in STAGES], final
+    assert cand.digest[:19] in results[1] and "layers already there" in results[1]
+    assert re.search(r"\d+ passed, \d+ skipped", results[2])
+    header = next(i for i, x in enumerate(final) if x.startswith("stage "))
+    assert "key figure" in final[header] and [x.split()[0] for x in final[header + 1:]] == [
+        *STAGES]
+    assert len(final) == 3 + 4, final  # the spinners and tool lines collapsed into their results
+    assert not SPINNER & set("".join(final)) and "{'" not in text + stdout
+    assert "\x1b" not in stdout and f"verified {cand.reference}" in stdout
 
 
 @pytest.mark.parametrize(

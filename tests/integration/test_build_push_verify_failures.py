@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import io
+import re
 import tarfile
 import threading
 import urllib.request
@@ -99,6 +100,38 @@ def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main
 
     record = evidence.load(settings, evidence.load_candidate(settings, "nogomp").digest)
     assert record.passed is False  # failing evidence is kept: promotion must see it
+
+
+def test_failing_dockerfile_step_shows_its_cause_last_lines_and_log(paddle_base, registry,
+                                                                   tmp_path):
+    """A RUN step that prints 30 lines and exits 1: the build's result line says failed, the last
+    20 lines of the stage's log (hence the step's last output) are printed with the log's path,
+    then the error and hint end stderr; the log file holds all 30 lines."""
+    dockerfile = tmp_path / "Dockerfile.broken"
+    dockerfile.write_text("ARG BASE\nFROM ${BASE}\nRUN for i in $(seq 1 30); do "
+                          "echo \"step line $i\"; done; echo 'no such package: nopkg'; exit 1\n")
+    variants = yaml.safe_load((ROOT / "images/variants.yaml").read_text())
+    variants["variants"] = {"broken": {**variants["variants"]["cpu"],
+                                       "dockerfile": str(dockerfile)}}
+    vfile = tmp_path / "variants.yaml"
+    vfile.write_text(yaml.safe_dump(variants))
+    state = tmp_path / "state"
+    state.mkdir()
+    entry = {k: getattr(paddle_base, k) for k in ("base", "digest", "media_type", "locked")}
+    (state / "lock.yaml").write_text(yaml.safe_dump({"schema": 1, "bases": {"broken": entry}}))
+    env = cli_env(registry, state, PADDLECD_VARIANTS_FILE=str(vfile), CI="true")
+    run = invoke("build", "--variant", "broken", env=env)
+    assert run.returncode != 0, run.stdout[-2000:] + run.stderr[-2000:]
+    lines = run.stderr.strip().splitlines()
+    assert lines[-2].startswith("error: ") and lines[-1].startswith("hint: "), lines[-4:]
+    (log,) = (state / "logs").glob("build-broken-*.log")
+    assert any(x.startswith("✘ build broken ") for x in lines)
+    head = lines.index(f"  last 20 lines of {log}:")
+    tail = lines[head + 1:head + 21]
+    assert all(x.startswith("  │ ") for x in tail) and "no such package: nopkg" in "".join(tail)
+    assert not any(re.search(r"step line 1$", x) for x in tail)  # earlier lines: in the log
+    assert re.search(r"step line 1$", log.read_text(), re.MULTILINE)
+    assert "Traceback" not in run.stderr
 
 
 def test_wrong_paddle_label_fails_the_version_check(

@@ -127,7 +127,7 @@ def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_pat
         str(job),
         "--cluster",
         "local",
-        env=clean_env(drop=("PADDLECD_",)),
+        env=clean_env(drop=("PADDLECD_",), PADDLECD_STATE_DIR=str(tmp_path / "state")),
         timeout=600,
     )
 
@@ -287,7 +287,8 @@ def test_deploy_json_is_the_model_a_script_hands_to_upload(image_by_digest, tmp_
 
     job = write_job(tmp_path, steps=50)
     result = invoke("deploy", "--image", image_by_digest, "--job", str(job), "--cluster", "local",
-                    "--json", env=clean_env(drop=("PADDLECD_",)), timeout=600)
+                    "--json", timeout=600,
+                    env=clean_env(drop=("PADDLECD_",), PADDLECD_STATE_DIR=str(tmp_path / "state")))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     doc = json.loads(result.stdout)
     assert doc["executed"] is True and doc["digest"] == image_by_digest.split("@")[1]

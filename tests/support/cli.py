@@ -69,3 +69,60 @@ def cli_env(registry: Any, state: Path, **extra: str) -> dict[str, str]:
         if registry.ca_file:
             env["PADDLECD_REGISTRY_CA_FILE"] = str(registry.ca_file)
     return {**env, **extra}
+
+
+def invoke_on_terminal(*args: str, env: Mapping[str, str], columns: int = 100,
+                       timeout: float = 1200) -> tuple[int, str, bytes]:
+    """Run ``invoke *args`` with stderr on a pseudo-terminal of ``columns`` columns (a person's
+    terminal: the live view) and stdout on a pipe (what a script captures); stdin is empty.
+
+    Returns:
+        ``(exit code, stdout text, every byte written to the terminal)``.
+    """
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    main, side = pty.openpty()
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    full = {k: v for k, v in env.items() if k not in ("CI", "GITHUB_ACTIONS")}
+    full.update(TERM="xterm-256color", COLUMNS=str(columns))
+    proc = subprocess.Popen([INVOKE, *args], cwd=ROOT, env=full, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=side)
+    os.close(side)
+    screen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the last writer closed the terminal
+                return
+            if not chunk:
+                return
+            screen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    finally:
+        reader.join(timeout=10)
+        os.close(main)
+    return proc.returncode, stdout.decode(), bytes(screen)
+
+
+def rendered(screen: bytes, columns: int = 100, rows: int = 2000) -> list[str]:
+    """What a terminal of ``columns`` shows after ``screen`` was written to it (pyte, a VT100
+    emulator, as an independent reader of the control codes): its lines, trailing blanks cut.
+    ``rows`` is large so that nothing scrolls away."""
+    import pyte
+
+    term = pyte.Screen(columns, rows)
+    pyte.ByteStream(term).feed(screen)
+    lines = [line.rstrip() for line in term.display]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines

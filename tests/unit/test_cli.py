@@ -255,6 +255,7 @@ current-context: x
         "--cluster",
         "k8s",
         KUBECONFIG=str(kubeconfig),
+        PADDLECD_STATE_DIR=str(tmp_path / "state"),  # the deploy stage's log goes there
     )
     assert run.returncode == 9 and "Traceback" not in run.stderr
     assert "Kubernetes API server https://127.0.0.1:" in run.stderr and "unreachable" in run.stderr

@@ -32,7 +32,8 @@ def cluster_env(tmp_path):
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
     yield (
         api,
-        clean_env(drop=("PADDLECD_",), KUBECONFIG=str(tmp_path / "kubeconfig"), HOME=str(tmp_path)),
+        clean_env(drop=("PADDLECD_",), KUBECONFIG=str(tmp_path / "kubeconfig"), HOME=str(tmp_path),
+                  PADDLECD_STATE_DIR=str(tmp_path / "state")),  # the stage's log goes there
     )
     api.close()
 
@@ -153,7 +154,8 @@ def test_dry_run_json_is_the_deployment_and_its_manifests(tmp_path):
 
 
 def test_a_missing_kubeconfig_exits_9_before_anything_is_created(tmp_path):
-    env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path)}
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path),
+           "PADDLECD_STATE_DIR": str(tmp_path / "state")}
     env.pop("KUBERNETES_SERVICE_HOST", None)
     result = invoke(
         "deploy", "--cluster", "k8s", "--job", job_file(tmp_path), "--image", IMAGE, env=env

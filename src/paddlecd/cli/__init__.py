@@ -4,7 +4,9 @@ paddlecd errors into exit codes (STYLE.md §3). ``tasks.py`` at the project root
 One module per namespace: :mod:`.image`, :mod:`.smoke`, :mod:`.release`, :mod:`.evidence`,
 :mod:`.artifacts`, :mod:`.cluster`, :mod:`.pipeline`, plus :mod:`.doctor` (top level only).
 :mod:`.common` holds the one catch site and the output streams (results on stdout, progress and
-plans on stderr); :mod:`.argv` the two command-line workarounds. ``invoke --list`` shows each task
+plans on stderr); :mod:`.view` what a person sees of a running stage (live view, plain CI lines,
+log files); :mod:`.reference` the docs' CLI reference; :mod:`.argv` the two command-line
+workarounds. ``invoke --list`` shows each task
 once under its namespace, plus the short verbs in :data:`SHORT_VERBS` at the top level.
 """
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from invoke import task
 
-from paddlecd.cli import common
+from paddlecd.cli import common, view
 from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings
 from paddlecd.errors import ConfigError
 
@@ -36,6 +36,7 @@ STORE_HELP = (
         "document on stdout",
         "onnx": "first convert the export to ONNX in --image (paddle2onnx) and check it with "
         "ONNX Runtime (artifacts.check --onnx); <prefix>.onnx is uploaded beside it",
+        "verbose": common.VERBOSE_HELP,
     },
 )
 @guarded
@@ -52,6 +53,7 @@ def upload(
     dry_run=False,
     json=False,
     onnx=False,
+    verbose=False,
 ):
     """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
 
@@ -96,16 +98,19 @@ def upload(
         image_paddle=image_paddle,
         git_revision=artifact_manifest.git_revision(cfg.root),
     )
-    for line in plan.lines():
-        say(line)
-    if unknown and image:
-        say(f"  paddle version unknown: {unknown}")
+    lines = [*plan.lines(), *([f"  paddle version unknown: {unknown}"] if unknown and image
+                              else [])]
     if dry_run:
+        for line in lines:
+            say(line)
         say("dry run: nothing written")
         return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
-    bar, tid = bytes_bar(plan.bytes_to_move)
-    with bar:
-        arts.upload(store, plan, progress=lambda n: bar.advance(tid, n))
+    with view.stage("upload", f"{name}/{version}", state=cfg.state, verbose=verbose) as st:
+        for line in lines:  # the plan: in the log, under the spinner, printed in CI
+            st.line(line)
+        st.bytes_total(plan.bytes_to_move)
+        arts.upload(store, plan, progress=st.advance)
+        st.done(f"{plan.action}, {view.human_bytes(plan.bytes_to_move)} moved")
     if json:
         return common.json_result(arts.uploaded(store, plan, executed=True))
     result(

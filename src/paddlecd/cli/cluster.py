@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from invoke import task
 
-from paddlecd.cli.common import count, guarded, json_result, result, say, settings
+from paddlecd.cli import view
+from paddlecd.cli.common import VERBOSE_HELP, count, guarded, json_result, result, say, settings
 from paddlecd.errors import ConfigError
 
 DEPLOY_HELP = {
@@ -43,10 +44,11 @@ def _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster_kind, k
             "json": "print the job id, image digest and model location as one JSON document "
                     "on stdout (with --dry-run: also the manifests)",
             "policy": "with --dry-run: also print the Kyverno ClusterPolicy that admits only "
-                      "verified releases (invoke release.policy), after the manifests"})
+                      "verified releases (invoke release.policy), after the manifests",
+            "verbose": VERBOSE_HELP})
 @guarded
 def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus_per_node=None,
-           cluster=None, kind="job", dry_run=False, json=False, policy=False):
+           cluster=None, kind="job", dry_run=False, json=False, policy=False, verbose=False):
     """Run a promoted image as a distributed Paddle training job, locally or on Kubernetes.
 
     Every node runs `python -m paddle.distributed.launch --master <job>-0.<job>:<port> --nnodes N
@@ -72,8 +74,9 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
                           "invoke release.policy --out policy.yaml")
     plan = _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster, kind)
     extra = [admission_policy(s)] if policy else []
-    for line in plan.describe():
-        say(line)
+    if dry_run:
+        for line in plan.describe():
+            say(line)
     if dry_run and json:
         say("dry run: nothing created")
         return json_result({**jobs.deployed(plan, executed=False).to_json(),
@@ -83,7 +86,11 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
 
         result(yaml.safe_dump_all([*plan.manifests, *extra], sort_keys=False))
         return say("dry run: nothing created")
-    location = jobs.run(s, plan, on_event=lambda m: say(f"-- {m}"), on_line=say)
+    with view.stage("deploy", plan.target.variant, state=s.state, verbose=verbose) as st:
+        for line in plan.describe():  # the plan, then the job's events and every rank's log
+            st.line(line)
+        location = jobs.run(s, plan, on_event=lambda m: st.line(f"-- {m}"), on_line=st.line)
+        st.done(f"job {plan.job_id} succeeded")
     if json:
         json_result(jobs.deployed(plan, executed=True))
         return location

@@ -35,8 +35,13 @@ VARIANT_HELP = ("image variant from images/variants.yaml (default: cpu). Given o
                 "line it applies to every task there, so "
                 "`invoke build push verify --variant cu126` works")
 JSON_HELP = "print the result as one JSON document on stdout instead of text"
+VERBOSE_HELP = ("stream every tool's output instead of the live view (also PADDLECD_VERBOSE=1); "
+                "the full output is always in .paddlecd/logs/")
 LOG_FORMAT_HELP = ("text (default) or json: one JSON object per line, one event per "
                    "stage/variant/check (also PADDLECD_LOG_FORMAT=json)")
+
+
+BEFORE_ERROR: list[Callable[[], None]] = []  # run by the catch site before it prints an error
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -88,6 +93,8 @@ def refuse_empty(flags: dict[str, Any]) -> None:
 
 
 def _fail(e: BaseException, cause: str, hint: str | None, code: int) -> None:
+    for hook in BEFORE_ERROR:  # the view's summary table: the error and hint stay the last lines
+        hook()
     if config.debug_requested():
         traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
     err.print(f"[bold red]error:[/] {escape(cause)}", markup=True, soft_wrap=True)

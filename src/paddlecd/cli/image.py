@@ -8,8 +8,8 @@ from pathlib import Path
 from invoke import task
 
 from paddlecd import git
-from paddlecd.cli import common
-from paddlecd.cli.common import VARIANT_HELP, count, guarded, result, say, settings
+from paddlecd.cli import common, view
+from paddlecd.cli.common import VARIANT_HELP, VERBOSE_HELP, count, guarded, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
 
@@ -55,10 +55,11 @@ def lock(c, variant=None, dry_run=False):
         "lock": "also lock the variant afterwards (default: yes)",
         "dry_run": "say whether the base would be built and where it would be pushed; "
         "change nothing",
+        "verbose": VERBOSE_HELP,
     }
 )
 @guarded
-def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
+def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False, verbose=False):
     """Build the CPU Paddle base locally (debootstrap + PyPI paddlepaddle) and push it.
 
     The air-gapped path: no image hub needed. Skipped when the registry already holds the base
@@ -70,14 +71,11 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
 
     if dry_run:
         return say(boot.plan(settings(), variant, force=force))
-    done = boot.bootstrap_and_lock(
-        settings(),
-        variant,
-        force=force,
-        then_lock=lock,
-        on_line=say,
-        on_progress=common.layer_progress(),
-    )
+    s = settings()
+    with view.stage("base", variant, state=s.state, verbose=verbose) as st:
+        done = boot.bootstrap_and_lock(s, variant, force=force, then_lock=lock, on_line=st.line,
+                                       on_progress=st.progress)
+        st.done(f"built and pushed {done.digest[:19]}" if done.digest else "cached in the registry")
     result(
         f"base of '{variant}' "
         + (
@@ -90,9 +88,10 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False):
         result(f"locked {done.locked.variant}: {done.locked.pinned}")
 
 
-@task(help={"variant": VARIANT_HELP, "no_cache": "build without the layer cache"})
+@task(help={"variant": VARIANT_HELP, "no_cache": "build without the layer cache",
+            "verbose": VERBOSE_HELP})
 @guarded
-def build(c, variant=None, no_cache=False):
+def build(c, variant=None, no_cache=False, verbose=False):
     """Build a variant's image FROM its locked base digest (BuildKit).
 
     Tagged <registry>/<repo>:<variant>-<gitsha>. Adds OCI labels (source, revision, created,
@@ -104,7 +103,10 @@ def build(c, variant=None, no_cache=False):
     """
     from paddlecd.image import build as builder
 
-    built = builder.build(settings(), pick_variant(variant), on_line=say, no_cache=no_cache)
+    s, name = settings(), pick_variant(variant)
+    with view.stage("build", name, state=s.state, verbose=verbose) as st:
+        built = builder.build(s, name, on_line=st.line, no_cache=no_cache)
+        st.done(built.tag)
     result(
         f"built {built.tag} ({built.image_id[:19]}) with {built.builder} in "
         f"{built.seconds:.1f}s; log: {built.log}"
@@ -116,10 +118,11 @@ def build(c, variant=None, no_cache=False):
         "variant": VARIANT_HELP,
         "json": common.JSON_HELP,
         "dry_run": "show what would be pushed and where, push nothing",
+        "verbose": VERBOSE_HELP,
     }
 )
 @guarded
-def push(c, variant=None, dry_run=False, json=False):
+def push(c, variant=None, dry_run=False, json=False, verbose=False):
     """Push the variant's last build to the registry and read its digest back.
 
     Credentials: Docker's config.json (docker login) or PADDLECD_REGISTRY_USERNAME/PASSWORD.
@@ -136,7 +139,11 @@ def push(c, variant=None, dry_run=False, json=False):
             f"dry run: would push {publish.last_build_tag(s, name)} and read its digest "
             f"back from {s.registry.url}"
         )
-    pushed = publish.push(s, name, on_progress=common.layer_progress())
+    with view.stage("push", name, state=s.state, verbose=verbose) as st:
+        pushed = publish.push(s, name, on_progress=st.progress)
+        moved = st.bytes_pushed
+        st.done(f"{pushed.digest[:19]}…  "
+                + (f"{view.human_bytes(moved)} pushed" if moved else "layers already there"))
     if json:
         return common.json_result(pushed)
     result(f"pushed {pushed.tag}\n  reference: {pushed.reference}")
@@ -157,6 +164,7 @@ def push(c, variant=None, dry_run=False, json=False):
         "kind": "with --cluster k8s: job (Indexed Job + Service) or paddlejob (Kubeflow)",
         "dry_run": "with --cluster k8s: print the manifests (ConfigMap, Service, Job per check), "
         "create nothing",
+        "verbose": VERBOSE_HELP,
     }
 )
 @guarded
@@ -171,6 +179,7 @@ def verify(
     gpus_per_node=None,
     kind="job",
     dry_run=False,
+    verbose=False,
 ):
     """Run the smoke suite inside the pushed image (by digest) and record evidence for that digest.
 
@@ -204,18 +213,13 @@ def verify(
     nodes, gpus = 1 if given is None else given, count("gpus-per-node", gpus_per_node)
     if dry_run:
         return _verify_manifests(variant, image, nodes, gpus, kind, json)
-    done = smoke.verify(
-        settings(),
-        variant=variant if image else pick_variant(variant),  # given with --image: checked
-        image=image,
-        out_dir=Path(out) if out else None,
-        on_line=say,
-        nodes=nodes,
-        gpus_per_node=gpus,
-        cluster=cluster,
-        kind=kind,
-        on_event=lambda m: say(f"-- {m}"),
-    )
+    s = settings()
+    name = variant if image else pick_variant(variant)  # given with --image: checked
+    with view.stage("verify", name or "image", state=s.state, verbose=verbose) as st:
+        done = smoke.verify(s, variant=name, image=image, out_dir=Path(out) if out else None,
+                            on_line=st.line, nodes=nodes, gpus_per_node=gpus, cluster=cluster,
+                            kind=kind, on_event=st.note)
+        st.done(done.record.tally, failed=done.error() is not None)
     if json:
         common.json_result(done.record)
     else:

@@ -11,12 +11,14 @@ import os
 
 from invoke import task
 
+from paddlecd.cli import view
 from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, say, settings
 from paddlecd.cli.common import log_format as pick_log_format
 
 
-def _reporters(fmt: str):
-    """(on_plan, on_event, on_line) for the runner, printing text or JSON lines."""
+def _reporters(fmt: str, logs: view.UnitLogs):
+    """(on_plan, on_event, on_line) for the runner, printing text or JSON lines; in text, each
+    unit's tool output also goes to its log file (``logs``)."""
     from paddlecd.pipeline import report
 
     if fmt == "json":
@@ -31,9 +33,10 @@ def _reporters(fmt: str):
         line = report.text(event)
         if line:
             result(line)
+        if event.event == "variant.end" and event.status == "failed":
+            logs.failed(event.stage, event.variant)
 
-    return (lambda lines: say("\n".join(lines)), on_event,
-            lambda stage, variant, line: say(f"  {variant}| {line}"))
+    return lambda lines: say("\n".join(lines)), on_event, logs.line
 
 
 @task(name="run", iterable=["variant"], help={
@@ -74,7 +77,8 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
     fmt = pick_log_format(log_format)
     s = settings()
     base_ref = affected.default_base_ref(base_ref, os.environ)
-    on_plan, on_event, on_line = _reporters(fmt)
+    logs = view.UnitLogs(s.state)
+    on_plan, on_event, on_line = _reporters(fmt, logs)
     pdef = pipeline_spec.load(s, name)
     options = pipeline_spec.check_options({"version": version, "bump": bump, "digest": digest},
                                           pdef)
@@ -82,8 +86,11 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
     if dry_run:
         on_plan(pl.plan_lines(pdef, pl.select(s, pdef, given, base_ref), s, options))
         return say("dry run: nothing run, nothing written") if fmt == "text" else None
-    done = pl.run(s, name, given=given, base_ref=base_ref, resume=resume, options=options,
-                  on_event=on_event, on_line=on_line, on_plan=on_plan)
+    try:
+        done = pl.run(s, name, given=given, base_ref=base_ref, resume=resume, options=options,
+                      on_event=on_event, on_line=on_line, on_plan=on_plan)
+    finally:
+        logs.close()
     for line in report.github_annotations(done.summary, os.environ):
         result(line)
     error = done.error()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from invoke import task
 
-from paddlecd.cli.common import JSON_HELP, guarded, json_result, result, say, settings
+from paddlecd.cli import view
+from paddlecd.cli.common import JSON_HELP, VERBOSE_HELP, guarded, json_result, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
 
@@ -25,8 +26,22 @@ def _confirmed(outcome, dry_run: bool, yes: bool, what: str) -> None:
         raise ConfigError(f"{what} not confirmed", CONFIRM_HINT)
 
 
-def _phases(outcome) -> str:
-    return ", ".join(f"{name} {seconds:.2f}s" for name, seconds in outcome.phases)
+def _seconds(outcome) -> str:
+    return f"{sum(seconds for _, seconds in outcome.phases):.2f} s"
+
+
+def _timing(line: str) -> bool:
+    """A phase's timing (``phase plan: 0.06 s``): for ``--verbose`` and the log, not a person."""
+    return line.startswith("phase ")
+
+
+def _plan_lines(verbose: bool = False):
+    """An ``Echo`` printing a plan-only run's lines, its phase timings only when verbose."""
+    def echo(line: str) -> None:
+        if not _timing(line) or view.mode(verbose=verbose) == "verbose":
+            say(line)
+
+    return echo
 
 
 @task(
@@ -41,6 +56,7 @@ def _phases(outcome) -> str:
         "force": "promote despite missing, failing or stale evidence " "(needs --reason; recorded)",
         "reason": "why --force is needed; stored in the ledger record",
         "json": "print the release (with --dry-run: the plan) as one JSON document on stdout",
+        "verbose": VERBOSE_HELP,
     }
 )
 @guarded
@@ -55,6 +71,7 @@ def promote(
     force=False,
     reason=None,
     json=False,
+    verbose=False,
 ):
     """Promote a verified image digest to a semver release: X.Y.Z-V, moving X.Y-V, X-V, latest-V.
 
@@ -73,17 +90,18 @@ def promote(
     """
     from paddlecd.release import promote as rel
 
-    outcome = rel.promote(
-        settings(),
-        variant=pick_variant(variant, required_by="promote"),
-        version=version,
-        part=bump,
-        digest=digest,
-        force=force,
-        reason=reason,
-        execute=yes and not dry_run,
-        report=say,
-    )
+    s, name = settings(), pick_variant(variant, required_by="promote")
+    todo = dict(variant=name, version=version, part=bump, digest=digest, force=force,
+                reason=reason)
+    if not yes or dry_run:  # the plan is all there is to see: printed as it comes
+        outcome = rel.promote(s, **todo, execute=False, report=_plan_lines(verbose))
+    else:  # the plan and each step in the stage's log (and under its spinner on a terminal)
+        with view.stage("promote", name, state=s.state, verbose=verbose) as st:
+            outcome = rel.promote(s, **todo, execute=True,
+                                  report=lambda m: (st.detail if _timing(m) else st.line)(m))
+            st.done(f"{outcome.plan.version}-{name}: "
+                    + ("already released" if outcome.plan.noop
+                       else f"{view.human_bytes(outcome.bytes_uploaded)} uploaded"))
     if not yes or dry_run:
         _confirmed(outcome, dry_run, yes, "promotion")  # raises unless there is nothing to write
         return json_result(rel.released(outcome, executed=False)) if json else None
@@ -92,7 +110,7 @@ def promote(
     done = "already released" if outcome.plan.noop else "promoted"  # a no-op checks no evidence
     result(
         f"{done} {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
-        f"({outcome.bytes_uploaded} bytes uploaded; {_phases(outcome)})"
+        f"({outcome.bytes_uploaded} bytes uploaded in {_seconds(outcome)})"
     )
 
 
@@ -119,10 +137,12 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
             "release.rollback needs --to X.Y.Z", "see: invoke release.list --variant V"
         )
     name = pick_variant(variant, required_by="release.rollback")
-    outcome = rel.rollback(settings(), variant=name, to=to, execute=yes and not dry_run, report=say)
+    outcome = rel.rollback(settings(), variant=name, to=to, execute=yes and not dry_run,
+                           report=_plan_lines())
     if not yes or dry_run:
         return _confirmed(outcome, dry_run, yes, "rollback")
-    result(f"rolled back {', '.join(outcome.written) or 'nothing'} to {to} ({_phases(outcome)})")
+    written = ", ".join(outcome.written) or "nothing"
+    result(f"rolled back {written} to {to} (in {_seconds(outcome)})")
 
 
 def _evidence_text(record) -> str:

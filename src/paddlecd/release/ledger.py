@@ -1,90 +1,12 @@
 """The release ledger: one OCI artifact per record, in the release repository itself; checkpoints.
 
-Where it lives, and why: every record is an OCI image manifest tagged
-``ledger.<variant>.<UTC time to µs>Z-<8 random hex>`` in the release repository, with the record
-JSON as its config blob and copied into the ``org.paddlecd.ledger.record`` annotation (one GET reads
-it). The ledger travels with the releases it describes: whoever can read ``release/paddle`` can read
-its history, from any runner, with the same credentials; nothing else must be backed up. (The
-artifact store of issue 4 was the other candidate; it is optional per deployment, the registry is
-not.)
-
-Reading it costs a bounded number of requests and bytes, whatever the history (issue 11):
-
-* a **checkpoint** per variant, tagged ``ledger.<variant>.checkpoint``, is one gzip'd blob holding
-  copies of the records it covers; a promotion rewrites it once :data:`CHECKPOINT_EVERY` records
-  lie outside it, or when its listing found a record its read by name had missed;
-* a **head** per variant, tagged ``ledger.<variant>.head``, is the newest record's own manifest
-  (the same bytes, so reading it reads that record), rewritten right after each record; and every
-  record names its ``parent``, the newest record its writer had read (``""``: none).
-
-So a reader needs no tag list (:func:`read_by_name`): the checkpoint (manifest + blob), the head,
-and the records chained from the head back to the first one the checkpoint covers — in steady
-state fewer than :data:`CHECKPOINT_EVERY` GETs. The checkpoint's one layer holds the *folded
-state* (moving tags, the digests they name, every claimed version, the newest id and the ids near
-it: a few hundred bytes), so a promotion of a new version reads that instead of the records
-(:func:`read_head`), and its reconcile lists only the tags after the :data:`WINDOW` before the
-state's newest record (:func:`read_window`). On a registry that pages tag lists (``n``/``last``,
-OCI distribution-spec; distribution 3) that is one short page, whatever the history; distribution
-2.8 ignores ``n``/``last`` and returns the whole list (~60 B per release and record), which is then
-used the same way.
-
-Invariants (each proved in tests/integration/test_ledger.py):
-
-1. **The tags are the ledger; checkpoint and head are only caches of them.** A read of a tag list
-   (:func:`read_view`) takes every record tag of the listing; a checkpoint's copy is used for the
-   tags it covers, and a covered record whose tag is absent is dropped (a checkpoint cannot promise
-   a record the registry does not hold). So it returns exactly what :func:`read_each` (one GET per
-   record: the read path before checkpoints, kept for comparison) returns from the same tag list,
-   whatever the checkpoint. A read by name returns a subset of that: the records the head chain
-   and the checkpoint reach.
-2. **Append-only**: a record gets a fresh unique tag, checked absent before the write and never
-   written again, so concurrent promoters cannot lose each other's records — there is no shared
-   file to read-modify-write, which distribution cannot guard (it has no If-Match on manifests).
-   Checkpoint and head tags *are* rewritten (last writer wins), which is safe because of (1).
-3. **One order for every reader**: the tag name (time, then random);
-   :func:`paddlecd.release.policy.fold` replays records in that order, so every promoter computes
-   the same moving-tag state.
-4. **Only what was read back is checkpointed**: a checkpoint is built from a read of the tag list
-   after the promoter's own record and tags were written, never from a plan; a crash before or
-   during the checkpoint write leaves the previous one (or a stray blob) and changes no reader's
-   view.
-5. **Every promotion ends on the tags**: its reconcile reads the tag list after its own writes,
-   so the moving tags it leaves are those of the fold of every record — concurrent promoters agree,
-   and a plan made from a read by name that missed a record is corrected there. A record a read by
-   name misses (its writer killed between the record and the head; a concurrent promoter's head
-   written over it) is found by the next promotion's listing, which then writes a checkpoint with
-   it: reads by name lag such a record by at most one promotion of the variant.
-7. **A fold from the state is the fold of every record** (issue 11): the state is built, like the
-   records blob beside it, from a read after the writer's own writes (4); a record after it is
-   new when the state does not list it and its id is newer than the state's newest. A record the
-   state does not cover but whose id is older than its newest (its writer paused between naming
-   and writing it) cannot be folded after the state: read_head/read_window then return None and
-   the caller reads the whole ledger, which folds it in order and checkpoints it (5). A record is
-   taken as covered when its id is more than :data:`WINDOW` older than the state's newest; that
-   holds while promoters' clocks agree within WINDOW/2 and a promotion's record is written within
-   WINDOW/2 of its id (``append(max_age=)`` refuses it otherwise); a record written by other
-   means with an older id is never folded by a promotion from the state (``release.list`` shows
-   its tags as missing). A version the state knows only as claimed (re-promotion, rollback to
-   it) raises ``HistoryNeeded`` in the fold, and the caller reads the history instead; so does a
-   state that names another digest for a moving tag than the registry has (the plan HEADs them
-   anyway), and a checkpoint blob the registry lost (404) is ignored like a garbage one. A
-   promoter killed between its record and its head leaves a record no read by name reaches; the
-   re-run on the same machine adopts it (``<state>/ledger/pending-*.json`` names it; the head is
-   pointed at it when it is still the record's parent), elsewhere it appends a second record of
-   the same release, which the fold treats as the same claim.
-8. **Readable by older paddlecd, and older ledgers readable here**: records keep their format and
-   tags (schema 1; ``parent`` is one more key, which readers ignore when they do not know it);
-   checkpoint and head tags do not match the record pattern, so older readers skip them. A ledger
-   without a head, or a chain that reaches a record without ``parent`` (written by an older
-   paddlecd) before a checkpointed one, is read from the tag list instead. A checkpoint without a
-   state layer (an older paddlecd's) is read by name as before; older paddlecd read the records
-   blob of a newer one and ignore its layer.
-
-Costs (benchmarks/bench_ledger.py, README "Ledger growth"): a promotion's read = 3 GETs
-(checkpoint manifest and state, head) + the records between the head and the state; its reconcile
-one tag list (a page on a paging registry). The records blob (gzip'd, ~0.1 KiB per record of the
-variant) is read by ``release.list``/``show`` and by the promotion that writes the next
-checkpoint, every :data:`CHECKPOINT_EVERY` records.
+Every record is an OCI image manifest tagged ``ledger.<variant>.<UTC time to µs>Z-<8 random hex>``
+in the release repository (append-only: a fresh unique tag per record); per variant a checkpoint
+(``ledger.<variant>.checkpoint``: record copies and the folded state) and a head
+(``ledger.<variant>.head``: the newest record) bound what a reader fetches, whatever the history.
+The tags are the ledger; checkpoint and head are caches of them. Where it lives and why, the
+bounded reads, the invariants (each proved in tests/integration/test_ledger.py) and the costs:
+docs/design/ledger.md.
 """
 
 from __future__ import annotations

@@ -315,6 +315,11 @@ def rollback(settings: Settings, *, variant: str, to: str, execute: bool = False
     return outcome
 
 
+def _counts(counter: Counter[str]) -> str:
+    """``6 mounted, 1 copied`` (``none`` when empty): a person reads this, not a dict."""
+    return ", ".join(f"{n} {k}" for k, n in counter.items()) or "none"
+
+
 def _apply(plan: Plan, outcome: Outcome, report: Echo, *, pending: Path | None = None,
            adopted: ledger.Record | None = None) -> None:
     assert plan.src and plan.dst
@@ -324,8 +329,9 @@ def _apply(plan: Plan, outcome: Outcome, report: Echo, *, pending: Path | None =
             before = dst.stats["bytes_uploaded"]
             _copy(plan, outcome)
             outcome.bytes_uploaded = dst.stats["bytes_uploaded"] - before
-            report(f"copied: {dict(outcome.copied)}, attestation "
-                   f"{dict(outcome.attestation_copied)}, {outcome.bytes_uploaded} bytes uploaded")
+            report(f"blobs {_counts(outcome.copied)}; attestation blobs "
+                   f"{_counts(outcome.attestation_copied)}; "
+                   f"{outcome.bytes_uploaded} bytes uploaded")
         # the image manifest is in hand: the tag writes need not fetch it again
         plan.manifests.setdefault(plan.digest, plan.src.get_manifest(_repo_of(plan.source),
                                                                      plan.digest))

@@ -1,0 +1,383 @@
+"""What a person reads while a task runs: one line per stage, live on a terminal, plain in CI.
+
+A task wraps its package call in :func:`stage` and hands the stage's callbacks to the package
+(``on_line`` = :meth:`Stage.line`, ``on_progress`` = :meth:`Stage.progress`). The mode is chosen
+once per process (:func:`mode`):
+
+* ``live``: stderr is a terminal and neither ``CI`` nor verbose is set. A rich live view: the
+  stage with a spinner and its elapsed time, a byte bar for pushes and uploads, the running
+  tool's last lines under it; when the stage ends, all of that collapses into one result line.
+* ``plain``: not a terminal, or ``CI=true``: one line per event, tool output as it comes, no
+  control codes; on GitHub Actions (``GITHUB_ACTIONS=true``) a stage's tool output sits inside
+  ``::group::``/``::endgroup::`` so the log folds ("Workflow commands for GitHub Actions ›
+  Grouping log lines", GitHub docs).
+* ``verbose`` (``--verbose`` on any task of the command line, or ``PADDLECD_VERBOSE=1``): tool
+  output streamed as it comes, on a terminal too.
+
+In every mode the stage's tool output goes in full to ``<state>/logs/<stage>-<variant>-<time>.log``;
+when the stage fails, that path and its last :data:`TAIL_ON_FAILURE` lines are printed before the
+error. When a process ran more than one stage (``invoke build push verify``), a summary table
+(stage, result, key figure, time) ends its output.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from rich import filesize
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from rich.spinner import Spinner
+from rich.text import Text
+
+from paddlecd import config
+from paddlecd.cli import common
+
+TAIL_LIVE = 4  # tool lines shown under a running stage
+TAIL_ON_FAILURE = 20  # lines of the log printed when a stage fails
+THROTTLE = 5.0  # seconds between byte-progress lines of one layer in plain mode
+ICON = {"ok": "✔", "failed": "✘", "interrupted": "■"}
+
+# a docker push/pull progress message (engine.decode_stream): "<id> <status> [==>  ] 1.2MB/3.4MB"
+_LAYER = re.compile(r"^(?P<id>\S+) (?P<status>[^\[]*?)(?:\s+\[[=> ]*\]\s+"
+                    r"(?P<cur>[\d.]+\s*[kKMGT]?B)/(?P<tot>[\d.]+\s*[kKMGT]?B))?\s*$")
+_UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def mode(environ: dict[str, str] | None = None, argv: list[str] | None = None,
+         terminal: bool | None = None, *, verbose: bool = False) -> str:
+    """``live``, ``plain`` or ``verbose`` for this process (see the module docstring).
+
+    ``verbose``: the task's own flag (``-e`` binds only to it); ``--verbose`` anywhere on the
+    command line counts too. ``terminal`` defaults to whether stderr is one (rich's test, so
+    ``TERM=dumb`` is not)."""
+    env = os.environ if environ is None else environ
+    args = sys.argv if argv is None else argv
+    if verbose or "--verbose" in args or config.switch_requested("verbose", env):
+        return "verbose"
+    tty = (common.err.is_terminal and not common.err.is_dumb_terminal) if terminal is None \
+        else terminal
+    ci = env.get("CI", "").strip().lower() in ("1", "true", "yes")
+    return "live" if tty and not ci else "plain"
+
+
+def layer_bytes(msg: str) -> tuple[str, str, int | None, int | None] | None:
+    """``(layer id, status, bytes done, bytes total)`` of one push/pull progress message (the
+    sizes are docker's decimal units, go-units ``HumanSize``), or None when it is not one."""
+    m = _LAYER.match(msg)
+    if not m:
+        return None
+    cur, tot = (_size(m[k]) if m[k] else None for k in ("cur", "tot"))
+    return m["id"], m["status"].strip(), cur, tot
+
+
+def _size(text: str) -> int:
+    number, unit = re.match(r"([\d.]+)\s*(\S+)", text).groups()
+    return int(float(number) * _UNITS.get(unit, 1))
+
+
+@dataclass
+class Row:
+    """One finished stage, for the summary table."""
+
+    name: str
+    variant: str
+    result: str
+    figure: str
+    seconds: float
+
+
+@dataclass
+class _Process:
+    """What this process has shown: finished stages, the running live view, the summary."""
+
+    rows: list[Row] = field(default_factory=list)
+    live: Live | None = None
+    hooked: bool = False
+    printed: bool = False
+
+
+_proc = _Process()
+
+
+class Stage:
+    """One running stage: callbacks for the package, and its result for the summary.
+
+    Attributes:
+        log: the stage's full log file. figure: the key figure shown when it ends.
+    """
+
+    def __init__(self, name: str, variant: str, log: Path, how: str, *, gha: bool = False):
+        self.name, self.variant, self.log, self.how, self.gha = name, variant, log, how, gha
+        self.figure = ""
+        self.started = time.monotonic()
+        self.tail: deque[str] = deque(maxlen=TAIL_LIVE)
+        self._file: IO[str] | None = None  # opened by the first line: bad input leaves no file
+        self._layers: dict[str, tuple[str, int, int]] = {}
+        self._shown: dict[str, tuple[str, float]] = {}
+        self._bar: Progress | None = None
+        self._spinner = Spinner("dots")
+        self.failed = False
+
+    @property
+    def title(self) -> str:
+        """``build cpu``: what the stage's lines start with."""
+        return f"{self.name} {self.variant}".strip()
+
+    def line(self, text: str) -> None:
+        """A line of tool output (an ``Echo``): to the log; under the spinner, or printed."""
+        text = text.rstrip("\n")
+        self._write(text)
+        if self.how == "live":
+            if text.strip():
+                self.tail.append(text)
+        else:
+            common.say(text)
+
+    def detail(self, text: str) -> None:
+        """A line for ``--verbose`` only (a phase's timing): in the log, printed when verbose."""
+        self._write(text)
+        if self.how == "verbose":
+            common.say(text)
+
+    def note(self, text: str) -> None:
+        """A line for the person in every mode (a plan step, a lifecycle event); logged too."""
+        self._write(text)
+        (_live_print if self.how == "live" else common.say)(f"  {text}")
+
+    def progress(self, msg: str) -> None:
+        """A push/pull progress message (an ``Echo``): the byte bar on a terminal; elsewhere a
+        layer's status changes and its byte count at most every :data:`THROTTLE` seconds."""
+        self._write(msg)
+        parsed = layer_bytes(msg)
+        if parsed:
+            layer, status, cur, tot = parsed
+            _, done, total = self._layers.get(layer, ("", 0, 0))
+            if tot:
+                done, total = cur or 0, tot
+            if status in ("Pushed", "Pull complete", "Download complete") and total:
+                done = total
+            self._layers[layer] = (status, done, total)
+        if self.how == "live":
+            self._update_bar()
+        elif self._changed(msg, parsed):
+            common.say(f"  {msg}")
+
+    def _write(self, text: str) -> None:
+        if self._file is None:  # the stage's first output: its log, and its header in plain mode
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.log, "w", encoding="utf-8")  # noqa: SIM115 - see close()
+            if self.how != "live":
+                common.say(f"::group::{self.title}" if self.gha else f"▸ {self.title}")
+        self._file.write(text + "\n")
+
+    @property
+    def said_anything(self) -> bool:
+        """Whether any tool output came (else a failure is only its error line: bad input)."""
+        return self._file is not None
+
+    def close(self) -> None:
+        """Close the log file (``stage`` does)."""
+        if self._file is not None:
+            self._file.close()
+
+    def _changed(self, msg: str, parsed) -> bool:
+        layer, status = (parsed[0], parsed[1]) if parsed else (msg, msg)
+        last, at = self._shown.get(layer, ("", 0.0))
+        now = time.monotonic()
+        if last != status or now - at >= THROTTLE:
+            self._shown[layer] = (status, now)
+            return True
+        return False
+
+    def _update_bar(self) -> None:
+        total = sum(t for _, _, t in self._layers.values())
+        if not total:
+            return
+        if self._bar is None:
+            self._bar = Progress("  {task.description}", BarColumn(bar_width=30), DownloadColumn(),
+                                 TransferSpeedColumn(), console=common.err, auto_refresh=False)
+            self._bar.add_task("layers", total=total)
+        done = sum(d for _, d, _ in self._layers.values())
+        self._bar.update(self._bar.task_ids[0], total=total, completed=done)
+
+    def bytes_total(self, total: int | None) -> None:
+        """Start a byte bar of ``total`` bytes (uploads, downloads)."""
+        if self.how == "live":
+            self._bar = Progress("  {task.description}", BarColumn(bar_width=30), DownloadColumn(),
+                                 TransferSpeedColumn(), console=common.err, auto_refresh=False)
+            self._bar.add_task("bytes", total=total)
+
+    def advance(self, n: int) -> None:
+        """``n`` more bytes moved (``paddlecd.artifacts.storage.Progress``)."""
+        if self._bar is not None:
+            self._bar.advance(self._bar.task_ids[0], n)
+
+    @property
+    def bytes_pushed(self) -> int:
+        """Bytes of the layers this push uploaded (``Pushed``; not those that existed)."""
+        return sum(t for s, _, t in self._layers.values() if s == "Pushed")
+
+    def done(self, figure: str, *, failed: bool = False) -> None:
+        """The key figure of the stage (a digest, a tally, bytes moved) for its result line;
+        ``failed``: the stage ends as failed without an exception (verify records its evidence
+        first, then raises)."""
+        self.figure, self.failed = figure, failed
+
+    def __rich__(self) -> Group:
+        elapsed = time.monotonic() - self.started
+        self._spinner.update(text=Text.assemble((self.title, "bold"), f"  {elapsed:.0f}s"))
+        parts = [self._spinner]
+        if self._bar is not None:
+            parts.append(self._bar.get_renderable())
+        parts += [Text(f"  {t}", style="dim", no_wrap=True, overflow="ellipsis") for t in self.tail]
+        return Group(*parts)
+
+
+def _live_print(text: str) -> None:
+    common.err.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
+@contextmanager
+def stage(name: str, variant: str | None, *, state: Path, verbose: bool = False
+          ) -> Iterator[Stage]:
+    """Run one stage under the view: yields its :class:`Stage`; its log goes under
+    ``state/logs``; ``verbose`` is the task's ``--verbose``. A failure (any exception) prints the
+    log's path and last lines, then propagates; the catch site prints the error."""
+    how = mode(verbose=verbose)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{variant or 'all'}")
+    log = state / "logs" / f"{safe}-{time.strftime('%Y%m%dT%H%M%S')}.log"
+    st = Stage(name, variant or "", log, how,
+               gha=how == "plain" and os.environ.get("GITHUB_ACTIONS") == "true")
+    if how == "live":
+        _proc.live = Live(st, console=common.err, transient=True, refresh_per_second=8,
+                          redirect_stdout=False, redirect_stderr=False)
+        _proc.live.start()
+    _register()
+    try:
+        yield st
+    except BaseException as e:
+        _end(st, "interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        raise
+    else:
+        _end(st, "failed" if st.failed else "ok")
+    finally:
+        st.close()
+
+
+def _end(st: Stage, result: str) -> None:
+    seconds = time.monotonic() - st.started
+    if _proc.live is not None:
+        _proc.live.stop()
+        _proc.live = None
+    if result != "ok" and not st.said_anything:  # refused before any tool ran: the error says it
+        return
+    if st.gha and st.said_anything:
+        common.say("::endgroup::")
+    figure = st.figure or result
+    common.say(f"{ICON[result]} {st.title:<14} {seconds:6.1f}s  {figure}".rstrip())
+    _proc.rows.append(Row(st.name, st.variant, result, st.figure, seconds))
+    if result != "ok":
+        _failure(st)
+
+
+def _failure(st: Stage) -> None:
+    st.close()
+    lines = st.log.read_text(encoding="utf-8", errors="replace").splitlines()
+    last = [x for x in lines if x.strip()][-TAIL_ON_FAILURE:]
+    common.say(f"  last {len(last)} lines of {st.log}:")
+    for x in last:
+        common.say(f"  │ {x}")
+
+
+def summary() -> list[str]:
+    """The table of the stages this process ran, as aligned text lines (none with fewer than
+    two stages: the one result line says it all). Plain text: a CI log and a terminal of any
+    width show it alike."""
+    if len(_proc.rows) < 2:
+        return []
+    cells = [("stage", "variant", "result", "key figure", "time")]
+    cells += [(r.name, r.variant, f"{ICON[r.result]} {r.result}", r.figure, f"{r.seconds:.1f}s")
+              for r in _proc.rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(4)]
+    return [("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4].rjust(6))
+            for row in cells]
+
+
+def finish() -> None:
+    """Print the summary table once (the catch site calls it before an error; atexit after a
+    run that succeeded)."""
+    if _proc.printed:
+        return
+    _proc.printed = True
+    for line in summary():
+        common.say(line)
+
+
+def _register() -> None:
+    if not _proc.hooked:
+        _proc.hooked = True
+        atexit.register(finish)
+        common.BEFORE_ERROR.append(finish)
+
+
+def human_bytes(n: int) -> str:
+    """``123.4 MB`` (decimal units, as docker prints them)."""
+    return filesize.decimal(n)
+
+
+class UnitLogs:
+    """Tool output of a pipeline run's stage × variant units, for ``pipeline.run``: each unit's
+    lines go in full to ``<state>/logs/<stage>-<variant>-<time>.log``; printed as they come
+    (``  cpu| …``) except on a live terminal, where the runner's one line per unit is the view
+    and a failed unit shows its log's path and last :data:`TAIL_ON_FAILURE` lines.
+
+    Units of one stage may run in parallel threads; each has its own file (one writer each).
+    """
+
+    def __init__(self, state: Path):
+        self.state, self.how = state, mode()
+        self._files: dict[tuple[str, str], tuple[Path, IO[str]]] = {}
+
+    def line(self, stage: str, variant: str, text: str) -> None:
+        """One line of a unit's tool output (the runner's ``on_line``)."""
+        key = (stage, variant)
+        if key not in self._files:
+            safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{stage}-{variant}")
+            path = self.state / "logs" / f"{safe}-{time.strftime('%Y%m%dT%H%M%S')}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._files[key] = (path, open(path, "w", encoding="utf-8"))  # noqa: SIM115
+        self._files[key][1].write(text + "\n")
+        self._files[key][1].flush()
+        if self.how != "live":
+            common.say(f"  {variant}| {text}")
+
+    def failed(self, stage: str, variant: str) -> None:
+        """After a unit failed: its log's path and last lines (on a live terminal; elsewhere
+        they were printed as they came)."""
+        if (stage, variant) not in self._files:
+            return
+        path = self._files[(stage, variant)][0]
+        if self.how == "live":
+            lines = [x for x in path.read_text().splitlines() if x.strip()][-TAIL_ON_FAILURE:]
+            common.say(f"  last {len(lines)} lines of {path}:")
+            for x in lines:
+                common.say(f"  │ {x}")
+        else:
+            common.say(f"  full log: {path}")
+
+    def close(self) -> None:
+        """Close every unit's log file."""
+        for _, fh in self._files.values():
+            fh.close()
