@@ -212,3 +212,16 @@ def test_an_unsigned_version_is_signed_by_the_next_upload_moving_no_file(tmp_pat
     assert shown.show(store, "ocr-det", "1.4.0", trusted=keys.trusted(settings)).signature
     again = _upload(store, folder, settings)
     assert again.action == "unchanged"
+
+
+def test_verify_folder_checks_the_bytes_with_model_signing(tmp_path, signing):
+    """The manifest and the signature agree, the bytes do not: model-signing's verifier says so."""
+    settings, _ = signing
+    store = FileStore(tmp_path / "store")
+    _upload(store, _export(tmp_path / "m"), settings)
+    folder, trusted = _version_dir(tmp_path), keys.trusted(settings)
+    doc = json.loads((folder / am.MANIFEST).read_text())
+    assert sig.verify_folder(folder, doc, trusted, where="v").keyid == trusted[0].keyid
+    (folder / "inference.pdiparams").write_bytes(b"\2" * 40)
+    with pytest.raises(ModelSignatureError, match=r"^v: the model's files are not the signed "):
+        sig.verify_folder(folder, doc, trusted, where="v")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from securesystemslib import exceptions as sslib_errors
 from securesystemslib.dsse import Envelope
@@ -223,7 +224,7 @@ def verify_folder(folder: Path, doc: Mapping[str, Any], trusted: Sequence[Truste
         try:
             (model_signing.verifying.Config().use_elliptic_key_verifier(public_key=public)
              .verify(folder, path))
-        except (ValueError, OSError) as e:
+        except (ValueError, OSError, InvalidSignature) as e:  # what model-signing raises
             raise ModelSignatureError(f"{where}: the model's files are not the signed ones ({e})",
                                       _RESIGN) from e
     return checked
