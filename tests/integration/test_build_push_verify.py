@@ -79,7 +79,8 @@ def test_image_labels_and_non_root_user(pipeline_run, registry, main_state):
 
 
 def test_push_attaches_the_signed_slsa_provenance_of_the_build(pipeline_run, registry,
-                                                                main_state, tmp_path):
+                                                                main_state, tmp_path,
+                                                                monkeypatch):
     """What push attached is about the pushed digest and says how it was built: this checkout's
     Dockerfile and revision, the locked base, the builder; no secret; sigstore-js verifies it."""
     import hashlib
@@ -98,6 +99,7 @@ def test_push_attaches_the_signed_slsa_provenance_of_the_build(pipeline_run, reg
                                    signing_env()["PADDLECD_RELEASE_TRUSTED_KEYS"]})
     cand = evidence.load_candidate(settings, "cpu")
     assert f"provenance: {registry.host}/paddlecd/paddle@sha256:" in pipeline_run.stdout
+    monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))  # the user's login
     client = client_for(settings)
     found = provenance.find(client, "paddlecd/paddle", cand.digest, keys.trusted(settings))
     assert found and all(p.problem is None for p in found)
