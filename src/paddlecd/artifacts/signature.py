@@ -154,7 +154,10 @@ def check(data: bytes | None, doc: Mapping[str, Any], trusted: Sequence[TrustedK
             than the manifest's (each naming ``where``).
     """
     if data is None:
-        raise ModelSignatureError(f"{where} is missing: the model is not signed", _RESIGN)
+        raise ModelSignatureError(
+            f"{where} is missing: the model is not signed",
+            "run the same invoke upload again: it signs a stored version without model.sig "
+            "(no file moves)")
     if not data.strip():
         raise ModelSignatureError(f"{where} is empty", _RESIGN)
     statement = _statement(data, where=where)
