@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from attested import key_flags, passing_candidate  # noqa: E402
+from attested import build_provenance, key_flags, passing_candidate  # noqa: E402
 
 from paddlecd import config, engine, proc  # noqa: E402
 from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
@@ -117,10 +117,14 @@ def paddlecd_settings(host: str, state: Path, n: int) -> config.Settings:
 
 
 def attest_once(host: str, state: Path, digest: str) -> None:
-    """One passing, signed verify run of the candidate, made before any round is timed: a
-    promotion's cost, not verify's, is measured, and every round sees the usual one run per
-    digest (attesting again each round made later rounds verify 2, 3, … runs)."""
-    passing_candidate(paddlecd_settings(host, state, 0), digest, f"{host}/bench/candidate@{digest}")
+    """One passing, signed verify run of the candidate and the build provenance push attaches,
+    made before any round is timed: a promotion's cost, not verify's, is measured, and every
+    round sees the usual one run per digest (attesting again each round made later rounds
+    verify 2, 3, … runs). A promotion copies four artifacts: the bundle, the .att tag, the
+    JUnit/log referrer and the provenance."""
+    settings, reference = paddlecd_settings(host, state, 0), f"{host}/bench/candidate@{digest}"
+    passing_candidate(settings, digest, reference)
+    build_provenance(settings, digest, reference)
 
 
 def run_paddlecd(host: str, state: Path, digest: str, n: int) -> None:

@@ -10,6 +10,8 @@ manifest), both with the same ``TransferConfig`` (from the storage defaults: 64 
 16 MiB parts, 4 threads). The S3 server runs in its own process (``python -m moto.server``) so it
 does not share the GIL with the client. Then an unchanged re-upload is run and the object bytes it
 moved are counted through boto3's progress callback. Issue 4 target: ratio >= 0.95, 0 bytes.
+paddlecd signs the export (``model.sig``, OpenSSF Model Signing, a key of a temporary folder) as
+``invoke upload`` does; ``--unsigned`` measures it without.
 ``--quick`` (2 MB, one round) is what tests/integration/test_benchmarks.py runs; nothing is written
 outside a temporary folder and the S3 server.
 """
@@ -31,11 +33,13 @@ from botocore.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from paddlecd.artifacts import signature  # noqa: E402
 from paddlecd.artifacts import transfer as artifacts  # noqa: E402
 from paddlecd.artifacts.storage import open_store  # noqa: E402
 from paddlecd.artifacts.storage.s3 import transfer_config  # noqa: E402
 from paddlecd.config import StorageSettings  # noqa: E402
 from paddlecd.localstack import free_port  # noqa: E402
+from paddlecd.verify import keys  # noqa: E402
 
 JIT_SAVE = """
 import sys, paddle
@@ -83,6 +87,7 @@ def main() -> None:
     )
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--quick", action="store_true", help="2 MB, one round (what the test runs)")
+    ap.add_argument("--unsigned", action="store_true", help="upload without model.sig")
     args = ap.parse_args()
     if args.quick:
         args.mb, args.rounds = 2, 1
@@ -91,13 +96,19 @@ def main() -> None:
     )
     server, endpoint = start_moto()
     try:
-        run(endpoint, args.mb, args.rounds)
+        run(endpoint, args.mb, args.rounds, signed=not args.unsigned)
     finally:
         server.terminate()
         server.wait()
 
 
-def run(endpoint: str, mb: int, rounds: int) -> None:
+def _signer(folder: Path) -> signature.ModelSigner:
+    """A model signer with a fresh key pair under ``folder``."""
+    private, _ = keys.keygen(folder / "keys")
+    return signature.ModelSigner(private.read_bytes(), str(private))
+
+
+def run(endpoint: str, mb: int, rounds: int, *, signed: bool = True) -> None:
     settings = StorageSettings(endpoint_url=endpoint)
     client = boto3.client(
         "s3",
@@ -108,8 +119,9 @@ def run(endpoint: str, mb: int, rounds: int) -> None:
     )
     for b in ("bare", "tool"):
         client.create_bucket(Bucket=b)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as key_dir:
         model = Path(tmp)
+        signer = _signer(Path(key_dir)) if signed else None
         subprocess.run(
             [sys.executable, "-c", JIT_SAVE, str(model), str(mb * 1_000_000 // 20)],
             check=True,
@@ -126,15 +138,15 @@ def run(endpoint: str, mb: int, rounds: int) -> None:
                 if side == "bare":
                     bare_upload(client, "bare", model, f"paddle/bench/1.0.{i}", cfg)
                 else:
-                    artifacts.upload(
-                        store, artifacts.plan_upload(store, model, name="bench", version=f"1.0.{i}")
-                    )
+                    artifacts.upload(store, artifacts.plan_upload(
+                        store, model, name="bench", version=f"1.0.{i}", signer=signer))
                 (bare_s if side == "bare" else tool_s).append(time.perf_counter() - t)
                 if i < rounds - 1:
                     empty(client, side)
         moved = []
         t = time.perf_counter()
-        plan = artifacts.plan_upload(store, model, name="bench", version=f"1.0.{rounds - 1}")
+        plan = artifacts.plan_upload(store, model, name="bench", version=f"1.0.{rounds - 1}",
+                                     signer=signer)
         artifacts.upload(store, plan, progress=moved.append)
         reupload_s = time.perf_counter() - t
     bare_mbs, tool_mbs = (
@@ -152,7 +164,8 @@ def run(endpoint: str, mb: int, rounds: int) -> None:
     )
     print(
         f"paddlecd upload        : median {statistics.median(tool_s):.2f} s  {tool_mbs:7.1f} MB/s  "
-        f"(runs {', '.join(f'{s:.2f}' for s in tool_s)}; includes sha256 + manifest)"
+        f"(runs {', '.join(f'{s:.2f}' for s in tool_s)}; includes sha256 + manifest"
+        f"{' + model.sig' if signed else ''})"
     )
     print(f"throughput ratio paddlecd / boto3: {tool_mbs / bare_mbs:.3f} (medians), "
           f"{min(bare_s) / min(tool_s):.3f} (best runs)  (target >= 0.95)")

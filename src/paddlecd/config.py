@@ -116,6 +116,14 @@ class StorageSettings:
 
 
 @dataclass(frozen=True)
+class ArtifactsSettings:
+    """Models in object storage: ``signing_key`` is the PEM private key (ECDSA P-256) that signs
+    uploaded models (``model.sig``, OpenSSF Model Signing); None: verify's signing key."""
+
+    signing_key: str | None = None
+
+
+@dataclass(frozen=True)
 class ClusterSettings:
     """Cluster defaults: ``kind`` is ``local`` or ``k8s``; namespace and pull secret for k8s."""
 
@@ -155,6 +163,7 @@ class Settings:
     verify: VerifySettings = field(default_factory=VerifySettings)
     release: ReleaseSettings = field(default_factory=ReleaseSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
+    artifacts: ArtifactsSettings = field(default_factory=ArtifactsSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     warnings: tuple[str, ...] = ()

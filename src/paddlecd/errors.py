@@ -146,6 +146,11 @@ class ModelCheckError(VerifyError):
     there (an image without Paddle); exit code 6, as every verification failure."""
 
 
+class ModelSignatureError(VerifyError):
+    """A stored model's ``model.sig`` is missing, empty, by an untrusted key, or does not match its
+    files (OpenSSF Model Signing); exit code 6, as every verification failure."""
+
+
 class Interrupted(PaddlecdError):
     """The user interrupted the run (Ctrl-C, SIGINT); exit code 130, the shell's 128 + SIGINT.
     (Not the builtin ``InterruptedError``, which is an ``OSError`` for EINTR.)"""

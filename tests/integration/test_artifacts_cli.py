@@ -4,6 +4,8 @@ default file:// store and moto's S3 server over HTTP, with real jit.save exports
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import uuid
@@ -15,6 +17,7 @@ from botocore.config import Config
 from paddlecd.localstack import free_port
 
 from support import INVOKE, clean_env, invoke
+from support.cli import signing_env
 
 
 def _invoke(env, *args):
@@ -25,7 +28,8 @@ def _invoke(env, *args):
 def user_env(tmp_path):
     """The user's environment with the state folder (and so the default file store) in tmp_path."""
     return clean_env(
-        drop=("PADDLECD_", "AWS_", "GITHUB_"), PADDLECD_STATE_DIR=str(tmp_path / "state")
+        drop=("PADDLECD_", "AWS_", "GITHUB_"), PADDLECD_STATE_DIR=str(tmp_path / "state"),
+        **signing_env(),
     )
 
 
@@ -58,6 +62,7 @@ def test_upload_list_download_on_the_default_file_store(user_env, jit_exports, t
         "inference.json",
         "inference.pdiparams",
         "manifest.json",
+        "model.sig",
     ]
 
     r = _invoke(user_env, *up)
@@ -70,6 +75,26 @@ def test_upload_list_download_on_the_default_file_store(user_env, jit_exports, t
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
         jit_exports["tiny"] / "inference.pdiparams"
     ).read_bytes()
+    assert "sha256 and signature verified" in r.stdout
+    r = _invoke(user_env, "artifacts.show", "ocr-det@1.4.0")
+    assert r.returncode == 0 and "signature   model.sig verified: key SHA256:" in r.stdout
+
+    # the stored params replaced and the manifest made to match: only the signature tells
+    version = store / "ocr-det" / "1.4.0"
+    (version / "inference.pdiparams").write_bytes(b"\1" * 64)
+    doc = json.loads((version / "manifest.json").read_text())
+    doc["files"] = [{**f, "size": (version / f["path"]).stat().st_size,
+                     "sha256": hashlib.sha256((version / f["path"]).read_bytes()).hexdigest()}
+                    for f in doc["files"]]
+    (version / "manifest.json").write_text(json.dumps(doc))
+    for args in (("artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl2")),
+                 ("artifacts.show", "ocr-det@1.4.0")):
+        r = _invoke(user_env, *args)
+        assert r.returncode == 6, r.stderr
+        assert re.search(r"^error: .*ocr-det/1.4.0/model.sig does not sign the files "
+                         r"manifest.json lists: inference.pdiparams differ", r.stderr, re.M)
+        assert "\nhint: re-upload the model with --overwrite" in r.stderr
+    assert not (tmp_path / "dl2").exists()
 
 
 def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_path):

@@ -108,6 +108,57 @@ def test_image_labels_and_non_root_user(pipeline_run, registry, main_state):
     assert not labels["org.opencontainers.image.source"].startswith(("/", "file:"))
 
 
+def test_push_attaches_the_signed_slsa_provenance_of_the_build(pipeline_run, registry,
+                                                                main_state, tmp_path,
+                                                                monkeypatch):
+    """What push attached is about the pushed digest and says how it was built: this checkout's
+    Dockerfile and revision, the locked base, the builder; no secret; sigstore-js verifies it."""
+    import hashlib
+
+    from paddlecd import git
+    from paddlecd.image import provenance
+    from paddlecd.registry import referrers
+    from paddlecd.registry.client import client_for
+    from paddlecd.verify import keys
+
+    from support import sigstore_js
+    from support.cli import signing_env
+
+    settings = project_settings(main_state, registry=registry,
+                                **{"release.trusted_keys":
+                                   signing_env()["PADDLECD_RELEASE_TRUSTED_KEYS"]})
+    cand = evidence.load_candidate(settings, "cpu")
+    assert f"provenance: {registry.host}/paddlecd/paddle@sha256:" in pipeline_run.stdout
+    monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))  # the user's login
+    client = client_for(settings)
+    found = provenance.find(client, "paddlecd/paddle", cand.digest, keys.trusted(settings))
+    assert found and all(p.problem is None for p in found)
+    predicate = found[-1].predicate
+    build = predicate["buildDefinition"]
+    deps = {d.get("name", "source"): d for d in build["resolvedDependencies"]}
+    dockerfile = hashlib.sha256((ROOT / "images" / "Dockerfile").read_bytes()).hexdigest()
+    assert deps["Dockerfile"]["digest"] == {"sha256": dockerfile}
+    assert f"sha256:{deps['base']['digest']['sha256']}" == lock.read(settings)["cpu"].digest
+    revision = git.revision(ROOT)
+    assert deps["source"]["digest"] == {"gitCommit": revision.full}
+    assert deps["source"]["annotations"]["dirty"] is revision.short.endswith("-dirty")
+    assert build["externalParameters"]["buildArgs"]["BASE"].endswith(deps["base"]["digest"]
+                                                                      ["sha256"])
+    run = predicate["runDetails"]
+    described = run["builder"]["version"]["builder"]  # engine.pick_builder's description
+    assert "buildx (BuildKit)" in described or "with DOCKER_BUILDKIT=1" in described
+    assert run["metadata"]["startedOn"] <= run["metadata"]["finishedOn"]
+    text = json.dumps(predicate)
+    assert all(p not in text for p in registry.users.values()) and "BEGIN CERT" not in text
+    layer = client.get_manifest("paddlecd/paddle", found[-1].location.rsplit("@", 1)[1]).json()
+    raw = referrers.read_blob(client, "paddlecd/paddle", layer["layers"][0]["digest"])
+    answer = sigstore_js.verify(raw, hint=keys.trusted(settings)[0].keyid,
+                                public_key=Path(settings.release.trusted_keys),
+                                digest=cand.digest, predicate_type=provenance.PREDICATE_TYPE,
+                                tmp=tmp_path)
+    assert answer["ok"], answer
+
+
 def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
     """The CA bundle and index URL are BuildKit secrets: nothing of them is in the image
     history/labels."""

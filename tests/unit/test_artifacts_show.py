@@ -66,7 +66,7 @@ def test_show_lists_the_onnx_output_and_the_stored_check(tmp_path):
            "max abs error 2.5e-07)" in text
     assert "1/2 cases passed; failed: onnxruntime/batch-3 (onnx-mismatch)" in text
     doc = json.loads(json.dumps(record.to_json()))
-    assert set(doc) == {"url", "name", "version", "manifest", "check"}
+    assert set(doc) == {"url", "name", "version", "manifest", "check", "signature"}
     assert doc["manifest"]["onnx"]["opset"] == 13 and doc["check"]["status"] == "failed"
 
 

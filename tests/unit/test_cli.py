@@ -12,6 +12,7 @@ from paddlecd import config
 from paddlecd.errors import ConfigError
 from paddlecd.image import lock
 from paddlecd.image import push as publish
+from paddlecd.verify import keys
 
 from support import ROOT, invoke
 
@@ -133,6 +134,7 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
     (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = tmp_path / "store"
+    keys.keygen(tmp_path / "state" / "keys")  # the embedded default signs with the state's pair
     run = invoke(
         "upload",
         "--model-dir",
@@ -150,6 +152,7 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
         "manifest.json",
         "model.json",
         "model.pdiparams",
+        "model.sig",
     ]
 
 

@@ -19,7 +19,7 @@ from paddlecd.errors import ConfigError, DoctorError, LockError, RegistryError, 
 from paddlecd.image import bootstrap, lock
 from paddlecd.pipeline import affected, report
 from paddlecd.pipeline.records import StageRun, Summary, VariantRun
-from paddlecd.verify import evidence, suite
+from paddlecd.verify import evidence, keys, suite
 from paddlecd.verify import run as verify
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,7 +301,7 @@ def test_json_result_prints_records_as_their_json(capsys):
     common.json_result([{"pushed": pushed, "release": record}])
     [doc] = json.loads(capsys.readouterr().out)
     assert doc["pushed"] == {"variant": "cpu", "tag": "r/p:cpu-abc", "digest": DIGEST,
-                             "reference": "r/p@" + DIGEST}
+                             "reference": "r/p@" + DIGEST, "provenance": None}
     assert doc["release"]["schema"] == 1 and doc["release"]["tags"] == ["1.4.0-cpu"]
 
 
@@ -312,6 +312,7 @@ def test_artifacts_list_json_is_the_versions_on_stdout(tmp_path):
     (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = f"file://{tmp_path / 'store'}"
+    keys.keygen(tmp_path / "state" / "keys")  # the embedded default signs with the state's pair
     up = invoke("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",
                 "--to", store, PADDLECD_STATE_DIR=str(tmp_path / "state"))
     assert up.returncode == 0, up.stderr
@@ -333,6 +334,7 @@ def test_upload_json_is_the_uploaded_version_on_stdout(tmp_path):
     (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\1" * 64)
     store, state = tmp_path / "store", str(tmp_path / "state")
+    keys.keygen(tmp_path / "state" / "keys")  # the embedded default signs with the state's pair
     args = ("upload", "--model-dir", str(out / "model"), "--name", "demo", "--version", "1.0.0",
             "--to", f"file://{store}", "--json")
     dry = invoke(*args, "--dry-run", PADDLECD_STATE_DIR=state)

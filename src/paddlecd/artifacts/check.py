@@ -509,10 +509,11 @@ def check_stored(
     settings: Any, store: Any, name: str, version: str | None, *, image: str, **options: Any
 ) -> CheckResult:
     """Check ``<name>/<version>`` of ``store`` (default: its highest complete version): download
-    it (sha256-verified), check it (:func:`check_folder`), store ``check.json`` and
-    ``check.junit.xml`` next to its ``manifest.json``. With ``onnx=True`` and a converted model,
-    ``<prefix>.onnx`` is stored beside the Paddle files and the manifest, rewritten last, lists
-    it (``files`` and ``onnx``: opset, paddle2onnx, parity).
+    it (sha256 and signature verified), check it (:func:`check_folder`), store ``check.json``
+    and ``check.junit.xml`` next to its ``manifest.json``. With ``onnx=True`` and a converted
+    model, ``<prefix>.onnx`` is stored beside the Paddle files, ``model.sig`` is signed again over
+    them all, and the manifest, rewritten last, lists it (``files`` and ``onnx``: opset,
+    paddle2onnx, parity).
 
     Raises:
         as :func:`check_folder`; StorageError: no such model, or the store failed.
@@ -520,12 +521,13 @@ def check_stored(
     import shutil
     import tempfile
 
-    from paddlecd.artifacts import transfer
+    from paddlecd.artifacts import signature, transfer
+    from paddlecd.verify import keys
 
     version = version or _latest(transfer.list_model(store, name), store.url, name)
     tmp = Path(tempfile.mkdtemp(prefix="paddlecd-check-"))
     try:
-        transfer.download(store, name, version, tmp / "model")
+        transfer.download(store, name, version, tmp / "model", trusted=keys.trusted(settings))
         record = check_folder(
             settings, tmp / "model", image=image, name=f"{name} {version}", **options
         )
@@ -537,6 +539,11 @@ def check_stored(
         if record.onnx is not None:  # last: a reader that finds the entry finds the file
             doc = json.loads((tmp / "model" / am.MANIFEST).read_text())
             doc = am.with_onnx(doc, record.onnx.to_json(), where=f"{store.url}/{prefix}")
+            # the signature names every file of the manifest: signed again with the .onnx, and
+            # stored before the manifest that lists it
+            signed = signature.sign(signature.signer_for(settings), tmp / "model",
+                                    [f["path"] for f in doc["files"]], name=name)
+            store.put_bytes(signed.data, prefix + signature.SIGNATURE)
             store.put_bytes(am.manifest_bytes(doc), prefix + am.MANIFEST)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

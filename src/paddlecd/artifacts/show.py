@@ -2,35 +2,44 @@
 
 Issue 13: the manifest (files, format, Paddle version and where it came from, InputSpec, the
 producing image, the ONNX output) and the stored model check (``check.json``: status, the image
-it ran in, its cases, the ONNX parity), read from the store, nothing computed anew.
+it ran in, its cases, the ONNX parity), read from the store, nothing computed anew; and the
+model's signature (``model.sig``) checked against the trusted keys and the manifest
+(:func:`paddlecd.artifacts.signature.check`: the files' bytes are checked by a download).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from paddlecd.artifacts import manifest as am
+from paddlecd.artifacts import signature as sig
 from paddlecd.artifacts import transfer
 from paddlecd.errors import ConfigError, StorageError
+from paddlecd.verify.keys import TrustedKey
 
 
 @dataclass(frozen=True)
 class Shown:
     """A stored version: ``url`` (``<store>/<name>/<version>``), its ``manifest`` (validated) and
-    its ``check`` record (None: never checked; ``{"status": "invalid", …}``: unreadable)."""
+    its ``check`` record (None: never checked; ``{"status": "invalid", …}``: unreadable), and
+    its verified ``signature`` (:meth:`paddlecd.artifacts.signature.Checked.to_json`; None: not
+    checked)."""
 
     url: str
     name: str
     version: str
     manifest: dict[str, Any]
     check: dict[str, Any] | None
+    signature: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"url", "name", "version", "manifest", "check"}`` (``artifacts.show --json``)."""
+        """``{"url", "name", "version", "manifest", "check", "signature"}``
+        (``artifacts.show --json``)."""
         return {"url": self.url, "name": self.name, "version": self.version,
-                "manifest": self.manifest, "check": self.check}
+                "manifest": self.manifest, "check": self.check, "signature": self.signature}
 
     def lines(self) -> list[str]:
         """The version for humans, one fact a line."""
@@ -51,6 +60,10 @@ class Shown:
         out += [f"    {f['path']}  {f['size']} B  sha256:{f['sha256'][:12]}" for f in doc["files"]]
         out.append(f"  onnx        {_onnx(doc.get('onnx'))}")
         out.append(f"  check       {_check(self.check)}")
+        if self.signature:
+            s = self.signature
+            out.append(f"  signature   {s['file']} verified: key {s['keyid'][:19]}… trusted via "
+                       f"{s['key_source']} (OpenSSF Model Signing)")
         return out
 
 
@@ -96,12 +109,16 @@ def split_version(arg: str) -> tuple[str, str | None]:
     return base, am.check_version(version)
 
 
-def show(store: Any, name: str, version: str | None = None) -> Shown:
-    """``<name>/<version>`` of ``store`` (default: its highest complete version).
+def show(store: Any, name: str, version: str | None = None, *,
+         trusted: Sequence[TrustedKey] | None = None) -> Shown:
+    """``<name>/<version>`` of ``store`` (default: its highest complete version); with
+    ``trusted`` (the tasks always pass it) its ``model.sig`` is checked.
 
     Raises:
         ConfigError: bad name or version. StorageError: no such model or version (or it is an
             unfinished upload), the store failed. InvalidManifestError: the manifest is invalid.
+        ModelSignatureError: with ``trusted``: the signature is missing, empty, by no trusted key
+            or not of the manifest's files.
     """
     if version is None:
         complete = [v["version"] for v in transfer.list_model(store, name) if v["complete"]]
@@ -114,7 +131,11 @@ def show(store: Any, name: str, version: str | None = None) -> Shown:
     if doc is None:
         raise StorageError(f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
                            f"invoke artifacts.list {store.url}/{name}")
-    return Shown(f"{store.url}/{name}/{version}", name, version, doc, _check_record(store, prefix))
+    checked = None if trusted is None else sig.check(
+        store.get_bytes(prefix + sig.SIGNATURE), doc, trusted,
+        where=f"{store.url}/{prefix}{sig.SIGNATURE}")
+    return Shown(f"{store.url}/{name}/{version}", name, version, doc, _check_record(store, prefix),
+                 None if checked is None else checked.to_json())
 
 
 def _check_record(store: Any, prefix: str) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ import semver
 
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import program
+from paddlecd.artifacts import signature as sig
 from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
     Progress,
     Store,
@@ -35,6 +37,7 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
 )
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
+from paddlecd.verify.keys import TrustedKey
 
 # Placeholder sha256 of a file hashed while it uploads (see plan_upload); never written to a store.
 PENDING = "0" * 64
@@ -46,10 +49,12 @@ class InvalidManifestError(StorageError):
 
 @dataclass
 class UploadPlan:
-    """What :func:`upload` will do. ``action``: ``create``, ``overwrite`` or ``unchanged``;
+    """What :func:`upload` will do. ``action``: ``create``, ``overwrite``, ``sign`` (the same
+    model, stored without ``model.sig``: signed, its manifest written again) or ``unchanged``;
     ``put``: entries whose bytes move; ``stale``: keys (relative to the store) to delete;
     ``deferred``: the ``put`` files are hashed while they upload (their sha256 is :data:`PENDING`);
-    ``overwrite``: the user allowed replacing a different model (and a killed upload's claim)."""
+    ``overwrite``: the user allowed replacing a different model (and a killed upload's claim);
+    ``signer``: the key that signs the export into ``model.sig`` (None: stored unsigned)."""
 
     url: str
     prefix: str
@@ -60,6 +65,7 @@ class UploadPlan:
     stale: list[str] = field(default_factory=list)
     deferred: bool = False
     overwrite: bool = False
+    signer: sig.ModelSigner | None = None
 
     @property
     def bytes_to_move(self) -> int:
@@ -81,6 +87,9 @@ class UploadPlan:
             for e in self.put
         ]
         out += [f"  delete {k}  (not in the manifest: leftover)" for k in self.stale]
+        if self.action != "unchanged" and self.signer:
+            out.append(f"  put    {sig.SIGNATURE}  (OpenSSF Model Signing, key "
+                       f"{self.signer.hint[:16]} from {self.signer.source})")
         if self.action != "unchanged":
             out.append(f"  put    {am.MANIFEST}  (last)")
         out.append(f"  {self.bytes_to_move} bytes to move")
@@ -99,6 +108,7 @@ def plan_upload(
     git_revision: str | None = None,
     overwrite: bool = False,
     image_paddle: str | None = None,
+    signer: sig.ModelSigner | Callable[[], sig.ModelSigner] | None = None,
 ) -> UploadPlan:
     """Check the inputs and the store, hash the export, and decide what to move (reads only).
 
@@ -117,6 +127,10 @@ def plan_upload(
             is not given (``paddle_version_from: image``). Never the uploading host's Paddle
             (issue 13): with neither, ``paddle_version`` is null.
         overwrite: replace a different model already stored under this name and version.
+        signer: signs the export (``model.sig``, :mod:`paddlecd.artifacts.signature`), or a
+            function returning it, called once the inputs are checked (so a bad input is named
+            before a missing key); the tasks always pass one, None stores the model unsigned
+            (the tasks' download then refuses it).
 
     Raises:
         ConfigError: bad name, version, Paddle version, image reference, metrics file, or not a
@@ -124,6 +138,7 @@ def plan_upload(
             a ``<prefix>.onnx`` without its ``check.json`` record, or whose parity failed.
         StorageError: the store is unreachable/refuses us, or (without ``overwrite``) the version
             already holds a different model.
+        SigningKeyError: ``signer`` found no usable key.
     """
     am.check_name(name), am.check_version(version), am.check_paddle_version(paddle_version)
     export = am.find_export(model_dir)
@@ -137,6 +152,7 @@ def plan_upload(
         "input_spec": None if specs is None else [s.to_json() for s in specs],
         "onnx": _onnx_record(export),
     }
+    signer = signer() if callable(signer) else signer
     store.check()
     prefix = f"{name}/{version}/"
     old = _read_manifest_or_none(store, prefix)
@@ -155,6 +171,7 @@ def plan_upload(
         action="create",
         deferred=old is None,
         overwrite=overwrite,
+        signer=signer,
     )
     return _decide(plan, store, old, overwrite=overwrite)
 
@@ -177,10 +194,13 @@ def _decide(
 ) -> UploadPlan:
     new = am.entries_of(plan.manifest)
     present = {o.key for o in store.list(plan.prefix)}
-    plan.stale = sorted(k for k in present if k[len(plan.prefix) :] not in {*new, am.MANIFEST})
+    plan.stale = sorted(k for k in present
+                        if k[len(plan.prefix) :] not in {*new, am.MANIFEST, sig.SIGNATURE})
     if old is not None and am.entries_of(old) == new:
         plan.action = "unchanged"  # the check of this very model still holds: keep it
         plan.stale = [k for k in plan.stale if k[len(plan.prefix) :] not in am.CHECK_FILES]
+        if plan.signer and plan.prefix + sig.SIGNATURE not in present:
+            plan.action = "sign"  # stored before models were signed: sign it, move no file
         return plan
     if old is not None and not overwrite:
         raise StorageError(
@@ -242,25 +262,31 @@ def _check_unclaimed_meanwhile(store: Store, plan: UploadPlan) -> None:
 
 
 def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
-    if (
-        plan.action == "overwrite"
+    if plan.action in (
+        "overwrite", "sign"
     ):  # first, so no manifest ever names a deleted or half-replaced file
         store.delete([plan.prefix + am.MANIFEST])
     store.delete(plan.stale)
     store.abort_uploads(plan.prefix)
     if plan.action == "unchanged":
         return
+    export = plan.export
     with ThreadPoolExecutor(max_workers=1) as hasher:
-        hashing = [
-            hasher.submit(am.hash_file, plan.export.folder / e.path)
-            for e in plan.put
-            if plan.deferred
-        ]
+        # one pass over the bytes while they upload (hashlib releases the GIL): the signature,
+        # whose signed sha256 values are the manifest's; unsigned, the sha256 alone
+        if plan.signer:
+            hashing = [hasher.submit(sig.sign, plan.signer, export.folder, export.files,
+                                     name=plan.manifest["name"])]
+        else:
+            hashing = [hasher.submit(am.hash_file, export.folder / e.path)
+                       for e in plan.put if plan.deferred]
         for entry in plan.put:
-            store.put_file(
-                plan.export.folder / entry.path, plan.prefix + entry.path, progress=progress
-            )
-        if hashing:
+            store.put_file(export.folder / entry.path, plan.prefix + entry.path, progress=progress)
+        if plan.signer:
+            signed = hashing[0].result()
+            _signed_as_planned(plan, signed)
+            store.put_bytes(signed.data, plan.prefix + sig.SIGNATURE)
+        elif hashing:
             plan.put = [f.result() for f in hashing]
             plan.manifest = am.validate_manifest(
                 {**plan.manifest, "files": [vars(e) for e in plan.put]},
@@ -269,6 +295,22 @@ def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
             )
     # exclusive: if anything wrote a manifest despite the claim (a claim taken over), it stays
     store.put_bytes(am.manifest_bytes(plan.manifest), plan.prefix + am.MANIFEST, exclusive=True)
+
+
+def _signed_as_planned(plan: UploadPlan, signed: sig.Signed) -> None:
+    """Take the signed sha256 values into the manifest; a file hashed at planning time must
+    still have them (it changed meanwhile otherwise, and its upload is refused)."""
+    by_path = {e.path: e for e in signed.entries}
+    changed = [f["path"] for f in plan.manifest["files"]
+               if f["sha256"] != PENDING and by_path[f["path"]].sha256 != f["sha256"]]
+    if changed:
+        raise StorageError(
+            f"{plan.export.folder}: {', '.join(changed)} changed while uploading",
+            "re-run the upload once the export is complete; no manifest was written")
+    plan.put = [by_path[e.path] for e in plan.put]
+    plan.manifest = am.validate_manifest(
+        {**plan.manifest, "files": [vars(by_path[f["path"]]) for f in plan.manifest["files"]]},
+        where=plan.url, error=StorageError)
 
 
 @dataclass(frozen=True)
@@ -356,15 +398,18 @@ def download(
     *,
     progress: Progress | None = None,
     on_size: Progress | None = None,
+    trusted: Sequence[TrustedKey] | None = None,
 ) -> dict[str, Any]:
     """Fetch ``<name>/<version>`` into ``dest`` (created; must be absent or empty), verifying every
-    sha256.
+    sha256 and, with ``trusted``, the model's signature (``model.sig``, fetched beside the files).
 
     Files land in a temp folder next to ``dest`` that is renamed into place only after all checks
     pass.
 
     Args:
         on_size: receives the total bytes to fetch once the manifest is read.
+        trusted: the keys a model's signature must verify with (the tasks always pass them;
+            None fetches without checking a signature).
 
     Returns:
         The manifest (also written to ``dest/manifest.json``).
@@ -373,6 +418,8 @@ def download(
         ConfigError: bad name/version, or ``dest`` is not empty.
         StorageError: no such model, a transfer failed, or a file's sha256 differs from the
             manifest.
+        ModelSignatureError: with ``trusted``: ``model.sig`` missing, empty, by no trusted key,
+            or not the signature of these files (:func:`paddlecd.artifacts.signature.check`).
     """
     am.check_name(name), am.check_version(version)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -386,6 +433,10 @@ def download(
             f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
             f"invoke artifacts.list {store.url}/{name}",
         )
+    where = f"{store.url}/{prefix}{sig.SIGNATURE}"
+    signature = store.get_bytes(prefix + sig.SIGNATURE)
+    if trusted is not None:  # before any byte moves: an unsigned model is refused at once
+        sig.check(signature, doc, trusted, where=where)
     if on_size:
         on_size(sum(f["size"] for f in doc["files"]))
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -393,6 +444,10 @@ def download(
     try:
         _fetch_verified(store, prefix, doc, tmp, progress)
         (tmp / am.MANIFEST).write_bytes(am.manifest_bytes(doc))
+        if signature is not None:
+            (tmp / sig.SIGNATURE).write_bytes(signature)
+        if trusted is not None:
+            sig.verify_folder(tmp, doc, trusted, where=where)
         if dest.exists():
             dest.rmdir()
         umask = os.umask(0)

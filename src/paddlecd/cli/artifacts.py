@@ -67,13 +67,15 @@ def upload(
     manifest's sha256 digest (paddlecd.artifacts.transfer.Uploaded). A <prefix>.onnx in the
     folder (from artifacts.check --onnx, or --onnx here) is uploaded and listed in the manifest
     with its opset, paddle2onnx version and ONNX Runtime parity, from the folder's check.json;
-    one without that record, or whose parity failed, is refused.
+    one without that record, or whose parity failed, is refused. The export is signed with
+    OpenSSF Model Signing into model.sig, stored before manifest.json (key: artifacts.signing_key,
+    else verify's signing key); `model_signing verify key` checks a downloaded copy.
 
     Example:
       invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
     from paddlecd.artifacts import manifest as artifact_manifest
-    from paddlecd.artifacts import runtime
+    from paddlecd.artifacts import runtime, signature
     from paddlecd.artifacts import transfer as arts
 
     given = (("model-dir", model_dir), ("name", name), ("version", version))
@@ -97,6 +99,7 @@ def upload(
         overwrite=overwrite,
         image_paddle=image_paddle,
         git_revision=artifact_manifest.git_revision(cfg.root),
+        signer=lambda: signature.signer_for(cfg),  # once the inputs are checked
     )
     lines = [*plan.lines(), *([f"  paddle version unknown: {unknown}"] if unknown and image
                               else [])]
@@ -147,16 +150,20 @@ def _convert_for_upload(cfg, model_dir: Path, image: str | None, *, dry_run: boo
 )
 @guarded
 def download(c, url, dest):
-    """Download a model and verify every file's sha256 against its manifest.
+    """Download a model and verify its signature and every file's sha256 against its manifest.
 
-    Files land in a temporary folder next to DEST, renamed to DEST only when all checks pass.
+    model.sig (OpenSSF Model Signing) must verify with a key of release.trusted_keys and sign
+    exactly the manifest's files; a model that fails is refused by name (exit 6). Files land in a
+    temporary folder next to DEST, renamed to DEST only when all checks pass.
 
     Example: invoke artifacts.download s3://models/paddle/ocr-det/1.4.0 ./ocr-det
     """
     from paddlecd.artifacts import transfer as arts
+    from paddlecd.verify import keys
 
     cfg = settings()
     base, (name, version) = arts.split_model_url(url, cfg, parts=2)
+    trusted = keys.trusted(cfg)
     bar, tid = bytes_bar()
     with bar:
         doc = arts.download(
@@ -166,8 +173,10 @@ def download(c, url, dest):
             Path(dest),
             progress=lambda n: bar.advance(tid, n),
             on_size=lambda t: bar.update(tid, total=t),
+            trusted=trusted,
         )
-    result(f"downloaded {name} {version} to {dest}: {len(doc['files'])} files, sha256 verified")
+    result(f"downloaded {name} {version} to {dest}: {len(doc['files'])} files, sha256 and "
+           "signature verified")
 
 
 @task(
@@ -337,18 +346,20 @@ def show(c, model, json=False):
 
     Files (size, sha256), format and model prefix, the Paddle version and where it came from
     (the image's label or a flag), the InputSpec, the producing image, the ONNX output (opset,
-    paddle2onnx, ONNX Runtime parity) and the stored artifacts.check result. --json prints
-    {"url", "name", "version", "manifest", "check"}.
+    paddle2onnx, ONNX Runtime parity), the stored artifacts.check result and the signature
+    (model.sig, checked against release.trusted_keys and the manifest; a failing one is refused,
+    exit 6). --json prints {"url", "name", "version", "manifest", "check", "signature"}.
 
     Example: invoke artifacts.show linear-demo@1.4.0
     """
     from paddlecd.artifacts import show as shown
     from paddlecd.artifacts import transfer as arts
+    from paddlecd.verify import keys
 
     cfg = settings()
     where, version = shown.split_version(model)
     base, (name,) = arts.split_model_url(where, cfg, parts=1)
-    record = shown.show(arts.store_for(cfg, base), name, version)
+    record = shown.show(arts.store_for(cfg, base), name, version, trusted=keys.trusted(cfg))
     if json:
         return common.json_result(record.to_json())
     result("\n".join(record.lines()))

@@ -36,15 +36,23 @@ def show(c, target):
     """Show the signed attestations of an image or release, each checked against trusted keys.
 
     For each verify run: who verified what, where, when, with which key, and the key figures.
-    Signatures are checked against release.trusted_keys.
+    Then the image's SLSA build provenance (attached by push; copied by promote): the git
+    revision and whether the tree was dirty, the base and Dockerfile digests, the build args, the
+    builder and the build's start and finish. Signatures are checked against
+    release.trusted_keys; a provenance that does not verify (another digest, a changed byte, an
+    untrusted key) is shown as REJECTED and exits 7.
 
     Examples: invoke evidence.show 127.0.0.1:5000/paddlecd/paddle@sha256:<64 hex>
               invoke evidence.show 1.4.0-cpu
     """
+    from paddlecd.image import provenance
+    from paddlecd.registry.client import client_for
     from paddlecd.release import query
+    from paddlecd.verify import keys
     from paddlecd.verify.describe import describe
 
-    ref, runs = query.evidence_of(settings(), target)
+    cfg = settings()
+    ref, runs = query.evidence_of(cfg, target)
     if "@" not in target and "/" in target:
         say(f"resolved {target} to {ref}")
     if not runs:
@@ -53,9 +61,15 @@ def show(c, target):
     for run in runs:
         for line in describe(run):
             result(line)
+    built = provenance.find(client_for(cfg, ref.registry), ref.repository, str(ref.digest),
+                            keys.trusted(cfg))
+    for found in built:
+        for line in found.lines():
+            result(line)
+    hint = "see the REJECTED lines; trusted keys: release.trusted_keys (or the state folder's pair)"
     if all(run.problem for run in runs):  # shown, and still a failed check
-        raise AttestationError(
-            f"none of the {len(runs)} attestation(s) of {ref} verifies",
-            "see the REJECTED lines; trusted keys: release.trusted_keys (or the state folder's "
-            "pair)",
-        )
+        raise AttestationError(f"none of the {len(runs)} attestation(s) of {ref} verifies", hint)
+    bad = [p for p in built if p.problem]
+    if bad:
+        raise AttestationError(f"the provenance {bad[0].location} of {ref} does not verify: "
+                               f"{bad[0].problem.cause if bad[0].problem else ''}", hint)

@@ -127,17 +127,22 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
 
     Credentials: Docker's config.json (docker login) or PADDLECD_REGISTRY_USERNAME/PASSWORD.
     Transient failures are retried with backoff; every chunk of the push stream is checked. The
-    pushed repo@sha256:... is recorded as the variant's candidate for verify and promote.
+    pushed repo@sha256:... is recorded as the variant's candidate for verify and promote. With a
+    signing key (verify's), the build's SLSA provenance (Dockerfile and base digests, build args,
+    git revision and dirtiness, builder, start/finish) is signed and attached as a Sigstore
+    bundle referrer of the digest; invoke evidence.show shows it.
 
     Example: invoke push --variant cpu --dry-run
     """
     from paddlecd.image import push as publish
+    from paddlecd.verify import keys
 
     s, name = settings(), pick_variant(variant)
     if dry_run:
         return say(
             f"dry run: would push {publish.last_build_tag(s, name)} and read its digest "
             f"back from {s.registry.url}"
+            + (", then attach its signed SLSA provenance" if keys.configured(s) else "")
         )
     with view.stage("push", name, state=s.state, verbose=verbose) as st:
         pushed = publish.push(s, name, on_progress=st.progress)
@@ -146,7 +151,8 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
                 + (f"{view.human_bytes(moved)} pushed" if moved else "layers already there"))
     if json:
         return common.json_result(pushed)
-    result(f"pushed {pushed.tag}\n  reference: {pushed.reference}")
+    result(f"pushed {pushed.tag}\n  reference: {pushed.reference}\n  provenance: "
+           + (pushed.provenance or "not attached (no signing key: invoke evidence.keygen)"))
 
 
 @task(

@@ -197,14 +197,15 @@ def build(
         tag = candidate_tag(settings, v.name)
         labels = labels_for(settings, v, entry)
     pull_base(settings, entry, on_line=on_line)  # after: it may use the client made above
-    started = time.monotonic()
+    started, started_on = time.monotonic(), now_iso()
     images = settings.root / "images"
+    args = build_args(settings, v, entry)
     builder, log = buildkit_build(
         settings,
         context=images,
         dockerfile=images / v.dockerfile,
         tag=tag,
-        build_args=build_args(settings, v, entry),
+        build_args=args,
         labels=labels,
         log_name=f"build-{v.name}",
         on_line=on_line,
@@ -212,7 +213,30 @@ def build(
     )
     built = Built(variant=v.name, tag=tag, image_id=engine.image_id(tag), builder=builder, log=log,
                   seconds=time.monotonic() - started)
+    revision = git.revision(settings.root)
+    # what push's provenance (paddlecd.image.provenance) says of this build: never a secret
+    # (credentials enter as --secret only; their ids are named, their values never read here)
     write_json(settings.state / "builds" / f"{v.name}.json",
                {"variant": v.name, "tag": tag, "image_id": built.image_id, "builder": builder,
-                "log": str(log), "built": now_iso(), "base": entry.pinned})
+                "log": str(log), "built": now_iso(), "base": entry.pinned,
+                "started": started_on, "build_args": args,
+                "secrets": [i for i in ("ca_bundle", "pip_index_url") if _has_secret(settings, i)],
+                "dockerfile": {"path": f"images/{v.dockerfile}",
+                               "sha256": file_sha256(images / v.dockerfile)},
+                "revision": revision.full, "dirty": revision.short.endswith("-dirty"),
+                "source": labels.get("org.opencontainers.image.source")})
     return built
+
+
+def _has_secret(settings: Settings, secret_id: str) -> bool:
+    """True when builds get the BuildKit secret ``secret_id`` (:func:`secret_args`)."""
+    if secret_id == "ca_bundle":
+        return ca_bundle(settings) is not None
+    return bool(settings.build.pip_index_url or os.environ.get("PIP_INDEX_URL"))
+
+
+def file_sha256(path: Path) -> str:
+    """hex sha256 of the file ``path``."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()

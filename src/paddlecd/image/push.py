@@ -4,7 +4,8 @@ Credentials come from Docker's config.json (docker-py reads it) or, when both ar
 ``PADDLECD_REGISTRY_USERNAME``/``PADDLECD_REGISTRY_PASSWORD``; they are never printed. Transient
 failures (5xx, resets) are retried with exponential backoff; auth and client errors are not. Every
 chunk of the push stream is decoded (engine.decode_stream), then the digest is read back from the
-registry and compared with the one the engine reported.
+registry and compared with the one the engine reported. With a signing key configured, the
+build's SLSA provenance is attached to the pushed digest (:mod:`paddlecd.image.provenance`).
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ from paddlecd.verify.evidence import save_candidate
 @dataclass(frozen=True)
 class Pushed:
     """A pushed image: ``tag`` (``host/repo:tag``), ``digest`` and ``reference``
-    (``host/repo@sha256:…``)."""
+    (``host/repo@sha256:…``); ``provenance``: ``host/repo@sha256:…`` of its signed SLSA
+    provenance referrer (None: no signing key configured)."""
 
     variant: str | None
     tag: str
     digest: str
     reference: str
+    provenance: str | None = None
 
 
 def _transient(e: BaseException) -> bool:
@@ -134,21 +137,34 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
     """Push the last build of ``variant_name`` (recorded by build) and record it as the candidate.
 
     The candidates folder is checked writable before anything is pushed, so a successful push is
-    never left without its record (issue 12).
+    never left without its record (issue 12). With a signing key configured
+    (:func:`paddlecd.verify.keys.configured`), the build's signed SLSA provenance is pushed as a
+    referrer of the digest; the key is loaded before the image is pushed.
 
     Raises:
-        ConfigError: the state folder is not writable.
+        ConfigError: the state folder is not writable. SigningKeyError: the configured key is
+            unusable (nothing pushed).
         RegistryError: no build recorded for the variant, or the push failed (see
             :func:`push_reference`).
     """
+    from paddlecd.image import provenance
+    from paddlecd.verify import keys
+
     tag = last_build_tag(settings, variant_name)
     if not engine.image_exists(tag):
         raise RegistryError(f"image {tag} from the last build is gone from the engine",
                             f"run: invoke build --variant {variant_name}")
     check_writable(settings.state / "candidates")
+    signing = keys.configured(settings)
+    if signing:
+        keys.signer(settings)  # a broken key is named before anything is pushed
     digest = push_reference(settings, tag, on_progress=on_progress)
     repo = tag.rsplit(":", 1)[0]
-    pushed = Pushed(variant=variant_name, tag=tag, digest=digest, reference=f"{repo}@{digest}")
+    reference = f"{repo}@{digest}"
+    attached = provenance.attach(settings, provenance.read_build(settings, variant_name),
+                                 reference=reference, digest=digest) if signing else None
+    pushed = Pushed(variant=variant_name, tag=tag, digest=digest, reference=reference,
+                    provenance=attached)
     save_candidate(
         settings, variant_name, reference=pushed.reference, digest=digest, tag=tag.rsplit(":", 1)[1]
     )

@@ -150,7 +150,7 @@ def deploy(ctx: StageContext) -> None:
 def upload(ctx: StageContext) -> None:
     """Upload the model the deploy stage exported (artifacts.plan_upload + upload)."""
     from paddlecd.artifacts import manifest as artifact_manifest
-    from paddlecd.artifacts import runtime
+    from paddlecd.artifacts import runtime, signature
     from paddlecd.artifacts import transfer as artifacts
 
     model, promoted = ctx.inputs.get("deploy", {}).get("model"), ctx.inputs.get("promote", {})
@@ -171,6 +171,7 @@ def upload(ctx: StageContext) -> None:
         git_revision=artifact_manifest.git_revision(ctx.settings.root),
         # the promoted image trained it: its Paddle, not this host's
         image_paddle=runtime.declared_paddle(ctx.settings, promoted.get("reference"))[0],
+        signer=signature.signer_for(ctx.settings),
     )
     for line in plan.lines():
         ctx.on_line(line)

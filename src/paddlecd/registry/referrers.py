@@ -318,11 +318,23 @@ def read_blob(client: RegistryClient, repository: str, digest: str, limit: int =
 _COPY_ATTEMPTS = 4
 
 
+@dataclass
+class _Batch:
+    """What several copies about one subject share (:func:`copy_all`): the blobs known in the
+    target repository, the target's ``sha256-<hex>`` index as read, and the entries it lacks."""
+
+    present: set[str] = field(default_factory=set)
+    subject: str = ""
+    entries: list[dict[str, Any]] | None = None
+    pending: list[Referrer] = field(default_factory=list)
+
+
 def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str,
                manifest: Any, subject: str, referrer: Referrer, counts: Counter[str],
-               ready: Callable[[], None]) -> None:
+               ready: Callable[[], None], batch: _Batch | None = None) -> None:
     """One attempt of :func:`copy`: blobs (and the target's tag index) while the image is copied,
-    then the manifest, its own tag and the index entry."""
+    then the manifest, its own tag and the index entry (with ``batch``: left to
+    :func:`copy_all`, which writes the index once)."""
 
     def blob(client: RegistryClient, item: Descriptor | None) -> Any:
         if item is None:
@@ -334,7 +346,12 @@ def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo
     # the tag index is read meanwhile when the registry is known to lack the referrers API (the
     # lookup of the attestation just asked it), else only once a manifest PUT has said so
     without_api = dst.host == src.host and src.referrers_api is False
-    jobs: list[Descriptor | None] = [*([None] if without_api else []), *manifest.children()]
+    if batch is not None and batch.entries is not None:
+        without_api = False  # read by an earlier copy of the batch
+    known = batch.present if batch is not None else set()
+    children = [c for c in manifest.children() if c.digest not in known]
+    counts["present"] += len(manifest.children()) - len(children)
+    jobs: list[Descriptor | None] = [*([None] if without_api else []), *children]
     results: list[Any]
     if dst.host == src.host:  # a few mounts, a few at once (each is one round trip)
         results = dst.each(blob, jobs)
@@ -342,6 +359,7 @@ def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo
         results = [blob(dst, job) for job in jobs]
     entries = results.pop(0) if without_api else None
     counts.update(str(o) for o in results)
+    known.update(c.digest for c in children)
     ready()
     what = f"writing artifact manifest {dst.name(to_repo, referrer.digest)}"
     resp = dst.request("PUT", f"{to_repo}/manifests/{referrer.digest}", [scope(to_repo)], what,
@@ -352,12 +370,18 @@ def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo
     # No tag listing here (issue 11: the release repository has a tag per release and record):
     # only this entry is added; readers find any entry a concurrent writer dropped through its own
     # tag (_tag_schema), and the next verify's write puts it back in the index.
+    if batch is not None and batch.entries is not None:
+        entries = batch.entries
     if entries is None:
         entries = _tag_index(dst, to_repo, tag_for(subject))
     listed = {str(e.get("digest", "")) for e in entries}
     writes: list[tuple[str, bytes, str]] = [(own_tag(subject, referrer.digest), manifest.raw,
                                              OCI_MANIFEST)]
-    if referrer.digest not in listed:
+    if batch is not None:  # the index once, for every copy of the batch (copy_all)
+        batch.subject, batch.entries = subject, entries
+        if referrer.digest not in listed and referrer not in batch.pending:
+            batch.pending.append(referrer)
+    elif referrer.digest not in listed:
         index = {"schemaVersion": 2, "mediaType": OCI_INDEX,
                  "manifests": [*entries, referrer.to_json()]}
         writes.append((tag_for(subject), json.dumps(index, sort_keys=True).encode(), OCI_INDEX))
@@ -368,9 +392,37 @@ def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo
         dst.put_manifest(to_repo, *w)
 
 
+def copy_all(
+    dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str,
+    digests: list[str], *, ready: Callable[[], None] = lambda: None,
+) -> Counter[str]:
+    """:func:`copy` of each artifact manifest of ``digests`` (all about one subject), one after
+    the other, mounting a blob they share (the empty config) once and writing the target's
+    ``sha256-<hex>`` index once for all of them: a promotion copies three or four referrers of
+    its image, and each index read and write is a round trip and about 1.3 KiB (issue 11's
+    64 KiB per promotion).
+
+    Returns:
+        counts per outcome over every blob and manifest.
+
+    Raises:
+        RegistryError: as :func:`copy`, or the registry refused the index.
+    """
+    counts: Counter[str] = Counter()
+    batch = _Batch()
+    for digest in digests:
+        counts += copy(dst, src, from_repo, to_repo, digest, ready=ready, batch=batch)
+    if batch.pending and batch.entries is not None:
+        index = {"schemaVersion": 2, "mediaType": OCI_INDEX,
+                 "manifests": [*batch.entries, *(r.to_json() for r in batch.pending)]}
+        dst.put_manifest(to_repo, tag_for(batch.subject),
+                         json.dumps(index, sort_keys=True).encode(), OCI_INDEX)
+    return counts
+
+
 def copy(
     dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo: str, digest: str, *,
-    ready: Callable[[], None] = lambda: None,
+    ready: Callable[[], None] = lambda: None, batch: _Batch | None = None,
 ) -> Counter[str]:
     """Copy the artifact manifest ``digest`` (and its blobs) from ``src``'s ``from_repo`` into
     ``to_repo`` of ``dst``, and list it there as a referrer of its ``subject``.
@@ -407,7 +459,8 @@ def copy(
     for attempt in range(_COPY_ATTEMPTS):
         tried: Counter[str] = Counter()
         try:
-            _copy_once(dst, src, from_repo, to_repo, manifest, subject, referrer, tried, ready)
+            _copy_once(dst, src, from_repo, to_repo, manifest, subject, referrer, tried, ready,
+                       batch)
             counts.update(tried)
             break
         except RegistryAuthError:

@@ -608,10 +608,29 @@ def read_head(client: RegistryClient, repository: str, variant: str) -> View | N
     Raises:
         RegistryError: the registry failed.
     """
+    return read_head_or_absent(client, repository, variant)[0]
+
+
+def read_head_or_absent(client: RegistryClient, repository: str,
+                        variant: str) -> tuple[View | None, bool]:
+    """:func:`read_head`, and whether the variant has a head at all: without one,
+    :func:`read_by_name` has nothing to read either (it needs the head), so a promotion lists
+    the tags at once instead of asking for the head and the checkpoint a second time (two
+    round trips, ~1.3 KiB, the first promotion into a release repository).
+
+    Raises:
+        RegistryError: the registry failed.
+    """
     record, base = client.each(lambda c, read: read(c), [
         lambda c: _head(c, repository, variant), lambda c: _load_state(c, repository, variant)])
-    if base is None or record is None or not _TAG.fullmatch(record.id) \
-            or record.variant != variant:
+    if record is None:
+        return None, False
+    return _from_head(client, repository, variant, record, base), True
+
+
+def _from_head(client: RegistryClient, repository: str, variant: str, record: Record,
+               base: Checkpoint | None) -> View | None:
+    if base is None or not _TAG.fullmatch(record.id) or record.variant != variant:
         return None
     newest, recent, count = base.newest, base.recent, base.count
     floor = window_floor(variant, newest)

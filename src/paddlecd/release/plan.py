@@ -133,18 +133,18 @@ def current(client: RegistryClient, repository: str, tag: str) -> str | None:
 
 
 def _read_new(client: RegistryClient, repository: str, variant: str,
-              version: str) -> tuple[ledger.View | None, State | None]:
+              version: str) -> tuple[ledger.View | None, State | None, bool]:
     """The partial read (:func:`paddlecd.release.ledger.read_head`) and its fold, for a version
-    the ledger has never claimed; (None, None) when the history must be read instead: no state
+    the ledger has never claimed; (None, None, …) when the history must be read instead: no state
     to start from, an old version (its claim and record are in the history), or a record after
-    the state that names one (a rollback)."""
-    view = ledger.read_head(client, repository, variant)
+    the state that names one (a rollback). The last item: whether the variant has a head."""
+    view, has_head = ledger.read_head_or_absent(client, repository, variant)
     if view is None or view.state is None or parse_version(version) in view.state.claimed:
-        return None, None
+        return None, None, has_head
     try:
-        return view, view.fold()
+        return view, view.fold(), has_head
     except HistoryNeeded:
-        return None, None
+        return None, None, has_head
 
 
 def desired(state: State, version: semver.Version, variant: str) -> dict[str, str]:
@@ -302,10 +302,10 @@ def plan_promotion(
         # --version X: the checkpoint's folded state and the head (no tag list, bytes bounded
         # whatever the history), or the ledger by name when that is not enough; --bump: the tags
         # are needed for the releases the ledger does not know, so the ledger is read from them
-        view, old = _read_new(dst, dst_ref.repository, variant, version) if version else (None,
-                                                                                        None)
-        if view is None:
-            view = ledger.read_by_name(dst, dst_ref.repository, variant) if version else None
+        view, old, has_head = _read_new(dst, dst_ref.repository, variant, version) \
+            if version else (None, None, False)
+        if view is None and has_head:  # no head: read_by_name would find none either
+            view = ledger.read_by_name(dst, dst_ref.repository, variant)
         tags = [] if view else dst.list_tags(dst_ref.repository)
         view = view or ledger.read_view(dst, dst_ref.repository, variant, tags)
         records = list(view.records)

@@ -237,14 +237,22 @@ def sign(
     evidence: Mapping[str, Any] | Any, signer: Signer, *, junit: bytes, log: bytes
 ) -> Attestation:
     """Sign the :func:`statement` of ``evidence`` in a DSSE envelope with ``signer``."""
-    payload = json.dumps(statement(evidence, junit=junit, log=log), sort_keys=True).encode()
+    return sign_statement(statement(evidence, junit=junit, log=log), signer)
+
+
+def sign_statement(doc: Mapping[str, Any], signer: Signer) -> Attestation:
+    """Sign the in-toto Statement ``doc`` (any predicate type) in a DSSE envelope with
+    ``signer``: the payload is ``doc`` as JSON with sorted keys."""
+    payload = json.dumps(doc, sort_keys=True).encode()
     envelope = Envelope(payload, PAYLOAD_TYPE, {})
     envelope.sign(signer)
     return Attestation.from_json(json.dumps(envelope.to_dict(), sort_keys=True).encode())
 
 
-def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> VerifiedAttestation:
-    """Check ``att``: signed by one of ``keys``, about ``digest``, of :data:`PREDICATE_TYPE`.
+def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str, *,
+           predicate_type: str = PREDICATE_TYPE) -> VerifiedAttestation:
+    """Check ``att``: signed by one of ``keys``, about ``digest``, of ``predicate_type``
+    (default :data:`PREDICATE_TYPE`, verify's; push's provenance is SLSA's).
 
     Raises:
         SignatureError: the signature does not verify (a changed byte) or no trusted key signed it.
@@ -276,10 +284,11 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str) -> Verifie
         ) from e
     key = by_id[next(iter(accepted))][0]
     doc = att.statement
-    if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
+    if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != predicate_type:
         raise SubjectError(
-            f"{where} is a {doc.get('predicateType')!r} statement, not {PREDICATE_TYPE}",
-            "only paddlecd verify attestations allow a promotion",
+            f"{where} is a {doc.get('predicateType')!r} statement, not {predicate_type}",
+            "only paddlecd verify attestations allow a promotion"
+            if predicate_type == PREDICATE_TYPE else "it was not written by paddlecd push",
         )
     subjects = [
         s for s in doc.get("subject", []) if s.get("digest", {}).get("sha256") == digest[7:]

@@ -158,9 +158,10 @@ def copy(
     ready: Callable[[], None] = lambda: None,
 ) -> Counter[str]:
     """Copy every place ``attestation`` is stored (its referrers, manifests and blobs, and its
-    envelopes in the ``.att`` tag) into ``to_repo`` of ``dst``, listed there as the candidate
-    lists them; the image must be there once ``ready`` returns
-    (:func:`paddlecd.registry.referrers.copy`). A manifest verified from ``src`` is not fetched
+    envelopes in the ``.att`` tag; the image's provenance referrers are listed with it,
+    :func:`paddlecd.verify.stored.runs`) into ``to_repo`` of ``dst``, listed there as the
+    candidate lists them; the image must be there once ``ready`` returns
+    (:func:`paddlecd.registry.referrers.copy_all`). A manifest verified from ``src`` is not fetched
     again (the client keeps what it read by digest).
 
     Returns:
@@ -168,19 +169,23 @@ def copy(
     """
     def one(group: list[str]) -> tuple[Counter[str], RegistryClient, RegistryClient]:
         d, s, counts = dst.twin(), src.twin(), Counter[str]()
+        listed = []
         for where in group:
             name, manifest_digest = where.rsplit("@", 1)
             if name.endswith(".att"):
                 counts += cosign.copy_att(d, s, from_repo, to_repo, attestation.digest,
                                           manifest_digest, ready=ready)
             else:
-                counts += referrers.copy(d, s, from_repo, to_repo, manifest_digest, ready=ready)
+                listed.append(manifest_digest)
+        if listed:
+            counts += referrers.copy_all(d, s, from_repo, to_repo, listed, ready=ready)
         return counts, d, s
 
     # The .att tag and the referrers at once, with clients of their own (a copy uses
     # client.each itself), so they add no round trips to a promotion. The referrers one after
-    # the other, in the order verify wrote them (JUnit/log first): each adds itself to one
-    # sha256-<hex> index, which cosign reads, and two writers at once could drop an entry.
+    # the other, in the order verify wrote them (JUnit/log first), and then one write of the
+    # sha256-<hex> index listing them all (cosign reads it; two writers at once could drop an
+    # entry, so there is one writer).
     places = attestation.stored or (str(attestation.location),)
     groups = [g for g in ([p for p in places if p.rsplit("@", 1)[0].endswith(".att")],
                           [p for p in reversed(places) if not p.rsplit("@", 1)[0].endswith(".att")])

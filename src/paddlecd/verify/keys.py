@@ -147,6 +147,15 @@ def signer(settings: Settings) -> CryptoSigner:
     return _signer(_read(path, "signing key (verify.signing_key)"), str(path))
 
 
+def load_signer(path: Path, what: str) -> CryptoSigner:
+    """The ECDSA P-256 private key in the PEM file ``path``; ``what`` names its setting.
+
+    Raises:
+        SigningKeyError: missing, unreadable, or no unencrypted ECDSA P-256 private key.
+    """
+    return _signer(_read(path, f"signing key ({what})"), str(path))
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
         return path.read_bytes()

@@ -5,7 +5,10 @@ The layouts (:mod:`paddlecd.registry.cosign`): Sigstore bundle referrers, the en
 verify no longer writes but images attested in it stay promotable. Each run found is verified
 against the trusted keys or carries the problem that stopped it; a run found in several layouts
 is one :class:`Run` naming each place, and the referrer with its JUnit XML and smoke log is
-matched to it by the sha256 of the signed statement.
+matched to it by the sha256 of the signed statement. Bundle referrers annotated with another
+predicate type (push's SLSA provenance) are no verify runs: they are listed with each run, so a
+promotion copies them along (:func:`paddlecd.verify.attested.copy`), and read by
+:func:`paddlecd.image.provenance.find`.
 """
 
 from __future__ import annotations
@@ -14,17 +17,24 @@ import base64
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from paddlecd.errors import AttestationError, SubjectError
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient
-from paddlecd.verify.attestation import Attestation, TrustedKey, VerifiedAttestation, verify
+from paddlecd.verify.attestation import (
+    PREDICATE_TYPE,
+    Attestation,
+    TrustedKey,
+    VerifiedAttestation,
+    verify,
+)
 from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle
 
 ARTIFACT_TYPE = "application/vnd.paddlecd.attestation.v1+json"  # read, no longer written
+SLSA = "https://slsa.dev/provenance/v1"  # push's provenance (paddlecd.image.provenance)
 ENVELOPE_TYPE = cosign.DSSE_TYPE
 BYPRODUCTS_TYPE = "application/vnd.paddlecd.verify.byproducts.v1"
 JUNIT_TYPE = "application/vnd.paddlecd.junit.v1+xml"
@@ -32,8 +42,10 @@ LOG_TYPE = "text/plain"
 ENVELOPE_FILE, BUNDLE_FILE = "attestation.dsse.json", "attestation.sigstore.json"
 # names the run a byproducts referrer belongs to: sha256 of the signed statement (the payload)
 STATEMENT = "org.paddlecd.statement.sha256"
+PROVENANCE = "provenance"
 LAYOUT_NAMES = {BUNDLE_TYPE: "Sigstore bundle referrer", ARTIFACT_TYPE: "paddlecd v1 artifact",
-                "att": "cosign .att tag", BYPRODUCTS_TYPE: "JUnit XML and smoke log"}
+                "att": "cosign .att tag", BYPRODUCTS_TYPE: "JUnit XML and smoke log",
+                PROVENANCE: "SLSA provenance of the build"}
 
 
 @dataclass(frozen=True)
@@ -78,11 +90,18 @@ def runs(
         return _run(ref.digest, ref.artifact_type, f"{c.registry}/{repository}@{ref.digest}",
                     lambda: _from_referrer(c, repository, digest, ref, trusted))
 
+    def other_type(r: referrers.Referrer) -> bool:  # another statement than verify's
+        return r.artifact_type == BUNDLE_TYPE and r.annotations.get(
+            cosign.BUNDLE_PREDICATE, PREDICATE_TYPE) != PREDICATE_TYPE
+
     # a few runs at once: each is two round trips (manifest, bundle or envelope)
-    found = client.each(one, [r for r in listed if r.artifact_type in kinds]) + att
+    found = client.each(one, [r for r in listed
+                              if r.artifact_type in kinds and not other_type(r)]) + att
     byproducts = {r.annotations.get(STATEMENT): f"{client.registry}/{repository}@{r.digest}"
                   for r in listed if r.artifact_type == BYPRODUCTS_TYPE}
-    return _merge(found, byproducts)
+    about_image = [f"{client.registry}/{repository}@{r.digest}" for r in listed
+                   if other_type(r) and r.annotations.get(cosign.BUNDLE_PREDICATE) == SLSA]
+    return _merge(found, byproducts, about_image)
 
 
 def _run(manifest: str, layout: str, where: str,
@@ -112,8 +131,10 @@ def _att_runs(client: RegistryClient, repository: str, digest: str,
     return [_run(manifest, "att", x.location, lambda x=x: read(x)) for x in layers]
 
 
-def _merge(found: list[Run], byproducts: Mapping[str | None, str]) -> list[Run]:
-    """One :class:`Run` per signed run (the first layout found leads), with its byproducts."""
+def _merge(found: list[Run], byproducts: Mapping[str | None, str],
+           about_image: Sequence[str] = ()) -> list[Run]:
+    """One :class:`Run` per signed run (the first layout found leads), with its byproducts and
+    the image's provenance referrers (``about_image``)."""
     out: list[Run] = []
     seen: dict[str, int] = {}
     for run in found:
@@ -134,6 +155,12 @@ def _merge(found: list[Run], byproducts: Mapping[str | None, str]) -> list[Run]:
                 run, layouts=run.layouts + (LAYOUT_NAMES[BYPRODUCTS_TYPE],),
                 verified=dataclasses.replace(
                     run.verified, stored=run.verified.stored + (byproducts[run.statement],)))
+    for i, run in enumerate(out):
+        if run.verified and about_image:
+            out[i] = dataclasses.replace(
+                run, layouts=run.layouts + (LAYOUT_NAMES[PROVENANCE],) * len(about_image),
+                verified=dataclasses.replace(run.verified,
+                                             stored=run.verified.stored + tuple(about_image)))
     return out
 
 

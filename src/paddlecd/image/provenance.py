@@ -1,0 +1,187 @@
+"""Build provenance: how a pushed image was built, as a signed SLSA Provenance v1 referrer.
+
+``push`` signs an in-toto Statement v1 about the pushed digest whose ``predicateType`` is
+:data:`PREDICATE_TYPE` (https://slsa.dev/spec/v1.0/provenance): ``buildDefinition`` names the
+build type, the external parameters (variant, Dockerfile path, build args: the base by digest,
+the packages, the cache scope; credentials enter builds as BuildKit secrets only, so only the
+secrets' ids appear) and the resolved dependencies (the git revision and whether the tree was
+dirty, the base image's digest, the Dockerfile's sha256); ``runDetails`` names the builder and its
+version and the build's start and finish. It is signed with verify's key
+(:func:`paddlecd.verify.attestation.sign_statement`), put in a Sigstore bundle v0.3
+(:func:`paddlecd.verify.bundle.to_bundle`) and pushed as a bundle referrer of the digest in
+cosign's layout (:func:`paddlecd.registry.cosign.bundle_annotations`): sigstore-js and
+``cosign verify-attestation --type slsaprovenance1`` read it. Promotion copies it with the
+image's attestation (:func:`paddlecd.verify.stored.runs` lists it with each run);
+``evidence.show`` verifies and shows it (:func:`find`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from paddlecd.config import Settings
+from paddlecd.errors import AttestationError, SubjectError
+from paddlecd.registry import cosign, referrers
+from paddlecd.registry.client import RegistryClient, client_for
+from paddlecd.registry.reference import parse_reference
+from paddlecd.verify import attestation, keys
+from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle, to_bundle
+from paddlecd.verify.stored import SLSA as PREDICATE_TYPE  # https://slsa.dev/provenance/v1
+
+BUILD_TYPE = "https://paddlecd.dev/build/docker-buildkit/v1"
+BUILDER_ID = "https://paddlecd.dev/builders/docker-buildkit"
+PROVENANCE_FILE = "provenance.sigstore.json"
+
+
+def statement(build: Mapping[str, Any], *, reference: str, digest: str) -> dict[str, Any]:
+    """The in-toto Statement (SLSA Provenance v1) of the build record ``build`` (what
+    :func:`paddlecd.image.build.build` wrote) about the pushed ``digest`` of ``reference``.
+
+    Raises:
+        ConfigError: ``reference`` or ``digest`` is malformed.
+    """
+    from paddlecd import __version__
+    from paddlecd.registry.reference import check_digest
+
+    digest = check_digest(digest)
+    base = parse_reference(str(build.get("base", "")))
+    revision, source = build.get("revision"), build.get("source") or "unknown"
+    dockerfile = build.get("dockerfile") or {}
+    dependencies = [
+        {"uri": f"git+{source}@{revision}", "digest": {"gitCommit": revision},
+         "annotations": {"dirty": bool(build.get("dirty"))}},
+        {"uri": f"docker-image://{base.name}", "name": "base",
+         "digest": {"sha256": (base.digest or "")[7:]}},
+        {"uri": f"file:{dockerfile.get('path')}", "name": "Dockerfile",
+         "digest": {"sha256": dockerfile.get("sha256")}},
+    ]
+    return {
+        "_type": attestation.STATEMENT_TYPE,
+        "predicateType": PREDICATE_TYPE,
+        "subject": [{"name": parse_reference(reference).name, "digest": {"sha256": digest[7:]}}],
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": {
+                    "variant": build.get("variant"), "dockerfile": dockerfile.get("path"),
+                    "buildArgs": dict(build.get("build_args") or {}),
+                    "tag": build.get("tag"),
+                },
+                "internalParameters": {"secrets": list(build.get("secrets") or ())},
+                "resolvedDependencies": dependencies,
+            },
+            "runDetails": {
+                "builder": {"id": BUILDER_ID,
+                            "version": {"paddlecd": __version__,
+                                        "builder": str(build.get("builder"))}},
+                "metadata": {"invocationId": build.get("image_id"),
+                             "startedOn": build.get("started"), "finishedOn": build.get("built")},
+            },
+        },
+    }
+
+
+def attach(settings: Settings, build: Mapping[str, Any], *, reference: str,
+           digest: str) -> str:
+    """Sign the provenance of ``build`` and push it as a bundle referrer of ``digest``.
+
+    Returns:
+        ``host/repo@sha256:…`` of the referrer's manifest.
+
+    Raises:
+        SigningKeyError: no usable signing key. RegistryError: the registry refused.
+    """
+    doc = statement(build, reference=reference, digest=digest)
+    bundle = to_bundle(attestation.sign_statement(doc, keys.signer(settings)))
+    ref = parse_reference(reference)
+    client = client_for(settings, ref.registry)
+    subject = client.resolve(ref.repository, digest)
+    pushed = referrers.push(
+        client, ref.repository, subject, artifact_type=BUNDLE_TYPE,
+        layers=[referrers.Layer(BUNDLE_TYPE, bundle, PROVENANCE_FILE)],
+        annotations=cosign.bundle_annotations(PREDICATE_TYPE, str(build.get("built", ""))),
+    )
+    return f"{ref.name}@{pushed.digest}"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """One provenance referrer of a digest: where it is, and either its verified ``predicate``
+    (with the trusted key that signed it) or the ``problem`` that stopped it."""
+
+    location: str
+    predicate: dict[str, Any] | None = None
+    keyid: str = ""
+    key_source: str = ""
+    problem: AttestationError | None = None
+
+    def lines(self) -> list[str]:
+        """The build for a reader: source revision, base, Dockerfile, builder, times."""
+        if self.problem or self.predicate is None:
+            cause = self.problem.cause if self.problem else "unreadable"
+            return [f"provenance {self.location}: REJECTED: {cause}"]
+        build = self.predicate.get("buildDefinition") or {}
+        run = self.predicate.get("runDetails") or {}
+        deps = {d.get("name") or "source": d for d in build.get("resolvedDependencies") or []}
+        source = deps.get("source") or {}
+        args = (build.get("externalParameters") or {}).get("buildArgs") or {}
+        meta, builder = run.get("metadata") or {}, run.get("builder") or {}
+        return [
+            f"provenance {self.location} (SLSA v1, verified)",
+            f"  source:     {source.get('uri')} "
+            f"(dirty: {'yes' if (source.get('annotations') or {}).get('dirty') else 'no'})",
+            f"  base:       {(deps.get('base') or {}).get('uri')}@sha256:"
+            f"{((deps.get('base') or {}).get('digest') or {}).get('sha256')}",
+            f"  dockerfile: {(deps.get('Dockerfile') or {}).get('uri')} sha256:"
+            f"{((deps.get('Dockerfile') or {}).get('digest') or {}).get('sha256', '')[:12]}",
+            f"  build args: {', '.join(sorted(args)) or '-'}",
+            f"  builder:    {(builder.get('version') or {}).get('builder')}",
+            f"  built:      {meta.get('startedOn')} → {meta.get('finishedOn')}",
+            f"  key:        {self.keyid[:16]}… trusted via {self.key_source}",
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"location", "predicate", "keyid", "key_source", "problem"}``."""
+        return {"location": self.location, "predicate": self.predicate, "keyid": self.keyid,
+                "key_source": self.key_source,
+                "problem": self.problem.cause if self.problem else None}
+
+
+def is_provenance(ref: referrers.Referrer) -> bool:
+    """True for a bundle referrer annotated as SLSA provenance (a hint for listing; its
+    statement's own type is checked when it is read)."""
+    return (ref.artifact_type == BUNDLE_TYPE
+            and ref.annotations.get(cosign.BUNDLE_PREDICATE) == PREDICATE_TYPE)
+
+
+def find(client: RegistryClient, repository: str, digest: str,
+         trusted: Sequence[keys.TrustedKey]) -> list[Provenance]:
+    """Every provenance referrer of ``digest`` in ``repository``, each verified (signature by a
+    trusted key, subject = ``digest``, predicate type :data:`PREDICATE_TYPE`) or with its problem.
+
+    Raises:
+        RegistryError: the registry failed.
+    """
+    def one(c: RegistryClient, ref: referrers.Referrer) -> Provenance:
+        where = f"{c.registry}/{repository}@{ref.digest}"
+        try:
+            layers = c.get_manifest(repository, ref.digest).json().get("layers") or []
+            if [x.get("mediaType") for x in layers] != [BUNDLE_TYPE]:
+                raise SubjectError(f"{where} has {len(layers)} layers, not one Sigstore bundle",
+                                   "it was not written by paddlecd push")
+            att = from_bundle(referrers.read_blob(c, repository, layers[0]["digest"]), where)
+            done = attestation.verify(att, trusted, digest, predicate_type=PREDICATE_TYPE)
+        except AttestationError as e:
+            return Provenance(where, problem=e)
+        return Provenance(where, done.predicate, done.keyid, done.key_source)
+
+    listed = [r for r in referrers.referrers(client, repository, digest) if is_provenance(r)]
+    return client.each(one, listed)
+
+
+def read_build(settings: Settings, variant: str) -> dict[str, Any]:
+    """The build record of ``variant`` (``<state>/builds/<variant>.json``), as build wrote it."""
+    return json.loads((settings.state / "builds" / f"{variant}.json").read_text())
