@@ -145,7 +145,7 @@ class Runner:
         return {**env, "HOME": str(self.home), "CI": "true",
                 "ACT_ARTIFACTS_DIR": str(self.artifacts),
                 # offline: every requirement is installed already (tool_cache_python)
-                "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "1",
+                "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0",  # 0: off (pypa/pip#5735)
                 "PIP_DISABLE_PIP_VERSION_CHECK": "1", **extra}
 
     def act(self, event: str, *args: str, event_file: dict | None = None,

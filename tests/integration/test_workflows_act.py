@@ -10,9 +10,12 @@ masks them. Each test says what else GitHub would do differently.
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 import pytest
+import yaml
+from conftest import PASSWORD, USER
 
 from support.act import Runner
 
@@ -135,3 +138,53 @@ def test_release_inputs_refuses_version_and_bump_together_or_neither(shared_runn
     run = _dispatch(shared_runner, until=errors, **{**GOOD_INPUTS[0], **inputs})
     assert run.returncode != 0 and run.jobs() == {"inputs": "failure"}, run.text()[-2000:]
     assert errors(run) == [message]
+
+
+def test_release_plan_then_promote_with_a_test_key(registry_env, runner):
+    """release.yml's ``plan`` and ``promote`` jobs against this worker's registry (TLS + htpasswd):
+    the real ``invoke promote --dry-run`` and ``invoke pipeline.run release`` steps, on a candidate
+    whose attestation is signed by a test key whose .pub is committed in the clone's
+    .github/attestation-keys (the workflow's default trusted keys). The registry, its CA and the
+    release repository are repository variables (``--var``), the credentials secrets (``-s``).
+
+    The clone's pipelines/release.yaml keeps only its promote stage: deploy, upload and check need
+    a cluster and a Paddle image (tests/integration/test_pipeline.py runs them on a real one);
+    the candidate here is a small image from support/oci_images.py. GitHub would wait for the
+    ``release`` environment's reviewers before ``promote`` starts (act does not), would refuse the
+    ``cpu`` variant in the dispatch form (not a choice option), and would queue a second dispatch
+    of the same variant (``concurrency``) instead of running both.
+    """
+    from test_release import Project
+
+    p = Project(runner.root, **{"registry.repository": "paddlecd/paddle"})
+    digest = p.candidate()
+    keys = runner.clone / ".github" / "attestation-keys"
+    (keys / f"ci-{uuid.uuid4().hex[:8]}.pub").write_bytes(
+        Path(p.flags["release.trusted_keys"]).read_bytes())
+    pipeline = runner.clone / "pipelines" / "release.yaml"
+    doc = yaml.safe_load(pipeline.read_text())
+    doc["stages"] = [s for s in doc["stages"] if s["stage"] == "promote"]
+    assert doc["stages"], "pipelines/release.yaml has no promote stage"
+    pipeline.write_text(yaml.safe_dump(doc))
+    runner.commit("the test key; the release pipeline's promote stage only")
+    settings = ["--var", f"PADDLECD_REGISTRY_URL={registry_env.host}",
+                "--var", f"PADDLECD_REGISTRY_CA_FILE={registry_env.ca_file}",
+                "--var", f"PADDLECD_RELEASE_REPOSITORY={p.flags['release.repository']}",
+                "-s", f"PADDLECD_REGISTRY_USERNAME={USER}",
+                "-s", f"PADDLECD_REGISTRY_PASSWORD={PASSWORD}", "-s", "KUBECONFIG="]
+    inputs = {"variant": "cpu", "version": "1.4.0", "bump": "none", "digest": digest}
+
+    plan = _dispatch(runner, "-j", "plan", *settings, **inputs)
+    assert plan.returncode == 0, plan.text()[-4000:]
+    assert plan.jobs() == {"inputs": "success", "plan": "success"}
+    assert p.tag("1.4.0-cpu") is None and p.records() == []  # a plan writes nothing
+
+    run = _dispatch(runner, *settings, **inputs)
+    assert run.returncode == 0, run.text()[-4000:]
+    assert run.jobs() == {"inputs": "success", "plan": "success", "promote": "success"}
+    for tag in ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu"):
+        assert p.tag(tag) == digest, tag
+    [record] = p.records()
+    assert record.version == "1.4.0" and record.attestation
+    assert f"1.4.0-cpu  {digest}" in run.output("promote")  # the ledger step
+    assert PASSWORD not in plan.text() + run.text()
