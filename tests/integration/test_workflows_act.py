@@ -9,15 +9,19 @@ masks them. Each test says what else GitHub would do differently.
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import uuid
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 from conftest import PASSWORD, USER
 
-from support.act import Runner
+from support.act import REPOSITORY, Runner
+from support.project import CACHE_SCOPE
 
 GOOD_DIGEST = "sha256:" + "ab" * 32
 
@@ -82,7 +86,8 @@ GOOD_INPUTS = [
 def test_release_inputs_accepts(shared_runner, inputs):
     """The ``inputs`` job passes good values. GitHub's dispatch form would also refuse a variant
     or bump outside the ``choice`` options before any job starts (act does not)."""
-    run = _dispatch(shared_runner, "-j", "inputs", **inputs)
+    run = _dispatch(shared_runner, "-j", "inputs", until=lambda r: "inputs ok" in r.output(),
+                    **inputs)
     assert run.returncode == 0 and run.jobs() == {"inputs": "success"}, run.text()[-2000:]
     assert "inputs ok: " + inputs["variant"] in run.output()
 
@@ -186,5 +191,86 @@ def test_release_plan_then_promote_with_a_test_key(registry_env, runner):
         assert p.tag(tag) == digest, tag
     [record] = p.records()
     assert record.version == "1.4.0" and record.attestation
-    assert f"1.4.0-cpu  {digest}" in run.output("promote")  # the ledger step
+    assert steps(run, "promote")["ledger"] == "success"
     assert PASSWORD not in plan.text() + run.text()
+
+
+# ----------------------------------------------------------------------------- gpu-smoke.yml
+GPU_VARIANTS = re.compile(r"variant: \[[^\]]*\]")
+
+
+def _pull_request(head_repo: str) -> dict:
+    """A pull_request event payload from ``head_repo`` into this repository's main."""
+    head = {"ref": "change", "repo": {"full_name": head_repo}}
+    base = {"ref": "main", "repo": {"full_name": REPOSITORY}}
+    return {"action": "synchronize", "number": 7,
+            "pull_request": {"number": 7, "head": head, "base": base},
+            "repository": {"full_name": REPOSITORY}}
+
+
+def test_gpu_smoke_skips_a_pull_request_from_a_fork(runner):
+    """The job's ``if:`` keeps a fork's code off the self-hosted runners: from an event file of a
+    pull request whose head is a fork, act runs no job at all (and the workflow is a success).
+    GitHub would show the matrix jobs as skipped; it would also run the workflow only when the
+    pull request touches the ``paths`` filter (act ignores it)."""
+    run = runner.act("pull_request", "-W", ".github/workflows/gpu-smoke.yml",
+                     event_file=_pull_request("someone/paddlecd"))
+    assert run.returncode == 0 and run.jobs() == {}, run.text()[-2000:]
+    assert "Set up job" not in run.text()
+
+
+def test_gpu_smoke_job_for_the_cpu_variant(registry, main_state, paddle_image, runner):
+    """gpu-smoke.yml's ``smoke`` job for real on this host (``-P self-hosted=-self-hosted`` maps
+    the ``[self-hosted, linux, x64, gpu]`` label), started by a same-repository pull request's
+    event file (its ``if:`` passes): doctor, then ``invoke pipeline.run pr`` (lock check, build,
+    push, verify) of the cpu variant, the evidence and JUnit uploaded (to the stand-in's folder)
+    and the JUnit published (the stand-in's check file), against this worker's registry.
+
+    The clone's matrix lists ``cpu`` in place of the GPU variants. The runner's own environment
+    (a self-hosted runner's .env) carries the build cache scope of this test process, so the
+    build reuses ``paddle_image``'s layers, and the workspace holds this machine's bootstrapped
+    base pin (``.paddlecd/lock.local.yaml``; act is told not to skip what .gitignore lists).
+    GitHub would run one job per GPU variant on a runner with that label, in a fresh checkout
+    (``clean: true``), with ``checks: write`` for the published report, and cancel a running job
+    when the branch is pushed again (``concurrency``).
+    """
+    from paddlecd.verify import keys
+
+    workflow = runner.clone / ".github" / "workflows" / "gpu-smoke.yml"
+    text, found = GPU_VARIANTS.subn("variant: [cpu]", workflow.read_text())
+    assert found == 1, "gpu-smoke.yml: no `variant: [...]` matrix line"
+    workflow.write_text(text)
+    private, public = keys.keygen(runner.root / "keys")
+    (runner.clone / ".github" / "attestation-keys" / "ci-test.pub").write_bytes(public.read_bytes())
+    runner.commit("the cpu variant in the matrix; the test key")
+    (runner.clone / ".paddlecd").mkdir()
+    shutil.copy(main_state / "lock.local.yaml", runner.clone / ".paddlecd" / "lock.local.yaml")
+
+    pem = private.read_text()
+    run = runner.act(
+        "pull_request", "-W", ".github/workflows/gpu-smoke.yml", "--use-gitignore=false",
+        "--var", f"PADDLECD_REGISTRY_URL={registry.host}",
+        "--var", f"PADDLECD_REGISTRY_CA_FILE={registry.ca_file}",
+        "-s", f"PADDLECD_REGISTRY_USERNAME={USER}", "-s", f"PADDLECD_REGISTRY_PASSWORD={PASSWORD}",
+        "-s", f"PADDLECD_SIGNING_KEY={pem}",
+        event_file=_pull_request(REPOSITORY), env={"PADDLECD_BUILD_CACHE_SCOPE": CACHE_SCOPE},
+        timeout=900)
+    assert run.returncode == 0, run.text()[-6000:]
+    assert run.jobs() == {"smoke cpu": "success"}
+
+    [record] = (runner.artifacts / "evidence-cpu" / ".paddlecd" / "evidence").glob("*.json")
+    evidence = json.loads(record.read_text())
+    assert evidence["passed"] is True and evidence["variant"] == "cpu"
+    served = requests.head(
+        f"https://{registry.host}/v2/paddlecd/paddle/manifests/{evidence['digest']}",
+        auth=(USER, PASSWORD), verify=str(registry.ca_file), timeout=30,
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json, "
+                           "application/vnd.docker.distribution.manifest.v2+json"})
+    assert served.status_code == 200, served.status_code
+    assert served.headers["Docker-Content-Digest"] == evidence["digest"]
+    junit = list((runner.artifacts / "junit-cpu" / ".paddlecd" / "verify").glob("**/junit.xml"))
+    assert junit, sorted(p.name for p in runner.artifacts.rglob("*"))
+    check = json.loads((runner.artifacts / "checks" / "gpu smoke (cpu).json").read_text())
+    assert check["reports"] == len(junit) and check["tests"] > 0 and check["failures"] == 0
+    log = run.text()
+    assert PASSWORD not in log and pem.splitlines()[1] not in log

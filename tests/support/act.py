@@ -134,11 +134,12 @@ class Runner:
 
     def env(self, **extra: str) -> dict[str, str]:
         """The environment act (and through it every step on this host) runs in: this process's
-        without ``PADDLECD_*``/``GITHUB_*``/``DOCKER_CONFIG``, PATH without this venv (setup-python
+        without ``PADDLECD_*``, a runner's ``GITHUB_*``/``RUNNER_*``/``ACTIONS_*``, ``AWS_*`` and
+        ``DOCKER_CONFIG``, PATH without this venv (setup-python
         puts the tool cache's first), HOME under the test's dir, pip offline, plus ``extra``."""
         venv_bin = str(Path(sys.executable).parent)
         drop = ("PADDLECD_", "GITHUB_", "RUNNER_", "ACT", "DOCKER_CONFIG", "VIRTUAL_ENV", "PIP_",
-                "PYTHON", "AWS_")
+                "PYTHON", "AWS_")  # "ACT": ACTIONS_* too, a runner's own when CI runs this
         env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
         env["PATH"] = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                                       if p and Path(p) != Path(venv_bin))
