@@ -21,7 +21,7 @@ import yaml
 from conftest import PASSWORD, USER
 
 from support.act import REPOSITORY, Runner
-from support.project import CACHE_SCOPE
+from support.project import CACHE_SCOPE, ROOT
 
 GOOD_DIGEST = "sha256:" + "ab" * 32
 
@@ -127,7 +127,7 @@ def test_release_inputs_refuses_each_by_name(shared_runner, tmp_path, name, valu
 
 def errors_for(start: str) -> str:
     """The whole refusal line of release.yml's input check that starts with ``start``."""
-    text = (Path(__file__).parents[2] / ".github" / "workflows" / "release.yml").read_text()
+    text = (ROOT / ".github" / "workflows" / "release.yml").read_text()
     [line] = [m for m in re.findall(r'fail "([^"]*)"', text) if m.startswith(start)]
     return line
 

@@ -124,6 +124,7 @@ class Runner:
         for folder in (self.cache, self.artifacts, self.home):
             folder.mkdir()
         self.python = tool_cache_python(self.cache / "tool_cache")
+        self.runs = 0
 
     def commit(self, message: str) -> None:
         """Commit what a test changed in the clone (act copies the work tree as it is; a commit
@@ -182,6 +183,8 @@ class Runner:
             cmd += ["-e", str(path)]
         done = subprocess.run([*cmd, *args], cwd=self.clone, env=self.env(**(env or {})),
                               capture_output=True, text=True, timeout=timeout)
+        self.runs += 1  # the whole log, for reading after a failure
+        (self.root / f"act-{self.runs}.log").write_text(done.stdout + done.stderr)
         records = []
         for line in done.stdout.splitlines():
             try:
