@@ -397,3 +397,50 @@ def test_the_default_trusted_keys_folder_says_how_to_add_a_key():
     readme = (ROOT / ".github/attestation-keys/README.md").read_text()
     assert "invoke evidence.keygen --out" in readme and "PADDLECD_SIGNING_KEY" in readme
     assert not list((ROOT / ".github/attestation-keys").glob("*.key"))
+
+
+# ------------------------------------------------------------------ repository variables: an
+# unset one expands to "", and paddlecd refuses an empty setting (found by running the release
+# workflow with act: tests/integration/test_workflows_act.py)
+SETTINGS_STEP = "settings from repository variables"
+BARE_VAR = re.compile(r"^\$\{\{\s*vars\.\w+\s*\}\}$")
+
+
+def _settings_steps():
+    for path in WORKFLOWS:
+        for job_name, job in load(path)["jobs"].items():
+            for step in job.get("steps", []):
+                if step.get("name") == SETTINGS_STEP:
+                    yield f"{path.name}:{job_name}", step
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_a_variable_without_a_default_reaches_env_only_through_the_settings_step(path):
+    wf = load(path)
+    envs = [("workflow", wf.get("env") or {})]
+    for name, job in wf["jobs"].items():
+        envs.append((name, job.get("env") or {}))
+        envs += [(f"{name}: {s.get('name', '')}", s.get("env") or {}) for s in job.get("steps", [])
+                 if s.get("name") != SETTINGS_STEP]
+    bare = [(where, k) for where, env in envs for k, v in env.items()
+            if BARE_VAR.match(str(v).strip())]
+    assert not bare, f"{path.name}: move these into a '{SETTINGS_STEP}' step: {bare}"
+
+
+def test_the_settings_step_exports_only_the_variables_that_are_set(tmp_path):
+    steps = list(_settings_steps())
+    assert {w for w, _ in steps} == {"gpu-smoke.yml:smoke", "release.yml:plan",
+                                     "release.yml:promote"}
+    for where, step in steps:
+        names = [k for k in step["env"] if k.startswith("SET_")]
+        assert names == list(step["env"]), where
+        env_file = tmp_path / f"{where}.env"
+        given = {n: ("" if i % 2 else f"value-{i} with spaces") for i, n in enumerate(names)}
+        r = run_bash(step["run"], {**given, "GITHUB_ENV": str(env_file)}, tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert sorted(env_file.read_text().splitlines()) == sorted(
+            f"{n[len('SET_'):]}={v}" for n, v in given.items() if v), where
+        two_lines = run_bash(step["run"], {names[0]: "a\nB=b", "GITHUB_ENV": str(env_file)},
+                             tmp_path)
+        assert two_lines.returncode == 1 and names[0][len("SET_"):] in two_lines.stdout
+        assert "a\nB=b" not in two_lines.stdout
