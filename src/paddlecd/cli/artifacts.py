@@ -101,6 +101,8 @@ def upload(
     if unknown and image:
         say(f"  paddle version unknown: {unknown}")
     if dry_run:
+        for quirk in store.quirks():  # probed without writing (artifacts/storage/quirks.py)
+            say(f"  store {quirk.detail}" + (f"\n  hint: {quirk.hint}" if quirk.hint else ""))
         say("dry run: nothing written")
         return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
     bar, tid = bytes_bar(plan.bytes_to_move)
