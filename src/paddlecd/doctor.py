@@ -173,8 +173,8 @@ def check_disk(host: Host) -> Check:
 
 def check_storage(host: Host) -> Check:
     """The artifact store opens: HeadBucket with the AWS credential chain for s3://, a folder for
-    file://; the store's quirks are named (``warn`` for one that makes uploads fail here, with
-    its hint; artifacts/storage/quirks.py)."""
+    file://; the store's quirks are named (``fail`` for one that makes uploads fail with these
+    settings, with its hint; artifacts/storage/quirks.py)."""
     url = storage.default_store_url(host.settings)
     store = storage.store_for(host.settings)
     store.check()
@@ -183,7 +183,7 @@ def check_storage(host: Host) -> Check:
     detail = f"{url} reachable" + (" (credentials accepted)" if url.startswith("s3://") else "")
     return Check(
         name="storage",
-        status="warn" if failing else "ok",
+        status="fail" if failing else "ok",
         detail="; ".join([detail, *(f"store {q.detail}" for q in found)]),
         hint="; ".join(q.hint for q in failing if q.hint) or None,
     )
