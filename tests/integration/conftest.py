@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from paddlecd import engine
+from paddlecd.errors import StorageError
 from paddlecd.localstack import RegistryServer, free_port
 
 from support import base, engine_cleanup, project_settings, rgw
@@ -179,9 +180,16 @@ def rgw_server(tmp_path_factory):
     (support/rgw.py). ``endpoint`` is HTTP, ``https_endpoint`` HTTPS with ``ca_file``; ``key`` and
     ``secret`` are its user's; ``requests`` are its access-log lines. Fails (not skips) when Ceph
     is not installed: CI installs it (scripts/stack.sh engine)."""
-    server = rgw.RgwServer(tmp_path_factory.mktemp("rgw"))
+    for attempt in (1, 2):  # a port taken between free_port() and the daemon's bind: new ports
+        server = rgw.RgwServer(tmp_path_factory.mktemp("rgw"))
+        try:
+            server.start()
+            break
+        except StorageError:
+            server.stop()
+            if attempt == 2:
+                raise
     try:
-        server.start()
         yield server
     finally:
         server.stop()

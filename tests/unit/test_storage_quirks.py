@@ -55,3 +55,55 @@ def test_aws_chunked_quirk_has_a_hint_only_when_uploads_would_fail():
                                             ('W/"abc-3"', "abc-3")])
 def test_unquoted(etag, bare):
     assert quirks.unquoted(etag) == bare
+
+
+def _stubbed_store():
+    from botocore.stub import Stubber
+
+    from paddlecd.artifacts.storage import open_store
+    from paddlecd.config import StorageSettings
+
+    store = open_store("s3://models/paddle",
+                       StorageSettings(endpoint_url="http://127.0.0.1:9", region="us-east-1"))
+    return store, Stubber(store.client)
+
+
+def _claim_body(etag: str):
+    import io
+
+    from botocore.response import StreamingBody
+
+    return {"Body": StreamingBody(io.BytesIO(b'{"id": "x"}'), 11), "ETag": etag}
+
+
+def test_take_over_lost_to_another_taker_is_a_conflict(monkeypatch):
+    """The quoted If-Match gets 412 and the claim's ETag changed meanwhile: another upload took
+    it over first; no unquoted retry, no quirk recorded."""
+    from paddlecd.artifacts.storage.base import ConflictError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    key = "paddle/.claims/m/1.json"
+    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412,
+                          expected_params={"Bucket": "models", "Key": key, "Body": b"{}",
+                                           "ContentType": "application/json", "IfMatch": '"a"'})
+    stub.add_response("get_object", _claim_body('"b"'), {"Bucket": "models", "Key": key})
+    with stub, pytest.raises(ConflictError, match="taken over by another upload"):
+        store._replace(b"{}", ".claims/m/1.json", '"a"')
+    stub.assert_no_pending_responses()
+    assert store.met == {}
+
+
+def test_take_over_on_a_store_without_conditional_puts_falls_back(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    key = "paddle/.claims/m/1.json"
+    stub.add_client_error("put_object", "NotImplemented", http_status_code=501)
+    stub.add_response("delete_object", {}, {"Bucket": "models", "Key": key})
+    stub.add_response("put_object", {}, {"Bucket": "models", "Key": key, "Body": b"{}",
+                                         "ContentType": "application/json", "IfNoneMatch": "*"})
+    with stub:
+        store._replace(b"{}", ".claims/m/1.json", '"a"')
+    stub.assert_no_pending_responses()

@@ -319,21 +319,24 @@ class S3Store:
         Raises:
             ConflictError: another upload replaced the claim first.
         """
-        for tag in dict.fromkeys((etag, known.unquoted(etag))):
+        for i, tag in enumerate(dict.fromkeys((etag, known.unquoted(etag)))):
             try:
                 self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body,
                                        ContentType="application/json", IfMatch=tag)
+                if i:
+                    self.met[known.IF_MATCH_UNQUOTED] = known.if_match_unquoted()
                 return
             except ClientError as e:
                 if _code(e) == "NotImplemented":
                     self.delete([key])
                     self.put_bytes(body, key, exclusive=True)
                     return
-                if _code(e) not in _CONFLICT_CODES:
+                if _code(e) not in (*_CONFLICT_CODES, "NoSuchKey", "404"):  # 404: it went away
                     raise self._fail(e, "writing", key) from e
+            except BotoCoreError as e:
+                raise self._fail(e, "writing", key) from e
             if (self._claim_of(key) or {}).get("_etag") != etag:
-                break
-            self.met[known.IF_MATCH_UNQUOTED] = known.if_match_unquoted()
+                break  # replaced or released by another upload
         raise ConflictError(
             f"{self.url}/{key.removeprefix(CLAIMS + '/').removesuffix('.json')}/ was taken over "
             "by another upload at the same time",
