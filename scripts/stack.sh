@@ -2,8 +2,9 @@
 # Install and start what paddlecd needs on a Debian/Ubuntu machine, idempotently:
 #   up        apt packages (docker.io, docker-registry, debootstrap, skopeo, openssl), dockerd, the
 #             project venv (.venv with paddlecd[test]) and the embedded registry on 127.0.0.1:5000
-#   engine    the packages, dockerd, the venv and the node packages (what the tests need; they start
-#             their own registries)
+#   engine    the packages, dockerd, the venv, the node packages and Ceph (what the tests need; they
+#             start their own registries and RGW)
+#   rgw       only Ceph's mon, OSD and RADOS Gateway (the suite's S3 server, tests/support/rgw.py)
 #   venv      only the project venv (what the unit tier needs: no services)
 #   node      only the npm packages the tests' independent Sigstore reader needs (node_modules in
 #             $PADDLECD_NODE_DIR, default .paddlecd/node: gitignored, outside the package)
@@ -29,6 +30,18 @@ install_packages() {
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
+}
+
+# Ceph RGW for the storage tests: one mon + a memstore OSD + radosgw, started by the suite itself.
+install_ceph() {
+  local need=()
+  command -v ceph-mon >/dev/null || need+=(ceph-mon)
+  command -v ceph-osd >/dev/null || need+=(ceph-osd)
+  command -v radosgw >/dev/null || need+=(radosgw)
+  [ ${#need[@]} -eq 0 ] && return
+  log "installing ${need[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 }
 
 start_dockerd() {
@@ -97,7 +110,8 @@ start_registry() {
 
 case "${1:-up}" in
   up) install_packages; start_dockerd; make_venv; start_registry ;;
-  engine) install_packages; start_dockerd; make_venv; install_node ;;
+  engine) install_packages; install_ceph; start_dockerd; make_venv; install_node ;;
+  rgw) install_ceph ;;
   venv)
     python3 -c 'import venv, ensurepip' 2>/dev/null || {
       $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -106,5 +120,5 @@ case "${1:-up}" in
     make_venv ;;
   node) mkdir -p "$STATE"; install_node ;;
   down) [ -f "$STATE/registry/pid" ] && kill "$(cat "$STATE/registry/pid")" 2>/dev/null || true ;;
-  *) echo "usage: $0 [up|engine|venv|node|down]" >&2; exit 2 ;;
+  *) echo "usage: $0 [up|engine|rgw|venv|node|down]" >&2; exit 2 ;;
 esac

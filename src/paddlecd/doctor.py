@@ -187,13 +187,20 @@ def check_disk(host: Host) -> Check:
 
 
 def check_storage(host: Host) -> Check:
-    """The artifact store opens: HeadBucket with the AWS credential chain for s3://, a folder for file://."""
+    """The artifact store opens: HeadBucket with the AWS credential chain for s3://, a folder for
+    file://; the store's quirks are named (``fail`` for one that makes uploads fail with these
+    settings, with its hint; artifacts/storage/quirks.py)."""
     url = storage.default_store_url(host.settings)
-    storage.store_for(host.settings).check()
+    store = storage.store_for(host.settings)
+    store.check()
+    found = store.quirks()
+    failing = [q for q in found if q.hint]
+    detail = f"{url} reachable" + (" (credentials accepted)" if url.startswith("s3://") else "")
     return Check(
         name="storage",
-        status="ok",
-        detail=f"{url} reachable" + (" (credentials accepted)" if url.startswith("s3://") else ""),
+        status="fail" if failing else "ok",
+        detail="; ".join([detail, *(f"store {q.detail}" for q in found)]),
+        hint="; ".join(q.hint for q in failing if q.hint) or None,
     )
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from paddlecd import engine
+from paddlecd.errors import StorageError
 from paddlecd.localstack import RegistryServer, free_port
 
-from support import base, engine_cleanup, project_settings
+from support import base, engine_cleanup, project_settings, rgw
 
 USER, PASSWORD = "ci", "s3cret-Pa55"
 
@@ -146,10 +147,10 @@ def jit_exports(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def s3_server():
+def moto_server():
     """moto's S3 server over real HTTP on 127.0.0.1 (ThreadedMotoServer, one per xdist worker).
-    ``s3_server.endpoint`` is its URL; ``s3_server.requests`` records every request line it served
-    (from werkzeug's access log) so tests can count PutObject/UploadPart calls server-side."""
+    ``moto_server.endpoint`` is its URL; ``moto_server.requests`` records every request line it
+    served (from werkzeug's access log) so tests count PutObject/UploadPart calls server-side."""
     import logging
     import re
 
@@ -167,16 +168,47 @@ def s3_server():
     server.start()
     host, port = server.get_host_and_port()
     server.endpoint = f"http://{host}:{port}"
+    server.kind, server.key, server.secret, server.ca_file = "moto", "testing", "testing", None
     yield server
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def rgw_server(tmp_path_factory):
+    """A real Ceph RADOS Gateway (mon + memstore OSD + radosgw on 127.0.0.1, ~2-3 s to start), one
+    per xdist worker: its own temp dir, ports and fsid, so the workers share nothing
+    (support/rgw.py). ``endpoint`` is HTTP, ``https_endpoint`` HTTPS with ``ca_file``; ``key`` and
+    ``secret`` are its user's; ``requests`` are its access-log lines. Fails (not skips) when Ceph
+    is not installed: CI installs it (scripts/stack.sh engine)."""
+    for attempt in (1, 2):  # a port taken between free_port() and the daemon's bind: new ports
+        server = rgw.RgwServer(tmp_path_factory.mktemp("rgw"))
+        try:
+            server.start()
+            break
+        except StorageError:
+            server.stop()
+            if attempt == 2:
+                raise
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(rgw_server):
+    """The S3 server of tests that do not choose one: Ceph RGW. A module that runs against moto as
+    well overrides this fixture with a parametrised one (test_artifacts_storage_s3.py)."""
+    return rgw_server
+
+
 @pytest.fixture
 def s3_env(s3_server, monkeypatch, tmp_path):
-    """Environment pointing paddlecd (and subprocesses) at ``s3_server`` with test credentials."""
+    """Environment pointing paddlecd (and subprocesses) at ``s3_server`` (HTTP), its
+    credentials."""
     for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ACCESS_KEY_ID": s3_server.key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret,
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_CONFIG_FILE": str(tmp_path / "aws-config"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-credentials"),

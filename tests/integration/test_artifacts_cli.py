@@ -1,6 +1,7 @@
 """``invoke upload`` / ``artifacts.download`` / ``artifacts.list`` run as a user runs them: a
 subprocess of the project's ``invoke`` from the repository root (support.invoke), against the
-default file:// store and moto's S3 server over HTTP, with real jit.save exports (issue 4)."""
+default file:// store and a real Ceph RGW (S3) over HTTP and HTTPS, with real jit.save exports
+(issue 4)."""
 
 from __future__ import annotations
 
@@ -33,13 +34,13 @@ def user_env(tmp_path):
     )
 
 
-def _s3(endpoint):
+def _s3(server):
     return boto3.client(
         "s3",
-        endpoint_url=endpoint,
+        endpoint_url=server.endpoint,
         region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
+        aws_access_key_id=server.key,
+        aws_secret_access_key=server.secret,
         config=Config(s3={"addressing_style": "path"}),
     )
 
@@ -99,11 +100,11 @@ def test_upload_list_download_on_the_default_file_store(user_env, jit_exports, t
 
 def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_path):
     bucket = f"models-{uuid.uuid4().hex[:10]}"
-    _s3(s3_server.endpoint).create_bucket(Bucket=bucket)
+    _s3(s3_server).create_bucket(Bucket=bucket)
     env = {
         **user_env,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ACCESS_KEY_ID": s3_server.key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret,
         "AWS_DEFAULT_REGION": "us-east-1",
         "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint,
     }
@@ -123,7 +124,7 @@ def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_pa
     r = _invoke(env, *up, "--dry-run")
     assert r.returncode == 0 and "dry run: nothing written" in r.stderr and r.stdout == ""
     assert "inference.pdiparams" in r.stderr and "manifest.json  (last)" in r.stderr
-    assert "Contents" not in _s3(s3_server.endpoint).list_objects_v2(Bucket=bucket)
+    assert "Contents" not in _s3(s3_server).list_objects_v2(Bucket=bucket)
 
     r = _invoke(env, *up)
     assert r.returncode == 0, r.stderr
@@ -150,18 +151,39 @@ def test_upload_to_s3_dry_run_then_real(user_env, s3_server, jit_exports, tmp_pa
     )
 
 
+def test_upload_dry_run_names_the_store_quirk_with_a_hint(user_env, rgw_server, jit_exports):
+    """Over HTTPS with botocore's own checksum default (when_supported, from the AWS environment),
+    Ceph RGW refuses uploads with 411; the dry run says so, with the setting that fixes it, and
+    writes nothing (its probe is an UploadPart to an upload id that cannot exist)."""
+    bucket = f"models-{uuid.uuid4().hex[:10]}"
+    _s3(rgw_server).create_bucket(Bucket=bucket)
+    env = {**user_env, "AWS_ACCESS_KEY_ID": rgw_server.key,
+           "AWS_SECRET_ACCESS_KEY": rgw_server.secret, "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_CA_BUNDLE": str(rgw_server.ca_file), "AWS_REQUEST_CHECKSUM_CALCULATION":
+           "when_supported", "PADDLECD_STORAGE_ENDPOINT_URL": rgw_server.https_endpoint}
+    since = len(rgw_server.requests)
+    r = _invoke(env, "upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det",
+                "--version", "1.4.0", "--to", f"s3://{bucket}/paddle", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "  store refuses aws-chunked uploads with checksum trailers over HTTPS (HTTP 411): " \
+        "uploads will fail\n  hint: set storage.checksum_mode: when_required" in r.stderr
+    assert "Contents" not in _s3(rgw_server).list_objects_v2(Bucket=bucket)
+    assert [line for line in rgw_server.requests[since:] if re.search(r'" 2\d\d', line)
+            and re.search(r'"(PUT|POST|DELETE) ', line)] == []  # the probe was refused: 411
+
+
 def test_upload_to_s3_json_names_the_stored_manifest(user_env, s3_server, jit_exports):
     """issue 12: `upload --json` prints the URL and the sha256 of manifest.json as S3 holds it."""
     import hashlib
     import json
 
     bucket = f"models-{uuid.uuid4().hex[:10]}"
-    s3 = _s3(s3_server.endpoint)
+    s3 = _s3(s3_server)
     s3.create_bucket(Bucket=bucket)
     env = {
         **user_env,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ACCESS_KEY_ID": s3_server.key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret,
         "AWS_DEFAULT_REGION": "us-east-1",
         "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint,
     }
@@ -274,8 +296,8 @@ def test_bad_input_is_one_line_error_and_writes_nothing(
     empty.mkdir()
     env = {
         **user_env,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ACCESS_KEY_ID": s3_server.key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret,
         "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint,
     }
     args = [a.format(empty=empty, tiny=jit_exports["tiny"]) for a in args]
@@ -289,7 +311,7 @@ def test_bad_input_is_one_line_error_and_writes_nothing(
         and cause in lines[0]
         and lines[1].startswith("hint: ")
     )
-    assert "Traceback" not in r.stderr and "testing" not in r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and s3_server.secret not in r.stdout + r.stderr
     assert not (tmp_path / "state" / "artifacts").exists()
     assert not any(re.search(r'"(PUT|POST|DELETE) ', line) for line in s3_server.requests[since:])
 

@@ -184,16 +184,16 @@ def test_upload_lists_the_onnx_and_show_prints_it(env, runtime, exports, tmp_pat
 
 
 def test_a_stored_model_gains_its_onnx_on_s3(env, s3_server, runtime, exports):
-    """artifacts.check NAME --onnx on moto's S3: the .onnx is stored beside the Paddle files, the
-    manifest (rewritten last) lists it, and artifacts.show --json reads both back."""
+    """artifacts.check NAME --onnx on S3 (Ceph RGW): the .onnx is stored beside the Paddle files,
+    the manifest (rewritten last) lists it, and artifacts.show --json reads both back."""
     import boto3
     from botocore.config import Config
 
     bucket = f"models-{uuid.uuid4().hex[:10]}"
     boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
-                 aws_access_key_id="testing", aws_secret_access_key="testing",
+                 aws_access_key_id=s3_server.key, aws_secret_access_key=s3_server.secret,
                  config=Config(s3={"addressing_style": "path"})).create_bucket(Bucket=bucket)
-    s3 = {**env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+    s3 = {**env, "AWS_ACCESS_KEY_ID": s3_server.key, "AWS_SECRET_ACCESS_KEY": s3_server.secret,
           "AWS_DEFAULT_REGION": "us-east-1", "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint}
     store = f"s3://{bucket}/paddle"
     r = invoke("upload", "--model-dir", str(exports["legacy"]), "--name", "leg", "--version",

@@ -34,6 +34,9 @@ FIGURES = {
     "bench_upload.py": [
         r"^throughput ratio paddlecd / boto3: \d+\.\d+",
         r"^unchanged re-upload: action=",
+        r"^  moto\s+[\d.]+\s+[\d.]+\s+\d\.\d{3}$",  # side by side: moto, Ceph RGW, RGW over HTTPS
+        r"^  rgw\s+[\d.]+\s+[\d.]+\s+\d\.\d{3}$",
+        r"^  rgw-https\s+[\d.]+\s+[\d.]+\s+\d\.\d{3}$",
     ],
 }
 

@@ -1,8 +1,12 @@
 """`invoke doctor` as a user runs it, against the real engine, the TLS + htpasswd registry fixture
-and moto's S3 server. The test machines have no GPU: doctor must say so and not fail a CPU-only
-configuration (on a GPU host the driver line is checked against the table instead)."""
+and a real Ceph RGW (S3, HTTP and HTTPS). The test machines have no GPU: doctor must say so and
+not fail a CPU-only configuration (on a GPU host the driver line is checked against the table
+instead)."""
 
 from __future__ import annotations
+
+import json
+import uuid
 
 import boto3
 import pytest
@@ -94,7 +98,8 @@ def test_registry_down_fails(registry, tmp_path):
 
 
 def test_s3_store_bucket_and_credentials(registry, s3_env, tmp_path):
-    env = cli_env(registry, tmp_path, PADDLECD_STORAGE_URL="s3://doctor-models/paddle")
+    bucket = f"doctor-{uuid.uuid4().hex[:10]}"
+    env = cli_env(registry, tmp_path, PADDLECD_STORAGE_URL=f"s3://{bucket}/paddle")
     missing = invoke("doctor", "--variant", "cpu", "--log-format", "json", env=env)
     assert missing.returncode == 11 and '"check": "storage"' in missing.stdout
     assert (
@@ -102,11 +107,21 @@ def test_s3_store_bucket_and_credentials(registry, s3_env, tmp_path):
         in [line for line in missing.stdout.splitlines() if '"storage"' in line][0]
     )
     boto3.client("s3", endpoint_url=s3_env.endpoint, region_name="us-east-1").create_bucket(
-        Bucket="doctor-models"
+        Bucket=bucket
     )
     ok = invoke("doctor", "--variant", "cpu", env=env)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert (
         lines(ok)["storage"].startswith("OK")
-        and "s3://doctor-models/paddle reachable" in lines(ok)["storage"]
+        and f"s3://{bucket}/paddle reachable" in lines(ok)["storage"]
     )
+
+    # over HTTPS with botocore's own checksum default, RGW refuses every upload (411): named
+    https = {**env, "PADDLECD_STORAGE_ENDPOINT_URL": s3_env.https_endpoint,
+             "AWS_CA_BUNDLE": str(s3_env.ca_file), "AWS_REQUEST_CHECKSUM_CALCULATION":
+             "when_supported"}
+    quirk = invoke("doctor", "--variant", "cpu", "--log-format", "json", env=https)
+    [row] = [json.loads(line) for line in quirk.stdout.splitlines() if '"storage"' in line]
+    assert quirk.returncode == 11 and row["status"] == "fail", quirk.stdout + quirk.stderr
+    assert "refuses aws-chunked uploads" in row["detail"]
+    assert row["hint"].startswith("set storage.checksum_mode: when_required")

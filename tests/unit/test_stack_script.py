@@ -82,3 +82,25 @@ def test_missing_npm_packages_fail_under_ci_and_skip_elsewhere(tmp_path, monkeyp
     monkeypatch.setenv("CI", "")
     with pytest.raises(Skipped):
         sigstore_js.node_modules()
+
+
+def test_the_engine_tier_installs_ceph_for_the_suites_rgw(tmp_path):
+    """`stack.sh engine` (what .ci/run calls) installs Ceph's mon, OSD and radosgw without
+    recommends, only those missing, and never prompts."""
+    body = (ROOT / "scripts" / "stack.sh").read_text()
+    assert "engine) install_packages; install_ceph;" in body
+    start = body.index("install_ceph() {")
+    function = body[start : body.index("\n}\n", start) + 3]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apt-get").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/apt\n")
+    (bin_dir / "apt-get").chmod(0o755)
+    (bin_dir / "env").symlink_to("/usr/bin/env")
+    (bin_dir / "ceph-osd").write_text("#!/bin/sh\n")  # already there: not asked for
+    (bin_dir / "ceph-osd").chmod(0o755)
+    script = f'set -euo pipefail\nSUDO=""\nlog() {{ echo "$*"; }}\n{function}install_ceph\n'
+    subprocess.run(["/bin/bash", "-c", script], env={"PATH": str(bin_dir)}, check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True)
+    calls = (tmp_path / "apt").read_text().splitlines()
+    assert calls == ["update -qq",
+                     "install -y -qq --no-install-recommends ceph-mon radosgw"]

@@ -106,6 +106,8 @@ def upload(
     if dry_run:
         for line in lines:
             say(line)
+        for quirk in store.quirks():  # probed without writing (artifacts/storage/quirks.py)
+            say(f"  store {quirk.detail}" + (f"\n  hint: {quirk.hint}" if quirk.hint else ""))
         say("dry run: nothing written")
         return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
     with view.stage("upload", f"{name}/{version}", state=cfg.state, verbose=verbose) as st:

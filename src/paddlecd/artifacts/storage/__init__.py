@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from paddlecd import files
-from paddlecd.artifacts.storage.base import MIB, Location, ObjectInfo, Progress, Store
+from paddlecd.artifacts.storage.base import MIB, Location, ObjectInfo, Progress, Quirk, Store
 from paddlecd.artifacts.storage.file import FileStore
 from paddlecd.config import Settings, StorageSettings
 from paddlecd.errors import ConfigError
@@ -24,6 +24,7 @@ __all__ = [
     "Location",
     "ObjectInfo",
     "Progress",
+    "Quirk",
     "Store",
     "default_store_url",
     "open_store",

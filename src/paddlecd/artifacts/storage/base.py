@@ -31,6 +31,18 @@ class ObjectInfo:
     size: int
 
 
+@dataclass(frozen=True)
+class Quirk:
+    """A way a store differs from AWS S3, found by :meth:`Store.quirks` or met during a call.
+
+    ``name`` is stable (e.g. ``aws-chunked-refused``); ``detail`` is one line for a person;
+    ``hint`` says what to set, or is None when paddlecd already works around it."""
+
+    name: str
+    detail: str
+    hint: str | None = None
+
+
 class Store(Protocol):
     """What artifacts need from an object store. ``url`` is the root, e.g. ``s3://models/paddle``.
 
@@ -41,6 +53,8 @@ class Store(Protocol):
     once.
     A claim left by a killed process is released by the OS (file) or taken over with ``take_over``
     (S3, where nothing can tell a dead writer from a slow one).
+    ``quirks()`` names how the store differs from AWS S3 (probed without writing, plus what calls
+    so far met); a folder has none.
     """
 
     url: str
@@ -55,6 +69,7 @@ class Store(Protocol):
     def delete(self, keys: Iterable[str]) -> None: ...
     def abort_uploads(self, prefix: str) -> list[str]: ...
     def claim(self, prefix: str, *, take_over: bool = False) -> AbstractContextManager[None]: ...
+    def quirks(self) -> list[Quirk]: ...
 
 
 @dataclass(frozen=True)

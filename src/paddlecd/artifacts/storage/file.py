@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from paddlecd.artifacts.storage.base import MIB, ConflictError, ObjectInfo, Progress
+from paddlecd.artifacts.storage.base import MIB, ConflictError, ObjectInfo, Progress, Quirk
 from paddlecd.errors import StorageError
 
 CLAIMS = ".claims"  # under the root; never a model name (those are DNS labels)
@@ -39,6 +39,10 @@ class FileStore:
         """Fail early when the root exists but is not a folder (it is created on first write)."""
         if self.root.exists() and not self.root.is_dir():
             raise StorageError(f"store {self.url} is not a folder", "point storage.url at a folder")
+
+    def quirks(self) -> list[Quirk]:
+        """None: a folder is not an S3 implementation."""
+        return []
 
     def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None:
         """Copy ``path`` to ``key`` atomically (temp file in the same folder, then rename)."""

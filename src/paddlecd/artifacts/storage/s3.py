@@ -4,7 +4,8 @@ The only module that imports boto3/botocore (STYLE.md §1);
 :func:`paddlecd.artifacts.storage.open_store` imports it for ``s3://`` URLs only. Every
 botocore/boto3 failure is translated once, here, into :class:`~paddlecd.errors.StorageError` naming
 the bucket and key (STYLE.md §5). Credentials come from the standard AWS chain (env, shared files,
-SSO, instance role) and are never printed.
+SSO, instance role) and are never printed. How stores differ from AWS (Ceph RGW's 411 on
+aws-chunked bodies, If-Match against unquoted ETags, ...) is in :mod:`.quirks`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from botocore.exceptions import (
     NoCredentialsError,
 )
 
-from paddlecd.artifacts.storage.base import MIB, ConflictError, Location, ObjectInfo, Progress
+from paddlecd.artifacts.storage import quirks as known
+from paddlecd.artifacts.storage.base import (
+    MIB,
+    ConflictError,
+    Location,
+    ObjectInfo,
+    Progress,
+    Quirk,
+)
 from paddlecd.config import StorageSettings
 from paddlecd.errors import ConfigError, StorageError
 
@@ -107,6 +116,7 @@ class S3Store:
                 "give the scheme too, e.g. http://minio:9000",
             ) from e
         self.transfer = transfer_config(settings)
+        self.met: dict[str, Quirk] = {}  # quirks calls met so far, by name
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -275,8 +285,7 @@ class S3Store:
                     f"({held.get('holder', 'holder unknown')} since {since})",
                     "wait for it to finish; if it was killed, re-run with --overwrite",
                 ) from None
-            self.delete([key])
-            self.put_bytes(body, key, exclusive=True)  # a second taker loses here
+            self._replace(body, key, held.get("_etag", ""))  # a second taker loses here
         if (self._claim_of(key) or {}).get("id") != me["id"]:
             raise ConflictError(
                 f"{self.url}/{prefix} was claimed by another upload at the same time",
@@ -284,11 +293,83 @@ class S3Store:
             )
 
     def _claim_of(self, key: str) -> dict | None:
-        raw = self.get_bytes(key)
+        """The claim's JSON with its ETag under ``_etag``; None when there is none."""
         try:
-            return json.loads(raw) if raw else None
+            got = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            raw, etag = got["Body"].read(), got.get("ETag", "")
+        except ClientError as e:
+            if _code(e) in ("NoSuchKey", "404"):
+                return None
+            raise self._fail(e, "reading", key) from e
+        except BotoCoreError as e:
+            raise self._fail(e, "reading", key) from e
+        try:
+            doc = json.loads(raw)
         except ValueError:
-            return {}
+            doc = {}
+        return {**doc, "_etag": etag} if isinstance(doc, dict) else {"_etag": etag}
+
+    def _replace(self, body: bytes, key: str, etag: str) -> None:
+        """PutObject with If-Match: ``etag`` (S3 conditional writes, URL at :data:`CLAIMS`): of two
+        takers of one stale claim, the second's ETag no longer matches. The quoted ETag (RFC 9110
+        §8.8.3, as S3 returns it) first; on a 412 while the object still has that ETag, the store
+        compares unquoted ETags (Ceph RGW 16, :mod:`.quirks`): again with the bare value. A store
+        without conditional PUTs (501 NotImplemented) gets delete + If-None-Match: *.
+
+        Raises:
+            ConflictError: another upload replaced the claim first.
+        """
+        for i, tag in enumerate(dict.fromkeys((etag, known.unquoted(etag)))):
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body,
+                                       ContentType="application/json", IfMatch=tag)
+                if i:
+                    self.met[known.IF_MATCH_UNQUOTED] = known.if_match_unquoted()
+                return
+            except ClientError as e:
+                if _code(e) == "NotImplemented":
+                    self.delete([key])
+                    self.put_bytes(body, key, exclusive=True)
+                    return
+                if _code(e) not in (*_CONFLICT_CODES, "NoSuchKey", "404"):  # 404: it went away
+                    raise self._fail(e, "writing", key) from e
+            except BotoCoreError as e:
+                raise self._fail(e, "writing", key) from e
+            if (self._claim_of(key) or {}).get("_etag") != etag:
+                break  # replaced or released by another upload
+        raise ConflictError(
+            f"{self.url}/{key.removeprefix(CLAIMS + '/').removesuffix('.json')}/ was taken over "
+            "by another upload at the same time",
+            "wait for it to finish, then re-run (the same model moves nothing)",
+        )
+
+    def quirks(self) -> list[Quirk]:
+        """How this store differs from AWS S3 (:mod:`.quirks`): the aws-chunked probe (an
+        UploadPart to an upload id that cannot exist, so nothing is written: AWS answers 404
+        NoSuchUpload, Ceph RGW over HTTPS 411) and what calls so far met. One request, no retry.
+
+        Raises:
+            StorageError: the probe could not reach the store.
+        """
+        found = dict(self.met)
+        # the same endpoint, credentials and CA, trailers forced on, no retry
+        client = boto3.session.Session(botocore_session=botocore.session.Session()).client(
+            "s3", endpoint_url=self.client.meta.endpoint_url,
+            region_name=self.client.meta.region_name,
+            config=self.client.meta.config.merge(Config(
+                request_checksum_calculation="when_supported",
+                retries={"max_attempts": 1, "mode": "standard"})),
+        )
+        try:
+            client.upload_part(Bucket=self.bucket, Key=self._key(".paddlecd-probe"),
+                               UploadId="paddlecd-probe-no-such-upload", PartNumber=1, Body=b"p")
+        except ClientError as e:
+            if _code(e) == "MissingContentLength":
+                mode = self.client.meta.config.request_checksum_calculation or "when_supported"
+                found[known.AWS_CHUNKED] = known.aws_chunked_refused(mode)
+        except BotoCoreError as e:
+            raise self._fail(e, "probing") from e
+        return list(found.values())
 
 
 def client_config(
@@ -420,9 +501,11 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
                 "check the credentials of the AWS chain (AWS_PROFILE, AWS_ACCESS_KEY_ID...) "
                 "and the bucket policy",
             )
-        message = root.response.get("Error", {}).get("Message", "")
+        message = root.response.get("Error", {}).get("Message")
+        status = root.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return StorageError(
-            f"{action} {where}: {code} {message}".strip(), f"see the logs of {endpoint}"
+            f"{action} {where}: {known.describe(code, message, status)}",
+            known.hint_for(code) or f"see the logs of {endpoint}",
         )
     return StorageError(
         f"{action} {where}: {str(root).splitlines()[0]}", f"check the store at {endpoint}"

@@ -1,0 +1,109 @@
+"""What S3-compatible stores do differently, in words (artifacts/storage/quirks.py): an error whose
+body has no <Message> (Ceph RGW) is still named by its code, its meaning and its HTTP status; the
+411 of an aws-chunked upload carries the checksum hint. The servers themselves are in
+tests/integration/test_artifacts_storage_s3.py."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+
+from paddlecd.artifacts.storage import quirks
+from paddlecd.artifacts.storage.s3 import storage_error
+
+
+def _error(code: str, status: int, message: str | None = None) -> ClientError:
+    # the shape botocore parses from RGW's body <Error><Code>…</Code><BucketName>…</BucketName>
+    error = {"Code": code, "Message": message, "BucketName": "models"}
+    return ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": status}},
+                       "PutObject")
+
+
+def test_a_code_without_message_is_named_with_its_meaning_and_status():
+    e = storage_error(_error("MissingContentLength", 411), action="uploading",
+                      where="s3://models/a/b", endpoint="https://rgw:8443")
+    assert e.cause == ("uploading s3://models/a/b: MissingContentLength (HTTP 411 Length "
+                       "Required: the store needs a Content-Length; aws-chunked bodies have none)")
+    assert "None" not in e.cause
+    assert e.hint.startswith("set storage.checksum_mode: when_required")
+
+
+def test_a_message_the_store_sent_is_kept():
+    e = storage_error(_error("SlowDown", 503, "Please reduce your request rate."),
+                      action="uploading", where="s3://models/a", endpoint="http://s3")
+    assert e.cause == "uploading s3://models/a: SlowDown Please reduce your request rate."
+    assert e.hint == "see the logs of http://s3"
+
+
+@pytest.mark.parametrize(("code", "status", "text"), [
+    ("500", 500, "HTTP 500 Internal Server Error"),  # HEAD: no body, botocore uses the status
+    ("QuotaExceeded", 403, "QuotaExceeded (HTTP 403 Forbidden: the user's or bucket's quota"),
+    ("SomethingNew", 400, "SomethingNew (HTTP 400 Bad Request)"),
+    ("SomethingNew", 599, "SomethingNew (HTTP 599)"),
+])
+def test_describe(code, status, text):
+    assert quirks.describe(code, None, status).startswith(text)
+
+
+def test_aws_chunked_quirk_has_a_hint_only_when_uploads_would_fail():
+    assert quirks.aws_chunked_refused("when_supported").hint == quirks.CHECKSUM_HINT
+    avoided = quirks.aws_chunked_refused("when_required")
+    assert avoided.hint is None and "avoided" in avoided.detail
+
+
+@pytest.mark.parametrize(("etag", "bare"), [('"abc"', "abc"), ("abc", "abc"),
+                                            ('W/"abc-3"', "abc-3")])
+def test_unquoted(etag, bare):
+    assert quirks.unquoted(etag) == bare
+
+
+def _stubbed_store():
+    from botocore.stub import Stubber
+
+    from paddlecd.artifacts.storage import open_store
+    from paddlecd.config import StorageSettings
+
+    store = open_store("s3://models/paddle",
+                       StorageSettings(endpoint_url="http://127.0.0.1:9", region="us-east-1"))
+    return store, Stubber(store.client)
+
+
+def _claim_body(etag: str):
+    import io
+
+    from botocore.response import StreamingBody
+
+    return {"Body": StreamingBody(io.BytesIO(b'{"id": "x"}'), 11), "ETag": etag}
+
+
+def test_take_over_lost_to_another_taker_is_a_conflict(monkeypatch):
+    """The quoted If-Match gets 412 and the claim's ETag changed meanwhile: another upload took
+    it over first; no unquoted retry, no quirk recorded."""
+    from paddlecd.artifacts.storage.base import ConflictError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    key = "paddle/.claims/m/1.json"
+    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412,
+                          expected_params={"Bucket": "models", "Key": key, "Body": b"{}",
+                                           "ContentType": "application/json", "IfMatch": '"a"'})
+    stub.add_response("get_object", _claim_body('"b"'), {"Bucket": "models", "Key": key})
+    with stub, pytest.raises(ConflictError, match="taken over by another upload"):
+        store._replace(b"{}", ".claims/m/1.json", '"a"')
+    stub.assert_no_pending_responses()
+    assert store.met == {}
+
+
+def test_take_over_on_a_store_without_conditional_puts_falls_back(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    key = "paddle/.claims/m/1.json"
+    stub.add_client_error("put_object", "NotImplemented", http_status_code=501)
+    stub.add_response("delete_object", {}, {"Bucket": "models", "Key": key})
+    stub.add_response("put_object", {}, {"Bucket": "models", "Key": key, "Body": b"{}",
+                                         "ContentType": "application/json", "IfNoneMatch": "*"})
+    with stub:
+        store._replace(b"{}", ".claims/m/1.json", '"a"')
+    stub.assert_no_pending_responses()
