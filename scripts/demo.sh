@@ -9,6 +9,7 @@
 #      digest; promotion checks the registry's attestation and copies it to the release repository)
 #   5. deploy it: 2 containers train examples/train_linear.py with gloo (--cluster local)
 #   6. upload the trained jit.save export to the file:// store under .paddlecd/artifacts
+#   7. write the Kyverno admission policy that admits only verified, signed releases
 # Each step's result (reference, digest, release, model folder) comes from the task's --json
 # document on stdout (issue 12), never from paddlecd's state files.
 # Re-running is fast (every step is cached or idempotent) and safe. Never prompts.
@@ -72,8 +73,12 @@ URL=$(field url <<<"$UPLOADED")
 MANIFEST=$(field manifest_digest <<<"$UPLOADED")
 echo "uploaded ${URL#"file://$PWD"/} (manifest ${MANIFEST:0:19}…)"
 
+step "admission policy: a cluster that runs only verified releases (Kyverno)"
+$INV release.policy --out .paddlecd/admission-policy.yaml 2>&1 | sed 's/ for .*//'
+
 step "done: what was made, and the next commands to try (or source .venv/bin/activate first)"
 echo "evidence:    .paddlecd/evidence/${DIGEST:7}.json"
 echo "attestation: .venv/bin/invoke evidence.show $VERSION-cpu"
 echo "release:     .venv/bin/invoke release.show $VERSION   ($RELEASE)"
 echo "artifacts:   .venv/bin/invoke artifacts.list linear-demo"
+echo "policy:      kubectl apply -f .paddlecd/admission-policy.yaml   (Kyverno >= 1.13)"

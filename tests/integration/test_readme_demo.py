@@ -13,6 +13,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
 from support import base
 from support.checkout import copy_checkout
@@ -58,6 +59,7 @@ def _run_twice(root, env, tmp_path_factory):
         "==> promote",
         "==> deploy release",
         "==> upload the trained model",
+        "==> admission policy",
     ):
         assert step in first.stdout
     assert not seeded or "already in the registry" in first.stdout
@@ -69,11 +71,17 @@ def _run_twice(root, env, tmp_path_factory):
         evidence["passed"] is True
         and f"evidence:    .paddlecd/evidence/{candidate['digest'][7:]}.json" in first.stdout
     )
+    policy = yaml.safe_load((root / ".paddlecd/admission-policy.yaml").read_text())
+    verify = policy["spec"]["rules"][0]["verifyImages"][0]
+    assert (policy["kind"], verify["type"]) == ("ClusterPolicy", "SigstoreBundle")
+    assert verify["imageReferences"] == ["127.0.0.1:5000/paddlecd/release*"]
     version = f"0.1.0-demo.d{candidate['digest'][7:19]}"
     manifest = json.loads(
         (root / ".paddlecd/artifacts/linear-demo" / version / "manifest.json").read_text()
     )
     assert manifest["image"]["digest"] == candidate["digest"]
+    # signed with the demo's key pair (OpenSSF Model Signing), beside the files
+    assert (root / ".paddlecd/artifacts/linear-demo" / version / "model.sig").stat().st_size > 0
 
     second = demo(root, env)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-3000:]
