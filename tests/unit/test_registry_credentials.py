@@ -198,3 +198,16 @@ def test_the_engine_client_names_a_broken_config_json_before_docker_py_reads_it(
             engine.client()
     finally:
         engine.client.cache_clear()
+
+
+def test_every_registry_client_names_a_broken_config_json_up_front(docker_home, tmp_path):
+    """A trial (issue 21): promote on a registry without auth went ahead with a config.json that
+    is not JSON (it was read only on a 401), where push refused it."""
+    from paddlecd import config as project_config
+    from paddlecd.errors import ConfigError
+    from paddlecd.registry.client import client_for
+
+    (docker_home / "config.json").write_text("{not json")
+    settings = project_config.load({"registry.url": "127.0.0.1:1"}, root=tmp_path, environ={})
+    with pytest.raises(ConfigError, match="not JSON"):
+        client_for(settings)

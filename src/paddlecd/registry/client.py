@@ -29,7 +29,7 @@ from paddlecd.errors import (
     RegistryError,
     RegistryRateLimitError,
 )
-from paddlecd.registry.auth import scope
+from paddlecd.registry.auth import docker_config, scope
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
 from paddlecd.registry.transport import Sized, Transport
 from paddlecd.types import Echo
@@ -439,6 +439,9 @@ def client_for(settings: Any, registry: str | None = None, *,
     A loopback registry (127.0.0.1, localhost) with no CA configured is spoken to over plain HTTP,
     as Docker treats loopback registries as insecure (the embedded registry). ``on_progress`` gets
     one line per rate-limit wait (``registry.rate_limit_wait`` bounds them, in seconds).
+
+    Raises:
+        ConfigError: Docker's config.json is unreadable or malformed (:func:`auth.docker_config`).
     """
     host = registry or settings.registry.url
     ca_file, insecure = None, False
@@ -452,6 +455,9 @@ def client_for(settings: Any, registry: str | None = None, *,
     # another one (a base on Docker Hub, say); those use Docker's config.json / credential helpers
     # only.
     configured = host in (settings.registry.url, settings.release.registry)
+    # named up front, as engine.client() does: a broken file was read only on the first 401, so a
+    # promotion on an open registry went ahead on it and one behind auth failed half-way (issue 21)
+    docker_config()
     return RegistryClient(
         host,
         ca_file=ca_file,
