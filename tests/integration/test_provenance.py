@@ -125,3 +125,17 @@ def test_evidence_show_shows_it_and_refuses_one_for_another_digest(project):
     assert line in refused.stdout and f"is about {other}, not {digest}" in refused.stdout
     assert f"error: the provenance {project.settings.registry.url}/{repo}@{wrong.digest} of " \
         in refused.stderr and "\nhint: " in refused.stderr
+
+
+def test_a_verify_run_after_push_lists_only_verify_runs_in_the_att_tag(project):
+    """A trial: verify after push appended push's provenance envelope to cosign's ``.att`` tag,
+    under the verify predicate's ``predicateType`` annotation; evidence.show then printed a
+    REJECTED run (still exit 0) and promote copied the mislabelled layer."""
+    digest, _, _ = _attached(project)
+    project.evidence(digest)  # the pipeline's order: push's provenance first, then verify
+    _, layers = cosign.read_att(project.client, project.settings.registry.repository, digest)
+    payloads = [json.loads(base64.b64decode(json.loads(x.data)["payload"])) for x in layers]
+    assert len(payloads) == 2  # candidate()'s run and this one
+    assert {p["predicateType"] for p in payloads} == {attestation.PREDICATE_TYPE}
+    shown = _invoke(project, "evidence.show", f"{project.settings.candidate_repo}@{digest}")
+    assert shown.returncode == 0 and "REJECTED" not in shown.stdout, shown.stdout + shown.stderr

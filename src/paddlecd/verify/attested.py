@@ -103,15 +103,20 @@ def publish(settings: Settings, evidence: Mapping[str, Any] | Any, out_dir: Path
 
 def _envelopes(client: RegistryClient, repository: str, digest: str,
                att: Attestation) -> list[bytes]:
-    """The envelopes of ``digest``'s other bundle referrers signed by the key of ``att``: what
-    the ``.att`` tag should list besides ``att`` (:func:`paddlecd.registry.cosign.write_att`).
-    A referrer that does not parse is left out; promotion reports it from the referrer."""
+    """The envelopes of ``digest``'s other verify-attestation bundle referrers signed by the key of
+    ``att``: what the ``.att`` tag should list besides ``att``
+    (:func:`paddlecd.registry.cosign.write_att`). A referrer that does not parse is left out
+    (promotion reports it from the referrer), and so is one of another predicate type: the
+    ``.att`` layers carry the verify predicate's ``predicateType`` annotation, and push's SLSA
+    provenance listed there was read back by evidence.show as a rejected verify run (a trial)."""
     def read(c: RegistryClient, ref: referrers.Referrer) -> bytes | None:
         layers = c.get_manifest(repository, ref.digest).json().get("layers") or []
         try:
             other = from_bundle(referrers.read_blob(c, repository, layers[0]["digest"]))
         except (AttestationError, IndexError, KeyError):
             return None
+        if other.statement.get("predicateType") != PREDICATE_TYPE:
+            return None  # another kind of bundle about this image (push's SLSA provenance)
         return other.envelope if other.hint in att.keyids else None
 
     listed = referrers.referrers(client, repository, digest, BUNDLE_TYPE)
