@@ -414,6 +414,13 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
                           f"got {settings.runtime.log_format!r}", "e.g. PADDLECD_LOG_FORMAT=json")
     settings = dataclasses.replace(
         settings, runtime=dataclasses.replace(settings.runtime, log_format=log_format))
+    for key, hint in CREDENTIAL_FREE.items():  # before any message repeats the value (a trial)
+        section, name = key.split(".")
+        value = getattr(getattr(settings, section), name)
+        if value and _USERINFO.match(value):
+            shown = _USERINFO.sub(lambda m: (m[1] or "") + "***@", value)
+            raise ConfigError(f"setting '{key}' holds a user or password ({shown}): paddlecd "
+                              "never reads credentials from a URL", hint)
     for key, host in (
         ("registry.url", settings.registry.url),
         ("release.registry", settings.release.registry),
@@ -464,6 +471,20 @@ def attestation_layouts(settings: Settings) -> tuple[str, ...]:
 BOUNDS = {
     "verify.cpu_ranks": (1, 64, "gloo ranks are processes on this machine (each imports Paddle)"),
 }
+
+
+# URL settings that may not carry ``user:password@`` (it would be printed back in every message
+# naming the endpoint), and where credentials go instead.
+CREDENTIAL_FREE = {
+    "registry.url": "drop it from the URL: docker login <host>, or PADDLECD_REGISTRY_USERNAME and "
+                    "PADDLECD_REGISTRY_PASSWORD",
+    "release.registry": "drop it from the URL: docker login <host>",
+    "storage.url": "drop it from the URL: credentials come from the AWS chain (AWS_PROFILE, or "
+                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+    "storage.endpoint_url": "drop it from the URL: credentials come from the AWS chain "
+                            "(AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+}
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@\s]*@")
 
 
 # String settings with a syntax, and what it is.

@@ -71,6 +71,21 @@ def test_a_bad_value_names_the_variable_the_user_set(tmp_path, environ, cause):
     assert "fix the value" not in e.value.hint
 
 
+@pytest.mark.parametrize("environ", [
+    {"PADDLECD_REGISTRY_URL": "http://u:pw123@127.0.0.1:1"},
+    {"PADDLECD_REGISTRY_URL": "u:pw123@127.0.0.1:1"},
+    {"PADDLECD_STORAGE_ENDPOINT_URL": "http://user:pw123@127.0.0.1:1"},
+    {"PADDLECD_STORAGE_URL": "s3://user:pw123@bucket/models"},
+])
+def test_credentials_in_a_url_are_refused_and_never_printed(tmp_path, environ):
+    """A trial (issue 21): a password in registry.url or storage.endpoint_url was printed back by
+    push's and doctor's errors."""
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ=environ)
+    assert "holds a user or password" in e.value.cause and "***@" in e.value.cause
+    assert "pw123" not in e.value.cause + e.value.hint
+
+
 def test_a_state_dir_that_is_a_file_is_refused_by_name(tmp_path):
     """A trial (issue 21): ``PADDLECD_STATE_DIR=<a file>`` ended in "Not a directory: …/keys"."""
     (tmp_path / "state").write_text("x")
