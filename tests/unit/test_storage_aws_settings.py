@@ -69,3 +69,21 @@ def test_unknown_profile_is_a_config_error(aws, monkeypatch):
     with pytest.raises(ConfigError, match="AWS profile not found") as e:
         _config()
     assert "AWS_PROFILE" in e.value.hint
+
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("AWS_REQUEST_CHECKSUM_CALCULATION", "bogus", "request_checksum_calculation"),
+    ("AWS_RESPONSE_CHECKSUM_VALIDATION", "bogus", "response_checksum_validation"),
+    ("AWS_RETRY_MODE", "bogus", "bogus"),
+    ("AWS_MAX_ATTEMPTS", "abc", "'abc'"),
+])
+def test_an_aws_value_botocore_refuses_is_one_line_naming_the_variable(aws, monkeypatch, name,
+                                                                         value, fragment):
+    """A trial (issue 21): these ended doctor and upload in botocore's traceback, and
+    AWS_MAX_ATTEMPTS=abc was blamed on storage.endpoint_url."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as e:
+        _config()
+    assert e.value.cause.startswith("the AWS configuration is refused by botocore: ")
+    assert fragment in e.value.cause and "endpoint_url" not in e.value.cause
+    assert name in e.value.hint

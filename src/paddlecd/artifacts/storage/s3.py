@@ -110,11 +110,15 @@ class S3Store:
                 f"AWS profile not found: {e}",
                 "fix AWS_PROFILE, or add the profile to ~/.aws/config",
             ) from e
-        except ValueError as e:  # botocore: "Invalid endpoint: minio:9000"
-            raise ConfigError(
-                f"storage.endpoint_url {settings.endpoint_url!r} is not a URL ({e})",
-                "give the scheme too, e.g. http://minio:9000",
-            ) from e
+        except ValueError as e:
+            if "endpoint" in str(e).lower():  # botocore: "Invalid endpoint: minio:9000"
+                raise ConfigError(
+                    f"storage.endpoint_url {settings.endpoint_url!r} is not a URL ({e})",
+                    "give the scheme too, e.g. http://minio:9000",
+                ) from e
+            raise _aws_setting_error(e) from e  # AWS_MAX_ATTEMPTS=abc: int("abc")
+        except botocore.exceptions.BotoCoreError as e:  # AWS_RETRY_MODE=bogus, checksum modes
+            raise _aws_setting_error(e) from e
         self.transfer = transfer_config(settings)
         self.met: dict[str, Quirk] = {}  # quirks calls met so far, by name
 
@@ -465,6 +469,17 @@ def _client_error(e: BaseException | None) -> BaseException | None:
     while e is not None and not isinstance(e, (ClientError, BotoCoreError)):
         e = e.__cause__ or e.__context__
     return e
+
+
+def _aws_setting_error(e: Exception) -> ConfigError:
+    """botocore refusing a value of the AWS configuration (an ``AWS_*`` variable or a profile key,
+    read while the client is made): one line naming the ones set, not its traceback (a trial)."""
+    named = sorted(k for k in os.environ if k.startswith("AWS_"))  # names only, never values
+    return ConfigError(
+        f"the AWS configuration is refused by botocore: {str(e).splitlines()[0]}",
+        "fix the AWS_* variable or profile key it names"
+        + (f" (set here: {', '.join(named)})" if named else " (in AWS_CONFIG_FILE's profile)"),
+    )
 
 
 def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> StorageError:
