@@ -214,6 +214,29 @@ def test_an_unsigned_version_is_signed_by_the_next_upload_moving_no_file(tmp_pat
     assert again.action == "unchanged"
 
 
+@pytest.mark.parametrize("damage", [b"", b"garbage", None])  # None: another key's signature
+def test_a_damaged_signature_is_signed_again_by_the_next_upload(tmp_path, signing, damage):
+    """A trial (issue 21): an empty or garbage model.sig was refused by show and download with
+    the hint "re-upload the model", and the re-upload planned "unchanged" and kept it."""
+    settings, _ = signing
+    store, folder = Recording(tmp_path / "store"), _export(tmp_path / "m")
+    _upload(store, folder, settings)
+    stored = _version_dir(tmp_path) / sig.SIGNATURE
+    if damage is None:
+        other, _ = keys.keygen(tmp_path / "other")
+        foreign = config.load({"verify.signing_key": str(other),
+                               "state_dir": str(tmp_path / "s2")}, root=tmp_path, environ={})
+        _upload(FileStore(tmp_path / "other-store"), folder, foreign)
+        damage = (tmp_path / "other-store/ocr-det/1.4.0" / sig.SIGNATURE).read_bytes()
+    stored.write_bytes(damage)
+    store.written.clear()
+    plan = _upload(store, folder, settings)
+    assert plan.action == "sign" and plan.bytes_to_move == 0
+    assert store.written == ["ocr-det/1.4.0/model.sig", "ocr-det/1.4.0/manifest.json"]
+    assert shown.show(store, "ocr-det", "1.4.0", trusted=keys.trusted(settings)).signature
+    assert _upload(store, folder, settings).action == "unchanged"
+
+
 def test_verify_folder_checks_the_bytes_with_model_signing(tmp_path, signing):
     """The manifest and the signature agree, the bytes do not: model-signing's verifier says so."""
     settings, _ = signing

@@ -60,6 +60,22 @@ class ModelSigner:
         private = serialization.load_pem_private_key(self.pem, password=None)
         return key_hint(private.public_key())
 
+    def holds(self, data: bytes | None, doc: Mapping[str, Any]) -> bool:
+        """Whether ``data`` (a stored ``model.sig``) is this key's valid signature of the files
+        the manifest ``doc`` lists (:func:`check` with this key's public half as the only
+        trusted key): what a re-upload of an unchanged model keeps; else it signs again."""
+        from securesystemslib.signer import SSlibKey
+
+        from paddlecd.verify import keys
+
+        public = serialization.load_pem_private_key(self.pem, password=None).public_key()
+        own = keys.TrustedKey(keys.named(public), self.source, SSlibKey.from_crypto(public))
+        try:
+            check(data, doc, [own], where="model.sig")
+        except ModelSignatureError:
+            return False
+        return True
+
 
 @dataclass(frozen=True)
 class Signed:

@@ -201,6 +201,10 @@ def _decide(
         plan.stale = [k for k in plan.stale if k[len(plan.prefix) :] not in am.CHECK_FILES]
         if plan.signer and plan.prefix + sig.SIGNATURE not in present:
             plan.action = "sign"  # stored before models were signed: sign it, move no file
+        elif plan.signer and not plan.signer.holds(store.get_bytes(plan.prefix + sig.SIGNATURE),
+                                                   old):
+            plan.action = "sign"  # empty, damaged or another key's (a trial: its hint said
+            # "re-upload", and the re-upload kept it as unchanged): signed again, no file moves
         return plan
     if old is not None and not overwrite:
         raise StorageError(
