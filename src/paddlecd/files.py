@@ -8,6 +8,7 @@ reader never sees half a record.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import getpass
 import json
 import os
@@ -174,14 +175,24 @@ def write_text(path: Path, text: str) -> Path:
     then a rename, so a reader never sees half of it.
 
     Raises:
-        OSError: the folder cannot be created or written (``path`` is left as it was).
+        OSError: ``path`` is a folder, or its folder cannot be created or written (``path`` is
+            left as it was); the error names ``path``, never the temp file (a trial: "Is a
+            directory: /tmp/.x.i0grya_q").
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from e
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +138,21 @@ def test_a_yaml_file_that_is_not_utf8_is_named(tmp_path):
     path.write_bytes(b"\xff\xfe bad")
     with pytest.raises(ConfigError, match=r"paddlecd.yaml: not UTF-8 text \(byte 0\)"):
         files.read_yaml(path)
+
+
+def test_a_write_that_fails_names_the_path_asked_for_never_the_temp_file(tmp_path):
+    """A trial (issue 21): ``release.policy --out <a folder>`` said "Is a directory:
+    /tmp/.trial-state.i0grya_q" (the temp file's name) and wrote nothing."""
+    with pytest.raises(IsADirectoryError) as e:
+        files.write_text(tmp_path, "x")
+    assert e.value.filename == str(tmp_path)
+    (tmp_path / "ro").mkdir(mode=0o500)
+    target = tmp_path / "ro" / "policy.yaml"
+    if os.geteuid() != 0:  # root writes into a 0500 folder anyway
+        with pytest.raises(PermissionError) as e:
+            files.write_text(target, "x")
+        assert e.value.filename == str(target)
+    with pytest.raises(OSError) as e:
+        files.write_text(Path("/proc/nope/policy.yaml"), "x")
+    assert e.value.filename == "/proc/nope/policy.yaml"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]
