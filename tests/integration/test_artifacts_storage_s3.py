@@ -622,3 +622,25 @@ def test_rgw_answers_as_measured(rgw_server, rgw_https):
                       request_checksum_calculation="when_supported")
     with pytest.raises(botocore.exceptions.ClientError, match="MissingContentLength"):
         chunked.put_object(Bucket=rgw_https, Key="c", Body=b"c")
+
+
+def test_a_claim_of_a_killed_upload_of_this_machine_is_taken_over_by_the_re_run(
+    s3_env, bucket, jit_exports
+):
+    """A trial (issue 21): an upload killed with -9 left its claim, and the same command re-run
+    was refused for a day. A claim names its pid and its process space (boot id and PID
+    namespace): one whose process is gone is taken over; one whose process runs is not."""
+    from paddlecd.artifacts.storage import s3 as s3_store
+
+    store, s3 = _store(s3_env, bucket), _client(s3_env)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    for version, pid in (("1.4.0", int(dead.stdout)), ("1.5.0", os.getpid())):
+        s3.put_object(Bucket=bucket, Key=f"paddle/.claims/ocr-det/{version}.json",
+                      Body=json.dumps({"id": "x", "holder": f"here pid {pid}", "pid": pid,
+                                       "started": time.time() - 60,
+                                       "process": s3_store._process_space()}).encode())
+    assert _upload(store, jit_exports["tiny"]).action == "create"  # the dead one's: taken over
+    with pytest.raises(artifacts.ConflictError, match=rf"another process \(here pid {os.getpid()}"):
+        _upload(store, jit_exports["tiny2"], version="1.5.0")  # a live holder: refused
+    assert [v["version"] for v in artifacts.list_versions(store, "ocr-det")] == ["1.4.0"]

@@ -256,7 +256,8 @@ class S3Store:
 
         Args:
             take_over: replace a claim another upload left (``--overwrite``); claims older than
-                :data:`CLAIM_STALE_AFTER_S` are replaced without it.
+                :data:`CLAIM_STALE_AFTER_S`, and those of a process of this machine that no
+                longer runs (:func:`_holder_gone`: a kill -9), are replaced without it.
 
         Raises:
             ConflictError: another upload holds the claim (its host, pid and start are named).
@@ -267,6 +268,8 @@ class S3Store:
             "id": uuid.uuid4().hex,
             "holder": f"{socket.gethostname()} pid {os.getpid()}",
             "started": time.time(),
+            "pid": os.getpid(),
+            "process": _process_space(),
         }
         self._take(key, me, prefix, take_over=take_over)
         try:
@@ -282,12 +285,13 @@ class S3Store:
         except ConflictError:
             held = self._claim_of(key) or {}
             age = time.time() - float(held.get("started", 0))
-            if not (take_over or age > CLAIM_STALE_AFTER_S):
+            if not (take_over or age > CLAIM_STALE_AFTER_S or _holder_gone(held)):
                 since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held.get("started", 0)))
                 raise ConflictError(
                     f"{self.url}/{prefix} is being uploaded by another process "
                     f"({held.get('holder', 'holder unknown')} since {since})",
-                    "wait for it to finish; if it was killed, re-run with --overwrite",
+                    "wait for it to finish; a killed upload of this machine is taken over by the "
+                    "re-run itself, one of another machine by --overwrite once it is dead",
                 ) from None
             self._replace(body, key, held.get("_etag", ""))  # a second taker loses here
         if (self._claim_of(key) or {}).get("id") != me["id"]:
@@ -469,6 +473,32 @@ def _client_error(e: BaseException | None) -> BaseException | None:
     while e is not None and not isinstance(e, (ClientError, BotoCoreError)):
         e = e.__cause__ or e.__context__
     return e
+
+
+def _process_space() -> str:
+    """Where a pid means one process: this boot of this machine (the kernel's boot id) and this
+    PID namespace (its inode; containers on one host share the boot id, not the namespace)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""  # not Linux: no claim is judged by its pid
+
+
+def _holder_gone(held: Mapping[str, Any]) -> bool:
+    """Whether claim ``held`` was taken by a process of this boot and PID namespace that no longer
+    runs (``kill -9`` mid-upload: a trial's re-run was refused for a day). A claim written before
+    these fields, or from elsewhere, is never judged gone here."""
+    pid, space = held.get("pid"), held.get("process")
+    if not isinstance(pid, int) or not space or space != _process_space():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 def _aws_setting_error(e: Exception) -> ConfigError:
