@@ -248,3 +248,18 @@ def test_verify_folder_checks_the_bytes_with_model_signing(tmp_path, signing):
     (folder / "inference.pdiparams").write_bytes(b"\2" * 40)
     with pytest.raises(ModelSignatureError, match=r"^v: the model's files are not the signed "):
         sig.verify_folder(folder, doc, trusted, where="v")
+
+
+def test_a_version_copied_to_another_folder_is_refused_by_show_and_download(tmp_path, signing):
+    """A trial (issue 21): ``cp -r tiny/1.0.0 tiny/9.0.0`` was shown and downloaded as 9.0.0,
+    "signature verified": the signature covers the files, not the folder they sit in."""
+    settings, _ = signing
+    store = FileStore(tmp_path / "store")
+    _upload(store, _export(tmp_path / "m"), settings)
+    shutil.copytree(_version_dir(tmp_path), _version_dir(tmp_path, "9.0.0"))
+    trusted = keys.trusted(settings)
+    for call in (lambda: shown.show(store, "ocr-det", "9.0.0", trusted=trusted),
+                 lambda: arts.download(store, "ocr-det", "9.0.0", tmp_path / "d", trusted=trusted)):
+        with pytest.raises(arts.InvalidManifestError, match="is the manifest of ocr-det 1.4.0"):
+            call()
+    assert not (tmp_path / "d").exists()

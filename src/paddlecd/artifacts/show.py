@@ -131,6 +131,7 @@ def show(store: Any, name: str, version: str | None = None, *,
     if doc is None:
         raise StorageError(f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
                            f"invoke artifacts.list {store.url}/{name}")
+    transfer.check_placed(doc, store, name, version)
     checked = None if trusted is None else sig.check(
         store.get_bytes(prefix + sig.SIGNATURE), doc, trusted,
         where=f"{store.url}/{prefix}{sig.SIGNATURE}")

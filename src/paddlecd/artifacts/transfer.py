@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -394,6 +394,23 @@ def read_manifest(store: Store, prefix: str) -> dict[str, Any] | None:
     return am.validate_manifest(doc, where=where, error=InvalidManifestError)
 
 
+def check_placed(doc: Mapping[str, Any], store: Store, name: str, version: str) -> None:
+    """The manifest read at ``<name>/<version>/`` names that same model and version (a trial: a
+    version copied to another folder was shown and downloaded as "verified", since the
+    signature covers the files, not the folder they are stored under).
+
+    Raises:
+        InvalidManifestError: it names another name or version.
+    """
+    if (doc.get("name"), doc.get("version")) != (name, version):
+        raise InvalidManifestError(
+            f"{store.url}/{name}/{version}/{am.MANIFEST} is the manifest of "
+            f"{doc.get('name')} {doc.get('version')}: copied or changed by hand",
+            f"download {doc.get('name')} {doc.get('version')} by its own name, or re-upload "
+            "this version",
+        )
+
+
 def download(
     store: Store,
     name: str,
@@ -437,6 +454,7 @@ def download(
             f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
             f"invoke artifacts.list {store.url}/{name}",
         )
+    check_placed(doc, store, name, version)
     where = f"{store.url}/{prefix}{sig.SIGNATURE}"
     signature = store.get_bytes(prefix + sig.SIGNATURE)
     if trusted is not None:  # before any byte moves: an unsigned model is refused at once
