@@ -139,3 +139,17 @@ def test_a_verify_run_after_push_lists_only_verify_runs_in_the_att_tag(project):
     assert {p["predicateType"] for p in payloads} == {attestation.PREDICATE_TYPE}
     shown = _invoke(project, "evidence.show", f"{project.settings.candidate_repo}@{digest}")
     assert shown.returncode == 0 and "REJECTED" not in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_pushing_the_same_build_again_attaches_no_second_provenance(project):
+    """A trial: each re-push of an unchanged build added another signed provenance referrer
+    (four pushes, four referrers, all copied by promote)."""
+    digest, where, _ = _attached(project)
+    build = _build(project, digest)
+    again = provenance.attach(project.settings, build, digest=digest,
+                              reference=f"{project.settings.candidate_repo}@{digest}")
+    assert again == where
+    listed = [r for r in referrers.referrers(project.client, project.settings.registry.repository,
+                                             digest)
+              if r.annotations.get(cosign.BUNDLE_PREDICATE) == provenance.PREDICATE_TYPE]
+    assert len(listed) == 1

@@ -86,7 +86,9 @@ def statement(build: Mapping[str, Any], *, reference: str, digest: str) -> dict[
 
 def attach(settings: Settings, build: Mapping[str, Any], *, reference: str,
            digest: str) -> str:
-    """Sign the provenance of ``build`` and push it as a bundle referrer of ``digest``.
+    """Sign the provenance of ``build`` and push it as a bundle referrer of ``digest``; a push
+    of the same build again finds the one it attached (by its predicate type and build time) and
+    adds none (a trial: four pushes of one build left four identical provenances).
 
     Returns:
         ``host/repo@sha256:…`` of the referrer's manifest.
@@ -98,11 +100,16 @@ def attach(settings: Settings, build: Mapping[str, Any], *, reference: str,
     bundle = to_bundle(attestation.sign_statement(doc, keys.signer(settings)))
     ref = parse_reference(reference)
     client = client_for(settings, ref.registry)
+    created = str(build.get("built", ""))
+    for known in referrers.referrers(client, ref.repository, digest, BUNDLE_TYPE):
+        if (known.annotations.get(cosign.BUNDLE_PREDICATE) == PREDICATE_TYPE
+                and known.annotations.get(cosign.CREATED) == created):
+            return f"{ref.name}@{known.digest}"  # this build's, from an earlier push of it
     subject = client.resolve(ref.repository, digest)
     pushed = referrers.push(
         client, ref.repository, subject, artifact_type=BUNDLE_TYPE,
         layers=[referrers.Layer(BUNDLE_TYPE, bundle, PROVENANCE_FILE)],
-        annotations=cosign.bundle_annotations(PREDICATE_TYPE, str(build.get("built", ""))),
+        annotations=cosign.bundle_annotations(PREDICATE_TYPE, created),
     )
     return f"{ref.name}@{pushed.digest}"
 
