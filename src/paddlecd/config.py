@@ -492,6 +492,12 @@ FORMATS = {
     # docker run --shm-size: a number with a unit b, k, m or g, or none (docker/go-units RAMInBytes)
     "verify.shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 2g or 512m"),
     "verify.gpu_shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 16g"),
+    # botocore's request_checksum_calculation values (botocore/config.py), checked here for every
+    # store, not only when an S3 client is made (a trial: `Always` passed on a file:// store)
+    "storage.checksum_mode": (r"when_required|when_supported", "when_required or when_supported"),
+    # an S3 endpoint is an http(s) URL (ftp:// reached botocore: exit 8, "not a valid URI")
+    "storage.endpoint_url": (r"https?://[^/\s]+(/\S*)?", "an http(s) URL such as "
+                             "http://minio:9000"),
     # Kubernetes names: a namespace is an RFC 1123 label, a Secret's name a DNS subdomain
     # (kubernetes.io/docs/concepts/overview/working-with-objects/names)
     "cluster.namespace": (r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a namespace name (RFC 1123 "

@@ -47,6 +47,9 @@ def test_config_cascade_order(tmp_path):
     ("", {"PADDLECD_CLUSTER_NAMESPACE": "Bad_NS"}, "not a namespace name (RFC 1123 label"),
     ("", {"PADDLECD_CLUSTER_NAMESPACE": "n" * 64}, "not a namespace name"),
     ("", {"PADDLECD_CLUSTER_IMAGE_PULL_SECRET": "a b"}, "not a Secret name"),
+    # a trial: checked only when an S3 client was made; ftp:// reached botocore (exit 8)
+    ("storage: {checksum_mode: Always}", {}, "not when_required or when_supported"),
+    ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "ftp://127.0.0.1:1/"}, "not an http(s) URL"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)
