@@ -185,8 +185,15 @@ class S3Store:
 
     def get_bytes(self, key: str) -> bytes | None:
         """The body of ``key``, or None when it does not exist."""
+        got = self._get(key)
+        return None if got is None else got[0]
+
+    def _get(self, key: str) -> tuple[bytes, str] | None:
+        """The body of ``key`` and its ETag (as the store quotes it), or None when it does not
+        exist."""
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+            got = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return got["Body"].read(), got.get("ETag", "")
         except ClientError as e:
             if _code(e) in ("NoSuchKey", "404"):
                 return None
@@ -302,15 +309,10 @@ class S3Store:
 
     def _claim_of(self, key: str) -> dict | None:
         """The claim's JSON with its ETag under ``_etag``; None when there is none."""
-        try:
-            got = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-            raw, etag = got["Body"].read(), got.get("ETag", "")
-        except ClientError as e:
-            if _code(e) in ("NoSuchKey", "404"):
-                return None
-            raise self._fail(e, "reading", key) from e
-        except BotoCoreError as e:
-            raise self._fail(e, "reading", key) from e
+        got = self._get(key)
+        if got is None:
+            return None
+        raw, etag = got
         try:
             doc = json.loads(raw)
         except ValueError:
