@@ -73,11 +73,11 @@ def pytest_collection_modifyitems(items):
 
 # ------------------------------------------------------------ the bootstrapped base, shared
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """On one worker, start building the base in the background while the first tests run.
+    """On one worker, start bootstrapping the base in the background while the first tests run.
 
-    Debootstrap and the Paddle wheel take ~3 minutes on a fresh machine; tests that need the base
-    run last (tests/conftest.py), and by then the engine has it cached, so each worker's
-    ``paddle_base`` only pushes it. The thread holds :func:`support.base.lock` until it is done;
+    Debootstrap and the Paddle wheel take ~3 minutes on a fresh machine, the push into the
+    session's seed registry ~1 more; tests that need the base run last (tests/conftest.py), and by
+    then the seed registry has it, so each worker's ``paddle_base`` only copies it. The thread holds :func:`support.base.lock` until it is done;
     if it fails, ``paddle_base`` builds again and reports the error itself."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     if worker != "gw0" or not any(base.needs_base(i) for i in session.items):
@@ -91,8 +91,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from paddlecd.image import bootstrap
 
         try:
-            # a host name nothing resolves: the tag stays local and is never pushed
-            bootstrap.build_base(project_settings(state, **{"registry.url": PREFETCH_HOST}), "cpu")
+            # paddlecd's bootstrap into the seed registry: the push (a gzip of 1.1 GB, the
+            # costliest step after debootstrap) runs beside the tests that need no base, not
+            # in the first one that does. Without a seed, a host name nothing resolves: the tag
+            # stays local and is never pushed.
+            if not base.seed_host(state):
+                bootstrap.build_base(project_settings(state, **{"registry.url": PREFETCH_HOST}),
+                                     "cpu")
         except Exception:  # noqa: BLE001 — paddle_base runs the same steps and fails by name
             pass
         finally:

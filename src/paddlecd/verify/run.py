@@ -28,7 +28,7 @@ from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
 from paddlecd.types import Echo
-from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl, nodes_k8s
+from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl
 from paddlecd.verify import nodes as multinode
 
 SMOKE_CMD = [
@@ -361,6 +361,9 @@ def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: 
         revision=git.revision(settings.root).full,
     )
     if cluster_k8s:
+        # the kubernetes client (half a second of imports) loads only for k8s runs
+        from paddlecd.verify import nodes_k8s
+
         gpus = int(gpus_per_node or 0) if labels.get("io.paddlecd.device") == "gpu" else 0
         ran = nodes_k8s.run_k8s(settings, run_on, nodes=nodes, gpus_per_node=gpus, out=out,
                                 on_event=on_event, on_line=on_line, kind=kind)
