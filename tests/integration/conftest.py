@@ -77,8 +77,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     Debootstrap and the Paddle wheel take ~3 minutes on a fresh machine, the push into the
     session's seed registry ~1 more; tests that need the base run last (tests/conftest.py), and by
-    then the seed registry has it, so each worker's ``paddle_base`` only copies it. The thread holds :func:`support.base.lock` until it is done;
-    if it fails, ``paddle_base`` builds again and reports the error itself."""
+    then the seed registry has it, so each worker's ``paddle_base`` only copies it. The thread
+    holds :func:`support.base.lock` until it is done; if it fails, ``paddle_base`` builds again
+    and reports the error itself."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     if worker != "gw0" or not any(base.needs_base(i) for i in session.items):
         return

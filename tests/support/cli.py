@@ -1,4 +1,6 @@
-"""Running the project's ``invoke`` in a subprocess from the checkout's root, as a user does."""
+"""Running the project's ``invoke`` from the checkout's root, as a user does: each run its own
+process (from the fork server of support/forkserver.py, which saves the libraries' imports), with
+its own environment, streams and exit code."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from support import forkserver
 from support.project import CACHE_SCOPE, ROOT
 
 # The invoke of the interpreter running the tests (the project's .venv under .ci/run).
@@ -26,8 +29,7 @@ def invoke(*args: str, env: Mapping[str, str] | None = None, timeout: float = 12
         extra: variables added to ``env``, e.g. ``PADDLECD_STATE_DIR=str(tmp_path)``.
     """
     full = {**(os.environ if env is None else env), **extra}
-    return subprocess.run([INVOKE, *args], cwd=ROOT, env=full, capture_output=True, text=True,
-                          timeout=timeout)
+    return forkserver.run([INVOKE, *args], cwd=ROOT, env=full, timeout=timeout)
 
 
 def clean_env(*, drop: tuple[str, ...] = ("PADDLECD_", "GITHUB_"), **extra: str) -> dict[str, str]:

@@ -22,14 +22,16 @@ from paddlecd.pipeline.records import StageRun, Summary, VariantRun
 from paddlecd.verify import evidence, keys, suite
 from paddlecd.verify import run as verify
 
+from support import forkserver
+
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "c" * 64
 
 
 def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECD_", "GITHUB_"))}
-    return subprocess.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**base, **env}, timeout=120)
+    return forkserver.run([str(ROOT / ".venv/bin/invoke"), *args], cwd=ROOT,
+                          env={**base, **env}, timeout=120)
 
 
 # ---------------------------------------------------------------- the shim and the namespace
