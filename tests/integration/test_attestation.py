@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -45,10 +44,10 @@ from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import client_for
 from paddlecd.verify import attestation, attested, bundle, evidence, keys
 
+from support import invoke
 from support.oci_images import push_image
 
 ROOT = Path(__file__).resolve().parents[2]
-INVOKE = str(Path(sys.executable).parent / "invoke")
 JUNIT, LOG = b'<testsuite name="smoke"/>', b"smoke log\n"
 
 
@@ -58,14 +57,7 @@ def project(registry_env, tmp_path) -> Project:
 
 
 def _invoke(project: Project, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [INVOKE, *args],
-        cwd=ROOT,
-        env={**os.environ, **project.env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return invoke(*args, env={**os.environ, **project.env(), **env}, timeout=300)
 
 
 def _record(project: Project, digest: str, **changes) -> dict:
