@@ -263,3 +263,26 @@ def test_a_version_copied_to_another_folder_is_refused_by_show_and_download(tmp_
         with pytest.raises(arts.InvalidManifestError, match="is the manifest of ocr-det 1.4.0"):
             call()
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("edit", ["same size", "other size"])
+def test_a_stored_file_changed_by_hand_is_put_again_by_the_next_upload(tmp_path, signing, edit):
+    """A trial (issue 21): a stored model file edited in the store was "unchanged" on re-upload
+    (the manifests alone were compared). The stored bytes are hashed: the file is put again,
+    signed again, and the stale check record goes."""
+    settings, public = signing
+    store, folder = Recording(tmp_path / "store"), _export(tmp_path / "m")
+    _upload(store, folder, settings)
+    stored = _version_dir(tmp_path) / "inference.pdiparams"
+    stored.write_bytes(b"\1" * (40 if edit == "same size" else 41))
+    (_version_dir(tmp_path) / am.CHECK_JSON).write_text("{}")
+    store.written.clear()
+    plan = _upload(store, folder, settings)
+    assert plan.action == "repair" and [e.path for e in plan.put] == ["inference.pdiparams"]
+    assert "changed in the store" in "\n".join(plan.lines())
+    assert store.written == ["ocr-det/1.4.0/inference.pdiparams", "ocr-det/1.4.0/model.sig",
+                             "ocr-det/1.4.0/manifest.json"]
+    assert stored.read_bytes() == b"\0" * 40
+    assert not (_version_dir(tmp_path) / am.CHECK_JSON).exists()
+    assert model_signing_cli.verify(_version_dir(tmp_path), public).returncode == 0
+    assert _upload(store, folder, settings).action == "unchanged"

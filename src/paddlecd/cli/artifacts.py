@@ -63,8 +63,8 @@ def upload(
     different model under an existing version is refused unless --overwrite. Leftovers of an
     interrupted upload are deleted by the next one. S3 endpoint, region, addressing and multipart
     knobs: the storage.* settings (PADDLECD_STORAGE_ENDPOINT_URL, ...); credentials: the standard
-    AWS chain. --json prints url, action (create/overwrite/unchanged), files, bytes and the
-    manifest's sha256 digest (paddlecd.artifacts.transfer.Uploaded). A <prefix>.onnx in the
+    AWS chain. --json prints url, action (create/overwrite/sign/repair/unchanged), files, bytes
+    and the manifest's sha256 digest (paddlecd.artifacts.transfer.Uploaded). A <prefix>.onnx in the
     folder (from artifacts.check --onnx, or --onnx here) is uploaded and listed in the manifest
     with its opset, paddle2onnx version and ONNX Runtime parity, from the folder's check.json;
     one without that record, or whose parity failed, is refused. The export is signed with

@@ -11,6 +11,7 @@ aws-chunked bodies, If-Match against unquoted ETags, ...) is in :mod:`.quirks`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -200,6 +201,22 @@ class S3Store:
             raise self._fail(e, "reading", key) from e
         except BotoCoreError as e:
             raise self._fail(e, "reading", key) from e
+
+    def sha256(self, key: str) -> str | None:
+        """hex sha256 of the bytes stored under ``key`` (one streamed GET, never the ETag:
+        multipart ETags are no digest of the bytes), or None when it does not exist."""
+        digest = hashlib.sha256()
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+            for chunk in body.iter_chunks(MIB):
+                digest.update(chunk)
+        except ClientError as e:
+            if _code(e) in ("NoSuchKey", "404"):
+                return None
+            raise self._fail(e, "reading", key) from e
+        except BotoCoreError as e:
+            raise self._fail(e, "reading", key) from e
+        return digest.hexdigest()
 
     def head(self, key: str) -> ObjectInfo | None:
         """Size of ``key``, or None when it does not exist."""
