@@ -286,3 +286,52 @@ def test_a_stored_file_changed_by_hand_is_put_again_by_the_next_upload(tmp_path,
     assert not (_version_dir(tmp_path) / am.CHECK_JSON).exists()
     assert model_signing_cli.verify(_version_dir(tmp_path), public).returncode == 0
     assert _upload(store, folder, settings).action == "unchanged"
+
+
+@pytest.mark.parametrize("field, value", [("metrics", {"acc": 0.99}), ("paddle_version", "3.1.0"),
+                                          ("image", None)])
+def test_a_manifest_changed_after_signing_is_refused_and_signed_again(tmp_path, signing, field,
+                                                                       value):
+    """A trial (issue 21): model.sig covered the files only, so a manifest whose image, metrics
+    or Paddle version was edited in the store still verified. Its other fields are signed too
+    (one predicate field model-signing's verifier ignores: its CLI still accepts the folder);
+    the next identical upload signs the stored version again."""
+    settings, public = signing
+    store, folder = FileStore(tmp_path / "store"), _export(tmp_path / "m")
+    _upload(store, folder, settings, metrics=_metrics(tmp_path), paddle_version="3.0.0",
+            image="registry.test/app@sha256:" + "a" * 64)
+    stored = _version_dir(tmp_path) / am.MANIFEST
+    doc = json.loads(stored.read_text())
+    assert model_signing_cli.verify(_version_dir(tmp_path), public).returncode == 0
+    stored.write_bytes(am.manifest_bytes({**doc, field: value}))
+    _refused(store, keys.trusted(settings), tmp_path / "dl",
+             rf"ocr-det/1.4.0/model.sig does not sign what manifest.json says: {field} differ")
+    plan = _upload(store, folder, settings, metrics=_metrics(tmp_path), paddle_version="3.0.0",
+                   image="registry.test/app@sha256:" + "a" * 64)
+    assert plan.action == "sign" and plan.bytes_to_move == 0
+    assert shown.show(store, "ocr-det", "1.4.0", trusted=keys.trusted(settings)).signature
+    assert json.loads(stored.read_text())[field] == doc[field]
+
+
+def _metrics(tmp_path: Path) -> Path:
+    path = tmp_path / "metrics.json"
+    path.write_text('{"acc": 0.91, "steps": 300}')
+    return path
+
+
+def test_a_signature_of_the_files_alone_is_refused_with_the_upload_as_hint(tmp_path, signing):
+    """A model.sig made by model-signing's own signer (no manifest field): refused, and the
+    same upload signs it again."""
+    import model_signing
+
+    settings, _ = signing
+    store, folder = FileStore(tmp_path / "store"), _export(tmp_path / "m")
+    _upload(store, folder, settings)
+    version = _version_dir(tmp_path)
+    hashing = model_signing.hashing.Config().set_ignored_paths(paths=list(sig.IGNORED))
+    (model_signing.signing.Config().use_elliptic_key_signer(private_key=settings.path(
+        settings.verify.signing_key)).set_hashing_config(hashing)
+     .sign(version, version / sig.SIGNATURE))
+    _refused(store, keys.trusted(settings), tmp_path / "dl",
+             r"model.sig signs the files but not the rest of manifest.json")
+    assert _upload(store, folder, settings).action == "sign"

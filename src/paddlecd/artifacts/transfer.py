@@ -302,7 +302,7 @@ def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
         # whose signed sha256 values are the manifest's; unsigned, the sha256 alone
         if plan.signer:
             hashing = [hasher.submit(sig.sign, plan.signer, export.folder, export.files,
-                                     name=plan.manifest["name"])]
+                                     name=plan.manifest["name"], manifest=plan.manifest)]
         else:
             hashing = [hasher.submit(am.hash_file, export.folder / e.path)
                        for e in plan.put if plan.deferred]
