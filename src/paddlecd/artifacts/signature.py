@@ -57,6 +57,13 @@ class ModelSigner:
     source: str
 
     @property
+    def keyid(self) -> str:
+        """The key's id as every message shows it (:func:`paddlecd.verify.keys.fingerprint`)."""
+        from paddlecd.verify import keys
+
+        return keys.fingerprint(serialization.load_pem_private_key(self.pem, None).public_key())
+
+    @property
     def hint(self) -> str:
         """The hint model-signing writes: hex sha256 of the public key's PEM SPKI."""
         private = serialization.load_pem_private_key(self.pem, password=None)
@@ -250,8 +257,8 @@ def _trusted(hint: str, trusted: Sequence[TrustedKey], where: str) -> TrustedKey
         if key_hint(_public(key)) == hint:
             return key
     raise ModelSignatureError(
-        f"{where} is signed by key {hint[:16]} (its publicKey hint), which is not in "
-        "release.trusted_keys",
+        f"{where} is signed by a key that is not in release.trusted_keys (its publicKey hint, "
+        f"model-signing's hex sha256 of the key's PEM: {hint[:64]})",
         "add the signer's public key to release.trusted_keys, or re-upload signed with a "
         "trusted key (artifacts.signing_key)")
 

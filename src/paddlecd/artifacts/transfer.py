@@ -94,7 +94,7 @@ class UploadPlan:
         out += [f"  delete {k}  (not in the manifest: leftover)" for k in self.stale]
         if self.action != "unchanged" and self.signer:
             out.append(f"  put    {sig.SIGNATURE}  (OpenSSF Model Signing, key "
-                       f"{self.signer.hint[:16]} from {self.signer.source})")
+                       f"{self.signer.keyid} from {self.signer.source})")
         if self.action != "unchanged":
             out.append(f"  put    {am.MANIFEST}  (last)")
         out.append(f"  {self.bytes_to_move} bytes to move")

@@ -27,7 +27,9 @@ def keygen(c, out=None):
 
     private, public = keys.keygen(Path(out) if out else keys.state_pair(settings())[0].parent)
     result(f"private key: {private} (secret: verify.signing_key or $PADDLECD_SIGNING_KEY)\n"
-           f"public key:  {public} (commit it; list it in release.trusted_keys)")
+           f"public key:  {public} (commit it; list it in release.trusted_keys)\n"
+           f"key id:      {keys.key_id(public)} (as evidence.show, promote, doctor and upload "
+           "name it)")
 
 
 @task(help={"target": "an image host/repo@sha256:… or a release (1.4.0-cpu)"})

@@ -109,7 +109,7 @@ class Plan:
         if self.attestation:  # issue 10: what the promotion rests on, and who signed it
             a = self.attestation
             lines.append(
-                f"  evidence        {a.location} (verified {a.created}, key {a.keyid[:12]}…)"
+                f"  evidence        {a.location} (verified {a.created}, key {a.keyid})"
             )
         elif self.refusal:
             lines.append(f"  evidence        REFUSED: {self.refusal.cause}")
