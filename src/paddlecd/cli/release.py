@@ -242,5 +242,5 @@ def policy(c, out=None, action="Enforce", json=False):
     if out:
         write_text(Path(out), text)
         return say(f"wrote {out}: ClusterPolicy {doc['metadata']['name']} ({action}) for "
-                   f"{doc['spec']['rules'][0]['verifyImages'][0]['imageReferences'][0]}")
+                   + " and ".join(doc['spec']['rules'][0]['verifyImages'][0]['imageReferences']))
     result(text.rstrip("\n"))

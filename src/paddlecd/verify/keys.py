@@ -238,7 +238,9 @@ def trusted(settings: Settings) -> list[TrustedKey]:
             )
         for f in files:
             public = _public(f)
-            keys.append(TrustedKey(named(public), str(f), SSlibKey.from_crypto(public)))
+            if all(k.keyid != fingerprint(public) for k in keys):  # a file and its folder, or a
+                # copy: one key once (a trial: the admission policy listed it twice)
+                keys.append(TrustedKey(named(public), str(f), SSlibKey.from_crypto(public)))
     if not keys:
         raise SigningKeyError(
             f"release.trusted_keys={settings.release.trusted_keys!r} holds no *.pub key", hint
