@@ -80,6 +80,8 @@ def test_upload_signs_before_the_manifest_and_model_signing_cli_accepts_it(tmp_p
     assert (f"  put    model.sig  (OpenSSF Model Signing, key {keys.key_id(public)} from "
             in "\n".join(plan.lines()))
     assert store.written[-2:] == ["ocr-det/1.4.0/model.sig", "ocr-det/1.4.0/manifest.json"]
+    assert "  skip   notes.txt  (in the folder, not part of the jit.save export: not stored)" \
+        in plan.lines()
     folder = _version_dir(tmp_path)
     done = model_signing_cli.verify(folder, public)
     assert done.returncode == 0 and "Verification succeeded" in done.stdout, done.stderr

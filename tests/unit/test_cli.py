@@ -133,6 +133,8 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
     # a PIR program written by paddle.jit.save: upload reads its InputSpec (issue 13)
     (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
+    (out / "notes.txt").write_text("train log")  # a trial: left out without a word
+    (out / "model.pdopt").write_bytes(b"\0")
     store = tmp_path / "store"
     keys.keygen(tmp_path / "state" / "keys")  # the embedded default signs with the state's pair
     run = invoke(
@@ -148,6 +150,8 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
         PADDLECD_STATE_DIR=str(tmp_path / "state"),
     )
     assert run.returncode == 0, run.stderr
+    assert (f"warning: {out}: 2 file(s) not part of the jit.save export are not uploaded: "
+            "model.pdopt, notes.txt\nhint: only the export's files are stored") in run.stderr
     assert sorted(p.name for p in (store / "demo" / "1.0.0").iterdir()) == [
         "manifest.json",
         "model.json",

@@ -92,6 +92,8 @@ class UploadPlan:
             out.append("  (the stored bytes of the files put differ from the manifest: "
                        "changed in the store)")
         out += [f"  delete {k}  (not in the manifest: leftover)" for k in self.stale]
+        out += [f"  skip   {f}  (in the folder, not part of the jit.save export: not stored)"
+                for f in self.export.extra]
         if self.action != "unchanged" and self.signer:
             out.append(f"  put    {sig.SIGNATURE}  (OpenSSF Model Signing, key "
                        f"{self.signer.keyid} from {self.signer.source})")
