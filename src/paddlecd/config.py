@@ -227,12 +227,17 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
     root = root or find_root()
     project = root / PROJECT_FILE
     from_file = _flatten(_read_yaml(project), str(project)) if project.exists() else {}
-    from_env, warnings = _from_env(environ if environ is not None else os.environ)
+    from_env, read_from, warnings = _from_env(environ if environ is not None else os.environ)
     from_flags = {k: v for k, v in (flags or {}).items() if v is not None}
     for origin, layer in ((str(project), from_file), ("flags", from_flags)):
         for key in layer:
             _check_key(key, origin)
-    settings = _build(root, {**from_file, **from_env, **from_flags})
+    origins = {
+        **{k: Origin("file", str(project)) for k in from_file},
+        **{k: Origin("env", read_from[k]) for k in from_env},
+        **{k: Origin("flag", "flags") for k in from_flags},
+    }
+    settings = _build(root, {**from_file, **from_env, **from_flags}, origins)
     if settings.state.exists() and not settings.state.is_dir():
         raise ConfigError(f"state_dir {settings.state} is a file, not a folder",
                           "point state_dir (PADDLECD_STATE_DIR) at a folder; it is made if missing")
@@ -287,12 +292,39 @@ def _flatten(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
     return out
 
 
-def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """Settings from ``PADDLECD_*`` variables, and a warning for each one that is not a setting.
-    The variable each setting was read from (an alias such as ``PADDLECD_DEBUG`` or the full name)
-    is kept in :data:`_READ_FROM` for the messages of this load."""
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """Where one setting's value came from, for the messages about it (a trial: a bad value of
+    the project file was blamed on an environment variable nobody set): ``kind`` is ``file``
+    (``name``: its path), ``env`` (``name``: the variable read, an alias such as
+    ``PADDLECD_LOG_FORMAT`` or the full name), ``flag`` or ``default``."""
+
+    kind: str
+    name: str
+
+    def text(self, key: str) -> str:
+        """How a message names the value of ``key``: ``/p/paddlecd.yaml: registry.url``,
+        ``PADDLECD_REGISTRY_URL``, ``the flag``, ``the default``."""
+        return {"file": f"{self.name}: {key}", "env": self.name, "flag": "the flag",
+                "default": "the default"}[self.kind]
+
+    def example(self, key: str, value: Any) -> str:
+        """``key`` set to ``value`` where it came from: ``PADDLECD_X=3``, or the file's YAML."""
+        if self.kind == "file":
+            section, _, leaf = key.rpartition(".")
+            return (f"'{section}: {{{leaf}: {value}}}'" if section else f"'{key}: {value}'") \
+                + f" in {self.name}"
+        if self.kind == "env":
+            return f"{self.name}={value}"
+        return f"{_env_name(key)}={value}"
+
+
+def _from_env(environ: Mapping[str, str]
+              ) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """Settings from ``PADDLECD_*`` variables, the variable each was read from (an alias such as
+    ``PADDLECD_DEBUG`` or the full name), and a warning for each one that is not a setting."""
     out: dict[str, Any] = {}
-    _READ_FROM.clear()
+    read_from: dict[str, str] = {}
     warnings: list[str] = []
     known = _all_keys()
     for name, value in sorted(environ.items()):
@@ -303,12 +335,12 @@ def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
             if name in ENV_ALIASES and _env_name(key) in environ:
                 continue  # the full name wins over its short alias
             out[key] = value
-            _READ_FROM[key] = name
+            read_from[key] = name
             continue
         close = _suggest_env(name, known)
         hint = f" (did you mean {close}?)" if close else ""
         warnings.append(f"ignoring {name}: not a setting{hint}")
-    return out, warnings
+    return out, read_from, warnings
 
 
 ENV_PREFIX = "PADDLECD_"
@@ -340,14 +372,8 @@ def _env_key(name: str) -> str:
 
 
 def _env_name(key: str) -> str:
-    """``registry.url`` → ``PADDLECD_REGISTRY_URL`` (the inverse of :func:`_env_key`); in messages,
-    the variable this load read ``key`` from when that was an alias (``PADDLECD_LOG_FORMAT``)."""
-    return _READ_FROM.get(key) or ENV_PREFIX + key.replace(".", "_").upper()
-
-
-# Setting → the PADDLECD_* variable the current load read it from (a trial, issue 21: an empty
-# PADDLECD_LOG_FORMAT was reported as PADDLECD_RUNTIME_LOG_FORMAT, which the user never set).
-_READ_FROM: dict[str, str] = {}
+    """``registry.url`` → ``PADDLECD_REGISTRY_URL`` (the inverse of :func:`_env_key`)."""
+    return ENV_PREFIX + key.replace(".", "_").upper()
 
 
 def _all_keys() -> list[str]:
@@ -395,23 +421,28 @@ def _check_key(key: str, origin: str) -> None:
 ATTESTATION_LAYOUTS = ("bundle", "att")
 
 
-def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
+def _build(root: Path, merged: Mapping[str, Any], origins: Mapping[str, Origin]) -> Settings:
     hints = typing.get_type_hints(Settings)
     kwargs: dict[str, Any] = {"root": root}
+
+    def origin(key: str) -> Origin:
+        return origins.get(key) or Origin("default", "")
+
     for name, sub in SECTIONS.items():
         sub_hints = typing.get_type_hints(sub)
         values = {k.split(".", 1)[1]: v for k, v in merged.items() if k.startswith(name + ".")}
-        kwargs[name] = sub(
-            **{k: _coerce(v, sub_hints[k], f"{name}.{k}") for k, v in values.items()}
-        )
+        kwargs[name] = sub(**{k: _coerce(v, sub_hints[k], f"{name}.{k}", origin(f"{name}.{k}"))
+                              for k, v in values.items()})
     for key, value in merged.items():
         if "." not in key:
-            kwargs[key] = _coerce(value, hints[key], key)
+            kwargs[key] = _coerce(value, hints[key], key, origin(key))
     settings = Settings(**kwargs)
     log_format = settings.runtime.log_format.lower()
     if log_format not in LOG_FORMATS:
-        raise ConfigError(f"setting 'runtime.log_format' must be text or json, "
-                          f"got {settings.runtime.log_format!r}", "e.g. PADDLECD_LOG_FORMAT=json")
+        where = origin("runtime.log_format")
+        raise ConfigError(f"setting 'runtime.log_format' ({where.text('runtime.log_format')}) "
+                          f"must be text or json, got {settings.runtime.log_format[:80]!r}",
+                          "e.g. " + where.example("runtime.log_format", "json"))
     settings = dataclasses.replace(
         settings, runtime=dataclasses.replace(settings.runtime, log_format=log_format))
     for key, hint in CREDENTIAL_FREE.items():  # before any message repeats the value (a trial)
@@ -436,8 +467,8 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
         if value is not None and not re.fullmatch(pattern, str(value)):
-            raise ConfigError(f"setting '{key}' is {str(value)[:80]!r}: not {why}",
-                              f"fix {_env_name(key)} or the project file")
+            raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) is "
+                              f"{str(value)[:80]!r}: not {why}", f"fix {origin(key).text(key)}")
     for key, (low, high, why) in BOUNDS.items():
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
@@ -508,25 +539,34 @@ FORMATS = {
 }
 
 
-def _coerce(value: Any, typ: Any, key: str) -> Any:
+def _quoted(value: Any) -> str:
+    """``value``'s repr as a message quotes it: at most 80 characters of it (a 1 MB value is
+    never echoed whole)."""
+    shown = repr(value)
+    return shown if len(shown) <= 80 else repr(str(value)[:80]) + "…"
+
+
+def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
     args = typing.get_args(typ)
     optional = type(None) in args
     base = next((a for a in args if a is not type(None)), typ) if args else typ
     if isinstance(value, str) and not value.strip():
         # an empty value is never the default: a typo'd or unset CI secret must not fall back
         raise ConfigError(
-            f"setting '{key}' ({_env_name(key)}) is empty",
+            f"setting '{key}' ({origin.text(key)}) is empty",
             "give a value, or remove the setting to use the default"
             + (" (or write null for none)" if optional else ""),
         )
     if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null")):
         if optional:
             return None
-        raise ConfigError(f"setting '{key}' may not be empty", "remove it to use the default")
+        raise ConfigError(f"setting '{key}' ({origin.text(key)}) may not be empty",
+                          "remove it to use the default")
     if isinstance(value, (list, dict, tuple, set)):
         raise ConfigError(
-            f"setting '{key}' must be a single value, got a {type(value).__name__}",
-            "write one value, e.g. " + _env_name(key) + "=...",
+            f"setting '{key}' ({origin.text(key)}) must be a single value, got a "
+            f"{type(value).__name__}",
+            "write one value, e.g. " + origin.example(key, "..."),
         )
     try:
         if base is bool:
@@ -543,15 +583,16 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
             number = base(value)
             if number <= 0:  # every numeric setting is a count, a size or a duration
                 raise ConfigError(
-                    f"setting '{key}' must be greater than 0, got {value!r}",
+                    f"setting '{key}' ({origin.text(key)}) must be greater than 0, got "
+                    f"{_quoted(value)}",
                     "use a positive number",
                 )
             return number
         return str(value)
     except (TypeError, ValueError) as e:
         raise ConfigError(
-            f"setting '{key}' ({_env_name(key)}): {value!r} is not "
+            f"setting '{key}' ({origin.text(key)}): {_quoted(value)} is not "
             f"{'an integer' if base is int else 'a ' + base.__name__}",
             "use true or false (also 1/0, yes/no, on/off)" if base is bool
-            else f"give a number, e.g. {_env_name(key)}={3 if base is int else 1.5}",
+            else f"give a number, e.g. {origin.example(key, 3 if base is int else 1.5)}",
         ) from e

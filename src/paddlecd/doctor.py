@@ -4,7 +4,8 @@ Checks: the engine and a BuildKit builder; the registry (reachable, credentials 
 NVIDIA driver against every GPU variant in use (the ``NVIDIA_REQUIRE_CUDA`` of its locked base when
 that image is on this engine, else NVIDIA's table in :mod:`paddlecd.verify.drivers`);
 the NVIDIA container runtime; free disk under the engine's root folder; the artifact store (S3
-credentials and bucket); the kubeconfig context when the cluster is Kubernetes.
+credentials and bucket); the kubeconfig context when the cluster is Kubernetes; the signing and
+trusted keys (they load, and the signing keys are trusted).
 
 Status ``fail`` only for what would stop a pipeline here; ``warn`` for what stops only some of it
 (GPU variants configured on a machine without a GPU, unless ``require_gpu``). Library code: returns
@@ -219,10 +220,58 @@ def check_kubeconfig(host: Host) -> Check:
     return Check(name="kubeconfig", status="ok", detail=f"kubeconfig loads; context {api.context}")
 
 
+def check_keys(host: Host) -> Check:
+    """The signing keys and the trusted keys load (present, readable, ECDSA P-256 PEM), and each
+    signing key (verify's, and ``artifacts.signing_key`` when set) is among the trusted ones, so
+    promote and artifacts.download accept what this machine signs. Keys are named by their id
+    (:func:`paddlecd.verify.keys.fingerprint`), as every other command names them.
+
+    ``fail``: a configured key that does not load. ``warn``: no signing key (verify and push sign
+    nothing; promote refuses an unsigned candidate), no trusted key, or a signing key no trusted
+    key matches (right on a machine that signs for others; wrong where it also promotes)."""
+    from paddlecd.verify import keys
+
+    s = host.settings
+    signing: list[tuple[str, str]] = []  # (what, id)
+    if keys.configured(s):
+        signing.append((f"signing key ({keys.signer_source(s)})",
+                        keys.fingerprint(_public_of(keys.signer(s)))))
+    if s.artifacts.signing_key:
+        path = s.path(s.artifacts.signing_key)
+        own = keys.load_signer(path, "artifacts.signing_key")
+        signing.append((f"model signing key ({path})", keys.fingerprint(_public_of(own))))
+    trusted_set = bool(s.release.trusted_keys) or keys.state_pair(s)[1].is_file()
+    trusted = keys.trusted(s) if trusted_set else []
+    ids = {t.keyid for t in trusted}
+    detail = "; ".join(
+        [f"{what} {kid}" for what, kid in signing] or ["no signing key"]
+    ) + "; trusted: " + (", ".join(f"{t.keyid} ({t.source})" for t in trusted) or "none")
+    unmatched = [f"{kid}" for _, kid in signing if trusted and kid not in ids]
+    if not signing:
+        return Check("keys", "warn", detail, "verify and push sign nothing and promote refuses "
+                     "unsigned candidates: create a pair with invoke evidence.keygen, or set "
+                     "verify.signing_key")
+    if not trusted:
+        return Check("keys", "warn", detail, "promote and artifacts.download check nothing "
+                     "here: set release.trusted_keys to the committed public key(s)")
+    if unmatched:
+        return Check("keys", "warn", detail, f"{', '.join(unmatched)} is not a trusted key: "
+                     "promote and artifacts.download here refuse what it signs; add its .pub "
+                     "to release.trusted_keys (or sign with a trusted key)")
+    return Check("keys", "ok", detail)
+
+
+def _public_of(signer: Any) -> Any:
+    """The ``cryptography`` public key of a securesystemslib ``CryptoSigner``."""
+    from cryptography.hazmat.primitives import serialization
+
+    return serialization.load_pem_public_key(signer.public_key.keyval["public"].encode())
+
+
 CHECKS: tuple[tuple[str, Callable[[Host], Check]], ...] = (
     ("engine", check_engine), ("registry", check_registry), ("gpu driver", check_gpu_driver),
     ("nvidia runtime", check_nvidia_runtime), ("disk", check_disk), ("storage", check_storage),
-    ("kubeconfig", check_kubeconfig),
+    ("kubeconfig", check_kubeconfig), ("keys", check_keys),
 )
 
 

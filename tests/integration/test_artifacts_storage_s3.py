@@ -125,6 +125,16 @@ def test_reupload_of_same_model_moves_no_bytes(s3_env, bucket, jit_exports):
     assert (plan.action, plan.bytes_to_move) == ("unchanged", 0)
     assert _writes(s3_env, bucket, since) == []  # no PutObject / UploadPart / CreateMultipartUpload
     assert len(s3_env.requests) > since  # the server did see the reads
+    # a stored object changed in the bucket (same size): hashed as stored, put again (issue 21)
+    key = "paddle/ocr-det/1.4.0/inference.pdiparams"
+    s3 = _client(s3_env)
+    size = len(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    s3.put_object(Bucket=bucket, Key=key, Body=b"\1" * size)
+    plan = _upload(store, jit_exports["tiny"])
+    assert (plan.action, [e.path for e in plan.put]) == ("repair", ["inference.pdiparams"])
+    assert store.sha256("ocr-det/1.4.0/inference.pdiparams") == _sha256(
+        (jit_exports["tiny"] / "inference.pdiparams").read_bytes())
+    assert store.sha256("ocr-det/1.4.0/absent") is None
 
 
 def test_different_model_refused_then_overwritten(s3_env, bucket, jit_exports, tmp_path):

@@ -36,6 +36,7 @@ def lines(run):
                     "disk",
                     "storage",
                     "kubeconfig",
+                    "keys",
                 )
                 if parts[1].startswith(n)
             )
@@ -55,6 +56,7 @@ def test_cpu_only_configuration_passes_and_says_there_is_no_gpu(registry, tmp_pa
         "disk",
         "storage",
         "kubeconfig",
+        "keys",
     }
     assert rows["engine"].startswith("OK") and "BuildKit" in rows["engine"]
     assert rows["registry"].startswith("OK") and f"logged in as {USER}" in rows["registry"]

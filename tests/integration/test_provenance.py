@@ -153,3 +153,17 @@ def test_pushing_the_same_build_again_attaches_no_second_provenance(project):
                                              digest)
               if r.annotations.get(cosign.BUNDLE_PREDICATE) == provenance.PREDICATE_TYPE]
     assert len(listed) == 1
+
+
+def test_evidence_show_before_verify_shows_the_provenance_push_attached(project):
+    """A trial (issue 21): before verify, evidence.show said only "no attestation", though push
+    had attached the build's signed provenance. It is shown, and the exit stays 7."""
+    digest = push_image(project.client, project.settings.registry.repository, "unverified")
+    reference = f"{project.settings.candidate_repo}@{digest}"
+    where = provenance.attach(project.settings, _build(project, digest), reference=reference,
+                              digest=digest)
+    shown = _invoke(project, "evidence.show", reference)
+    assert shown.returncode == 7, shown.stdout + shown.stderr
+    assert f"provenance {where} (SLSA v1, verified)" in shown.stdout
+    assert f"error: no attestation of {reference} (its build provenance is shown above)" \
+        in shown.stderr

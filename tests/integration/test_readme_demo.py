@@ -74,7 +74,8 @@ def _run_twice(root, env, tmp_path_factory):
     policy = yaml.safe_load((root / ".paddlecd/admission-policy.yaml").read_text())
     verify = policy["spec"]["rules"][0]["verifyImages"][0]
     assert (policy["kind"], verify["type"]) == ("ClusterPolicy", "SigstoreBundle")
-    assert verify["imageReferences"] == ["127.0.0.1:5000/paddlecd/release*"]
+    assert verify["imageReferences"] == ["127.0.0.1:5000/paddlecd/release:*",
+                                         "127.0.0.1:5000/paddlecd/release@*"]
     version = f"0.1.0-demo.d{candidate['digest'][7:19]}"
     manifest = json.loads(
         (root / ".paddlecd/artifacts/linear-demo" / version / "manifest.json").read_text()

@@ -330,6 +330,44 @@ def test_interrupted_promotion_converges_on_rerun(project):
     assert len(project.records()) == 1
 
 
+def _killed_after_its_record(project, version: str) -> str:
+    """Promote ``version`` of a fresh candidate, stopped right after its ledger record (a kill
+    there: the record and the head are written, no tag); its digest."""
+    digest = project.candidate()
+
+    def kill_after_record(line: str) -> None:
+        if line.startswith("ledger record "):
+            raise RuntimeError("simulated kill")
+
+    with pytest.raises(PromotionError, match="phase 'write ledger' failed: RuntimeError"):
+        project.promote(version, report=kill_after_record)
+    assert project.tag(f"{version}-cpu") is None
+    return digest
+
+
+def test_a_promotion_killed_after_its_record_is_completed_by_the_next_one_or_repair(project):
+    """A trial (issue 21): a promotion killed right after its ledger record left its release
+    recorded with every tag "(missing)", and a promotion of another version did not complete it
+    (only the same promotion did). The next promotion of the variant completes the newest record;
+    release.repair completes every one."""
+    first = _killed_after_its_record(project, "1.4.0")
+    out = project.promote("1.5.0")
+    completing = [w.tag for w in out.plan.writes if w.completes]
+    assert completing == ["1.4.0-cpu", "1.4-cpu"]  # 1-cpu, latest-cpu: 1.5.0's now (higher)
+    assert "completes a promotion killed after its ledger record" in "\n".join(
+        out.plan.describe())
+    assert project.tag("1.4.0-cpu") == project.tag("1.4-cpu") == first
+    second = _killed_after_its_record(project, "2.0.0")
+    planned = release.repair(project.settings, variant="cpu")
+    assert sorted(t for t, _, _ in planned.writes) == ["2-cpu", "2.0-cpu", "2.0.0-cpu",
+                                                       "latest-cpu"]
+    assert project.tag("2.0.0-cpu") is None  # not executed: nothing written
+    done = release.repair(project.settings, variant="cpu", execute=True)
+    assert done.writes == planned.writes and done.lost == ()
+    assert all(project.tag(t) == second for t in ("2.0.0-cpu", "2.0-cpu", "2-cpu", "latest-cpu"))
+    assert release.repair(project.settings, variant="cpu").writes == ()
+
+
 def test_concurrent_promotions_keep_every_record_and_end_on_highest(project, tmp_path):
     """Two promoters with separate state folders (no shared lock file, as on two runners)."""
     states = [project.with_state(tmp_path / f"runner{i}") for i in range(2)]

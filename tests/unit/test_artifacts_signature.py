@@ -77,8 +77,11 @@ def test_upload_signs_before_the_manifest_and_model_signing_cli_accepts_it(tmp_p
     settings, public = signing
     store = Recording(tmp_path / "store")
     plan = _upload(store, _export(tmp_path / "m"), settings)
-    assert "  put    model.sig  (OpenSSF Model Signing, key " in "\n".join(plan.lines())
+    assert (f"  put    model.sig  (OpenSSF Model Signing, key {keys.key_id(public)} from "
+            in "\n".join(plan.lines()))
     assert store.written[-2:] == ["ocr-det/1.4.0/model.sig", "ocr-det/1.4.0/manifest.json"]
+    assert "  skip   notes.txt  (in the folder, not part of the jit.save export: not stored)" \
+        in plan.lines()
     folder = _version_dir(tmp_path)
     done = model_signing_cli.verify(folder, public)
     assert done.returncode == 0 and "Verification succeeded" in done.stdout, done.stderr
@@ -132,7 +135,8 @@ def test_download_and_show_verify_the_signature(tmp_path, signing):
     record = shown.show(store, "ocr-det", "1.4.0", trusted=trusted)
     assert record.signature["keyid"] == trusted[0].keyid
     assert record.to_json()["signature"]["predicateType"] == sig.PREDICATE_TYPE
-    assert "signature   model.sig verified: key SHA256:" in "\n".join(record.lines())
+    assert (f"signature   model.sig verified: key {keys.key_id(public)} trusted via"
+            in "\n".join(record.lines()))  # the whole id, as keygen prints it
 
 
 def _refused(store, trusted, dest: Path, match: str) -> None:
@@ -176,8 +180,10 @@ def test_a_signature_by_an_untrusted_key_or_a_changed_one_is_refused(tmp_path, s
     _upload(store, _export(tmp_path / "m"), settings)
     _, other = keys.keygen(tmp_path / "other")
     stranger = [keys.TrustedKey(keys.named(keys._public(other)), str(other))]
-    _refused(store, stranger, tmp_path / "dl", r"is signed by key [0-9a-f]{16} \(its publicKey "
-                                               r"hint\), which is not in release.trusted_keys")
+    _refused(store, stranger, tmp_path / "dl", r"is signed by a key that is not in "
+                                               r"release.trusted_keys \(its publicKey hint, "
+                                               r"model-signing's hex sha256 of the key's PEM: "
+                                               r"[0-9a-f]{64}\)")
     path = _version_dir(tmp_path) / sig.SIGNATURE
     doc = json.loads(path.read_bytes())
     doc["dsseEnvelope"]["signatures"][0]["sig"] = base64.b64encode(b"\0" * 70).decode()
@@ -263,3 +269,75 @@ def test_a_version_copied_to_another_folder_is_refused_by_show_and_download(tmp_
         with pytest.raises(arts.InvalidManifestError, match="is the manifest of ocr-det 1.4.0"):
             call()
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("edit", ["same size", "other size"])
+def test_a_stored_file_changed_by_hand_is_put_again_by_the_next_upload(tmp_path, signing, edit):
+    """A trial (issue 21): a stored model file edited in the store was "unchanged" on re-upload
+    (the manifests alone were compared). The stored bytes are hashed: the file is put again,
+    signed again, and the stale check record goes."""
+    settings, public = signing
+    store, folder = Recording(tmp_path / "store"), _export(tmp_path / "m")
+    _upload(store, folder, settings)
+    stored = _version_dir(tmp_path) / "inference.pdiparams"
+    stored.write_bytes(b"\1" * (40 if edit == "same size" else 41))
+    (_version_dir(tmp_path) / am.CHECK_JSON).write_text("{}")
+    store.written.clear()
+    plan = _upload(store, folder, settings)
+    assert plan.action == "repair" and [e.path for e in plan.put] == ["inference.pdiparams"]
+    assert "changed in the store" in "\n".join(plan.lines())
+    assert store.written == ["ocr-det/1.4.0/inference.pdiparams", "ocr-det/1.4.0/model.sig",
+                             "ocr-det/1.4.0/manifest.json"]
+    assert stored.read_bytes() == b"\0" * 40
+    assert not (_version_dir(tmp_path) / am.CHECK_JSON).exists()
+    assert model_signing_cli.verify(_version_dir(tmp_path), public).returncode == 0
+    assert _upload(store, folder, settings).action == "unchanged"
+
+
+@pytest.mark.parametrize("field, value", [("metrics", {"acc": 0.99}), ("paddle_version", "3.1.0"),
+                                          ("image", None)])
+def test_a_manifest_changed_after_signing_is_refused_and_signed_again(tmp_path, signing, field,
+                                                                       value):
+    """A trial (issue 21): model.sig covered the files only, so a manifest whose image, metrics
+    or Paddle version was edited in the store still verified. Its other fields are signed too
+    (one predicate field model-signing's verifier ignores: its CLI still accepts the folder);
+    the next identical upload signs the stored version again."""
+    settings, public = signing
+    store, folder = FileStore(tmp_path / "store"), _export(tmp_path / "m")
+    _upload(store, folder, settings, metrics=_metrics(tmp_path), paddle_version="3.0.0",
+            image="registry.test/app@sha256:" + "a" * 64)
+    stored = _version_dir(tmp_path) / am.MANIFEST
+    doc = json.loads(stored.read_text())
+    assert model_signing_cli.verify(_version_dir(tmp_path), public).returncode == 0
+    stored.write_bytes(am.manifest_bytes({**doc, field: value}))
+    _refused(store, keys.trusted(settings), tmp_path / "dl",
+             rf"ocr-det/1.4.0/model.sig does not sign what manifest.json says: {field} differ")
+    plan = _upload(store, folder, settings, metrics=_metrics(tmp_path), paddle_version="3.0.0",
+                   image="registry.test/app@sha256:" + "a" * 64)
+    assert plan.action == "sign" and plan.bytes_to_move == 0
+    assert shown.show(store, "ocr-det", "1.4.0", trusted=keys.trusted(settings)).signature
+    assert json.loads(stored.read_text())[field] == doc[field]
+
+
+def _metrics(tmp_path: Path) -> Path:
+    path = tmp_path / "metrics.json"
+    path.write_text('{"acc": 0.91, "steps": 300}')
+    return path
+
+
+def test_a_signature_of_the_files_alone_is_refused_with_the_upload_as_hint(tmp_path, signing):
+    """A model.sig made by model-signing's own signer (no manifest field): refused, and the
+    same upload signs it again."""
+    import model_signing
+
+    settings, _ = signing
+    store, folder = FileStore(tmp_path / "store"), _export(tmp_path / "m")
+    _upload(store, folder, settings)
+    version = _version_dir(tmp_path)
+    hashing = model_signing.hashing.Config().set_ignored_paths(paths=list(sig.IGNORED))
+    (model_signing.signing.Config().use_elliptic_key_signer(private_key=settings.path(
+        settings.verify.signing_key)).set_hashing_config(hashing)
+     .sign(version, version / sig.SIGNATURE))
+    _refused(store, keys.trusted(settings), tmp_path / "dl",
+             r"model.sig signs the files but not the rest of manifest.json")
+    assert _upload(store, folder, settings).action == "sign"

@@ -133,6 +133,8 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
     # a PIR program written by paddle.jit.save: upload reads its InputSpec (issue 13)
     (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
+    (out / "notes.txt").write_text("train log")  # a trial: left out without a word
+    (out / "model.pdopt").write_bytes(b"\0")
     store = tmp_path / "store"
     keys.keygen(tmp_path / "state" / "keys")  # the embedded default signs with the state's pair
     run = invoke(
@@ -148,6 +150,8 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
         PADDLECD_STATE_DIR=str(tmp_path / "state"),
     )
     assert run.returncode == 0, run.stderr
+    assert (f"warning: {out}: 2 file(s) not part of the jit.save export are not uploaded: "
+            "model.pdopt, notes.txt\nhint: only the export's files are stored") in run.stderr
     assert sorted(p.name for p in (store / "demo" / "1.0.0").iterdir()) == [
         "manifest.json",
         "model.json",
@@ -422,3 +426,20 @@ def test_check_help_lists_every_option_by_its_name():
     run = invoke("artifacts.check", "--help")
     options = run.stdout.split("Options:", 1)[1]
     assert "--onnx-rtol=STRING" in options and "--," not in options, options
+
+
+def test_keygen_prints_the_id_every_command_shows(tmp_path):
+    """A trial (issue 21): one key was named three ways (keygen not at all, evidence.show by 16
+    characters, promote's plan by 12, upload by model-signing's hex hint). One form everywhere:
+    the whole fingerprint, printed by keygen."""
+    from paddlecd.artifacts import signature as sig
+
+    run = invoke("evidence.keygen", "--out", str(tmp_path / "k"),
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 0, run.stderr
+    private, public = tmp_path / "k" / keys.PRIVATE_NAME, tmp_path / "k" / keys.PUBLIC_NAME
+    kid = keys.key_id(public)
+    assert kid.startswith("SHA256:") and len(kid) == 50
+    assert f"key id:      {kid} (" in run.stdout
+    assert sig.ModelSigner(private.read_bytes(), str(private)).keyid == kid
+    assert keys.shown(kid) == kid and keys.shown("x" * 1000) == "x" * 64 + "…"

@@ -115,3 +115,43 @@ def test_pipeline_units_keep_their_output_in_log_files(tmp_path, capsys, monkeyp
         assert err[0] == "  cpu| #0 step" and err[-1] == f"  full log: {log}"
     else:  # a terminal sees only the failed unit's tail
         assert err == [f"  last 20 lines of {log}:", *(f"  │ #{i} step" for i in range(5, 25))]
+
+
+def test_pipeline_units_run_under_the_live_view_on_a_terminal(tmp_path, monkeypatch):
+    """Issue 23: pipeline.run on a terminal shows each running unit as build/push/verify show a
+    stage (spinner row, elapsed time, its tool's last lines), and the row gives way to the
+    unit's result line; read back with pyte, as a terminal shows it."""
+    import io
+
+    import pyte
+    from rich.console import Console
+
+    from paddlecd.cli import common
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=80, height=24)
+    monkeypatch.setattr(common, "err", console)
+    monkeypatch.setattr(view, "mode", lambda **_: "live")
+    logs = view.UnitLogs(tmp_path)
+    logs.started("build", ["cpu", "cu126"])
+    logs.line("build", "cpu", "#5 RUN pip install paddle")
+    logs._live.refresh()
+    screen = pyte.Screen(80, 24)
+    screen.set_mode(pyte.modes.LNM)  # a tty's onlcr: "\n" also returns the carriage
+    stream = pyte.ByteStream(screen)
+    stream.feed(buf.getvalue().encode())
+    shown = [x.rstrip() for x in screen.display if x.strip()]
+    assert any(x.endswith("build cpu  0s") for x in shown), shown
+    assert "  #5 RUN pip install paddle" in shown and any("build cu126" in x for x in shown)
+    logs.ended("cpu")
+    with logs.printing():
+        console.print("✔ build       cpu         ok")
+    logs.ended_all()
+    with logs.printing():
+        pass
+    logs.close()
+    screen.reset()
+    screen.set_mode(pyte.modes.LNM)
+    stream.feed(buf.getvalue().encode())
+    shown = [x.rstrip() for x in screen.display if x.strip()]
+    assert shown == ["✔ build       cpu         ok"], shown  # the rows are gone, the result stays

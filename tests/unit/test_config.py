@@ -35,15 +35,17 @@ def test_config_cascade_order(tmp_path):
     ("", {"PADDLECD_VERIFY_SIGNING_KEY": "  "}, "setting 'verify.signing_key' "
                                                 "(PADDLECD_VERIFY_SIGNING_KEY) is empty"),
     ("", {"PADDLECD_REGISTRY_PUSH_RETRIES": ""}, "(PADDLECD_REGISTRY_PUSH_RETRIES) is empty"),
-    ("storage: {url: ''}", {}, "setting 'storage.url' (PADDLECD_STORAGE_URL) is empty"),
+    ("storage: {url: ''}", {}, "setting 'storage.url' ({file}: storage.url) is empty"),
     # values are typed where they are read
-    ("state_dir: [1, 2]", {}, "setting 'state_dir' must be a single value, got a list"),
-    ("registry: {push_retries: 1.5}", {}, "PUSH_RETRIES): 1.5 is not an integer"),
-    ("verify: {cpu_ranks: true}", {}, "(PADDLECD_VERIFY_CPU_RANKS): True is not an integer"),
+    ("state_dir: [1, 2]", {}, "setting 'state_dir' ({file}: state_dir) must be a single value, "
+                              "got a list"),
+    ("registry: {push_retries: 1.5}", {}, "push_retries): 1.5 is not an integer"),
+    ("verify: {cpu_ranks: true}", {}, "({file}: verify.cpu_ranks): True is not an integer"),
     # a trial: 100000 ranks were accepted, the convergence checks skipped, the run "passed"
     ("", {"PADDLECD_VERIFY_CPU_RANKS": "100000"}, "'verify.cpu_ranks' must be 1..64"),
     # a trial: these reached docker (exit 4, "start the engine") or the manifests
-    ("", {"PADDLECD_VERIFY_SHM_SIZE": "lots"}, "'verify.shm_size' is 'lots': not a Docker size"),
+    ("", {"PADDLECD_VERIFY_SHM_SIZE": "lots"}, "'verify.shm_size' (PADDLECD_VERIFY_SHM_SIZE) is "
+                                               "'lots': not a Docker size"),
     ("", {"PADDLECD_CLUSTER_NAMESPACE": "Bad_NS"}, "not a namespace name (RFC 1123 label"),
     ("", {"PADDLECD_CLUSTER_NAMESPACE": "n" * 64}, "not a namespace name"),
     ("", {"PADDLECD_CLUSTER_IMAGE_PULL_SECRET": "a b"}, "not a Secret name"),
@@ -55,7 +57,7 @@ def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)
     with pytest.raises(ConfigError) as e:
         config.load(root=tmp_path, environ=environ)
-    assert fragment in e.value.cause + (e.value.hint or "")
+    assert fragment.format(file=tmp_path / "paddlecd.yaml") in e.value.cause + (e.value.hint or "")
 
 
 @pytest.mark.parametrize("environ, cause", [
@@ -162,7 +164,8 @@ def test_the_full_name_beats_its_alias_and_flags_beat_both(tmp_path):
 def test_a_bad_log_format_is_an_error(tmp_path):
     with pytest.raises(ConfigError) as e:
         config.load(root=tmp_path, environ={"PADDLECD_LOG_FORMAT": "xml"})
-    assert e.value.cause == "setting 'runtime.log_format' must be text or json, got 'xml'"
+    assert e.value.cause == ("setting 'runtime.log_format' (PADDLECD_LOG_FORMAT) must be text or "
+                             "json, got 'xml'")
 
 
 def test_an_unknown_runtime_key_in_the_project_file_stays_an_error(tmp_path):
@@ -225,3 +228,30 @@ def test_null_still_means_none_for_an_optional_setting(tmp_path):
     (tmp_path / "paddlecd.yaml").write_text("storage: {url: null}\nbuild: {ca_bundle: none}\n")
     s = config.load(root=tmp_path, environ={"PADDLECD_VERIFY_SIGNING_KEY": "null"})
     assert (s.storage.url, s.build.ca_bundle, s.verify.signing_key) == (None, None, None)
+
+
+@pytest.mark.parametrize("yaml_text, cause, hint", [
+    ("registry: {push_retries: abc}",
+     "setting 'registry.push_retries' ({file}: registry.push_retries): 'abc' is not an integer",
+     "give a number, e.g. 'registry: {{push_retries: 3}}' in {file}"),
+    ("verify: {shm_size: lots}",
+     "setting 'verify.shm_size' ({file}: verify.shm_size) is 'lots': not a Docker size",
+     "fix {file}: verify.shm_size"),
+    ("runtime: {log_format: xml}",
+     "setting 'runtime.log_format' ({file}: runtime.log_format) must be text or json",
+     "e.g. 'runtime: {{log_format: json}}' in {file}"),
+    ("state_dir: ''", "setting 'state_dir' ({file}: state_dir) is empty", "give a value"),
+])
+def test_a_bad_value_of_the_project_file_names_the_file_and_key(tmp_path, yaml_text, cause,
+                                                                 hint):
+    """A trial (issue 21): a bad value written in paddlecd.yaml was reported under the
+    PADDLECD_* variable of its key, which the user never set. Each value carries its origin;
+    the variable set for another key changes nothing (it was module state, the last load's)."""
+    (tmp_path / "paddlecd.yaml").write_text(yaml_text)
+    config.load(root=tmp_path / "other", environ={"PADDLECD_LOG_FORMAT": "json"})
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    file = tmp_path / "paddlecd.yaml"
+    assert e.value.cause.startswith(cause.format(file=file)), e.value.cause
+    assert e.value.hint.startswith(hint.format(file=file)), e.value.hint
+    assert "PADDLECD_" not in e.value.cause + e.value.hint

@@ -148,3 +148,38 @@ def test_base_envs_reads_only_locked_gpu_bases_present_on_the_engine(settings, m
     monkeypatch.setattr(engine, "image_env", lambda ref: {"NVIDIA_REQUIRE_CUDA": "cuda>=12.6"})
     chosen = [variants.get(settings, n) for n in ("cpu", "cu118", "cu126")]
     assert doctor.base_envs(settings, chosen) == {"cu126": {"NVIDIA_REQUIRE_CUDA": "cuda>=12.6"}}
+
+
+def test_keys_are_loaded_named_by_their_id_and_matched(tmp_path, monkeypatch):
+    """A trial (issue 21): doctor said nothing about the signing and trusted keys. Each loads
+    (a broken one is the error of the file, which doctor.run makes a FAIL row), is named by the
+    id keygen prints, and a signing key no trusted key matches is a warning."""
+    from paddlecd.errors import SigningKeyError
+    from paddlecd.verify import keys
+
+    monkeypatch.delenv(keys.ENV_PEM, raising=False)
+    mine, mine_pub = keys.keygen(tmp_path / "mine")
+    _, other_pub = keys.keygen(tmp_path / "other")
+
+    def row(**values):
+        s = config.load({"state_dir": str(tmp_path / "state"), **values}, root=ROOT, environ={})
+        return doctor.check_keys(host(s, ["cpu"]))
+
+    none = row()
+    assert none.status == "warn" and none.detail == "no signing key; trusted: none"
+    ok = row(**{"verify.signing_key": str(mine), "release.trusted_keys": str(mine_pub)})
+    kid = keys.key_id(mine_pub)
+    assert ok.status == "ok" and ok.detail == (
+        f"signing key ({mine}) {kid}; trusted: {kid} ({mine_pub})")
+    foreign = row(**{"verify.signing_key": str(mine), "release.trusted_keys": str(other_pub)})
+    assert foreign.status == "warn" and foreign.hint.startswith(f"{kid} is not a trusted key")
+    (tmp_path / "bad.pub").write_text("not a key")
+    with pytest.raises(SigningKeyError, match=r"bad.pub is not a PEM public key"):
+        row(**{"verify.signing_key": str(mine),
+               "release.trusted_keys": str(tmp_path / "bad.pub")})
+    with pytest.raises(SigningKeyError, match=r"missing.key does not exist"):
+        row(**{"verify.signing_key": str(tmp_path / "missing.key")})
+    with pytest.raises(SigningKeyError, match=r"signing.pub is not an unencrypted PEM private"):
+        row(**{"verify.signing_key": str(mine), "release.trusted_keys": str(mine_pub),
+               "artifacts.signing_key": str(mine_pub)})  # a public key where the private goes
+

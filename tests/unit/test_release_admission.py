@@ -51,7 +51,8 @@ def test_the_policy_validates_against_kyvernos_clusterpolicy_crd(settings):
 def test_it_names_the_release_repository_every_trusted_key_and_no_transparency_log(settings):
     [rule] = admission.kyverno_policy(settings)["spec"]["rules"]
     [verify] = rule["verifyImages"]
-    assert verify["imageReferences"] == ["reg.example:5000/paddlecd/release*"]
+    assert verify["imageReferences"] == ["reg.example:5000/paddlecd/release:*",
+                                         "reg.example:5000/paddlecd/release@*"]
     assert (verify["type"], verify["failureAction"], verify["required"]) == (
         "SigstoreBundle", "Enforce", True)
     [att] = verify["attestations"]
@@ -116,3 +117,36 @@ def test_deploy_dry_run_prints_the_policy_beside_the_job(tmp_path):
                                                                     "ClusterPolicy"]
     refused = invoke(*args, "--policy", **env)
     assert refused.returncode == 2 and "error: --policy is for --dry-run" in refused.stderr
+
+
+def _kyverno_matches(patterns, image: str) -> bool:
+    """Kyverno's match of an image against ``imageReferences``: ``*`` is any run of characters
+    (``/`` too) and ``?`` one, over the reference as ``ImageInfo.String`` writes it
+    (``registry/path:tag``, ``registry/path@digest``; no tag is ``:latest``)."""
+    import fnmatch
+
+    written = image if ("@" in image or ":" in image.rsplit("/", 1)[-1]) else image + ":latest"
+    return any(fnmatch.fnmatchcase(written, p) for p in patterns)
+
+
+def test_the_image_references_match_the_release_repository_only(settings):
+    """A trial (issue 21): ``<repo>*`` also matched ``<repo>-foo`` and ``<repo>/x``, other
+    repositories' images the policy then refused for lacking paddlecd's attestation."""
+    patterns = admission.kyverno_policy(settings)["spec"]["rules"][0]["verifyImages"][0][
+        "imageReferences"]
+    repo = "reg.example:5000/paddlecd/release"
+    for image in (f"{repo}:1.4.0-cpu", f"{repo}@sha256:" + "a" * 64, repo):
+        assert _kyverno_matches(patterns, image), image
+    for image in (f"{repo}-foo:1.0", f"{repo}s:1.0", f"{repo}/x:1.0", f"{repo}2@sha256:aa"):
+        assert not _kyverno_matches(patterns, image), image
+
+
+def test_a_trusted_key_named_twice_is_listed_once(tmp_path):
+    """A trial (issue 21): the key file and the folder holding it in release.trusted_keys put
+    one key twice into the policy."""
+    public = keys.keygen(tmp_path / "keys")[1]
+    s = config.load({"state_dir": str(tmp_path / "state"),
+                     "release.trusted_keys": f"{public},{public.parent}"}, root=ROOT, environ={})
+    [attestor] = admission.kyverno_policy(s)["spec"]["rules"][0]["verifyImages"][0][
+        "attestations"][0]["attestors"]
+    assert len(attestor["entries"]) == 1 and [k.source for k in keys.trusted(s)] == [str(public)]

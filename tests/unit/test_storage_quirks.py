@@ -107,3 +107,37 @@ def test_take_over_on_a_store_without_conditional_puts_falls_back(monkeypatch):
     with stub:
         store._replace(b"{}", ".claims/m/1.json", '"a"')
     stub.assert_no_pending_responses()
+
+
+def test_overwrite_never_takes_over_the_claim_of_a_live_upload(monkeypatch):
+    """A trial (issue 21): --overwrite replaced the claim of an upload still running on this
+    machine (a re-run refuses it). The holder's pid runs in this process space: refused, with
+    or without take_over, and no write follows the refused create."""
+    import io
+    import json
+    import os
+    import time
+
+    from botocore.response import StreamingBody
+
+    from paddlecd.artifacts.storage import s3 as s3_store
+    from paddlecd.artifacts.storage.base import ConflictError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    key = "paddle/.claims/m/1.0.0.json"
+    live = json.dumps({"id": "x", "holder": f"here pid {os.getpid()}", "pid": os.getpid(),
+                       "started": time.time(),
+                       "process": s3_store._process_space()}).encode()
+    for _ in range(2):
+        stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
+        stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(live), len(live)),
+                                         "ETag": '"e"'}, {"Bucket": "models", "Key": key})
+    with stub:
+        for take_over in (False, True):
+            with pytest.raises(ConflictError, match=rf"another process \(here pid {os.getpid()}"
+                               ) as e, store.claim("m/1.0.0/", take_over=take_over):
+                pass
+            assert "not even --overwrite" in e.value.hint
+    stub.assert_no_pending_responses()

@@ -542,7 +542,8 @@ def check_stored(
             # the signature names every file of the manifest: signed again with the .onnx, and
             # stored before the manifest that lists it
             signed = signature.sign(signature.signer_for(settings), tmp / "model",
-                                    [f["path"] for f in doc["files"]], name=name)
+                                    [f["path"] for f in doc["files"]], name=name,
+                                    manifest=doc)
             store.put_bytes(signed.data, prefix + signature.SIGNATURE)
             store.put_bytes(am.manifest_bytes(doc), prefix + am.MANIFEST)
     finally:

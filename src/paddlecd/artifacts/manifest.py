@@ -47,12 +47,14 @@ DIGEST_REF_RE = re.compile(r"^(?P<repo>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$
 
 @dataclass(frozen=True)
 class Export:
-    """A detected jit.save export: ``folder``, file ``prefix``, ``format`` and ``files`` (names)."""
+    """A detected jit.save export: ``folder``, file ``prefix``, ``format`` and ``files`` (names);
+    ``extra``: the folder's other files, which no upload stores (named in its plan)."""
 
     folder: Path
     prefix: str
     format: str
     files: tuple[str, ...]
+    extra: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,8 +174,11 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
     files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
     files += [n for n in REFERENCE_FILES if n in names]
     files += [prefix + ".onnx"] if prefix + ".onnx" in names else []  # artifacts.check --onnx
+    # what download writes beside the files (manifest, signature) and check's records are known
+    known = {*files, MANIFEST, "model.sig", *CHECK_FILES}
     export = Export(
-        folder=folder, prefix=prefix, format=PROGRAM_SUFFIXES[programs[0]], files=tuple(files)
+        folder=folder, prefix=prefix, format=PROGRAM_SUFFIXES[programs[0]], files=tuple(files),
+        extra=tuple(sorted(names - known)),
     )
     check_links(export)
     return export

@@ -62,7 +62,7 @@ class Shown:
         out.append(f"  check       {_check(self.check)}")
         if self.signature:
             s = self.signature
-            out.append(f"  signature   {s['file']} verified: key {s['keyid'][:19]}… trusted via "
+            out.append(f"  signature   {s['file']} verified: key {s['keyid']} trusted via "
                        f"{s['key_source']} (OpenSSF Model Signing)")
         return out
 

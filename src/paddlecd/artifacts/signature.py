@@ -11,8 +11,9 @@ how the folder was hashed (``serialization``: files, sha256, the ignored paths;
 
 What is signed: exactly the files the version's ``manifest.json`` lists, under their names,
 hashed through a temporary folder of links to them (so nothing else of the export folder is read
-or named). ``manifest.json``, ``model.sig`` and the check records are ignored paths, recorded in
-the signature, so ``model_signing verify key <version folder> --signature model.sig
+or named), and the manifest's other fields in one more predicate field (:func:`sign`).
+``manifest.json``, ``model.sig`` and the check records are ignored paths, recorded in the
+signature, so ``model_signing verify key <version folder> --signature model.sig
 --public_key KEY`` accepts a stored or downloaded version as it lies. One hashing pass serves
 both: the manifest's sha256 values are read from the signed payload.
 """
@@ -43,6 +44,7 @@ SIGNATURE = "model.sig"
 PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 IGNORED = (am.MANIFEST, SIGNATURE, *am.CHECK_FILES)
+METADATA = "paddlecd_manifest"  # the predicate field holding :func:`metadata` of the manifest
 _RESIGN = "re-upload the model with --overwrite (it is signed again), or restore the file"
 
 
@@ -53,6 +55,13 @@ class ModelSigner:
 
     pem: bytes
     source: str
+
+    @property
+    def keyid(self) -> str:
+        """The key's id as every message shows it (:func:`paddlecd.verify.keys.fingerprint`)."""
+        from paddlecd.verify import keys
+
+        return keys.fingerprint(serialization.load_pem_private_key(self.pem, None).public_key())
 
     @property
     def hint(self) -> str:
@@ -107,13 +116,32 @@ def key_hint(public: Any) -> str:
     return hashlib.sha256(pem).hexdigest()
 
 
-def sign(signer: ModelSigner, folder: Path, files: Sequence[str], *, name: str) -> Signed:
-    """Sign ``files`` (names in ``folder``) with model-signing; ``name`` is the Statement's subject.
+def metadata(doc: Mapping[str, Any]) -> str:
+    """What ``model.sig`` signs of the manifest ``doc`` besides its files: every other field
+    (name, version, image, Paddle version, metrics, input spec, ONNX record, ...) as canonical
+    JSON (sorted keys, no spaces): a string, so the Statement's protobuf ``Struct`` (numbers
+    as doubles) cannot alter a value."""
+    rest = {k: v for k, v in doc.items() if k != "files"}
+    return json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sign(signer: ModelSigner, folder: Path, files: Sequence[str], *, name: str,
+         manifest: Mapping[str, Any]) -> Signed:
+    """Sign ``files`` (names in ``folder``) and ``manifest``'s other fields with model-signing;
+    ``name`` is the Statement's subject.
+
+    The payload is model-signing's own (``Payload`` of the folder's hashing manifest, signed by
+    its elliptic-key ``Signer``, as ``signing.Config.sign`` does at v1.1.1) plus one predicate
+    field, :data:`METADATA`: :func:`metadata` of ``manifest``. Its ``Payload`` docstring: "Any
+    other field should be ignored by verifiers adhering to v1.0", so ``model_signing verify``
+    still accepts the signature; :func:`check` reads the field.
 
     Raises:
         ModelSignatureError: model-signing refused (a file vanished or is unreadable), naming it.
     """
     import model_signing
+    from model_signing._signing import sign_ec_key
+    from model_signing._signing import signing as ms_signing
 
     with tempfile.TemporaryDirectory(prefix="paddlecd-sign-") as tmp:
         view = Path(tmp) / name
@@ -127,8 +155,9 @@ def sign(signer: ModelSigner, folder: Path, files: Sequence[str], *, name: str) 
         hashing = (model_signing.hashing.Config()
                    .set_ignored_paths(paths=list(IGNORED)).set_allow_symlinks(True))
         try:
-            (model_signing.signing.Config().use_elliptic_key_signer(private_key=key)
-             .set_hashing_config(hashing).sign(view, out))
+            payload = ms_signing.Payload(hashing.hash(view))
+            payload.statement.pb.predicate.update({METADATA: metadata(manifest)})
+            sign_ec_key.Signer(key).sign(payload).write(out)
         except (OSError, ValueError) as e:
             raise ModelSignatureError(f"signing {folder} failed: {e}",
                                       "check that the export's files are readable") from e
@@ -197,7 +226,30 @@ def check(data: bytes | None, doc: Mapping[str, Any], trusted: Sequence[TrustedK
             f"{where} is a {statement.get('predicateType')!r} statement, not {PREDICATE_TYPE}",
             _RESIGN)
     _same_files(_resources(statement), am.entries_of(dict(doc)), where)
+    _same_metadata((statement.get("predicate") or {}).get(METADATA), doc, where)
     return Checked(hint, key.keyid, key.source)
+
+
+def _same_metadata(signed: Any, doc: Mapping[str, Any], where: str) -> None:
+    """The manifest's fields besides its files are the signed ones (a trial: a manifest's image,
+    metrics or Paddle version edited in the store still verified)."""
+    if not isinstance(signed, str):
+        raise ModelSignatureError(
+            f"{where} signs the files but not the rest of manifest.json (image, metrics, "
+            "Paddle version, ...)",
+            "run the same invoke upload again: it signs the stored version again (no file moves)")
+    try:
+        before = json.loads(signed)
+    except ValueError:
+        before = None
+    now = json.loads(metadata(doc))
+    if not isinstance(before, dict):
+        raise ModelSignatureError(f"{where}: its {METADATA} field is not a JSON object", _RESIGN)
+    changed = sorted(k for k in {*before} | {*now} if before.get(k, ...) != now.get(k, ...))
+    if changed:
+        raise ModelSignatureError(
+            f"{where} does not sign what manifest.json says: {', '.join(changed)} differ "
+            "(the manifest changed after signing)", _RESIGN)
 
 
 def _trusted(hint: str, trusted: Sequence[TrustedKey], where: str) -> TrustedKey:
@@ -205,8 +257,8 @@ def _trusted(hint: str, trusted: Sequence[TrustedKey], where: str) -> TrustedKey
         if key_hint(_public(key)) == hint:
             return key
     raise ModelSignatureError(
-        f"{where} is signed by key {hint[:16]} (its publicKey hint), which is not in "
-        "release.trusted_keys",
+        f"{where} is signed by a key that is not in release.trusted_keys (its publicKey hint, "
+        f"model-signing's hex sha256 of the key's PEM: {hint[:64]})",
         "add the signer's public key to release.trusted_keys, or re-upload signed with a "
         "trusted key (artifacts.signing_key)")
 

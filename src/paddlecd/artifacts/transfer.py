@@ -50,7 +50,9 @@ class InvalidManifestError(StorageError):
 @dataclass
 class UploadPlan:
     """What :func:`upload` will do. ``action``: ``create``, ``overwrite``, ``sign`` (the same
-    model, stored without ``model.sig``: signed, its manifest written again) or ``unchanged``;
+    model, stored without ``model.sig``: signed, its manifest written again), ``repair`` (the same
+    model, some stored files' bytes differ from the manifest: those put again, signed again, the
+    check records removed) or ``unchanged``;
     ``put``: entries whose bytes move; ``stale``: keys (relative to the store) to delete;
     ``deferred``: the ``put`` files are hashed while they upload (their sha256 is :data:`PENDING`);
     ``overwrite``: the user allowed replacing a different model (and a killed upload's claim);
@@ -86,10 +88,15 @@ class UploadPlan:
             + ("sha256 while uploading" if e.sha256 == PENDING else f"sha256:{e.sha256[:12]}")
             for e in self.put
         ]
+        if self.action == "repair":
+            out.append("  (the stored bytes of the files put differ from the manifest: "
+                       "changed in the store)")
         out += [f"  delete {k}  (not in the manifest: leftover)" for k in self.stale]
+        out += [f"  skip   {f}  (in the folder, not part of the jit.save export: not stored)"
+                for f in self.export.extra]
         if self.action != "unchanged" and self.signer:
             out.append(f"  put    {sig.SIGNATURE}  (OpenSSF Model Signing, key "
-                       f"{self.signer.hint[:16]} from {self.signer.source})")
+                       f"{self.signer.keyid} from {self.signer.source})")
         if self.action != "unchanged":
             out.append(f"  put    {am.MANIFEST}  (last)")
         out.append(f"  {self.bytes_to_move} bytes to move")
@@ -199,6 +206,12 @@ def _decide(
     if old is not None and am.entries_of(old) == new:
         plan.action = "unchanged"  # the check of this very model still holds: keep it
         plan.stale = [k for k in plan.stale if k[len(plan.prefix) :] not in am.CHECK_FILES]
+        plan.put = _changed_in_store(store, plan.prefix, new)
+        if plan.put:
+            plan.action = "repair"  # stored bytes changed by hand: put the export's again
+            plan.stale = [*plan.stale, *(plan.prefix + c for c in am.CHECK_FILES
+                                         if plan.prefix + c in present)]
+            return plan
         if plan.signer and plan.prefix + sig.SIGNATURE not in present:
             plan.action = "sign"  # stored before models were signed: sign it, move no file
         elif plan.signer and not plan.signer.holds(store.get_bytes(plan.prefix + sig.SIGNATURE),
@@ -215,6 +228,17 @@ def _decide(
     plan.action = "overwrite" if old is not None else "create"
     plan.put = [e for p, e in new.items() if kept.get(p) != e]  # identical files stay in place
     return plan
+
+
+def _changed_in_store(store: Store, prefix: str, listed: Mapping[str, am.FileEntry]
+                      ) -> list[am.FileEntry]:
+    """The entries of ``listed`` whose stored object is missing or holds other bytes than the
+    manifest says (a trial: a stored file edited by hand was "unchanged" on re-upload, since only
+    the manifests were compared). Sizes first (one listing), then each object's sha256 as stored:
+    every byte is read once, the price of "unchanged" meaning what is stored."""
+    sizes = {o.key: o.size for o in store.list(prefix)}
+    return [e for p, e in listed.items()
+            if sizes.get(prefix + p) != e.size or store.sha256(prefix + p) != e.sha256]
 
 
 def _read_manifest_or_none(store: Store, prefix: str) -> dict[str, Any] | None:
@@ -267,7 +291,7 @@ def _check_unclaimed_meanwhile(store: Store, plan: UploadPlan) -> None:
 
 def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
     if plan.action in (
-        "overwrite", "sign"
+        "overwrite", "sign", "repair"
     ):  # first, so no manifest ever names a deleted or half-replaced file
         store.delete([plan.prefix + am.MANIFEST])
     store.delete(plan.stale)
@@ -280,7 +304,7 @@ def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
         # whose signed sha256 values are the manifest's; unsigned, the sha256 alone
         if plan.signer:
             hashing = [hasher.submit(sig.sign, plan.signer, export.folder, export.files,
-                                     name=plan.manifest["name"])]
+                                     name=plan.manifest["name"], manifest=plan.manifest)]
         else:
             hashing = [hasher.submit(am.hash_file, export.folder / e.path)
                        for e in plan.put if plan.deferred]
@@ -323,7 +347,8 @@ class Uploaded:
 
     Attributes:
         url: ``<store>/<name>/<version>`` of the model. name, version: as given.
-        action: ``create``, ``overwrite`` or ``unchanged``. executed: False for ``--dry-run``.
+        action: ``create``, ``overwrite``, ``sign``, ``repair`` or ``unchanged``.
+        executed: False for ``--dry-run``.
         files: files of the export named by the manifest; bytes: their total size (B);
             bytes_moved: bytes this run sent (0 when unchanged or planned only).
         manifest_digest: ``sha256:<hex>`` of ``manifest.json`` as stored (None when not written

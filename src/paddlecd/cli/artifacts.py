@@ -63,8 +63,8 @@ def upload(
     different model under an existing version is refused unless --overwrite. Leftovers of an
     interrupted upload are deleted by the next one. S3 endpoint, region, addressing and multipart
     knobs: the storage.* settings (PADDLECD_STORAGE_ENDPOINT_URL, ...); credentials: the standard
-    AWS chain. --json prints url, action (create/overwrite/unchanged), files, bytes and the
-    manifest's sha256 digest (paddlecd.artifacts.transfer.Uploaded). A <prefix>.onnx in the
+    AWS chain. --json prints url, action (create/overwrite/sign/repair/unchanged), files, bytes
+    and the manifest's sha256 digest (paddlecd.artifacts.transfer.Uploaded). A <prefix>.onnx in the
     folder (from artifacts.check --onnx, or --onnx here) is uploaded and listed in the manifest
     with its opset, paddle2onnx version and ONNX Runtime parity, from the folder's check.json;
     one without that record, or whose parity failed, is refused. The export is signed with
@@ -103,6 +103,11 @@ def upload(
     )
     lines = [*plan.lines(), *([f"  paddle version unknown: {unknown}"] if unknown and image
                               else [])]
+    if plan.export.extra:  # said on every output, not only in the plan's log (a trial)
+        common.warn(f"{plan.export.folder}: {len(plan.export.extra)} file(s) not part of the "
+                    f"jit.save export are not uploaded: {_listed(plan.export.extra)}",
+                    "only the export's files are stored (see the plan's skip lines); move the "
+                    "others out of --model-dir, or store them under another --name")
     if dry_run:
         for line in lines:
             say(line)
@@ -122,6 +127,12 @@ def upload(
         f"{'unchanged' if plan.action == 'unchanged' else 'uploaded'}: {plan.url} "
         f"({plan.bytes_to_move} bytes moved)"
     )
+
+
+def _listed(names: tuple[str, ...], most: int = 5) -> str:
+    """The first ``most`` names, and how many more."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most
+                                      else "")
 
 
 def _convert_for_upload(cfg, model_dir: Path, image: str | None, *, dry_run: bool) -> None:

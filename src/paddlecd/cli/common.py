@@ -109,6 +109,13 @@ def say(msg: str) -> None:
         err.print(msg, soft_wrap=True, markup=False, highlight=False)
 
 
+def warn(msg: str, hint: str | None = None) -> None:
+    """A warning for the user, on stderr: ``warning: <msg>``, then ``hint: <hint>``."""
+    err.print(f"[yellow]warning:[/] {escape(msg)}", markup=True, soft_wrap=True)
+    if hint:
+        err.print(f"[yellow]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
+
+
 def result(msg: str) -> None:
     """A result line, on stdout: what a script running the task wants to capture."""
     out.print(msg, soft_wrap=True, markup=False, highlight=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 from invoke import task
 
 from paddlecd.cli.common import guarded, result, say, settings
-from paddlecd.errors import AttestationError, NoAttestationError
+from paddlecd.errors import AttestationError, NoAttestationError, SigningKeyError
 
 
 @task(help={"out": "folder for the new key pair (created; an existing pair is never overwritten; "
@@ -27,7 +27,9 @@ def keygen(c, out=None):
 
     private, public = keys.keygen(Path(out) if out else keys.state_pair(settings())[0].parent)
     result(f"private key: {private} (secret: verify.signing_key or $PADDLECD_SIGNING_KEY)\n"
-           f"public key:  {public} (commit it; list it in release.trusted_keys)")
+           f"public key:  {public} (commit it; list it in release.trusted_keys)\n"
+           f"key id:      {keys.key_id(public)} (as evidence.show, promote, doctor and upload "
+           "name it)")
 
 
 @task(help={"target": "an image host/repo@sha256:… or a release (1.4.0-cpu)"})
@@ -38,7 +40,8 @@ def show(c, target):
     For each verify run: who verified what, where, when, with which key, and the key figures.
     Then the image's SLSA build provenance (attached by push; copied by promote): the git
     revision and whether the tree was dirty, the base and Dockerfile digests, the build args, the
-    builder and the build's start and finish. Signatures are checked against
+    builder and the build's start and finish (shown before verify ran too, which still exits
+    non-zero: no attestation). Signatures are checked against
     release.trusted_keys; a provenance that does not verify (another digest, a changed byte, an
     untrusted key) is shown as REJECTED and exits 7.
 
@@ -55,17 +58,25 @@ def show(c, target):
     ref, runs = query.evidence_of(cfg, target)
     if "@" not in target and "/" in target:
         say(f"resolved {target} to {ref}")
-    if not runs:
-        raise NoAttestationError(f"no attestation of {ref}",
-                                 "run: invoke verify --image <repo>@<digest>")
+    try:
+        trusted = keys.trusted(cfg)
+    except SigningKeyError:
+        if runs:
+            raise
+        trusted = None  # nothing to check: the missing attestation is the error to show
+    built = provenance.find(client_for(cfg, ref.registry), ref.repository, str(ref.digest),
+                            trusted) if trusted is not None else []
     for run in runs:
         for line in describe(run):
             result(line)
-    built = provenance.find(client_for(cfg, ref.registry), ref.repository, str(ref.digest),
-                            keys.trusted(cfg))
-    for found in built:
+    for found in built:  # before verify too: push attached it (a trial: not shown until verify)
         for line in found.lines():
             result(line)
+    if not runs:
+        raise NoAttestationError(
+            f"no attestation of {ref}" + (" (its build provenance is shown above)"
+                                                 if built else ""),
+            "run: invoke verify --image <repo>@<digest>")
     hint = "see the REJECTED lines; trusted keys: release.trusted_keys (or the state folder's pair)"
     if all(run.problem for run in runs):  # shown, and still a failed check
         raise AttestationError(f"none of the {len(runs)} attestation(s) of {ref} verifies", hint)

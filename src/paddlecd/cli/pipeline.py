@@ -30,11 +30,18 @@ def _reporters(fmt: str, logs: view.UnitLogs):
                                                    "variant": variant, "line": line}))
 
     def on_event(event):
-        line = report.text(event)
-        if line:
-            result(line)
-        if event.event == "variant.end" and event.status == "failed":
-            logs.failed(event.stage, event.variant)
+        if event.event == "variant.end":
+            logs.ended(event.variant)
+        with logs.printing():  # on a terminal: the running units' rows make way
+            line = report.text(event)
+            if line:
+                result(line)
+            if event.event == "variant.end" and event.status == "failed":
+                logs.failed(event.stage, event.variant)
+            if event.event in ("stage.end", "pipeline.end"):
+                logs.ended_all()
+        if event.event == "stage.start":  # a spinner row per unit, as build/push/verify show
+            logs.started(event.stage, event.variants or ())
 
     return lambda lines: say("\n".join(lines)), on_event, logs.line
 

@@ -1,4 +1,4 @@
-"""Release tasks: promote, rollback, list, show (``invoke release.*``; ``promote`` is also a
+"""Release tasks: promote, rollback, repair, list, show (``invoke release.*``; ``promote`` is also a
 short verb).
 
 Writing tasks show their plan (stderr) and write only with ``--yes``: CI has no prompt.
@@ -145,6 +145,48 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
     result(f"rolled back {written} to {to} (in {_seconds(outcome)})")
 
 
+@task(
+    help={
+        "variant": "variant whose releases to complete",
+        "dry_run": "show the plan, write nothing, exit 0",
+        "yes": "write the plan (required)",
+        "json": JSON_HELP,
+    }
+)
+@guarded
+def repair(c, variant=None, dry_run=False, yes=False, json=False):
+    """Complete every release of a variant the ledger records: write each missing or drifted tag
+    where the ledger says (a promotion killed after its ledger record left its tags unwritten).
+
+    Reads the whole ledger and asks every release's tags; the next promotion of the variant
+    completes the newest record by itself. A release whose image is not in the release
+    repository is named (nothing can complete it) and exits non-zero.
+    Example: invoke release.repair --variant cpu --yes
+    """
+    from paddlecd.errors import PromotionError
+    from paddlecd.release import promote as rel
+
+    name = pick_variant(variant, required_by="release.repair")
+    done = rel.repair(settings(), variant=name, execute=yes and not dry_run,
+                      report=_plan_lines())
+    if done.writes and not dry_run and not yes:
+        raise ConfigError("repair not confirmed", CONFIRM_HINT)
+    if json:
+        json_result({"variant": name, "executed": bool(yes and not dry_run),
+                     "writes": [{"tag": t, "digest": d, "release": r} for t, d, r in done.writes],
+                     "lost": list(done.lost)})
+    elif dry_run:
+        say("dry run: nothing written")
+    else:
+        result(f"repaired {name}: {len(done.writes)} tag(s) written" if done.writes
+               else f"nothing to repair for {name}: every recorded release has its tags")
+    if done.lost:
+        raise PromotionError(f"{len(done.lost)} recorded release(s) of {name} have no image in "
+                             f"the release repository: {', '.join(done.lost)}",
+                             "promote that digest again from the candidate repository, as "
+                             "another version if need be")
+
+
 def _evidence_text(record) -> str:
     ev = record.evidence_summary
     if not ev:
@@ -242,5 +284,5 @@ def policy(c, out=None, action="Enforce", json=False):
     if out:
         write_text(Path(out), text)
         return say(f"wrote {out}: ClusterPolicy {doc['metadata']['name']} ({action}) for "
-                   f"{doc['spec']['rules'][0]['verifyImages'][0]['imageReferences'][0]}")
+                   + " and ".join(doc['spec']['rules'][0]['verifyImages'][0]['imageReferences']))
     result(text.rstrip("\n"))

@@ -26,9 +26,10 @@ import atexit
 import os
 import re
 import sys
+import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,15 +341,62 @@ def human_bytes(n: int) -> str:
 class UnitLogs:
     """Tool output of a pipeline run's stage × variant units, for ``pipeline.run``: each unit's
     lines go in full to ``<state>/logs/<stage>-<variant>-<time>.log``; printed as they come
-    (``  cpu| …``) except on a live terminal, where the runner's one line per unit is the view
-    and a failed unit shows its log's path and last :data:`TAIL_ON_FAILURE` lines.
+    (``  cpu| …``) except on a live terminal, where each running unit is a :class:`Stage` row of
+    the live view (spinner, elapsed time, its tool's last lines) that gives way to the runner's
+    result line when the unit ends, and a failed unit shows its log's path and last
+    :data:`TAIL_ON_FAILURE` lines.
 
-    Units of one stage may run in parallel threads; each has its own file (one writer each).
+    Units of one stage may run in parallel threads; each has its own file (one writer each), and
+    the live view is changed under one lock.
     """
 
     def __init__(self, state: Path):
         self.state, self.how = state, mode()
         self._files: dict[tuple[str, str], tuple[Path, IO[str]]] = {}
+        self._running: dict[str, Stage] = {}  # variant -> its row while the unit runs
+        self._live: Live | None = None
+        self._lock = threading.RLock()
+
+    def started(self, stage: str, variants: Iterable[str]) -> None:
+        """A stage starts its units (live terminal: one spinner row each)."""
+        if self.how != "live":
+            return
+        with self._lock:
+            self._running = {v: Stage(stage, v, Path(os.devnull), "live") for v in variants}
+            self._show()
+
+    def ended(self, variant: str) -> None:
+        """A unit ended: its row leaves the live view (its result line is printed instead)."""
+        with self._lock:
+            self._running.pop(variant, None)
+
+    def ended_all(self) -> None:
+        """The stage (or the run) ended: no unit row is left."""
+        with self._lock:
+            self._running = {}
+
+    @contextmanager
+    def printing(self) -> Iterator[None]:
+        """Print lines (the runner's result lines) with the live view out of the way, then show
+        the units still running again."""
+        with self._lock:
+            self._hide()
+            try:
+                yield
+            finally:
+                self._show()
+
+    def _show(self) -> None:
+        if self._running and self._live is None:
+            rows = _Rows(self._running)
+            self._live = Live(rows, console=common.err, transient=True, refresh_per_second=8,
+                              redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+
+    def _hide(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     def line(self, stage: str, variant: str, text: str) -> None:
         """One line of a unit's tool output (the runner's ``on_line``)."""
@@ -362,6 +410,8 @@ class UnitLogs:
         self._files[key][1].flush()
         if self.how != "live":
             common.say(f"  {variant}| {text}")
+        elif text.strip() and variant in self._running:
+            self._running[variant].tail.append(text)
 
     def failed(self, stage: str, variant: str) -> None:
         """After a unit failed: its log's path and last lines (on a live terminal; elsewhere
@@ -378,6 +428,19 @@ class UnitLogs:
             common.say(f"  full log: {path}")
 
     def close(self) -> None:
-        """Close every unit's log file."""
+        """Stop the live view; close every unit's log file."""
+        with self._lock:
+            self._running = {}
+            self._hide()
         for _, fh in self._files.values():
             fh.close()
+
+
+class _Rows:
+    """The running units' :class:`Stage` rows, drawn as one group."""
+
+    def __init__(self, running: dict[str, Stage]):
+        self.running = running
+
+    def __rich__(self) -> Group:
+        return Group(*(st.__rich__() for st in list(self.running.values())))

@@ -147,7 +147,7 @@ class Provenance:
             f"  build args: {', '.join(sorted(args)) or '-'}",
             f"  builder:    {(builder.get('version') or {}).get('builder')}",
             f"  built:      {meta.get('startedOn')} → {meta.get('finishedOn')}",
-            f"  key:        {self.keyid[:16]}… trusted via {self.key_source}",
+            f"  key:        {self.keyid} trusted via {self.key_source}",
         ]
 
     def to_json(self) -> dict[str, Any]:

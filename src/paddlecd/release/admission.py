@@ -23,6 +23,17 @@ POLICY_NAME = "paddlecd-verified-releases"
 ACTIONS = ("Enforce", "Audit")
 
 
+def image_references(settings: Settings) -> list[str]:
+    """The release repository's images as Kyverno patterns: ``<repo>:*`` and ``<repo>@*``.
+
+    Kyverno matches ``imageReferences`` with wildcards against an image's reference written as
+    ``registry/path:tag`` or ``registry/path@digest`` (``ImageInfo.String``, kyverno
+    ``pkg/utils/image/infos.go``; a Pod image without a tag is ``:latest``), and ``*`` matches
+    ``/`` too: ``<repo>*`` (a trial) also matched ``<repo>-foo`` and ``<repo>/anything``, images
+    of other repositories this policy then held to paddlecd's attestation."""
+    return [f"{settings.release_repo}:*", f"{settings.release_repo}@*"]
+
+
 def kyverno_policy(settings: Settings, *, action: str = "Enforce",
                    name: str = POLICY_NAME) -> dict[str, Any]:
     """The ``ClusterPolicy`` document for ``settings``' release repository and trusted keys.
@@ -44,7 +55,7 @@ def kyverno_policy(settings: Settings, *, action: str = "Enforce",
                          "rekor": {"ignoreTlog": True}, "ctlog": {"ignoreSCT": True}}}
                for k in trusted]
     verify = {
-        "imageReferences": [f"{settings.release_repo}*"],
+        "imageReferences": image_references(settings),
         "type": "SigstoreBundle",
         "failureAction": action,
         "required": True,

@@ -53,6 +53,7 @@ class TagWrite:
     previous: str | None
     previous_version: str | None
     moving: bool
+    completes: bool = False  # a tag of another release its own promotion never wrote (killed)
 
 
 @dataclass
@@ -102,14 +103,16 @@ class Plan:
         for w in self.writes:
             was = f"was {w.previous_version or '?'} ({w.previous})" if w.previous else "new"
             kind = "moving" if w.moving else "immutable"
+            why = "; completes a promotion killed after its ledger record" if w.completes else ""
             lines.append(
-                f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; {was})"
+                f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; "
+                f"{was}{why})"
             )
         lines += [f"  keep            {k}" for k in self.kept]
         if self.attestation:  # issue 10: what the promotion rests on, and who signed it
             a = self.attestation
             lines.append(
-                f"  evidence        {a.location} (verified {a.created}, key {a.keyid[:12]}…)"
+                f"  evidence        {a.location} (verified {a.created}, key {a.keyid})"
             )
         elif self.refusal:
             lines.append(f"  evidence        REFUSED: {self.refusal.cause}")
@@ -314,8 +317,11 @@ def plan_promotion(
             v for t in tags if (v := parse_release_tag(t, variant))}
         v = parse_version(version) if version else bump(known, part or "patch")
         check_tags(variant, v)
-        have = currents(dst, dst_ref.repository, [release_tag(v, variant),
-                                                  *moving_tags(v, variant)])
+        ours = [release_tag(v, variant), *moving_tags(v, variant)]
+        last = _last_other(records, v)  # a killed promotion's record is the newest (the head)
+        theirs = [t for t in (release_tag(last, variant), *moving_tags(last, variant))
+                  if t not in ours] if last else []
+        have = currents(dst, dst_ref.repository, [*ours, *theirs])
         if view.state is not None and any(have[t] not in (None, old.digest_of(t))
                                           for t in moving_tags(v, variant)):
             # the state says a moving tag of this version stands elsewhere than the registry has
@@ -334,6 +340,14 @@ def plan_promotion(
             variant, start=view.state,
         )
         writes, kept = _writes(have, old, new, v, variant)
+        completing = _completing(have, new, last, variant, theirs) if last else []
+        image = new.releases.get(last) if completing else None
+        if image and current(dst, dst_ref.repository, image) is None:
+            kept.append(f"{last}-{variant} is recorded but its image {image} is "
+                        f"not in {dst_ref.name}: it cannot be completed (invoke release.repair "
+                        f"--variant {variant} names it)")
+            completing = []
+        writes += completing
         refusal, att = checked.result()
     if dst.host != src.host:  # another registry: asked after its lookup (src is not shared)
         _check_source(src, src_ref)
@@ -378,6 +392,30 @@ def plan_promotion(
         dst=dst,
         ledger_view=view,
     )
+
+
+def _last_other(records: list[Record], version: semver.Version) -> semver.Version | None:
+    """The version of the newest ledger record when it is of another version than ``version``: a
+    promotion killed between its record and its tags leaves that record as the newest one, and
+    the next promotion of the variant completes it (a trial: only the same promotion did)."""
+    newest = max(records, key=lambda r: r.id, default=None)
+    if newest is None or newest.version == str(version):
+        return None
+    try:
+        return parse_version(newest.version)
+    except ConfigError:
+        return None
+
+
+def _completing(have: dict[str, str | None], state: State, version: semver.Version,
+                variant: str, tags: list[str]) -> list[TagWrite]:
+    """The writes that put ``tags`` (of release ``version``, not the one promoted) where the fold
+    ``state`` says and the registry has them not: what a killed promotion left undone."""
+    want = desired(state, version, variant)
+    return [TagWrite(tag=t, digest=want[t], version=str(state.moving.get(t, version)),
+                     previous=have.get(t), previous_version=None,
+                     moving=t != release_tag(version, variant), completes=True)
+            for t in tags if t in want and have.get(t) != want[t]]
 
 
 def _check_source(client: RegistryClient, ref: Reference) -> None:

@@ -262,6 +262,59 @@ def promote(
     return outcome
 
 
+@dataclass(frozen=True)
+class Repair:
+    """What :func:`repair` found: ``writes`` [(tag, digest, release)] that put a release's tags
+    where the ledger's fold says (written unless a dry run), and ``lost``: releases the ledger
+    records whose image is not in the release repository (nothing can complete them)."""
+
+    writes: tuple[tuple[str, str, str], ...]
+    lost: tuple[str, ...]
+
+
+def repair(settings: Settings, *, variant: str, execute: bool = False,
+           report: Echo = lambda line: None) -> Repair:
+    """Complete every release of ``variant`` the ledger records: each tag the fold of all its
+    records gives (immutable first, then moving) is written where the registry lacks it or has it
+    elsewhere (a promotion killed between its record and its tags; a tag deleted by hand).
+    Reads the whole ledger and asks every release's tags (one HEAD each): a repair, not a path of
+    every promotion (the next promotion completes the newest record only).
+
+    Raises:
+        ConfigError: unknown variant. RegistryError: the registry failed.
+    """
+    from paddlecd.release import plan as planning
+    from paddlecd.release.policy import release_tag
+
+    variants.get(settings, variant)
+    dst, ref = planning.target(settings)
+    with _locked(settings, variant) if execute else contextlib.nullcontext():
+        view = ledger.read_view(dst, ref.repository, variant, dst.list_tags(ref.repository))
+        state = view.fold()
+        want: dict[str, tuple[str, str]] = {}  # tag -> (digest, release)
+        for version in sorted(state.releases):
+            for tag, digest in planning.desired(state, version, variant).items():
+                want.setdefault(tag, (digest, str(state.moving.get(tag, version))))
+        images = sorted({d for d, _ in want.values()})
+        present = dict(zip(images, dst.each(
+            lambda c, d: planning.current(c, ref.repository, d) is not None, images)))
+        have = planning.currents(dst, ref.repository, list(want))
+        lost = tuple(sorted({f"{r}-{variant} ({d})" for d, r in want.values() if not present[d]}))
+        todo = [(t, d, r) for t, (d, r) in want.items() if have[t] != d and present[d]]
+        todo.sort(key=lambda w: w[0] not in {release_tag(v, variant) for v in state.releases})
+        for tag, digest, release in todo:
+            report(f"  write {ref.name}:{tag} → {digest} (release {release}; "
+                   f"{'was ' + str(have[tag]) if have[tag] else 'missing'})")
+        for name in lost:
+            report(f"  lost  {name}: recorded in the ledger, its image is not in {ref.name}")
+        if execute:
+            for tag, digest, _ in todo:
+                manifest = dst.get_manifest(ref.repository, digest)
+                dst.put_manifest(ref.repository, tag, manifest.raw,
+                                 manifest.descriptor.media_type)
+    return Repair(tuple(todo), lost)
+
+
 def _pending_path(settings: Settings, variant: str) -> Path:
     """``<state>/ledger/pending-<release repo>-<variant>.json``: the record this machine is about
     to append, kept until its head is written."""
@@ -490,5 +543,5 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> l
     )
 
 
-__all__ = ["Outcome", "Plan", "Release", "Released", "find", "history", "list_releases", "promote",
-           "released", "rollback", "show", "split_release_tag"]
+__all__ = ["Outcome", "Plan", "Release", "Released", "Repair", "find", "history", "list_releases",
+           "promote", "released", "repair", "rollback", "show", "split_release_tag"]

@@ -33,6 +33,7 @@ from paddlecd.errors import AttestedFailureError, NoAttestationError, SignatureE
 from paddlecd.files import who
 from paddlecd.verify.evidence import REQUIRED_CHECKS
 from paddlecd.verify.keys import TrustedKey, keygen  # noqa: F401 - keygen re-exported for the task
+from paddlecd.verify.keys import shown as shown_id
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -262,14 +263,14 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str, *,
     by_id = {i: (k, key) for k in keys for i, key in k.ids.items()}
     if att.hint is not None and att.hint not in by_id:
         raise SignatureError(
-            f"{where} names key {att.hint[:16]} (its publicKey hint), which is not in "
+            f"{where} names key {shown_id(att.hint)} (its publicKey hint), which is not in "
             "release.trusted_keys",
             "verify with a trusted key, or add its public key to release.trusted_keys",
         )
     signers = [i for i in att.keyids if i in by_id]
     if not signers:
         raise SignatureError(
-            f"{where} is signed by key {', '.join(i[:12] for i in att.keyids) or 'none'}, "
+            f"{where} is signed by key {', '.join(map(shown_id, att.keyids)) or 'none'}, "
             "which is not in release.trusted_keys",
             "verify with a trusted key, or add its public key to release.trusted_keys",
         )

@@ -24,6 +24,7 @@ from typing import Any
 
 from paddlecd.errors import SignatureError
 from paddlecd.verify.attestation import Attestation
+from paddlecd.verify.keys import shown as shown_id
 
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 _REWRITE = "never edit a bundle; re-run invoke verify to attest the image again"
@@ -68,8 +69,8 @@ def from_bundle(data: bytes, location: str | None = None) -> Attestation:
     keyids = _one_signature(envelope, where)
     if keyids != [hint]:
         raise SignatureError(
-            f"{where}: the signature's keyid {keyids[0][:16]!r} differs from the bundle's "
-            f"publicKey hint {hint[:16]!r}",
+            f"{where}: the signature's keyid {shown_id(keyids[0])!r} differs from the "
+            f"bundle's publicKey hint {shown_id(hint)!r}",
             "cosign and paddlecd require keyid = hint; " + _REWRITE,
         )
     att = Attestation.from_json(json.dumps(envelope, sort_keys=True).encode(), location)

@@ -22,7 +22,7 @@ def describe(run: Run) -> list[str]:
         f"(variant {p.get('variant')}, revision {p.get('revision')})",
         f"  verified: {p.get('created')} by {(p.get('verifier') or {}).get('who')} on "
         f"{host.get('hostname')} (runner {host.get('runner') or '-'}, {host.get('arch')})",
-        f"  key:      {v.keyid[:16]}… trusted via {v.key_source}",
+        f"  key:      {v.keyid} trusted via {v.key_source}",
         *(f"  stored:   {where} ({layout})" for where, layout in zip(v.stored, run.layouts)),
         "  versions: "
         + ", ".join(f"{k} {val}" for k, val in (p.get("versions") or {}).items() if val),

@@ -64,6 +64,13 @@ def fingerprint(public: ec.EllipticCurvePublicKey) -> str:
     return "SHA256:" + base64.b64encode(hashlib.sha256(wire).digest()).decode().rstrip("=")
 
 
+def shown(keyid: str) -> str:
+    """A key id as every message shows it: whole (``SHA256:<base64>``, what ``ssh-keygen -lf
+    KEY.pub`` prints for the key), one form in keygen, doctor, evidence.show, promote and upload;
+    an id read from a foreign document is cut at 64 characters (a message never quotes 1 MB)."""
+    return keyid if len(keyid) <= 64 else keyid[:64] + "…"
+
+
 def named(public: ec.EllipticCurvePublicKey) -> SSlibKey:
     """``public`` as an SSlibKey whose keyid is its :func:`fingerprint`."""
     return SSlibKey.from_crypto(public, keyid=fingerprint(public))
@@ -100,6 +107,15 @@ def keygen(folder: Path) -> tuple[Path, Path]:
         fh.write(signer.private_bytes)
     public.write_bytes(public_pem(signer.public_key))
     return private, public
+
+
+def key_id(path: Path) -> str:
+    """The id of the public key in the PEM file ``path`` (:func:`fingerprint`).
+
+    Raises:
+        SigningKeyError: missing, unreadable, or no P-256 public key.
+    """
+    return fingerprint(_public(path))
 
 
 def public_pem(key: SSlibKey) -> bytes:
@@ -145,6 +161,16 @@ def signer(settings: Settings) -> CryptoSigner:
         )
     path = settings.path(settings.verify.signing_key)
     return _signer(_read(path, "signing key (verify.signing_key)"), str(path))
+
+
+def signer_source(settings: Settings) -> str:
+    """Where :func:`signer` takes the key from: ``$PADDLECD_SIGNING_KEY``, the file
+    ``verify.signing_key``, or the state folder's pair (whether it loads or not)."""
+    if os.environ.get(ENV_PEM):
+        return f"${ENV_PEM}"
+    if settings.verify.signing_key:
+        return str(settings.path(settings.verify.signing_key))
+    return str(state_pair(settings)[0])
 
 
 def load_signer(path: Path, what: str) -> CryptoSigner:
@@ -212,7 +238,9 @@ def trusted(settings: Settings) -> list[TrustedKey]:
             )
         for f in files:
             public = _public(f)
-            keys.append(TrustedKey(named(public), str(f), SSlibKey.from_crypto(public)))
+            if all(k.keyid != fingerprint(public) for k in keys):  # a file and its folder, or a
+                # copy: one key once (a trial: the admission policy listed it twice)
+                keys.append(TrustedKey(named(public), str(f), SSlibKey.from_crypto(public)))
     if not keys:
         raise SigningKeyError(
             f"release.trusted_keys={settings.release.trusted_keys!r} holds no *.pub key", hint

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import shutil
 import socket
@@ -82,6 +83,25 @@ class FileStore:
             return self._path(key).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+
+    def sha256(self, key: str) -> str | None:
+        """hex sha256 of the bytes stored under ``key``, or None when it does not exist.
+
+        Raises:
+            StorageError: it exists and cannot be read.
+        """
+        digest = hashlib.sha256()
+        try:
+            with self._path(key).open("rb") as f:
+                for chunk in iter(lambda: f.read(MIB), b""):
+                    digest.update(chunk)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise StorageError(
+                f"reading {self.url}/{key}: {e.strerror}", "check the store folder"
+            ) from e
+        return digest.hexdigest()
 
     def head(self, key: str) -> ObjectInfo | None:
         """Size of ``key``, or None when it does not exist."""

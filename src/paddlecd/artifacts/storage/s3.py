@@ -11,6 +11,7 @@ aws-chunked bodies, If-Match against unquoted ETags, ...) is in :mod:`.quirks`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -201,6 +202,22 @@ class S3Store:
         except BotoCoreError as e:
             raise self._fail(e, "reading", key) from e
 
+    def sha256(self, key: str) -> str | None:
+        """hex sha256 of the bytes stored under ``key`` (one streamed GET, never the ETag:
+        multipart ETags are no digest of the bytes), or None when it does not exist."""
+        digest = hashlib.sha256()
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+            for chunk in body.iter_chunks(MIB):
+                digest.update(chunk)
+        except ClientError as e:
+            if _code(e) in ("NoSuchKey", "404"):
+                return None
+            raise self._fail(e, "reading", key) from e
+        except BotoCoreError as e:
+            raise self._fail(e, "reading", key) from e
+        return digest.hexdigest()
+
     def head(self, key: str) -> ObjectInfo | None:
         """Size of ``key``, or None when it does not exist."""
         try:
@@ -264,7 +281,8 @@ class S3Store:
         Args:
             take_over: replace a claim another upload left (``--overwrite``); claims older than
                 :data:`CLAIM_STALE_AFTER_S`, and those of a process of this machine that no
-                longer runs (:func:`_holder_gone`: a kill -9), are replaced without it.
+                longer runs (:func:`_holder_gone`: a kill -9), are replaced without it. A claim
+                whose process of this machine still runs is never replaced, not even with it.
 
         Raises:
             ConflictError: another upload holds the claim (its host, pid and start are named).
@@ -292,11 +310,14 @@ class S3Store:
         except ConflictError:
             held = self._claim_of(key) or {}
             age = time.time() - float(held.get("started", 0))
-            if not (take_over or age > CLAIM_STALE_AFTER_S or _holder_gone(held)):
+            alive = _holder_state(held) is True  # --overwrite never takes a live one (a trial)
+            if alive or not (take_over or age > CLAIM_STALE_AFTER_S or _holder_gone(held)):
                 since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held.get("started", 0)))
                 raise ConflictError(
                     f"{self.url}/{prefix} is being uploaded by another process "
                     f"({held.get('holder', 'holder unknown')} since {since})",
+                    "wait for it to finish (its process runs on this machine: not even "
+                    "--overwrite takes it over)" if alive else
                     "wait for it to finish; a killed upload of this machine is taken over by the "
                     "re-run itself, one of another machine by --overwrite once it is dead",
                 ) from None
@@ -491,16 +512,24 @@ def _holder_gone(held: Mapping[str, Any]) -> bool:
     """Whether claim ``held`` was taken by a process of this boot and PID namespace that no longer
     runs (``kill -9`` mid-upload: a trial's re-run was refused for a day). A claim written before
     these fields, or from elsewhere, is never judged gone here."""
+    return _holder_state(held) is False
+
+
+def _holder_state(held: Mapping[str, Any]) -> bool | None:
+    """True: claim ``held`` names a process of this boot and PID namespace that runs (refused even
+    with ``take_over``: a trial's ``--overwrite`` took over a live upload); False: one that no
+    longer runs; None: a claim of another machine or namespace, or without these fields (nothing
+    here can tell)."""
     pid, space = held.get("pid"), held.get("process")
     if not isinstance(pid, int) or not space or space != _process_space():
-        return False
+        return None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
         return False
-    return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def _aws_setting_error(e: Exception) -> ConfigError:
