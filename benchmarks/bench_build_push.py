@@ -16,7 +16,8 @@ the engine's own work (the builder subprocess and the push stream) against paddl
 "profile, don't guess"), and paddlecd's part split into the builder probe, git, engine inspects,
 the digest read-back and the lock check. ``--profile-cold`` does the same for a ``--no-cache``
 build+push.
-``--quick`` is one round plus both profiles (what tests/integration/test_benchmarks.py runs).
+``--quick`` is one round whose paddlecd runs are profiled (what tests/integration/test_benchmarks.py
+runs: every part runs, two builds fewer, its figures carry the profiler's overhead).
 ``--base-from`` copies the cpu base's compressed blobs from a plain-HTTP registry that has it
 (``skopeo copy``, ~2 s) instead of pushing it again (gzip of 1.1 GB, ~40 s); the base is not what
 is measured, and the suite's seed registry has it (tests/support/base.py).
@@ -123,7 +124,7 @@ def main() -> None:
         server = RegistryServer(Path(tmp) / "registry", port=free_port()).start()
         try:
             run(args.rounds, server, Path(tmp) / "state", profile=args.profile,
-                profile_cold=args.profile_cold, base_from=args.base_from)
+                profile_cold=args.profile_cold, base_from=args.base_from, quick=args.quick)
         finally:
             server.stop()
             # remove the tags this run made (its registry's host), no one else's
@@ -158,10 +159,16 @@ def profile_once(settings, *, no_cache: bool) -> dict[str, float]:
     "engine" is the time spent waiting on the builder subprocess and reading the engine's push
     stream (the work plain docker does too) and "paddlecd" the rest (probes, registry read-back,
     records). Profiler overhead lands in "paddlecd"."""
+    return profiled(settings, no_cache=no_cache)[1]
+
+
+def profiled(settings, *, no_cache: bool) -> tuple[tuple[float, list[str], dict[str, float]],
+                                                    dict[str, float]]:
+    """:func:`toolkit` under cProfile: its result and the split :func:`profile_once` returns."""
     prof = cProfile.Profile()
     start = time.perf_counter()
     prof.enable()
-    toolkit(settings, no_cache=no_cache)
+    ran = toolkit(settings, no_cache=no_cache)
     prof.disable()
     wall = time.perf_counter() - start
     stats = pstats.Stats(prof)
@@ -176,7 +183,7 @@ def profile_once(settings, *, no_cache: bool) -> dict[str, float]:
     parts = {name: sum(cumulative(m, f) for m, f in funcs) for name, funcs in PARTS.items()}
     engine_s = sum(parts[name] for name in ENGINE_PARTS)
     stats.sort_stats("cumulative").print_stats(r"paddlecd|subprocess|docker", 12)
-    return {"wall": wall, "engine": engine_s, "paddlecd": wall - engine_s, **parts}
+    return ran, {"wall": wall, "engine": engine_s, "paddlecd": wall - engine_s, **parts}
 
 
 def print_split(mode: str, split: dict[str, float]) -> None:
@@ -199,7 +206,10 @@ def copy_base(settings, source: str) -> None:
 
 
 def run(rounds: int, server: RegistryServer, state: Path, *, profile: bool = False,
-        profile_cold: bool = False, base_from: str | None = None) -> None:
+        profile_cold: bool = False, base_from: str | None = None, quick: bool = False) -> None:
+    """The benchmark's rounds, the no-op rebuild and the profiles asked for, printed. ``quick``:
+    the profiles are of the round's own paddlecd runs (one cold and one cached build fewer;
+    the profiler's overhead is then in those runs' figures, which quick mode is not for)."""
     # A scope of this run's own: its --no-cache builds register new layers under the cache keys
     # they build, and a cached build elsewhere on the daemon (a test's, a user's) must not pick
     # those up; nor must this run's cached side reuse layers that others built.
@@ -212,7 +222,7 @@ def run(rounds: int, server: RegistryServer, state: Path, *, profile: bool = Fal
     bootstrap.bootstrap(base, "cpu")  # into this registry unless copied; locked in <state>
     lock.lock(base, ["cpu"])
     plain_tag = f"{base.registry.url}/bench/plain:cpu"
-    rows, phases, runs = {}, {}, {}
+    rows, phases, runs, splits = {}, {}, {}, {}
     for mode, no_cache in (("cold", True), ("cached", False)):
         t_plain, t_tool, p_plain, p_tool = [], [], [], []
         for i in range(rounds):
@@ -224,6 +234,11 @@ def run(rounds: int, server: RegistryServer, state: Path, *, profile: bool = Fal
                     t, _, ph = plain(base, plain_tag, no_cache=no_cache)
                     t_plain.append(t)
                     p_plain.append(ph)
+                elif quick and (profile_cold if no_cache else profile):
+                    (t, _, ph), split = profiled(settings, no_cache=no_cache)
+                    splits[mode] = split
+                    t_tool.append(t)
+                    p_tool.append(ph)
                 else:
                     t, _, ph = toolkit(settings, no_cache=no_cache)
                     t_tool.append(t)
@@ -258,11 +273,11 @@ def run(rounds: int, server: RegistryServer, state: Path, *, profile: bool = Fal
     doc = {"rounds": rounds, "median_seconds": rows, "phases_median_seconds": phases,
            "runs_seconds": runs, "noop_bytes": noop_bytes, "noop_layers_pushed": pushed}
     if profile:
-        split = profile_once(settings, no_cache=False)
+        split = splits.get("cached") or profile_once(settings, no_cache=False)
         print_split("cached", split)
         doc["profile_seconds"] = split
     if profile_cold:
-        split = profile_once(settings, no_cache=True)
+        split = splits.get("cold") or profile_once(settings, no_cache=True)
         print_split("cold", split)
         doc["profile_cold_seconds"] = split
     print(json.dumps(doc))
