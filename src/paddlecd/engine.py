@@ -729,8 +729,8 @@ def _run_kwargs(spec: ContainerSpec) -> dict[str, Any]:
                 "working_dir": spec.workdir, "network": spec.network, "shm_size": spec.shm_size,
                 "mem_limit": spec.memory, "ipc_mode": spec.ipc}
     kwargs.update({k: v for k, v in optional.items() if v is not None})
-    if not spec.network:  # named, never left to the engine: podman's compat API does not read
-        kwargs["network_mode"] = "bridge"  # docker-py's "default" as Docker does (its bridge)
+    if not spec.network:  # named, never left to the engine: podman's compat API reads only an
+        kwargs["network_mode"] = "bridge"  # explicit mode (it ignores NetworkDisabled, say)
     if spec.cpus is not None:
         kwargs["nano_cpus"] = round(spec.cpus * 10**9)  # the engine API counts 1e-9 CPUs
     if spec.aliases:
@@ -804,9 +804,15 @@ def container(spec: ContainerSpec) -> Iterator[Container]:
     """Create and start a container from ``spec``; remove it on exit unless ``spec.keep``.
 
     Raises:
-        EngineError: the image is missing or the engine refused to start the container.
+        EngineError: the image is missing or the engine refused to start the container; GPUs
+            asked of podman (its compat API drops device requests: podman 4.3.1, measured).
     """
     kwargs = _run_kwargs(spec)
+    if spec.gpus is not None and kind() == "podman":  # else the GPU checks run without a GPU
+        raise EngineError(f"container of {spec.image}: podman's Docker-compatible API drops GPU "
+                          "device requests (--gpus), so GPU variants cannot run on it",
+                          "run GPU variants on Docker with the NVIDIA Container Toolkit "
+                          "(engine.kind: docker); CPU variants run on podman")
     with _translated(f"starting a container of {spec.image}", hint="check the run options"):
         # create, then start: docker-py's run() leaves the created container behind when the
         # start fails (an image without the command's executable), and pulls a missing image

@@ -128,3 +128,14 @@ def test_a_kind_that_does_not_answer_is_one_line_naming_both(monkeypatch, tmp_pa
     finally:
         engine.select("auto")
         engine.client.cache_clear()
+
+
+def test_gpus_asked_of_podman_are_refused_before_any_container_is_made(monkeypatch):
+    """podman 4.3.1 drops HostConfig.DeviceRequests silently (measured: the created container's
+    DeviceRequests is null), so a GPU verify would run its checks on no GPU."""
+    monkeypatch.setattr(engine, "kind", lambda: "podman")
+    monkeypatch.setattr(engine, "client", lambda: pytest.fail("no container may be created"))
+    spec = engine.ContainerSpec(image="r/x@sha256:" + "a" * 64, gpus="all")
+    with pytest.raises(EngineError, match="drops GPU device requests") as e, engine.container(spec):
+        pass
+    assert "engine.kind: docker" in e.value.hint
