@@ -95,15 +95,19 @@ def client() -> docker.DockerClient:
     registry_auth.docker_config()  # docker-py reads it too, and fails with a traceback
     host = os.environ.get("DOCKER_HOST") or default_host(_wanted)
     name = "podman engine" if _wanted == "podman" else "Docker engine"
-    with _translated(f"connecting to the {name} ({host})",
-                     hint=PODMAN_START_HINT if _wanted == "podman" else None):
-        c = docker.from_env(timeout=600, environment={**os.environ, "DOCKER_HOST": host})
-        try:
-            c.ping()
-            answered = kind_of(c.version())
-        except BaseException:
-            c.close()
+    try:
+        with _translated(f"connecting to the {name} ({host})"):
+            c = docker.from_env(timeout=600, environment={**os.environ, "DOCKER_HOST": host})
+            try:
+                c.ping()
+                answered = kind_of(c.version())
+            except BaseException:
+                c.close()
+                raise
+    except EngineError as e:
+        if _wanted != "podman":
             raise
+        raise EngineError(e.cause, PODMAN_START_HINT) from e.__cause__
     if _wanted != "auto" and answered != _wanted:
         c.close()
         raise EngineError(f"engine.kind is {_wanted} but {host} answers as {answered}",

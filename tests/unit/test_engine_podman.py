@@ -139,3 +139,23 @@ def test_gpus_asked_of_podman_are_refused_before_any_container_is_made(monkeypat
     with pytest.raises(EngineError, match="drops GPU device requests") as e, engine.container(spec):
         pass
     assert "engine.kind: docker" in e.value.hint
+
+
+def test_podman_not_answering_says_how_to_start_podman(monkeypatch, tmp_path):
+    def refuse(**kwargs):
+        raise engine.docker.errors.DockerException("Error while fetching server API version")
+
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(engine.docker, "from_env", refuse)
+    engine.select("podman")
+    try:
+        with pytest.raises(EngineError) as e:
+            engine.client()
+        assert e.value.cause.startswith(
+            "connecting to the podman engine (unix:///run/podman/podman.sock): Error while")
+        assert e.value.hint.startswith("start it: podman system service --time=0")
+    finally:
+        engine.select("auto")
+        engine.client.cache_clear()
