@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 DOCKER_HOST_DEFAULT = "unix:///var/run/docker.sock"
 START_HINT = "start it: scripts/stack.sh up (or: dockerd &); check DOCKER_HOST and socket access"
-KINDS = ("auto", "docker", "podman")
 # podman's API socket as its systemd units place it (podman-system-service(1)): root's, and a
 # user's under $XDG_RUNTIME_DIR
 PODMAN_ROOT_SOCKET = "unix:///run/podman/podman.sock"
@@ -107,7 +106,7 @@ def client() -> docker.DockerClient:
     except EngineError as e:
         if _wanted != "podman":
             raise
-        raise EngineError(e.cause, PODMAN_START_HINT) from e.__cause__
+        raise EngineError(e.cause, PODMAN_START_HINT) from e
     if _wanted != "auto" and answered != _wanted:
         c.close()
         raise EngineError(f"engine.kind is {_wanted} but {host} answers as {answered}",
