@@ -17,6 +17,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import docker
 import pytest
 import requests
 
@@ -72,9 +73,11 @@ def test_build_push_verify_of_the_cpu_variant_on_podman(podman_run, registry, po
     assert allreduce.metrics["world_size"] == 2 and allreduce.metrics["wrong_elements"] == 0
     # built in podman's store, with the build's OCI labels; Docker never saw it
     tag = run_tag(settings)
-    pod = subprocess.run(["curl", "-sf", "--unix-socket", str(podman_service.root / "podman.sock"),
-                          f"http://d/images/{tag}/json"], capture_output=True, text=True)
-    assert pod.returncode == 0 and '"io.paddlecd.variant":"cpu"' in pod.stdout.replace(" ", "")
+    pod = docker.DockerClient(base_url=podman_service.host)  # not paddlecd's client
+    try:
+        assert pod.images.get(tag).labels["io.paddlecd.variant"] == "cpu"
+    finally:
+        pod.close()
     assert subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode
 
 
@@ -91,7 +94,8 @@ def _served_digest(registry, repository: str, tag: str) -> str:
     """``Docker-Content-Digest`` of the registry's answer for ``tag``, read with requests."""
     answer = requests.head(f"https://{registry.host}/v2/{repository}/manifests/"
                            f"{tag.rsplit(':', 1)[1]}", headers={"Accept": MANIFEST_TYPES},
-                           auth=("ci", "s3cret-Pa55"), verify=str(registry.ca_file), timeout=10)
+                           auth=next(iter(registry.users.items())), verify=str(registry.ca_file),
+                           timeout=10)
     answer.raise_for_status()
     return answer.headers["Docker-Content-Digest"]
 
