@@ -2,9 +2,11 @@
 # Install and start what paddlecd needs on a Debian/Ubuntu machine, idempotently:
 #   up        apt packages (docker.io, docker-registry, debootstrap, skopeo, openssl), dockerd, the
 #             project venv (.venv with paddlecd[test]) and the embedded registry on 127.0.0.1:5000
-#   engine    the packages, dockerd, the venv, the node packages and Ceph (what the tests need; they
-#             start their own registries and RGW)
+#   engine    the packages, dockerd, the venv, the node packages, Ceph and podman (what the tests
+#             need; they start their own registries, RGW and podman service)
 #   rgw       only Ceph's mon, OSD and RADOS Gateway (the suite's S3 server, tests/support/rgw.py)
+#   podman    only podman, netavark and aardvark-dns (its API service is started by the tests,
+#             tests/support/podman.py; by users: docs/guides/podman.md)
 #   venv      only the project venv (what the unit tier needs: no services)
 #   node      only the npm packages the tests' independent Sigstore reader needs (node_modules in
 #             $PADDLECD_NODE_DIR, default .paddlecd/node: gitignored, outside the package)
@@ -42,6 +44,20 @@ install_ceph() {
   log "installing ${need[*]}"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# podman as the engine (its Docker-compatible API service); netavark + aardvark-dns give its
+# networks DNS names (the local cluster's rank aliases). Waits for another apt run's lock.
+install_podman() {
+  local need=()
+  command -v podman >/dev/null || need+=(podman)
+  command -v netavark >/dev/null || [ -x /usr/lib/podman/netavark ] || need+=(netavark)
+  command -v aardvark-dns >/dev/null || [ -x /usr/lib/podman/aardvark-dns ] || need+=(aardvark-dns)
+  [ ${#need[@]} -eq 0 ] && return
+  log "installing ${need[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 \
+    --no-install-recommends "${need[@]}" >/dev/null
 }
 
 start_dockerd() {
@@ -110,8 +126,9 @@ start_registry() {
 
 case "${1:-up}" in
   up) install_packages; start_dockerd; make_venv; start_registry ;;
-  engine) install_packages; install_ceph; start_dockerd; make_venv; install_node ;;
+  engine) install_packages; install_ceph; install_podman; start_dockerd; make_venv; install_node ;;
   rgw) install_ceph ;;
+  podman) install_podman ;;
   venv)
     python3 -c 'import venv, ensurepip' 2>/dev/null || {
       $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -120,5 +137,5 @@ case "${1:-up}" in
     make_venv ;;
   node) mkdir -p "$STATE"; install_node ;;
   down) [ -f "$STATE/registry/pid" ] && kill "$(cat "$STATE/registry/pid")" 2>/dev/null || true ;;
-  *) echo "usage: $0 [up|engine|rgw|venv|node|down]" >&2; exit 2 ;;
+  *) echo "usage: $0 [up|engine|rgw|podman|venv|node|down]" >&2; exit 2 ;;
 esac

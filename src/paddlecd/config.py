@@ -48,6 +48,15 @@ class RegistrySettings:
 
 
 @dataclass(frozen=True)
+class EngineSettings:
+    """The container engine: ``kind`` is ``auto`` (whatever answers on ``DOCKER_HOST`` or
+    Docker's socket), ``docker`` or ``podman`` (its API service; ``DOCKER_HOST``, else podman's
+    socket). docs/guides/podman.md."""
+
+    kind: str = "auto"
+
+
+@dataclass(frozen=True)
 class BuildSettings:
     """How images are built: ``docker_cli`` is ``auto`` or a path; ``ca_bundle`` enters as a
     secret."""
@@ -159,6 +168,7 @@ class Settings:
     variants_file: str = "images/variants.yaml"
     lock_file: str = "images/lock.yaml"
     registry: RegistrySettings = field(default_factory=RegistrySettings)
+    engine: EngineSettings = field(default_factory=EngineSettings)
     build: BuildSettings = field(default_factory=BuildSettings)
     verify: VerifySettings = field(default_factory=VerifySettings)
     release: ReleaseSettings = field(default_factory=ReleaseSettings)
@@ -520,6 +530,7 @@ _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@\s]*@")
 
 # String settings with a syntax, and what it is.
 FORMATS = {
+    "engine.kind": (r"auto|docker|podman", "auto, docker or podman"),
     # docker run --shm-size: a number with a unit b, k, m or g, or none (docker/go-units RAMInBytes)
     "verify.shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 2g or 512m"),
     "verify.gpu_shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 16g"),

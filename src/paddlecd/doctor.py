@@ -80,9 +80,14 @@ class Host:
 
 
 def check_engine(host: Host) -> Check:
-    """Engine reachable (``/info``) and a BuildKit builder usable (engine.pick_builder)."""
+    """Engine reachable (``/info``) and a BuildKit builder usable (engine.pick_builder); podman
+    builds through its own API (buildah), without a docker CLI."""
     if host.info is None:
         engine.info()  # raises the EngineError with its cause and hint
+    if engine.kind() == "podman":
+        return Check(name="engine", status="ok",
+                     detail=f"podman {host.info['ServerVersion']} (Docker-compatible API); "
+                            "builder: buildah through the engine API")
     builder = engine.pick_builder(host.settings.build.docker_cli)
     return Check(
         name="engine",

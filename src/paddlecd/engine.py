@@ -6,6 +6,11 @@ docker-py keyword arguments. Every docker-py and transport error is translated o
 :func:`_translated`, into a :mod:`paddlecd.errors` type naming the reference, with the original
 as its cause. docker-py has no BuildKit, so secret-using builds go through a Docker CLI chosen
 explicitly by :func:`pick_builder` (run through :mod:`paddlecd.proc`).
+
+The engine is Docker or podman's Docker-compatible API service (``engine.kind``; :func:`kind`
+tells which one answers). What differs on podman (docs/guides/podman.md) is handled here: builds
+go through the engine API (buildah, :func:`api_build`), the pushed digest comes from a status
+line, imported and listed names are normalised, and every container names its network mode.
 """
 
 from __future__ import annotations
@@ -42,30 +47,104 @@ if TYPE_CHECKING:
 
 DOCKER_HOST_DEFAULT = "unix:///var/run/docker.sock"
 START_HINT = "start it: scripts/stack.sh up (or: dockerd &); check DOCKER_HOST and socket access"
+# podman's API socket as its systemd units place it (podman-system-service(1)): root's, and a
+# user's under $XDG_RUNTIME_DIR
+PODMAN_ROOT_SOCKET = "unix:///run/podman/podman.sock"
+PODMAN_START_HINT = ("start it: podman system service --time=0 unix:///run/podman/podman.sock & "
+                     "(see docs/guides/podman.md); check DOCKER_HOST")
+
+_wanted = "auto"  # engine.kind of the settings in use (select)
+
+
+def select(kind: str) -> None:
+    """Use the engine that setting ``engine.kind`` names: ``auto`` (whatever answers on
+    ``DOCKER_HOST`` or Docker's socket), ``docker`` or ``podman`` (``DOCKER_HOST``, else podman's
+    socket, :func:`default_host`). A change drops the cached client."""
+    global _wanted
+    if kind != _wanted:
+        reset_client()
+        _wanted = kind
+
+
+def default_host(kind: str = "auto") -> str:
+    """Where the engine of ``kind`` listens when ``DOCKER_HOST`` is unset: Docker's socket, or
+    for ``podman`` root's API socket (``/run/podman/podman.sock``) or, for another user,
+    ``$XDG_RUNTIME_DIR/podman/podman.sock``."""
+    if kind != "podman":
+        return DOCKER_HOST_DEFAULT
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if os.geteuid() != 0 and runtime:
+        return f"unix://{runtime}/podman/podman.sock"
+    return PODMAN_ROOT_SOCKET
 
 
 @functools.lru_cache(maxsize=1)
 def client() -> docker.DockerClient:
-    """The one docker-py client, from the environment (``DOCKER_HOST`` or the default socket),
-    made and pinged on first use and then shared (:func:`reset_client` drops it).
+    """The one docker-py client, from the environment (``DOCKER_HOST``, else the socket of the
+    selected kind: :func:`default_host`), made and pinged on first use and then shared
+    (:func:`reset_client` drops it).
 
     Raises:
         ConfigError: Docker's config.json is broken (registry.auth.docker_config).
-        EngineError: the daemon does not answer (nothing is cached then).
+        EngineError: the engine does not answer, or it is not the kind ``engine.kind`` names
+            (nothing is cached then).
     """
     from paddlecd.registry import auth as registry_auth
 
     registry_auth.docker_config()  # docker-py reads it too, and fails with a traceback
-    host = os.environ.get("DOCKER_HOST", DOCKER_HOST_DEFAULT)
-    with _translated(f"connecting to the Docker engine ({host})"):
-        c = docker.from_env(timeout=600)
-        c.ping()
-        return c
+    host = os.environ.get("DOCKER_HOST") or default_host(_wanted)
+    name = "podman engine" if _wanted == "podman" else "Docker engine"
+    try:
+        with _translated(f"connecting to the {name} ({host})"):
+            c = docker.from_env(timeout=600, environment={**os.environ, "DOCKER_HOST": host})
+            try:
+                c.ping()
+                answered = kind_of(c.version())
+            except BaseException:
+                c.close()
+                raise
+    except EngineError as e:
+        if _wanted != "podman":
+            raise
+        raise EngineError(e.cause, PODMAN_START_HINT) from e
+    if _wanted != "auto" and answered != _wanted:
+        c.close()
+        raise EngineError(f"engine.kind is {_wanted} but {host} answers as {answered}",
+                          f"point DOCKER_HOST at the {_wanted} socket, or set engine.kind "
+                          f"(PADDLECD_ENGINE_KIND) to {answered} or auto")
+    _kinds[id(c)] = answered
+    return c
+
+
+_kinds: dict[int, str] = {}  # id(client) → the kind it answered as
+
+
+def kind_of(version: Mapping[str, Any]) -> str:
+    """``docker`` or ``podman`` from the engine's ``/version`` answer: podman's service names
+    itself in ``Components`` (``{"Name": "Podman Engine"}``, podman pkg/api/handlers/compat
+    version.go) and Docker's says ``Engine``; ``Platform.Name`` is checked too."""
+    names = [str(c.get("Name", "")) for c in version.get("Components") or []]
+    names.append(str((version.get("Platform") or {}).get("Name", "")))
+    return "podman" if any("podman" in n.lower() for n in names) else "docker"
+
+
+def kind() -> str:
+    """``docker`` or ``podman``: which engine answers (asked once per client).
+
+    Raises:
+        EngineError: as :func:`client`.
+    """
+    c = client()
+    if id(c) not in _kinds:  # a client made elsewhere (a test's): ask it
+        with _translated("reading the engine's /version"):
+            _kinds[id(c)] = kind_of(c.version())
+    return _kinds[id(c)]
 
 
 def reset_client() -> None:
     """Forget the cached client (after ``DOCKER_HOST`` changed, or in tests)."""
     if client.cache_info().currsize:
+        _kinds.pop(id(client()), None)
         client().close()
     client.cache_clear()
 
@@ -152,8 +231,20 @@ def image_exists(ref: str) -> bool:
 
 
 def repo_digests(ref: str) -> list[str]:
-    """``repo@sha256:…`` names the engine recorded for ``ref`` after pushes/pulls."""
-    return list(_image(ref).attrs.get("RepoDigests") or [])
+    """``repo@sha256:…`` names the engine recorded for ``ref`` after pushes/pulls, as Docker
+    writes them (:func:`short_name`)."""
+    return [short_name(n) for n in _image(ref).attrs.get("RepoDigests") or []]
+
+
+def short_name(name: str) -> str:
+    """``name`` as Docker lists it: podman lists every name fully qualified
+    (``docker.io/library/x:1``, ``docker.io/org/x:1``), Docker drops Docker Hub's domain and
+    ``library/`` (distribution/reference normalize.go, FamiliarName)."""
+    for prefix in ("docker.io/library/", "docker.io/"):
+        rest = name[len(prefix):]
+        if name.startswith(prefix) and (prefix.endswith("library/") or "/" in rest):
+            return rest
+    return name
 
 
 def image_user(ref: str) -> str:
@@ -205,6 +296,8 @@ def import_rootfs(tar_path: str, ref: str, *, changes: Sequence[str] = ()) -> st
         raise EngineError(
             f"importing rootfs as {ref} failed: {status['error']}", "check the tarball"
         )
+    if not image_exists(ref):  # podman's import names the image <repo>:latest, whatever the tag
+        tag(str(status.get("id") or status.get("status")), ref)
     return image_id(ref)
 
 
@@ -252,6 +345,12 @@ def stream_error(text: str, *, what: str) -> RegistryError:
     HTML page summarised by its title; else the engine's own text."""
     from paddlecd.registry import answers  # the reading of answers; no client, no I/O
 
+    if "server gave HTTP response to HTTPS client" in text:  # podman: no plain-HTTP default
+        host = _host_of(what) or "the registry"
+        return RegistryError(f"{what}: {host} speaks plain HTTP and the engine expects HTTPS",
+                             f"podman: add [[registry]] location = \"{host}\" insecure = true "
+                             "to registries.conf and restart its service (Docker: the daemon's "
+                             "insecure-registries); or serve the registry over TLS")
     answer = answers.from_engine_text(text)
     if re.search(r"unauthorized|authentication required|denied|no basic auth", text, re.I) and (
             answer is None or not answer.foreign):
@@ -310,8 +409,11 @@ def push(ref: str, *, credentials: Credentials | None = None,
         messages = decode_stream(stream, what=f"pushing {ref}", on_progress=on_progress)
     for msg in reversed(messages):
         digest = (msg.get("aux") or {}).get("Digest")
-        if digest:
-            return str(digest)
+        # podman sends no aux message, only Docker CLI's last line: "<tag>: digest: sha256:…
+        # size: N" (podman pkg/api/handlers/compat/images_push.go)
+        said = re.search(r"\bdigest: (sha256:[0-9a-f]{64})\b", str(msg.get("status") or ""))
+        if digest or said:
+            return str(digest or said.group(1))
     raise RegistryError(
         f"pushing {ref}: the engine reported no digest", "re-run; check the registry logs"
     )
@@ -503,6 +605,68 @@ def _cli_version(cli: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def api_build(*, context: Path, dockerfile: Path, tag: str, build_args: Mapping[str, str],
+              labels: Mapping[str, str], secrets: Mapping[str, Path], no_cache: bool = False,
+              on_line: Echo | None = None) -> str:
+    """Build through the engine API's ``/build``: how podman builds (buildah behind its
+    Docker-compatible API), with ``RUN --mount=type=secret`` and ``type=cache``.
+
+    The context is ``context`` minus its ``.dockerignore``; each secret travels inside the
+    context tar under a name of its own, which podman moves out of the context before the build
+    starts, as for ``podman --remote build --secret`` (podman
+    pkg/api/handlers/compat/images_build.go). The stream (``STEP 1/7: …``, the RUN output,
+    ``COMMIT``) is decoded chunk by chunk and each line handed to ``on_line``; an error chunk
+    inside the 200 answer fails the build.
+
+    Args:
+        dockerfile: inside ``context``. secrets: ``{id: file}`` (``/run/secrets/<id>``).
+
+    Returns:
+        the built image's ID (``sha256:…``).
+
+    Raises:
+        RegistryError: the registry refused the base image (an error chunk naming it).
+        EngineError: the build failed (its error chunk's text) or the engine refused it.
+    """
+    from docker.utils import build as docker_build
+
+    ignore = context / ".dockerignore"
+    patterns = [x.strip() for x in (ignore.read_text().splitlines() if ignore.is_file() else [])
+                if x.strip() and not x.strip().startswith("#")]
+    name = str(dockerfile.relative_to(context))
+    extra = [(f".paddlecd-secret-{i}", Path(f).read_text()) for i, f in secrets.items()]
+    params = {"t": tag, "dockerfile": name, "rm": True, "forcerm": True, "nocache": no_cache,
+              "buildargs": json.dumps(dict(build_args)), "labels": json.dumps(dict(labels)),
+              "secrets": json.dumps([f"id={i},src=.paddlecd-secret-{i}" for i in secrets])}
+    built = None
+    with _translated(f"building {tag}", hint="check the Dockerfile and the engine's log"), \
+            docker_build.create_archive(
+                str(context), files=sorted(docker_build.exclude_paths(str(context), patterns,
+                                                                      dockerfile=name)),
+                extra_files=extra) as tar:
+        api = client().api
+        answer = api._post(api._url("/build"), data=tar, params=params, stream=True,
+                           headers={"Content-Type": "application/x-tar"}, timeout=None)
+        api._raise_for_status(answer)
+        for msg in api._stream_helper(answer, decode=True):
+            if "error" in msg or "errorDetail" in msg:
+                text = str(msg.get("error") or msg["errorDetail"].get("message", "unknown"))
+                raise _build_error(text.strip(), tag)
+            built = (msg.get("aux") or {}).get("ID") or built
+            for line in str(msg.get("stream") or "").splitlines():
+                if on_line and line.strip():
+                    on_line(line)
+    return str(built or image_id(tag))
+
+
+def _build_error(text: str, tag: str) -> PaddlecdError:
+    from paddlecd.registry import answers  # the reading of answers; no client, no I/O
+
+    if answers.from_engine_text(text) or "HTTP response to HTTPS client" in text:
+        return stream_error(text, what=f"building {tag}")
+    return EngineError(f"building {tag}: {_first_line(text)}", "check the Dockerfile")
+
+
 def have_cli(name: str) -> bool:
     """True when executable ``name`` is on PATH."""
     return shutil.which(name) is not None
@@ -572,6 +736,8 @@ def _run_kwargs(spec: ContainerSpec) -> dict[str, Any]:
                 "working_dir": spec.workdir, "network": spec.network, "shm_size": spec.shm_size,
                 "mem_limit": spec.memory, "ipc_mode": spec.ipc}
     kwargs.update({k: v for k, v in optional.items() if v is not None})
+    if not spec.network:  # named, never left to the engine: podman's compat API reads only an
+        kwargs["network_mode"] = "bridge"  # explicit mode (it ignores NetworkDisabled, say)
     if spec.cpus is not None:
         kwargs["nano_cpus"] = round(spec.cpus * 10**9)  # the engine API counts 1e-9 CPUs
     if spec.aliases:
@@ -645,9 +811,15 @@ def container(spec: ContainerSpec) -> Iterator[Container]:
     """Create and start a container from ``spec``; remove it on exit unless ``spec.keep``.
 
     Raises:
-        EngineError: the image is missing or the engine refused to start the container.
+        EngineError: the image is missing or the engine refused to start the container; GPUs
+            asked of podman (its compat API drops device requests: podman 4.3.1, measured).
     """
     kwargs = _run_kwargs(spec)
+    if spec.gpus is not None and kind() == "podman":  # else the GPU checks run without a GPU
+        raise EngineError(f"container of {spec.image}: podman's Docker-compatible API drops GPU "
+                          "device requests (--gpus), so GPU variants cannot run on it",
+                          "run GPU variants on Docker with the NVIDIA Container Toolkit "
+                          "(engine.kind: docker); CPU variants run on podman")
     with _translated(f"starting a container of {spec.image}", hint="check the run options"):
         # create, then start: docker-py's run() leaves the created container behind when the
         # start fails (an image without the command's executable), and pulls a missing image

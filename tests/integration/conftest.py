@@ -264,3 +264,17 @@ def paddle_image(registry, main_state, paddle_base):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
         return builder.build(settings, "cpu").tag
+
+
+# ------------------------------------------------------------ podman's API service, issue 22
+@pytest.fixture(scope="session")
+def podman_service(tmp_path_factory):
+    """podman's Docker-compatible API service (``podman system service``) with its config, image
+    store and state under a temp folder of this worker (support/podman.py); ``host`` is its
+    ``DOCKER_HOST``. Fails (not skips) when podman is missing: CI installs it (scripts/stack.sh
+    engine). Its tests share one worker (``xdist_group("podman")``)."""
+    from support import podman
+
+    service = podman.PodmanService(tmp_path_factory.mktemp("podman")).start()
+    yield service
+    service.stop()

@@ -19,7 +19,8 @@ from filelock import FileLock
 
 # Tests that take minutes (seconds on this 2-core VM, from `scripts/test.sh`'s durations table):
 # started first among those that need the base, so the other worker is not left waiting at the end.
-LONG_FIRST = ("test_readme_demo.py", "test_benchmarks.py", "test_artifacts_check.py")
+LONG_FIRST = ("test_readme_demo.py", "test_benchmarks.py", "test_artifacts_check.py",
+              "test_podman.py")
 
 
 def needs_base(item: pytest.Item) -> bool:

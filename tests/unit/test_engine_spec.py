@@ -8,9 +8,11 @@ from paddlecd import engine
 from paddlecd.errors import EngineError
 
 
-def test_a_minimal_spec_sets_only_what_it_says():
+def test_a_minimal_spec_sets_only_what_it_says_and_names_its_network_mode():
+    """The network mode is never left to the engine: podman's compat API reads only an explicit
+    one (it ignores NetworkDisabled)."""
     kwargs = engine._run_kwargs(engine.ContainerSpec(image="r/x@sha256:" + "a" * 64))
-    assert kwargs == {"environment": {}, "volumes": {}, "labels": {}}
+    assert kwargs == {"environment": {}, "volumes": {}, "labels": {}, "network_mode": "bridge"}
 
 
 def test_limits_mounts_and_aliases():

@@ -144,6 +144,10 @@ def settings(**flags: Any) -> config.Settings:
     """Resolve configuration with task flags on top (``None`` flags are ignored); print its
     warnings (ignored ``PADDLECD_*`` variables) once per process on stderr."""
     s = config.load(flags)
+    if s.engine.kind != "auto" or "paddlecd.engine" in sys.modules:  # docker-py only if needed
+        from paddlecd import engine
+
+        engine.select(s.engine.kind)
     for w in sorted(set(s.warnings) - _warned):
         err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, soft_wrap=True)
     _warned.update(s.warnings)

@@ -18,11 +18,12 @@ from pathlib import Path
 
 from paddlecd import engine, git, proc
 from paddlecd.config import Settings
-from paddlecd.errors import EngineError
+from paddlecd.errors import EngineError, PaddlecdError
 from paddlecd.files import now_iso, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import answers
 from paddlecd.registry import auth as registry_auth
+from paddlecd.registry.reference import parse_reference
 from paddlecd.types import Echo
 
 LABEL = "io.paddlecd"
@@ -53,22 +54,29 @@ def ca_bundle(settings: Settings) -> str | None:
 
 
 @contextlib.contextmanager
-def secret_args(settings: Settings) -> Iterator[list[str]]:
-    """``--secret`` flags for the CA bundle and the pip index URL (written to a 0600 temp file that
-    is removed afterwards). The index URL comes from settings.build.pip_index_url or
-    $PIP_INDEX_URL."""
-    args: list[str] = []
+def secret_files(settings: Settings) -> Iterator[dict[str, Path]]:
+    """The build secrets as ``{id: file}``: the CA bundle and the pip index URL (written to a
+    0600 temp file that is removed afterwards). The index URL comes from
+    settings.build.pip_index_url or $PIP_INDEX_URL."""
+    found: dict[str, Path] = {}
     bundle = ca_bundle(settings)
     if bundle:
-        args += ["--secret", f"id=ca_bundle,src={bundle}"]
+        found["ca_bundle"] = Path(bundle)
     index = settings.build.pip_index_url or os.environ.get("PIP_INDEX_URL")
     with tempfile.TemporaryDirectory(prefix="paddlecd-secrets-") as d:
         if index:
             path = Path(d) / "pip_index_url"
             path.touch(mode=0o600)
             path.write_text(index)
-            args += ["--secret", f"id=pip_index_url,src={path}"]
-        yield args
+            found["pip_index_url"] = path
+        yield found
+
+
+@contextlib.contextmanager
+def secret_args(settings: Settings) -> Iterator[list[str]]:
+    """``--secret`` flags for :func:`secret_files`."""
+    with secret_files(settings) as found:
+        yield [x for i, f in found.items() for x in ("--secret", f"id={i},src={f}")]
 
 
 def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: str,
@@ -76,13 +84,19 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
                    on_line: Echo | None = None, no_cache: bool = False) -> tuple[str, Path]:
     """Run one BuildKit build; returns ``(builder description, log path)``.
 
+    On podman the build goes through its engine API instead (:func:`podman_build`).
+
     Raises:
         EngineError: no BuildKit builder, or the build failed (cause: last log line; the log path in
             the hint).
     """
-    builder = engine.pick_builder(settings.build.docker_cli)
     log_path = settings.state / "logs" / f"{log_name}-{time.strftime('%Y%m%dT%H%M%S')}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if engine.kind() == "podman":
+        return podman_build(settings, context=context, dockerfile=dockerfile, tag=tag,
+                            build_args=build_args, labels=labels, log_path=log_path,
+                            on_line=on_line, no_cache=no_cache), log_path
+    builder = engine.pick_builder(settings.build.docker_cli)
     with secret_args(settings) as secrets, open(log_path, "w") as log:
         argv = [*builder.argv, "--progress", "plain", "-f", str(dockerfile), "-t", tag, *secrets]
         argv += [x for k, v in build_args.items() for x in ("--build-arg", f"{k}={v}")]
@@ -108,6 +122,35 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
                                            ) from e
             raise EngineError(e.cause, f"full build log: {log_path}") from e
     return builder.description, log_path
+
+
+def podman_build(settings: Settings, *, context: Path, dockerfile: Path, tag: str,
+                 build_args: Mapping[str, str], labels: Mapping[str, str], log_path: Path,
+                 on_line: Echo | None = None, no_cache: bool = False) -> str:
+    """One build on podman (buildah through its engine API, :func:`paddlecd.engine.api_build`),
+    the same secrets, build args and labels as the BuildKit build, its output in ``log_path``;
+    returns the builder's description.
+
+    Raises:
+        EngineError, RegistryError: as :func:`paddlecd.engine.api_build`; the hint names the log.
+    """
+    version = engine.info().get("ServerVersion", "")
+    description = f"podman {version} (buildah, engine API)".replace("  ", " ")
+    with secret_files(settings) as secrets, open(log_path, "w") as log:
+        def line(text: str) -> None:
+            log.write(text + "\n")
+            if on_line:
+                on_line(text)
+
+        line(f"builder: {description}")
+        try:
+            engine.api_build(context=context, dockerfile=dockerfile, tag=tag,
+                             build_args=build_args, labels=labels, secrets=secrets,
+                             no_cache=no_cache, on_line=line)
+        except PaddlecdError as e:
+            log.write(f"error: {e.cause}\n")
+            raise type(e)(e.cause, f"{e.hint}; full build log: {log_path}") from e
+    return description
 
 
 def build_args(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -> dict[str, str]:
@@ -164,6 +207,10 @@ def pull_base(settings: Settings, entry: lock.LockEntry, *, on_line: Echo | None
         RegistryAuthError, RegistryError: the pull failed.
     """
     creds = registry_auth.engine_credentials(settings, entry.pinned)
+    if not creds and engine.kind() == "podman":  # buildah's FROM is sent no credentials:
+        # the base is pulled first, with config.json's (the env pair stays with its registries)
+        creds = registry_auth.find_credentials(parse_reference(entry.pinned).registry,
+                                                 environ={})
     if not creds or engine.image_exists(entry.pinned):
         return False
     if on_line:
