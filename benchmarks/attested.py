@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from paddlecd import config, files
-from paddlecd.verify import attested, evidence, keys
+from paddlecd.verify import evidence, keys, registry_store
 
 
 def key_flags(state: Path) -> dict[str, str]:
@@ -33,7 +33,7 @@ def passing_candidate(s: config.Settings, digest: str, reference: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "junit.xml").write_text('<testsuite name="smoke"/>')
     (out / "smoke.log").write_text("benchmark candidate: no smoke run\n")
-    attested.publish(s, record, out)
+    registry_store.publish(s, record, out)
 
 
 def build_provenance(s: config.Settings, digest: str, reference: str) -> str:

@@ -48,7 +48,7 @@ from paddlecd import config, engine, git  # noqa: E402
 from paddlecd.image import bootstrap, lock, variants  # noqa: E402
 from paddlecd.image import build as builder  # noqa: E402
 from paddlecd.image import push as publish  # noqa: E402
-from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
+from paddlecd.registry.embedded import RegistryServer, free_port  # noqa: E402
 
 
 def blob_bytes(registry_root: Path) -> int:

@@ -59,8 +59,8 @@ from attested import key_flags, passing_candidate  # noqa: E402
 from relay import Relay, Wire  # noqa: E402
 
 from paddlecd import config  # noqa: E402
-from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient  # noqa: E402
+from paddlecd.registry.embedded import RegistryServer, free_port  # noqa: E402
 from paddlecd.release import ledger, policy  # noqa: E402
 from paddlecd.release import plan as plan_module  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402

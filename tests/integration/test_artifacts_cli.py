@@ -15,7 +15,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from paddlecd.localstack import free_port
+from paddlecd.registry.embedded import free_port
 
 from support import INVOKE, clean_env, invoke
 from support.cli import signing_env

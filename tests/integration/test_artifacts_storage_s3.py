@@ -299,7 +299,7 @@ def test_missing_bucket_is_one_clear_error_and_writes_nothing(s3_env, jit_export
 
 
 def test_unreachable_endpoint_names_it(s3_env, jit_exports):
-    from paddlecd.localstack import free_port
+    from paddlecd.registry.embedded import free_port
 
     endpoint = f"http://127.0.0.1:{free_port()}"
     store = open_store("s3://models/paddle", StorageSettings(endpoint_url=endpoint))

@@ -19,7 +19,7 @@ import yaml
 from paddlecd import engine
 from paddlecd.errors import RegistryAuthError, RegistryError
 from paddlecd.image import push as publish
-from paddlecd.localstack import RegistryServer, free_port
+from paddlecd.registry.embedded import RegistryServer, free_port
 from paddlecd.verify import run as verify
 
 from support import ROOT, cli_env, invoke, project_settings

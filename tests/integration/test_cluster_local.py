@@ -228,7 +228,7 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
 
     from paddlecd import files
     from paddlecd.release import promote as release
-    from paddlecd.verify import attested, evidence, keys
+    from paddlecd.verify import evidence, keys, registry_store
 
     uid = uuid.uuid4().hex[:8]
     private, public = keys.keygen(tmp_path / "keys")
@@ -264,7 +264,8 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
         ),
     )
     evidence.save(settings, record)
-    attested.publish(settings, record, tmp_path)  # signed, attached to the digest, as verify does
+    # signed, attached to the digest, as verify does
+    registry_store.publish(settings, record, tmp_path)
     release.promote(settings, variant="cpu", version="1.0.0", execute=True)
 
     plan = cluster.plan(

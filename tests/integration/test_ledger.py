@@ -22,8 +22,8 @@ import pytest
 from test_release import Project
 
 from paddlecd.errors import ConfigError, PromotionError
-from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient
+from paddlecd.registry.embedded import RegistryServer, free_port
 from paddlecd.release import ledger
 from paddlecd.release import promote as release
 

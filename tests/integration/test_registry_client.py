@@ -11,9 +11,9 @@ import pytest
 
 from paddlecd import config, engine
 from paddlecd.errors import ConfigError, NotFoundError, RegistryAuthError, RegistryError
-from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.auth import Credentials
 from paddlecd.registry.client import RegistryClient, client_for, open_reference
+from paddlecd.registry.embedded import RegistryServer, free_port
 
 from support import ROOT
 from support.oci_images import push_image, push_index

@@ -57,9 +57,9 @@ def signing_env() -> dict[str, str]:
 
 def cli_env(registry: Any, state: Path, **extra: str) -> dict[str, str]:
     """This process's environment (with what fixtures such as ``registry_env`` and ``s3_env`` set)
-    for a user of ``registry`` (a :class:`paddlecd.localstack.RegistryServer`, or ``None``): its
-    Docker config, host and CA, with the state folder and lock file under ``state`` and this
-    process's build cache scope, plus ``extra``."""
+    for a user of ``registry`` (a :class:`paddlecd.registry.embedded.RegistryServer`, or
+    ``None``): its Docker config, host and CA, with the state folder and lock file under ``state``
+    and this process's build cache scope, plus ``extra``."""
     env = {**os.environ, "PADDLECD_STATE_DIR": str(state),
            "PADDLECD_LOCK_FILE": str(state / "lock.yaml"),
            "PADDLECD_BUILD_CACHE_SCOPE": CACHE_SCOPE, **signing_env()}

@@ -238,7 +238,7 @@ def test_local_deploy_never_re_owns_an_existing_output_folder(tmp_path):
 def test_an_unreachable_kubernetes_api_is_one_line_exit_9(tmp_path):
     """No API server runs here: a kubeconfig pointing at a closed local port stands in for a cluster
     that is down; nothing can be created, and the user gets one line, not urllib3's traceback."""
-    from paddlecd.localstack import free_port
+    from paddlecd.registry.embedded import free_port
 
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(f"""apiVersion: v1

@@ -180,10 +180,10 @@ def _stored(s, record) -> list[str]:
     against release.trusted_keys (the ledger names only the one promotion rested on)."""
     from paddlecd.errors import SigningKeyError
     from paddlecd.registry.reference import parse_reference
-    from paddlecd.verify import attested
+    from paddlecd.verify import registry_store
 
     try:
-        runs = attested.lookup(s, parse_reference(f"{s.release_repo}@{record.digest}"))
+        runs = registry_store.lookup(s, parse_reference(f"{s.release_repo}@{record.digest}"))
     except SigningKeyError as e:
         return [f"  stored: not checked ({e.cause})"]
     lines = []

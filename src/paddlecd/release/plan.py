@@ -1,8 +1,8 @@
 """Plans for promotions and rollbacks: what tags change where, and whether evidence allows it.
 
 Evidence is the signed attestation of the digest in the candidate repository (issue 10,
-:func:`paddlecd.verify.attested.check`), never a local file: a promotion from any machine sees the
-same evidence, and only what a trusted key signed counts.
+:func:`paddlecd.verify.registry_store.check`), never a local file: a promotion from any machine
+sees the same evidence, and only what a trusted key signed counts.
 
 A plan is computed from the registry (current tags) and the ledger (the order of past actions): the
 ledger's :func:`~paddlecd.release.policy.fold`, with this action appended, says where every tag of
@@ -38,7 +38,7 @@ from paddlecd.release.policy import (
     parse_version,
     release_tag,
 )
-from paddlecd.verify import attested, evidence
+from paddlecd.verify import evidence, registry_store
 from paddlecd.verify.attestation import VerifiedAttestation
 
 
@@ -251,8 +251,8 @@ def evidence_problem(settings: Settings, src: RegistryClient, repository: str, v
         RegistryError: the registry failed (a refusal is returned, not raised).
     """
     try:
-        return None, attested.check(settings, src, repository, digest, variant)
-    except attested.REFUSALS as e:
+        return None, registry_store.check(settings, src, repository, digest, variant)
+    except registry_store.REFUSALS as e:
         return e, None
 
 

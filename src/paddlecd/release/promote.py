@@ -5,7 +5,7 @@ A promotion runs as named, timed phases (promo-tools' pipeline; STYLE.md §10):
 ``plan`` → ``check evidence`` → ``copy`` → ``write ledger`` → ``write tags`` → ``verify digests``
 
 * check evidence: a signed attestation of the digest in the candidate repository, verified with
-  ``release.trusted_keys`` (issue 10; :mod:`paddlecd.verify.attested`); ``--force --reason``
+  ``release.trusted_keys`` (issue 10; :mod:`paddlecd.verify.registry_store`); ``--force --reason``
   overrides;
 
 * copy: the image goes into the release repository by digest only — blobs mounted within one
@@ -64,7 +64,7 @@ from paddlecd.release.query import (  # re-exported
     split_release_tag,
 )
 from paddlecd.types import Echo
-from paddlecd.verify import attested
+from paddlecd.verify import registry_store
 
 
 @dataclass
@@ -391,7 +391,7 @@ def _copy(plan: Plan, outcome: Outcome) -> None:
 
     dst, src = plan.dst.twin(), plan.src.twin()
     with ThreadPoolExecutor(1) as pool:
-        attestation = pool.submit(attested.copy, dst, src, source_repo, plan.repository,
+        attestation = pool.submit(registry_store.copy, dst, src, source_repo, plan.repository,
                                   plan.attestation, ready=ready)
         try:
             outcome.copied = plan.dst.copy_image(plan.src, source_repo, plan.digest,

@@ -21,7 +21,7 @@ from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
 from paddlecd.release.plan import actions_of, current, currents, target
 from paddlecd.release.policy import State, fold, parse_version, release_tag
-from paddlecd.verify import attested
+from paddlecd.verify import registry_store
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
     return rows
 
 
-def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[attested.Run]]:
+def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[registry_store.Run]]:
     """The attestations of ``target``: ``host/repo@sha256:…``, an image by tag (``host/repo:tag``,
     resolved to its digest), or a release (``1.4.0-cpu``) looked up in the release repository.
     Returns the image reference (by digest) and its runs, newest last.
@@ -194,4 +194,4 @@ def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[attest
         ref = pin(settings, target)
     else:
         ref = parse_reference(find(settings, target).reference)
-    return ref, attested.lookup(settings, ref)
+    return ref, registry_store.lookup(settings, ref)

@@ -11,7 +11,7 @@ PAE and the signature checks are the library's, not ours.
 :func:`verify` checks one envelope (signature by a trusted key, subject, predicate type);
 :func:`choose` applies the promotion rule to every verified run of a digest: the newest run decides,
 it must have passed every smoke module and be fresh. The registry side is
-:mod:`paddlecd.verify.attested`.
+:mod:`paddlecd.verify.registry_store`.
 """
 
 from __future__ import annotations

@@ -28,7 +28,16 @@ from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
 from paddlecd.types import Echo
-from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl, nodes_k8s
+from paddlecd.verify import (
+    bandwidth,
+    charts,
+    drivers,
+    evidence,
+    keys,
+    nccl,
+    nodes_k8s,
+    registry_store,
+)
 from paddlecd.verify import nodes as multinode
 
 SMOKE_CMD = [
@@ -414,7 +423,8 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
         else write_json(out / "evidence.json", record.to_json())
     )
     # issue 10: every run, passing or not, is signed and attached to the digest in the registry
-    att = attested.publish(settings, record, out).location if keys.configured(settings) else None
+    att = (registry_store.publish(settings, record, out).location
+           if keys.configured(settings) else None)
     write_summary(record, out, attestation=att)
     return Verified(
         reference=reference,

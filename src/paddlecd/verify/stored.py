@@ -7,7 +7,7 @@ against the trusted keys or carries the problem that stopped it; a run found in 
 is one :class:`Run` naming each place, and the referrer with its JUnit XML and smoke log is
 matched to it by the sha256 of the signed statement. Bundle referrers annotated with another
 predicate type (push's SLSA provenance) are no verify runs: they are listed with each run, so a
-promotion copies them along (:func:`paddlecd.verify.attested.copy`), and read by
+promotion copies them along (:func:`paddlecd.verify.registry_store.copy`), and read by
 :func:`paddlecd.image.provenance.find`.
 """
 
