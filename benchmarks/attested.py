@@ -39,7 +39,8 @@ def passing_candidate(s: config.Settings, digest: str, reference: str) -> None:
 def build_provenance(s: config.Settings, digest: str, reference: str) -> str:
     """Attach the signed SLSA provenance ``push`` attaches to a built image (a build record of
     the project's Dockerfile, as ``build`` writes it); the referrer's location."""
-    from paddlecd.image import build, provenance
+    from paddlecd.image import build as builder
+    from paddlecd.image import provenance
 
     base = f"{s.registry.url}/paddlecd/base@sha256:{'0' * 64}"
     record = {"variant": "cpu", "tag": f"{s.candidate_repo}:cpu-bench", "image_id": digest,
@@ -48,5 +49,5 @@ def build_provenance(s: config.Settings, digest: str, reference: str) -> str:
               "secrets": ["ca_bundle"], "revision": "0" * 40, "dirty": False,
               "source": "https://example.com/paddlecd",
               "dockerfile": {"path": "images/Dockerfile",
-                             "sha256": build.file_sha256(s.root / "images" / "Dockerfile")}}
+                             "sha256": builder.file_sha256(s.root / "images" / "Dockerfile")}}
     return provenance.attach(s, record, reference=reference, digest=digest)

@@ -61,8 +61,7 @@ from relay import Relay, Wire  # noqa: E402
 from paddlecd import config  # noqa: E402
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient  # noqa: E402
 from paddlecd.registry.embedded import RegistryServer, free_port  # noqa: E402
-from paddlecd.release import ledger, policy  # noqa: E402
-from paddlecd.release import plan as plan_module  # noqa: E402
+from paddlecd.release import ledger, plan, policy  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
 
 CANDIDATES = "bench/candidate"
@@ -190,12 +189,12 @@ def prefill(client: RegistryClient, repo: str, n: int, variants: int) -> None:
 def without_attestation() -> Iterator[None]:
     """Run promotions without the attestation lookup and copy (the promotion before issue 10; its
     evidence check passes as if verified), to measure what the lookup costs."""
-    saved = plan_module.evidence_problem
-    plan_module.evidence_problem = lambda *_a, **_k: (None, None)  # type: ignore[assignment]
+    saved = plan.evidence_problem
+    plan.evidence_problem = lambda *_a, **_k: (None, None)  # type: ignore[assignment]
     try:
         yield
     finally:
-        plan_module.evidence_problem = saved  # type: ignore[assignment]
+        plan.evidence_problem = saved  # type: ignore[assignment]
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from paddlecd import engine
 from paddlecd.errors import RegistryAuthError, RegistryError
 from paddlecd.image import push as publish
 from paddlecd.registry.embedded import RegistryServer, free_port
-from paddlecd.verify import run as verify
+from paddlecd.verify import run as smoke
 
 from support import ROOT, cli_env, invoke, project_settings
 
@@ -149,7 +149,7 @@ def test_wrong_paddle_label_fails_the_version_check(
     )
     docker.from_env().images.build(path=str(ctx), tag=ref, rm=True, forcerm=True)
     publish.push_reference(project_settings(main_state, registry=registry), ref)
-    result = verify.verify(
+    result = smoke.verify(
         project_settings(main_state, registry=registry), image=ref, out_dir=tmp_path / "out"
     )
     failed = {c.name: c.message for c in result.failed}

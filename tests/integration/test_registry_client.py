@@ -282,29 +282,29 @@ def pushed_local_image(registry_env, tmp_path):
 
 
 def test_image_id_is_refused_by_verify_promote_deploy_and_upload(pushed_local_image):
-    from paddlecd.artifacts import manifest
+    from paddlecd.artifacts import manifest as am
     from paddlecd.cluster import deploy
     from paddlecd.release import plan
-    from paddlecd.verify import run as verify
+    from paddlecd.verify import run as smoke
 
     settings, repo, digest, image_id = pushed_local_image
     assert image_id != digest
     wrong = f"{settings.registry.url}/{repo}@{image_id}"
     pushed = f"{settings.registry.url}/{repo}@{digest}"
     refusals = {
-        "verify": lambda: verify.target(settings, None, wrong),
+        "verify": lambda: smoke.target(settings, None, wrong),
         "promote": lambda: plan.plan_promotion(settings, variant="cpu", version="1.0.0",
                                                digest=image_id),
         "deploy": lambda: deploy.resolve(settings, release=None, image=wrong, variant=None),
-        "upload": lambda: manifest.parse_image(wrong),
+        "upload": lambda: am.parse_image(wrong),
     }
     for name, attempt in refusals.items():
         with pytest.raises(ConfigError, match="names an image ID") as info:
             attempt()
         assert pushed in info.value.hint, name  # the pushed digest (RepoDigests) is the way out
-    assert verify.target(settings, None, pushed) == pushed  # the manifest digest itself passes
+    assert smoke.target(settings, None, pushed) == pushed  # the manifest digest itself passes
     assert deploy.resolve(settings, release=None, image=pushed, variant=None).reference == pushed
-    assert manifest.parse_image(pushed)["digest"] == digest
+    assert am.parse_image(pushed)["digest"] == digest
 
 
 def test_config_blob_digest_is_recognised_in_the_registry_alone(client):

@@ -193,18 +193,19 @@ def test_upload_refuses_dot_dot_in_an_s3_prefix_before_any_request(tmp_path):
 
 def test_upload_re_checks_links_after_its_plan(tmp_path):
     """A file swapped for a link between the plan (shown to the user) and the upload is refused."""
-    from paddlecd.artifacts import storage, transfer
+    from paddlecd.artifacts import storage
+    from paddlecd.artifacts import transfer as arts
     from paddlecd.errors import ConfigError
 
     out, secret = _export_leaking(tmp_path)
     (out / "model.pdiparams").unlink()
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = storage.FileStore(tmp_path / "store")
-    plan = transfer.plan_upload(store, out, name="demo", version="1.0.0")
+    plan = arts.plan_upload(store, out, name="demo", version="1.0.0")
     (out / "model.pdiparams").unlink()
     (out / "model.pdiparams").symlink_to(secret)
     with pytest.raises(ConfigError, match="is a symlink to .*outside the export folder"):
-        transfer.upload(store, plan)
+        arts.upload(store, plan)
     assert not (tmp_path / "store").exists()
 
 

@@ -20,7 +20,7 @@ from paddlecd.image import bootstrap, lock
 from paddlecd.pipeline import affected, report
 from paddlecd.pipeline.records import StageRun, Summary, VariantRun
 from paddlecd.verify import evidence, keys, suite
-from paddlecd.verify import run as verify
+from paddlecd.verify import run as smoke
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "c" * 64
@@ -222,7 +222,7 @@ def _verified(tmp_path, checks):
     record = evidence.Evidence(digest=DIGEST, reference="r/p@" + DIGEST, variant="cpu",
                                passed=passed, created="2026-12-01T00:00:00Z",
                                checks=tuple(evidence.Check(**c) for c in checks))
-    return verify.Verified(reference="r/p@" + DIGEST, passed=passed, record=record,
+    return smoke.Verified(reference="r/p@" + DIGEST, passed=passed, record=record,
                            evidence_path=tmp_path / "e.json", out_dir=tmp_path)
 
 
@@ -281,12 +281,13 @@ def test_doctor_rows_render_and_decide_the_exit():
 
 
 def test_listing_a_model_that_is_not_there_is_an_error(tmp_path):
-    from paddlecd.artifacts import storage, transfer
+    from paddlecd.artifacts import storage
+    from paddlecd.artifacts import transfer as arts
 
     store = storage.open_store(f"file://{tmp_path}", config.load(root=ROOT, environ={}).storage)
-    assert transfer.list_versions(store, "ocr-det") == []
+    assert arts.list_versions(store, "ocr-det") == []
     with pytest.raises(StorageError, match=f"no model named 'ocr-det' in file://{tmp_path}"):
-        transfer.list_model(store, "ocr-det")
+        arts.list_model(store, "ocr-det")
 
 
 # ---------------------------------------------------------------- --json results

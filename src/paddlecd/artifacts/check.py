@@ -521,13 +521,14 @@ def check_stored(
     import shutil
     import tempfile
 
-    from paddlecd.artifacts import signature, transfer
+    from paddlecd.artifacts import signature as sig
+    from paddlecd.artifacts import transfer as arts
     from paddlecd.verify import keys
 
-    version = version or _latest(transfer.list_model(store, name), store.url, name)
+    version = version or _latest(arts.list_model(store, name), store.url, name)
     tmp = Path(tempfile.mkdtemp(prefix="paddlecd-check-"))
     try:
-        transfer.download(store, name, version, tmp / "model", trusted=keys.trusted(settings))
+        arts.download(store, name, version, tmp / "model", trusted=keys.trusted(settings))
         record = check_folder(
             settings, tmp / "model", image=image, name=f"{name} {version}", **options
         )
@@ -541,9 +542,9 @@ def check_stored(
             doc = am.with_onnx(doc, record.onnx.to_json(), where=f"{store.url}/{prefix}")
             # the signature names every file of the manifest: signed again with the .onnx, and
             # stored before the manifest that lists it
-            signed = signature.sign(signature.signer_for(settings), tmp / "model",
+            signed = sig.sign(sig.signer_for(settings), tmp / "model",
                                     [f["path"] for f in doc["files"]], name=name)
-            store.put_bytes(signed.data, prefix + signature.SIGNATURE)
+            store.put_bytes(signed.data, prefix + sig.SIGNATURE)
             store.put_bytes(am.manifest_bytes(doc), prefix + am.MANIFEST)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

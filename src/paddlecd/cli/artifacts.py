@@ -74,8 +74,9 @@ def upload(
     Example:
       invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
-    from paddlecd.artifacts import manifest as artifact_manifest
-    from paddlecd.artifacts import runtime, signature
+    from paddlecd.artifacts import manifest as am
+    from paddlecd.artifacts import runtime
+    from paddlecd.artifacts import signature as sig
     from paddlecd.artifacts import transfer as arts
 
     given = (("model-dir", model_dir), ("name", name), ("version", version))
@@ -84,7 +85,7 @@ def upload(
         raise ConfigError(f"upload needs {' '.join(missing)}", "see: invoke --help upload")
     cfg = settings()
     store = arts.store_for(cfg, to)
-    artifact_manifest.parse_image(image)  # a reference without a digest fails before any lookup
+    am.parse_image(image)  # a reference without a digest fails before any lookup
     image_paddle, unknown = (None, None) if paddle_version else runtime.declared_paddle(cfg, image)
     if onnx:
         _convert_for_upload(cfg, Path(model_dir), image, dry_run=dry_run)
@@ -98,8 +99,8 @@ def upload(
         paddle_version=paddle_version,
         overwrite=overwrite,
         image_paddle=image_paddle,
-        git_revision=artifact_manifest.git_revision(cfg.root),
-        signer=lambda: signature.signer_for(cfg),  # once the inputs are checked
+        git_revision=am.git_revision(cfg.root),
+        signer=lambda: sig.signer_for(cfg),  # once the inputs are checked
     )
     lines = [*plan.lines(), *([f"  paddle version unknown: {unknown}"] if unknown and image
                               else [])]

@@ -74,11 +74,11 @@ def push(ctx: StageContext) -> None:
 
 def verify(ctx: StageContext) -> None:
     """Smoke suite inside the pushed digest (verify.verify); a failed check raises VerifyError."""
-    from paddlecd.verify import run as ver
+    from paddlecd.verify import run as smoke
 
     # the digest this run pushed (also on resume); without a push stage, the variant's candidate
     reference = ctx.inputs.get("push", {}).get("reference")
-    result = ver.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
+    result = smoke.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
     record = result.record
     ctx.outputs.update(
         reference=result.reference,
@@ -149,9 +149,10 @@ def deploy(ctx: StageContext) -> None:
 
 def upload(ctx: StageContext) -> None:
     """Upload the model the deploy stage exported (artifacts.plan_upload + upload)."""
-    from paddlecd.artifacts import manifest as artifact_manifest
-    from paddlecd.artifacts import runtime, signature
-    from paddlecd.artifacts import transfer as artifacts
+    from paddlecd.artifacts import manifest as am
+    from paddlecd.artifacts import runtime
+    from paddlecd.artifacts import signature as sig
+    from paddlecd.artifacts import transfer as arts
 
     model, promoted = ctx.inputs.get("deploy", {}).get("model"), ctx.inputs.get("promote", {})
     if not model or model.startswith(("claim:", "node:")):
@@ -160,22 +161,22 @@ def upload(ctx: StageContext) -> None:
             "upload from where the volume is mounted: "
             "invoke upload --model-dir … --name … --version …",
         )
-    store = artifacts.store_for(ctx.settings, ctx.params.get("to"))
-    plan = artifacts.plan_upload(
+    store = arts.store_for(ctx.settings, ctx.params.get("to"))
+    plan = arts.plan_upload(
         store,
         Path(model).parent,
         name=ctx.params["name"],
         version=promoted["version"],
         image=promoted.get("reference"),
         overwrite=bool(ctx.params.get("overwrite")),
-        git_revision=artifact_manifest.git_revision(ctx.settings.root),
+        git_revision=am.git_revision(ctx.settings.root),
         # the promoted image trained it: its Paddle, not this host's
         image_paddle=runtime.declared_paddle(ctx.settings, promoted.get("reference"))[0],
-        signer=signature.signer_for(ctx.settings),
+        signer=sig.signer_for(ctx.settings),
     )
     for line in plan.lines():
         ctx.on_line(line)
-    artifacts.upload(store, plan)
+    arts.upload(store, plan)
     ctx.outputs.update(url=plan.url, action=plan.action, bytes=plan.bytes_to_move)
 
 
@@ -184,14 +185,14 @@ def check(ctx: StageContext) -> None:
     model that does not load or match its references raises ModelCheckError (issue 13)."""
     from paddlecd.artifacts import check as model_check
     from paddlecd.artifacts import onnx as onnx_out
-    from paddlecd.artifacts import transfer as artifacts
+    from paddlecd.artifacts import transfer as arts
 
     uploaded, promoted = ctx.inputs.get("upload", {}), ctx.inputs.get("promote", {})
-    base, (name, version) = artifacts.split_model_url(uploaded["url"], ctx.settings, parts=2)
+    base, (name, version) = arts.split_model_url(uploaded["url"], ctx.settings, parts=2)
     p = ctx.params
     record = model_check.check_stored(
         ctx.settings,
-        artifacts.store_for(ctx.settings, base),
+        arts.store_for(ctx.settings, base),
         name,
         version,
         image=p.get("image") or promoted.get("reference"),
