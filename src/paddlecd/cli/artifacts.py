@@ -74,9 +74,7 @@ def upload(
     Example:
       invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
-    from paddlecd.artifacts import manifest as am
-    from paddlecd.artifacts import runtime
-    from paddlecd.artifacts import signature as sig
+    from paddlecd.artifacts import model_upload
     from paddlecd.artifacts import transfer as arts
 
     given = (("model-dir", model_dir), ("name", name), ("version", version))
@@ -84,26 +82,14 @@ def upload(
     if missing:
         raise ConfigError(f"upload needs {' '.join(missing)}", "see: invoke --help upload")
     cfg = settings()
-    store = arts.store_for(cfg, to)
-    am.parse_image(image)  # a reference without a digest fails before any lookup
-    image_paddle, unknown = (None, None) if paddle_version else runtime.declared_paddle(cfg, image)
-    if onnx:
-        _convert_for_upload(cfg, Path(model_dir), image, dry_run=dry_run)
-    plan = arts.plan_upload(
-        store,
-        Path(model_dir),
-        name=name,
-        version=version,
-        image=image,
-        metrics=Path(metrics) if metrics else None,
-        paddle_version=paddle_version,
+    planned = model_upload.plan_model_upload(
+        cfg, Path(model_dir), name=name, version=version, to=to, image=image,
+        metrics=Path(metrics) if metrics else None, paddle_version=paddle_version,
         overwrite=overwrite,
-        image_paddle=image_paddle,
-        git_revision=am.git_revision(cfg.root),
-        signer=lambda: sig.signer_for(cfg),  # once the inputs are checked
+        prepare=(lambda: _convert_for_upload(cfg, Path(model_dir), image, dry_run=dry_run))
+        if onnx else None,
     )
-    lines = [*plan.lines(), *([f"  paddle version unknown: {unknown}"] if unknown and image
-                              else [])]
+    store, plan, lines = planned.store, planned.plan, planned.lines()
     if dry_run:
         for line in lines:
             say(line)
@@ -115,7 +101,7 @@ def upload(
         for line in lines:  # the plan: in the log, under the spinner, printed in CI
             st.line(line)
         st.bytes_total(plan.bytes_to_move)
-        arts.upload(store, plan, progress=st.advance)
+        model_upload.upload_model(planned, progress=st.advance)
         st.done(f"{plan.action}, {view.human_bytes(plan.bytes_to_move)} moved")
     if json:
         return common.json_result(arts.uploaded(store, plan, executed=True))

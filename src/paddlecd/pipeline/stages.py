@@ -148,11 +148,8 @@ def deploy(ctx: StageContext) -> None:
 
 
 def upload(ctx: StageContext) -> None:
-    """Upload the model the deploy stage exported (artifacts.plan_upload + upload)."""
-    from paddlecd.artifacts import manifest as am
-    from paddlecd.artifacts import runtime
-    from paddlecd.artifacts import signature as sig
-    from paddlecd.artifacts import transfer as arts
+    """Upload the model the deploy stage exported (:mod:`paddlecd.artifacts.model_upload`)."""
+    from paddlecd.artifacts import model_upload
 
     model, promoted = ctx.inputs.get("deploy", {}).get("model"), ctx.inputs.get("promote", {})
     if not model or model.startswith(("claim:", "node:")):
@@ -161,22 +158,18 @@ def upload(ctx: StageContext) -> None:
             "upload from where the volume is mounted: "
             "invoke upload --model-dir … --name … --version …",
         )
-    store = arts.store_for(ctx.settings, ctx.params.get("to"))
-    plan = arts.plan_upload(
-        store,
+    planned = model_upload.plan_model_upload(
+        ctx.settings,
         Path(model).parent,
         name=ctx.params["name"],
         version=promoted["version"],
-        image=promoted.get("reference"),
+        to=ctx.params.get("to"),
+        image=promoted.get("reference"),  # the promoted image trained it: its Paddle is recorded
         overwrite=bool(ctx.params.get("overwrite")),
-        git_revision=am.git_revision(ctx.settings.root),
-        # the promoted image trained it: its Paddle, not this host's
-        image_paddle=runtime.declared_paddle(ctx.settings, promoted.get("reference"))[0],
-        signer=sig.signer_for(ctx.settings),
     )
-    for line in plan.lines():
+    for line in planned.lines():
         ctx.on_line(line)
-    arts.upload(store, plan)
+    plan = model_upload.upload_model(planned)
     ctx.outputs.update(url=plan.url, action=plan.action, bytes=plan.bytes_to_move)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from paddlecd import engine, git, proc
 from paddlecd.cluster import jobfile
+from paddlecd.cluster.deploy import CLUSTERS
 from paddlecd.cluster.render import Target
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError
@@ -464,15 +465,21 @@ def _quiet(_: str) -> None:
     pass
 
 
-def check_where(nodes: int, cluster: str, kind: str, gpus_per_node: int | None = None) -> bool:
-    """True for a Kubernetes run; raises ConfigError for a combination that cannot run, and for
-    ``nodes`` / ``gpus_per_node`` outside the job schema's bounds (the ones deploy holds to)."""
+def check_where(nodes: int, cluster: str, kind: str, gpus_per_node: int | None = None, *,
+                dry_run: bool = False) -> bool:
+    """The one check of verify's options (the task's and :func:`verify`'s): True for a
+    Kubernetes run; raises ConfigError for a combination that cannot run (``dry_run`` is for
+    ``k8s`` only: nothing else has manifests to show), and for ``nodes`` / ``gpus_per_node``
+    outside the job schema's bounds (the ones deploy holds to)."""
+    if cluster not in CLUSTERS:
+        raise ConfigError(f"--cluster {cluster}: not a cluster kind",
+                          f"use --cluster {' or '.join(CLUSTERS)}")
+    if dry_run and cluster != "k8s":
+        raise ConfigError("--dry-run is for --cluster k8s", "drop --dry-run, or add --cluster k8s")
     if nodes < 1:
         raise ConfigError(f"--nodes {nodes}: a run needs at least 1 node", "pass --nodes 1 or more")
     jobfile.within_schema("--nodes", nodes, "nodes")
     jobfile.within_schema("--gpus-per-node", gpus_per_node, "resources", "gpus")
-    if cluster not in ("local", "k8s"):
-        raise ConfigError(f"--cluster {cluster}: not a cluster kind", "use --cluster local or k8s")
     if kind not in ("job", "paddlejob"):
         raise ConfigError(f"--kind {kind}: not a job kind", "use --kind job or paddlejob")
     if cluster == "k8s" and nodes < 2:
