@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from paddlecd import config, files
+from paddlecd.image import candidate
 from paddlecd.verify import evidence, keys, registry_store
 
 
@@ -22,7 +23,7 @@ def key_flags(state: Path) -> dict[str, str]:
 def passing_candidate(s: config.Settings, digest: str, reference: str) -> None:
     """Record ``digest`` as the cpu candidate with passing evidence from every smoke module, and
     push its signed attestation (what ``invoke push verify`` leaves behind)."""
-    evidence.save_candidate(s, "cpu", reference=reference, digest=digest, tag="bench")
+    candidate.save_candidate(s, "cpu", reference=reference, digest=digest, tag="bench")
     record = evidence.Evidence(
         digest=digest, reference=reference, variant="cpu", passed=True, created=files.now_iso(),
         versions={"paddle": "3.0.0"},

@@ -38,6 +38,7 @@ from paddlecd.types import Echo
 
 if TYPE_CHECKING:
     from paddlecd.registry.auth import Credentials
+    from paddlecd.registry.reference import Reference
 
 
 DOCKER_HOST_DEFAULT = "unix:///var/run/docker.sock"
@@ -805,3 +806,33 @@ def network(name: str, *, labels: Mapping[str, str] | None = None,
                 for c in net.containers:
                     net.disconnect(c, force=True)
                 net.remove()
+
+
+def refuse_image_id(ref: Reference) -> Reference:
+    """Return ``ref`` unless its digest is a local image's ID rather than a manifest digest.
+
+    No registry request: the local engine alone decides (an ID listed among the image's own
+    ``RepoDigests`` is a manifest digest too, as with the containerd image store). Without an
+    engine the check passes; :meth:`paddlecd.registry.client.RegistryClient.resolve` still
+    recognises a blob in the registry.
+
+    Raises:
+        ConfigError: the digest is a local image ID; the hint is its pushed digest.
+    """
+    from paddlecd.registry.client import image_id_error
+
+    pushed = _local_repo_digests(ref.digest) if ref.digest else None
+    if pushed is not None and not any(p.endswith(f"@{ref.digest}") for p in pushed):
+        raise image_id_error(ref.name, str(ref.digest), pushed)
+    return ref
+
+
+def _local_repo_digests(digest: str) -> list[str] | None:
+    """``RepoDigests`` of the local image whose ID is ``digest``; None when there is none here
+    (or no engine: the check is best-effort, the registry lookup still applies)."""
+    try:
+        if not image_exists(digest) or image_id(digest) != digest:
+            return None
+        return repo_digests(digest)
+    except PaddlecdError:
+        return None

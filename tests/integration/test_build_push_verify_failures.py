@@ -18,6 +18,7 @@ import yaml
 
 from paddlecd import engine
 from paddlecd.errors import RegistryAuthError, RegistryError
+from paddlecd.image import candidate
 from paddlecd.image import push as publish
 from paddlecd.registry.embedded import RegistryServer, free_port
 from paddlecd.verify import run as smoke
@@ -98,7 +99,7 @@ def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main
     settings = project_settings(state, registry=registry, variants_file=str(vfile))
     from paddlecd.verify import evidence
 
-    record = evidence.load(settings, evidence.load_candidate(settings, "nogomp").digest)
+    record = evidence.load(settings, candidate.load_candidate(settings, "nogomp").digest)
     assert record.passed is False  # failing evidence is kept: promotion must see it
 
 

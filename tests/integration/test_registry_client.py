@@ -283,7 +283,7 @@ def pushed_local_image(registry_env, tmp_path):
 
 def test_image_id_is_refused_by_verify_promote_deploy_and_upload(pushed_local_image):
     from paddlecd.artifacts import manifest as am
-    from paddlecd.cluster import deploy
+    from paddlecd.deployment import stage as deploy
     from paddlecd.release import plan
     from paddlecd.verify import run as smoke
 

@@ -19,6 +19,7 @@ import pytest
 
 from paddlecd import config
 from paddlecd.errors import ConfigError, PromotionError
+from paddlecd.image import candidate
 from paddlecd.registry.client import OCI_INDEX, client_for
 from paddlecd.registry.embedded import RegistryServer, free_port
 from paddlecd.release import ledger
@@ -64,7 +65,7 @@ class Project:
         s = settings or self.settings
         digest = push_image(self.client, s.registry.repository, f"{variant}-{uuid.uuid4().hex[:7]}")
         reference = f"{s.candidate_repo}@{digest}"
-        evidence.save_candidate(s, variant, reference=reference, digest=digest, tag="cpu-test")
+        candidate.save_candidate(s, variant, reference=reference, digest=digest, tag="cpu-test")
         self.evidence(digest, variant, passed=passed, age_hours=age_hours, settings=s)
         return digest
 

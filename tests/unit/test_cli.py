@@ -296,7 +296,7 @@ def test_pipeline_promote_options_are_checked_before_anything_runs(tmp_path, arg
 def test_a_kubernetes_hostpath_model_is_not_taken_for_a_local_folder(tmp_path):
     """On k8s a `path:` output is a hostPath on some node: upload must not read this machine's
     folder."""
-    from paddlecd.cluster import deploy
+    from paddlecd.deployment import stage as deploy
 
     s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
     image = "127.0.0.1:5000/p/q@sha256:" + "a" * 64
@@ -376,7 +376,8 @@ def test_local_deploy_pulls_with_the_credentials_verify_uses(tmp_path, monkeypat
     takes registry.auth.engine_credentials: the pair for the configured registries only. No
     engine here: the pull and the containers are recorded, not run."""
     from paddlecd import engine
-    from paddlecd.cluster import deploy, local
+    from paddlecd.cluster import local
+    from paddlecd.deployment import stage as deploy
     from paddlecd.registry.auth import Credentials
 
     monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "ci")

@@ -372,7 +372,7 @@ def test_demo_reads_only_keys_the_json_results_have():
     import re
 
     from paddlecd.artifacts.transfer import Uploaded
-    from paddlecd.cluster.deploy import Deployed
+    from paddlecd.deployment import Deployed
     from paddlecd.image.push import Pushed
     from paddlecd.release.promote import Released
 

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from paddlecd import config
-from paddlecd.cluster import deploy, k8s
+from paddlecd.cluster import k8s
+from paddlecd.deployment import stage as deploy
 from paddlecd.errors import ClusterError, ConfigError
 
 KUBECONFIG = {

@@ -225,7 +225,8 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
     """
     if not reference:
         return None
-    from paddlecd.registry.client import parse_reference, refuse_image_id
+    from paddlecd.engine import refuse_image_id
+    from paddlecd.registry.client import parse_reference
 
     parse_reference(reference)  # a bare sha256:… is named as a digest without its repository
     m = DIGEST_REF_RE.match(reference)

@@ -30,6 +30,7 @@ from paddlecd.errors import ConfigError
 from paddlecd.registry.reference import parse_reference
 
 KINDS = ("job", "paddlejob")
+CLUSTERS = ("local", "k8s")  # where a job runs: containers on this machine, or Kubernetes
 CONTAINER = "paddle"  # kubeflow PaddleJobDefaultContainerName
 PORT_NAME = (
     "master"  # kubeflow PaddleJobDefaultPortName (its default port, 36543, is the job file default)

@@ -21,10 +21,10 @@ from paddlecd import engine
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, PaddlecdError, RegistryAuthError, RegistryError
 from paddlecd.image import variants
+from paddlecd.image.candidate import save_candidate
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
 from paddlecd.types import Echo
-from paddlecd.verify.evidence import save_candidate
 
 
 @dataclass(frozen=True)

@@ -122,15 +122,15 @@ def promote(ctx: StageContext) -> None:
 
 
 def deploy(ctx: StageContext) -> None:
-    """Run the training job on the promoted release (cluster.plan + cluster.run)."""
-    from paddlecd import cluster
+    """Run the training job on the promoted release (deployment.plan + deployment.run)."""
+    from paddlecd import deployment
 
     p, release = ctx.params, ctx.inputs.get("promote", {}).get("release")
     if not release:
         raise PipelineError(
             "deploy needs a promote stage before it in the pipeline", "add '- stage: promote' first"
         )
-    plan = cluster.plan(
+    plan = deployment.plan(
         ctx.settings,
         job=str(ctx.settings.path(p["job"])),
         release=release,
@@ -142,7 +142,7 @@ def deploy(ctx: StageContext) -> None:
     for line in plan.describe():
         ctx.on_line(line)
     ctx.outputs.update(job_id=plan.job_id, image=plan.target.reference)
-    ctx.outputs["model"] = cluster.run(
+    ctx.outputs["model"] = deployment.run(
         ctx.settings, plan, on_event=ctx.on_line, on_line=ctx.on_line
     )
 

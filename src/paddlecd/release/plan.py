@@ -21,8 +21,9 @@ import semver
 
 from paddlecd import files
 from paddlecd.config import Settings
+from paddlecd.engine import refuse_image_id
 from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
-from paddlecd.image import variants
+from paddlecd.image import candidate, variants
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
 from paddlecd.registry.reference import Reference, check_digest, check_tag, parse_reference
 from paddlecd.release import ledger
@@ -38,7 +39,7 @@ from paddlecd.release.policy import (
     parse_version,
     release_tag,
 )
-from paddlecd.verify import evidence, registry_store
+from paddlecd.verify import registry_store
 from paddlecd.verify.attestation import VerifiedAttestation
 
 
@@ -215,7 +216,7 @@ def _source(
     settings: Settings, variant: str, digest: str | None
 ) -> tuple[RegistryClient, Reference]:
     if digest is None:
-        cand = evidence.load_candidate(settings, variant)
+        cand = candidate.load_candidate(settings, variant)
         if not cand:
             raise PromotionError(
                 f"no candidate recorded for variant '{variant}'",
@@ -237,9 +238,9 @@ def _source(
             + "pass the digest verify checked (--digest sha256:…), or only --variant for the last "
               "candidate",
         )
-    return src, Reference(
+    return src, refuse_image_id(Reference(
         settings.registry.url, settings.registry.repository, None, check_digest(digest)
-    )
+    ))
 
 
 def evidence_problem(settings: Settings, src: RegistryClient, repository: str, variant: str,

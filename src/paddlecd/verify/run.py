@@ -20,14 +20,14 @@ from typing import Any
 
 from paddlecd import engine, git, proc
 from paddlecd.cluster import jobfile
-from paddlecd.cluster.deploy import CLUSTERS
-from paddlecd.cluster.render import Target
+from paddlecd.cluster.render import CLUSTERS, Target
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError
 from paddlecd.files import now_iso, write_json
-from paddlecd.image import variants
+from paddlecd.image import candidate, variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
+from paddlecd.registry.reference import parse_reference
 from paddlecd.types import Echo
 from paddlecd.verify import (
     bandwidth,
@@ -107,14 +107,15 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
             f"--image {image} names a release, not an image (it would be looked up on Docker Hub)",
             f"verify the release's image by reference: --image {settings.release_repo}:{image}",
         )
-    if image:  # an image ID where a manifest digest belongs is refused here (issue 12)
+    if image:  # an image ID where a manifest digest belongs is refused here, by the engine
+        engine.refuse_image_id(parse_reference(image))
         return str(registry.pin(settings, image))
     if not variant:
         raise ConfigError(
             "nothing to verify: give --variant or --image", "e.g. invoke verify --variant cpu"
         )
     variants.get(settings, variant)
-    cand = evidence.load_candidate(settings, variant)
+    cand = candidate.load_candidate(settings, variant)
     if not cand:
         raise ConfigError(
             f"no pushed candidate for variant '{variant}'",

@@ -1,4 +1,5 @@
-"""Deploy: resolve a release to a digest, plan the job, then run it locally or on Kubernetes.
+"""The deploy stage: resolve a release to a digest, plan the job, then run it locally or on
+Kubernetes.
 
 ``plan`` does every check (job file, variant, digest, resources) before anything is created, so a
 bad input changes nothing. ``run`` carries the plan out and returns the exported model's location,
@@ -17,15 +18,17 @@ import yaml
 from paddlecd import git
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.jobfile import JobSpec
-from paddlecd.cluster.render import KINDS, Target, pinned, render
+from paddlecd.cluster.render import CLUSTERS, KINDS, Target, pinned, render
 from paddlecd.config import Settings
+from paddlecd.engine import refuse_image_id
 from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.image import variants
-from paddlecd.registry.client import parse_reference, refuse_image_id
+from paddlecd.registry.client import parse_reference
+from paddlecd.release import query
 from paddlecd.types import Echo
 from paddlecd.verify import drivers
 
-CLUSTERS = ("local", "k8s")
+__all__ = ["CLUSTERS", "Deployed", "Plan", "deployed", "plan", "render_to", "resolve", "run"]
 
 
 @dataclass(frozen=True)
@@ -269,9 +272,7 @@ def resolve(
         return Target(
             reference=reference, variant=variant or "cpu", release=None, revision=revision
         )
-    from paddlecd.release import promote as releases  # the release engineer's module (issue 3)
-
-    found = releases.find(settings, str(release))
+    found = query.find(settings, str(release))
     return Target(
         reference=pinned(found.reference),
         variant=found.variant,
