@@ -13,8 +13,8 @@ directly with the ledger's own record format, as an older paddlecd left them, no
 Every operation then runs through the relay (benchmarks/relay.py, ``--delay-ms`` per request, the
 registry "that far away") as a fresh process would (in-process caches cleared):
 
-* ``old``  the read path before checkpoints (:func:`paddlecd.release.ledger.read_each`: one manifest
-           GET per record ever written), kept callable for this comparison;
+* ``old``  one manifest GET per record ever written, no checkpoint or head (``read_each`` of
+           tests/support/ledger_reads.py, the tests' oracle of the ledger);
 * ``new``  checkpoint and head (src/paddlecd/release/ledger.py): the first promotion after the
            upgrade lists the tags, reads every record once and writes the variant's checkpoint
            (``upgrade``); later ones read checkpoint, head and the few records chained after it by
@@ -53,6 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import semver  # noqa: E402
 from attested import key_flags, passing_candidate  # noqa: E402
@@ -63,6 +64,8 @@ from paddlecd.registry.client import OCI_MANIFEST, RegistryClient  # noqa: E402
 from paddlecd.registry.embedded import RegistryServer, free_port  # noqa: E402
 from paddlecd.release import ledger, plan, policy  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
+
+from support.ledger_reads import read_each  # noqa: E402
 
 CANDIDATES = "bench/candidate"
 VARIANTS = ("cpu", "cu118", "cu126", "rocm62", "cu129", "xpu")
@@ -201,14 +204,14 @@ def without_attestation() -> Iterator[None]:
 def old_read_path() -> Iterator[None]:
     """Run promotions and queries with the read path before checkpoints (one GET per record)."""
     saved = ledger.read, ledger.read_view, ledger.read_by_name
-    ledger.read = ledger.read_each  # type: ignore[assignment]
+    ledger.read = read_each  # type: ignore[assignment]
     ledger.read_by_name = lambda *_a, **_k: None  # type: ignore[assignment]  # always list
 
     def each(
         client: RegistryClient, repo: str, variant: str, tags: list[str], **_: object
     ) -> ledger.View:
         return ledger.View(
-            variant=variant, records=tuple(ledger.read_each(client, repo, variant, tags))
+            variant=variant, records=tuple(read_each(client, repo, variant, tags))
         )
 
     ledger.read_view = each  # type: ignore[assignment]

@@ -136,7 +136,7 @@ def append(client: RegistryClient, repository: str, record: Record, *,
     Raises:
         PromotionError: the tag exists already (records are never overwritten); the time in
             ``record.id`` is more than ``max_age`` ago (a promotion passes ``WINDOW / 2``, so a
-            windowed read cannot miss its record: invariant 7).
+            windowed read cannot miss its record: invariant 6).
         RegistryError: the registry refused the write (a refused head leaves the record, which the
             next listing finds: invariant 5).
     """
@@ -400,14 +400,6 @@ def read_view(client: RegistryClient, repository: str, variant: str, tags: list[
     return View(variant=variant, records=tuple(records[i] for i in ids if i in records),
                 checkpoint=digest, covered=len(listed & cached.keys()), fetched=len(fetched),
                 dropped=len(cached.keys() - listed), problem=problem)
-
-
-def read_each(client: RegistryClient, repository: str, variant: str | None = None,
-              tags: list[str] | None = None) -> list[Record]:
-    """All records, one manifest GET each: the read path before checkpoints (for comparison, and
-    the reference that :func:`read` must agree with)."""
-    tags = client.list_tags(repository) if tags is None else tags
-    return _fetch(client, repository, record_ids(tags, variant))
 
 
 def _fetch(client: RegistryClient, repository: str, ids: list[str]) -> list[Record]:

@@ -466,7 +466,7 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> l
     for _ in range(rounds):
         # the consistency check: the one tag listing of a promotion, after its own writes
         # (ledger invariant 5); the records it adds to the plan's read are its concurrent ones.
-        # From a checkpoint's state only the window after it is listed (invariant 7).
+        # From a checkpoint's state only the window after it is listed (invariant 6).
         view, state = _reread(plan, view)
         want = desired(state, version, plan.variant)
         have = currents(plan.dst, plan.repository, list(want))
