@@ -4,7 +4,7 @@ Order, lowest to highest: packaged defaults (the dataclass defaults below) → p
 (``paddlecd.yaml`` at the project root) → ``PADDLECD_*`` environment → flags. The result is a frozen
 :class:`Settings`. An unknown key in the project file or a flag is an error with a "did you mean";
 an unknown ``PADDLECD_*`` variable only adds a warning to :attr:`Settings.warnings` (a CI secret
-that happens to share the prefix must not stop every task — issue 9).
+that happens to share the prefix must not stop every task).
 
 Environment names are ``PADDLECD_<SECTION>_<KEY>`` (``PADDLECD_REGISTRY_URL``) or ``PADDLECD_<KEY>``
 for top-level keys (``PADDLECD_STATE_DIR``); the runtime switches keep their documented short names
@@ -44,7 +44,7 @@ class RegistrySettings:
     ca_file: str | None = None
     insecure: bool = False
     push_retries: int = 4
-    rate_limit_wait: float = 120.0  # s per request waiting out 429/503 Retry-After (issue 11)
+    rate_limit_wait: float = 120.0  # s per request waiting out 429/503 Retry-After
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class BuildSettings:
 @dataclass(frozen=True)
 class VerifySettings:
     """Smoke run limits: CPU ranks, shm size (Docker syntax), whole-run timeout in seconds.
-    ``signing_key``: path of the PEM private key that signs attestations (issue 10); the env var
+    ``signing_key``: path of the PEM private key that signs attestations; the env var
     ``PADDLECD_SIGNING_KEY`` may hold the PEM itself instead (a CI secret, never a setting).
     ``attestation_layouts``: where the signed attestation goes, comma-separated, at least one of
     ``bundle`` (a Sigstore bundle referrer, cosign v3's layout) and ``att`` (cosign's
@@ -77,7 +77,7 @@ class VerifySettings:
     timeout: int = 1800
     signing_key: str | None = None
     attestation_layouts: str = "bundle,att"
-    # issue 14: a GPU all-reduce below this share of its table row fails (verify/bandwidth.py)
+    # A GPU all-reduce below this share of its table row fails (verify/bandwidth.py)
     busbw_fraction: float = 0.8
     # seconds a rank of verify --nodes waits for the master; None: verify/nodes.py's rule
     rendezvous_timeout: int | None = None
@@ -96,7 +96,7 @@ class ReleaseSettings:
     ca_file: str | None = None
     insecure: bool = False
     trusted_keys: str | None = None
-    # issue 14: promotion needs an attested run on at least this many nodes (verify --nodes N)
+    # Promotion needs an attested run on at least this many nodes (verify --nodes N)
     require_nodes: int = 1
 
 
@@ -345,8 +345,8 @@ def _env_name(key: str) -> str:
     return _READ_FROM.get(key) or ENV_PREFIX + key.replace(".", "_").upper()
 
 
-# Setting → the PADDLECD_* variable the current load read it from (a trial, issue 21: an empty
-# PADDLECD_LOG_FORMAT was reported as PADDLECD_RUNTIME_LOG_FORMAT, which the user never set).
+# Setting → the PADDLECD_* variable the current load read it from, so a message names the variable
+# the user set (PADDLECD_LOG_FORMAT, not the PADDLECD_RUNTIME_LOG_FORMAT it stands for).
 _READ_FROM: dict[str, str] = {}
 
 
@@ -414,7 +414,7 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
                           f"got {settings.runtime.log_format!r}", "e.g. PADDLECD_LOG_FORMAT=json")
     settings = dataclasses.replace(
         settings, runtime=dataclasses.replace(settings.runtime, log_format=log_format))
-    for key, hint in CREDENTIAL_FREE.items():  # before any message repeats the value (a trial)
+    for key, hint in CREDENTIAL_FREE.items():  # before any message repeats the value
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
         if value and _USERINFO.match(value):
@@ -443,7 +443,7 @@ def _build(root: Path, merged: Mapping[str, Any]) -> Settings:
         value = getattr(getattr(settings, section), name)
         if not low <= value <= high:
             raise ConfigError(f"setting '{key}' must be {low}..{high}, got {value}", why)
-    for key in ("registry.repository", "release.repository"):  # issue 12: the spec's rule, up front
+    for key in ("registry.repository", "release.repository"):  # the spec's rule, up front
         section, name = key.split(".")
         check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
     return settings

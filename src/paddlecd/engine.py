@@ -386,7 +386,7 @@ def pick_builder(preference: str = "auto") -> Builder:
     The probes (``buildx version`` and the client-only ``--version`` of every candidate) run at
     once, in threads, and are then read in that order: run one after the other, with the
     daemon-asking ``docker version``, they were 0.19-0.29 s of every ``invoke build`` on the 2-core
-    VM (two CLIs on PATH; issue 11, ``bench_build_push.py --profile-cold``), about 6 % of a cold
+    VM (two CLIs on PATH; ``bench_build_push.py --profile-cold``), about 6 % of a cold
     build there; at once, 0.04-0.1 s, still the largest own item of a cached ``invoke build``. The
     answer is cached for the process and in ``$XDG_CACHE_HOME/paddlecd/builders.json``, keyed on
     what it depends on (each candidate CLI's file, size and mtime; the buildx plugin files), so a

@@ -1,6 +1,6 @@
 """The model check: an export loaded INSIDE the runtime image and compared with its references.
 
-Issue 13. ``smoke/workers/check_export.py`` runs in a container of the runtime image (smoke/
+``smoke/workers/check_export.py`` runs in a container of the runtime image (smoke/
 read-only at /smoke, the export read-only at /model, results in /out), the way verify runs the
 smoke suite (:func:`paddlecd.verify.run.smoke_container`). It opens the export with
 ``paddle.inference`` and ``paddle.jit.load``, feeds batch 1 and a second batch size of the

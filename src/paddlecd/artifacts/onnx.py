@@ -1,6 +1,6 @@
 """The ONNX output of a model check: paddle2onnx in the runtime image, ONNX Runtime parity here.
 
-Issue 13 ("or convert to ONNX for TensorRT/ONNX Runtime"). ``artifacts.check --onnx`` converts the
+For TensorRT and ONNX Runtime servers, ``artifacts.check --onnx`` converts the
 export with the pinned paddle2onnx INSIDE the runtime image (``smoke/workers/to_onnx.py``), so the
 program is read by the Paddle it will be served with, and checks the ``.onnx`` with the pinned
 ONNX Runtime on this host against the export's reference outputs, at batch 1 and the second batch.

@@ -2,7 +2,7 @@
 
 The plan goes to stderr; stdout gets the results: ``model: <location>``, the manifests of
 ``deploy --dry-run`` (so ``invoke deploy … --dry-run > job.yaml`` works), the files ``render``
-wrote; with ``deploy --json``, one JSON document (issue 12).
+wrote; with ``deploy --json``, one JSON document.
 """
 
 from __future__ import annotations

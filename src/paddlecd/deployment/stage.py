@@ -93,7 +93,7 @@ class Plan:
 
 @dataclass(frozen=True)
 class Deployed:
-    """The result of a deployment for scripts (``invoke deploy --json``, issue 12).
+    """The result of a deployment for scripts (``invoke deploy --json``).
 
     Attributes:
         job_id: the job's name (``<name>-<6 hex>``), also its network/containers or Job/Service.
@@ -220,7 +220,7 @@ LOCAL_NODES_MAX = 64
 
 
 def _namespace(settings: Settings, cluster: str) -> str:
-    """cluster.namespace, else (k8s) the kubeconfig context's as kubectl picks it (issue 12)."""
+    """cluster.namespace, else (k8s) the kubeconfig context's as kubectl picks it."""
     if cluster == "local":
         return settings.cluster.namespace or "default"
     from paddlecd.cluster import k8s  # the kubernetes client loads only for k8s deployments
@@ -267,7 +267,7 @@ def resolve(
             "e.g. invoke deploy --release 1.4.0-cpu --job examples/train.yaml",
         )
     revision = git.revision(settings.root).full
-    if image:  # a local image ID where the manifest digest belongs is refused (issue 12)
+    if image:  # a local image ID where the manifest digest belongs is refused
         reference = str(refuse_image_id(parse_reference(pinned(image))))
         return Target(
             reference=reference, variant=variant or "cpu", release=None, revision=revision

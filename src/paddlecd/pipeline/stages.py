@@ -1,7 +1,7 @@
 """Pipeline stage kinds: one registry entry per kind, each calling the one package function that
 does the work, for one variant.
 
-:data:`KINDS` is the only table of kinds (issue 9): an entry says what the kind runs, what it
+:data:`KINDS` is the only table of kinds: an entry says what the kind runs, what it
 changes outside this machine (shown in the plan and ``--dry-run``), what it outputs, which outputs
 are shown on its line, which kinds it needs earlier in the run and which parameters (``with:``) it
 takes.
@@ -175,7 +175,7 @@ def upload(ctx: StageContext) -> None:
 
 def check(ctx: StageContext) -> None:
     """Check the uploaded model inside the promoted image (artifacts.check.check_stored); a
-    model that does not load or match its references raises ModelCheckError (issue 13)."""
+    model that does not load or match its references raises ModelCheckError."""
     from paddlecd.artifacts import check as model_check
     from paddlecd.artifacts import onnx as onnx_out
     from paddlecd.artifacts import transfer as arts
@@ -236,7 +236,7 @@ class Kind:
             in the plan (DESIGN.md "plan, then act"); None for local work.
         outputs: the keys it puts in ``ctx.outputs``; key_outputs: those shown on its line and in
             the step summary.
-        needs: kinds that must run before it (checked before anything runs, issue 6); reads: kinds
+        needs: kinds that must run before it (checked before anything runs); reads: kinds
             whose outputs it uses when present. Both arrive in ``ctx.inputs``.
         params: JSON Schema of its ``with:`` parameters (merged into pipeline.schema.json on load).
         required_params: True when ``with:`` must be given. grouping: how variants share workers.

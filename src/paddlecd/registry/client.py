@@ -52,7 +52,7 @@ WIDTH = 4
 
 
 def _read(repository: str) -> str:
-    """The token scope of a read: ``pull`` only (issue 12: read-only accounts must read)."""
+    """The token scope of a read: ``pull`` only (read-only accounts must read)."""
     return scope(repository, "pull")
 
 
@@ -117,7 +117,7 @@ class RegistryClient(Transport):
         ``stats`` (add them back with ``stats.update``), the same credentials, tokens and manifest
         cache (dicts, whose single operations are atomic), so it needs no new login.
 
-        Used to overlap independent requests (issue 10/11: promotion time is round trips).
+        Used to overlap independent requests (promotion time is round trips).
         """
         other = copy.copy(self)
         other.session = type(self.session)()
@@ -232,7 +232,7 @@ class RegistryClient(Transport):
     def _manifest_request(self, method: str, repository: str, reference: str, what: str,
                           ok: tuple[int, ...] = (200,)) -> Any:
         """A manifest read. A digest that fails is checked for being a blob instead: distribution
-        answers ``manifests/<config digest>`` with HTTP 500 UNKNOWN (issue 12, "free space")."""
+        answers ``manifests/<config digest>`` with HTTP 500 UNKNOWN ("free space")."""
         try:
             return self.request(method, f"{repository}/manifests/{reference}", [_read(repository)],
                                 what, ok=ok, headers={"Accept": ACCEPT})
@@ -454,8 +454,8 @@ def client_for(settings: Any, registry: str | None = None, *,
     # another one (a base on Docker Hub, say); those use Docker's config.json / credential helpers
     # only.
     configured = host in (settings.registry.url, settings.release.registry)
-    # named up front, as engine.client() does: a broken file was read only on the first 401, so a
-    # promotion on an open registry went ahead on it and one behind auth failed half-way (issue 21)
+    # Named up front, as engine.client() does: read only on the first 401, a broken file would let
+    # a promotion on an open registry go ahead and fail one behind auth half-way
     docker_config()
     return RegistryClient(
         host,

@@ -16,7 +16,7 @@ artifact also gets a tag of its own, ``sha256-<subject hex>.<16 hex of the artif
 written before the index and never rewritten: :func:`referrers` lists the index *and* those tags,
 so no run is ever lost, and each write by :func:`push` re-adds any entry the index misses (it
 converges). :func:`copy` (a promotion's, into a release repository holding a tag per release and
-ledger record) adds only its own entry and lists no tags (issue 11). HTTP goes
+ledger record) adds only its own entry and lists no tags. HTTP goes
 through :class:`~paddlecd.registry.client.RegistryClient`.
 """
 
@@ -367,7 +367,7 @@ def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo
     dst.stats["manifest_puts"] += 1
     if resp.headers.get("OCI-Subject") == subject:
         return  # the registry lists it (referrers API)
-    # No tag listing here (issue 11: the release repository has a tag per release and record):
+    # No tag listing here (the release repository has a tag per release and record):
     # only this entry is added; readers find any entry a concurrent writer dropped through its own
     # tag (_tag_schema), and the next verify's write puts it back in the index.
     if batch is not None and batch.entries is not None:
@@ -399,8 +399,8 @@ def copy_all(
     """:func:`copy` of each artifact manifest of ``digests`` (all about one subject), one after
     the other, mounting a blob they share (the empty config) once and writing the target's
     ``sha256-<hex>`` index once for all of them: a promotion copies three or four referrers of
-    its image, and each index read and write is a round trip and about 1.3 KiB (issue 11's
-    64 KiB per promotion).
+    its image, and each index read and write is a round trip and about 1.3 KiB (of the
+    64 KiB a promotion may move).
 
     Returns:
         counts per outcome over every blob and manifest.

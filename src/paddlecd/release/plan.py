@@ -1,7 +1,7 @@
 """Plans for promotions and rollbacks: what tags change where, and whether evidence allows it.
 
-Evidence is the signed attestation of the digest in the candidate repository (issue 10,
-:func:`paddlecd.verify.registry_store.check`), never a local file: a promotion from any machine
+Evidence is the signed attestation of the digest in the candidate repository
+(:func:`paddlecd.verify.registry_store.check`), never a local file: a promotion from any machine
 sees the same evidence, and only what a trusted key signed counts.
 
 A plan is computed from the registry (current tags) and the ledger (the order of past actions): the
@@ -107,7 +107,7 @@ class Plan:
                 f"  write {kind:9} {self.target}:{w.tag} → {w.digest} (release {w.version}; {was})"
             )
         lines += [f"  keep            {k}" for k in self.kept]
-        if self.attestation:  # issue 10: what the promotion rests on, and who signed it
+        if self.attestation:  # what the promotion rests on, and who signed it
             a = self.attestation
             lines.append(
                 f"  evidence        {a.location} (verified {a.created}, key {a.keyid[:12]}…)"
@@ -194,7 +194,7 @@ def check_tags(variant: str, version: semver.Version) -> None:
     Rule: the distribution spec's tag grammar ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`` (at most 128
     characters; opencontainers/distribution-spec, "Pulling manifests"). A long pre-release
     (``1.5.0-<100 characters>``) would otherwise be recorded in the ledger and then refused by the
-    registry: a release the ledger promises and the registry does not hold (issue 12).
+    registry: a release the ledger promises and the registry does not hold.
 
     Raises:
         ConfigError: a release tag, moving tag or the ledger record tag breaks the grammar
@@ -259,7 +259,7 @@ def evidence_problem(settings: Settings, src: RegistryClient, repository: str, v
 
 def _summary(att: VerifiedAttestation | None) -> dict[str, Any] | None:
     """The ledger's ``evidence_summary`` of the attestation a promotion rests on (its predicate
-    is a signed dict; ``passed``/``failed`` are read by type, issue 12)."""
+    is a signed dict; ``passed``/``failed`` are read by type)."""
     if not att:
         return None
     checks = att.predicate.get("checks", [])
@@ -295,7 +295,7 @@ def plan_promotion(
     d = src_ref.digest or ""
     dst, dst_ref = target(settings)
     # The attestation lookup asks the candidate registry, the rest the release one: overlapped
-    # (issue 10: the lookup adds no round trip to the plan). ``src`` is used by that thread only.
+    # (the lookup adds no round trip to the plan). ``src`` is used by that thread only.
     with ThreadPoolExecutor(1) as pool:
         checked = pool.submit(evidence_problem, settings, src, src_ref.repository, variant, d)
         if dst.host == src.host:  # same registry: asked with a twin of the release client

@@ -1,11 +1,11 @@
-"""Release management (issue 3): promote a verified digest to a semver release, roll back, look up.
+"""Release management: promote a verified digest to a semver release, roll back, look up.
 
 A promotion runs as named, timed phases (promo-tools' pipeline; STYLE.md §10):
 
 ``plan`` → ``check evidence`` → ``copy`` → ``write ledger`` → ``write tags`` → ``verify digests``
 
 * check evidence: a signed attestation of the digest in the candidate repository, verified with
-  ``release.trusted_keys`` (issue 10; :mod:`paddlecd.verify.registry_store`); ``--force --reason``
+  ``release.trusted_keys`` (:mod:`paddlecd.verify.registry_store`); ``--force --reason``
   overrides;
 
 * copy: the image goes into the release repository by digest only — blobs mounted within one
@@ -103,7 +103,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Released:
-    """The result of a promotion or rollback for scripts (``invoke promote --json``, issue 12).
+    """The result of a promotion or rollback for scripts (``invoke promote --json``).
 
     Attributes:
         action: ``promote`` or ``rollback``. variant, version: the release is
@@ -372,7 +372,7 @@ def _apply(plan: Plan, outcome: Outcome, report: Echo, *, pending: Path | None =
 
 
 def _copy(plan: Plan, outcome: Outcome) -> None:
-    """Copy the image and its attestation into the release repository, overlapped (issue 10: the
+    """Copy the image and its attestation into the release repository, overlapped (the
     attestation's copy adds no round trip to a promotion): the attestation's blobs are mounted
     meanwhile, its manifest (whose ``subject`` is the image) written once the image is there. The
     attestation uses clients of its own (:meth:`RegistryClient.twin`)."""

@@ -85,7 +85,7 @@ def list_releases(settings: Settings, variant: str | None = None) -> list[tuple[
     """Releases as (promotion record, tags), by variant then version.
 
     The tags are the release's moving tags **as the registry has them**, not as the ledger folds
-    them (issue 12: no phantom releases): a moving tag the ledger assigns to the release but the
+    them (no phantom releases): a moving tag the ledger assigns to the release but the
     registry lacks is listed as ``"<tag> (missing)"``, one the registry points elsewhere as
     ``"<tag> (on <version or digest>)"``, and a missing immutable tag as ``"<X.Y.Z-V> (missing)"``.
     A re-run of the promotion (or rollback) writes them. Costs: one tag list, each variant's
@@ -104,7 +104,7 @@ def _rows(settings: Settings, variant: str | None,
     """(promotion record, tags as the registry has them, its history) per release, of ``variant``
     (None: every variant in the tag list) and ``version`` (None: every version).
 
-    With both given (``release.show 1.4.0-cpu``) nothing is listed (issue 11): the ledger is read
+    With both given (``release.show 1.4.0-cpu``) nothing is listed: the ledger is read
     by name (:func:`paddlecd.release.ledger.read_by_name`) and the release tag is asked for by
     name; otherwise one tag list serves the ledger read and the release tags.
     """

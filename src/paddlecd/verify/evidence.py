@@ -14,7 +14,7 @@ Layout under the state folder (``settings.state``)::
 It is a frozen record (:class:`Evidence`) with ``to_json``/``from_json``; the JSON shape on disk is
 the one above. The candidate record push writes beside it is :mod:`paddlecd.image.candidate`.
 Evidence is keyed by digest (DESIGN.md: a digest is identity) and is what promotion checks, so it is
-checked by type when read (schemas/evidence.schema.json, issue 12): ``passed`` must be a JSON
+checked by type when read (schemas/evidence.schema.json): ``passed`` must be a JSON
 boolean in the record and in every check, and a record saying it passed may hold no failed check.
 Writes are atomic (temp file + rename) so a reader never sees half a record.
 """

@@ -102,7 +102,7 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
             image ID or a release (``1.4.0-cpu``: the hint gives its reference).
         NotFoundError: the registry lacks ``image``.
     """
-    if image and "/" not in image and _RELEASE_NAME.match(image):  # a trial (issue 21)
+    if image and "/" not in image and _RELEASE_NAME.match(image):  # Docker Hub would be asked
         raise ConfigError(
             f"--image {image} names a release, not an image (it would be looked up on Docker Hub)",
             f"verify the release's image by reference: --image {settings.release_repo}:{image}",
@@ -131,7 +131,7 @@ def smoke_container(
     ``out`` at /out, the expected versions in the environment, the shm size for the device."""
     gpu = labels.get("io.paddlecd.device") == "gpu"
     # The smoke suite's contract (smoke/README.md) has its own prefix, SMOKE_*: not PADDLECD_*, so
-    # nothing for the container looks like a setting (issue 9); smoke/ is mounted from this
+    # nothing for the container looks like a setting; smoke/ is mounted from this
     # checkout, so both sides of the contract always change together.
     env = {
         "SMOKE_DEVICE": "gpu" if gpu else "cpu",
@@ -148,7 +148,7 @@ def smoke_container(
         env["SMOKE_GPUS"] = str(count)
         # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export check needs fp32 on Ampere+
         env["NVIDIA_TF32_OVERRIDE"] = "0"
-        env["NCCL_DEBUG"] = "INFO"  # the transports NCCL chose go into the evidence (issue 14)
+        env["NCCL_DEBUG"] = "INFO"  # the transports NCCL chose go into the evidence
         pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
         gpus = tuple(pinned) if pinned else "all"
     # With --ipc=host Docker uses the host's /dev/shm and ignores --shm-size; it is kept (large) so
@@ -388,7 +388,7 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
             driver: str | None, seconds: float) -> Verified:
     """The evidence of a run whose files are in ``out``: judged (busbw on GPU), saved (by digest
     for one container, in ``out`` for N nodes), signed and attached, summarised."""
-    if driver:  # GPU-only: busbw against the expectation table (issue 14)
+    if driver:  # GPU-only: busbw against the expectation table
         checks.append(
             bandwidth.check(
                 checks, fraction=settings.verify.busbw_fraction, nodes=nodes, transports=transports
@@ -424,7 +424,7 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
         if nodes == 1
         else write_json(out / "evidence.json", record.to_json())
     )
-    # issue 10: every run, passing or not, is signed and attached to the digest in the registry
+    # Every run, passing or not, is signed and attached to the digest in the registry
     att = (registry_store.publish(settings, record, out).location
            if keys.configured(settings) else None)
     write_summary(record, out, attestation=att)
