@@ -41,6 +41,7 @@ from paddlecd.errors import (
     SigningKeyError,
     SubjectError,
 )
+from paddlecd.files import now_iso
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import client_for
 from paddlecd.verify import attestation, bundle, evidence, keys, registry_store
@@ -75,7 +76,7 @@ def _record(project: Project, digest: str, **changes) -> dict:
         "reference": f"{project.settings.candidate_repo}@{digest}",
         "variant": "cpu",
         "passed": True,
-        "created": evidence.now_iso(),
+        "created": now_iso(),
         "versions": {"paddle": "3.0.0"},
         "checks": [
             {
@@ -564,7 +565,7 @@ def _record_for(settings, digest: str) -> dict:
         "reference": f"{settings.candidate_repo}@{digest}",
         "variant": "cpu",
         "passed": True,
-        "created": evidence.now_iso(),
+        "created": now_iso(),
         "checks": [
             {"name": f"{m}/t", "passed": True, "metrics": {}} for m in evidence.REQUIRED_CHECKS
         ],

@@ -10,6 +10,7 @@ import pytest
 
 from paddlecd import config
 from paddlecd.errors import AttestedFailureError, ConfigError, VerifyError
+from paddlecd.files import now_iso
 from paddlecd.image import candidate
 from paddlecd.verify import attestation, evidence
 from paddlecd.verify.attestation import VerifiedAttestation
@@ -28,7 +29,7 @@ def record(**changes) -> Evidence:
     checks = tuple(Check(name=f"{m}/test_{m}", passed=True, duration_s=0.5, metrics={"busbw": 1.5})
                    for m in evidence.REQUIRED_CHECKS)
     ev = Evidence(digest=DIGEST, reference=f"reg.example/ci/paddle@{DIGEST}", variant="cpu",
-                  passed=True, created=evidence.now_iso(), checks=checks,
+                  passed=True, created=now_iso(), checks=checks,
                   versions={"paddle": "3.0.0", "driver": None}, duration_s=12.5, revision="f" * 40,
                   junit="/tmp/junit.xml")
     return dataclasses.replace(ev, **changes)
