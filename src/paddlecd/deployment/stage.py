@@ -159,7 +159,7 @@ def plan(
 
     Args:
         job: path of the job file (``train.yaml``).
-        release: ``X.Y.Z-<variant>`` resolved with ``paddlecd.release.promote.find``; or
+        release: ``X.Y.Z-<variant>`` resolved with :func:`paddlecd.release.query.find`; or
         image: ``host/repo@sha256:…`` directly (``variant`` then says which, default ``cpu``).
 
     Raises:
@@ -168,18 +168,7 @@ def plan(
             nodes on ``--cluster local`` (checked before any registry is asked).
     """
     cluster = cluster or settings.cluster.kind
-    if cluster not in CLUSTERS:
-        raise ConfigError(f"unknown --cluster '{cluster}'", "use --cluster local or k8s")
-    if kind not in KINDS:
-        raise ConfigError(
-            f"unknown --kind '{kind}'",
-            "use --kind job (Indexed Job + Service) or paddlejob (Kubeflow)",
-        )
-    if cluster == "local" and kind != "job":
-        raise ConfigError(
-            "--kind paddlejob needs the training operator: it runs only with --cluster k8s",
-            "drop --kind or use --cluster k8s",
-        )
+    _check_where(cluster, kind)
     spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
     if cluster == "local" and spec.nodes > LOCAL_NODES_MAX:
         raise ConfigError(
@@ -195,14 +184,8 @@ def plan(
         check_host_paths(spec)
     job_id = spec.new_job_id()
     ns = _namespace(settings, cluster)
-    manifests = render(
-        spec,
-        target,
-        job_id=job_id,
-        kind=kind,
-        namespace=ns,
-        pull_secret=settings.cluster.image_pull_secret,
-    )
+    manifests = render(spec, target, job_id=job_id, kind=kind, namespace=ns,
+                       pull_secret=settings.cluster.image_pull_secret)
     return Plan(
         spec=spec,
         target=target,
@@ -212,6 +195,22 @@ def plan(
         namespace=ns,
         manifests=manifests,
     )
+
+
+def _check_where(cluster: str, kind: str) -> None:
+    """Refuse an unknown cluster or kind, and a PaddleJob off Kubernetes (ConfigError)."""
+    if cluster not in CLUSTERS:
+        raise ConfigError(f"unknown --cluster '{cluster}'", "use --cluster local or k8s")
+    if kind not in KINDS:
+        raise ConfigError(
+            f"unknown --kind '{kind}'",
+            "use --kind job (Indexed Job + Service) or paddlejob (Kubeflow)",
+        )
+    if cluster == "local" and kind != "job":
+        raise ConfigError(
+            "--kind paddlejob needs the training operator: it runs only with --cluster k8s",
+            "drop --kind or use --cluster k8s",
+        )
 
 
 # Nodes of a local run: one container each, every one importing Paddle on this machine; the bound

@@ -367,6 +367,15 @@ def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo
     dst.stats["manifest_puts"] += 1
     if resp.headers.get("OCI-Subject") == subject:
         return  # the registry lists it (referrers API)
+    _write_tag_schema(dst, to_repo, manifest, subject, referrer, entries, batch)
+
+
+def _write_tag_schema(dst: RegistryClient, to_repo: str, manifest: Any, subject: str,
+                      referrer: Referrer, entries: list[dict[str, Any]] | None,
+                      batch: _Batch | None) -> None:
+    """For a registry without the referrers API: the referrer's own tag, and its entry in the
+    subject's ``sha256-<hex>`` index (with ``batch``: left to :func:`copy_all`). ``entries``: the
+    index as read meanwhile, or None."""
     # No tag listing here (the release repository has a tag per release and record):
     # only this entry is added; readers find any entry a concurrent writer dropped through its own
     # tag (_tag_schema), and the next verify's write puts it back in the index.
