@@ -328,15 +328,8 @@ def check_folder(
     finally:  # the loader's scratch folder: its result is read (the record is stored by save())
         if not settings.runtime.keep:
             shutil.rmtree(out, ignore_errors=True)
-    record = _record(
-        loader,
-        name or export.folder.name,
-        reference,
-        export.format,
-        time.monotonic() - started,
-        flags,
-        converted,
-    )
+    record = _record(loader, name or export.folder.name, reference, export.format,
+                     time.monotonic() - started, flags, converted)
     save(record, export.folder)
     return record
 

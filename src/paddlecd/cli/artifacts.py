@@ -40,21 +40,9 @@ STORE_HELP = (
     },
 )
 @guarded
-def upload(
-    c,
-    model_dir=None,
-    name=None,
-    version=None,
-    to=None,
-    image=None,
-    metrics=None,
-    paddle_version=None,
-    overwrite=False,
-    dry_run=False,
-    json=False,
-    onnx=False,
-    verbose=False,
-):
+def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metrics=None,
+           paddle_version=None, overwrite=False, dry_run=False, json=False, onnx=False,
+           verbose=False):
     """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
 
     The folder must be one complete export (Paddle 3.x <prefix>.json or 2.x <prefix>.pdmodel,
@@ -77,25 +65,19 @@ def upload(
     from paddlecd.artifacts import model_upload
     from paddlecd.artifacts import transfer as arts
 
-    given = (("model-dir", model_dir), ("name", name), ("version", version))
-    missing = [f"--{flag}" for flag, value in given if not value]
+    missing = [f"--{flag}" for flag, value in
+               (("model-dir", model_dir), ("name", name), ("version", version)) if not value]
     if missing:
         raise ConfigError(f"upload needs {' '.join(missing)}", "see: invoke --help upload")
     cfg = settings()
+    convert = lambda: _convert_for_upload(cfg, Path(model_dir), image, dry_run=dry_run)  # noqa: E731
     planned = model_upload.plan_model_upload(
         cfg, Path(model_dir), name=name, version=version, to=to, image=image,
         metrics=Path(metrics) if metrics else None, paddle_version=paddle_version,
-        overwrite=overwrite,
-        prepare=(lambda: _convert_for_upload(cfg, Path(model_dir), image, dry_run=dry_run))
-        if onnx else None,
-    )
+        overwrite=overwrite, prepare=convert if onnx else None)
     store, plan, lines = planned.store, planned.plan, planned.lines()
     if dry_run:
-        for line in lines:
-            say(line)
-        for quirk in store.quirks():  # probed without writing (artifacts/storage/quirks.py)
-            say(f"  store {quirk.detail}" + (f"\n  hint: {quirk.hint}" if quirk.hint else ""))
-        say("dry run: nothing written")
+        _say_dry_run(lines, store)
         return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
     with view.stage("upload", f"{name}/{version}", state=cfg.state, verbose=verbose) as st:
         for line in lines:  # the plan: in the log, under the spinner, printed in CI
@@ -105,10 +87,17 @@ def upload(
         st.done(f"{plan.action}, {view.human_bytes(plan.bytes_to_move)} moved")
     if json:
         return common.json_result(arts.uploaded(store, plan, executed=True))
-    result(
-        f"{'unchanged' if plan.action == 'unchanged' else 'uploaded'}: {plan.url} "
-        f"({plan.bytes_to_move} bytes moved)"
-    )
+    done = "unchanged" if plan.action == "unchanged" else "uploaded"
+    result(f"{done}: {plan.url} ({plan.bytes_to_move} bytes moved)")
+
+
+def _say_dry_run(lines: list[str], store) -> None:
+    """An upload's plan, and the store's quirks (probed without writing: storage/quirks.py)."""
+    for line in lines:
+        say(line)
+    for quirk in store.quirks():
+        say(f"  store {quirk.detail}" + (f"\n  hint: {quirk.hint}" if quirk.hint else ""))
+    say("dry run: nothing written")
 
 
 def _convert_for_upload(cfg, model_dir: Path, image: str | None, *, dry_run: bool) -> None:

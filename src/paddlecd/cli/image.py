@@ -224,21 +224,26 @@ def verify(
     if json:
         common.json_result(done.record)
     else:
-        result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
-        if done.record.nodes:
-            ranks = ", ".join(f"rank {f['rank']} {f['transport']}" for f in done.record.nodes)
-            result(f"nodes: {done.record.node_count} ({ranks}); logs: {done.out_dir / 'logs'}")
-        result(
-            f"attestation: {done.attestation}"
-            if done.attestation
-            else "attestation: none (no signing key: set verify.signing_key or "
-            "PADDLECD_SIGNING_KEY; promotion needs one)"
-        )
+        _say_verified(done)
     error = done.error()
     if error:
         raise error
     if not json:
         result(f"verified {done.reference}: {done.record.tally}")
+
+
+def _say_verified(done) -> None:
+    """Where verify's evidence, JUnit XML, node logs and attestation went, for a person."""
+    result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
+    if done.record.nodes:
+        ranks = ", ".join(f"rank {f['rank']} {f['transport']}" for f in done.record.nodes)
+        result(f"nodes: {done.record.node_count} ({ranks}); logs: {done.out_dir / 'logs'}")
+    result(
+        f"attestation: {done.attestation}"
+        if done.attestation
+        else "attestation: none (no signing key: set verify.signing_key or "
+        "PADDLECD_SIGNING_KEY; promotion needs one)"
+    )
 
 
 def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
