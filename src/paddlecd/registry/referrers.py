@@ -157,20 +157,29 @@ def push(
     # two writers uploading one blob at once make distribution refuse the other's manifest while
     # it rewrites the blob's link (MANIFEST_BLOB_UNKNOWN, tests/integration/test_attestation.py);
     # the write is idempotent, so it is done again, as copy() does.
+    def write() -> None:
+        for blob in (Layer(EMPTY_TYPE, EMPTY, ""), *layers):
+            if not client.blob_exists(repository, blob.digest):
+                client.upload_blob(repository, blob.digest, blob.data, len(blob.data))
+        _put(client, repository, subject.digest, referrer, raw)
+
+    _again_on_race(write)
+    return referrer
+
+
+def _again_on_race(write: Callable[[], None]) -> None:
+    """Run the idempotent ``write`` up to :data:`_COPY_ATTEMPTS` times while the registry refuses
+    it (not for auth: that is no race), 0.2 s more between each; the last refusal is raised."""
     for attempt in range(_COPY_ATTEMPTS):
         try:
-            for blob in (Layer(EMPTY_TYPE, EMPTY, ""), *layers):
-                if not client.blob_exists(repository, blob.digest):
-                    client.upload_blob(repository, blob.digest, blob.data, len(blob.data))
-            _put(client, repository, subject.digest, referrer, raw)
-            return referrer
+            write()
+            return
         except RegistryAuthError:
             raise
         except RegistryError:
             if attempt == _COPY_ATTEMPTS - 1:
                 raise
             time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
 
 
 def _put(
@@ -465,18 +474,11 @@ def copy(
     # one is not yet linked when the other's manifest PUT checks it: DIGEST_INVALID /
     # MANIFEST_BLOB_UNKNOWN, seen in tests/integration/test_release.py); the copy is idempotent,
     # so it is simply done again.
-    for attempt in range(_COPY_ATTEMPTS):
-        tried: Counter[str] = Counter()
-        try:
-            _copy_once(dst, src, from_repo, to_repo, manifest, subject, referrer, tried, ready,
-                       batch)
-            counts.update(tried)
-            break
-        except RegistryAuthError:
-            raise
-        except RegistryError:
-            if attempt == _COPY_ATTEMPTS - 1:
-                raise
-            time.sleep(0.2 * (attempt + 1))
+    def attempt() -> None:
+        tried: Counter[str] = Counter()  # counted once the attempt went through
+        _copy_once(dst, src, from_repo, to_repo, manifest, subject, referrer, tried, ready, batch)
+        counts.update(tried)
+
+    _again_on_race(attempt)
     counts["copied"] += 1
     return counts
