@@ -5,7 +5,7 @@ or ``<prefix>.pdmodel`` (Paddle 2.x), plus an optional ``<prefix>.pdiparams.info
 (https://www.paddlepaddle.org.cn/documentation/docs/en/api/paddle/jit/save_en.html). The manifest
 (``manifest.json``, schema ``schemas/artifact-manifest.schema.json``) lists each file's path, size
 and sha256 with the producing image digest, Paddle version, git revision, metrics and creation time.
-the Paddle version is the producing image's (its label) or given, never the uploading
+The Paddle version is the producing image's (its label) or given, never the uploading
 host's; ``input_spec`` is read from the program itself (:mod:`.program`); the reference inputs and
 outputs recorded at export time (:data:`REFERENCE_FILES`) travel with the export.
 No I/O to stores here: :mod:`paddlecd.artifacts.transfer` moves the bytes.

@@ -1,6 +1,6 @@
 """One stored model version as a person or a script reads it: ``invoke artifacts.show``.
 
-the manifest (files, format, Paddle version and where it came from, InputSpec, the
+The manifest (files, format, Paddle version and where it came from, InputSpec, the
 producing image, the ONNX output) and the stored model check (``check.json``: status, the image
 it ran in, its cases, the ONNX parity), read from the store, nothing computed anew; and the
 model's signature (``model.sig``) checked against the trusted keys and the manifest

@@ -124,8 +124,8 @@ def plan_upload(
         paddle_version: recorded as is (``paddle_version_from: flag``).
         image_paddle: the Paddle version the producing image declares (its label, read by
             :func:`paddlecd.artifacts.runtime.paddle_version`); recorded when ``paddle_version``
-            is not given (``paddle_version_from: image``). Never the uploading host's Paddle
-: with neither, ``paddle_version`` is null.
+            is not given (``paddle_version_from: image``). Never the uploading host's Paddle:
+            with neither, ``paddle_version`` is null.
         overwrite: replace a different model already stored under this name and version.
         signer: signs the export (``model.sig``, :mod:`paddlecd.artifacts.signature`), or a
             function returning it, called once the inputs are checked (so a bad input is named
