@@ -21,12 +21,12 @@ registry "that far away") as a fresh process would (in-process caches cleared):
            name, and list the tags once, in the reconcile. The other variants are given their
            checkpoints before (as their own promotions since the upgrade would have written them),
            so ``list`` shows the steady state. ``no-attest`` is the same promotion without the
-           attestation lookup and copy (its evidence check passes as if verified): what issue 10
+           attestation lookup and copy (its evidence check passes as if verified): what it
            adds to a promotion.
 
 Each promotion promotes a fresh small image (mounted, no layer moves) of variant ``cpu`` with full
 evidence. ``--kinds`` also prints, per operation, requests and KiB per kind (``GET manifests``,
-``GET tags/list``, …). Issue 11 targets at N=1000 of 4 variants: requests independent of N
+``GET tags/list``, …). Targets at N=1000 of 4 variants: requests independent of N
 (beyond paging the tag list), ≤ 64 KiB on the wire, wall ≤ 1.2× the first promotion (N=0).
 Everything lives in a temporary folder, including paddlecd's state folder: the project's
 ``.paddlecd/`` is never touched.
@@ -190,7 +190,7 @@ def prefill(client: RegistryClient, repo: str, n: int, variants: int) -> None:
 
 @contextlib.contextmanager
 def without_attestation() -> Iterator[None]:
-    """Run promotions without the attestation lookup and copy (the promotion before issue 10; its
+    """Run promotions without the attestation lookup and copy (as if unattested; its
     evidence check passes as if verified), to measure what the lookup costs."""
     saved = plan.evidence_problem
     plan.evidence_problem = lambda *_a, **_k: (None, None)  # type: ignore[assignment]

@@ -11,7 +11,7 @@ manifest), both with the same ``TransferConfig`` (from the storage defaults: 64 
 16 MiB parts, 4 threads). Each S3 server runs in its own processes so it does not share the GIL
 with the client: ``python -m moto.server``, and Ceph RGW 16 (one mon, a memstore OSD and radosgw,
 tests/support/rgw.py; its HTTPS endpoint with its own CA). Then an unchanged re-upload is run and
-the object bytes it moved are counted through boto3's progress callback. Issue 4 target: ratio >=
+the object bytes it moved are counted through boto3's progress callback. Target: ratio >=
 0.95, 0 bytes. The last lines put the stores side by side. paddlecd signs the export
 (``model.sig``, OpenSSF Model Signing, a key of a temporary folder) as ``invoke upload`` does;
 ``--unsigned`` measures it without. ``--quick`` (2 MB, one round) is what

@@ -1,5 +1,5 @@
 """Artifacts on the file:// store (the embedded default) with real jit.save exports: the same layout
-and manifest rules as S3 (issue 4)."""
+and manifest rules as S3."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_corrupted_file_detected_on_download(store, jit_exports, tmp_path):
     assert not (tmp_path / "dl").exists()
 
 
-# ------------------------------------------------------- issue 12: concurrent uploads, full disk
+# ------------------------------------------------------- concurrent uploads, full disk
 
 
 def _race_while_first_writes(store, first_dir, second_dir, version="3.0.0"):

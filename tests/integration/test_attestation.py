@@ -1,4 +1,4 @@
-"""Signed verification attestations (issue 10) in a real registry.
+"""Signed verification attestations in a real registry.
 
 The referrers tag schema (``sha256-<hex>`` index) is tested against the real CNCF distribution 2.8
 registry of the other integration tests (htpasswd auth over TLS), which has no referrers API. The

@@ -283,7 +283,7 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
 
 
 def test_deploy_json_is_the_model_a_script_hands_to_upload(image_by_digest, tmp_path):
-    """issue 12: `deploy --json` prints one document (rank logs and the plan go to stderr) naming
+    """`deploy --json` prints one document (rank logs and the plan go to stderr) naming
     the job, the image digest and the model prefix it wrote, as demo.sh reads them."""
     import json
 

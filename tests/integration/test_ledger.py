@@ -364,7 +364,7 @@ def by_name(client: RegistryClient, repo: str, variant: str = "cpu") -> tuple[le
 
 
 def test_a_promotion_reads_the_ledger_by_name_and_lists_the_tags_once(project, monkeypatch):
-    """Invariant 5 and the cost of issue 11: after the upgrade, a promotion's plan reads the ledger
+    """Invariant 5 and its cost: after the upgrade, a promotion's plan reads the ledger
     without the tag list of the release repository, and its reconcile lists it exactly once."""
     client, repo = project.client, project.settings.release.repository
     old_records(client, repo, 6)

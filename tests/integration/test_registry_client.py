@@ -179,7 +179,7 @@ def test_open_reference_and_delete(registry_env):
         client.resolve(repo, "gone")
 
 
-# ------------------------------------------ Docker credentials as the CLI reads them (issue 12)
+# ------------------------------------------ Docker credentials as the CLI reads them
 
 def _docker_home(tmp_path, monkeypatch, cfg: dict, helpers: dict[str, str]):
     """config.json ``cfg`` in DOCKER_CONFIG, ``docker-credential-<name>`` scripts first on PATH."""
@@ -219,7 +219,7 @@ def test_per_host_helper_failure_is_named_on_the_real_registry(registry, tmp_pat
         RegistryClient(registry.host, ca_file=str(registry.ca_file)).list_tags(_repo())
 
 
-# ------------------------------------------ the base is pulled with push's credentials (issue 12)
+# ------------------------------------------ the base is pulled with push's credentials
 
 def _tiny_rootfs(tmp_path) -> str:
     tar_path = tmp_path / "rootfs.tar"
@@ -267,7 +267,7 @@ def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_p
         engine.remove_image(f"{base.rsplit(':', 1)[0]}@{digest}")
 
 
-# ------------------------------------------ a local image ID is not a manifest digest (issue 12)
+# ------------------------------------------ a local image ID is not a manifest digest
 
 @pytest.fixture
 def pushed_local_image(registry_env, tmp_path):

@@ -1,7 +1,7 @@
 """``verify --nodes 2`` for real: the collective checks as 2 containers on one network (gloo), on
 the Paddle CPU image of the ``paddle_image`` fixture pushed to the TLS + htpasswd test registry;
 each rank's logs copied out of its container before it is removed; and a rank that cannot reach
-the master fails fast with the address named (issue 14). The Kubernetes path is tested against a
+the master fails fast with the address named. The Kubernetes path is tested against a
 scripted API server in tests/unit/test_verify_nodes_k8s.py (no API server can run here)."""
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ _KEYS: dict[str, str] = {}
 
 
 def signing_env() -> dict[str, str]:
-    """One key pair per test process (issue 10): verify signs with it, promotion trusts it."""
+    """One key pair per test process: verify signs with it, promotion trusts it."""
     if not _KEYS:
         from paddlecd.verify import keys
 

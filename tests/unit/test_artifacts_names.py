@@ -1,4 +1,4 @@
-"""Validation of model names, versions and store URLs, and the stores' settings (issue 4)."""
+"""Validation of model names, versions and store URLs, and the stores' settings."""
 
 from __future__ import annotations
 

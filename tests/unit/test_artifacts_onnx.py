@@ -1,4 +1,4 @@
-"""The ONNX output of artifacts.check (issue 13), without containers: the pins, ONNX Runtime
+"""The ONNX output of artifacts.check, without containers: the pins, ONNX Runtime
 parity on a real ONNX model (built with onnx.helper, run by the pinned onnxruntime), the record in
 check.json and the manifest, and what upload accepts. The conversion itself runs in the runtime
 image: tests/integration/test_artifacts_onnx_in_image.py."""

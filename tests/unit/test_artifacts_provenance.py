@@ -1,4 +1,4 @@
-"""Truthful manifests (issue 13): the InputSpec is read from the export's program, the Paddle
+"""Truthful manifests: the InputSpec is read from the export's program, the Paddle
 version is the producing image's (or given), never the uploading host's. The PIR programs in
 tests/data/artifacts were written by paddle.jit.save (Paddle 3.0.0, InputSpec([None, 4]))."""
 

@@ -309,7 +309,7 @@ def test_json_result_prints_records_as_their_json(capsys):
 def test_artifacts_list_json_is_the_versions_on_stdout(tmp_path):
     out = tmp_path / "export"
     out.mkdir()
-    # a real PIR program (upload reads its InputSpec, issue 13); the parameters are stand-ins
+    # a real PIR program (upload reads its InputSpec); the parameters are stand-ins
     (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = f"file://{tmp_path / 'store'}"
@@ -366,7 +366,7 @@ def test_upload_json_errors_stay_on_stderr(tmp_path):
 
 
 def test_demo_reads_only_keys_the_json_results_have():
-    """scripts/demo.sh reads each task's --json document with `field KEY <<<"$VAR"` (issue 12):
+    """scripts/demo.sh reads each task's --json document with `field KEY <<<"$VAR"`:
     every key it reads must be one the record printed by that task has."""
     import dataclasses
     import re

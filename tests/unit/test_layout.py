@@ -167,7 +167,7 @@ def test_rooms_are_folders():
 
 
 def test_release_is_downstream_of_verify():
-    """Release reads what verify wrote, never the other way round (issue 9: the attestation took
+    """Release reads what verify wrote, never the other way round (the attestation took
     ``who()`` from the ledger); the core does not import release either."""
     graph = _graph()
     upstream = [m for m in graph if m.startswith(("paddlecd.verify", "paddlecd.image"))

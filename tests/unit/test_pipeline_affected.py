@@ -1,4 +1,4 @@
-"""Which variants a change touches (issue 6): the rules on file lists, and on a real git
+"""Which variants a change touches: the rules on file lists, and on a real git
 repository."""
 
 from __future__ import annotations

@@ -246,7 +246,7 @@ def test_a_world_size_the_user_chose_badly_fails_the_collective_check(monkeypatc
 
 @pytest.mark.parametrize("name", ["1.0.0-cpu", "1.4.0-rc.1-cu126"])
 def test_a_release_name_given_as_image_is_refused_with_its_reference(name):
-    """A trial (issue 21): ``verify --image 1.0.0-cpu`` was looked up as
+    """A trial: ``verify --image 1.0.0-cpu`` was looked up as
     ``docker.io/library/1.0.0-cpu:latest`` ("Docker Hub cannot be reached")."""
     from paddlecd.errors import ConfigError
 

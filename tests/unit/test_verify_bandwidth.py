@@ -1,4 +1,4 @@
-"""Bandwidth expectations, the NCCL transport parser and the summary charts (issue 14), on
+"""Bandwidth expectations, the NCCL transport parser and the summary charts, on
 recorded nccl-tests-style results and NCCL_DEBUG=INFO lines."""
 
 from __future__ import annotations
