@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from paddlecd import config, files
-from paddlecd.verify import attested, evidence, keys
+from paddlecd.image import candidate
+from paddlecd.verify import evidence, keys, registry_store
 
 
 def key_flags(state: Path) -> dict[str, str]:
@@ -22,7 +23,7 @@ def key_flags(state: Path) -> dict[str, str]:
 def passing_candidate(s: config.Settings, digest: str, reference: str) -> None:
     """Record ``digest`` as the cpu candidate with passing evidence from every smoke module, and
     push its signed attestation (what ``invoke push verify`` leaves behind)."""
-    evidence.save_candidate(s, "cpu", reference=reference, digest=digest, tag="bench")
+    candidate.save_candidate(s, "cpu", reference=reference, digest=digest, tag="bench")
     record = evidence.Evidence(
         digest=digest, reference=reference, variant="cpu", passed=True, created=files.now_iso(),
         versions={"paddle": "3.0.0"},
@@ -33,13 +34,14 @@ def passing_candidate(s: config.Settings, digest: str, reference: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "junit.xml").write_text('<testsuite name="smoke"/>')
     (out / "smoke.log").write_text("benchmark candidate: no smoke run\n")
-    attested.publish(s, record, out)
+    registry_store.publish(s, record, out)
 
 
 def build_provenance(s: config.Settings, digest: str, reference: str) -> str:
     """Attach the signed SLSA provenance ``push`` attaches to a built image (a build record of
     the project's Dockerfile, as ``build`` writes it); the referrer's location."""
-    from paddlecd.image import build, provenance
+    from paddlecd.image import build as builder
+    from paddlecd.image import provenance
 
     base = f"{s.registry.url}/paddlecd/base@sha256:{'0' * 64}"
     record = {"variant": "cpu", "tag": f"{s.candidate_repo}:cpu-bench", "image_id": digest,
@@ -48,5 +50,5 @@ def build_provenance(s: config.Settings, digest: str, reference: str) -> str:
               "secrets": ["ca_bundle"], "revision": "0" * 40, "dirty": False,
               "source": "https://example.com/paddlecd",
               "dockerfile": {"path": "images/Dockerfile",
-                             "sha256": build.file_sha256(s.root / "images" / "Dockerfile")}}
+                             "sha256": builder.file_sha256(s.root / "images" / "Dockerfile")}}
     return provenance.attach(s, record, reference=reference, digest=digest)

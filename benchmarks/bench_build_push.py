@@ -5,15 +5,15 @@ bootstrapped into it (debootstrap + PyPI paddlepaddle; cached by the engine afte
   cold    both build with --no-cache and push the new layers;
   cached  both rebuild from a warm cache and push (nothing changed);
 and the layer bytes a no-op rebuild+push uploads (registry blob store growth, and the push stream's
-"Pushed" vs "Layer already exists" counts). Target (issue 2): toolkit overhead <= 5%, no-op 0 bytes.
+"Pushed" vs "Layer already exists" counts). Target: toolkit overhead <= 5%, no-op 0 bytes.
 
 Run: .venv/bin/python benchmarks/bench_build_push.py [--rounds 2] [--quick] [--profile]
 [--profile-cold] [--base-from HOST:PORT]
 Rounds alternate which side goes first; the build and push phases are timed apart and each run is
 printed, so a gap can be placed (and a noisy round seen) before anything is profiled.
 ``--profile`` also runs one cached build+push under cProfile and prints where its wall time goes:
-the engine's own work (the builder subprocess and the push stream) against paddlecd's (issue 11:
-"profile, don't guess"), and paddlecd's part split into the builder probe, git, engine inspects,
+the engine's own work (the builder subprocess and the push stream) against paddlecd's
+("profile, don't guess"), and paddlecd's part split into the builder probe, git, engine inspects,
 the digest read-back and the lock check. ``--profile-cold`` does the same for a ``--no-cache``
 build+push.
 ``--quick`` is one round whose paddlecd runs are profiled (what tests/integration/test_benchmarks.py
@@ -23,7 +23,7 @@ runs: every part runs, two builds fewer, its figures carry the profiler's overhe
 is measured, and the suite's seed registry has it (tests/support/base.py).
 Registry, lock and candidate records live in a temporary folder: the project's ``.paddlecd/`` is
 never touched (a run once left ``.paddlecd/candidates/cpu.json`` pointing at its throw-away
-repository, issue 12).
+repository).
 Not a test: prints a table; nothing asserts on time.
 """
 
@@ -49,7 +49,7 @@ from paddlecd import config, engine, git  # noqa: E402
 from paddlecd.image import bootstrap, lock, variants  # noqa: E402
 from paddlecd.image import build as builder  # noqa: E402
 from paddlecd.image import push as publish  # noqa: E402
-from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
+from paddlecd.registry.embedded import RegistryServer, free_port  # noqa: E402
 
 
 def blob_bytes(registry_root: Path) -> int:

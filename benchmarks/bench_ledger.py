@@ -13,20 +13,20 @@ directly with the ledger's own record format, as an older paddlecd left them, no
 Every operation then runs through the relay (benchmarks/relay.py, ``--delay-ms`` per request, the
 registry "that far away") as a fresh process would (in-process caches cleared):
 
-* ``old``  the read path before checkpoints (:func:`paddlecd.release.ledger.read_each`: one manifest
-           GET per record ever written), kept callable for this comparison;
+* ``old``  one manifest GET per record ever written, no checkpoint or head (``read_each`` of
+           tests/support/ledger_reads.py, the tests' oracle of the ledger);
 * ``new``  checkpoint and head (src/paddlecd/release/ledger.py): the first promotion after the
            upgrade lists the tags, reads every record once and writes the variant's checkpoint
            (``upgrade``); later ones read checkpoint, head and the few records chained after it by
            name, and list the tags once, in the reconcile. The other variants are given their
            checkpoints before (as their own promotions since the upgrade would have written them),
            so ``list`` shows the steady state. ``no-attest`` is the same promotion without the
-           attestation lookup and copy (its evidence check passes as if verified): what issue 10
+           attestation lookup and copy (its evidence check passes as if verified): what it
            adds to a promotion.
 
 Each promotion promotes a fresh small image (mounted, no layer moves) of variant ``cpu`` with full
 evidence. ``--kinds`` also prints, per operation, requests and KiB per kind (``GET manifests``,
-``GET tags/list``, …). Issue 11 targets at N=1000 of 4 variants: requests independent of N
+``GET tags/list``, …). Targets at N=1000 of 4 variants: requests independent of N
 (beyond paging the tag list), ≤ 64 KiB on the wire, wall ≤ 1.2× the first promotion (N=0).
 Everything lives in a temporary folder, including paddlecd's state folder: the project's
 ``.paddlecd/`` is never touched.
@@ -53,17 +53,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import semver  # noqa: E402
 from attested import key_flags, passing_candidate  # noqa: E402
 from relay import Relay, Wire  # noqa: E402
 
 from paddlecd import config  # noqa: E402
-from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient  # noqa: E402
-from paddlecd.release import ledger, policy  # noqa: E402
-from paddlecd.release import plan as plan_module  # noqa: E402
+from paddlecd.registry.embedded import RegistryServer, free_port  # noqa: E402
+from paddlecd.release import ledger, plan, policy  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
+
+from support.ledger_reads import read_each  # noqa: E402
 
 CANDIDATES = "bench/candidate"
 VARIANTS = ("cpu", "cu118", "cu126", "rocm62", "cu129", "xpu")
@@ -188,28 +190,28 @@ def prefill(client: RegistryClient, repo: str, n: int, variants: int) -> None:
 
 @contextlib.contextmanager
 def without_attestation() -> Iterator[None]:
-    """Run promotions without the attestation lookup and copy (the promotion before issue 10; its
+    """Run promotions without the attestation lookup and copy (as if unattested; its
     evidence check passes as if verified), to measure what the lookup costs."""
-    saved = plan_module.evidence_problem
-    plan_module.evidence_problem = lambda *_a, **_k: (None, None)  # type: ignore[assignment]
+    saved = plan.evidence_problem
+    plan.evidence_problem = lambda *_a, **_k: (None, None)  # type: ignore[assignment]
     try:
         yield
     finally:
-        plan_module.evidence_problem = saved  # type: ignore[assignment]
+        plan.evidence_problem = saved  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
 def old_read_path() -> Iterator[None]:
     """Run promotions and queries with the read path before checkpoints (one GET per record)."""
     saved = ledger.read, ledger.read_view, ledger.read_by_name
-    ledger.read = ledger.read_each  # type: ignore[assignment]
+    ledger.read = read_each  # type: ignore[assignment]
     ledger.read_by_name = lambda *_a, **_k: None  # type: ignore[assignment]  # always list
 
     def each(
         client: RegistryClient, repo: str, variant: str, tags: list[str], **_: object
     ) -> ledger.View:
         return ledger.View(
-            variant=variant, records=tuple(ledger.read_each(client, repo, variant, tags))
+            variant=variant, records=tuple(read_each(client, repo, variant, tags))
         )
 
     ledger.read_view = each  # type: ignore[assignment]

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from attested import build_provenance, key_flags, passing_candidate  # noqa: E402
 
 from paddlecd import config, engine, proc  # noqa: E402
-from paddlecd.localstack import RegistryServer, free_port  # noqa: E402
+from paddlecd.registry.embedded import RegistryServer, free_port  # noqa: E402
 from paddlecd.release import promote as release  # noqa: E402
 
 TAGS = ("1.4.0-cpu", "1.4-cpu", "1-cpu", "latest-cpu")

@@ -11,7 +11,7 @@ manifest), both with the same ``TransferConfig`` (from the storage defaults: 64 
 16 MiB parts, 4 threads). Each S3 server runs in its own processes so it does not share the GIL
 with the client: ``python -m moto.server``, and Ceph RGW 16 (one mon, a memstore OSD and radosgw,
 tests/support/rgw.py; its HTTPS endpoint with its own CA). Then an unchanged re-upload is run and
-the object bytes it moved are counted through boto3's progress callback. Issue 4 target: ratio >=
+the object bytes it moved are counted through boto3's progress callback. Target: ratio >=
 0.95, 0 bytes. The last lines put the stores side by side. paddlecd signs the export
 (``model.sig``, OpenSSF Model Signing, a key of a temporary folder) as ``invoke upload`` does;
 ``--unsigned`` measures it without. ``--quick`` (2 MB, one round) is what
@@ -38,12 +38,12 @@ from botocore.config import Config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
-from paddlecd.artifacts import signature  # noqa: E402
-from paddlecd.artifacts import transfer as artifacts  # noqa: E402
+from paddlecd.artifacts import signature as sig  # noqa: E402
+from paddlecd.artifacts import transfer as arts  # noqa: E402
 from paddlecd.artifacts.storage import open_store  # noqa: E402
 from paddlecd.artifacts.storage.s3 import transfer_config  # noqa: E402
 from paddlecd.config import StorageSettings  # noqa: E402
-from paddlecd.localstack import free_port  # noqa: E402
+from paddlecd.registry.embedded import free_port  # noqa: E402
 from paddlecd.verify import keys  # noqa: E402
 
 from support import rgw  # noqa: E402
@@ -142,14 +142,14 @@ def serve(name: str, tmp: Path, ceph: list[rgw.RgwServer], servers: contextlib.E
     return ceph[0].endpoint
 
 
-def _signer(folder: Path) -> signature.ModelSigner:
+def _signer(folder: Path) -> sig.ModelSigner:
     """A model signer with a fresh key pair under ``folder``."""
     private, _ = keys.keygen(folder)
-    return signature.ModelSigner(private.read_bytes(), str(private))
+    return sig.ModelSigner(private.read_bytes(), str(private))
 
 
 def run(endpoint: str, model: Path, rounds: int, name: str,
-        signer: signature.ModelSigner | None = None) -> tuple[float, float]:
+        signer: sig.ModelSigner | None = None) -> tuple[float, float]:
     """Measure one store (buckets ``bare-<name>``, ``tool-<name>``) with the export ``model``;
     print its figures; return the median MB/s of boto3 and paddlecd."""
     settings = StorageSettings(endpoint_url=endpoint)
@@ -174,8 +174,8 @@ def run(endpoint: str, model: Path, rounds: int, name: str,
             if side == "bare":
                 bare_upload(client, bare, model, f"paddle/bench/1.0.{i}", cfg)
             else:
-                artifacts.upload(
-                    store, artifacts.plan_upload(store, model, name="bench", version=f"1.0.{i}",
+                arts.upload(
+                    store, arts.plan_upload(store, model, name="bench", version=f"1.0.{i}",
                                                  signer=signer)
                 )
             (bare_s if side == "bare" else tool_s).append(time.perf_counter() - t)
@@ -183,9 +183,9 @@ def run(endpoint: str, model: Path, rounds: int, name: str,
                 empty(client, bare if side == "bare" else tool)
     moved = []
     t = time.perf_counter()
-    plan = artifacts.plan_upload(store, model, name="bench", version=f"1.0.{rounds - 1}",
+    plan = arts.plan_upload(store, model, name="bench", version=f"1.0.{rounds - 1}",
                                  signer=signer)
-    artifacts.upload(store, plan, progress=moved.append)
+    arts.upload(store, plan, progress=moved.append)
     reupload_s = time.perf_counter() - t
     bare_mbs, tool_mbs = (
         total / statistics.median(bare_s) / 1e6,

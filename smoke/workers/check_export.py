@@ -10,6 +10,9 @@ read it from the predictor); BATCHES e.g. ``1,3``. For each batch size the expor
 ``paddle.inference`` and with ``paddle.jit.load``; outputs are compared with
 ``reference_outputs.npz`` for the rows of ``reference_inputs.npz`` (row ``i % rows`` for a batch
 larger than the references). Without references only loading and output shapes are checked.
+The feeds of each batch are saved next to OUT_JSON (``feeds-<batch>.npz``, and
+``expected-<batch>.npz`` with references) and named in its ``feeds``: the host's ONNX Runtime
+parity check reads them, so both engines are fed the same arrays by one rule.
 Each case gets a ``code`` the caller turns into a cause and a fix: ``no-paddle``,
 ``legacy-in-pir``, ``pir-in-legacy``, ``missing-params``, ``fixed-dim``, ``mismatch``, ``error``.
 """
@@ -32,7 +35,7 @@ def main(argv: list[str]) -> int:
               # the wheel tag the ONNX conversion needs (artifacts/onnx.py)
               "python": "%d.%d" % sys.version_info[:2], "machine": platform.machine()}
     try:
-        run(result, folder, prefix, fmt, json.loads(spec))
+        run(result, folder, prefix, fmt, json.loads(spec), out)
     finally:
         with open(out, "w") as fh:
             json.dump(result, fh, indent=2)
@@ -44,7 +47,7 @@ def case(result: dict, name: str, code: str | None, message: str = "", **extra) 
                             "message": message[-1500:], **extra})
 
 
-def run(result: dict, folder: str, prefix: str, fmt: str, spec: list | None) -> None:
+def run(result: dict, folder: str, prefix: str, fmt: str, spec: list | None, out: str) -> None:
     try:
         import numpy as np
         import paddle
@@ -70,10 +73,12 @@ def run(result: dict, folder: str, prefix: str, fmt: str, spec: list | None) -> 
     spec = spec or (legacy_inputs(paddle, program) if fmt == "paddle-program" else None)
     result["inputs"] = spec
     case(result, "load", None, f"inputs {names}")
+    fed = {b: inputs_for(np, spec, refs, b) for b in result["batches"]}
+    result["feeds"] = save_feeds(np, os.path.dirname(os.path.abspath(out)), fed)
     layer = _jit_load(paddle, base, fmt, pir_on, result)
     first: dict = {}
     for batch in result["batches"]:
-        feeds, expected = inputs_for(np, spec, refs, batch)
+        feeds, expected = fed[batch]
         got = _run_predictor(predictor, names, feeds)
         judge(np, result, f"inference/batch-{batch}", got, expected, batch, first, "inference")
         if layer is not None:
@@ -116,6 +121,22 @@ def inputs_for(np, spec: list, refs, batch: int):
                  for i, d in enumerate(s["shape"])]
         feeds[s["name"]] = rng.normal(size=shape).astype(s["dtype"])
     return feeds, None
+
+
+def save_feeds(np, folder: str, fed: dict) -> dict:
+    """Write each batch's feeds (and expected outputs) as .npz files in ``folder``; returns
+    ``{batch: {"inputs": file, "expected": file or None}}`` (file names, relative to it)."""
+    named = {}
+    for batch, (feeds, expected) in fed.items():
+        inputs = f"feeds-{batch}.npz"
+        np.savez(os.path.join(folder, inputs), **feeds)
+        outputs = None
+        if expected is not None:
+            outputs = f"expected-{batch}.npz"
+            np.savez(os.path.join(folder, outputs),
+                     **{f"output_{i}": e for i, e in enumerate(expected)})
+        named[str(batch)] = {"inputs": inputs, "expected": outputs}
+    return named
 
 
 def judge(np, result, name, got, expected, batch, first, key) -> None:

@@ -4,7 +4,7 @@ Order, lowest to highest: packaged defaults (the dataclass defaults below) → p
 (``paddlecd.yaml`` at the project root) → ``PADDLECD_*`` environment → flags. The result is a frozen
 :class:`Settings`. An unknown key in the project file or a flag is an error with a "did you mean";
 an unknown ``PADDLECD_*`` variable only adds a warning to :attr:`Settings.warnings` (a CI secret
-that happens to share the prefix must not stop every task — issue 9).
+that happens to share the prefix must not stop every task).
 
 Environment names are ``PADDLECD_<SECTION>_<KEY>`` (``PADDLECD_REGISTRY_URL``) or ``PADDLECD_<KEY>``
 for top-level keys (``PADDLECD_STATE_DIR``); the runtime switches keep their documented short names
@@ -44,7 +44,7 @@ class RegistrySettings:
     ca_file: str | None = None
     insecure: bool = False
     push_retries: int = 4
-    rate_limit_wait: float = 120.0  # s per request waiting out 429/503 Retry-After (issue 11)
+    rate_limit_wait: float = 120.0  # s per request waiting out 429/503 Retry-After
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class BuildSettings:
 @dataclass(frozen=True)
 class VerifySettings:
     """Smoke run limits: CPU ranks, shm size (Docker syntax), whole-run timeout in seconds.
-    ``signing_key``: path of the PEM private key that signs attestations (issue 10); the env var
+    ``signing_key``: path of the PEM private key that signs attestations; the env var
     ``PADDLECD_SIGNING_KEY`` may hold the PEM itself instead (a CI secret, never a setting).
     ``attestation_layouts``: where the signed attestation goes, comma-separated, at least one of
     ``bundle`` (a Sigstore bundle referrer, cosign v3's layout) and ``att`` (cosign's
@@ -86,7 +86,7 @@ class VerifySettings:
     timeout: int = 1800
     signing_key: str | None = None
     attestation_layouts: str = "bundle,att"
-    # issue 14: a GPU all-reduce below this share of its table row fails (verify/bandwidth.py)
+    # A GPU all-reduce below this share of its table row fails (verify/bandwidth.py)
     busbw_fraction: float = 0.8
     # seconds a rank of verify --nodes waits for the master; None: verify/nodes.py's rule
     rendezvous_timeout: int | None = None
@@ -105,7 +105,7 @@ class ReleaseSettings:
     ca_file: str | None = None
     insecure: bool = False
     trusted_keys: str | None = None
-    # issue 14: promotion needs an attested run on at least this many nodes (verify --nodes N)
+    # Promotion needs an attested run on at least this many nodes (verify --nodes N)
     require_nodes: int = 1
 
 
@@ -455,7 +455,7 @@ def _build(root: Path, merged: Mapping[str, Any], origins: Mapping[str, Origin])
                           "e.g. " + where.example("runtime.log_format", "json"))
     settings = dataclasses.replace(
         settings, runtime=dataclasses.replace(settings.runtime, log_format=log_format))
-    for key, hint in CREDENTIAL_FREE.items():  # before any message repeats the value (a trial)
+    for key, hint in CREDENTIAL_FREE.items():  # before any message repeats the value
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
         if value and _USERINFO.match(value):
@@ -484,7 +484,7 @@ def _build(root: Path, merged: Mapping[str, Any], origins: Mapping[str, Origin])
         value = getattr(getattr(settings, section), name)
         if not low <= value <= high:
             raise ConfigError(f"setting '{key}' must be {low}..{high}, got {value}", why)
-    for key in ("registry.repository", "release.repository"):  # issue 12: the spec's rule, up front
+    for key in ("registry.repository", "release.repository"):  # the spec's rule, up front
         section, name = key.split(".")
         check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
     return settings

@@ -43,6 +43,7 @@ from paddlecd.types import Echo
 
 if TYPE_CHECKING:
     from paddlecd.registry.auth import Credentials
+    from paddlecd.registry.reference import Reference
 
 
 DOCKER_HOST_DEFAULT = "unix:///var/run/docker.sock"
@@ -487,7 +488,7 @@ def pick_builder(preference: str = "auto") -> Builder:
     The probes (``buildx version`` and the client-only ``--version`` of every candidate) run at
     once, in threads, and are then read in that order: run one after the other, with the
     daemon-asking ``docker version``, they were 0.19-0.29 s of every ``invoke build`` on the 2-core
-    VM (two CLIs on PATH; issue 11, ``bench_build_push.py --profile-cold``), about 6 % of a cold
+    VM (two CLIs on PATH; ``bench_build_push.py --profile-cold``), about 6 % of a cold
     build there; at once, 0.04-0.1 s, still the largest own item of a cached ``invoke build``. The
     answer is cached for the process and in ``$XDG_CACHE_HOME/paddlecd/builders.json``, keyed on
     what it depends on (each candidate CLI's file, size and mtime; the buildx plugin files), so a
@@ -977,3 +978,33 @@ def network(name: str, *, labels: Mapping[str, str] | None = None,
                 for c in net.containers:
                     net.disconnect(c, force=True)
                 net.remove()
+
+
+def refuse_image_id(ref: Reference) -> Reference:
+    """Return ``ref`` unless its digest is a local image's ID rather than a manifest digest.
+
+    No registry request: the local engine alone decides (an ID listed among the image's own
+    ``RepoDigests`` is a manifest digest too, as with the containerd image store). Without an
+    engine the check passes; :meth:`paddlecd.registry.client.RegistryClient.resolve` still
+    recognises a blob in the registry.
+
+    Raises:
+        ConfigError: the digest is a local image ID; the hint is its pushed digest.
+    """
+    from paddlecd.registry.client import image_id_error
+
+    pushed = _local_repo_digests(ref.digest) if ref.digest else None
+    if pushed is not None and not any(p.endswith(f"@{ref.digest}") for p in pushed):
+        raise image_id_error(ref.name, str(ref.digest), pushed)
+    return ref
+
+
+def _local_repo_digests(digest: str) -> list[str] | None:
+    """``RepoDigests`` of the local image whose ID is ``digest``; None when there is none here
+    (or no engine: the check is best-effort, the registry lookup still applies)."""
+    try:
+        if not image_exists(digest) or image_id(digest) != digest:
+            return None
+        return repo_digests(digest)
+    except PaddlecdError:
+        return None

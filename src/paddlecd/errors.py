@@ -116,7 +116,7 @@ class SigningKeyError(ConfigError):
 
 
 class AttestationError(PromotionError):
-    """No attestation of a digest allows its promotion (issue 10); the subclasses say why."""
+    """No attestation of a digest allows its promotion; the subclasses say why."""
 
 
 class NoAttestationError(AttestationError):
@@ -142,7 +142,7 @@ class DoctorError(PaddlecdError):
 
 
 class ModelCheckError(VerifyError):
-    """An exported model failed its check in the runtime image (issue 13), or could not be checked
+    """An exported model failed its check in the runtime image, or could not be checked
     there (an image without Paddle); exit code 6, as every verification failure."""
 
 

@@ -55,8 +55,8 @@ def revision(root: Path) -> Revision:
     """The :class:`Revision` of ``root``'s HEAD. The lock file does not make the tree dirty (it is
     rewritten by ``lock`` itself, and the image built from the tree does not depend on it)."""
     try:
-        # hash and time in one git call (it was rev-parse + show), and the dirty check beside it
-        # rather than after it: each git call is 5-60 ms on the 2-core VM (issue 11)
+        # hash and time in one git call (not rev-parse + show), and the dirty check beside it
+        # rather than after it: each git call is 5-60 ms on the 2-core VM
         with ThreadPoolExecutor(max_workers=1) as pool:
             status = pool.submit(output, root, "status", "--porcelain", "--untracked-files=no",
                                  "--", ".", ":!images/lock.yaml")

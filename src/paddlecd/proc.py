@@ -102,14 +102,44 @@ def run(
         stderr=subprocess.PIPE if stdout_only else subprocess.STDOUT, start_new_session=group,
     )
     killed = threading.Event()
+    result = _collect(popen, killed, timeout=timeout, stdin=stdin, on_line=on_line,
+                      stdout_only=stdout_only, tail_lines=tail_lines)
+    if killed.is_set() and result.returncode == -signal.SIGKILL:
+        raise _timed_out(error, what or cmd[0], result, timeout or 0)
+    if check and result.returncode != 0:
+        raise _failed(error, what or cmd[0], result,
+                      hint or ("see the output above" if on_line and not stdout_only
+                               else "last output:\n" + result.tail))
+    return result
+
+
+def _timed_out(error: type[PaddlecdError], what: str, result: Result,
+               timeout: float) -> PaddlecdError:
+    """The error of a command killed at its timeout (there is no exit status to return)."""
+    return error(f"{what} did not finish within {timeout:g}s (killed)",
+                 "last output:\n" + result.tail if result.tail
+                 else "raise the timeout or run it by hand")
+
+
+def _failed(error: type[PaddlecdError], what: str, result: Result, hint: str) -> PaddlecdError:
+    """The error of a non-zero exit: ``what`` failed, with the exit code and its last line."""
+    last = next((ln for ln in reversed(result.tail.splitlines()) if ln.strip()), "")
+    return error(f"{what} failed (exit {result.returncode}): {last.strip()[:300]}", hint)
+
+
+def _collect(popen: subprocess.Popen, killed: threading.Event, *, timeout: float | None,
+             stdin: bytes | None, on_line: Echo | None, stdout_only: bool,
+             tail_lines: int) -> Result:
+    """Feed ``stdin`` and read the output of ``popen`` to its end; past ``timeout`` seconds its
+    process group is killed (and ``killed`` set)."""
+    group = timeout is not None
     timer = threading.Timer(timeout, _kill_group, (popen, killed)) if group else None
     try:
         if timer:
             timer.start()
         if stdout_only:
-            result = _communicate(popen, stdin, tail_lines)
-        else:
-            result = _stream(popen, stdin, on_line, tail_lines)
+            return _communicate(popen, stdin, tail_lines)
+        return _stream(popen, stdin, on_line, tail_lines)
     except BaseException:  # Ctrl-C or a failing callback: leave nothing running behind
         if group:
             _kill_group(popen, killed)
@@ -117,18 +147,6 @@ def run(
     finally:
         if timer:
             timer.cancel()
-    if killed.is_set() and result.returncode == -signal.SIGKILL:
-        raise error(f"{what or cmd[0]} did not finish within {timeout:g}s (killed)",
-                    "last output:\n" + result.tail if result.tail
-                    else "raise the timeout or run it by hand")
-    if check and result.returncode != 0:
-        last = next((ln for ln in reversed(result.tail.splitlines()) if ln.strip()), "")
-        raise error(
-            f"{what or cmd[0]} failed (exit {result.returncode}): {last.strip()[:300]}",
-            hint or ("see the output above" if on_line and not stdout_only
-                     else "last output:\n" + result.tail),
-        )
-    return result
 
 
 def _kill_group(popen: subprocess.Popen, killed: threading.Event) -> None:

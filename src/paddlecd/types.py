@@ -1,4 +1,4 @@
-"""Shared type aliases: one name per concept across the rooms (STYLE.md §18, issue 9).
+"""Shared type aliases: one name per concept across the rooms (STYLE.md §18).
 
 ``Echo`` is every callback that receives one line of text: a command being run, a build or
 push log line, a layer's progress, a promotion step. Byte-count progress is another concept

@@ -13,7 +13,7 @@ import pytest
 
 from paddlecd import engine
 from paddlecd.errors import StorageError
-from paddlecd.localstack import RegistryServer, free_port
+from paddlecd.registry.embedded import RegistryServer, free_port
 
 from support import base, engine_cleanup, project_settings, rgw
 

@@ -1,7 +1,6 @@
 """``invoke upload`` / ``artifacts.download`` / ``artifacts.list`` run as a user runs them: a
 subprocess of the project's ``invoke`` from the repository root (support.invoke), against the
-default file:// store and a real Ceph RGW (S3) over HTTP and HTTPS, with real jit.save exports
-(issue 4)."""
+default file:// store and a real Ceph RGW (S3) over HTTP and HTTPS, with real jit.save exports."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from paddlecd.localstack import free_port
+from paddlecd.registry.embedded import free_port
 
 from support import INVOKE, clean_env, invoke
 from support.cli import signing_env
@@ -173,7 +172,7 @@ def test_upload_dry_run_names_the_store_quirk_with_a_hint(user_env, rgw_server, 
 
 
 def test_upload_to_s3_json_names_the_stored_manifest(user_env, s3_server, jit_exports):
-    """issue 12: `upload --json` prints the URL and the sha256 of manifest.json as S3 holds it."""
+    """`upload --json` prints the URL and the sha256 of manifest.json as S3 holds it."""
     import hashlib
     import json
 
@@ -345,7 +344,7 @@ def test_unreachable_endpoint_from_the_command_line(user_env, jit_exports):
 def test_two_uploads_of_one_version_at_once_one_wins_the_other_exits_8(
     project_root, user_env, jit_exports, tmp_path
 ):
-    """issue 12: whatever the interleaving, one process uploads, the other refuses with exit 8."""
+    """Whatever the interleaving, one process uploads, the other refuses with exit 8."""
     argv = [INVOKE, "upload", "--name", "ocr-det", "--version", "1.4.0", "--model-dir"]
     procs = [
         subprocess.Popen(
@@ -373,7 +372,7 @@ def test_two_uploads_of_one_version_at_once_one_wins_the_other_exits_8(
 
 
 def test_list_shows_an_interrupted_upload_as_incomplete(user_env, jit_exports, tmp_path):
-    """issue 12: a version without manifest.json (a killed upload) made artifacts.list raise
+    """A version without manifest.json (a killed upload) made artifacts.list raise
     KeyError."""
     r = _invoke(
         user_env,

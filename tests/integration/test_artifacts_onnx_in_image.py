@@ -1,4 +1,4 @@
-"""``invoke artifacts.check --onnx``, ``upload`` and ``artifacts.show`` for real (issue 13): exports
+"""``invoke artifacts.check --onnx``, ``upload`` and ``artifacts.show`` for real: exports
 made by Paddle 3.0.0 on this host, converted by paddle2onnx 2.1.0 INSIDE the pushed cpu image
 (installed there from the wheel cache), checked with onnxruntime 1.32.0 here, and read back by an
 independent reader: ``onnx.checker`` (full check) and onnx's reference evaluator, which shares no

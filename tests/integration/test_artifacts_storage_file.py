@@ -1,5 +1,5 @@
 """Artifacts on the file:// store (the embedded default) with real jit.save exports: the same layout
-and manifest rules as S3 (issue 4)."""
+and manifest rules as S3."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from paddlecd.artifacts import transfer as artifacts
+from paddlecd.artifacts import transfer as arts
 from paddlecd.artifacts.storage import FileStore
 from paddlecd.errors import StorageError
 
@@ -29,8 +29,8 @@ def _files(store, version="1.4.0"):
 
 
 def _upload(store, model_dir, version="1.4.0", **kw):
-    return artifacts.upload(
-        store, artifacts.plan_upload(store, model_dir, name="ocr-det", version=version, **kw)
+    return arts.upload(
+        store, arts.plan_upload(store, model_dir, name="ocr-det", version=version, **kw)
     )
 
 
@@ -53,30 +53,30 @@ def test_same_rules_as_s3(store, jit_exports, tmp_path):
         "size": 90,
         "sha256": new,
     }
-    artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+    arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
         jit_exports["tiny2"] / "inference.pdiparams"
     ).read_bytes()
 
 
 def test_interrupted_upload_then_rerun(store, jit_exports):
-    plan = artifacts.plan_upload(store, jit_exports["big"], name="ocr-det", version="2.0.0")
+    plan = arts.plan_upload(store, jit_exports["big"], name="ocr-det", version="2.0.0")
 
     def fail(_n):
         raise ConnectionAbortedError("injected")
 
     plan.put.reverse()  # the big parameters file first: it fails half-written
     with pytest.raises(ConnectionAbortedError):
-        artifacts.upload(store, plan, progress=fail)
+        arts.upload(store, plan, progress=fail)
     assert _files(store, "2.0.0") == []  # the temp file was removed, no manifest
     (store.root / "ocr-det" / "2.0.0" / ".inference.pdiparams.x.tmp").write_bytes(
         b"killed -9 leftover"
     )
-    plan = artifacts.plan_upload(store, jit_exports["big"], name="ocr-det", version="2.0.0")
+    plan = arts.plan_upload(store, jit_exports["big"], name="ocr-det", version="2.0.0")
     assert plan.stale == ["ocr-det/2.0.0/.inference.pdiparams.x.tmp"]
-    artifacts.upload(store, plan)
+    arts.upload(store, plan)
     assert _files(store, "2.0.0") == ["inference.json", "inference.pdiparams", "manifest.json"]
-    assert artifacts.list_versions(store, "ocr-det")[0]["bytes"] == sum(
+    assert arts.list_versions(store, "ocr-det")[0]["bytes"] == sum(
         p.stat().st_size for p in jit_exports["big"].iterdir()
     )
 
@@ -85,11 +85,11 @@ def test_corrupted_file_detected_on_download(store, jit_exports, tmp_path):
     _upload(store, jit_exports["tiny"])
     (store.root / "ocr-det" / "1.4.0" / "inference.json").write_text("{}")
     with pytest.raises(StorageError, match="integrity check failed for file://.*/inference.json"):
-        artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+        arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
     assert not (tmp_path / "dl").exists()
 
 
-# ------------------------------------------------------- issue 12: concurrent uploads, full disk
+# ------------------------------------------------------- concurrent uploads, full disk
 
 
 def _race_while_first_writes(store, first_dir, second_dir, version="3.0.0"):
@@ -103,8 +103,8 @@ def _race_while_first_writes(store, first_dir, second_dir, version="3.0.0"):
 
     def first():
         try:
-            plan = artifacts.plan_upload(store, first_dir, name="ocr-det", version=version)
-            out["first"] = artifacts.upload(store, plan, progress=hold)
+            plan = arts.plan_upload(store, first_dir, name="ocr-det", version=version)
+            out["first"] = arts.upload(store, plan, progress=hold)
         except Exception as e:  # noqa: BLE001 (reported to the test)
             out["first"] = e
 
@@ -124,14 +124,14 @@ def test_second_upload_of_a_version_while_the_first_writes_fails_and_touches_not
     store, jit_exports, tmp_path
 ):
     first, second = _race_while_first_writes(store, jit_exports["tiny"], jit_exports["tiny2"])
-    assert isinstance(first, artifacts.UploadPlan) and first.action == "create", first
-    assert isinstance(second, artifacts.ConflictError) and second.exit_code == 8
+    assert isinstance(first, arts.UploadPlan) and first.action == "create", first
+    assert isinstance(second, arts.ConflictError) and second.exit_code == 8
     assert re.fullmatch(
         r"file://.*/ocr-det/3\.0\.0/ is being uploaded by another process "
         r"\(\S+ pid \d+ since \S+Z\)",
         second.cause,
     ), second.cause
-    artifacts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")  # sha256-verified: the first's
+    arts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")  # sha256-verified: the first's
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
         jit_exports["tiny"] / "inference.pdiparams"
     ).read_bytes()
@@ -139,11 +139,11 @@ def test_second_upload_of_a_version_while_the_first_writes_fails_and_touches_not
 
 
 def test_upload_planned_before_another_finished_is_refused(store, jit_exports, tmp_path):
-    late = artifacts.plan_upload(store, jit_exports["tiny2"], name="ocr-det", version="3.0.0")
+    late = arts.plan_upload(store, jit_exports["tiny2"], name="ocr-det", version="3.0.0")
     _upload(store, jit_exports["tiny"], version="3.0.0")
-    with pytest.raises(artifacts.ConflictError, match="by another process while this one planned"):
-        artifacts.upload(store, late)
-    artifacts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")
+    with pytest.raises(arts.ConflictError, match="by another process while this one planned"):
+        arts.upload(store, late)
+    arts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
         jit_exports["tiny"] / "inference.pdiparams"
     ).read_bytes()
@@ -151,7 +151,7 @@ def test_upload_planned_before_another_finished_is_refused(store, jit_exports, t
 
 def test_exclusive_write_never_replaces(store):
     store.put_bytes(b"first", "m/1.0.0/manifest.json", exclusive=True)
-    with pytest.raises(artifacts.ConflictError, match="written by another upload"):
+    with pytest.raises(arts.ConflictError, match="written by another upload"):
         store.put_bytes(b"second", "m/1.0.0/manifest.json", exclusive=True)
     assert store.get_bytes("m/1.0.0/manifest.json") == b"first"
     assert [o.key for o in store.list("m/")] == ["m/1.0.0/manifest.json"]  # no temp file left
@@ -206,7 +206,7 @@ def test_two_processes_at_once_exactly_one_wins(store, jit_exports, tmp_path):
     assert sorted(rc for rc, _ in results) == [0, 8], results
     winner = ("tiny", "tiny2")[[rc for rc, _ in results].index(0)]
     assert "ConflictError 8" in next(out for rc, out in results if rc)
-    artifacts.download(store, "ocr-det", "4.0.0", tmp_path / "dl")
+    arts.download(store, "ocr-det", "4.0.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
         jit_exports[winner] / "inference.pdiparams"
     ).read_bytes()
@@ -218,7 +218,7 @@ def test_listing_shows_interrupted_and_broken_versions_as_incomplete(store, jit_
     (store.root / "ocr-det" / "1.1.0" / ".inference.json.x.tmp").write_bytes(b"killed -9")
     (store.root / "ocr-det" / "1.2.0").mkdir()
     (store.root / "ocr-det" / "1.2.0" / "manifest.json").write_text("{not json")
-    listed = artifacts.list_versions(store, "ocr-det")
+    listed = arts.list_versions(store, "ocr-det")
     assert [(v["version"], v["complete"]) for v in listed] == [
         ("1.0.0", True),
         ("1.1.0", False),
@@ -245,9 +245,9 @@ def test_full_disk_is_a_storage_error_naming_the_path_and_leaves_no_temp_file(
     tiny_disk, jit_exports
 ):
     store = FileStore(tiny_disk / "store")
-    plan = artifacts.plan_upload(store, jit_exports["big"], name="ocr-det", version="5.0.0")
+    plan = arts.plan_upload(store, jit_exports["big"], name="ocr-det", version="5.0.0")
     with pytest.raises(StorageError) as e:
-        artifacts.upload(store, plan)
+        arts.upload(store, plan)
     assert e.value.exit_code == 8
     where = rf"{tiny_disk}/store/ocr-det/5\.0\.0/inference\.\w+"
     assert re.fullmatch(rf"writing {where}: No space left on device", e.value.cause), e.value.cause
@@ -255,4 +255,4 @@ def test_full_disk_is_a_storage_error_naming_the_path_and_leaves_no_temp_file(
     left = [p.relative_to(tiny_disk).as_posix() for p in tiny_disk.rglob("*") if p.is_file()]
     # whole files only: no temp file, no claim, no manifest
     assert left == ["store/ocr-det/5.0.0/inference.json"]
-    assert artifacts.list_versions(store, "ocr-det")[0]["complete"] is False
+    assert arts.list_versions(store, "ocr-det")[0]["complete"] is False

@@ -25,7 +25,7 @@ import pytest
 import requests
 from botocore.config import Config
 
-from paddlecd.artifacts import transfer as artifacts
+from paddlecd.artifacts import transfer as arts
 from paddlecd.artifacts.storage import open_store
 from paddlecd.config import StorageSettings
 from paddlecd.errors import StorageError
@@ -82,8 +82,8 @@ def _write_keys(server, bucket: str, since: int) -> list[tuple[str, str]]:
 
 
 def _upload(store, model_dir: Path, version: str = "1.4.0", **kw):
-    plan = artifacts.plan_upload(store, model_dir, name="ocr-det", version=version, **kw)
-    return artifacts.upload(store, plan)
+    plan = arts.plan_upload(store, model_dir, name="ocr-det", version=version, **kw)
+    return arts.upload(store, plan)
 
 
 def _sha256(data: bytes) -> str:
@@ -154,7 +154,7 @@ def test_different_model_refused_then_overwritten(s3_env, bucket, jit_exports, t
     assert plan.action == "overwrite" and [e.path for e in plan.put] == [
         "inference.pdiparams"
     ]  # json unchanged
-    doc = artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+    doc = arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
     assert doc["files"][1]["sha256"] == _sha256(
         (jit_exports["tiny2"] / "inference.pdiparams").read_bytes()
     )
@@ -193,7 +193,7 @@ def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans
         s3_env, bucket, multipart_threshold_mb=5, multipart_chunk_mb=5, max_concurrency=1
     )
     big = jit_exports["big"]
-    plan = artifacts.plan_upload(store, big, name="ocr-det", version="2.0.0")
+    plan = arts.plan_upload(store, big, name="ocr-det", version="2.0.0")
     moved = 0
 
     def fail_half_way(n: int) -> None:  # injected failure: the "network" dies mid-multipart upload
@@ -203,7 +203,7 @@ def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans
             raise ConnectionAbortedError("injected failure half-way")
 
     with pytest.raises(ConnectionAbortedError):
-        artifacts.upload(store, plan, progress=fail_half_way)
+        arts.upload(store, plan, progress=fail_half_way)
     s3 = _client(s3_env)
     keys = {
         o["Key"]
@@ -212,20 +212,20 @@ def test_interrupted_upload_leaves_no_manifest_and_next_run_completes_and_cleans
         )
     }
     assert keys == {"paddle/ocr-det/2.0.0/inference.json"}  # half a model, and no manifest
-    [listed] = artifacts.list_versions(store, "ocr-det")
+    [listed] = arts.list_versions(store, "ocr-det")
     assert (listed["version"], listed["complete"], listed["files"]) == ("2.0.0", False, None)
     assert "no manifest.json" in listed["problem"]
     with pytest.raises(StorageError, match="no manifest.json"):
-        artifacts.download(store, "ocr-det", "2.0.0", tmp_path / "dl")
+        arts.download(store, "ocr-det", "2.0.0", tmp_path / "dl")
 
     # the next run, of a model saved under another prefix, deletes the leftover and completes
     other = tmp_path / "other"
     other.mkdir()
     for f in big.iterdir():
         (other / f.name.replace("inference", "model")).write_bytes(f.read_bytes())
-    plan = artifacts.plan_upload(store, other, name="ocr-det", version="2.0.0")
+    plan = arts.plan_upload(store, other, name="ocr-det", version="2.0.0")
     assert plan.stale == ["ocr-det/2.0.0/inference.json"]
-    artifacts.upload(store, plan)
+    arts.upload(store, plan)
     keys = sorted(
         o["Key"]
         for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/2.0.0/")["Contents"]
@@ -274,7 +274,7 @@ def test_multipart_with_small_parts_and_verified_download(s3_env, bucket, jit_ex
         head["ETag"].strip('"').endswith(f"-{parts}")
     )  # a multipart ETag: not an MD5, hence sha256
 
-    doc = artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+    doc = arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == params.read_bytes()
     assert json.loads((tmp_path / "dl" / "manifest.json").read_text()) == doc
 
@@ -290,7 +290,7 @@ def test_download_detects_a_corrupted_object(s3_env, bucket, jit_exports, tmp_pa
         StorageError,
         match=rf"integrity check failed for s3://{bucket}/paddle/ocr-det/1.4.0/inference",
     ):
-        artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+        arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
     assert not (tmp_path / "dl").exists() and list(tmp_path.iterdir()) == []  # nothing half-written
 
 
@@ -309,7 +309,7 @@ def test_missing_bucket_is_one_clear_error_and_writes_nothing(s3_env, jit_export
 
 
 def test_unreachable_endpoint_names_it(s3_env, jit_exports):
-    from paddlecd.localstack import free_port
+    from paddlecd.registry.embedded import free_port
 
     endpoint = f"http://127.0.0.1:{free_port()}"
     store = open_store("s3://models/paddle", StorageSettings(endpoint_url=endpoint))
@@ -371,7 +371,7 @@ def test_wrong_credentials_are_refused_and_never_printed(
         StorageError,
         match=r"listing s3://.*: access denied \((InvalidAccessKeyId|SignatureDoesNotMatch)\)",
     ):
-        artifacts.list_versions(store, "ocr-det")
+        arts.list_versions(store, "ocr-det")
 
 
 @BOTH
@@ -415,15 +415,15 @@ def test_second_upload_while_the_first_writes_fails_and_touches_nothing(
         assert second_done.wait(30)
 
     def first():
-        plan = artifacts.plan_upload(store, jit_exports["tiny"], name="ocr-det", version="3.0.0")
-        out["first"] = artifacts.upload(store, plan, progress=hold)
+        plan = arts.plan_upload(store, jit_exports["tiny"], name="ocr-det", version="3.0.0")
+        out["first"] = arts.upload(store, plan, progress=hold)
 
     t = threading.Thread(target=first)
     t.start()
     assert writing.wait(30)
     since = len(s3_env.requests)
     try:
-        with pytest.raises(artifacts.ConflictError) as e:
+        with pytest.raises(arts.ConflictError) as e:
             _upload(_store(s3_env, bucket), jit_exports["tiny2"], version="3.0.0")
         during = _writes(s3_env, bucket, since)
     finally:
@@ -438,7 +438,7 @@ def test_second_upload_while_the_first_writes_fails_and_touches_nothing(
     assert len(during) == 1  # the refused claim, nothing else
     assert re.search(r'"PUT /\S+/paddle/\.claims/ocr-det/3\.0\.0\.json \S+" 412', during[0])
     assert out["first"].action == "create"
-    artifacts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")  # sha256-verified: the first's
+    arts.download(store, "ocr-det", "3.0.0", tmp_path / "dl")  # sha256-verified: the first's
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
         jit_exports["tiny"] / "inference.pdiparams"
     ).read_bytes()
@@ -446,11 +446,11 @@ def test_second_upload_while_the_first_writes_fails_and_touches_nothing(
 
 def test_upload_planned_before_another_finished_is_refused(s3_env, bucket, jit_exports):
     store = _store(s3_env, bucket)
-    late = artifacts.plan_upload(store, jit_exports["tiny2"], name="ocr-det", version="3.0.0")
+    late = arts.plan_upload(store, jit_exports["tiny2"], name="ocr-det", version="3.0.0")
     _upload(store, jit_exports["tiny"], version="3.0.0")
-    with pytest.raises(artifacts.ConflictError, match="by another process while this one planned"):
-        artifacts.upload(store, late)
-    doc = artifacts.read_manifest(store, "ocr-det/3.0.0/")
+    with pytest.raises(arts.ConflictError, match="by another process while this one planned"):
+        arts.upload(store, late)
+    doc = arts.read_manifest(store, "ocr-det/3.0.0/")
     tiny = (jit_exports["tiny"] / "inference.pdiparams").read_bytes()
     assert doc["files"][1]["sha256"] == _sha256(tiny)
 
@@ -463,7 +463,7 @@ def test_manifest_is_created_with_if_none_match(s3_env, bucket):
         "before-send.s3.PutObject", lambda request, **_: sent.append(dict(request.headers))
     )
     store.put_bytes(b"first", "m/1.0.0/manifest.json", exclusive=True)
-    with pytest.raises(artifacts.ConflictError, match=rf"{bucket}/paddle/m/1.0.0/manifest.json"):
+    with pytest.raises(arts.ConflictError, match=rf"{bucket}/paddle/m/1.0.0/manifest.json"):
         store.put_bytes(b"second", "m/1.0.0/manifest.json", exclusive=True)
     assert [h.get("If-None-Match") for h in sent] == [b"*", b"*"]
     assert store.get_bytes("m/1.0.0/manifest.json") == b"first"
@@ -483,9 +483,9 @@ def test_a_claim_left_by_a_killed_upload_blocks_until_overwrite_or_a_day_old(
             {"id": "dead", "holder": "ci-7 pid 4242", "started": time.time() - 60}
         ).encode(),
     )
-    with pytest.raises(artifacts.ConflictError, match=r"another process \(ci-7 pid 4242 since "):
+    with pytest.raises(arts.ConflictError, match=r"another process \(ci-7 pid 4242 since "):
         _upload(store, jit_exports["tiny"])
-    assert artifacts.list_versions(store, "ocr-det") == []  # nothing was written
+    assert arts.list_versions(store, "ocr-det") == []  # nothing was written
     since = len(s3_env.requests)
     assert _upload(store, jit_exports["tiny"], overwrite=True).action == "create"
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/.claims/")  # released
@@ -557,7 +557,7 @@ def test_two_processes_at_once_exactly_one_wins(s3_env, bucket, jit_exports, tmp
     assert sorted(rc for rc, _ in results) == [0, 8], results
     winner = ("tiny", "tiny2")[[rc for rc, _ in results].index(0)]
     assert "ConflictError 8" in next(out for rc, out in results if rc)
-    artifacts.download(_store(s3_env, bucket), "ocr-det", "4.0.0", tmp_path / "dl")
+    arts.download(_store(s3_env, bucket), "ocr-det", "4.0.0", tmp_path / "dl")
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (
         jit_exports[winner] / "inference.pdiparams"
     ).read_bytes()
@@ -588,7 +588,7 @@ def test_https_upload_works_by_default_and_aws_chunked_is_named(rgw_server, rgw_
     url, https = f"s3://{rgw_https}/paddle", rgw_server.https_endpoint
     store = open_store(url, StorageSettings(endpoint_url=https))
     _upload(store, jit_exports["tiny"])
-    artifacts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")  # every sha256 checked
+    arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")  # every sha256 checked
     [quirk] = store.quirks()
     assert (quirk.name, quirk.hint) == ("aws-chunked-refused", None)
 
@@ -651,6 +651,6 @@ def test_a_claim_of_a_killed_upload_of_this_machine_is_taken_over_by_the_re_run(
                                        "started": time.time() - 60,
                                        "process": s3_store._process_space()}).encode())
     assert _upload(store, jit_exports["tiny"]).action == "create"  # the dead one's: taken over
-    with pytest.raises(artifacts.ConflictError, match=rf"another process \(here pid {os.getpid()}"):
+    with pytest.raises(arts.ConflictError, match=rf"another process \(here pid {os.getpid()}"):
         _upload(store, jit_exports["tiny2"], version="1.5.0")  # a live holder: refused
-    assert [v["version"] for v in artifacts.list_versions(store, "ocr-det")] == ["1.4.0"]
+    assert [v["version"] for v in arts.list_versions(store, "ocr-det")] == ["1.4.0"]

@@ -1,4 +1,4 @@
-"""Signed verification attestations (issue 10) in a real registry.
+"""Signed verification attestations in a real registry.
 
 The referrers tag schema (``sha256-<hex>`` index) is tested against the real CNCF distribution 2.8
 registry of the other integration tests (htpasswd auth over TLS), which has no referrers API. The
@@ -40,9 +40,10 @@ from paddlecd.errors import (
     SigningKeyError,
     SubjectError,
 )
+from paddlecd.files import now_iso
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import client_for
-from paddlecd.verify import attestation, attested, bundle, evidence, keys
+from paddlecd.verify import attestation, bundle, evidence, keys, registry_store
 
 from support import invoke
 from support.oci_images import push_image
@@ -67,7 +68,7 @@ def _record(project: Project, digest: str, **changes) -> dict:
         "reference": f"{project.settings.candidate_repo}@{digest}",
         "variant": "cpu",
         "passed": True,
-        "created": evidence.now_iso(),
+        "created": now_iso(),
         "versions": {"paddle": "3.0.0"},
         "checks": [
             {
@@ -87,15 +88,15 @@ def _push_envelope(project: Project, subject: str, envelope: bytes) -> referrers
     """Attach ``envelope`` (with the JUnit/log layers its statement names) to ``subject``."""
     client, repo = project.client, project.settings.registry.repository
     layers = [
-        referrers.Layer(attested.ENVELOPE_TYPE, envelope, attested.ENVELOPE_FILE),
-        referrers.Layer(attested.JUNIT_TYPE, JUNIT, "junit.xml"),
-        referrers.Layer(attested.LOG_TYPE, LOG, "smoke.log"),
+        referrers.Layer(registry_store.ENVELOPE_TYPE, envelope, registry_store.ENVELOPE_FILE),
+        referrers.Layer(registry_store.JUNIT_TYPE, JUNIT, "junit.xml"),
+        referrers.Layer(registry_store.LOG_TYPE, LOG, "smoke.log"),
     ]
     return referrers.push(
         client,
         repo,
         client.resolve(repo, subject),
-        artifact_type=attested.ARTIFACT_TYPE,
+        artifact_type=registry_store.ARTIFACT_TYPE,
         layers=layers,
         annotations={},
     )
@@ -138,7 +139,7 @@ def test_promote_from_a_second_machine_uses_the_registry_attestation(project, tm
     # distribution 2.8 has no referrers API: the release repository holds the sha256-<hex> index
     assert referrers.tag_for(digest) in project.client.list_tags(release_repo)
     # the release proves itself from the release repository alone
-    proof = attested.check(machine2, project.client, release_repo, digest, "cpu")
+    proof = registry_store.check(machine2, project.client, release_repo, digest, "cpu")
     assert proof.passed and proof.keyid == keys.trusted(machine2)[0].keyid
     assert proof.location == f"{project.settings.release_repo}@{listed.digest}"
     assert len(proof.stored) == 3 and proof.stored[1].startswith(
@@ -180,7 +181,7 @@ def test_signature_verified_by_implementations_paddlecd_did_not_write(project):
         {"name": project.settings.candidate_repo, "digest": {"sha256": digest[7:]}}
     ]
     assert statement["predicateType"] == attestation.PREDICATE_TYPE
-    [byproducts] = referrers.referrers(project.client, repo, digest, attested.BYPRODUCTS_TYPE)
+    [byproducts] = referrers.referrers(project.client, repo, digest, registry_store.BYPRODUCTS_TYPE)
     layers = {
         x["annotations"]["org.opencontainers.image.title"]: x["digest"]
         for x in project.client.get_manifest(repo, byproducts.digest).json()["layers"]
@@ -321,7 +322,7 @@ def test_each_refusal_is_one_typed_error(project, error, case):
         other = push_image(project.client, project.settings.registry.repository)
         _push_envelope(project, digest, _sign(project, _record(project, other)))
     with pytest.raises(error) as info:
-        attested.check(
+        registry_store.check(
             project.settings, project.client, project.settings.registry.repository, digest, "cpu"
         )
     assert info.value.exit_code == 7 and info.value.hint and "\n" not in info.value.cause
@@ -388,7 +389,7 @@ def test_signing_key_from_the_environment(project, tmp_path):
     assert settings.verify.signing_key is None
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(keys.ENV_PEM, pem)
-        att = attested.publish(settings, _record(project, digest), tmp_path)
+        att = registry_store.publish(settings, _record(project, digest), tmp_path)
     assert att.keyids == [keys.trusted(settings)[0].keyid]
 
 
@@ -517,15 +518,15 @@ def test_referrers_api_is_used_where_the_registry_has_it(scripted, tmp_path):
     record = _record_for(settings, digest)
     (tmp_path / "junit.xml").write_bytes(JUNIT)
     (tmp_path / "smoke.log").write_bytes(LOG)
-    att = attested.publish(settings, record, tmp_path)
+    att = registry_store.publish(settings, record, tmp_path)
     assert not any(_tag_index_request(line) for line in server.log)
     server.log.clear()
-    verified = attested.check(settings, client, "ci/paddle", digest, "cpu")
+    verified = registry_store.check(settings, client, "ci/paddle", digest, "cpu")
     assert verified.location == att.location
     assert f"GET /v2/ci/paddle/referrers/{digest}" in server.log[:2]  # .att read meanwhile
     client.copy_image(client, "ci/paddle", digest, "release/paddle")
-    attested.copy(client, client, "ci/paddle", "release/paddle", verified)
-    assert attested.check(settings, client, "release/paddle", digest, "cpu").passed
+    registry_store.copy(client, client, "ci/paddle", "release/paddle", verified)
+    assert registry_store.check(settings, client, "release/paddle", digest, "cpu").passed
     assert not any(_tag_index_request(line) for line in server.log)
 
 
@@ -545,7 +546,7 @@ def test_registry_rejecting_the_artifact_is_named(scripted, tmp_path):
     with pytest.raises(
         RegistryError, match="MANIFEST_INVALID: artifactType .* not allowed"
     ) as info:
-        attested.publish(settings, _record_for(settings, digest), tmp_path)
+        registry_store.publish(settings, _record_for(settings, digest), tmp_path)
     assert info.value.exit_code == 5 and info.value.hint
     assert referrers.referrers(client, "ci/paddle", digest) == []
 
@@ -556,7 +557,7 @@ def _record_for(settings, digest: str) -> dict:
         "reference": f"{settings.candidate_repo}@{digest}",
         "variant": "cpu",
         "passed": True,
-        "created": evidence.now_iso(),
+        "created": now_iso(),
         "checks": [
             {"name": f"{m}/t", "passed": True, "metrics": {}} for m in evidence.REQUIRED_CHECKS
         ],
@@ -583,13 +584,14 @@ def test_real_verify_signs_and_another_machine_promotes(registry_env, paddle_ima
         assert f"attestation: {p.settings.candidate_repo}@sha256:" in run.stdout
         machine2 = p.with_state(tmp_path / "machine2")
         p.promote("1.0.0", settings=machine2, digest=digest)
-        proof = attested.check(machine2, p.client, p.settings.release.repository, digest, "cpu")
+        proof = registry_store.check(machine2, p.client, p.settings.release.repository, digest,
+                                     "cpu")
         modules = {c["name"].split("/", 1)[0] for c in proof.predicate["checks"]}
         assert proof.passed and modules >= set(evidence.REQUIRED_CHECKS)
         signed = proof.predicate["byproducts"]["junit.xml"]["sha256"]
         assert signed == hashlib.sha256((out / "junit.xml").read_bytes()).hexdigest()
         assert (
-            json.loads((out / attested.ENVELOPE_FILE).read_text())["payloadType"]
+            json.loads((out / registry_store.ENVELOPE_FILE).read_text())["payloadType"]
             == attestation.PAYLOAD_TYPE
         )
     finally:

@@ -26,7 +26,7 @@ from test_attestation import _invoke, _push_envelope, _record, _sign
 from test_release import Project
 
 from paddlecd.registry import cosign, referrers
-from paddlecd.verify import attestation, attested, bundle, keys
+from paddlecd.verify import attestation, bundle, keys, registry_store
 
 from support import sigstore_js
 from support.oci_images import push_image
@@ -137,7 +137,7 @@ def test_registry_api_shows_both_layouts_as_cosign_reads_them(project, registry)
     assert att["config"]["mediaType"] == "application/vnd.oci.image.config.v1+json"
     assert config["rootfs"] == {"type": "layers", "diff_ids": [layer["digest"]]}
     # the JUnit XML and smoke log: a referrer of their own, named by sha256 in the predicate
-    [side] = [e for e in index["manifests"] if e["artifactType"] == attested.BYPRODUCTS_TYPE]
+    [side] = [e for e in index["manifests"] if e["artifactType"] == registry_store.BYPRODUCTS_TYPE]
     titles = {x["annotations"]["org.opencontainers.image.title"]: x["digest"]
               for x in get(f"manifests/{side['digest']}").json()["layers"]}
     signed = json.loads(base64.b64decode(envelope["payload"]))["predicate"]["byproducts"]
@@ -149,13 +149,13 @@ def test_registry_api_shows_both_layouts_as_cosign_reads_them(project, registry)
 
 def test_a_run_in_both_layouts_is_one_run_and_promote_copies_each(project):
     digest = project.candidate()
-    [run] = attested.runs(project.client, project.settings.registry.repository, digest,
+    [run] = registry_store.runs(project.client, project.settings.registry.repository, digest,
                           keys.trusted(project.settings))
     assert run.layouts == ("Sigstore bundle referrer", "cosign .att tag",
                            "JUnit XML and smoke log")
     project.promote("1.4.0", digest=digest)
     release = project.settings.release.repository
-    [copied] = attested.runs(project.client, release, digest, keys.trusted(project.settings))
+    [copied] = registry_store.runs(project.client, release, digest, keys.trusted(project.settings))
     assert copied.layouts == run.layouts
     shown = _invoke(project, "release.show", "1.4.0-cpu")
     assert shown.returncode == 0, shown.stderr
@@ -174,7 +174,7 @@ def test_the_setting_chooses_the_layouts_written(registry_env, tmp_path, layouts
         (0, True) if layouts == "att" else (1, False))
     out = project.promote("1.4.0", digest=digest)
     assert out.plan.attestation.passed
-    proof = attested.check(project.settings, project.client,
+    proof = registry_store.check(project.settings, project.client,
                            project.settings.release.repository, digest, "cpu")
     assert proof.passed and len(proof.stored) == 2  # the one layout and the JUnit/log referrer
 
@@ -191,7 +191,7 @@ def test_an_image_attested_in_the_paddlecd_v1_artifact_stays_promotable(project)
     out = project.promote("1.4.0", digest=digest)
     assert out.plan.attestation.passed and out.attestation_copied["copied"] == 1
     release = project.settings.release.repository
-    assert referrers.referrers(project.client, release, digest, attested.ARTIFACT_TYPE)
+    assert referrers.referrers(project.client, release, digest, registry_store.ARTIFACT_TYPE)
     shown = _invoke(project, "evidence.show", "1.4.0-cpu")
     assert shown.returncode == 0 and "(paddlecd v1 artifact)" in shown.stdout, shown.stderr
 
@@ -231,7 +231,7 @@ def _two_layers(project: Project, digest: str) -> str:
         project.client, repo, project.client.resolve(repo, digest),
         artifact_type=bundle.BUNDLE_TYPE,
         layers=[referrers.Layer(bundle.BUNDLE_TYPE, raw, "attestation.sigstore.json"),
-                referrers.Layer(attested.JUNIT_TYPE, b"<testsuite/>", "junit.xml")],
+                referrers.Layer(registry_store.JUNIT_TYPE, b"<testsuite/>", "junit.xml")],
         annotations=cosign.bundle_annotations(attestation.PREDICATE_TYPE, "2026-12-01T00:00:00Z"))
     return f"{project.settings.candidate_repo}@{pushed.digest}"
 
@@ -289,7 +289,7 @@ def test_concurrent_verify_runs_keep_every_run_in_both_layouts(project, tmp_path
         try:
             if i < 4:
                 barrier.wait()
-            attested.publish(project.settings, _record(project, digest, duration_s=i), out)
+            registry_store.publish(project.settings, _record(project, digest, duration_s=i), out)
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
@@ -305,7 +305,7 @@ def test_concurrent_verify_runs_keep_every_run_in_both_layouts(project, tmp_path
     run(4)  # the next verify run of the digest
     assert errors == []
     assert len(cosign.read_att(project.client, repo, digest)[1]) == 5
-    found = attested.runs(project.client, repo, digest, keys.trusted(project.settings))
+    found = registry_store.runs(project.client, repo, digest, keys.trusted(project.settings))
     assert len(found) == 5 and all(len(r.layouts) == 3 for r in found), [r.layouts for r in found]
 
 
@@ -320,4 +320,5 @@ def test_a_later_run_is_appended_to_the_release_att_tag(project):
     project.promote("1.5.0", digest=digest)
     layers = cosign.read_att(project.client, release, digest)[1]
     assert len(layers) == 2 and layers[0].data == first.data
-    assert len(attested.runs(project.client, release, digest, keys.trusted(project.settings))) == 2
+    trusted = keys.trusted(project.settings)
+    assert len(registry_store.runs(project.client, release, digest, trusted)) == 2

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from paddlecd import engine
-from paddlecd.image import lock
+from paddlecd.image import candidate, lock
 from paddlecd.verify import evidence
 
 from support import ROOT, cli_env, invoke, project_settings
@@ -57,7 +57,7 @@ def test_ci_log_is_plain_lines_with_each_stage_folded(pipeline_run):
 
 def test_build_push_verify_records_passing_evidence(pipeline_run, registry, main_state):
     settings = project_settings(main_state, registry=registry)
-    cand = evidence.load_candidate(settings, "cpu")
+    cand = candidate.load_candidate(settings, "cpu")
     assert cand and cand.reference == f"{registry.host}/paddlecd/paddle@{cand.digest}"
     record = evidence.load(settings, cand.digest)
     assert record.passed is True and record.variant == "cpu"
@@ -79,7 +79,7 @@ def test_build_push_verify_records_passing_evidence(pipeline_run, registry, main
 
 def test_pushed_digest_is_what_the_registry_serves(pipeline_run, registry, main_state):
     settings = project_settings(main_state, registry=registry)
-    cand = evidence.load_candidate(settings, "cpu")
+    cand = candidate.load_candidate(settings, "cpu")
     r = requests.head(
         f"https://{registry.host}/v2/paddlecd/paddle/manifests/{cand.tag}",
         auth=next(iter(registry.users.items())),
@@ -93,7 +93,7 @@ def test_pushed_digest_is_what_the_registry_serves(pipeline_run, registry, main_
 
 def test_image_labels_and_non_root_user(pipeline_run, registry, main_state):
     settings = project_settings(main_state, registry=registry)
-    cand = evidence.load_candidate(settings, "cpu")
+    cand = candidate.load_candidate(settings, "cpu")
     labels = engine.image_labels(cand.reference)
     entry = lock.read(settings)["cpu"]
     assert labels["org.opencontainers.image.base.digest"] == entry.digest
@@ -127,7 +127,7 @@ def test_push_attaches_the_signed_slsa_provenance_of_the_build(pipeline_run, reg
     settings = project_settings(main_state, registry=registry,
                                 **{"release.trusted_keys":
                                    signing_env()["PADDLECD_RELEASE_TRUSTED_KEYS"]})
-    cand = evidence.load_candidate(settings, "cpu")
+    cand = candidate.load_candidate(settings, "cpu")
     assert f"provenance: {registry.host}/paddlecd/paddle@sha256:" in pipeline_run.stdout
     monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))  # the user's login
     client = client_for(settings)
@@ -163,7 +163,7 @@ def test_no_secret_in_layers_or_labels(pipeline_run, registry, main_state):
     """The CA bundle and index URL are BuildKit secrets: nothing of them is in the image
     history/labels."""
     settings = project_settings(main_state, registry=registry)
-    cand = evidence.load_candidate(settings, "cpu")
+    cand = candidate.load_candidate(settings, "cpu")
     out = subprocess.run(
         ["/usr/bin/docker", "history", "--no-trunc", cand.reference], capture_output=True, text=True
     )
@@ -201,12 +201,12 @@ def test_rerun_on_a_terminal_is_cached_and_shows_the_live_view(pipeline_run, reg
     monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
     env = cli_env(registry, main_state)
     settings = project_settings(main_state, registry=registry)
-    before = evidence.load_candidate(settings, "cpu")
+    before = candidate.load_candidate(settings, "cpu")
     logs = set((main_state / "logs").glob("verify-cpu-*.log"))
     code, stdout, screen = invoke_on_terminal(*STAGES, "--variant", "cpu", env=env, columns=100)
     text = ANSI.sub("", screen.decode())
     assert code == 0, text[-3000:]
-    after = evidence.load_candidate(settings, "cpu")
+    after = candidate.load_candidate(settings, "cpu")
     client = reg.client_for(settings)
     layers = [
         [
@@ -257,7 +257,7 @@ def test_flags_that_do_not_apply_to_the_image_are_refused(pipeline_run, registry
     """A trial: --variant cu126 with a cpu --image, and --gpus-per-node on a CPU image, were
     ignored. The image is named by its tag: verify resolves it once and says to which digest."""
     settings = project_settings(main_state, registry=registry)
-    cand = evidence.load_candidate(settings, "cpu")
+    cand = candidate.load_candidate(settings, "cpu")
     tagged = f"{registry.host}/paddlecd/paddle:{cand.tag.rsplit(':', 1)[-1]}"
     run = invoke("verify", "--image", tagged, *flags,
                  env=cli_env(registry, main_state, PADDLECD_STATE_DIR=str(tmp_path / "state")))

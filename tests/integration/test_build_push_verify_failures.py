@@ -18,9 +18,10 @@ import yaml
 
 from paddlecd import engine
 from paddlecd.errors import RegistryAuthError, RegistryError
+from paddlecd.image import candidate
 from paddlecd.image import push as publish
-from paddlecd.localstack import RegistryServer, free_port
-from paddlecd.verify import run as verify
+from paddlecd.registry.embedded import RegistryServer, free_port
+from paddlecd.verify import run as smoke
 
 from support import ROOT, cli_env, invoke, project_settings
 
@@ -98,7 +99,7 @@ def test_base_without_libgomp_fails_verify_on_import(paddle_base, registry, main
     settings = project_settings(state, registry=registry, variants_file=str(vfile))
     from paddlecd.verify import evidence
 
-    record = evidence.load(settings, evidence.load_candidate(settings, "nogomp").digest)
+    record = evidence.load(settings, candidate.load_candidate(settings, "nogomp").digest)
     assert record.passed is False  # failing evidence is kept: promotion must see it
 
 
@@ -149,7 +150,7 @@ def test_wrong_paddle_label_fails_the_version_check(
     )
     docker.from_env().images.build(path=str(ctx), tag=ref, rm=True, forcerm=True)
     publish.push_reference(project_settings(main_state, registry=registry), ref)
-    result = verify.verify(
+    result = smoke.verify(
         project_settings(main_state, registry=registry), image=ref, out_dir=tmp_path / "out"
     )
     failed = {c.name: c.message for c in result.failed}

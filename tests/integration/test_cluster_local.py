@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from paddlecd import cluster, config, engine
+from paddlecd import config, deployment, engine
 from paddlecd.errors import ConfigError
 
 from support import ROOT, clean_env, invoke, project_settings
@@ -84,11 +84,11 @@ def final_losses(lines: list[str]) -> dict[str, float]:
 def test_two_containers_train_with_gloo_and_export_a_model_jit_load_reads(
     settings, image_by_digest, tmp_path
 ):
-    plan = cluster.plan(
+    plan = deployment.plan(
         settings, job=str(write_job(tmp_path, steps=300)), image=image_by_digest, cluster="local"
     )
     lines: list[str] = []
-    location = cluster.run(settings, plan, on_event=lines.append, on_line=lines.append)
+    location = deployment.run(settings, plan, on_event=lines.append, on_line=lines.append)
 
     assert location == str(tmp_path / "out" / "model")
     losses = final_losses(lines)
@@ -147,7 +147,7 @@ def test_a_failing_rank_fails_the_job_with_its_log_tail(image_by_digest, tmp_pat
 
 def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_path):
     plans = [
-        cluster.plan(
+        deployment.plan(
             settings,
             job=str(write_job(tmp_path / str(i), steps=50)),
             image=image_by_digest,
@@ -160,7 +160,7 @@ def test_two_local_jobs_at_once_do_not_collide(settings, image_by_digest, tmp_pa
 
     def run(i: int) -> None:
         try:
-            results[i] = cluster.run(
+            results[i] = deployment.run(
                 settings, plans[i], on_event=lambda _: None, on_line=lambda _: None
             )
         except Exception as e:  # reported by the assertion below
@@ -180,7 +180,7 @@ def test_a_release_that_does_not_exist_is_refused_before_anything_runs(registry_
     unknown release is a ConfigError (exit 2) and no container or network is created."""
     settings = project_settings(tmp_path / "state", registry=registry_env)
     with pytest.raises(ConfigError, match="unknown release 9.9.9-cpu"):
-        cluster.plan(
+        deployment.plan(
             settings, job=str(write_job(tmp_path, steps=10)), release="9.9.9-cpu", cluster="local"
         )
     # only this release's: the other xdist worker's jobs come and go meanwhile (a whole-engine
@@ -227,8 +227,9 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
     import uuid
 
     from paddlecd import files
+    from paddlecd.image import candidate
     from paddlecd.release import promote as release
-    from paddlecd.verify import attested, evidence, keys
+    from paddlecd.verify import evidence, keys, registry_store
 
     uid = uuid.uuid4().hex[:8]
     private, public = keys.keygen(tmp_path / "keys")
@@ -244,7 +245,7 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
     )
     engine.tag(paddle_image, f"{settings.candidate_repo}:cpu-test")
     digest = engine.push(f"{settings.candidate_repo}:cpu-test")
-    evidence.save_candidate(
+    candidate.save_candidate(
         settings,
         "cpu",
         reference=f"{settings.candidate_repo}@{digest}",
@@ -264,16 +265,17 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
         ),
     )
     evidence.save(settings, record)
-    attested.publish(settings, record, tmp_path)  # signed, attached to the digest, as verify does
+    # signed, attached to the digest, as verify does
+    registry_store.publish(settings, record, tmp_path)
     release.promote(settings, variant="cpu", version="1.0.0", execute=True)
 
-    plan = cluster.plan(
+    plan = deployment.plan(
         settings, job=str(write_job(tmp_path, steps=50)), release="1.0.0-cpu", cluster="local"
     )
     assert plan.target.reference == f"{settings.release_repo}@{digest}"
     assert plan.manifests[1]["metadata"]["labels"]["paddlecd.io/release"] == "1.0.0-cpu"
     try:
-        location = cluster.run(settings, plan, on_event=lambda _: None, on_line=lambda _: None)
+        location = deployment.run(settings, plan, on_event=lambda _: None, on_line=lambda _: None)
     finally:
         for ref in (f"{settings.candidate_repo}:cpu-test", plan.target.reference):
             engine.remove_image(ref)
@@ -281,7 +283,7 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
 
 
 def test_deploy_json_is_the_model_a_script_hands_to_upload(image_by_digest, tmp_path):
-    """issue 12: `deploy --json` prints one document (rank logs and the plan go to stderr) naming
+    """`deploy --json` prints one document (rank logs and the plan go to stderr) naming
     the job, the image digest and the model prefix it wrote, as demo.sh reads them."""
     import json
 

@@ -12,7 +12,7 @@ import boto3
 import pytest
 from conftest import PASSWORD, USER
 
-from paddlecd.localstack import free_port
+from paddlecd.registry.embedded import free_port
 from paddlecd.verify import drivers
 
 from support import cli_env, invoke

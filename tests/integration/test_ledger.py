@@ -22,11 +22,12 @@ import pytest
 from test_release import Project
 
 from paddlecd.errors import ConfigError, PromotionError
-from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.client import OCI_MANIFEST, RegistryClient
+from paddlecd.registry.embedded import RegistryServer, free_port
 from paddlecd.release import ledger
 from paddlecd.release import promote as release
 
+from support.ledger_reads import read_each
 from support.oci_images import push_image
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,8 +105,8 @@ def test_checkpoint_reads_what_every_record_says_in_bounded_requests(project):
         3,
         1 + 2 + 3,
     )  # list, checkpoint, 3 records
-    assert list(view.records) == ledger.read_each(client, repo, "cpu")
-    assert ledger.read(client, repo) == sorted(ledger.read_each(client, repo), key=lambda r: r.id)
+    assert list(view.records) == read_each(client, repo, "cpu")
+    assert ledger.read(client, repo) == sorted(read_each(client, repo), key=lambda r: r.id)
     assert {r.variant for r in ledger.read(client, repo)} == {"cpu", "cu126"}
 
 
@@ -193,7 +194,7 @@ def test_a_checkpoint_cannot_promise_a_record_the_registry_lacks(project):
     _checkpoint_of(client, repo, "cpu", [json.loads(r.to_json()) for r in (*real, phantom)])
     view, _ = reads(client, repo)
     assert [r.version for r in view.records] == ["0.0.0", "0.0.1"] and view.dropped == 1
-    assert list(view.records) == ledger.read_each(client, repo, "cpu")
+    assert list(view.records) == read_each(client, repo, "cpu")
     assert view.stale  # the next promotion replaces it
 
 
@@ -235,7 +236,7 @@ def test_a_bad_or_stale_checkpoint_changes_no_read(project, kind):
     else:  # a slow promoter's older checkpoint lands last (the tag is last-writer-wins)
         _checkpoint_of(client, repo, "cpu", [json.loads(r.to_json()) for r in older])
     view, _ = reads(client, repo)
-    assert list(view.records) == records == ledger.read_each(client, repo, "cpu")
+    assert list(view.records) == records == read_each(client, repo, "cpu")
     assert (view.problem is not None) == (kind in ("garbage", "other variant", "not ours"))
     project.candidate()
     out = project.promote("1.4.0")
@@ -255,7 +256,7 @@ def test_concurrent_promoters_lose_no_record_and_agree(project, tmp_path):
     errors = project.promote_at_once(versions, states)
     assert errors == []
     view, _ = reads(client, repo)
-    assert list(view.records) == ledger.read_each(client, repo, "cpu") and len(view.records) == 16
+    assert list(view.records) == read_each(client, repo, "cpu") and len(view.records) == 16
     assert project.tag("latest-cpu") == project.tag("2-cpu") == digests["2.0.0"]
     assert project.tag("1-cpu") == project.tag("1.5-cpu") == digests["1.5.0"]
     assert project.tag("1.4-cpu") == digests["1.4.1"]
@@ -363,7 +364,7 @@ def by_name(client: RegistryClient, repo: str, variant: str = "cpu") -> tuple[le
 
 
 def test_a_promotion_reads_the_ledger_by_name_and_lists_the_tags_once(project, monkeypatch):
-    """Invariant 5 and the cost of issue 11: after the upgrade, a promotion's plan reads the ledger
+    """Invariant 5 and its cost: after the upgrade, a promotion's plan reads the ledger
     without the tag list of the release repository, and its reconcile lists it exactly once."""
     client, repo = project.client, project.settings.release.repository
     old_records(client, repo, 6)
@@ -382,7 +383,7 @@ def test_a_promotion_reads_the_ledger_by_name_and_lists_the_tags_once(project, m
         ledger.clear_cache()
         listed.clear()
         out = project.promote(version)
-        # the window after the checkpoint's state, never the whole list (invariant 7)
+        # the window after the checkpoint's state, never the whole list (invariant 6)
         mine = [x for x in listed if x.startswith(repo)]
         assert len(mine) == 1 and mine[0].startswith(f"{repo} after ledger.cpu."), (version,
                                                                                     listed)
@@ -390,7 +391,7 @@ def test_a_promotion_reads_the_ledger_by_name_and_lists_the_tags_once(project, m
         assert out.plan.ledger_view.state is not None
     view, requests = by_name(client, repo)
     assert view is not None and requests <= 3 + ledger.CHECKPOINT_EVERY
-    assert list(view.records) == ledger.read_each(client, repo, "cpu") == list(reads(client,
+    assert list(view.records) == read_each(client, repo, "cpu") == list(reads(client,
                                                                                       repo)[0].records)
     assert [r.parent for r in view.records[-3:]] == [r.id for r in view.records[-4:-1]]
 
@@ -431,7 +432,7 @@ def test_a_record_off_the_chain_is_found_by_the_next_listing(project):
     assert out.checkpoint is not None  # due because the listing held a record the plan missed
     view, _ = by_name(client, repo)
     assert view is not None and [r.version for r in view.records] == ["1.0.0", "1.0.1", "1.1.0"]
-    assert list(view.records) == ledger.read_each(client, repo, "cpu")
+    assert list(view.records) == read_each(client, repo, "cpu")
     assert project.tag("1.0-cpu") == digest  # 1.0.1 claims the digest 1.0.0 has; 1.1.0 moved on
     assert project.tag("latest-cpu") == project.tag("1.1.0-cpu")
 
@@ -449,7 +450,7 @@ def test_concurrent_promoters_on_a_chained_ledger_lose_no_record_and_agree(proje
     digests = {v: project.candidate(settings=s) for v, s in zip(versions, states)}
     errors = project.promote_at_once(versions, states)
     assert errors == []
-    every = ledger.read_each(client, repo, "cpu")
+    every = read_each(client, repo, "cpu")
     assert len(every) == 5 and list(reads(client, repo)[0].records) == every
     assert project.tag("latest-cpu") == project.tag("2-cpu") == digests["2.0.0"]
     assert project.tag("1-cpu") == project.tag("1.5-cpu") == digests["1.5.0"]
@@ -459,12 +460,12 @@ def test_concurrent_promoters_on_a_chained_ledger_lose_no_record_and_agree(proje
     project.candidate()
     project.promote("2.1.0")
     view, _ = by_name(client, repo)
-    assert view is not None and list(view.records) == ledger.read_each(client, repo, "cpu")
+    assert view is not None and list(view.records) == read_each(client, repo, "cpu")
 
 
 def full_fold(client: RegistryClient, repo: str, variant: str = "cpu"):
     """The fold of every record the tags list (the reference for a fold from a state)."""
-    return ledger.View(variant=variant, records=tuple(ledger.read_each(client, repo, variant))
+    return ledger.View(variant=variant, records=tuple(read_each(client, repo, variant))
                        ).fold()
 
 
@@ -515,7 +516,7 @@ def test_a_late_record_sends_the_reconcile_to_the_whole_history(project):
     head = ledger.read_head(client, repo, "cpu")
     assert head is not None and head.state is not None
     newest = ledger.id_time(head.newest)
-    late = dataclasses.replace(ledger.read_each(client, repo, "cpu")[0], version="1.5.0",
+    late = dataclasses.replace(read_each(client, repo, "cpu")[0], version="1.5.0",
                                id=ledger.new_id("cpu", newest - dt.timedelta(seconds=30)),
                                parent="")
     body = late.to_json()  # written without the head, as a paused writer's record lands
@@ -602,7 +603,7 @@ def test_checkpoints_seal_segments_and_every_reader_sees_every_record(project, m
     manifest = client.get_manifest(repo, ledger.checkpoint_tag("cpu")).json()
     assert len(ledger._segments(manifest)) >= 3, manifest
     view, _ = reads(client, repo)
-    assert list(view.records) == ledger.read_each(client, repo, "cpu") and len(view.records) == 14
+    assert list(view.records) == read_each(client, repo, "cpu") and len(view.records) == 14
     assert view.covered >= 12
     first = ledger._parse_checkpoint(ledger._get_blob(client, repo, manifest["config"]["digest"]),
                                      manifest["config"]["digest"], "cpu")
@@ -677,7 +678,7 @@ def test_a_checkpoint_blob_the_registry_lost_changes_no_read(project, lost):
     client.request("DELETE", f"{repo}/blobs/{victim}", [f"repository:{repo}:pull,push,delete"],
                    "deleting a checkpoint blob", ok=(202,))
     view, _ = reads(client, repo)
-    assert list(view.records) == ledger.read_each(client, repo, "cpu") and len(view.records) == 7
+    assert list(view.records) == read_each(client, repo, "cpu") and len(view.records) == 7
     # (the state layer is not needed for the full read when it holds no pending records)
     assert (view.problem is not None) == (lost == "segment")
     assert ledger.read_head(client, repo, "cpu") is None or lost == "segment"
@@ -689,7 +690,7 @@ def test_a_checkpoint_blob_the_registry_lost_changes_no_read(project, lost):
     digest = project.candidate()
     ledger.clear_cache()
     project.promote("1.1.0")
-    assert project.tag("latest-cpu") == digest and len(ledger.read_each(client, repo, "cpu")) == 8
+    assert project.tag("latest-cpu") == digest and len(read_each(client, repo, "cpu")) == 8
 
 
 def test_a_state_that_disagrees_with_the_tags_is_not_trusted(project):
@@ -747,14 +748,14 @@ def test_a_rerun_after_a_kill_between_record_and_head_writes_no_second_record(pr
     with pytest.raises(KeyboardInterrupt):
         project.promote("1.1.0")
     monkeypatch.setattr(RegistryClient, "put_manifest", real)
-    killed = [r.id for r in ledger.read_each(client, repo, "cpu") if r.version == "1.1.0"]
+    killed = [r.id for r in read_each(client, repo, "cpu") if r.version == "1.1.0"]
     assert len(killed) == 1 and ledger.read_head(client, repo, "cpu").newest != killed[0]
     ledger.clear_cache()
     lines: list[str] = []
     out = project.promote("1.1.0", report=lines.append)
     assert any("adopting it" in line for line in lines), lines
     assert project.tag("latest-cpu") == digest
-    assert [r.id for r in ledger.read_each(client, repo, "cpu") if r.version == "1.1.0"] == killed
+    assert [r.id for r in read_each(client, repo, "cpu") if r.version == "1.1.0"] == killed
     assert out.record == killed[0]
     assert client.get_manifest(repo, ledger.head_tag("cpu")).raw == client.get_manifest(
         repo, killed[0]).raw

@@ -250,7 +250,7 @@ def test_release_pipeline_promotes_trains_and_uploads(
     )
     assert out["upload"]["url"].endswith("/linear-demo/1.0.0")
     assert verified["digest"] in json.dumps(manifest)
-    # issue 13: the promoted image's Paddle, and the model checked in it against its references
+    # the promoted image's Paddle, and the model checked in it against its references
     assert (manifest["paddle_version"], manifest["paddle_version_from"]) == ("3.0.0", "image")
     assert out["check"]["status"] == "passed"
     check = json.loads(

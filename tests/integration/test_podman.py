@@ -130,7 +130,7 @@ def test_an_imported_rootfs_keeps_its_tag_and_a_plain_http_push_is_one_line(on_p
     image_id = engine.import_rootfs(str(tar_path), ref)
     try:
         assert engine.image_exists(ref) and engine.image_id(ref) == image_id
-        from paddlecd.localstack import RegistryServer, free_port
+        from paddlecd.registry.embedded import RegistryServer, free_port
 
         plain = RegistryServer(tmp_path / "plain", port=free_port()).start()
         try:

@@ -11,9 +11,9 @@ import pytest
 
 from paddlecd import config, engine
 from paddlecd.errors import ConfigError, NotFoundError, RegistryAuthError, RegistryError
-from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry.auth import Credentials
 from paddlecd.registry.client import RegistryClient, client_for, open_reference
+from paddlecd.registry.embedded import RegistryServer, free_port
 
 from support import ROOT
 from support.oci_images import push_image, push_index
@@ -179,7 +179,7 @@ def test_open_reference_and_delete(registry_env):
         client.resolve(repo, "gone")
 
 
-# ------------------------------------------ Docker credentials as the CLI reads them (issue 12)
+# ------------------------------------------ Docker credentials as the CLI reads them
 
 def _docker_home(tmp_path, monkeypatch, cfg: dict, helpers: dict[str, str]):
     """config.json ``cfg`` in DOCKER_CONFIG, ``docker-credential-<name>`` scripts first on PATH."""
@@ -219,7 +219,7 @@ def test_per_host_helper_failure_is_named_on_the_real_registry(registry, tmp_pat
         RegistryClient(registry.host, ca_file=str(registry.ca_file)).list_tags(_repo())
 
 
-# ------------------------------------------ the base is pulled with push's credentials (issue 12)
+# ------------------------------------------ the base is pulled with push's credentials
 
 def _tiny_rootfs(tmp_path) -> str:
     tar_path = tmp_path / "rootfs.tar"
@@ -267,7 +267,7 @@ def test_build_pulls_the_base_with_the_env_credentials_push_uses(registry, tmp_p
         engine.remove_image(f"{base.rsplit(':', 1)[0]}@{digest}")
 
 
-# ------------------------------------------ a local image ID is not a manifest digest (issue 12)
+# ------------------------------------------ a local image ID is not a manifest digest
 
 @pytest.fixture
 def pushed_local_image(registry_env, tmp_path):
@@ -282,29 +282,29 @@ def pushed_local_image(registry_env, tmp_path):
 
 
 def test_image_id_is_refused_by_verify_promote_deploy_and_upload(pushed_local_image):
-    from paddlecd.artifacts import manifest
-    from paddlecd.cluster import deploy
+    from paddlecd.artifacts import manifest as am
+    from paddlecd.deployment import stage as deploy
     from paddlecd.release import plan
-    from paddlecd.verify import run as verify
+    from paddlecd.verify import run as smoke
 
     settings, repo, digest, image_id = pushed_local_image
     assert image_id != digest
     wrong = f"{settings.registry.url}/{repo}@{image_id}"
     pushed = f"{settings.registry.url}/{repo}@{digest}"
     refusals = {
-        "verify": lambda: verify.target(settings, None, wrong),
+        "verify": lambda: smoke.target(settings, None, wrong),
         "promote": lambda: plan.plan_promotion(settings, variant="cpu", version="1.0.0",
                                                digest=image_id),
         "deploy": lambda: deploy.resolve(settings, release=None, image=wrong, variant=None),
-        "upload": lambda: manifest.parse_image(wrong),
+        "upload": lambda: am.parse_image(wrong),
     }
     for name, attempt in refusals.items():
         with pytest.raises(ConfigError, match="names an image ID") as info:
             attempt()
         assert pushed in info.value.hint, name  # the pushed digest (RepoDigests) is the way out
-    assert verify.target(settings, None, pushed) == pushed  # the manifest digest itself passes
+    assert smoke.target(settings, None, pushed) == pushed  # the manifest digest itself passes
     assert deploy.resolve(settings, release=None, image=pushed, variant=None).reference == pushed
-    assert manifest.parse_image(pushed)["digest"] == digest
+    assert am.parse_image(pushed)["digest"] == digest
 
 
 def test_config_blob_digest_is_recognised_in_the_registry_alone(client):

@@ -2,8 +2,8 @@
 
 Images are uploaded with paddlecd's own client (tests/integration/oci_images.py); evidence and
 candidate records are written with paddlecd.verify.evidence exactly as verify/push write them, and
-the evidence is signed and attached to the digest with paddlecd.verify.attested.publish as verify
-does (each Project has its own key pair, trusted through release.trusted_keys).
+the evidence is signed and attached to the digest with paddlecd.verify.registry_store.publish as
+verify does (each Project has its own key pair, trusted through release.trusted_keys).
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import pytest
 
 from paddlecd import config
 from paddlecd.errors import ConfigError, PromotionError
-from paddlecd.localstack import RegistryServer, free_port
+from paddlecd.image import candidate
 from paddlecd.registry.client import OCI_INDEX, client_for
+from paddlecd.registry.embedded import RegistryServer, free_port
 from paddlecd.release import ledger
 from paddlecd.release import promote as release
-from paddlecd.verify import attested, evidence, keys
+from paddlecd.verify import evidence, keys, registry_store
 
 from support import ROOT
 from support.oci_images import push_image
@@ -64,7 +65,7 @@ class Project:
         s = settings or self.settings
         digest = push_image(self.client, s.registry.repository, f"{variant}-{uuid.uuid4().hex[:7]}")
         reference = f"{s.candidate_repo}@{digest}"
-        evidence.save_candidate(s, variant, reference=reference, digest=digest, tag="cpu-test")
+        candidate.save_candidate(s, variant, reference=reference, digest=digest, tag="cpu-test")
         self.evidence(digest, variant, passed=passed, age_hours=age_hours, settings=s)
         return digest
 
@@ -88,7 +89,7 @@ class Project:
         self.out.mkdir(exist_ok=True)
         (self.out / "junit.xml").write_text('<testsuite name="smoke"/>')
         (self.out / "smoke.log").write_text("smoke log\n")
-        return attested.publish(settings or self.settings, record, self.out)
+        return registry_store.publish(settings or self.settings, record, self.out)
 
     def promote(self, version=None, *, settings=None, **kw):
         return release.promote(
@@ -169,8 +170,8 @@ def test_promote_to_another_repository_mounts_blobs(project, registry):
     # (envelope, config) and the JUnit/log referrer (empty config, two files) mounted, the empty
     # config once for both referrers (then present), their three manifests written
     assert out.attestation_copied == {"mounted": 6, "present": 1, "copied": 3}
-    proof = attested.check(project.settings, project.client, project.settings.release.repository,
-                           digest, "cpu")
+    proof = registry_store.check(project.settings, project.client,
+                                 project.settings.release.repository, digest, "cpu")
     assert record.attestation == proof.location.rsplit("@", 1)[1]
     assert [name for name, _ in out.phases] == [
         "plan",
@@ -466,7 +467,7 @@ def test_promote_to_another_registry_copies_only_missing_blobs(registry_env, tmp
         copied = out.attestation_copied
         assert copied["copied"] + copied["present"] == 10 and copied["present"] <= 1, copied
         target = client_for(p.settings, other.host)
-        assert attested.check(p.settings, target, p.settings.release.repository, digest,
+        assert registry_store.check(p.settings, target, p.settings.release.repository, digest,
                               "cpu").passed
         assert target.resolve(p.settings.release.repository, "latest-cpu").digest == digest
         assert release.find(p.settings, "2.0.0-cpu").reference.startswith(other.host)

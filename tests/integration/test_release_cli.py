@@ -45,7 +45,7 @@ def test_promote_cli_plan_confirm_write_list(registry_env, tmp_path):
 
 
 def test_promote_cli_json_is_the_release(registry_env, tmp_path):
-    """issue 12: --json puts exactly one document on stdout — the plan on --dry-run, the release
+    """--json puts exactly one document on stdout — the plan on --dry-run, the release
     after --yes, the same release (record found in the ledger, nothing written) on a re-run."""
     p = Project(tmp_path)
     digest = p.candidate()

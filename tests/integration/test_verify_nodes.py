@@ -1,7 +1,7 @@
 """``verify --nodes 2`` for real: the collective checks as 2 containers on one network (gloo), on
 the Paddle CPU image of the ``paddle_image`` fixture pushed to the TLS + htpasswd test registry;
 each rank's logs copied out of its container before it is removed; and a rank that cannot reach
-the master fails fast with the address named (issue 14). The Kubernetes path is tested against a
+the master fails fast with the address named. The Kubernetes path is tested against a
 scripted API server in tests/unit/test_verify_nodes_k8s.py (no API server can run here)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from paddlecd import engine
 from paddlecd.cluster.render import Target
-from paddlecd.verify import nodes
+from paddlecd.verify import nodes as multinode
 from paddlecd.verify import run as smoke
 
 from support import project_settings
@@ -39,16 +39,16 @@ def test_two_node_verify_passes_and_lists_both_nodes(image_by_digest, registry, 
                         on_line=lines.append)
     assert done.passed, [c.message for c in done.failed] or lines[-30:]
     names = [c.name for c in done.record.checks]
-    assert names == list(nodes.WORKERS.values())
+    assert names == list(multinode.WORKERS.values())
     allreduce, dp = done.record.checks
     assert allreduce.metrics["world_size"] == 2 and allreduce.metrics["backend"] == "gloo"
-    assert dp.metrics["relative_difference"] <= nodes.DP_RTOL
+    assert dp.metrics["relative_difference"] <= multinode.DP_RTOL
     facts = done.record.nodes
     assert [f["rank"] for f in facts] == [0, 1] and done.record.node_count == 2
     assert len({f["hostname"] for f in facts}) == 2 and all(f["gpus"] == 0 for f in facts)
-    assert all(f["transport"] == nodes.GLOO for f in facts)  # CPU: gloo, no NCCL transport
+    assert all(f["transport"] == multinode.GLOO for f in facts)  # CPU: gloo, no NCCL transport
     assert allreduce.metrics["transport"] == "none/gloo" and done.record.to_json()["nodes"] == facts
-    for worker in nodes.WORKERS:  # every rank's logs, copied out before the containers went
+    for worker in multinode.WORKERS:  # every rank's logs, copied out before the containers went
         for rank in (0, 1):
             own = tmp_path / "out" / "logs" / worker / f"rank-{rank}.log"
             assert f"rendezvous: rank {rank} on " in own.read_text(), own
@@ -67,12 +67,12 @@ def test_a_rank_that_cannot_reach_the_master_fails_fast_naming_it(settings, imag
     out.mkdir()
     out.chmod(0o777)
     started = time.monotonic()
-    ran = nodes.run_local(settings, Target(image_by_digest, "cpu"), nodes=2, gpus_per_node=0,
+    ran = multinode.run_local(settings, Target(image_by_digest, "cpu"), nodes=2, gpus_per_node=0,
                           out=out, on_line=lambda _: None, master="no-such-master.invalid:36543",
                           timeout=5)
     assert time.monotonic() - started < 90  # the launcher alone would wait until the deadline
     (check,) = ran.checks  # the run stops at the first failed job
-    assert not check.passed and check.name == nodes.WORKERS["allreduce"]
+    assert not check.passed and check.name == multinode.WORKERS["allreduce"]
     assert "rank 1" in check.message
     assert "cannot reach the master no-such-master.invalid:36543 within 5s" in check.message
     failed = (out / "logs" / "allreduce" / "rank-1.log").read_text()  # kept though the rank failed

@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     import tempfile
 
-    from paddlecd.localstack import RegistryServer, free_port
+    from paddlecd.registry.embedded import RegistryServer, free_port
 
     root = Path(tempfile.mkdtemp(prefix="paddlecd-base-seed-"))
     config.stash[_SEED] = (RegistryServer(root, port=free_port()).start(), root)

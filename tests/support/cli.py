@@ -47,7 +47,7 @@ _KEYS: dict[str, str] = {}
 
 
 def signing_env() -> dict[str, str]:
-    """One key pair per test process (issue 10): verify signs with it, promotion trusts it."""
+    """One key pair per test process: verify signs with it, promotion trusts it."""
     if not _KEYS:
         from paddlecd.verify import keys
 
@@ -59,9 +59,9 @@ def signing_env() -> dict[str, str]:
 
 def cli_env(registry: Any, state: Path, **extra: str) -> dict[str, str]:
     """This process's environment (with what fixtures such as ``registry_env`` and ``s3_env`` set)
-    for a user of ``registry`` (a :class:`paddlecd.localstack.RegistryServer`, or ``None``): its
-    Docker config, host and CA, with the state folder and lock file under ``state`` and this
-    process's build cache scope, plus ``extra``."""
+    for a user of ``registry`` (a :class:`paddlecd.registry.embedded.RegistryServer`, or
+    ``None``): its Docker config, host and CA, with the state folder and lock file under ``state``
+    and this process's build cache scope, plus ``extra``."""
     env = {**os.environ, "PADDLECD_STATE_DIR": str(state),
            "PADDLECD_LOCK_FILE": str(state / "lock.yaml"),
            "PADDLECD_BUILD_CACHE_SCOPE": CACHE_SCOPE, **signing_env()}

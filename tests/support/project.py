@@ -25,7 +25,7 @@ def project_settings(state: Path, *, registry: Any = None, lock_file: Path | Non
     """Settings for the real project files, with the state folder ``state`` and the lock file
     ``lock_file`` (default ``state/lock.yaml``) so a test never touches the checkout's .paddlecd or
     lock, and this process's :data:`CACHE_SCOPE`. ``registry`` is a
-    :class:`paddlecd.localstack.RegistryServer` to point at (host and CA);
+    :class:`paddlecd.registry.embedded.RegistryServer` to point at (host and CA);
     ``flags`` are dotted keys as for :func:`paddlecd.config.load`. The environment is not read."""
     base: dict[str, Any] = {"state_dir": str(state),
                             "lock_file": str(lock_file or state / "lock.yaml"),

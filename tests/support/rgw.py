@@ -29,7 +29,7 @@ import requests as http
 
 from paddlecd import proc
 from paddlecd.errors import StorageError
-from paddlecd.localstack import free_port
+from paddlecd.registry.embedded import free_port
 
 HINT = "bash scripts/stack.sh rgw (apt-get install ceph-mon ceph-osd radosgw)"
 _ACCESS = re.compile(r'beast: \S+: (\S+ - \S+ \[[^]]+\] "[A-Z]+ \S+ [^"]+" \d+)')

@@ -1,4 +1,4 @@
-"""Detecting a paddle.jit.save export folder (issue 4). Files are stand-ins: only names matter here;
+"""Detecting a paddle.jit.save export folder. Files are stand-ins: only names matter here;
 tests/integration uses real exports written by Paddle."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Building and validating the artifact manifest against its JSON schema (issue 4)."""
+"""Building and validating the artifact manifest against its JSON schema."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Validation of model names, versions and store URLs, and the stores' settings (issue 4)."""
+"""Validation of model names, versions and store URLs, and the stores' settings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from paddlecd import config
-from paddlecd.artifacts import transfer as artifacts
+from paddlecd.artifacts import transfer as arts
 from paddlecd.artifacts.manifest import check_name, check_version
 from paddlecd.artifacts.storage import FileStore, Location, open_store, parse_url
 from paddlecd.config import StorageSettings
@@ -78,8 +78,8 @@ def test_bad_urls(url, message):
 
 def test_default_store_is_a_folder_under_the_state_dir(tmp_path):
     s = config.load(root=tmp_path, environ={})
-    assert artifacts.default_store_url(s) == f"file://{tmp_path.resolve()}/.paddlecd/artifacts"
-    store = artifacts.store_for(s)
+    assert arts.default_store_url(s) == f"file://{tmp_path.resolve()}/.paddlecd/artifacts"
+    store = arts.store_for(s)
     assert (
         isinstance(store, FileStore)
         and store.root == tmp_path.resolve() / ".paddlecd" / "artifacts"
@@ -88,22 +88,22 @@ def test_default_store_is_a_folder_under_the_state_dir(tmp_path):
 
 def test_split_model_urls(tmp_path):
     s = config.load(root=tmp_path, environ={})
-    assert artifacts.split_model_url("s3://models/paddle/ocr-det/1.4.0", s, parts=2) == (
+    assert arts.split_model_url("s3://models/paddle/ocr-det/1.4.0", s, parts=2) == (
         "s3://models/paddle",
         ["ocr-det", "1.4.0"],
     )
-    assert artifacts.split_model_url("s3://models/ocr-det", s, parts=1) == (
+    assert arts.split_model_url("s3://models/ocr-det", s, parts=1) == (
         "s3://models",
         ["ocr-det"],
     )
-    assert artifacts.split_model_url("ocr-det/1.4.0", s, parts=2)[1] == ["ocr-det", "1.4.0"]
-    assert artifacts.split_model_url("file:///srv/m/ocr-det", s, parts=1) == (
+    assert arts.split_model_url("ocr-det/1.4.0", s, parts=2)[1] == ["ocr-det", "1.4.0"]
+    assert arts.split_model_url("file:///srv/m/ocr-det", s, parts=1) == (
         "file:///srv/m",
         ["ocr-det"],
     )
     for bad in ("s3://models/1.4.0", "ocr-det", "file:///ocr-det/1.4.0"):
         with pytest.raises(ConfigError):
-            artifacts.split_model_url(bad, s, parts=2)
+            arts.split_model_url(bad, s, parts=2)
 
 
 @pytest.mark.parametrize(

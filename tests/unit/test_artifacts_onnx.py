@@ -1,10 +1,11 @@
-"""The ONNX output of artifacts.check (issue 13), without containers: the pins, ONNX Runtime
+"""The ONNX output of artifacts.check, without containers: the pins, ONNX Runtime
 parity on a real ONNX model (built with onnx.helper, run by the pinned onnxruntime), the record in
 check.json and the manifest, and what upload accepts. The conversion itself runs in the runtime
 image: tests/integration/test_artifacts_onnx_in_image.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -48,10 +49,27 @@ def _refs(folder: Path, *, offset: float = 0.0) -> None:
     np.savez(folder / am.REFERENCE_OUTPUTS, output_0=x @ W + offset)
 
 
+def _loader():
+    """smoke/workers/check_export.py, the one maker of feeds (it runs in the image; numpy only
+    for these functions)."""
+    spec = importlib.util.spec_from_file_location(
+        "check_export", ROOT / "smoke" / "workers" / "check_export.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _parity(tmp_path, **kw):
-    return onnx_out.parity(_linear_onnx(tmp_path / "m.onnx", **kw), tmp_path,
-                           inputs=[{"name": "x", "shape": [-1, 4], "dtype": "float32"}],
-                           batches=(1, 3), rtol=onnx_out.ONNX_RTOL, atol=onnx_out.ONNX_ATOL)
+    """Parity on the feeds the loader saves for batches 1 and 3, as artifacts.check runs it."""
+    loader, batches = _loader(), (1, 3)
+    inputs = [{"name": "x", "shape": [-1, 4], "dtype": "float32"}]
+    refs = loader.references(np, str(tmp_path))
+    fed = {b: loader.inputs_for(np, inputs, refs, b) for b in batches}
+    out = tmp_path / "out"
+    out.mkdir()
+    feeds = loader.save_feeds(np, str(out), fed)
+    return onnx_out.parity(_linear_onnx(tmp_path / "m.onnx", **kw), out, feeds=feeds,
+                           batches=batches, rtol=onnx_out.ONNX_RTOL, atol=onnx_out.ONNX_ATOL)
 
 
 def test_the_pins_are_the_ones_in_pyproject():
@@ -239,3 +257,10 @@ def test_a_loader_that_died_after_loading_fails_the_check():
                                                          "passed": False, "code": "mismatch"}])
     failed = model_check._record(stopped, "m", "img", "paddle-pir-json", 1.0, {})
     assert [c.code for c in failed.failed] == ["mismatch"]  # the loader stopped at a failure
+
+
+def test_a_batch_the_loader_fed_nothing_fails_parity(tmp_path):
+    """The host makes no feeds of its own: without the loader's, each batch is a failed case."""
+    cases = onnx_out.parity(_linear_onnx(tmp_path / "m.onnx"), tmp_path, feeds=None,
+                            batches=(1, 3), rtol=onnx_out.ONNX_RTOL, atol=onnx_out.ONNX_ATOL)
+    assert [(c["passed"], c["code"]) for c in cases] == [(False, "error")] * 2

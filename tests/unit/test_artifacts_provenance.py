@@ -1,4 +1,4 @@
-"""Truthful manifests (issue 13): the InputSpec is read from the export's program, the Paddle
+"""Truthful manifests: the InputSpec is read from the export's program, the Paddle
 version is the producing image's (or given), never the uploading host's. The PIR programs in
 tests/data/artifacts were written by paddle.jit.save (Paddle 3.0.0, InputSpec([None, 4]))."""
 
@@ -100,7 +100,7 @@ def test_check_names_an_unknown_release_as_release_show_does(monkeypatch, tmp_pa
     repository, exit class 2 (ConfigError), not the registry's raw 404. (The registry's answer is
     faked: the real lookup is registry.pin, tested against distribution elsewhere.)"""
     from paddlecd import config
-    from paddlecd.artifacts import check
+    from paddlecd.artifacts import check as model_check
     from paddlecd.errors import NotFoundError
     from paddlecd.registry import client as registry
 
@@ -110,6 +110,6 @@ def test_check_names_an_unknown_release_as_release_show_does(monkeypatch, tmp_pa
     monkeypatch.setattr(registry, "pin", missing)
     s = config.load({"state_dir": str(tmp_path)}, root=Path(__file__).resolve().parents[2])
     with pytest.raises(ConfigError) as e:
-        check.resolve_image(s, "9.9.9-cpu")
+        model_check.resolve_image(s, "9.9.9-cpu")
     assert e.value.cause == f"unknown release 9.9.9-cpu in {s.release_repo}"
     assert "release.list" in e.value.hint

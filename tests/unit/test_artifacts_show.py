@@ -1,4 +1,4 @@
-"""artifacts.show (issue 13) on a file:// store: the manifest and the stored check of one version,
+"""artifacts.show on a file:// store: the manifest and the stored check of one version,
 as lines for people and as one JSON document. (The S3 side: tests/integration/
 test_artifacts_onnx_in_image.py, against Ceph RGW.)"""
 

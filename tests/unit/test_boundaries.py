@@ -1,4 +1,4 @@
-"""The closed boundaries of issue 9: subprocess only in proc.py, print only in the CLI layer,
+"""The closed boundaries: subprocess only in proc.py, print only in the CLI layer,
 docker-py options only in engine.py, ``import paddlecd.cluster`` without the client libraries."""
 
 from __future__ import annotations

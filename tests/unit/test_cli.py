@@ -197,18 +197,19 @@ def test_upload_refuses_dot_dot_in_an_s3_prefix_before_any_request(tmp_path):
 
 def test_upload_re_checks_links_after_its_plan(tmp_path):
     """A file swapped for a link between the plan (shown to the user) and the upload is refused."""
-    from paddlecd.artifacts import storage, transfer
+    from paddlecd.artifacts import storage
+    from paddlecd.artifacts import transfer as arts
     from paddlecd.errors import ConfigError
 
     out, secret = _export_leaking(tmp_path)
     (out / "model.pdiparams").unlink()
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = storage.FileStore(tmp_path / "store")
-    plan = transfer.plan_upload(store, out, name="demo", version="1.0.0")
+    plan = arts.plan_upload(store, out, name="demo", version="1.0.0")
     (out / "model.pdiparams").unlink()
     (out / "model.pdiparams").symlink_to(secret)
     with pytest.raises(ConfigError, match="is a symlink to .*outside the export folder"):
-        transfer.upload(store, plan)
+        arts.upload(store, plan)
     assert not (tmp_path / "store").exists()
 
 
@@ -242,7 +243,7 @@ def test_local_deploy_never_re_owns_an_existing_output_folder(tmp_path):
 def test_an_unreachable_kubernetes_api_is_one_line_exit_9(tmp_path):
     """No API server runs here: a kubeconfig pointing at a closed local port stands in for a cluster
     that is down; nothing can be created, and the user gets one line, not urllib3's traceback."""
-    from paddlecd.localstack import free_port
+    from paddlecd.registry.embedded import free_port
 
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(f"""apiVersion: v1
@@ -299,7 +300,7 @@ def test_pipeline_promote_options_are_checked_before_anything_runs(tmp_path, arg
 def test_a_kubernetes_hostpath_model_is_not_taken_for_a_local_folder(tmp_path):
     """On k8s a `path:` output is a hostPath on some node: upload must not read this machine's
     folder."""
-    from paddlecd.cluster import deploy
+    from paddlecd.deployment import stage as deploy
 
     s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
     image = "127.0.0.1:5000/p/q@sha256:" + "a" * 64
@@ -379,7 +380,8 @@ def test_local_deploy_pulls_with_the_credentials_verify_uses(tmp_path, monkeypat
     takes registry.auth.engine_credentials: the pair for the configured registries only. No
     engine here: the pull and the containers are recorded, not run."""
     from paddlecd import engine
-    from paddlecd.cluster import deploy, local
+    from paddlecd.cluster import local
+    from paddlecd.deployment import stage as deploy
     from paddlecd.registry.auth import Credentials
 
     monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "ci")

@@ -20,7 +20,7 @@ from paddlecd.image import bootstrap, lock
 from paddlecd.pipeline import affected, report
 from paddlecd.pipeline.records import StageRun, Summary, VariantRun
 from paddlecd.verify import evidence, keys, suite
-from paddlecd.verify import run as verify
+from paddlecd.verify import run as smoke
 
 from support import forkserver
 
@@ -224,7 +224,7 @@ def _verified(tmp_path, checks):
     record = evidence.Evidence(digest=DIGEST, reference="r/p@" + DIGEST, variant="cpu",
                                passed=passed, created="2026-12-01T00:00:00Z",
                                checks=tuple(evidence.Check(**c) for c in checks))
-    return verify.Verified(reference="r/p@" + DIGEST, passed=passed, record=record,
+    return smoke.Verified(reference="r/p@" + DIGEST, passed=passed, record=record,
                            evidence_path=tmp_path / "e.json", out_dir=tmp_path)
 
 
@@ -283,12 +283,13 @@ def test_doctor_rows_render_and_decide_the_exit():
 
 
 def test_listing_a_model_that_is_not_there_is_an_error(tmp_path):
-    from paddlecd.artifacts import storage, transfer
+    from paddlecd.artifacts import storage
+    from paddlecd.artifacts import transfer as arts
 
     store = storage.open_store(f"file://{tmp_path}", config.load(root=ROOT, environ={}).storage)
-    assert transfer.list_versions(store, "ocr-det") == []
+    assert arts.list_versions(store, "ocr-det") == []
     with pytest.raises(StorageError, match=f"no model named 'ocr-det' in file://{tmp_path}"):
-        transfer.list_model(store, "ocr-det")
+        arts.list_model(store, "ocr-det")
 
 
 # ---------------------------------------------------------------- --json results
@@ -310,7 +311,7 @@ def test_json_result_prints_records_as_their_json(capsys):
 def test_artifacts_list_json_is_the_versions_on_stdout(tmp_path):
     out = tmp_path / "export"
     out.mkdir()
-    # a real PIR program (upload reads its InputSpec, issue 13); the parameters are stand-ins
+    # a real PIR program (upload reads its InputSpec); the parameters are stand-ins
     (out / "model.json").write_bytes((ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     store = f"file://{tmp_path / 'store'}"
@@ -367,13 +368,13 @@ def test_upload_json_errors_stay_on_stderr(tmp_path):
 
 
 def test_demo_reads_only_keys_the_json_results_have():
-    """scripts/demo.sh reads each task's --json document with `field KEY <<<"$VAR"` (issue 12):
+    """scripts/demo.sh reads each task's --json document with `field KEY <<<"$VAR"`:
     every key it reads must be one the record printed by that task has."""
     import dataclasses
     import re
 
     from paddlecd.artifacts.transfer import Uploaded
-    from paddlecd.cluster.deploy import Deployed
+    from paddlecd.deployment import Deployed
     from paddlecd.image.push import Pushed
     from paddlecd.release.promote import Released
 

@@ -61,7 +61,7 @@ def job_file(tmp_path: Path, **changes) -> str:
         (["--release", "1.4-cpu"], "is a moving tag, not a release"),
         (["--release", "1.4.0-cpu", "--image", IMAGE], "give exactly one of --release"),
         (["--image", IMAGE, "--nodes", "two"], "--nodes must be a whole number"),
-        (["--image", IMAGE, "--nodes", "600"], "--nodes 600 is outside 1..512"),  # issue 12
+        (["--image", IMAGE, "--nodes", "600"], "--nodes 600 is outside 1..512"),
         (["--image", IMAGE, "--kind", "mpijob"], "unknown --kind 'mpijob'"),
         (["--image", IMAGE, "--variant", "cu999"], "unknown variant 'cu999'"),
     ],
@@ -119,7 +119,7 @@ def test_dry_run_prints_plan_and_manifests_without_a_cluster(tmp_path):
 
 
 def test_dry_run_json_is_the_deployment_and_its_manifests(tmp_path):
-    """issue 12: a script reads the job id, the digest and the model location from stdout."""
+    """A script reads the job id, the digest and the model location from stdout."""
     import json
 
     env = {

@@ -145,7 +145,7 @@ def test_missing_file(tmp_path):
     assert "examples/train.yaml" in info.value.hint
 
 
-# ------------------------------------------------------- issue 12: complete before anything runs
+# ------------------------------------------------------- complete before anything runs
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from paddlecd.cluster import jobfile, local
 from paddlecd.cluster.render import Target
 from paddlecd.errors import ClusterError, ConfigError
-from paddlecd.verify import nodes
+from paddlecd.verify import nodes as multinode
 
 from support import ROOT, project_settings
 
@@ -59,6 +59,6 @@ def test_verify_nodes_hands_the_pinned_cards_to_the_local_executor(tmp_path, mon
         raise ClusterError("stopped by the test", "nothing ran")
 
     monkeypatch.setattr(local, "run", fake_run)
-    ran = nodes.run_local(project_settings(tmp_path / "state"), Target(IMAGE, "cu126"), nodes=2,
+    ran = multinode.run_local(project_settings(tmp_path / "state"), Target(IMAGE, "cu126"), nodes=2,
                           gpus_per_node=1, out=tmp_path / "out", on_line=lambda _: None)
     assert seen == [(1, ["4", "5"])] and not ran.checks[0].passed

@@ -1,4 +1,4 @@
-"""The Kubernetes namespace as kubectl picks it (issue 12): cluster.namespace when set, else the
+"""The Kubernetes namespace as kubectl picks it: cluster.namespace when set, else the
 kubeconfig context's, else the in-cluster service account's, else ``default``. Real kubeconfig files
 read by the kubernetes client; no API server is contacted."""
 
@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from paddlecd import config
-from paddlecd.cluster import deploy, k8s
+from paddlecd.cluster import k8s
+from paddlecd.deployment import stage as deploy
 from paddlecd.errors import ClusterError, ConfigError
 
 KUBECONFIG = {
@@ -73,7 +74,7 @@ def test_the_plan_and_its_manifests_use_it(kubeconfig, tmp_path, project_root, m
 
 @pytest.mark.parametrize("text", ["[]\n", "5\n"])
 def test_a_kubeconfig_that_is_not_a_mapping_is_named(tmp_path, monkeypatch, text):
-    """A trial (issue 21): ``KUBECONFIG`` naming a file holding ``[]`` gave namespace ``default`` at
+    """A trial: ``KUBECONFIG`` naming a file holding ``[]`` gave namespace ``default`` at
     dry-run and the client's "list indices must be integers" at deploy."""
     path = tmp_path / "kubeconfig"
     path.write_text(text)
@@ -86,7 +87,7 @@ def test_a_kubeconfig_that_is_not_a_mapping_is_named(tmp_path, monkeypatch, text
 
 
 def test_local_runs_refuse_more_nodes_than_one_machine_holds(tmp_path, project_root, monkeypatch):
-    """A trial (issue 21): ``--cluster local --nodes 512`` got as far as resolving the release;
+    """A trial: ``--cluster local --nodes 512`` got as far as resolving the release;
     the bound is checked before any registry is asked (none runs here)."""
     monkeypatch.chdir(project_root)
     with pytest.raises(ConfigError, match=r"--nodes 512: --cluster local starts one container"):

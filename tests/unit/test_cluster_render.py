@@ -231,7 +231,7 @@ def test_unknown_kind_and_long_job_id_are_refused():
 
 @pytest.mark.parametrize("kind", ["job", "paddlejob"])
 def test_the_script_gets_train_variables_and_the_deprecated_names_for_one_release(kind):
-    """issue 9: TRAIN_* for the script (PADDLECD_* names settings); the deprecated old names carry
+    """TRAIN_* for the script (PADDLECD_* names settings); the deprecated old names carry
     the same values."""
     spec = jobfile.load(JOBS[0])
     [pod_env] = [c["env"] for m in manifests(JOBS[0], kind) for c in _containers(m)]

@@ -90,7 +90,8 @@ def test_engine_kind_is_a_setting_with_its_values_checked(tmp_path):
     settings = config.load({}, root=ROOT, environ={"PADDLECD_ENGINE_KIND": "podman"})
     assert settings.engine.kind == "podman"
     assert config.load({}, root=ROOT, environ={}).engine.kind == "auto"
-    with pytest.raises(ConfigError, match="'engine.kind' is 'Podman': not auto, docker or podman"):
+    with pytest.raises(ConfigError,
+                       match=r"'engine.kind' \(the flag\) is 'Podman': not auto, docker or podman"):
         config.load({"engine.kind": "Podman"}, root=ROOT, environ={})
 
 

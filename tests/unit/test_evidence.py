@@ -10,6 +10,8 @@ import pytest
 
 from paddlecd import config
 from paddlecd.errors import AttestedFailureError, ConfigError, VerifyError
+from paddlecd.files import now_iso
+from paddlecd.image import candidate
 from paddlecd.verify import attestation, evidence
 from paddlecd.verify.attestation import VerifiedAttestation
 from paddlecd.verify.evidence import Check, Evidence
@@ -27,7 +29,7 @@ def record(**changes) -> Evidence:
     checks = tuple(Check(name=f"{m}/test_{m}", passed=True, duration_s=0.5, metrics={"busbw": 1.5})
                    for m in evidence.REQUIRED_CHECKS)
     ev = Evidence(digest=DIGEST, reference=f"reg.example/ci/paddle@{DIGEST}", variant="cpu",
-                  passed=True, created=evidence.now_iso(), checks=checks,
+                  passed=True, created=now_iso(), checks=checks,
                   versions={"paddle": "3.0.0", "driver": None}, duration_s=12.5, revision="f" * 40,
                   junit="/tmp/junit.xml")
     return dataclasses.replace(ev, **changes)
@@ -127,23 +129,23 @@ def test_promotion_accepts_a_typed_passing_predicate_and_refuses_a_failing_one()
 
 
 def test_candidate_keeps_the_shape_scripts_read(settings):
-    path = evidence.save_candidate(settings, "cpu", reference=f"reg/ci/paddle@{DIGEST}",
+    path = candidate.save_candidate(settings, "cpu", reference=f"reg/ci/paddle@{DIGEST}",
                                    digest=DIGEST, tag="cpu-1")
     data = json.loads(path.read_text())
     assert set(data) == {"variant", "reference", "digest", "tag", "pushed"}
     assert data["digest"] == DIGEST and data["reference"] == f"reg/ci/paddle@{DIGEST}"
-    cand = evidence.load_candidate(settings, "cpu")
+    cand = candidate.load_candidate(settings, "cpu")
     assert cand.digest == DIGEST and cand.tag == "cpu-1" and cand.pushed == data["pushed"]
-    assert evidence.load_candidate(settings, "cu126") is None
+    assert candidate.load_candidate(settings, "cu126") is None
 
 
 def test_a_broken_candidate_names_the_field(settings):
-    path = evidence.candidate_path(settings, "cpu")
+    path = candidate.candidate_path(settings, "cpu")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"variant": "cpu", "reference": "r@sha256:1", "tag": "t",
                                 "pushed": "now"}))
     with pytest.raises(ConfigError) as e:
-        evidence.load_candidate(settings, "cpu")
+        candidate.load_candidate(settings, "cpu")
     assert e.value.cause == f"{path}: 'digest' is missing or not a string"
 
 

@@ -141,7 +141,7 @@ def test_a_yaml_file_that_is_not_utf8_is_named(tmp_path):
 
 
 def test_a_write_that_fails_names_the_path_asked_for_never_the_temp_file(tmp_path):
-    """A trial (issue 21): ``release.policy --out <a folder>`` said "Is a directory:
+    """A trial: ``release.policy --out <a folder>`` said "Is a directory:
     /tmp/.trial-state.i0grya_q" (the temp file's name) and wrote nothing."""
     with pytest.raises(IsADirectoryError) as e:
         files.write_text(tmp_path, "x")

@@ -198,17 +198,17 @@ def test_the_lock_task_says_which_file_each_pin_went_to_and_whether_it_changed(
     written. One line per variant: the file its pin is in, and written or unchanged."""
     from invoke import Context
 
-    from paddlecd.cli import image as tasks
+    from paddlecd.cli import image as image_tasks
 
     body = BODY.replace("a: {device: cpu,", "a: {device: cpu, bootstrap: {suite: bookworm, "
                         "wheel: 'paddlepaddle==3.0.0'},")
     s = settings_for(tmp_path, body)
     client = FakeClient({"p/base:3.0.0": DA})
     monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: client)
-    monkeypatch.setattr(tasks, "settings", lambda **flags: s)
-    tasks.lock.body(Context(), variant=["a"])
+    monkeypatch.setattr(image_tasks, "settings", lambda **flags: s)
+    image_tasks.lock.body(Context(), variant=["a"])
     local = tmp_path / "state" / lock.LOCAL_LOCK
     assert capsys.readouterr().out.strip() == f"a: {DA} in {local}: written (per machine)"
     assert not (tmp_path / "lock.yaml").exists()
-    tasks.lock.body(Context(), variant=["a"])
+    image_tasks.lock.body(Context(), variant=["a"])
     assert capsys.readouterr().out.strip() == f"a: {DA} in {local}: unchanged (per machine)"

@@ -1,4 +1,4 @@
-"""Which variants a change touches (issue 6): the rules on file lists, and on a real git
+"""Which variants a change touches: the rules on file lists, and on a real git
 repository."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import yaml
 
 from paddlecd import config
 from paddlecd.errors import ConfigError
-from paddlecd.pipeline import affected as changes
+from paddlecd.pipeline import affected
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import spec as pipeline_spec
 
@@ -22,7 +22,7 @@ ALL = list(VARIANTS)
 
 
 def touched(files, before=None, lock_now=None, lock_before=None):
-    return changes.touched(
+    return affected.touched(
         files,
         variants_now=VARIANTS,
         variants_before=VARIANTS if before is None else before,
@@ -75,7 +75,7 @@ def test_a_moved_lock_entry_touches_that_variant():
 
 def test_own_dockerfile_of_a_variant():
     variants = {**VARIANTS, "cu126": {**VARIANTS["cu126"], "dockerfile": "Dockerfile.trt"}}
-    assert changes.touched(
+    assert affected.touched(
         ["images/Dockerfile.trt"], variants_now=variants, variants_before=variants
     ) == ["cu126"]
 
@@ -104,16 +104,16 @@ def repo(tmp_path):
 
 def test_select_on_a_real_repository(repo):
     s = config.load({}, root=repo, environ={})
-    assert changes.select(s, "main") == []
+    assert affected.select(s, "main") == []
     text = (
         (repo / "images/variants.yaml")
         .read_text()
         .replace("Paddle 2.6.1, CUDA 12.0", "Paddle 2.6.1 on CUDA 12.0")
     )
     (repo / "images/variants.yaml").write_text(text)  # uncommitted edits count too
-    assert changes.select(s, "main") == ["cu120-p261"]
+    assert affected.select(s, "main") == ["cu120-p261"]
     (repo / "smoke" / "test_new.py").write_text("def test_x():\n    pass\n")  # untracked too
-    assert changes.select(s, "main") == ALL
+    assert affected.select(s, "main") == ALL
     pr = pipeline_spec.load(s, "pr")
     sel = pipeline.select(s, pr, base_ref="main")
     assert sel.variants == tuple(ALL) and "since main" in sel.why
@@ -122,5 +122,5 @@ def test_select_on_a_real_repository(repo):
 def test_unknown_base_ref_is_a_clear_error(repo):
     s = config.load({}, root=repo, environ={})
     with pytest.raises(ConfigError) as e:
-        changes.select(s, "origin/nope")
+        affected.select(s, "origin/nope")
     assert "base ref 'origin/nope'" in e.value.cause and "fetch-depth: 0" in e.value.hint

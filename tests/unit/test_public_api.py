@@ -32,7 +32,7 @@ def test_each_client_library_is_imported_by_its_one_module():
     """STYLE §1: one module per external system — docker only in engine.py, boto3/botocore only in
     s3store.py, kubernetes only in cluster/k8s.py.
 
-    One exception, by design (issue 12): registry/auth.py reads Docker credentials as the Docker CLI
+    One exception, by design: registry/auth.py reads Docker credentials as the Docker CLI
     does through docker-py's ``docker.auth`` (config.json + credential helpers, no engine client)
     and catches the ``docker.errors`` it raises; it may import those two submodules and nothing
     else of docker, so the engine client stays behind engine.py.

@@ -1,4 +1,4 @@
-"""Registry answers read by status and OCI error code, and rate limits waited out (issues 11, 12).
+"""Registry answers read by status and OCI error code, and rate limits waited out.
 
 A scripted loopback HTTP server plays the registry (or the proxy in front of it): each test queues
 the answers it wants, in order, and reads back what the client sent. Error wording in the scripted
@@ -124,7 +124,7 @@ def test_internal_error_and_501_are_told_apart(server):
     assert len(Scripted.seen) == 1  # not retried: it will not be implemented on the next try
 
 
-# ------------------------------------------------------------------ rate limits (issue 11)
+# ------------------------------------------------------------------ rate limits
 
 def test_retry_after_seconds_and_http_date():
     now = time.time()

@@ -1,4 +1,4 @@
-"""Docker credentials read as the Docker CLI reads them (issue 12), with real helper executables.
+"""Docker credentials read as the Docker CLI reads them, with real helper executables.
 
 Each test writes a ``docker-credential-<name>`` shell script onto PATH (the helper protocol:
 ``get`` with the server on stdin, JSON ``{"Username", "Secret"}`` on stdout, "credentials not found
@@ -201,7 +201,7 @@ def test_the_engine_client_names_a_broken_config_json_before_docker_py_reads_it(
 
 
 def test_every_registry_client_names_a_broken_config_json_up_front(docker_home, tmp_path):
-    """A trial (issue 21): promote on a registry without auth went ahead with a config.json that
+    """A trial: promote on a registry without auth went ahead with a config.json that
     is not JSON (it was read only on a 401), where push refused it."""
     from paddlecd import config as project_config
     from paddlecd.errors import ConfigError

@@ -1,4 +1,4 @@
-"""RegistryClient.each: a few requests at once over twins of one client (issues 10/11: a promotion's
+"""RegistryClient.each: a few requests at once over twins of one client (a promotion's
 time is round trips). No registry is needed: ``fn`` stands in for the requests."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Repository names and tags against the distribution spec's grammar, refused before any request
-(issue 12): the rule is the hint, not "rebuild"."""
+"""Repository names and tags against the distribution spec's grammar, refused before any request:
+the rule is the hint, not "rebuild"."""
 
 from __future__ import annotations
 

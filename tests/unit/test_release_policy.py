@@ -1,4 +1,4 @@
-"""Precedence and moving-tag rules (Semantic Versioning 2.0.0 §11; issue 3)."""
+"""Precedence and moving-tag rules (Semantic Versioning 2.0.0 §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The release as scripts read it (``invoke promote --json``, issue 12): the :class:`Released`
+"""The release as scripts read it (``invoke promote --json``): the :class:`Released`
 record of a promotion's outcome, planned and executed, and of a complete re-run. No services."""
 
 from __future__ import annotations

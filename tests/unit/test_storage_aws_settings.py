@@ -1,4 +1,4 @@
-"""AWS settings given the standard way win over paddlecd's fallbacks (issue 12): retries and
+"""AWS settings given the standard way win over paddlecd's fallbacks: retries and
 checksum behaviour from the environment or the AWS profile reach the botocore client unless the
 project sets storage.checksum_mode itself. The client is built for real; nothing is sent."""
 
@@ -79,7 +79,7 @@ def test_unknown_profile_is_a_config_error(aws, monkeypatch):
 ])
 def test_an_aws_value_botocore_refuses_is_one_line_naming_the_variable(aws, monkeypatch, name,
                                                                          value, fragment):
-    """A trial (issue 21): these ended doctor and upload in botocore's traceback, and
+    """A trial: these ended doctor and upload in botocore's traceback, and
     AWS_MAX_ATTEMPTS=abc was blamed on storage.endpoint_url."""
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as e:

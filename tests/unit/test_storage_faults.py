@@ -1,4 +1,4 @@
-"""File store faults without a real device (issue 12): a write or a flush that fails with ENOSPC is
+"""File store faults without a real device: a write or a flush that fails with ENOSPC is
 a StorageError (exit 8) naming the path, and leaves no temporary file. The real full tmpfs is in
 tests/integration/test_storage_file.py."""
 

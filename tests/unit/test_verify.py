@@ -13,7 +13,7 @@ import pytest
 from paddlecd import config, engine, proc
 from paddlecd.errors import VerifyError
 from paddlecd.verify import drivers
-from paddlecd.verify import run as verify
+from paddlecd.verify import run as smoke
 
 from support import ROOT
 
@@ -89,7 +89,7 @@ def test_parse_junit_turns_properties_into_metrics(tmp_path):
       <testcase classname="test_environment" name="test_gpu_devices_visible" time="0">
         <skipped message="GPU-only"/></testcase>
     </testsuite></testsuites>""")
-    checks = {c.name: c for c in verify.parse_junit(xml)}
+    checks = {c.name: c for c in smoke.parse_junit(xml)}
     allreduce = checks["allreduce/test_allreduce_exact_sums"]
     assert allreduce.metrics == {"world_size": 2, "backend": "gloo"}
     assert checks["environment/test_import_paddle"].passed is False
@@ -122,7 +122,7 @@ def test_gpu_smoke_container_pins_cards_and_shares_ipc(monkeypatch, tmp_path):
     monkeypatch.setattr(drivers, "host_gpus", lambda: ("560.35.03", 2))
     s = config.load(root=ROOT, environ={})
     labels = {"io.paddlecd.device": "gpu", "io.paddlecd.cuda.version": "12.6"}
-    spec = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path)
+    spec = smoke.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path)
     assert (spec.gpus, spec.ipc, spec.shm_size) == (("2", "3"), "host", s.verify.gpu_shm_size)
     assert spec.env["SMOKE_GPUS"] == "2" and spec.env["SMOKE_DEVICE"] == "gpu"
     assert spec.env["SMOKE_EXPECT_CUDA"] == "12.6"
@@ -134,7 +134,7 @@ def test_gpu_smoke_container_pins_cards_and_shares_ipc(monkeypatch, tmp_path):
 def test_cpu_smoke_container_has_no_gpu_parts(tmp_path):
     s = config.load(root=ROOT, environ={})
     labels = {"io.paddlecd.device": "cpu"}
-    spec = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path)
+    spec = smoke.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path)
     kwargs = engine._run_kwargs(spec)
     assert "device_requests" not in kwargs and "ipc_mode" not in kwargs
     assert kwargs["volumes"] == {
@@ -149,10 +149,10 @@ def test_a_smoke_container_is_labelled_by_its_output_folder(tmp_path):
     a run into another folder does not."""
     s = config.load(root=ROOT, environ={})
     labels = {"io.paddlecd.device": "cpu"}
-    one = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path / "a")
-    again = verify.smoke_container(s, "r/x@sha256:" + "b" * 64, labels, tmp_path / "a")
-    other = verify.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path / "b")
-    assert dict(one.labels) == dict(again.labels) == {**verify.out_label(tmp_path / "a"),
+    one = smoke.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path / "a")
+    again = smoke.smoke_container(s, "r/x@sha256:" + "b" * 64, labels, tmp_path / "a")
+    other = smoke.smoke_container(s, "r/x@sha256:" + "a" * 64, labels, tmp_path / "b")
+    assert dict(one.labels) == dict(again.labels) == {**smoke.out_label(tmp_path / "a"),
                                                       engine.OWNER: proc.owner()}
     assert list(one.labels) == ["io.paddlecd.smoke-out", engine.OWNER]  # owner: Ctrl-C stops it
     assert dict(other.labels) != dict(one.labels)
@@ -185,10 +185,10 @@ def test_write_junit_reads_back_as_the_same_checks(tmp_path):
         evidence.Check(name="convergence/test_dp_equals_one", passed=False,
                        message="loss 0.9 != 0.1"),
     ]
-    path = verify.write_junit(checks, tmp_path / "junit.xml", suite="paddlecd verify --nodes 2")
+    path = smoke.write_junit(checks, tmp_path / "junit.xml", suite="paddlecd verify --nodes 2")
     root = ET.parse(path).getroot()
     assert (root.tag, root.get("tests"), root.get("failures")) == ("testsuite", "3", "1")
-    back = {c.name: c for c in verify.parse_junit(path)}
+    back = {c.name: c for c in smoke.parse_junit(path)}
     assert list(back) == [c.name for c in checks]
     assert back["allreduce/test_sums"].metrics == {"busbw_gbps": 0.0, "world_size": 4}
     assert back["allreduce/test_busbw"].skipped and back["allreduce/test_busbw"].passed
@@ -246,12 +246,12 @@ def test_a_world_size_the_user_chose_badly_fails_the_collective_check(monkeypatc
 
 @pytest.mark.parametrize("name", ["1.0.0-cpu", "1.4.0-rc.1-cu126"])
 def test_a_release_name_given_as_image_is_refused_with_its_reference(name):
-    """A trial (issue 21): ``verify --image 1.0.0-cpu`` was looked up as
+    """A trial: ``verify --image 1.0.0-cpu`` was looked up as
     ``docker.io/library/1.0.0-cpu:latest`` ("Docker Hub cannot be reached")."""
     from paddlecd.errors import ConfigError
 
     s = config.load(root=ROOT, environ={})
     with pytest.raises(ConfigError) as e:
-        verify.target(s, None, name)
+        smoke.target(s, None, name)
     assert e.value.cause.startswith(f"--image {name} names a release, not an image")
     assert f"--image {s.release_repo}:{name}" in e.value.hint

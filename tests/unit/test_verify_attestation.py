@@ -297,12 +297,12 @@ def test_require_nodes_needs_a_passing_multi_node_run(pair):
 def test_describe_says_skipped_checks_apart_from_passed_ones():
     """evidence.show printed ``10/10 passed`` for a CPU run whose 2 GPU checks were skipped
     (the trial's demo); a skipped check still counts towards the pass (evidence.Check)."""
-    from paddlecd.verify import attested
+    from paddlecd.verify import registry_store
     from paddlecd.verify.attestation import VerifiedAttestation
     from paddlecd.verify.describe import describe
 
     checks = [{"name": f"environment/t{i}", "passed": True, "skipped": i < 2} for i in range(10)]
-    run = attested.Run(
+    run = registry_store.Run(
         manifest="sha256:" + "a" * 64,
         verified=VerifiedAttestation(
             digest="sha256:" + "b" * 64, name="r/p", keyid="k" * 16, key_source="k.pub",

@@ -1,4 +1,4 @@
-"""Bandwidth expectations, the NCCL transport parser and the summary charts (issue 14), on
+"""Bandwidth expectations, the NCCL transport parser and the summary charts, on
 recorded nccl-tests-style results and NCCL_DEBUG=INFO lines."""
 
 from __future__ import annotations
@@ -178,13 +178,14 @@ def test_verify_jobs_render_as_deploys_indexed_job_and_validate(tmp_path):
 
     from paddlecd import config
     from paddlecd.cluster.render import Target
-    from paddlecd.verify import nodes, nodes_k8s
+    from paddlecd.verify import nodes as multinode
+    from paddlecd.verify import nodes_k8s
 
     from support import ROOT
 
     settings = config.load(root=ROOT, environ={})  # the pods get this checkout's smoke/
     target = Target("registry.example.com/paddlecd/paddle@sha256:" + "4f" * 32, "cpu")
-    docs = [d for w in nodes.WORKERS
+    docs = [d for w in multinode.WORKERS
             for d in nodes_k8s.manifests(settings, target, w, job_id=nodes_k8s.job_id(w),
                                          nodes=2, gpus_per_node=0, namespace="ml",
                                          pull_secret="paddlecd-registry")]
@@ -198,16 +199,17 @@ def test_verify_jobs_render_as_deploys_indexed_job_and_validate(tmp_path):
 
 
 def test_worker_results_become_the_smoke_checks():
-    from paddlecd.verify import nodes
+    from paddlecd.verify import nodes as multinode
 
-    ok = nodes.judge("allreduce", {"world_size": 2, "backend": "gloo", "results": sweep(1.0)},
-                     world_size=2, duration_s=1.0)
+    ok = multinode.judge("allreduce", {"world_size": 2, "backend": "gloo", "results": sweep(1.0)},
+                         world_size=2, duration_s=1.0)
     assert ok.passed and ok.name == "allreduce/test_allreduce_exact_sums"
-    short = nodes.judge("allreduce", {"world_size": 1, "backend": "gloo", "results": sweep(1.0)},
-                        world_size=2, duration_s=1.0)
+    short = multinode.judge("allreduce",
+                            {"world_size": 1, "backend": "gloo", "results": sweep(1.0)},
+                            world_size=2, duration_s=1.0)
     assert not short.passed and "world size 1, expected 2" in short.message
     losses = [0.6, 0.1, 0.06]
-    dp = nodes.judge("train_dp", {"world_size": 2, "losses": losses,
+    dp = multinode.judge("train_dp", {"world_size": 2, "losses": losses,
                                   "single_losses": [0.6, 0.1, 0.06 * (1 + 1e-3)]},
                      world_size=2, duration_s=1.0)
     assert not dp.passed and "relative diff 9.99e-04 > 0.0001" in dp.message

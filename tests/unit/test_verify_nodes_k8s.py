@@ -27,14 +27,15 @@ import yaml
 from paddlecd import config
 from paddlecd.cluster.render import Target
 from paddlecd.errors import ClusterError, ConfigError
-from paddlecd.verify import nodes, nodes_k8s
+from paddlecd.verify import nodes as multinode
+from paddlecd.verify import nodes_k8s
 
 from support import ROOT, clean_env, invoke, project_settings
 from support.k8s_api import API, ROLE, ScriptedAPI, role_allows
 
 NS, SUFFIX, RECORDED = "ml-train", "0a1b2c", "ernie-ft-0a1b2c"
 IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
-JOBS = {w: nodes_k8s.job_id(w, SUFFIX) for w in nodes.WORKERS}
+JOBS = {w: nodes_k8s.job_id(w, SUFFIX) for w in multinode.WORKERS}
 GOLDEN = ROOT / "tests" / "data" / "golden" / "cluster" / "verify-nodes-2.job.yaml"
 CRD = ROOT / "tests" / "data" / "cluster" / "kubeflow.org_paddlejobs.trimmed.yaml"
 ALLREDUCE = {  # rank 0's result, in smoke/workers/allreduce.py's shape (2 gloo ranks)
@@ -120,7 +121,7 @@ def cluster(tmp_path, monkeypatch):
         s.close()
 
 
-def verify(tmp_path, **kw) -> tuple[nodes.NodeRun, list[str]]:
+def verify(tmp_path, **kw) -> tuple[multinode.NodeRun, list[str]]:
     events: list[str] = []
     ran = nodes_k8s.run_k8s(
         project_settings(tmp_path / "state"), Target(IMAGE, "cpu"), nodes=2, gpus_per_node=0,
@@ -134,10 +135,10 @@ def test_both_checks_run_to_success_and_the_pod_logs_become_the_evidence(cluster
     api = cluster({**routes("allreduce"), **routes("train_dp")})
     ran, events = verify(tmp_path)
 
-    assert [c.name for c in ran.checks] == list(nodes.WORKERS.values())
+    assert [c.name for c in ran.checks] == list(multinode.WORKERS.values())
     assert all(c.passed for c in ran.checks), [c.message for c in ran.checks]
     allreduce, dp = ran.checks
-    assert allreduce.metrics["world_size"] == 2 and allreduce.metrics["transport"] == nodes.GLOO
+    assert allreduce.metrics["world_size"] == 2 and allreduce.metrics["transport"] == multinode.GLOO
     assert dp.metrics["relative_difference"] == 0.0
     assert [f["rank"] for f in ran.facts] == [0, 1] and ran.transports == ()
     assert all(f["transport"] == "none/gloo" for f in ran.facts)
@@ -173,7 +174,7 @@ def test_a_rank_that_cannot_reach_the_master_is_named_from_its_own_log(cluster, 
     ran, _ = verify(tmp_path)
 
     (check,) = ran.checks  # the run stops at the first failed job, as locally
-    assert not check.passed and check.name == nodes.WORKERS["allreduce"]
+    assert not check.passed and check.name == multinode.WORKERS["allreduce"]
     assert check.message.startswith(f"rank 1 (pod {job}-1-q9z4m) exited 3: {why}")
     assert "BackoffLimitExceeded" in check.message  # the Job's own verdict follows
     assert [f["rank"] for f in ran.facts] == [0, 1]  # facts are kept from a failed run too
@@ -245,7 +246,7 @@ def test_rendezvous_report_prints_what_results_parses(tmp_path):
 def manifests(kind: str) -> list[dict]:
     return [
         m
-        for worker in nodes.WORKERS
+        for worker in multinode.WORKERS
         for m in nodes_k8s.manifests(
             project_settings(ROOT / ".paddlecd-unused"),
             Target(reference=IMAGE, variant="cpu", release="1.4.0-cpu", revision="0" * 40),
@@ -297,14 +298,14 @@ def test_the_rendezvous_wait_on_kubernetes_is_tied_to_the_deadline(flags, wait):
         assert command[command.index("--timeout") + 1] == wait
         assert float(wait) < m["spec"]["activeDeadlineSeconds"]
     local = float(wait) if flags.get("verify.rendezvous_timeout") else 60.0  # one machine
-    assert nodes.rendezvous_timeout(s, k8s=False) == local
+    assert multinode.rendezvous_timeout(s, k8s=False) == local
 
 
 def test_a_rendezvous_wait_past_the_deadline_is_refused():
     """The deadline would end the job first, naming no rank: refused before any request."""
     s = project_settings(ROOT / ".paddlecd-unused", **{"verify.rendezvous_timeout": 1800})
     with pytest.raises(ConfigError, match="verify.rendezvous_timeout") as info:
-        nodes.rendezvous_timeout(s, k8s=True)
+        multinode.rendezvous_timeout(s, k8s=True)
     assert "1800" in info.value.cause and info.value.hint
 
 
@@ -392,15 +393,15 @@ def test_gpu_rank_logs_name_the_nccl_transport_per_node(tmp_path):
     (logs / "rank-1" / "workerlog.3").write_text(
         "gpu-b:99:120 [3] NCCL INFO Channel 01/0 : 11[3] -> 12[4] via SHM/direct/direct\n"
     )
-    check = nodes.judge("allreduce", ALLREDUCE, world_size=2, duration_s=1.0)
+    check = multinode.judge("allreduce", ALLREDUCE, world_size=2, duration_s=1.0)
     facts = [{**node(r, "j"), "gpu": "NVIDIA H100 80GB HBM3", "gpus": 8} for r in (1, 0)]
-    ran = nodes.finish([check], facts, [], logs=tmp_path / "logs", gpu=True)
+    ran = multinode.finish([check], facts, [], logs=tmp_path / "logs", gpu=True)
 
     assert [(f["rank"], f["transport"]) for f in ran.facts] == [(0, "IB+P2P"), (1, "SHM")]
     assert ran.transports == ("IB", "P2P", "SHM")
     assert ran.checks[0].metrics["transport"] == "IB+P2P+SHM"
     assert ran.checks[0].metrics["gpu_name"] == "NVIDIA H100 80GB HBM3"
-    quiet = nodes.finish([check], [node(0, "j")], [], logs=tmp_path / "none", gpu=True)
+    quiet = multinode.finish([check], [node(0, "j")], [], logs=tmp_path / "none", gpu=True)
     assert quiet.facts[0]["transport"].startswith("not reported")
 
 
@@ -433,14 +434,14 @@ def test_an_unreachable_api_server_leaves_no_evidence_folder(tmp_path, monkeypat
     the registry (stood in for here: no registry in unit tests;
     tests/integration/test_verify_nodes.py reads them for real), the API server is unreachable,
     and the evidence folder it would have written is not left behind empty."""
-    from paddlecd.verify import run as verify_run
+    from paddlecd.verify import run as smoke
 
     _unreachable_cluster(tmp_path, monkeypatch)
-    monkeypatch.setattr(verify_run, "target", lambda *a: IMAGE)
-    monkeypatch.setattr(verify_run, "_labels", lambda *a, **k: {
+    monkeypatch.setattr(smoke, "target", lambda *a: IMAGE)
+    monkeypatch.setattr(smoke, "_labels", lambda *a, **k: {
         "io.paddlecd.variant": "cpu", "io.paddlecd.device": "cpu"})
     settings = project_settings(tmp_path / "state")
     with pytest.raises(ClusterError):
-        verify_run.verify(settings, image=IMAGE, nodes=2, cluster="k8s")
+        smoke.verify(settings, image=IMAGE, nodes=2, cluster="k8s")
     assert not (settings.state / "verify").exists() or not any(
         (settings.state / "verify").iterdir())

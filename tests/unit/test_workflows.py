@@ -1,4 +1,4 @@
-"""The GitHub Actions workflows are checked here (issue 6): actionlint (with shellcheck when
+"""The GitHub Actions workflows are checked here: actionlint (with shellcheck when
 installed), hadolint on the Dockerfiles, every `invoke` command they run exists with the flags they
 pass, and the rules the issue sets (GPU matrix, approval environment, secrets only through env,
 pinned actions)."""
@@ -198,7 +198,7 @@ def test_secrets_only_through_env_and_actions_pinned(path):
     assert "docker login" not in text or "--password-stdin" in text
 
 
-# ------------------------------------------------------------------ issue 12: workflows not
+# ------------------------------------------------------------------ workflows not
 # injectable
 
 # Contexts a workflow's caller or a pull request's author controls (GitHub's "script injection"
@@ -314,7 +314,7 @@ def test_release_input_check_accepts_good_inputs(given, tmp_path):
         {"INPUT_VARIANT": "$(id)"},
         {
             "INPUT_DIGEST": ""
-        },  # issue 10: the digest is required; its attestation is in the registry
+        },  # the digest is required; its attestation is in the registry
     ],
     ids=lambda g: repr(g)[:50],
 )
@@ -357,7 +357,7 @@ def _trusted_keys_steps() -> list[tuple[str, str]]:
 
 
 def test_release_jobs_that_promote_check_the_trusted_keys_first():
-    """issue 10: the plan and promote jobs stop before paddlecd runs when the trusted-keys folder
+    """The plan and promote jobs stop before paddlecd runs when the trusted-keys folder
     holds no *.pub; each job checks before its first invoke."""
     wf = load(ROOT / ".github/workflows/release.yml")
     for name, job in wf["jobs"].items():

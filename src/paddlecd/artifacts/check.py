@@ -1,6 +1,6 @@
 """The model check: an export loaded INSIDE the runtime image and compared with its references.
 
-Issue 13. ``smoke/workers/check_export.py`` runs in a container of the runtime image (smoke/
+``smoke/workers/check_export.py`` runs in a container of the runtime image (smoke/
 read-only at /smoke, the export read-only at /model, results in /out), the way verify runs the
 smoke suite (:func:`paddlecd.verify.run.smoke_container`). It opens the export with
 ``paddle.inference`` and ``paddle.jit.load``, feeds batch 1 and a second batch size of the
@@ -308,6 +308,35 @@ def check_folder(
             Runtime on this host. ModelCheckError: the image has no Paddle (no record is
             written). EngineError, RegistryError: the image cannot be run.
     """
+    _check_parameters(settings, batch=batch, rtol=rtol, atol=atol, onnx=onnx, opset=opset,
+                      onnx_rtol=onnx_rtol, onnx_atol=onnx_atol)
+    export = am.find_export(folder)
+    specs = program.inputs_of(export.folder, export.prefix, export.format)
+    reference = resolve_image(settings, image)
+    _pull(settings, reference)
+    out = _out_dir(settings, export)
+    flags = {"FLAGS_enable_pir_api": "0"} if no_pir else {}
+    spec = _loader_spec(settings, export, reference, out, specs, rtol=rtol, atol=atol,
+                        batch=batch, env=flags)
+    started = time.monotonic()
+    converted = None
+    try:
+        loader = _run(spec, settings.verify.timeout, on_line)
+        if onnx:  # before the scratch folder goes: parity reads the feeds the loader saved there
+            converted = _onnx(settings, export, loader, out, image=reference, opset=opset,
+                              env=flags, rtol=onnx_rtol, atol=onnx_atol, on_line=on_line)
+    finally:  # the loader's scratch folder: its result is read (the record is stored by save())
+        if not settings.runtime.keep:
+            shutil.rmtree(out, ignore_errors=True)
+    record = _record(loader, name or export.folder.name, reference, export.format,
+                     time.monotonic() - started, flags, converted)
+    save(record, export.folder)
+    return record
+
+
+def _check_parameters(settings: Any, *, batch: int, rtol: float, atol: float, onnx: bool,
+                      opset: int, onnx_rtol: float, onnx_atol: float) -> None:
+    """Refuse bad parameters and a missing loader before any image is pulled (ConfigError)."""
     bad_onnx = onnx and (not 7 <= opset <= 19 or onnx_rtol < 0 or onnx_atol < 0)
     if batch < 2 or rtol < 0 or atol < 0 or bad_onnx:
         raise ConfigError(
@@ -323,12 +352,13 @@ def check_folder(
             f"no smoke/workers/check_export.py under the project root {settings.root}",
             "run from the paddlecd checkout, or set PADDLECD_ROOT to it",
         )
-    export = am.find_export(folder)
-    specs = program.inputs_of(export.folder, export.prefix, export.format)
-    reference = resolve_image(settings, image)
-    _pull(settings, reference)
-    out = _out_dir(settings, export)
-    spec = engine.ContainerSpec(
+
+
+def _loader_spec(settings: Any, export: am.Export, reference: str, out: Path,
+                 specs: tuple[program.InputSpec, ...] | None, *, rtol: float, atol: float,
+                 batch: int, env: dict[str, str]) -> engine.ContainerSpec:
+    """The loader's container: the export read-only at /model, its results in ``out``."""
+    return engine.ContainerSpec(
         image=reference,
         workdir="/tmp",
         keep=settings.runtime.keep,
@@ -344,41 +374,20 @@ def check_folder(
             repr(atol),
             f"1,{batch}",
         ),
-        env={"PYTHONDONTWRITEBYTECODE": "1", **({"FLAGS_enable_pir_api": "0"} if no_pir else {})},
+        env={"PYTHONDONTWRITEBYTECODE": "1", **env},
         mounts=(
             engine.Mount(str(settings.root / "smoke"), "/smoke", read_only=True),
             engine.Mount(str(export.folder.resolve()), "/model", read_only=True),
             engine.Mount(str(out), "/out"),
         ),
     )
-    started = time.monotonic()
-    try:
-        loader = _run(spec, settings.verify.timeout, on_line)
-    finally:  # the loader's scratch folder: its result is read (the record is stored by save())
-        if not settings.runtime.keep:
-            shutil.rmtree(out, ignore_errors=True)
-    flags = {"FLAGS_enable_pir_api": "0"} if no_pir else {}
-    converted = None
-    if onnx:
-        converted = _onnx(settings, export, loader, image=reference, opset=opset, env=flags,
-                          rtol=onnx_rtol, atol=onnx_atol, on_line=on_line)
-    record = _record(
-        loader,
-        name or export.folder.name,
-        reference,
-        export.format,
-        time.monotonic() - started,
-        flags,
-        converted,
-    )
-    save(record, export.folder)
-    return record
 
 
 def _onnx(
     settings: Any,
     export: am.Export,
     loader: dict[str, Any],
+    fed: Path,
     *,
     image: str,
     opset: int,
@@ -387,7 +396,8 @@ def _onnx(
     atol: float,
     on_line: Echo | None,
 ) -> tuple[onnx_out.OnnxOutput | None, list[dict[str, Any]]]:
-    """Convert in the runtime image, check parity here; the loader's cases gain ``onnx/*``."""
+    """Convert in the runtime image, check parity here on the feeds the loader saved in ``fed``;
+    the loader's cases gain ``onnx/*``."""
     (export.folder / f"{export.prefix}.onnx").unlink(missing_ok=True)  # never a stale one
     path, converter = onnx_out.convert(
         settings, export, image=image, python=loader.get("python") or "3.11",
@@ -396,8 +406,8 @@ def _onnx(
         return None, [{"name": "onnx/convert", "passed": False, "code": converter["code"],
                        "message": converter.get("message", "")}]
     batches = tuple(loader["batches"])
-    cases = onnx_out.parity(path, export.folder, inputs=loader.get("inputs"), batches=batches,
-                            rtol=rtol, atol=atol)
+    cases = onnx_out.parity(path, fed, feeds=loader.get("feeds"), batches=batches, rtol=rtol,
+                            atol=atol)
     out = onnx_out.output(path, export.folder, prefix=export.prefix, converter=converter,
                           image=image, cases=cases, rtol=rtol, atol=atol, batches=batches)
     shutil.rmtree(path.parent, ignore_errors=True)
@@ -521,13 +531,14 @@ def check_stored(
     import shutil
     import tempfile
 
-    from paddlecd.artifacts import signature, transfer
+    from paddlecd.artifacts import signature as sig
+    from paddlecd.artifacts import transfer as arts
     from paddlecd.verify import keys
 
-    version = version or _latest(transfer.list_model(store, name), store.url, name)
+    version = version or _latest(arts.list_model(store, name), store.url, name)
     tmp = Path(tempfile.mkdtemp(prefix="paddlecd-check-"))
     try:
-        transfer.download(store, name, version, tmp / "model", trusted=keys.trusted(settings))
+        arts.download(store, name, version, tmp / "model", trusted=keys.trusted(settings))
         record = check_folder(
             settings, tmp / "model", image=image, name=f"{name} {version}", **options
         )
@@ -541,10 +552,9 @@ def check_stored(
             doc = am.with_onnx(doc, record.onnx.to_json(), where=f"{store.url}/{prefix}")
             # the signature names every file of the manifest: signed again with the .onnx, and
             # stored before the manifest that lists it
-            signed = signature.sign(signature.signer_for(settings), tmp / "model",
-                                    [f["path"] for f in doc["files"]], name=name,
-                                    manifest=doc)
-            store.put_bytes(signed.data, prefix + signature.SIGNATURE)
+            signed = sig.sign(sig.signer_for(settings), tmp / "model",
+                              [f["path"] for f in doc["files"]], name=name, manifest=doc)
+            store.put_bytes(signed.data, prefix + sig.SIGNATURE)
             store.put_bytes(am.manifest_bytes(doc), prefix + am.MANIFEST)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,11 +1,11 @@
-"""What an artifact is: a ``paddle.jit.save`` export, its names, and its manifest. Issue 4.
+"""What an artifact is: a ``paddle.jit.save`` export, its names, and its manifest.
 
 A jit.save export is ``<prefix>.pdiparams`` next to the program: ``<prefix>.json`` (Paddle 3.x, PIR)
 or ``<prefix>.pdmodel`` (Paddle 2.x), plus an optional ``<prefix>.pdiparams.info``
 (https://www.paddlepaddle.org.cn/documentation/docs/en/api/paddle/jit/save_en.html). The manifest
 (``manifest.json``, schema ``schemas/artifact-manifest.schema.json``) lists each file's path, size
 and sha256 with the producing image digest, Paddle version, git revision, metrics and creation time.
-Issue 13: the Paddle version is the producing image's (its label) or given, never the uploading
+The Paddle version is the producing image's (its label) or given, never the uploading
 host's; ``input_spec`` is read from the program itself (:mod:`.program`); the reference inputs and
 outputs recorded at export time (:data:`REFERENCE_FILES`) travel with the export.
 No I/O to stores here: :mod:`paddlecd.artifacts.transfer` moves the bytes.
@@ -230,7 +230,8 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
     """
     if not reference:
         return None
-    from paddlecd.registry.client import parse_reference, refuse_image_id
+    from paddlecd.engine import refuse_image_id
+    from paddlecd.registry.client import parse_reference
 
     parse_reference(reference)  # a bare sha256:… is named as a digest without its repository
     m = DIGEST_REF_RE.match(reference)
@@ -239,7 +240,7 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
             f"image reference '{reference}' has no digest",
             "pass the repo@sha256:... reference printed by push",
         )
-    refuse_image_id(parse_reference(reference))  # a local image ID is no manifest digest (issue 12)
+    refuse_image_id(parse_reference(reference))  # a local image ID is no manifest digest
     return {"reference": reference, "digest": m["digest"]}
 
 

@@ -1,6 +1,6 @@
 """The ONNX output of a model check: paddle2onnx in the runtime image, ONNX Runtime parity here.
 
-Issue 13 ("or convert to ONNX for TensorRT/ONNX Runtime"). ``artifacts.check --onnx`` converts the
+For TensorRT and ONNX Runtime servers, ``artifacts.check --onnx`` converts the
 export with the pinned paddle2onnx INSIDE the runtime image (``smoke/workers/to_onnx.py``), so the
 program is read by the Paddle it will be served with, and checks the ``.onnx`` with the pinned
 ONNX Runtime on this host against the export's reference outputs, at batch 1 and the second batch.
@@ -25,6 +25,7 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,6 @@ DEFAULT_OPSET = 13
 # Two fp32 kernel sets (Paddle's and ONNX Runtime's MLAS) sum in different orders: looser than
 # the same-engine check (1e-5/1e-6); 1e-5 absolute is ~100 ulp of a unit-scale float32 output.
 ONNX_RTOL, ONNX_ATOL = 1e-4, 1e-5
-OTHER_DYNAMIC = 8  # a dynamic non-batch dimension without references (as the loader)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,28 +178,39 @@ def opset_of(path: Path) -> int:
     return max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
 
-def parity(path: Path, folder: Path, *, inputs: list[dict[str, Any]] | None,
+def parity(path: Path, folder: Path, *, feeds: Mapping[str, Any] | None,
            batches: tuple[int, ...], rtol: float, atol: float) -> list[dict[str, Any]]:
-    """Run ``path`` with ONNX Runtime (CPU) at each batch size and compare with the references in
-    ``folder`` (rows ``i % n`` of ``reference_inputs.npz``), as the loader does for Paddle.
+    """Run ``path`` with ONNX Runtime (CPU) at each batch size on the arrays the loader fed
+    Paddle, and compare with the outputs it expected.
+
+    Args:
+        folder: where the loader saved them; feeds: its record of them (``loader.json``'s
+            ``feeds``: ``{"<batch>": {"inputs": file, "expected": file or None}}``, written by
+            ``smoke/workers/check_export.py``, the one place the feeds are made).
 
     Returns:
         One case per batch, ``onnxruntime/batch-<n>``, in the loader's form (``name``,
-        ``passed``, ``code``: None, ``fixed-dim`` or ``onnx-mismatch``, ``message``, ``shapes``,
-        ``max_abs_err``). Without references: output shapes only (``max_abs_err`` None).
+        ``passed``, ``code``: None, ``fixed-dim``, ``onnx-mismatch`` or ``error`` for a batch the
+        loader fed nothing, ``message``, ``shapes``, ``max_abs_err``). Without references: output
+        shapes only (``max_abs_err`` None).
     """
     import numpy as np
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    refs = _references(np, folder)
     cases: list[dict[str, Any]] = []
     first: list[list[int]] | None = None
     for batch in batches:
         name = f"onnxruntime/batch-{batch}"
-        feeds, expected = _feeds(np, session, inputs, refs, batch)
+        fed = (feeds or {}).get(str(batch))
+        if fed is None:
+            cases.append(_case(name, "error", "the loader fed Paddle nothing at this batch size "
+                                              "(its load failed: see the cases above)"))
+            continue
+        inputs = dict(np.load(folder / fed["inputs"]))
+        expected = _outputs(np, folder / fed["expected"]) if fed.get("expected") else None
         try:
-            got = session.run(None, feeds)
+            got = session.run(None, inputs)
         except Exception as e:  # noqa: BLE001 - ORT raises its own types; each is a failed case
             cases.append(_case(name, "fixed-dim" if first else "error", str(e)[-1500:]))
             continue
@@ -226,30 +237,10 @@ def _case(name: str, code: str | None, message: str, **extra: Any) -> dict[str, 
     return {"name": name, "passed": code is None, "code": code, "message": message, **extra}
 
 
-def _references(np: Any, folder: Path) -> tuple[dict, list] | None:
-    paths = [folder / f"reference_{k}.npz" for k in ("inputs", "outputs")]
-    if not all(p.is_file() for p in paths):
-        return None
-    ins, outs = (dict(np.load(p)) for p in paths)
-    return ins, [outs[k] for k in sorted(outs, key=lambda k: int(k.rsplit("_", 1)[1]))]
-
-
-def _feeds(np: Any, session: Any, inputs: list[dict[str, Any]] | None, refs: Any,
-           batch: int) -> tuple[dict[str, Any], list | None]:
-    if refs is not None:
-        ins, outs = refs
-        rows = np.arange(batch) % len(next(iter(ins.values())))
-        return {n: ins[n][rows] for n in ins}, [o[rows] for o in outs]
-    rng = np.random.default_rng(0)
-    specs = inputs or [{"name": i.name, "shape": [d if isinstance(d, int) else -1
-                                                  for d in i.shape], "dtype": "float32"}
-                       for i in session.get_inputs()]
-    feeds = {}
-    for s in specs:
-        shape = [batch if i == 0 and d < 0 else OTHER_DYNAMIC if d < 0 else d
-                 for i, d in enumerate(s["shape"])]
-        feeds[s["name"]] = rng.normal(size=shape).astype(s["dtype"])
-    return feeds, None
+def _outputs(np: Any, path: Path) -> list[Any]:
+    """The arrays of an ``output_<i>`` .npz in output order."""
+    outs = dict(np.load(path))
+    return [outs[k] for k in sorted(outs, key=lambda k: int(k.rsplit("_", 1)[1]))]
 
 
 def output(path: Path, folder: Path, *, prefix: str, converter: dict, image: str,

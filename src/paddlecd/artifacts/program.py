@@ -1,6 +1,6 @@
 """What an export's program says about itself: its inputs, read from the file, not from Paddle.
 
-Issue 13: a manifest records the ``InputSpec`` and format of the export, never a guess from the
+A manifest records the ``InputSpec`` and format of the export, never a guess from the
 uploading host. A Paddle 3.x PIR program (``<prefix>.json``) is JSON: each feed is a ``data`` op
 (``"#": "1.data"``) whose attributes name the input, its shape (``-1`` for a dynamic dimension)
 and its dtype. A Paddle 2.x program (``<prefix>.pdmodel``) is a protobuf ``ProgramDesc``, readable

@@ -1,6 +1,6 @@
 """Which Paddle an image carries: its ``io.paddlecd.paddle.version`` label, read where it is.
 
-Issue 13: a manifest's ``paddle_version`` is the producing image's, never the uploading host's.
+A manifest's ``paddle_version`` is the producing image's, never the uploading host's.
 The label is set at build time (``paddlecd.image.build.labels_for``); a local image is asked
 through the engine, any other through the registry (the config blob of ``repo@sha256:…``).
 """

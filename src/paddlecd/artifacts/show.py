@@ -1,6 +1,6 @@
 """One stored model version as a person or a script reads it: ``invoke artifacts.show``.
 
-Issue 13: the manifest (files, format, Paddle version and where it came from, InputSpec, the
+The manifest (files, format, Paddle version and where it came from, InputSpec, the
 producing image, the ONNX output) and the stored model check (``check.json``: status, the image
 it ran in, its cases, the ONNX parity), read from the store, nothing computed anew; and the
 model's signature (``model.sig``) checked against the trusted keys and the manifest
@@ -16,7 +16,7 @@ from typing import Any
 
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import signature as sig
-from paddlecd.artifacts import transfer
+from paddlecd.artifacts import transfer as arts
 from paddlecd.errors import ConfigError, StorageError
 from paddlecd.verify.keys import TrustedKey
 
@@ -121,17 +121,17 @@ def show(store: Any, name: str, version: str | None = None, *,
             or not of the manifest's files.
     """
     if version is None:
-        complete = [v["version"] for v in transfer.list_model(store, name) if v["complete"]]
+        complete = [v["version"] for v in arts.list_model(store, name) if v["complete"]]
         if not complete:
             raise StorageError(f"{store.url}/{name} has no complete version", "upload one first")
         version = complete[-1]
     am.check_name(name)
     prefix = f"{name}/{version}/"
-    doc = transfer.read_manifest(store, prefix)
+    doc = arts.read_manifest(store, prefix)
     if doc is None:
         raise StorageError(f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
                            f"invoke artifacts.list {store.url}/{name}")
-    transfer.check_placed(doc, store, name, version)
+    arts.check_placed(doc, store, name, version)
     checked = None if trusted is None else sig.check(
         store.get_bytes(prefix + sig.SIGNATURE), doc, trusted,
         where=f"{store.url}/{prefix}{sig.SIGNATURE}")

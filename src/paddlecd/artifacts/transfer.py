@@ -1,9 +1,9 @@
-"""Upload, download and list ``paddle.jit.save`` models in an object store. Issue 4.
+"""Upload, download and list ``paddle.jit.save`` models in an object store.
 
 Layout: ``<store>/<name>/<version>/`` holds the export's files and ``manifest.json``, written last,
 so a reader that finds a manifest finds a complete model. Objects under a version with no manifest
 (an interrupted upload) or not named by it are leftovers, removed by the next upload of that version
-and listed as incomplete meanwhile. Two uploads of one version at once (issue 12): each claims the
+and listed as incomplete meanwhile. Two uploads of one version at once: each claims the
 version before writing (``Store.claim``) and writes a new manifest only if none exists, so exactly
 one wins and the other fails with :class:`ConflictError` without touching the winner's files.
 Integrity is the sha256 in the manifest, never the ETag (multipart ETags are not MD5s). Plan, then
@@ -121,7 +121,7 @@ def plan_upload(
 
     When the version holds no manifest there is nothing to compare with, so hashing is deferred to
     :func:`upload`, which runs it on another thread while the bytes move (hashlib releases the GIL):
-    the sha256 then costs no wall time (issue 4: >= 0.95x the throughput of bare boto3).
+    the sha256 then costs no wall time (>= 0.95x the throughput of bare boto3).
 
     Args:
         store: the target store; the model goes under ``<name>/<version>/``.
@@ -131,8 +131,8 @@ def plan_upload(
         paddle_version: recorded as is (``paddle_version_from: flag``).
         image_paddle: the Paddle version the producing image declares (its label, read by
             :func:`paddlecd.artifacts.runtime.paddle_version`); recorded when ``paddle_version``
-            is not given (``paddle_version_from: image``). Never the uploading host's Paddle
-            (issue 13): with neither, ``paddle_version`` is null.
+            is not given (``paddle_version_from: image``). Never the uploading host's Paddle:
+            with neither, ``paddle_version`` is null.
         overwrite: replace a different model already stored under this name and version.
         signer: signs the export (``model.sig``, :mod:`paddlecd.artifacts.signature`), or a
             function returning it, called once the inputs are checked (so a bad input is named
@@ -184,7 +184,7 @@ def plan_upload(
 
 
 def _onnx_record(export: am.Export) -> dict[str, Any] | None:
-    """The folder's ONNX output (issue 13), refused when its parity check failed."""
+    """The folder's ONNX output, refused when its parity check failed."""
     record = am.onnx_record(export)
     if record is not None and record["parity"] == "failed":
         raise ConfigError(
@@ -343,7 +343,7 @@ def _signed_as_planned(plan: UploadPlan, signed: sig.Signed) -> None:
 
 @dataclass(frozen=True)
 class Uploaded:
-    """The result of an upload for scripts (``invoke upload --json``, issue 12).
+    """The result of an upload for scripts (``invoke upload --json``).
 
     Attributes:
         url: ``<store>/<name>/<version>`` of the model. name, version: as given.
@@ -530,7 +530,7 @@ def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
     stored model check's ``status``/``image``/``paddle_version``/``created`` (None: unchecked).
 
     A version without a manifest (an upload running, interrupted or killed) or with an invalid one
-    is listed as incomplete, never an error (issue 12).
+    is listed as incomplete, never an error.
 
     Raises:
         ConfigError: bad name. StorageError: the store failed.

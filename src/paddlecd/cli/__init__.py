@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from paddlecd.cli import artifacts, cluster, doctor, evidence, image, pipeline, release, smoke
+from paddlecd.cli import artifacts, cluster, doctor, evidence, pipeline, release, smoke
+from paddlecd.cli import image as image_tasks
 
-NAMESPACES = (image, smoke, release, evidence, artifacts, cluster, pipeline)
+NAMESPACES = (image_tasks, smoke, release, evidence, artifacts, cluster, pipeline)
 # The verbs of the main flow, also at the top level: `invoke build push verify`, `invoke promote` …
-SHORT_VERBS = (image.lock, image.build, image.push, image.verify, release.promote, cluster.deploy,
-               artifacts.upload, doctor.doctor)
+SHORT_VERBS = (image_tasks.lock, image_tasks.build, image_tasks.push, image_tasks.verify,
+               release.promote, cluster.deploy, artifacts.upload, doctor.doctor)
 
 
 def namespace() -> Collection:

@@ -40,21 +40,9 @@ STORE_HELP = (
     },
 )
 @guarded
-def upload(
-    c,
-    model_dir=None,
-    name=None,
-    version=None,
-    to=None,
-    image=None,
-    metrics=None,
-    paddle_version=None,
-    overwrite=False,
-    dry_run=False,
-    json=False,
-    onnx=False,
-    verbose=False,
-):
+def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metrics=None,
+           paddle_version=None, overwrite=False, dry_run=False, json=False, onnx=False,
+           verbose=False):
     """Upload a paddle.jit.save export to <store>/<name>/<version>/ with a sha256 manifest.
 
     The folder must be one complete export (Paddle 3.x <prefix>.json or 2.x <prefix>.pdmodel,
@@ -74,59 +62,47 @@ def upload(
     Example:
       invoke upload --model-dir out/model --name ocr-det --version 1.4.0 --to s3://models/paddle
     """
-    from paddlecd.artifacts import manifest as artifact_manifest
-    from paddlecd.artifacts import runtime, signature
+    from paddlecd.artifacts import model_upload
     from paddlecd.artifacts import transfer as arts
 
-    given = (("model-dir", model_dir), ("name", name), ("version", version))
-    missing = [f"--{flag}" for flag, value in given if not value]
+    missing = [f"--{flag}" for flag, value in
+               (("model-dir", model_dir), ("name", name), ("version", version)) if not value]
     if missing:
         raise ConfigError(f"upload needs {' '.join(missing)}", "see: invoke --help upload")
     cfg = settings()
-    store = arts.store_for(cfg, to)
-    artifact_manifest.parse_image(image)  # a reference without a digest fails before any lookup
-    image_paddle, unknown = (None, None) if paddle_version else runtime.declared_paddle(cfg, image)
-    if onnx:
-        _convert_for_upload(cfg, Path(model_dir), image, dry_run=dry_run)
-    plan = arts.plan_upload(
-        store,
-        Path(model_dir),
-        name=name,
-        version=version,
-        image=image,
-        metrics=Path(metrics) if metrics else None,
-        paddle_version=paddle_version,
-        overwrite=overwrite,
-        image_paddle=image_paddle,
-        git_revision=artifact_manifest.git_revision(cfg.root),
-        signer=lambda: signature.signer_for(cfg),  # once the inputs are checked
-    )
-    lines = [*plan.lines(), *([f"  paddle version unknown: {unknown}"] if unknown and image
-                              else [])]
-    if plan.export.extra:  # said on every output, not only in the plan's log (a trial)
+    convert = lambda: _convert_for_upload(cfg, Path(model_dir), image, dry_run=dry_run)  # noqa: E731
+    planned = model_upload.plan_model_upload(
+        cfg, Path(model_dir), name=name, version=version, to=to, image=image,
+        metrics=Path(metrics) if metrics else None, paddle_version=paddle_version,
+        overwrite=overwrite, prepare=convert if onnx else None)
+    store, plan, lines = planned.store, planned.plan, planned.lines()
+    if plan.export.extra:  # said on every output, not only in the plan's log
         common.warn(f"{plan.export.folder}: {len(plan.export.extra)} file(s) not part of the "
                     f"jit.save export are not uploaded: {_listed(plan.export.extra)}",
                     "only the export's files are stored (see the plan's skip lines); move the "
                     "others out of --model-dir, or store them under another --name")
     if dry_run:
-        for line in lines:
-            say(line)
-        for quirk in store.quirks():  # probed without writing (artifacts/storage/quirks.py)
-            say(f"  store {quirk.detail}" + (f"\n  hint: {quirk.hint}" if quirk.hint else ""))
-        say("dry run: nothing written")
+        _say_dry_run(lines, store)
         return common.json_result(arts.uploaded(store, plan, executed=False)) if json else None
     with view.stage("upload", f"{name}/{version}", state=cfg.state, verbose=verbose) as st:
         for line in lines:  # the plan: in the log, under the spinner, printed in CI
             st.line(line)
         st.bytes_total(plan.bytes_to_move)
-        arts.upload(store, plan, progress=st.advance)
+        model_upload.upload_model(planned, progress=st.advance)
         st.done(f"{plan.action}, {view.human_bytes(plan.bytes_to_move)} moved")
     if json:
         return common.json_result(arts.uploaded(store, plan, executed=True))
-    result(
-        f"{'unchanged' if plan.action == 'unchanged' else 'uploaded'}: {plan.url} "
-        f"({plan.bytes_to_move} bytes moved)"
-    )
+    done = "unchanged" if plan.action == "unchanged" else "uploaded"
+    result(f"{done}: {plan.url} ({plan.bytes_to_move} bytes moved)")
+
+
+def _say_dry_run(lines: list[str], store) -> None:
+    """An upload's plan, and the store's quirks (probed without writing: storage/quirks.py)."""
+    for line in lines:
+        say(line)
+    for quirk in store.quirks():
+        say(f"  store {quirk.detail}" + (f"\n  hint: {quirk.hint}" if quirk.hint else ""))
+    say("dry run: nothing written")
 
 
 def _listed(names: tuple[str, ...], most: int = 5) -> str:

@@ -2,7 +2,7 @@
 
 The plan goes to stderr; stdout gets the results: ``model: <location>``, the manifests of
 ``deploy --dry-run`` (so ``invoke deploy … --dry-run > job.yaml`` works), the files ``render``
-wrote; with ``deploy --json``, one JSON document (issue 12).
+wrote; with ``deploy --json``, one JSON document.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ DEPLOY_HELP = {
 
 
 def _plan(s, job, release, image, variant, nodes, gpus_per_node, cluster_kind, kind):
-    from paddlecd import cluster as jobs
+    from paddlecd import deployment
 
-    return jobs.plan(s, job=job, release=release, image=image, variant=variant,
+    return deployment.plan(s, job=job, release=release, image=image, variant=variant,
                      nodes=count("nodes", nodes),
                      gpus_per_node=count("gpus-per-node", gpus_per_node),
                      kind=kind, cluster=cluster_kind)
@@ -60,13 +60,13 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
     paddlejob), watches the pods (image pull errors, unschedulable pods, completion, backoff
     limit) and streams rank 0's log. Prints the exported model location on success (hand it to
     `invoke upload`); --json prints job_id, digest, model and the output volume instead
-    (paddlecd.cluster.Deployed).
+    (paddlecd.deployment.Deployed).
     Examples:
       invoke deploy --release 1.4.0-cpu --job examples/train.yaml --nodes 2
       invoke deploy --release 1.4.0-cu126 --job train.yaml --nodes 2 --gpus-per-node 8 \\
         --cluster k8s --dry-run
     """
-    from paddlecd import cluster as jobs
+    from paddlecd import deployment
 
     s = settings()
     if policy and not dry_run:
@@ -79,7 +79,7 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
             say(line)
     if dry_run and json:
         say("dry run: nothing created")
-        return json_result({**jobs.deployed(plan, executed=False).to_json(),
+        return json_result({**deployment.deployed(plan, executed=False).to_json(),
                             "manifests": [*plan.manifests, *extra]})
     if dry_run:
         import yaml
@@ -89,10 +89,10 @@ def deploy(c, job=None, release=None, image=None, variant=None, nodes=None, gpus
     with view.stage("deploy", plan.target.variant, state=s.state, verbose=verbose) as st:
         for line in plan.describe():  # the plan, then the job's events and every rank's log
             st.line(line)
-        location = jobs.run(s, plan, on_event=lambda m: st.line(f"-- {m}"), on_line=st.line)
+        location = deployment.run(s, plan, on_event=lambda m: st.line(f"-- {m}"), on_line=st.line)
         st.done(f"job {plan.job_id} succeeded")
     if json:
-        json_result(jobs.deployed(plan, executed=True))
+        json_result(deployment.deployed(plan, executed=True))
         return location
     result(f"model: {location}")
     return location
@@ -117,10 +117,10 @@ def render(c, job=None, out=None, release=None, image=None, variant=None, nodes=
       invoke cluster.render --release 1.4.0-cu126 --job train.yaml --nodes 2 --gpus-per-node 8 \\
         --out manifests/
     """
-    from paddlecd import cluster as jobs
+    from paddlecd import deployment
 
     if not out:
         raise ConfigError("no output folder given", "pass --out manifests/")
     plan = _plan(settings(), job, release, image, variant, nodes, gpus_per_node, cluster, kind)
-    for path in jobs.render_to(plan, out):
+    for path in deployment.render_to(plan, out):
         result(f"wrote {path}")

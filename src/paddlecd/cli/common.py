@@ -1,7 +1,7 @@
 """What every task shares: the one catch site, the two output streams, progress callbacks and
 flag helpers.
 
-Streams (issue 12): results go to stdout (:func:`result`: what a script would capture: a digest, a
+Streams: results go to stdout (:func:`result`: what a script would capture: a digest, a
 list, a manifest); progress, plans and errors go to stderr (:func:`say`). Library code never prints;
 it takes these as callbacks.
 """
@@ -47,7 +47,7 @@ BEFORE_ERROR: list[Callable[[], None]] = []  # run by the catch site before it p
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The one catch site: a paddlecd error (or an unusable path) becomes ``error: <cause>`` and
     ``hint: <hint>`` on stderr and ``Exit`` with the error's stable code. With ``PADDLECD_DEBUG=1``
-    the traceback is printed first; the exit code stays the same (issue 12)."""
+    the traceback is printed first; the exit code stays the same."""
 
     @functools.wraps(fn)
     def wrapper(c, *args, **kwargs):
@@ -122,7 +122,7 @@ def result(msg: str) -> None:
 
 
 def json_result(value: Any) -> None:
-    """``value`` as one JSON document on stdout (``--json``, issue 12): a record with ``to_json``
+    """``value`` as one JSON document on stdout (``--json``): a record with ``to_json``
     as that, another dataclass as its fields, lists and dicts of them likewise; keys sorted."""
     out.out(json.dumps(_plain(value), sort_keys=True, default=str), highlight=False)
 

@@ -1,5 +1,5 @@
 """Evidence tasks: signing keys and the signed attestations verify attaches to a digest
-(``invoke evidence.*``, issue 10)."""
+(``invoke evidence.*``)."""
 
 from __future__ import annotations
 

@@ -7,11 +7,9 @@ from pathlib import Path
 
 from invoke import task
 
-from paddlecd import git
 from paddlecd.cli import common, view
 from paddlecd.cli.common import VARIANT_HELP, VERBOSE_HELP, count, guarded, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
-from paddlecd.errors import ConfigError
 
 
 @task(
@@ -211,12 +209,9 @@ def verify(
     """
     from paddlecd.verify import run as smoke
 
-    if cluster not in ("local", "k8s"):
-        raise ConfigError(f"--cluster {cluster}: not a cluster kind", "use --cluster local or k8s")
-    if dry_run and cluster != "k8s":
-        raise ConfigError("--dry-run is for --cluster k8s", "drop --dry-run, or add --cluster k8s")
-    given = count("nodes", nodes)  # a string from invoke (default None), checked: issue 12
+    given = count("nodes", nodes)  # invoke passes a string (default None): parsed and checked
     nodes, gpus = 1 if given is None else given, count("gpus-per-node", gpus_per_node)
+    smoke.check_where(nodes, cluster, kind, gpus, dry_run=dry_run)
     if dry_run:
         return _verify_manifests(variant, image, nodes, gpus, kind, json)
     s = settings()
@@ -229,16 +224,7 @@ def verify(
     if json:
         common.json_result(done.record)
     else:
-        result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
-        if done.record.nodes:
-            ranks = ", ".join(f"rank {f['rank']} {f['transport']}" for f in done.record.nodes)
-            result(f"nodes: {done.record.node_count} ({ranks}); logs: {done.out_dir / 'logs'}")
-        result(
-            f"attestation: {done.attestation}"
-            if done.attestation
-            else "attestation: none (no signing key: set verify.signing_key or "
-            "PADDLECD_SIGNING_KEY; promotion needs one)"
-        )
+        _say_verified(done)
     error = done.error()
     if error:
         raise error
@@ -246,36 +232,32 @@ def verify(
         result(f"verified {done.reference}: {done.record.tally}")
 
 
+def _say_verified(done) -> None:
+    """Where verify's evidence, JUnit XML, node logs and attestation went, for a person."""
+    result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
+    if done.record.nodes:
+        ranks = ", ".join(f"rank {f['rank']} {f['transport']}" for f in done.record.nodes)
+        result(f"nodes: {done.record.node_count} ({ranks}); logs: {done.out_dir / 'logs'}")
+    result(
+        f"attestation: {done.attestation}"
+        if done.attestation
+        else "attestation: none (no signing key: set verify.signing_key or "
+        "PADDLECD_SIGNING_KEY; promotion needs one)"
+    )
+
+
 def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
     """``verify --cluster k8s --dry-run``: every check's manifests as YAML (or, ``--json``, one
     JSON document) on stdout; nothing is submitted."""
     import yaml
 
-    from paddlecd.cluster import k8s
-    from paddlecd.cluster.render import Target
-    from paddlecd.verify import nodes as multinode
     from paddlecd.verify import nodes_k8s
     from paddlecd.verify import run as smoke
 
     s = settings()
-    smoke.check_where(nodes, "k8s", kind, gpus_per_node)
     reference = smoke.target(s, None if image else pick_variant(variant), image)
-    run_on = Target(
-        reference=reference, variant=variant or "image", revision=git.revision(s.root).full
-    )
-    docs = []
-    for worker in multinode.WORKERS:
-        docs += nodes_k8s.manifests(
-            s,
-            run_on,
-            worker,
-            job_id=nodes_k8s.job_id(worker),
-            nodes=nodes,
-            gpus_per_node=int(gpus_per_node or 0),
-            kind=kind,
-            namespace=k8s.namespace(s),
-            pull_secret=s.cluster.image_pull_secret,
-        )
+    docs = nodes_k8s.planned_manifests(s, reference, variant=variant or "image", nodes=nodes,
+                                       gpus_per_node=int(gpus_per_node or 0), kind=kind)
     say("dry run: nothing created")
     if as_json:
         return common.json_result({"executed": False, "manifests": docs})

@@ -78,7 +78,7 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
               invoke pipeline.run release --variant cpu --version 1.4.0 --dry-run
     """
     from paddlecd.pipeline import affected, report
-    from paddlecd.pipeline import runner as pl
+    from paddlecd.pipeline import runner as pipeline
     from paddlecd.pipeline import spec as pipeline_spec
 
     fmt = pick_log_format(log_format)
@@ -91,10 +91,10 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
                                           pdef)
     given = tuple(variant or ())
     if dry_run:
-        on_plan(pl.plan_lines(pdef, pl.select(s, pdef, given, base_ref), s, options))
+        on_plan(pipeline.plan_lines(pdef, pipeline.select(s, pdef, given, base_ref), s, options))
         return say("dry run: nothing run, nothing written") if fmt == "text" else None
     try:
-        done = pl.run(s, name, given=given, base_ref=base_ref, resume=resume, options=options,
+        done = pipeline.run(s, name, given=given, base_ref=base_ref, resume=resume, options=options,
                       on_event=on_event, on_line=on_line, on_plan=on_plan)
     finally:
         logs.close()

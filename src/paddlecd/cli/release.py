@@ -88,25 +88,25 @@ def promote(
     Examples: invoke promote --variant cpu --version 1.4.0 --dry-run
               invoke promote --variant cu126 --bump minor --yes --json
     """
-    from paddlecd.release import promote as rel
+    from paddlecd.release import promote as release
 
     s, name = settings(), pick_variant(variant, required_by="promote")
     todo = dict(variant=name, version=version, part=bump, digest=digest, force=force,
                 reason=reason)
     if not yes or dry_run:  # the plan is all there is to see: printed as it comes
-        outcome = rel.promote(s, **todo, execute=False, report=_plan_lines(verbose))
+        outcome = release.promote(s, **todo, execute=False, report=_plan_lines(verbose))
     else:  # the plan and each step in the stage's log (and under its spinner on a terminal)
         with view.stage("promote", name, state=s.state, verbose=verbose) as st:
-            outcome = rel.promote(s, **todo, execute=True,
+            outcome = release.promote(s, **todo, execute=True,
                                   report=lambda m: (st.detail if _timing(m) else st.line)(m))
             st.done(f"{outcome.plan.version}-{name}: "
                     + ("already released" if outcome.plan.noop
                        else f"{view.human_bytes(outcome.bytes_uploaded)} uploaded"))
     if not yes or dry_run:
         _confirmed(outcome, dry_run, yes, "promotion")  # raises unless there is nothing to write
-        return json_result(rel.released(outcome, executed=False)) if json else None
+        return json_result(release.released(outcome, executed=False)) if json else None
     if json:
-        return json_result(rel.released(outcome, executed=True))
+        return json_result(release.released(outcome, executed=True))
     done = "already released" if outcome.plan.noop else "promoted"  # a no-op checks no evidence
     result(
         f"{done} {outcome.plan.version}-{outcome.plan.variant} = {outcome.plan.digest} "
@@ -130,14 +130,14 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
     forward from there. Immutable release tags are never touched.
     Example: invoke release.rollback --variant cpu --to 1.3.2 --yes
     """
-    from paddlecd.release import promote as rel
+    from paddlecd.release import promote as release
 
     if not to:
         raise ConfigError(
             "release.rollback needs --to X.Y.Z", "see: invoke release.list --variant V"
         )
     name = pick_variant(variant, required_by="release.rollback")
-    outcome = rel.rollback(settings(), variant=name, to=to, execute=yes and not dry_run,
+    outcome = release.rollback(settings(), variant=name, to=to, execute=yes and not dry_run,
                            report=_plan_lines())
     if not yes or dry_run:
         return _confirmed(outcome, dry_run, yes, "rollback")
@@ -203,9 +203,9 @@ def _evidence_text(record) -> str:
 @guarded
 def list_(c, variant=None, json=False):
     """Show releases from the ledger: version, variant, digest, when, who, evidence, moving tags."""
-    from paddlecd.release import promote as rel
+    from paddlecd.release import promote as release
 
-    rows = rel.list_releases(settings(), variant)
+    rows = release.list_releases(settings(), variant)
     if json:  # [{"release": <ledger record>, "moving_tags": [...]}]
         return json_result([{"release": record, "moving_tags": tags} for record, tags in rows])
     for record, tags in rows:
@@ -222,10 +222,10 @@ def _stored(s, record) -> list[str]:
     against release.trusted_keys (the ledger names only the one promotion rested on)."""
     from paddlecd.errors import SigningKeyError
     from paddlecd.registry.reference import parse_reference
-    from paddlecd.verify import attested
+    from paddlecd.verify import registry_store
 
     try:
-        runs = attested.lookup(s, parse_reference(f"{s.release_repo}@{record.digest}"))
+        runs = registry_store.lookup(s, parse_reference(f"{s.release_repo}@{record.digest}"))
     except SigningKeyError as e:
         return [f"  stored: not checked ({e.cause})"]
     lines = []
@@ -243,10 +243,10 @@ def _stored(s, record) -> list[str]:
 @guarded
 def show(c, version):
     """Show one release: digest, reference, moving tags on it now, evidence, its ledger history."""
-    from paddlecd.release import promote as rel
+    from paddlecd.release import promote as release
 
     s = settings()
-    for record, tags, history in rel.show(s, version):
+    for record, tags, history in release.show(s, version):
         result(
             f"{record.version}-{record.variant}\n  reference: {s.release_repo}@{record.digest}\n"
             f"  moving tags: {' '.join(tags) or '(none)'}\n  evidence: {_evidence_text(record)}\n"

@@ -4,7 +4,7 @@
 The schema is ``src/paddlecd/schemas/train.schema.json`` (every key is documented there); unknown
 keys are rejected with a "did you mean". After the schema, :func:`parse` rejects quantities the
 engine or the API cannot take and paths that leave their mount, ``with_overrides`` holds the flags
-to the schema's bounds (issue 12), and :func:`check` rejects what is well-formed but impossible:
+to the schema's bounds, and :func:`check` rejects what is well-formed but impossible:
 GPUs on a CPU variant, ``/dev/shm`` larger than the memory limit (a memory-backed emptyDir counts
 against the container's memory), checkpoints outside every writable mount.
 """

@@ -53,7 +53,7 @@ def _config_file() -> str:
 
 
 def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESPACE) -> str:
-    """The namespace jobs go to, as kubectl picks it (issue 12): ``settings.cluster.namespace`` when
+    """The namespace jobs go to, as kubectl picks it: ``settings.cluster.namespace`` when
     set; else the ``namespace`` of the kubeconfig context (``settings.cluster.context`` or the
     current one); else, with no kubeconfig, the in-cluster service account's namespace file; else
     ``default``.

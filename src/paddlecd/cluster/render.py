@@ -30,6 +30,7 @@ from paddlecd.errors import ConfigError
 from paddlecd.registry.reference import parse_reference
 
 KINDS = ("job", "paddlejob")
+CLUSTERS = ("local", "k8s")  # where a job runs: containers on this machine, or Kubernetes
 CONTAINER = "paddle"  # kubeflow PaddleJobDefaultContainerName
 PORT_NAME = (
     "master"  # kubeflow PaddleJobDefaultPortName (its default port, 36543, is the job file default)
@@ -152,7 +153,7 @@ def environment(spec: JobSpec, target: Target, job_id: str) -> dict[str, str]:
     }
 
 
-# The training script's contract: TRAIN_*. Not PADDLECD_*, which names settings (issue 9), and
+# The training script's contract: TRAIN_*. Not PADDLECD_*, which names settings, and
 # not PADDLE_*, which belongs to Paddle itself (paddle.distributed.launch reads PADDLE_JOB_ID,
 # PADDLE_MASTER…; context/args_envs.py) and is left to the PaddleJob operator (see _paddlejob).
 TRAIN_ENV = ("TRAIN_OUTPUT", "TRAIN_MODEL", "TRAIN_CHECKPOINT_DIR", "TRAIN_RELEASE", "TRAIN_IMAGE")

@@ -96,29 +96,13 @@ def watch(
     next_progress = started + PROGRESS_EVERY
     while True:
         for pod in k8s.pods(api, ns, job_id):
-            _look(
-                api,
-                manifests,
-                pod,
-                state,
-                on_event=on_event,
-                on_line=on_line,
-                pending_timeout=pending_timeout,
-                secret=secret,
-            )
+            _look(api, manifests, pod, state, on_event=on_event, on_line=on_line,
+                  pending_timeout=pending_timeout, secret=secret)
         outcome = _outcome(k8s.job_conditions(api, job))
         if outcome:
             _drain(api, state, on_line)
-            kind, reason, message = outcome
-            if kind == "ok":
-                on_event(f"{job['kind']} {ns}/{job_id} completed")
-                return
-            raise ClusterError(
-                f"{job['kind']} {ns}/{job_id} failed: {reason}: {message}"[:400],
-                "rank 0 log tail:\n" + "\n".join(state.tail)
-                if state.tail
-                else f"kubectl -n {ns} describe job {job_id}",
-            )
+            _finish(job, outcome, state, on_event)
+            return
         if time.monotonic() >= next_progress:  # a quiet job still shows it is being watched
             next_progress += PROGRESS_EVERY
             on_event(f"{job['kind']} {ns}/{job_id}: {_summary(state)} after {_since(started)}")
@@ -128,6 +112,22 @@ def watch(
                 f"kubectl -n {ns} describe job {job_id}; raise the timeout (verify.timeout)",
             )
         time.sleep(poll)
+
+
+def _finish(job: dict[str, Any], outcome: tuple[str, str, str], state: _State,
+            on_event: Echo) -> None:
+    """Say the job completed, or raise ClusterError with its reason and rank 0's log tail."""
+    ns, job_id = job["metadata"]["namespace"], job["metadata"]["name"]
+    kind, reason, message = outcome
+    if kind == "ok":
+        on_event(f"{job['kind']} {ns}/{job_id} completed")
+        return
+    raise ClusterError(
+        f"{job['kind']} {ns}/{job_id} failed: {reason}: {message}"[:400],
+        "rank 0 log tail:\n" + "\n".join(state.tail)
+        if state.tail
+        else f"kubectl -n {ns} describe job {job_id}",
+    )
 
 
 def _summary(state: _State) -> str:

@@ -2,5 +2,6 @@
 
 Modules: :mod:`.variants` (images/variants.yaml), :mod:`.lock` (base tag → digest pins),
 :mod:`.bootstrap` (the CPU base from debootstrap + PyPI), :mod:`.build` (BuildKit build, labels,
-secrets), :mod:`.push` (push, digest read-back, the candidate record).
+secrets), :mod:`.push` (push, digest read-back), :mod:`.candidate` (the record of the last push
+that verify and promote take), :mod:`.provenance` (how it was built, a signed SLSA referrer).
 """

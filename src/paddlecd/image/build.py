@@ -195,7 +195,7 @@ def pull_base(settings: Settings, entry: lock.LockEntry, *, on_line: Echo | None
 
     BuildKit pulls ``FROM`` with the Docker CLI's config.json only, so with
     ``PADDLECD_REGISTRY_USERNAME``/``PASSWORD`` (and no ``docker login``) a base in the configured
-    registry failed with 401 while push worked (issue 12). The engine API pulls it first with those
+    registry failed with 401 while push worked. The engine API pulls it first with those
     credentials; the daemon's BuildKit then resolves ``FROM repo@digest`` in the local image store.
     The pair goes to the configured registries only, as everywhere (registry.client.client_for).
 
@@ -233,8 +233,7 @@ def build(
         # The builder probe (CLI subprocesses, ~0.1 s on the 2-core VM) and the engine client's
         # connect + ping (0.02-0.1 s) run while the variant, the lock and git are read; the later
         # calls then find them cached, or raise their errors themselves (lru_cache keeps no
-        # exceptions); git's calls likewise. Issue 11, profiled with bench_build_push.py
-        # --profile-cold.
+        # exceptions); git's calls likewise. Profiled with bench_build_push.py --profile-cold.
         pool.submit(engine.pick_builder, settings.build.docker_cli)
         pool.submit(engine.client)
         pool.submit(git.revision, settings.root)  # the tag and labels wait for these two

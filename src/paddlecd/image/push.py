@@ -21,10 +21,10 @@ from paddlecd import engine
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, PaddlecdError, RegistryAuthError, RegistryError
 from paddlecd.image import variants
+from paddlecd.image.candidate import save_candidate
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
 from paddlecd.types import Echo
-from paddlecd.verify.evidence import save_candidate
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
     """Push the last build of ``variant_name`` (recorded by build) and record it as the candidate.
 
     The candidates folder is checked writable before anything is pushed, so a successful push is
-    never left without its record (issue 12). With a signing key configured
+    never left without its record. With a signing key configured
     (:func:`paddlecd.verify.keys.configured`), the build's signed SLSA provenance is pushed as a
     referrer of the digest; the key is loaded before the image is pushed.
 

@@ -2,5 +2,6 @@
 
 Modules: :mod:`.spec` (pipeline files and selection), :mod:`.runner` (run, resume, summary),
 :mod:`.stages` (what each stage kind does), :mod:`.report` (console, JSON lines, GitHub step
-summary), :mod:`.affected` (the variants a change touches).
+summary), :mod:`.records` (the run's summary and events), :mod:`.affected` (the variants a
+change touches).
 """

@@ -1,6 +1,6 @@
 """Which variants a change touches: ``git diff`` against a base ref, mapped to image variants.
 
-Rules (issue 6), for the files changed between the merge base of ``base_ref`` and the work tree:
+Rules, for the files changed between the merge base of ``base_ref`` and the work tree:
 
 * ``smoke/**``, ``images/Dockerfile``, ``images/.dockerignore`` → every variant (all images run
   them);

@@ -27,9 +27,8 @@ from typing import Any
 from paddlecd import files, git
 from paddlecd.config import Settings
 from paddlecd.errors import Interrupted, PaddlecdError, PipelineError
-from paddlecd.pipeline import report as pipeline_report
+from paddlecd.pipeline import report, stages
 from paddlecd.pipeline import spec as pipeline_spec
-from paddlecd.pipeline import stages
 from paddlecd.pipeline.records import Event, StageRun, Summary, VariantRun
 from paddlecd.pipeline.spec import PipelineDef, Selection, StageDef, plan_lines, select
 
@@ -132,7 +131,7 @@ class Runner:
     def save(self) -> Path:
         """Write summary.json (atomically) and summary.md; point ``latest`` at this run."""
         path = files.write_json(self.folder / "summary.json", self.summary.to_json())
-        (self.folder / "summary.md").write_text(pipeline_report.markdown(self.summary))
+        (self.folder / "summary.md").write_text(report.markdown(self.summary))
         (self.folder.parent / "latest").write_text(self.summary.run_id + "\n")
         return path
 
@@ -357,5 +356,5 @@ def run(
     try:
         summary = runner.run()
     finally:
-        pipeline_report.to_step_summary(runner.summary)
+        report.to_step_summary(runner.summary)
     return Result(summary, folder)

@@ -1,7 +1,7 @@
 """Pipeline stage kinds: one registry entry per kind, each calling the one package function that
 does the work, for one variant.
 
-:data:`KINDS` is the only table of kinds (issue 9): an entry says what the kind runs, what it
+:data:`KINDS` is the only table of kinds: an entry says what the kind runs, what it
 changes outside this machine (shown in the plan and ``--dry-run``), what it outputs, which outputs
 are shown on its line, which kinds it needs earlier in the run and which parameters (``with:``) it
 takes.
@@ -74,11 +74,11 @@ def push(ctx: StageContext) -> None:
 
 def verify(ctx: StageContext) -> None:
     """Smoke suite inside the pushed digest (verify.verify); a failed check raises VerifyError."""
-    from paddlecd.verify import run as ver
+    from paddlecd.verify import run as smoke
 
     # the digest this run pushed (also on resume); without a push stage, the variant's candidate
     reference = ctx.inputs.get("push", {}).get("reference")
-    result = ver.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
+    result = smoke.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
     record = result.record
     ctx.outputs.update(
         reference=result.reference,
@@ -122,15 +122,15 @@ def promote(ctx: StageContext) -> None:
 
 
 def deploy(ctx: StageContext) -> None:
-    """Run the training job on the promoted release (cluster.plan + cluster.run)."""
-    from paddlecd import cluster
+    """Run the training job on the promoted release (deployment.plan + deployment.run)."""
+    from paddlecd import deployment
 
     p, release = ctx.params, ctx.inputs.get("promote", {}).get("release")
     if not release:
         raise PipelineError(
             "deploy needs a promote stage before it in the pipeline", "add '- stage: promote' first"
         )
-    plan = cluster.plan(
+    plan = deployment.plan(
         ctx.settings,
         job=str(ctx.settings.path(p["job"])),
         release=release,
@@ -142,16 +142,14 @@ def deploy(ctx: StageContext) -> None:
     for line in plan.describe():
         ctx.on_line(line)
     ctx.outputs.update(job_id=plan.job_id, image=plan.target.reference)
-    ctx.outputs["model"] = cluster.run(
+    ctx.outputs["model"] = deployment.run(
         ctx.settings, plan, on_event=ctx.on_line, on_line=ctx.on_line
     )
 
 
 def upload(ctx: StageContext) -> None:
-    """Upload the model the deploy stage exported (artifacts.plan_upload + upload)."""
-    from paddlecd.artifacts import manifest as artifact_manifest
-    from paddlecd.artifacts import runtime, signature
-    from paddlecd.artifacts import transfer as artifacts
+    """Upload the model the deploy stage exported (:mod:`paddlecd.artifacts.model_upload`)."""
+    from paddlecd.artifacts import model_upload
 
     model, promoted = ctx.inputs.get("deploy", {}).get("model"), ctx.inputs.get("promote", {})
     if not model or model.startswith(("claim:", "node:")):
@@ -160,38 +158,34 @@ def upload(ctx: StageContext) -> None:
             "upload from where the volume is mounted: "
             "invoke upload --model-dir … --name … --version …",
         )
-    store = artifacts.store_for(ctx.settings, ctx.params.get("to"))
-    plan = artifacts.plan_upload(
-        store,
+    planned = model_upload.plan_model_upload(
+        ctx.settings,
         Path(model).parent,
         name=ctx.params["name"],
         version=promoted["version"],
-        image=promoted.get("reference"),
+        to=ctx.params.get("to"),
+        image=promoted.get("reference"),  # the promoted image trained it: its Paddle is recorded
         overwrite=bool(ctx.params.get("overwrite")),
-        git_revision=artifact_manifest.git_revision(ctx.settings.root),
-        # the promoted image trained it: its Paddle, not this host's
-        image_paddle=runtime.declared_paddle(ctx.settings, promoted.get("reference"))[0],
-        signer=signature.signer_for(ctx.settings),
     )
-    for line in plan.lines():
+    for line in planned.lines():
         ctx.on_line(line)
-    artifacts.upload(store, plan)
+    plan = model_upload.upload_model(planned)
     ctx.outputs.update(url=plan.url, action=plan.action, bytes=plan.bytes_to_move)
 
 
 def check(ctx: StageContext) -> None:
     """Check the uploaded model inside the promoted image (artifacts.check.check_stored); a
-    model that does not load or match its references raises ModelCheckError (issue 13)."""
+    model that does not load or match its references raises ModelCheckError."""
     from paddlecd.artifacts import check as model_check
     from paddlecd.artifacts import onnx as onnx_out
-    from paddlecd.artifacts import transfer as artifacts
+    from paddlecd.artifacts import transfer as arts
 
     uploaded, promoted = ctx.inputs.get("upload", {}), ctx.inputs.get("promote", {})
-    base, (name, version) = artifacts.split_model_url(uploaded["url"], ctx.settings, parts=2)
+    base, (name, version) = arts.split_model_url(uploaded["url"], ctx.settings, parts=2)
     p = ctx.params
     record = model_check.check_stored(
         ctx.settings,
-        artifacts.store_for(ctx.settings, base),
+        arts.store_for(ctx.settings, base),
         name,
         version,
         image=p.get("image") or promoted.get("reference"),
@@ -242,7 +236,7 @@ class Kind:
             in the plan (DESIGN.md "plan, then act"); None for local work.
         outputs: the keys it puts in ``ctx.outputs``; key_outputs: those shown on its line and in
             the step summary.
-        needs: kinds that must run before it (checked before anything runs, issue 6); reads: kinds
+        needs: kinds that must run before it (checked before anything runs); reads: kinds
             whose outputs it uses when present. Both arrive in ``ctx.inputs``.
         params: JSON Schema of its ``with:`` parameters (merged into pipeline.schema.json on load).
         required_params: True when ``with:`` must be given. grouping: how variants share workers.

@@ -3,7 +3,7 @@
 The decision comes from the status and the error codes of the spec's error body
 ``{"errors": [{"code", "message", "detail"}]}`` (opencontainers/distribution-spec ``spec.md``,
 "Error Codes"; distribution adds ``TOOMANYREQUESTS`` and ``UNAVAILABLE``), never from the wording of
-a message (issue 12). A non-empty body that is not that JSON (an HTML page, plain text) was written
+a message. A non-empty body that is not that JSON (an HTML page, plain text) was written
 by something in front of the registry — a proxy or load balancer — and is reported as such; HTTP 413
 is always a proxy's request-body cap (the registry itself answers ``SIZE_INVALID``).
 Retry decisions use the same reading (:func:`retryable`).

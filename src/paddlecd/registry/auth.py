@@ -5,7 +5,7 @@ Credentials come from the standard places only (DESIGN.md: Docker config.json or
 ``config.json`` (``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``) read as the Docker CLI
 reads it (docker/cli ``getConfiguredCredentialStore``): ``credHelpers.<host>``, else ``credsStore``,
 and only when the helper has no entry, ``auths.<host>``: a stale plaintext ``auths`` entry never
-beats the store ``docker push`` uses (issue 12). The lookup itself is docker-py's ``docker.auth``,
+beats the store ``docker push`` uses. The lookup itself is docker-py's ``docker.auth``,
 which runs ``docker-credential-<name> get`` (docker/docker-credential-helpers protocol) and parses
 its stdout only: a helper's warnings on stderr go to the terminal, never into the JSON. This module
 is the one place besides :mod:`paddlecd.engine` that imports docker-py, and only ``docker.auth``

@@ -24,7 +24,6 @@ from urllib.parse import quote, urljoin
 from paddlecd.errors import (
     ConfigError,
     NotFoundError,
-    PaddlecdError,
     RegistryAuthError,
     RegistryError,
     RegistryRateLimitError,
@@ -35,7 +34,7 @@ from paddlecd.registry.transport import Sized, Transport
 from paddlecd.types import Echo
 
 __all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for",
-           "open_reference", "pin", "refuse_image_id", "ACCEPT"]
+           "open_reference", "pin", "ACCEPT"]
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -53,7 +52,7 @@ WIDTH = 4
 
 
 def _read(repository: str) -> str:
-    """The token scope of a read: ``pull`` only (issue 12: read-only accounts must read)."""
+    """The token scope of a read: ``pull`` only (read-only accounts must read)."""
     return scope(repository, "pull")
 
 
@@ -118,7 +117,7 @@ class RegistryClient(Transport):
         ``stats`` (add them back with ``stats.update``), the same credentials, tokens and manifest
         cache (dicts, whose single operations are atomic), so it needs no new login.
 
-        Used to overlap independent requests (issue 10/11: promotion time is round trips).
+        Used to overlap independent requests (promotion time is round trips).
         """
         other = copy.copy(self)
         other.session = type(self.session)()
@@ -233,7 +232,7 @@ class RegistryClient(Transport):
     def _manifest_request(self, method: str, repository: str, reference: str, what: str,
                           ok: tuple[int, ...] = (200,)) -> Any:
         """A manifest read. A digest that fails is checked for being a blob instead: distribution
-        answers ``manifests/<config digest>`` with HTTP 500 UNKNOWN (issue 12, "free space")."""
+        answers ``manifests/<config digest>`` with HTTP 500 UNKNOWN ("free space")."""
         try:
             return self.request(method, f"{repository}/manifests/{reference}", [_read(repository)],
                                 what, ok=ok, headers={"Accept": ACCEPT})
@@ -455,8 +454,8 @@ def client_for(settings: Any, registry: str | None = None, *,
     # another one (a base on Docker Hub, say); those use Docker's config.json / credential helpers
     # only.
     configured = host in (settings.registry.url, settings.release.registry)
-    # named up front, as engine.client() does: a broken file was read only on the first 401, so a
-    # promotion on an open registry went ahead on it and one behind auth failed half-way (issue 21)
+    # Named up front, as engine.client() does: read only on the first 401, a broken file would let
+    # a promotion on an open registry go ahead and fail one behind auth half-way
     docker_config()
     return RegistryClient(
         host,
@@ -469,14 +468,15 @@ def client_for(settings: Any, registry: str | None = None, *,
     )
 
 
-def image_id_error(name: str, digest: str) -> ConfigError:
+def image_id_error(name: str, digest: str, pushed: list[str] | None = None) -> ConfigError:
     """The refusal of ``digest`` that names a blob (an image ID) where a manifest digest belongs;
     ``name`` is ``host/repository``.
 
     The hint is the manifest digest the engine recorded for that image after a push or pull
-    (``RepoDigests``), when the local engine has it; otherwise how to find it.
+    (``pushed``: its ``RepoDigests``, from :func:`paddlecd.engine.refuse_image_id`) when given;
+    otherwise how to find it.
     """
-    pushed = _local_image(digest) or []
+    pushed = pushed or []
     best = next((p for p in pushed if p.startswith(name + "@")), pushed[0] if pushed else None)
     hint = (f"use the manifest digest the push gave it: {best}" if best else
             "use the manifest digest push printed (docker inspect --format "
@@ -485,47 +485,18 @@ def image_id_error(name: str, digest: str) -> ConfigError:
                        "inspect .Id), not a manifest digest", hint)
 
 
-def _local_image(image_id: str) -> list[str] | None:
-    """``RepoDigests`` of the local image whose ID is ``image_id``; None when there is none here
-    (or no engine: the check is best-effort, the registry lookup still applies)."""
-    from paddlecd import engine  # the engine is asked only about this one image
-
-    try:
-        if not engine.image_exists(image_id) or engine.image_id(image_id) != image_id:
-            return None
-        return engine.repo_digests(image_id)
-    except PaddlecdError:
-        return None
-
-
-def refuse_image_id(ref: Reference) -> Reference:
-    """Return ``ref`` unless its digest is a local image's ID rather than a manifest digest.
-
-    No registry request: the local engine alone decides (an ID listed among the image's own
-    ``RepoDigests`` is a manifest digest too, as with the containerd image store). Without an engine
-    the check passes; :meth:`RegistryClient.resolve` still recognises a blob in the registry.
-
-    Raises:
-        ConfigError: the digest is a local image ID; the hint is its pushed digest.
-    """
-    pushed = _local_image(ref.digest) if ref.digest else None
-    if pushed is not None and not any(p.endswith(f"@{ref.digest}") for p in pushed):
-        raise image_id_error(ref.name, str(ref.digest))
-    return ref
-
-
 def pin(settings: Any, image: str) -> Reference:
     """``image`` as ``host/repo@sha256:…`` of a manifest the registry serves (tag resolved once).
 
-    The one check for ``--image`` where a manifest digest is expected (verify; promote goes
-    through :meth:`RegistryClient.resolve`): a local image ID is refused before any request, a
-    blob digest by the registry lookup.
+    A blob digest (an image ID) is refused by the registry lookup; a caller holding a user's
+    digest asks the local engine first (:func:`paddlecd.engine.refuse_image_id`), whose refusal
+    names the digest push gave.
 
     Raises:
         ConfigError: malformed, or an image ID. NotFoundError: the registry lacks it. RegistryError.
     """
     client, ref = open_reference(settings, image)
-    desc = client.resolve(ref.repository, refuse_image_id(ref).identifier)
+    desc = client.resolve(ref.repository, ref.identifier)
     return ref.by_digest(desc.digest)
 
 

@@ -16,7 +16,7 @@ artifact also gets a tag of its own, ``sha256-<subject hex>.<16 hex of the artif
 written before the index and never rewritten: :func:`referrers` lists the index *and* those tags,
 so no run is ever lost, and each write by :func:`push` re-adds any entry the index misses (it
 converges). :func:`copy` (a promotion's, into a release repository holding a tag per release and
-ledger record) adds only its own entry and lists no tags (issue 11). HTTP goes
+ledger record) adds only its own entry and lists no tags. HTTP goes
 through :class:`~paddlecd.registry.client.RegistryClient`.
 """
 
@@ -157,20 +157,29 @@ def push(
     # two writers uploading one blob at once make distribution refuse the other's manifest while
     # it rewrites the blob's link (MANIFEST_BLOB_UNKNOWN, tests/integration/test_attestation.py);
     # the write is idempotent, so it is done again, as copy() does.
+    def write() -> None:
+        for blob in (Layer(EMPTY_TYPE, EMPTY, ""), *layers):
+            if not client.blob_exists(repository, blob.digest):
+                client.upload_blob(repository, blob.digest, blob.data, len(blob.data))
+        _put(client, repository, subject.digest, referrer, raw)
+
+    _again_on_race(write)
+    return referrer
+
+
+def _again_on_race(write: Callable[[], None]) -> None:
+    """Run the idempotent ``write`` up to :data:`_COPY_ATTEMPTS` times while the registry refuses
+    it (not for auth: that is no race), 0.2 s more between each; the last refusal is raised."""
     for attempt in range(_COPY_ATTEMPTS):
         try:
-            for blob in (Layer(EMPTY_TYPE, EMPTY, ""), *layers):
-                if not client.blob_exists(repository, blob.digest):
-                    client.upload_blob(repository, blob.digest, blob.data, len(blob.data))
-            _put(client, repository, subject.digest, referrer, raw)
-            return referrer
+            write()
+            return
         except RegistryAuthError:
             raise
         except RegistryError:
             if attempt == _COPY_ATTEMPTS - 1:
                 raise
             time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
 
 
 def _put(
@@ -367,7 +376,16 @@ def _copy_once(dst: RegistryClient, src: RegistryClient, from_repo: str, to_repo
     dst.stats["manifest_puts"] += 1
     if resp.headers.get("OCI-Subject") == subject:
         return  # the registry lists it (referrers API)
-    # No tag listing here (issue 11: the release repository has a tag per release and record):
+    _write_tag_schema(dst, to_repo, manifest, subject, referrer, entries, batch)
+
+
+def _write_tag_schema(dst: RegistryClient, to_repo: str, manifest: Any, subject: str,
+                      referrer: Referrer, entries: list[dict[str, Any]] | None,
+                      batch: _Batch | None) -> None:
+    """For a registry without the referrers API: the referrer's own tag, and its entry in the
+    subject's ``sha256-<hex>`` index (with ``batch``: left to :func:`copy_all`). ``entries``: the
+    index as read meanwhile, or None."""
+    # No tag listing here (the release repository has a tag per release and record):
     # only this entry is added; readers find any entry a concurrent writer dropped through its own
     # tag (_tag_schema), and the next verify's write puts it back in the index.
     if batch is not None and batch.entries is not None:
@@ -399,8 +417,8 @@ def copy_all(
     """:func:`copy` of each artifact manifest of ``digests`` (all about one subject), one after
     the other, mounting a blob they share (the empty config) once and writing the target's
     ``sha256-<hex>`` index once for all of them: a promotion copies three or four referrers of
-    its image, and each index read and write is a round trip and about 1.3 KiB (issue 11's
-    64 KiB per promotion).
+    its image, and each index read and write is a round trip and about 1.3 KiB (of the
+    64 KiB a promotion may move).
 
     Returns:
         counts per outcome over every blob and manifest.
@@ -456,18 +474,11 @@ def copy(
     # one is not yet linked when the other's manifest PUT checks it: DIGEST_INVALID /
     # MANIFEST_BLOB_UNKNOWN, seen in tests/integration/test_release.py); the copy is idempotent,
     # so it is simply done again.
-    for attempt in range(_COPY_ATTEMPTS):
-        tried: Counter[str] = Counter()
-        try:
-            _copy_once(dst, src, from_repo, to_repo, manifest, subject, referrer, tried, ready,
-                       batch)
-            counts.update(tried)
-            break
-        except RegistryAuthError:
-            raise
-        except RegistryError:
-            if attempt == _COPY_ATTEMPTS - 1:
-                raise
-            time.sleep(0.2 * (attempt + 1))
+    def attempt() -> None:
+        tried: Counter[str] = Counter()  # counted once the attempt went through
+        _copy_once(dst, src, from_repo, to_repo, manifest, subject, referrer, tried, ready, batch)
+        counts.update(tried)
+
+    _again_on_race(attempt)
     counts["copied"] += 1
     return counts

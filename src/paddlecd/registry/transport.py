@@ -6,7 +6,7 @@ Retries (``tenacity``) follow the status and OCI error code (:mod:`paddlecd.regi
 ``retries`` attempts; TLS failures are not retried. A 429 or 503 with ``Retry-After`` (seconds or an
 HTTP date, RFC 9110 §10.2.3) is waited out as the registry asks, within ``rate_limit_wait`` seconds
 in total, with one progress line per wait; past that bound one
-:class:`~paddlecd.errors.RegistryRateLimitError` names the registry's limit (issue 11). Auth: on a
+:class:`~paddlecd.errors.RegistryRateLimitError` names the registry's limit. Auth: on a
 401 the ``WWW-Authenticate`` challenge decides: ``Basic`` sends the credentials, ``Bearer``
 fetches a token for the request's scopes (:mod:`paddlecd.registry.auth`); then the request is
 sent once more. Credentials from config.json are looked up only then. Every ``requests``

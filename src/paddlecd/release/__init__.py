@@ -2,5 +2,6 @@
 
 Modules: :mod:`.promote` (plan then act: the promotion and rollback entry points), :mod:`.plan`
 (what a promotion writes), :mod:`.query` (releases and their history), :mod:`.ledger` (append-only
-records in the release repository), :mod:`.policy` (semver rules and moving tags).
+records in the release repository), :mod:`.policy` (semver rules and moving tags),
+:mod:`.admission` (a Kyverno policy that admits only verified releases).
 """

@@ -16,7 +16,7 @@ from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
-from paddlecd.verify import keys as signing
+from paddlecd.verify import keys
 from paddlecd.verify.attestation import PREDICATE_TYPE
 
 POLICY_NAME = "paddlecd-verified-releases"
@@ -50,8 +50,8 @@ def kyverno_policy(settings: Settings, *, action: str = "Enforce",
     if action not in ACTIONS:
         raise ConfigError(f"--action {action!r}: not Enforce or Audit",
                           "Enforce refuses unverified Pods; Audit only reports them")
-    trusted = signing.trusted(settings)
-    entries = [{"keys": {"publicKeys": signing.public_pem(k.key).decode().strip(),
+    trusted = keys.trusted(settings)
+    entries = [{"keys": {"publicKeys": keys.public_pem(k.key).decode().strip(),
                          "rekor": {"ignoreTlog": True}, "ctlog": {"ignoreSCT": True}}}
                for k in trusted]
     verify = {

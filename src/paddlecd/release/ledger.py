@@ -41,7 +41,8 @@ WINDOW = dt.timedelta(minutes=10)
 # Records outside the checkpoint before a promotion writes a new one: the most a reader fetches one
 # by one. Small, because each costs a request (~2.3 KiB with its headers); a checkpoint write costs
 # a state blob and a manifest. 3, not 4: the promotion that walks 4 records and writes the
-# checkpoint moved 65.7 KiB at 1,000 records (bench_ledger, distribution 3), over issue 11's 64.
+# checkpoint moved 65.7 KiB at 1,000 records (bench_ledger, distribution 3), over the 64 KiB a
+# promotion may move.
 CHECKPOINT_EVERY = 3
 _TAG = re.compile(
     r"ledger\.(?P<variant>[a-z0-9][a-z0-9._-]*)\.(?P<time>\d{8}T\d{12}Z)-(?P<rand>[0-9a-f]{8})"
@@ -62,7 +63,7 @@ class Record:
             evidence).
         evidence_summary: ``{"passed", "checks", "skipped", "failed": [names], "created"}`` or
             None (``skipped`` is missing in records of paddlecd before 2026-12: read as 0).
-        attestation: digest of the signed attestation copied with the release (issue 10), or None.
+        attestation: digest of the signed attestation copied with the release, or None.
         forced, reason: ``--force`` and its ``--reason``. who: ``$GITHUB_ACTOR`` or ``user@host``;
             when: ISO-8601 UTC.
         parent: id of the newest record of the variant its writer had read (``""``: none; None:
@@ -136,7 +137,7 @@ def append(client: RegistryClient, repository: str, record: Record, *,
     Raises:
         PromotionError: the tag exists already (records are never overwritten); the time in
             ``record.id`` is more than ``max_age`` ago (a promotion passes ``WINDOW / 2``, so a
-            windowed read cannot miss its record: invariant 7).
+            windowed read cannot miss its record: invariant 6).
         RegistryError: the registry refused the write (a refused head leaves the record, which the
             next listing finds: invariant 5).
     """
@@ -402,14 +403,6 @@ def read_view(client: RegistryClient, repository: str, variant: str, tags: list[
                 dropped=len(cached.keys() - listed), problem=problem)
 
 
-def read_each(client: RegistryClient, repository: str, variant: str | None = None,
-              tags: list[str] | None = None) -> list[Record]:
-    """All records, one manifest GET each: the read path before checkpoints (for comparison, and
-    the reference that :func:`read` must agree with)."""
-    tags = client.list_tags(repository) if tags is None else tags
-    return _fetch(client, repository, record_ids(tags, variant))
-
-
 def _fetch(client: RegistryClient, repository: str, ids: list[str]) -> list[Record]:
     records = []
     for record_id in ids:
@@ -593,7 +586,7 @@ def _load_state(client: RegistryClient, repository: str, variant: str,
 def read_head(client: RegistryClient, repository: str, variant: str) -> View | None:
     """``variant``'s ledger read for a promotion: the checkpoint's folded state, the head, and the
     records chained from the head back to one the state covers — a partial :class:`View` whose
-    bytes do not grow with the history (issue 11).
+    bytes do not grow with the history.
 
     A chain record counts as covered when the state lists it among its recent ids, or when it is
     older than :data:`WINDOW` before the state's newest record.

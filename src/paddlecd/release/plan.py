@@ -1,8 +1,8 @@
 """Plans for promotions and rollbacks: what tags change where, and whether evidence allows it.
 
-Evidence is the signed attestation of the digest in the candidate repository (issue 10,
-:func:`paddlecd.verify.attested.check`), never a local file: a promotion from any machine sees the
-same evidence, and only what a trusted key signed counts.
+Evidence is the signed attestation of the digest in the candidate repository
+(:func:`paddlecd.verify.registry_store.check`), never a local file: a promotion from any machine
+sees the same evidence, and only what a trusted key signed counts.
 
 A plan is computed from the registry (current tags) and the ledger (the order of past actions): the
 ledger's :func:`~paddlecd.release.policy.fold`, with this action appended, says where every tag of
@@ -21,8 +21,9 @@ import semver
 
 from paddlecd import files
 from paddlecd.config import Settings
+from paddlecd.engine import refuse_image_id
 from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
-from paddlecd.image import variants
+from paddlecd.image import candidate, variants
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
 from paddlecd.registry.reference import Reference, check_digest, check_tag, parse_reference
 from paddlecd.release import ledger
@@ -38,7 +39,7 @@ from paddlecd.release.policy import (
     parse_version,
     release_tag,
 )
-from paddlecd.verify import attested, evidence
+from paddlecd.verify import registry_store
 from paddlecd.verify.attestation import VerifiedAttestation
 
 
@@ -109,7 +110,7 @@ class Plan:
                 f"{was}{why})"
             )
         lines += [f"  keep            {k}" for k in self.kept]
-        if self.attestation:  # issue 10: what the promotion rests on, and who signed it
+        if self.attestation:  # what the promotion rests on, and who signed it
             a = self.attestation
             lines.append(
                 f"  evidence        {a.location} (verified {a.created}, key {a.keyid})"
@@ -196,7 +197,7 @@ def check_tags(variant: str, version: semver.Version) -> None:
     Rule: the distribution spec's tag grammar ``[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`` (at most 128
     characters; opencontainers/distribution-spec, "Pulling manifests"). A long pre-release
     (``1.5.0-<100 characters>``) would otherwise be recorded in the ledger and then refused by the
-    registry: a release the ledger promises and the registry does not hold (issue 12).
+    registry: a release the ledger promises and the registry does not hold.
 
     Raises:
         ConfigError: a release tag, moving tag or the ledger record tag breaks the grammar
@@ -218,7 +219,7 @@ def _source(
     settings: Settings, variant: str, digest: str | None
 ) -> tuple[RegistryClient, Reference]:
     if digest is None:
-        cand = evidence.load_candidate(settings, variant)
+        cand = candidate.load_candidate(settings, variant)
         if not cand:
             raise PromotionError(
                 f"no candidate recorded for variant '{variant}'",
@@ -240,9 +241,9 @@ def _source(
             + "pass the digest verify checked (--digest sha256:…), or only --variant for the last "
               "candidate",
         )
-    return src, Reference(
+    return src, refuse_image_id(Reference(
         settings.registry.url, settings.registry.repository, None, check_digest(digest)
-    )
+    ))
 
 
 def evidence_problem(settings: Settings, src: RegistryClient, repository: str, variant: str,
@@ -254,14 +255,14 @@ def evidence_problem(settings: Settings, src: RegistryClient, repository: str, v
         RegistryError: the registry failed (a refusal is returned, not raised).
     """
     try:
-        return None, attested.check(settings, src, repository, digest, variant)
-    except attested.REFUSALS as e:
+        return None, registry_store.check(settings, src, repository, digest, variant)
+    except registry_store.REFUSALS as e:
         return e, None
 
 
 def _summary(att: VerifiedAttestation | None) -> dict[str, Any] | None:
     """The ledger's ``evidence_summary`` of the attestation a promotion rests on (its predicate
-    is a signed dict; ``passed``/``failed`` are read by type, issue 12)."""
+    is a signed dict; ``passed``/``failed`` are read by type)."""
     if not att:
         return None
     checks = att.predicate.get("checks", [])
@@ -297,7 +298,7 @@ def plan_promotion(
     d = src_ref.digest or ""
     dst, dst_ref = target(settings)
     # The attestation lookup asks the candidate registry, the rest the release one: overlapped
-    # (issue 10: the lookup adds no round trip to the plan). ``src`` is used by that thread only.
+    # (the lookup adds no round trip to the plan). ``src`` is used by that thread only.
     with ThreadPoolExecutor(1) as pool:
         checked = pool.submit(evidence_problem, settings, src, src_ref.repository, variant, d)
         if dst.host == src.host:  # same registry: asked with a twin of the release client

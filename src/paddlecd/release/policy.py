@@ -1,4 +1,4 @@
-"""Release versions, release tags and the moving-tag rules (issue 3), on the ``semver`` package.
+"""Release versions, release tags and the moving-tag rules, on the ``semver`` package.
 
 For version ``X.Y.Z`` of variant ``V`` a promotion writes the immutable tag ``X.Y.Z-V`` and the
 moving tags ``X.Y-V``, ``X-V`` and ``latest-V``. Precedence is Semantic Versioning 2.0.0 §11
@@ -127,7 +127,7 @@ class State:
     version}, ``void`` keys of actions that did not apply (a clobbering promotion, a rollback to no
     release).
 
-    A state read from a ledger checkpoint (:mod:`paddlecd.release.ledger`, issue 11) is partial:
+    A state read from a ledger checkpoint (:mod:`paddlecd.release.ledger`) is partial:
     ``releases`` holds only the versions its moving tags name, and ``claimed`` every version the
     history claims, so a fold from it stays exact for new versions and raises
     :class:`HistoryNeeded` for an old one.

@@ -1,11 +1,11 @@
-"""Release management (issue 3): promote a verified digest to a semver release, roll back, look up.
+"""Release management: promote a verified digest to a semver release, roll back, look up.
 
 A promotion runs as named, timed phases (promo-tools' pipeline; STYLE.md §10):
 
 ``plan`` → ``check evidence`` → ``copy`` → ``write ledger`` → ``write tags`` → ``verify digests``
 
 * check evidence: a signed attestation of the digest in the candidate repository, verified with
-  ``release.trusted_keys`` (issue 10; :mod:`paddlecd.verify.attested`); ``--force --reason``
+  ``release.trusted_keys`` (:mod:`paddlecd.verify.registry_store`); ``--force --reason``
   overrides;
 
 * copy: the image goes into the release repository by digest only — blobs mounted within one
@@ -64,7 +64,7 @@ from paddlecd.release.query import (  # re-exported
     split_release_tag,
 )
 from paddlecd.types import Echo
-from paddlecd.verify import attested
+from paddlecd.verify import registry_store
 
 
 @dataclass
@@ -103,7 +103,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Released:
-    """The result of a promotion or rollback for scripts (``invoke promote --json``, issue 12).
+    """The result of a promotion or rollback for scripts (``invoke promote --json``).
 
     Attributes:
         action: ``promote`` or ``rollback``. variant, version: the release is
@@ -425,7 +425,7 @@ def _apply(plan: Plan, outcome: Outcome, report: Echo, *, pending: Path | None =
 
 
 def _copy(plan: Plan, outcome: Outcome) -> None:
-    """Copy the image and its attestation into the release repository, overlapped (issue 10: the
+    """Copy the image and its attestation into the release repository, overlapped (the
     attestation's copy adds no round trip to a promotion): the attestation's blobs are mounted
     meanwhile, its manifest (whose ``subject`` is the image) written once the image is there. The
     attestation uses clients of its own (:meth:`RegistryClient.twin`)."""
@@ -444,7 +444,7 @@ def _copy(plan: Plan, outcome: Outcome) -> None:
 
     dst, src = plan.dst.twin(), plan.src.twin()
     with ThreadPoolExecutor(1) as pool:
-        attestation = pool.submit(attested.copy, dst, src, source_repo, plan.repository,
+        attestation = pool.submit(registry_store.copy, dst, src, source_repo, plan.repository,
                                   plan.attestation, ready=ready)
         try:
             outcome.copied = plan.dst.copy_image(plan.src, source_repo, plan.digest,
@@ -519,7 +519,7 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> l
     for _ in range(rounds):
         # the consistency check: the one tag listing of a promotion, after its own writes
         # (ledger invariant 5); the records it adds to the plan's read are its concurrent ones.
-        # From a checkpoint's state only the window after it is listed (invariant 7).
+        # From a checkpoint's state only the window after it is listed (invariant 6).
         view, state = _reread(plan, view)
         want = desired(state, version, plan.variant)
         have = currents(plan.dst, plan.repository, list(want))

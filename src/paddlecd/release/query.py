@@ -21,7 +21,7 @@ from paddlecd.release import ledger
 from paddlecd.release.ledger import Record
 from paddlecd.release.plan import actions_of, current, currents, target
 from paddlecd.release.policy import State, fold, parse_version, release_tag
-from paddlecd.verify import attested
+from paddlecd.verify import registry_store
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def list_releases(settings: Settings, variant: str | None = None) -> list[tuple[
     """Releases as (promotion record, tags), by variant then version.
 
     The tags are the release's moving tags **as the registry has them**, not as the ledger folds
-    them (issue 12: no phantom releases): a moving tag the ledger assigns to the release but the
+    them (no phantom releases): a moving tag the ledger assigns to the release but the
     registry lacks is listed as ``"<tag> (missing)"``, one the registry points elsewhere as
     ``"<tag> (on <version or digest>)"``, and a missing immutable tag as ``"<X.Y.Z-V> (missing)"``.
     A re-run of the promotion (or rollback) writes them. Costs: one tag list, each variant's
@@ -104,7 +104,7 @@ def _rows(settings: Settings, variant: str | None,
     """(promotion record, tags as the registry has them, its history) per release, of ``variant``
     (None: every variant in the tag list) and ``version`` (None: every version).
 
-    With both given (``release.show 1.4.0-cpu``) nothing is listed (issue 11): the ledger is read
+    With both given (``release.show 1.4.0-cpu``) nothing is listed: the ledger is read
     by name (:func:`paddlecd.release.ledger.read_by_name`) and the release tag is asked for by
     name; otherwise one tag list serves the ledger read and the release tags.
     """
@@ -177,7 +177,7 @@ def show(settings: Settings, version: str) -> list[tuple[Record, list[str], list
     return rows
 
 
-def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[attested.Run]]:
+def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[registry_store.Run]]:
     """The attestations of ``target``: ``host/repo@sha256:…``, an image by tag (``host/repo:tag``,
     resolved to its digest), or a release (``1.4.0-cpu``) looked up in the release repository.
     Returns the image reference (by digest) and its runs, newest last.
@@ -194,4 +194,4 @@ def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[attest
         ref = pin(settings, target)
     else:
         ref = parse_reference(find(settings, target).reference)
-    return ref, attested.lookup(settings, ref)
+    return ref, registry_store.lookup(settings, ref)

@@ -1,4 +1,4 @@
-"""Attestations: verify's evidence as a signed in-toto Statement about the image digest (issue 10).
+"""Attestations: verify's evidence as a signed in-toto Statement about the image digest.
 
 What is signed: an in-toto Statement v1 (https://github.com/in-toto/attestation, ``spec/v1``) whose
 ``subject`` is the image (``name`` = repository, ``digest.sha256`` = the manifest digest), whose
@@ -11,7 +11,7 @@ PAE and the signature checks are the library's, not ours.
 :func:`verify` checks one envelope (signature by a trusted key, subject, predicate type);
 :func:`choose` applies the promotion rule to every verified run of a digest: the newest run decides,
 it must have passed every smoke module and be fresh. The registry side is
-:mod:`paddlecd.verify.attested`.
+:mod:`paddlecd.verify.registry_store`.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ class VerifiedAttestation:
     @property
     def passed(self) -> bool:
         """True when the signed run passed: ``passed`` is the boolean true in the predicate and in
-        every check (checked by type, issue 12: the string ``"false"`` is no pass)."""
+        every check (checked by type: the string ``"false"`` is no pass)."""
         return self.predicate.get("passed") is True and not self.failed
 
     @property
@@ -333,7 +333,7 @@ def choose(
         AttestedFailureError: the newest run failed (naming the older passing run, if any), lacks a
             smoke module of :data:`~paddlecd.verify.evidence.REQUIRED_CHECKS`, or is older than
             ``max_age_hours`` (``release.evidence_max_age_hours``); with ``require_nodes`` > 1
-            (``release.require_nodes``, issue 14) also when the newest multi-node run is missing,
+            (``release.require_nodes``) also when the newest multi-node run is missing,
             failed, spans fewer nodes or is stale. Multi-node runs hold only the collective checks,
             so the newest-run rule above is applied to the one-node runs and to them separately.
     """

@@ -5,7 +5,7 @@ comparable across world sizes and 0 by definition on one rank. Each row of :data
 typical busbw at large messages (≥ 1 GiB) for one GPU model × cards per node × nodes ×
 interconnect, with the public measurement it comes from. A result below ``fraction`` of its row
 (``verify.busbw_fraction``, default 0.8) fails; a setup without a row is "no expectation" — a
-warning, never a pass in disguise (issue 14).
+warning, never a pass in disguise.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def _tally(checks: list[Mapping[str, Any]]) -> str:
 
 
 def _charts(predicate: Mapping[str, Any]) -> list[str]:
-    """The busbw and loss charts of a signed run (issue 14); none when the record does not parse."""
+    """The busbw and loss charts of a signed run; none when the record does not parse."""
     from paddlecd.errors import VerifyError
     from paddlecd.verify import charts, evidence
 

@@ -1,4 +1,4 @@
-"""Evidence: what verify measured, one JSON record per image digest, and the candidate records.
+"""Evidence: what verify measured, one JSON record per image digest.
 
 Layout under the state folder (``settings.state``)::
 
@@ -10,12 +10,11 @@ Layout under the state folder (``settings.state``)::
                                     "versions": {"paddle", "cuda", "cudnn", "driver"},
                                     "junit": "<path>", "duration_s", "revision", "model_dir",
                                     "warnings": ["<one line>"], "nodes": [{"hostname", …}]}
-    candidates/<variant>.json      {"variant", "reference", "digest", "tag", "pushed"}
 
-Both are frozen records here (:class:`Evidence`, :class:`Candidate`) with ``to_json``/``from_json``;
-the JSON shape on disk is the one above (scripts and workflows read ``candidates/<variant>.json``).
+It is a frozen record (:class:`Evidence`) with ``to_json``/``from_json``; the JSON shape on disk is
+the one above. The candidate record push writes beside it is :mod:`paddlecd.image.candidate`.
 Evidence is keyed by digest (DESIGN.md: a digest is identity) and is what promotion checks, so it is
-checked by type when read (schemas/evidence.schema.json, issue 12): ``passed`` must be a JSON
+checked by type when read (schemas/evidence.schema.json): ``passed`` must be a JSON
 boolean in the record and in every check, and a record saying it passed may hold no failed check.
 Writes are atomic (temp file + rename) so a reader never sees half a record.
 """
@@ -33,7 +32,7 @@ from typing import Any
 from paddlecd import schema as validation
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError
-from paddlecd.files import now_iso, write_json
+from paddlecd.files import write_json
 
 SCHEMA = 1
 
@@ -162,37 +161,6 @@ class Evidence:
         return cls(**known)
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """The last pushed image of ``variant``: ``reference`` is ``host/repo@sha256:…``, ``digest`` its
-    ``sha256:…``, ``tag`` the build tag pushed, ``pushed`` the ISO-8601 UTC time."""
-
-    variant: str
-    reference: str
-    digest: str
-    tag: str
-    pushed: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as stored (scripts read ``["digest"]`` and ``["reference"]``)."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Any, *, source: str = "candidate") -> Candidate:
-        """Parse a stored candidate record.
-
-        Raises:
-            ConfigError: a field missing or not a string (the cause names it).
-        """
-        for name in cls.__dataclass_fields__:
-            if not isinstance(data, dict) or not isinstance(data.get(name), str):
-                raise ConfigError(
-                    f"{source}: '{name}' is missing or not a string",
-                    "push again to rewrite it: invoke push --variant …",
-                )
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
-
-
 def _parse_time(text: str, *, source: str = "evidence") -> dt.datetime:
     try:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -236,36 +204,3 @@ def load(settings: Settings, digest: str) -> Evidence | None:
             f"{path}: not valid JSON ({e})", "re-run verify to write a new record"
         ) from e
     return Evidence.from_json(data, source=str(path))
-
-
-def candidate_path(settings: Settings, variant: str) -> Path:
-    """Where the candidate record of ``variant`` lives."""
-    return settings.state / "candidates" / f"{variant}.json"
-
-
-def save_candidate(
-    settings: Settings, variant: str, *, reference: str, digest: str, tag: str
-) -> Path:
-    """Record the pushed candidate of ``variant`` (``reference`` is ``host/repo@sha256:…``)."""
-    record = Candidate(
-        variant=variant, reference=reference, digest=digest, tag=tag, pushed=now_iso()
-    )
-    return write_json(candidate_path(settings, variant), record.to_json())
-
-
-def load_candidate(settings: Settings, variant: str) -> Candidate | None:
-    """The last pushed candidate of ``variant``, or None.
-
-    Raises:
-        ConfigError: the stored record is not valid JSON or lacks a field.
-    """
-    path = candidate_path(settings, variant)
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except ValueError as e:
-        raise ConfigError(
-            f"{path}: not valid JSON ({e})", f"push again: invoke push --variant {variant}"
-        ) from e
-    return Candidate.from_json(data, source=str(path))

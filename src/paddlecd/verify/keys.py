@@ -1,6 +1,6 @@
 """Attestation keys: the signing key verify uses, the public keys promotion trusts, and keygen.
 
-ECDSA P-256 in PEM files (issue 10): the private key is PKCS#8, the public key SubjectPublicKeyInfo.
+ECDSA P-256 in PEM files: the private key is PKCS#8, the public key SubjectPublicKeyInfo.
 Signing and verifying go through securesystemslib's ``CryptoSigner`` and ``SSlibKey`` (the library
 in-toto uses). A signature names its key by the key's OpenSSH SHA256 fingerprint
 (``SHA256:<base64>``, :func:`fingerprint`), which is also a bundle's ``publicKey.hint``: cosign and

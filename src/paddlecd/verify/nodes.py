@@ -157,39 +157,42 @@ def run_local(
         on_line(line)
 
     for worker, name in WORKERS.items():
-        spec = job_spec(settings, worker, nodes=nodes, gpus_per_node=gpus_per_node, out=out)
-        job_id = spec.new_job_id()
-        started = time.monotonic()
-        try:
-            local.run(
-                spec,
-                target,
-                job_id=job_id,
-                on_event=on_line,
-                on_line=seen,
-                keep=settings.runtime.keep,
-                preflight=preflight(spec, job_id, master=master, timeout=wait),
-                logs=out / "logs" / worker,
-                devices=drivers.pinned_devices() if gpus_per_node else None,  # GPU-only
-            )
-        except ClusterError as e:
-            checks.append(
-                Check(
-                    name=name,
-                    passed=False,
-                    duration_s=_since(started),
-                    message=f"{e.cause}\n{e.hint}"[:2000],
-                )
-            )
-            break
-        result = json.loads((out / f"{worker}.json").read_text())
-        checks.append(
-            judge(
-                worker, result, world_size=nodes * max(1, gpus_per_node), duration_s=_since(started)
-            )
-        )
+        check, ran = _run_worker(settings, target, worker, name, nodes=nodes,
+                                 gpus_per_node=gpus_per_node, out=out, on_event=on_line,
+                                 on_line=seen, master=master, wait=wait)
+        checks.append(check)
+        if not ran:
+            break  # the job itself failed (the check says why); the next one would as well
     facts = [json.loads(p.read_text()) for p in sorted(out.glob("node-*.json"))]
     return finish(checks, facts, lines, logs=out / "logs", gpu=gpus_per_node > 0)
+
+
+def _run_worker(settings: Settings, target: Target, worker: str, name: str, *, nodes: int,
+                gpus_per_node: int, out: Path, on_event: Echo, on_line: Echo,
+                master: str | None, wait: float) -> tuple[Check, bool]:
+    """One collective worker as an N-node local job: its check, and whether the job ran (False:
+    the executor failed it, and the check carries the executor's cause)."""
+    spec = job_spec(settings, worker, nodes=nodes, gpus_per_node=gpus_per_node, out=out)
+    job_id = spec.new_job_id()
+    started = time.monotonic()
+    try:
+        local.run(
+            spec,
+            target,
+            job_id=job_id,
+            on_event=on_event,
+            on_line=on_line,
+            keep=settings.runtime.keep,
+            preflight=preflight(spec, job_id, master=master, timeout=wait),
+            logs=out / "logs" / worker,
+            devices=drivers.pinned_devices() if gpus_per_node else None,  # GPU-only
+        )
+    except ClusterError as e:
+        return Check(name=name, passed=False, duration_s=_since(started),
+                     message=f"{e.cause}\n{e.hint}"[:2000]), False
+    result = json.loads((out / f"{worker}.json").read_text())
+    world = nodes * max(1, gpus_per_node)
+    return judge(worker, result, world_size=world, duration_s=_since(started)), True
 
 
 def clear(out: Path) -> None:

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from paddlecd import git
 from paddlecd.cluster import k8s, watch
 from paddlecd.cluster.render import CONTAINER, Target, render
 from paddlecd.config import Settings
@@ -68,6 +69,26 @@ def smoke_configmap(settings: Settings, meta: dict[str, Any]) -> dict[str, Any]:
 
 def _key(relative: Path) -> str:
     return relative.as_posix().replace("/", "__")
+
+
+def planned_manifests(settings: Settings, reference: str, *, variant: str, nodes: int,
+                      gpus_per_node: int, kind: str) -> list[dict[str, Any]]:
+    """Every check's manifests for ``verify --cluster k8s --dry-run``, in creation order, as
+    :func:`manifests` makes them for a run of ``reference`` (``repo@sha256:…``) in the
+    kubeconfig's namespace; nothing is submitted.
+
+    Raises:
+        ConfigError: as :func:`manifests`; ClusterError: an unusable kubeconfig namespace.
+    """
+    target = Target(reference=reference, variant=variant,
+                    revision=git.revision(settings.root).full)
+    docs: list[dict[str, Any]] = []
+    for worker in multinode.WORKERS:
+        docs += manifests(settings, target, worker, job_id=job_id(worker), nodes=nodes,
+                          gpus_per_node=gpus_per_node, kind=kind,
+                          namespace=k8s.namespace(settings),
+                          pull_secret=settings.cluster.image_pull_secret)
+    return docs
 
 
 def manifests(

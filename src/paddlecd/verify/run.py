@@ -20,15 +20,16 @@ from typing import Any
 
 from paddlecd import engine, git, proc
 from paddlecd.cluster import jobfile
-from paddlecd.cluster.render import Target
+from paddlecd.cluster.render import CLUSTERS, Target
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError
 from paddlecd.files import now_iso, write_json
-from paddlecd.image import variants
+from paddlecd.image import candidate, variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
+from paddlecd.registry.reference import parse_reference
 from paddlecd.types import Echo
-from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl
+from paddlecd.verify import bandwidth, charts, drivers, evidence, keys, nccl, registry_store
 from paddlecd.verify import nodes as multinode
 
 SMOKE_CMD = [
@@ -92,19 +93,20 @@ def target(settings: Settings, variant: str | None, image: str | None) -> str:
             image ID or a release (``1.4.0-cpu``: the hint gives its reference).
         NotFoundError: the registry lacks ``image``.
     """
-    if image and "/" not in image and _RELEASE_NAME.match(image):  # a trial (issue 21)
+    if image and "/" not in image and _RELEASE_NAME.match(image):  # Docker Hub would be asked
         raise ConfigError(
             f"--image {image} names a release, not an image (it would be looked up on Docker Hub)",
             f"verify the release's image by reference: --image {settings.release_repo}:{image}",
         )
-    if image:  # an image ID where a manifest digest belongs is refused here (issue 12)
+    if image:  # an image ID where a manifest digest belongs is refused here, by the engine
+        engine.refuse_image_id(parse_reference(image))
         return str(registry.pin(settings, image))
     if not variant:
         raise ConfigError(
             "nothing to verify: give --variant or --image", "e.g. invoke verify --variant cpu"
         )
     variants.get(settings, variant)
-    cand = evidence.load_candidate(settings, variant)
+    cand = candidate.load_candidate(settings, variant)
     if not cand:
         raise ConfigError(
             f"no pushed candidate for variant '{variant}'",
@@ -120,7 +122,7 @@ def smoke_container(
     ``out`` at /out, the expected versions in the environment, the shm size for the device."""
     gpu = labels.get("io.paddlecd.device") == "gpu"
     # The smoke suite's contract (smoke/README.md) has its own prefix, SMOKE_*: not PADDLECD_*, so
-    # nothing for the container looks like a setting (issue 9); smoke/ is mounted from this
+    # nothing for the container looks like a setting; smoke/ is mounted from this
     # checkout, so both sides of the contract always change together.
     env = {
         "SMOKE_DEVICE": "gpu" if gpu else "cpu",
@@ -137,7 +139,7 @@ def smoke_container(
         env["SMOKE_GPUS"] = str(count)
         # Paddle allows TF32 in cuBLAS/cuDNN by default; the 1e-5 export check needs fp32 on Ampere+
         env["NVIDIA_TF32_OVERRIDE"] = "0"
-        env["NCCL_DEBUG"] = "INFO"  # the transports NCCL chose go into the evidence (issue 14)
+        env["NCCL_DEBUG"] = "INFO"  # the transports NCCL chose go into the evidence
         pinned = drivers.pinned_devices()  # a shared host's runner pins its cards
         gpus = tuple(pinned) if pinned else "all"
     # With --ipc=host Docker uses the host's /dev/shm and ignores --shm-size; it is kept (large) so
@@ -380,7 +382,7 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
             driver: str | None, seconds: float) -> Verified:
     """The evidence of a run whose files are in ``out``: judged (busbw on GPU), saved (by digest
     for one container, in ``out`` for N nodes), signed and attached, summarised."""
-    if driver:  # GPU-only: busbw against the expectation table (issue 14)
+    if driver:  # GPU-only: busbw against the expectation table
         checks.append(
             bandwidth.check(
                 checks, fraction=settings.verify.busbw_fraction, nodes=nodes, transports=transports
@@ -416,8 +418,9 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
         if nodes == 1
         else write_json(out / "evidence.json", record.to_json())
     )
-    # issue 10: every run, passing or not, is signed and attached to the digest in the registry
-    att = attested.publish(settings, record, out).location if keys.configured(settings) else None
+    # Every run, passing or not, is signed and attached to the digest in the registry
+    att = (registry_store.publish(settings, record, out).location
+           if keys.configured(settings) else None)
     write_summary(record, out, attestation=att)
     return Verified(
         reference=reference,
@@ -457,15 +460,21 @@ def _quiet(_: str) -> None:
     pass
 
 
-def check_where(nodes: int, cluster: str, kind: str, gpus_per_node: int | None = None) -> bool:
-    """True for a Kubernetes run; raises ConfigError for a combination that cannot run, and for
-    ``nodes`` / ``gpus_per_node`` outside the job schema's bounds (the ones deploy holds to)."""
+def check_where(nodes: int, cluster: str, kind: str, gpus_per_node: int | None = None, *,
+                dry_run: bool = False) -> bool:
+    """The one check of verify's options (the task's and :func:`verify`'s): True for a
+    Kubernetes run; raises ConfigError for a combination that cannot run (``dry_run`` is for
+    ``k8s`` only: nothing else has manifests to show), and for ``nodes`` / ``gpus_per_node``
+    outside the job schema's bounds (the ones deploy holds to)."""
+    if cluster not in CLUSTERS:
+        raise ConfigError(f"--cluster {cluster}: not a cluster kind",
+                          f"use --cluster {' or '.join(CLUSTERS)}")
+    if dry_run and cluster != "k8s":
+        raise ConfigError("--dry-run is for --cluster k8s", "drop --dry-run, or add --cluster k8s")
     if nodes < 1:
         raise ConfigError(f"--nodes {nodes}: a run needs at least 1 node", "pass --nodes 1 or more")
     jobfile.within_schema("--nodes", nodes, "nodes")
     jobfile.within_schema("--gpus-per-node", gpus_per_node, "resources", "gpus")
-    if cluster not in ("local", "k8s"):
-        raise ConfigError(f"--cluster {cluster}: not a cluster kind", "use --cluster local or k8s")
     if kind not in ("job", "paddlejob"):
         raise ConfigError(f"--kind {kind}: not a job kind", "use --kind job or paddlejob")
     if cluster == "k8s" and nodes < 2:

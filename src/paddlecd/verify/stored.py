@@ -2,12 +2,12 @@
 
 The layouts (:mod:`paddlecd.registry.cosign`): Sigstore bundle referrers, the envelopes of cosign's
 ``sha256-<hex>.att`` tag, and the paddlecd v1 artifact (envelope, JUnit and log layers), which
-verify no longer writes but images attested in it stay promotable. Each run found is verified
+verify does not write but images attested in it stay promotable. Each run found is verified
 against the trusted keys or carries the problem that stopped it; a run found in several layouts
 is one :class:`Run` naming each place, and the referrer with its JUnit XML and smoke log is
 matched to it by the sha256 of the signed statement. Bundle referrers annotated with another
 predicate type (push's SLSA provenance) are no verify runs: they are listed with each run, so a
-promotion copies them along (:func:`paddlecd.verify.attested.copy`), and read by
+promotion copies them along (:func:`paddlecd.verify.registry_store.copy`), and read by
 :func:`paddlecd.image.provenance.find`.
 """
 
@@ -33,7 +33,7 @@ from paddlecd.verify.attestation import (
 )
 from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle
 
-ARTIFACT_TYPE = "application/vnd.paddlecd.attestation.v1+json"  # read, no longer written
+ARTIFACT_TYPE = "application/vnd.paddlecd.attestation.v1+json"  # read, not written
 SLSA = "https://slsa.dev/provenance/v1"  # push's provenance (paddlecd.image.provenance)
 ENVELOPE_TYPE = cosign.DSSE_TYPE
 BYPRODUCTS_TYPE = "application/vnd.paddlecd.verify.byproducts.v1"

@@ -1,4 +1,4 @@
-"""Object storage: one small interface, two stores (S3-compatible buckets, local folders). Issue 4.
+"""Object storage: one small interface, two stores (S3-compatible buckets, local folders).
 
 Keys are relative to the store's root (``s3://bucket/prefix`` or ``file:///path``) and use ``/``
 separators. The interface is :mod:`.base`; the stores are :mod:`.file` (the embedded default,

@@ -46,7 +46,7 @@ class Quirk:
 class Store(Protocol):
     """What artifacts need from an object store. ``url`` is the root, e.g. ``s3://models/paddle``.
 
-    Two calls exist for concurrent writers (issue 12: two uploads of one name and version at once).
+    Two calls exist for concurrent writers (two uploads of one name and version at once).
     ``put_bytes(..., exclusive=True)`` creates ``key`` only if it does not exist, else raises
     :class:`ConflictError`. ``claim(prefix)`` is a context manager holding the right to write under
     ``prefix`` (one version) while it is open; a second claimant gets :class:`ConflictError` at

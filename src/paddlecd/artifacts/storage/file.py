@@ -1,7 +1,7 @@
 """The file store: a local folder with the layout of a bucket (the embedded default).
 
 Each write is a temp file renamed into place, so a reader never sees half a file; a failed write
-(a full disk included) removes its temp file and raises StorageError naming the path (issue 12).
+(a full disk included) removes its temp file and raises StorageError naming the path.
 A version is claimed by an exclusive ``flock`` on ``<root>/.claims/<name>/<version>.lock``: the
 kernel drops it when its process dies, so a killed upload never blocks the next one.
 """

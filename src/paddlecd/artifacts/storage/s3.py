@@ -1,4 +1,4 @@
-"""The S3 store: S3-compatible buckets (AWS, MinIO, Ceph RGW, BOS) through boto3. Issue 4.
+"""The S3 store: S3-compatible buckets (AWS, MinIO, Ceph RGW, BOS) through boto3.
 
 The only module that imports boto3/botocore (STYLE.md §1);
 :func:`paddlecd.artifacts.storage.open_store` imports it for ``s3://`` URLs only. Every
@@ -416,7 +416,7 @@ def client_config(
     botocore 1.36 made them ``when_supported`` (CRC32 trailers on every upload), which several
     S3-compatible stores reject; ``when_required`` (our fallback) works on AWS and on those stores.
 
-    Settings the user gives the standard AWS way win over paddlecd's fallbacks (issue 12): a value
+    Settings the user gives the standard AWS way win over paddlecd's fallbacks: a value
     is put in the Config (where it would beat the AWS environment and profile) only when
     ``storage.checksum_mode`` is set, or when :data:`AWS_SETTINGS` names neither an environment
     variable nor a profile key that is set.
@@ -510,14 +510,14 @@ def _process_space() -> str:
 
 def _holder_gone(held: Mapping[str, Any]) -> bool:
     """Whether claim ``held`` was taken by a process of this boot and PID namespace that no longer
-    runs (``kill -9`` mid-upload: a trial's re-run was refused for a day). A claim written before
-    these fields, or from elsewhere, is never judged gone here."""
+    runs (``kill -9`` mid-upload: the re-run takes the claim over rather than waiting out its
+    day). A claim without these fields, or from elsewhere, is never judged gone here."""
     return _holder_state(held) is False
 
 
 def _holder_state(held: Mapping[str, Any]) -> bool | None:
     """True: claim ``held`` names a process of this boot and PID namespace that runs (refused even
-    with ``take_over``: a trial's ``--overwrite`` took over a live upload); False: one that no
+    with ``take_over``: an ``--overwrite`` must not take over a live upload); False: one that no
     longer runs; None: a claim of another machine or namespace, or without these fields (nothing
     here can tell)."""
     pid, space = held.get("pid"), held.get("process")
@@ -534,7 +534,7 @@ def _holder_state(held: Mapping[str, Any]) -> bool | None:
 
 def _aws_setting_error(e: Exception) -> ConfigError:
     """botocore refusing a value of the AWS configuration (an ``AWS_*`` variable or a profile key,
-    read while the client is made): one line naming the ones set, not its traceback (a trial)."""
+    read while the client is made): one line naming the ones set, not its traceback."""
     named = sorted(k for k in os.environ if k.startswith("AWS_"))  # names only, never values
     return ConfigError(
         f"the AWS configuration is refused by botocore: {str(e).splitlines()[0]}",

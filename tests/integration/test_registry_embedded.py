@@ -22,10 +22,10 @@ def test_the_embedded_registry_stops_on_sigterm_with_its_server(tmp_path):
     import sys
     import time
 
-    from paddlecd.localstack import free_port
+    from paddlecd.registry.embedded import free_port
 
     port = free_port()
-    sup = subprocess.Popen([sys.executable, "-m", "paddlecd.localstack", "--port", str(port),
+    sup = subprocess.Popen([sys.executable, "-m", "paddlecd.registry.embedded", "--port", str(port),
                             "--root", str(tmp_path)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     try:

@@ -182,8 +182,8 @@ class RegistryServer:
 
 
 def main() -> None:
-    """``python -m paddlecd.localstack --port 5000 --root DIR``: run the embedded registry in the
-    foreground."""
+    """``python -m paddlecd.registry.embedded --port 5000 --root DIR``: run the embedded registry
+    in the foreground."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)
@@ -191,7 +191,7 @@ def main() -> None:
     ap.add_argument("--root", type=Path, required=True)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # stack.sh keeps it in serve.log
-    log = logging.getLogger("paddlecd.localstack")
+    log = logging.getLogger("paddlecd.registry.embedded")
     server = RegistryServer(args.root, port=args.port)
     if server.ready():
         log.info("registry already answering on %s", server.host)

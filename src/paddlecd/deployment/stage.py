@@ -1,4 +1,5 @@
-"""Deploy: resolve a release to a digest, plan the job, then run it locally or on Kubernetes.
+"""The deploy stage: resolve a release to a digest, plan the job, then run it locally or on
+Kubernetes.
 
 ``plan`` does every check (job file, variant, digest, resources) before anything is created, so a
 bad input changes nothing. ``run`` carries the plan out and returns the exported model's location,
@@ -17,15 +18,17 @@ import yaml
 from paddlecd import git
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.jobfile import JobSpec
-from paddlecd.cluster.render import KINDS, Target, pinned, render
+from paddlecd.cluster.render import CLUSTERS, KINDS, Target, pinned, render
 from paddlecd.config import Settings
+from paddlecd.engine import refuse_image_id
 from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.image import variants
-from paddlecd.registry.client import parse_reference, refuse_image_id
+from paddlecd.registry.client import parse_reference
+from paddlecd.release import query
 from paddlecd.types import Echo
 from paddlecd.verify import drivers
 
-CLUSTERS = ("local", "k8s")
+__all__ = ["CLUSTERS", "Deployed", "Plan", "deployed", "plan", "render_to", "resolve", "run"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ class Plan:
 
 @dataclass(frozen=True)
 class Deployed:
-    """The result of a deployment for scripts (``invoke deploy --json``, issue 12).
+    """The result of a deployment for scripts (``invoke deploy --json``).
 
     Attributes:
         job_id: the job's name (``<name>-<6 hex>``), also its network/containers or Job/Service.
@@ -156,7 +159,7 @@ def plan(
 
     Args:
         job: path of the job file (``train.yaml``).
-        release: ``X.Y.Z-<variant>`` resolved with ``paddlecd.release.promote.find``; or
+        release: ``X.Y.Z-<variant>`` resolved with :func:`paddlecd.release.query.find`; or
         image: ``host/repo@sha256:…`` directly (``variant`` then says which, default ``cpu``).
 
     Raises:
@@ -165,18 +168,7 @@ def plan(
             nodes on ``--cluster local`` (checked before any registry is asked).
     """
     cluster = cluster or settings.cluster.kind
-    if cluster not in CLUSTERS:
-        raise ConfigError(f"unknown --cluster '{cluster}'", "use --cluster local or k8s")
-    if kind not in KINDS:
-        raise ConfigError(
-            f"unknown --kind '{kind}'",
-            "use --kind job (Indexed Job + Service) or paddlejob (Kubeflow)",
-        )
-    if cluster == "local" and kind != "job":
-        raise ConfigError(
-            "--kind paddlejob needs the training operator: it runs only with --cluster k8s",
-            "drop --kind or use --cluster k8s",
-        )
+    _check_where(cluster, kind)
     spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
     if cluster == "local" and spec.nodes > LOCAL_NODES_MAX:
         raise ConfigError(
@@ -192,14 +184,8 @@ def plan(
         check_host_paths(spec)
     job_id = spec.new_job_id()
     ns = _namespace(settings, cluster)
-    manifests = render(
-        spec,
-        target,
-        job_id=job_id,
-        kind=kind,
-        namespace=ns,
-        pull_secret=settings.cluster.image_pull_secret,
-    )
+    manifests = render(spec, target, job_id=job_id, kind=kind, namespace=ns,
+                       pull_secret=settings.cluster.image_pull_secret)
     return Plan(
         spec=spec,
         target=target,
@@ -211,13 +197,29 @@ def plan(
     )
 
 
+def _check_where(cluster: str, kind: str) -> None:
+    """Refuse an unknown cluster or kind, and a PaddleJob off Kubernetes (ConfigError)."""
+    if cluster not in CLUSTERS:
+        raise ConfigError(f"unknown --cluster '{cluster}'", "use --cluster local or k8s")
+    if kind not in KINDS:
+        raise ConfigError(
+            f"unknown --kind '{kind}'",
+            "use --kind job (Indexed Job + Service) or paddlejob (Kubeflow)",
+        )
+    if cluster == "local" and kind != "job":
+        raise ConfigError(
+            "--kind paddlejob needs the training operator: it runs only with --cluster k8s",
+            "drop --kind or use --cluster k8s",
+        )
+
+
 # Nodes of a local run: one container each, every one importing Paddle on this machine; the bound
 # of verify.cpu_ranks (config.BOUNDS), for the same reason.
 LOCAL_NODES_MAX = 64
 
 
 def _namespace(settings: Settings, cluster: str) -> str:
-    """cluster.namespace, else (k8s) the kubeconfig context's as kubectl picks it (issue 12)."""
+    """cluster.namespace, else (k8s) the kubeconfig context's as kubectl picks it."""
     if cluster == "local":
         return settings.cluster.namespace or "default"
     from paddlecd.cluster import k8s  # the kubernetes client loads only for k8s deployments
@@ -264,14 +266,12 @@ def resolve(
             "e.g. invoke deploy --release 1.4.0-cpu --job examples/train.yaml",
         )
     revision = git.revision(settings.root).full
-    if image:  # a local image ID where the manifest digest belongs is refused (issue 12)
+    if image:  # a local image ID where the manifest digest belongs is refused
         reference = str(refuse_image_id(parse_reference(pinned(image))))
         return Target(
             reference=reference, variant=variant or "cpu", release=None, revision=revision
         )
-    from paddlecd.release import promote as releases  # the release engineer's module (issue 3)
-
-    found = releases.find(settings, str(release))
+    found = query.find(settings, str(release))
     return Target(
         reference=pinned(found.reference),
         variant=found.variant,

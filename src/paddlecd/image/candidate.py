@@ -1,0 +1,85 @@
+"""The candidate record: the image push made last for a variant, which verify and promote take.
+
+Layout under the state folder (``settings.state``)::
+
+    candidates/<variant>.json      {"variant", "reference", "digest", "tag", "pushed"}
+
+A frozen record (:class:`Candidate`) with ``to_json``/``from_json``; scripts and workflows read
+``candidates/<variant>.json``. Writes are atomic (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from paddlecd.config import Settings
+from paddlecd.errors import ConfigError
+from paddlecd.files import now_iso, write_json
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The last pushed image of ``variant``: ``reference`` is ``host/repo@sha256:…``, ``digest`` its
+    ``sha256:…``, ``tag`` the build tag pushed, ``pushed`` the ISO-8601 UTC time."""
+
+    variant: str
+    reference: str
+    digest: str
+    tag: str
+    pushed: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as stored (scripts read ``["digest"]`` and ``["reference"]``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str = "candidate") -> Candidate:
+        """Parse a stored candidate record.
+
+        Raises:
+            ConfigError: a field missing or not a string (the cause names it).
+        """
+        for name in cls.__dataclass_fields__:
+            if not isinstance(data, dict) or not isinstance(data.get(name), str):
+                raise ConfigError(
+                    f"{source}: '{name}' is missing or not a string",
+                    "push again to rewrite it: invoke push --variant …",
+                )
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+def candidate_path(settings: Settings, variant: str) -> Path:
+    """Where the candidate record of ``variant`` lives."""
+    return settings.state / "candidates" / f"{variant}.json"
+
+
+def save_candidate(
+    settings: Settings, variant: str, *, reference: str, digest: str, tag: str
+) -> Path:
+    """Record the pushed candidate of ``variant`` (``reference`` is ``host/repo@sha256:…``)."""
+    record = Candidate(
+        variant=variant, reference=reference, digest=digest, tag=tag, pushed=now_iso()
+    )
+    return write_json(candidate_path(settings, variant), record.to_json())
+
+
+def load_candidate(settings: Settings, variant: str) -> Candidate | None:
+    """The last pushed candidate of ``variant``, or None.
+
+    Raises:
+        ConfigError: the stored record is not valid JSON or lacks a field.
+    """
+    path = candidate_path(settings, variant)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as e:
+        raise ConfigError(
+            f"{path}: not valid JSON ({e})", f"push again: invoke push --variant {variant}"
+        ) from e
+    return Candidate.from_json(data, source=str(path))
