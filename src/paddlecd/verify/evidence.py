@@ -9,7 +9,9 @@ Layout under the state folder (``settings.state``)::
                                                 "metrics", "message"}],
                                     "versions": {"paddle", "cuda", "cudnn", "driver"},
                                     "junit": "<path>", "duration_s", "revision", "model_dir",
-                                    "warnings": ["<one line>"], "nodes": [{"hostname", …}]}
+                                    "warnings": ["<one line>"], "nodes": [{"hostname", …}],
+                                    "hardware": "<class>", "figures": [{"name", "value",
+                                                "unit", "better", "spread", "samples"}]}
     candidates/<variant>.json      {"variant", "reference", "digest", "tag", "pushed"}
 
 Both are frozen records here (:class:`Evidence`, :class:`Candidate`) with ``to_json``/``from_json``;
@@ -78,6 +80,9 @@ class Evidence:
         warnings: one-line notes that are neither pass nor fail (a busbw with no expectation).
         nodes: per-node facts of a ``--nodes N`` run (``hostname``, ``gpu``, ``gpus``,
             ``driver``, ``rank``); empty for a one-container run, whose node count is 1.
+        hardware: the class the figures ran on (:mod:`paddlecd.verify.figures`), or None.
+        figures: the speed figures, each ``{"name", "value", "unit", "better", "spread",
+            "samples", "hardware"}`` (:meth:`paddlecd.verify.figures.Figure.to_json`).
     """
 
     digest: str
@@ -93,6 +98,8 @@ class Evidence:
     model_dir: str | None = None
     warnings: tuple[str, ...] = ()
     nodes: tuple[Mapping[str, Any], ...] = ()
+    hardware: str | None = None
+    figures: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def node_count(self) -> int:
@@ -159,6 +166,7 @@ class Evidence:
         known.setdefault("variant", None)
         known["warnings"] = tuple(data.get("warnings", ()))
         known["nodes"] = tuple(data.get("nodes", ()))
+        known["figures"] = tuple(data.get("figures", ()))
         return cls(**known)
 
 

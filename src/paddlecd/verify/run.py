@@ -28,7 +28,17 @@ from paddlecd.image import variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
 from paddlecd.types import Echo
-from paddlecd.verify import attested, bandwidth, charts, drivers, evidence, keys, nccl, nodes_k8s
+from paddlecd.verify import (
+    attested,
+    bandwidth,
+    charts,
+    drivers,
+    evidence,
+    figures,
+    keys,
+    nccl,
+    nodes_k8s,
+)
 from paddlecd.verify import nodes as multinode
 
 SMOKE_CMD = [
@@ -128,6 +138,7 @@ def smoke_container(
         "SMOKE_EXPECT_CUDA": labels.get("io.paddlecd.cuda.version", ""),
         "SMOKE_EXPECT_CUDNN": labels.get("io.paddlecd.cudnn.version", ""),
         "SMOKE_CPU_RANKS": str(settings.verify.cpu_ranks),
+        "SMOKE_REPEAT": str(settings.verify.repeat),  # the timed parts (smoke/_figures.py)
         "SMOKE_OUT": "/out",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
@@ -393,6 +404,8 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
         passed=ok and all(c.passed for c in checks) and bool(checks),
         warnings=warnings(checks),
         nodes=facts,
+        hardware=figures.hardware_of(checks),
+        figures=tuple(f.to_json() for f in figures.collect(checks)),
         created=now_iso(),
         duration_s=round(seconds, 3),
         checks=tuple(checks),
