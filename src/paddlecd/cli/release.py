@@ -55,6 +55,8 @@ def _plan_lines(verbose: bool = False):
         "yes": "write the plan (required: CI has no prompt)",
         "force": "promote despite missing, failing or stale evidence " "(needs --reason; recorded)",
         "reason": "why --force is needed; stored in the ledger record",
+        "accept_regression": "promote although a figure is slower than the release it replaces "
+        "(the reason; recorded with who)",
         "json": "print the release (with --dry-run: the plan) as one JSON document on stdout",
         "verbose": VERBOSE_HELP,
     }
@@ -70,6 +72,7 @@ def promote(
     yes=False,
     force=False,
     reason=None,
+    accept_regression=None,
     json=False,
     verbose=False,
 ):
@@ -83,8 +86,13 @@ def promote(
     semver precedence; a pre-release (1.5.0-rc.1) gets only its own tag; an existing release is
     never overwritten; a re-run after a crash finishes the job; a complete re-run does nothing.
     Blobs are mounted inside one registry (no layer moves). Every promotion appends a record to
-    the ledger (invoke release.list). --json prints version, variant, digest, release
-    reference, tags written, attestation and ledger record id (paddlecd.release.promote.Released).
+    the ledger (invoke release.list). The upgrade gate compares the attested figures (training
+    throughput, busbw, latency, export and inference times) with those of the release X.Y-V (else
+    latest-V) points at, on the same hardware class: a figure slower by more than
+    release.max_slowdown (beyond the runs' noise) refuses, naming it; --accept-regression "<why>"
+    promotes anyway and records why and who (docs/guides/upgrade-gates.md). --json prints
+    version, variant, digest, release reference, tags written, attestation, ledger record id and
+    the comparison (paddlecd.release.promote.Released).
     Examples: invoke promote --variant cpu --version 1.4.0 --dry-run
               invoke promote --variant cu126 --bump minor --yes --json
     """
@@ -92,7 +100,7 @@ def promote(
 
     s, name = settings(), pick_variant(variant, required_by="promote")
     todo = dict(variant=name, version=version, part=bump, digest=digest, force=force,
-                reason=reason)
+                reason=reason, accept_regression=accept_regression)
     if not yes or dry_run:  # the plan is all there is to see: printed as it comes
         outcome = rel.promote(s, **todo, execute=False, report=_plan_lines(verbose))
     else:  # the plan and each step in the stage's log (and under its spinner on a terminal)
@@ -157,6 +165,16 @@ def _evidence_text(record) -> str:
     return text + (f"; FORCED: {record.reason}" if record.forced else "")
 
 
+def _gate_lines(record) -> list[str]:
+    """The upgrade gate the release passed (or was accepted past), as release.show prints it."""
+    from paddlecd.release import gates
+
+    if not record.gate:
+        return []
+    lines = gates.Comparison.from_json(record.gate).describe()
+    return [line.replace("  comparison     ", "  comparison:", 1) for line in lines]
+
+
 @task(name="list", help={"variant": "only this variant", "json": JSON_HELP})
 @guarded
 def list_(c, variant=None, json=False):
@@ -211,6 +229,8 @@ def show(c, version):
             f"  attestation: {record.attestation or '(none)'}"
         )
         for line in _stored(s, record):
+            result(line)
+        for line in _gate_lines(record):
             result(line)
         for h in history:
             result(f"  {h.when} {h.action} by {h.who} (record {h.id})")
