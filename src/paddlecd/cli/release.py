@@ -175,6 +175,48 @@ def _gate_lines(record) -> list[str]:
     return [line.replace("  comparison     ", "  comparison:", 1) for line in lines]
 
 
+@task(
+    positional=["a", "b"],
+    help={
+        "a": "a release (1.0.0-cpu), a candidate digest (sha256:…) or an image reference",
+        "b": "the other one, compared with a (ratio b/a)",
+        "history": "instead of a and b: a variant; draws each figure over its releases (PNG)",
+        "out": "with --history: the PNG to write (default <state>/charts/history-<variant>.png)",
+        "json": JSON_HELP,
+    },
+)
+@guarded
+def compare(c, a="", b="", history=None, out=None, json=False):
+    """Show the attested figures of two releases (or a release and a candidate digest) side by
+    side with the ratio b/a: training throughput and step time, busbw per size, latency, export
+    and inference times, each with its spread and the hardware class it ran on. --history V
+    writes a PNG of each figure over the releases of variant V (and a Markdown twin with mermaid
+    charts). Reads only. Examples: invoke release.compare 1.0.0-cpu 1.1.0-cpu
+              invoke release.compare 1.1.0-cpu sha256:… --json
+              invoke release.compare --history cpu
+    """
+    from paddlecd.release import compare as cmp
+
+    s = settings()
+    if history:
+        path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
+        if json:
+            return json_result({"variant": history, "chart": str(path), "series": drawn})
+        result(f"wrote {path} ({len(drawn)} figures over "
+               f"{max(len(x['points']) for x in drawn.values())} releases)")
+        return None
+    if not (a and b):
+        raise ConfigError("release.compare needs two releases or digests, or --history VARIANT",
+                          "e.g. invoke release.compare 1.0.0-cpu 1.1.0-cpu")
+    left, right = cmp.side(s, a), cmp.side(s, b)
+    if json:
+        return json_result({"a": left.to_json(), "b": right.to_json(),
+                            "rows": [r.to_json() for r in cmp.rows(left, right)]})
+    for line in cmp.table(left, right):
+        result(line)
+    return None
+
+
 @task(name="list", help={"variant": "only this variant", "json": JSON_HELP})
 @guarded
 def list_(c, variant=None, json=False):
