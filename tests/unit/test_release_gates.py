@@ -163,3 +163,18 @@ def test_figures_come_from_the_checks_when_the_predicate_has_no_list():
     assert hardware_of(checks) == "cpu (2 c)"
     assert collect(checks) == (Figure("export.save_time", 3.0, "ms", hardware="cpu (2 c)"),)
     assert from_predicate({"checks": checks}) == collect(checks)
+
+
+def test_release_show_prints_the_gate_a_release_passed():
+    from paddlecd.cli.release import _gate_lines
+
+    result = run(figures("cpu-3.0.0-step-sleep-2ms.json"), figures("cpu-3.0.0.json"),
+                 accept="sleeping steps", who="rm@host")
+    record = Record(id="ledger.cpu.x", action="promote", variant="cpu", version="1.0.1",
+                    digest=NEW, source="s", target="t",
+                    gate=gates.ledger_gate(result, None))
+    lines = _gate_lines(record)
+    assert lines[0].startswith("  comparison: regression accepted by rm@host: sleeping steps "
+                               "against 1.0.0-cpu (1.0-cpu, " + BASE)
+    assert any(x.strip().startswith("train.step_time") and "REGRESSION" in x for x in lines)
+    assert _gate_lines(dataclasses.replace(record, gate=None)) == []
