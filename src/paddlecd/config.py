@@ -104,6 +104,8 @@ class ReleaseSettings:
     # at by more than this fraction refuses the promotion; per figure: "name=0.25,prefix.*=0.5"
     max_slowdown: float = 0.1
     max_slowdown_figures: str | None = None
+    # models in production (verify/models.py): "name@version,name" checked in every candidate
+    models: str | None = None
 
 
 @dataclass(frozen=True)

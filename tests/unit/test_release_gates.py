@@ -178,3 +178,38 @@ def test_release_show_prints_the_gate_a_release_passed():
                                "against 1.0.0-cpu (1.0-cpu, " + BASE)
     assert any(x.strip().startswith("train.step_time") and "REGRESSION" in x for x in lines)
     assert _gate_lines(dataclasses.replace(record, gate=None)) == []
+
+
+def _attested(models: list[dict]):
+    from paddlecd.verify.attestation import VerifiedAttestation
+
+    return VerifiedAttestation(digest=NEW, name="r", keyid="k", key_source="f",
+                               predicate={"models": models})
+
+
+def test_models_in_production_refuse_naming_the_model_and_the_cause(tmp_path):
+    s = config.load({"state_dir": str(tmp_path), "release.models": "ranker@1.2.0,embedder"},
+                    root=ROOT)
+    att = _attested([
+        {"model": "ranker@1.2.0", "passed": False, "code": "legacy-in-pir",
+         "cause": "a 2.x program that Paddle 3 with PIR cannot load"},
+        {"model": "embedder@0.3.0", "passed": True, "code": None, "cause": ""}])
+    assert gates.model_problems(s, att) == [
+        "ranker@1.2.0: legacy-in-pir (a 2.x program that Paddle 3 with PIR cannot load)"]
+    assert gates.model_problems(s, _attested([])) == [
+        "ranker@1.2.0: not checked in this image (run: invoke verify --models)",
+        "embedder: not checked in this image (run: invoke verify --models)"]
+    none = config.load({"state_dir": str(tmp_path)}, root=ROOT)
+    assert gates.model_problems(none, att) == []
+    with pytest.raises(ConfigError, match="not name or name@version"):
+        gates.model_problems(config.load({"state_dir": str(tmp_path),
+                                          "release.models": "ranker@"}, root=ROOT), att)
+    # a failing model refuses even a first release (no figures to compare)
+    result = gates.gate(s, None, "repo", variant="cpu", version=semver.Version.parse("1.0.0"),
+                        digest=NEW, state=State(), records=(), attestation=att)
+    assert result.status == "refused" and "model ranker@1.2.0: legacy-in-pir" in result.refusal()
+    assert any("model ranker@1.2.0" in x for x in result.describe())
+    accepted = gates.gate(s, None, "repo", variant="cpu", version=semver.Version.parse("1.0.0"),
+                          digest=NEW, state=State(), records=(), attestation=att,
+                          accept="ranker retired next week")
+    assert (accepted.status, accepted.reason) == ("accepted", "ranker retired next week")

@@ -168,6 +168,8 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
         "gpus_per_node": "cards per node of an N-node GPU run (default: host cards / N; "
         "required with --cluster k8s for a GPU image)",
         "kind": "with --cluster k8s: job (Indexed Job + Service) or paddlejob (Kubeflow)",
+        "models": "also check each model of release.models in the image (artifacts.check at its "
+        "stored references); the results go into the attestation, which promote requires",
         "dry_run": "with --cluster k8s: print the manifests (ConfigMap, Service, Job per check), "
         "create nothing",
         "verbose": VERBOSE_HELP,
@@ -186,6 +188,7 @@ def verify(
     kind="job",
     dry_run=False,
     verbose=False,
+    models=False,
 ):
     """Run the smoke suite inside the pushed image (by digest) and record evidence for that digest.
 
@@ -220,11 +223,14 @@ def verify(
     if dry_run:
         return _verify_manifests(variant, image, nodes, gpus, kind, json)
     s = settings()
+    if models and not s.release.models:
+        raise ConfigError("--models: no models listed (release.models is not set)",
+                          'set release.models: "name@version,name" (PADDLECD_RELEASE_MODELS)')
     name = variant if image else pick_variant(variant)  # given with --image: checked
     with view.stage("verify", name or "image", state=s.state, verbose=verbose) as st:
         done = smoke.verify(s, variant=name, image=image, out_dir=Path(out) if out else None,
                             on_line=st.line, nodes=nodes, gpus_per_node=gpus, cluster=cluster,
-                            kind=kind, on_event=st.note)
+                            kind=kind, on_event=st.note, models=models)
         st.done(done.record.tally, failed=done.error() is not None)
     if json:
         common.json_result(done.record)
@@ -239,6 +245,9 @@ def verify(
             else "attestation: none (no signing key: set verify.signing_key or "
             "PADDLECD_SIGNING_KEY; promotion needs one)"
         )
+    for m in done.record.models if not json else ():
+        result(f"model {m['model']}: " + ("passed" if m["passed"] else
+                                          f"FAILED, {m['code']}: {m['cause']}"))
     error = done.error()
     if error:
         raise error

@@ -78,7 +78,8 @@ def verify(ctx: StageContext) -> None:
 
     # the digest this run pushed (also on resume); without a push stage, the variant's candidate
     reference = ctx.inputs.get("push", {}).get("reference")
-    result = ver.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
+    result = ver.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line,
+                        models=bool(ctx.settings.release.models))  # the models gate's results
     record = result.record
     ctx.outputs.update(
         reference=result.reference,

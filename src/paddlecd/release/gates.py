@@ -14,6 +14,7 @@ docs/guides/upgrade-gates.md.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import math
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,8 @@ class Comparison:
         baseline: ``<version>-<variant>`` compared with (None: none). baseline_digest: its digest.
         tag: the moving tag that named the baseline. note: why not compared, when not.
         verdicts: per figure. reason, who: of ``--accept-regression``.
+        models: one line per ``release.models`` entry that fails in the candidate or was not
+            checked there (:func:`model_problems`); any refuses, as a regression does.
     """
 
     status: str
@@ -108,6 +111,7 @@ class Comparison:
     verdicts: tuple[Verdict, ...] = ()
     reason: str | None = None
     who: str | None = None
+    models: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> tuple[Verdict, ...]:
@@ -117,19 +121,25 @@ class Comparison:
     def refusal(self) -> str:
         """The one-line cause of a refusal: each regressed figure, both values, both digests and
         the hardware class."""
-        figs = "; ".join(v.line().removesuffix(": REGRESSION") for v in self.regressions)
-        return (f"slower than {self.baseline} on {self.hardware}: {figs} "
-                f"(candidate {self.digest}, baseline {self.baseline_digest})")
+        parts = [f"model {m}" for m in self.models]
+        if self.regressions:
+            figs = "; ".join(v.line().removesuffix(": REGRESSION") for v in self.regressions)
+            parts.append(f"slower than {self.baseline} on {self.hardware}: {figs} "
+                         f"(candidate {self.digest}, baseline {self.baseline_digest})")
+        return "; ".join(parts)
 
     def describe(self) -> list[str]:
         """Plan lines: the verdict, then one line per figure."""
-        if self.status == "not compared":
-            return [f"  comparison      not compared ({self.note})"]
+        models = [f"    model {m}" for m in self.models]
+        if self.status == "not compared" or (self.note and not self.verdicts):
+            state = {"refused": "REFUSED, ", "accepted": f"accepted by {self.who}: "
+                     f"{self.reason}, "}.get(self.status, "")
+            return [f"  comparison      {state}not compared ({self.note})", *models]
         head = {"passed": "passed", "refused": "REFUSED", "accepted":
                 f"regression accepted by {self.who}: {self.reason}"}[self.status]
         lines = [f"  comparison      {head} against {self.baseline} ({self.tag}, "
                  f"{self.baseline_digest}) on {self.hardware}"]
-        return lines + [f"    {v.line()}" for v in self.verdicts]
+        return lines + [f"    {v.line()}" for v in self.verdicts] + models
 
     def to_json(self) -> dict[str, Any]:
         """The comparison as stored in the ledger record (``gate``)."""
@@ -142,6 +152,7 @@ class Comparison:
         """Inverse of :meth:`to_json` (unknown keys ignored)."""
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         known["verdicts"] = tuple(Verdict.from_json(v) for v in data.get("verdicts") or ())
+        known["models"] = tuple(data.get("models") or ())
         return cls(**known)
 
 
@@ -281,15 +292,56 @@ def baseline_figures(settings: Settings, client: RegistryClient, repository: str
     return from_predicate(max(passing, key=lambda a: a.created).predicate) if passing else ()
 
 
+def model_problems(settings: Settings, attestation: VerifiedAttestation | None) -> list[str]:
+    """One line per model of ``release.models`` that the candidate's signed run did not pass:
+    ``ranker@1.2.0: legacy-in-pir (<cause>)``, or ``ranker: not checked in this image``.
+
+    Raises:
+        ConfigError: a bad ``release.models``.
+    """
+    from paddlecd.verify.models import ModelResult, wanted
+
+    listed = wanted(settings)
+    if not listed or attestation is None:
+        return []
+    results = [ModelResult.from_json(m) for m in attestation.predicate.get("models") or ()
+               if isinstance(m, Mapping)]
+    problems = []
+    for name, version in listed:
+        mine = [r for r in results if r.model.partition("@")[0] == name
+                and (version is None or r.model == f"{name}@{version}")]
+        if not mine:
+            problems.append(f"{name}{'@' + version if version else ''}: not checked in this "
+                            "image (run: invoke verify --models)")
+        problems += [f"{r.model}: {r.code} ({r.cause})" for r in mine if not r.passed]
+    return problems
+
+
 def gate(settings: Settings, client: RegistryClient, repository: str, *, variant: str,
          version: semver.Version, digest: str, state: State, records: Sequence[Record],
          attestation: VerifiedAttestation | None, accept: str | None = None) -> Comparison:
     """The upgrade gate of promoting ``digest`` to ``version``: its attested figures against
-    the baseline's (:func:`baseline_of`) on the same hardware class.
+    the baseline's (:func:`baseline_of`) on the same hardware class, and the models of
+    ``release.models`` in the candidate (:func:`model_problems`).
 
     Raises:
-        ConfigError: a bad ``release.max_slowdown_figures``. RegistryError: the registry failed.
+        ConfigError: a bad ``release.max_slowdown_figures`` or ``release.models``.
+        RegistryError: the registry failed.
     """
+    result = _figures_gate(settings, client, repository, variant=variant, version=version,
+                           digest=digest, state=state, records=records,
+                           attestation=attestation, accept=accept)
+    problems = tuple(model_problems(settings, attestation))
+    if not problems:
+        return result
+    status = "accepted" if accept else "refused"
+    return dataclasses.replace(result, status=status, models=problems,
+                               reason=accept or None, who=files.who() if accept else None)
+
+
+def _figures_gate(settings: Settings, client: RegistryClient, repository: str, *, variant: str,
+                  version: semver.Version, digest: str, state: State, records: Sequence[Record],
+                  attestation: VerifiedAttestation | None, accept: str | None) -> Comparison:
     allowed = limits(settings)
     figures = from_predicate(attestation.predicate) if attestation else ()
     hardware = str(attestation.predicate.get("hardware") or "") if attestation else ""

@@ -268,8 +268,8 @@ def promote(
         if plan.comparison and plan.comparison.status == "refused":
             with outcome.phase("compare", report):
                 raise PromotionError(f"refused: {plan.comparison.refusal()}",
-                                     "find the slowdown, or promote anyway with "
-                                     "--accept-regression \"<reason>\" (recorded)")
+                                     "find the cause (invoke release.compare), or promote anyway "
+                                     "with --accept-regression \"<reason>\" (recorded)")
         if execute:
             pending = _pending_path(settings, variant)
             adopted = _adoptable(plan, pending)

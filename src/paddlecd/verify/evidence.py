@@ -11,7 +11,8 @@ Layout under the state folder (``settings.state``)::
                                     "junit": "<path>", "duration_s", "revision", "model_dir",
                                     "warnings": ["<one line>"], "nodes": [{"hostname", …}],
                                     "hardware": "<class>", "figures": [{"name", "value",
-                                                "unit", "better", "spread", "samples"}]}
+                                                "unit", "better", "spread", "samples"}],
+                                    "models": [{"model", "passed", "code", "cause"}]}
     candidates/<variant>.json      {"variant", "reference", "digest", "tag", "pushed"}
 
 Both are frozen records here (:class:`Evidence`, :class:`Candidate`) with ``to_json``/``from_json``;
@@ -83,6 +84,8 @@ class Evidence:
         hardware: the class the figures ran on (:mod:`paddlecd.verify.figures`), or None.
         figures: the speed figures, each ``{"name", "value", "unit", "better", "spread",
             "samples", "hardware"}`` (:meth:`paddlecd.verify.figures.Figure.to_json`).
+        models: the ``release.models`` checked in the image (``verify --models``), each
+            ``{"model", "passed", "code", "cause", "onnx"}`` (:mod:`paddlecd.verify.models`).
     """
 
     digest: str
@@ -100,6 +103,7 @@ class Evidence:
     nodes: tuple[Mapping[str, Any], ...] = ()
     hardware: str | None = None
     figures: tuple[Mapping[str, Any], ...] = ()
+    models: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def node_count(self) -> int:
@@ -167,6 +171,7 @@ class Evidence:
         known["warnings"] = tuple(data.get("warnings", ()))
         known["nodes"] = tuple(data.get("nodes", ()))
         known["figures"] = tuple(data.get("figures", ()))
+        known["models"] = tuple(data.get("models", ()))
         return cls(**known)
 
 

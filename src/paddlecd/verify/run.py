@@ -39,6 +39,7 @@ from paddlecd.verify import (
     nccl,
     nodes_k8s,
 )
+from paddlecd.verify import models as vmodels
 from paddlecd.verify import nodes as multinode
 
 SMOKE_CMD = [
@@ -274,6 +275,7 @@ def verify(
     cluster: str = "local",
     kind: str = "job",
     on_event: Echo | None = None,
+    models: bool = False,
 ) -> Verified:
     """Verify one image by digest and store its evidence.
 
@@ -286,6 +288,8 @@ def verify(
             cluster, :mod:`paddlecd.verify.nodes_k8s`; the image's labels are read from the
             registry, no local engine is used). kind: ``job`` or ``paddlejob`` (k8s only).
         on_event: lifecycle lines of an N-node run (created, pod phases, removed).
+        models: also check each model of ``release.models`` in the image
+            (:mod:`paddlecd.verify.models`); the results go into the evidence (``models``).
 
     Returns:
         :class:`Verified`; ``passed`` is False when any check failed (the caller decides the exit).
@@ -349,10 +353,11 @@ def verify(
         shutil.rmtree(stage, ignore_errors=True)
         raise
     replace_folder(out, stage)
+    checked = vmodels.check_models(settings, reference, on_line=on_line) if models else ()
     driver = driver or next((f["driver"] for f in facts if f.get("driver")), None)  # GPU-only
     return _record(settings, reference, labels, out, nodes=nodes, ok=ok, checks=checks,
                    facts=facts, transports=transports, driver=driver,
-                   seconds=time.monotonic() - started)
+                   seconds=time.monotonic() - started, models=checked)
 
 
 def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: Path, *,
@@ -385,7 +390,7 @@ def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: 
 
 def _record(settings: Settings, reference: str, labels: dict[str, str], out: Path, *,
             nodes: int, ok: bool, checks: list[evidence.Check], facts: tuple, transports: Any,
-            driver: str | None, seconds: float) -> Verified:
+            driver: str | None, seconds: float, models: tuple = ()) -> Verified:
     """The evidence of a run whose files are in ``out``: judged (busbw on GPU), saved (by digest
     for one container, in ``out`` for N nodes), signed and attached, summarised."""
     if driver:  # GPU-only: busbw against the expectation table (issue 14)
@@ -402,8 +407,10 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
         reference=reference,
         variant=labels.get("io.paddlecd.variant"),
         passed=ok and all(c.passed for c in checks) and bool(checks),
-        warnings=warnings(checks),
+        warnings=warnings(checks) + tuple(f"model {m.model}: {m.code}: {m.cause}"
+                                          for m in models if not m.passed),
         nodes=facts,
+        models=tuple(m.to_json() for m in models),
         hardware=figures.hardware_of(checks),
         figures=tuple(f.to_json() for f in figures.collect(checks)),
         created=now_iso(),
