@@ -347,7 +347,8 @@ def _figures_gate(settings: Settings, client: RegistryClient, repository: str, *
     hardware = str(attestation.predicate.get("hardware") or "") if attestation else ""
     found = baseline_of(state, version, variant)
     if found is None:
-        return not_compared(digest, hardware or "?", "first release of the variant: no baseline")
+        return not_compared(digest, hardware or "?", f"no baseline: neither {version.major}."
+                            f"{version.minor}-{variant} nor latest-{variant} names a release")
     tag, at, base_digest = found
     where = {"release": f"{at}-{variant}", "baseline_digest": base_digest, "tag": tag}
     if base_digest == digest:
