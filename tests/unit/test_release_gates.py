@@ -213,3 +213,25 @@ def test_models_in_production_refuse_naming_the_model_and_the_cause(tmp_path):
                           digest=NEW, state=State(), records=(), attestation=att,
                           accept="ranker retired next week")
     assert (accepted.status, accepted.reason) == ("accepted", "ranker retired next week")
+
+
+def test_compare_side_by_side_and_the_history_chart(tmp_path):
+    from PIL import Image
+
+    from paddlecd.release import compare
+    from paddlecd.verify import charts
+
+    hw = recorded("cpu-3.0.0.json")["hardware"]
+    a = compare.Side("1.0.0-cpu", f"r@{BASE}", hw, figures("cpu-3.0.0.json"))
+    b = compare.Side("1.0.1-cpu", f"r@{NEW}", hw, figures("cpu-3.0.0-step-sleep-2ms.json"))
+    step = next(r for r in compare.rows(a, b) if r.name == "train.step_time")
+    assert step.ratio == pytest.approx(step.b / step.a) and step.ratio > 3
+    lines = compare.table(a, b)
+    assert lines[0] == f"a: 1.0.0-cpu  r@{BASE}  on {hw}"
+    assert any(x.startswith("train.step_time") and f"{step.ratio:.3f}" in x for x in lines)
+    drawn = compare.series([("1.0.0", a.figures), ("1.0.1", b.figures)])
+    assert drawn["train.step_time"] == {"unit": "ms", "points": [["1.0.0", step.a],
+                                                                 ["1.0.1", step.b]]}
+    charts.history_png(drawn, tmp_path / "h.png", title="cpu")
+    with Image.open(tmp_path / "h.png") as png:  # read back by another library
+        assert png.format == "PNG" and png.width >= 3 * 4.2 * 80 - 1
