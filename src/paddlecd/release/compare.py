@@ -123,7 +123,8 @@ def history(settings: Settings, variant: str) -> list[tuple[str, tuple[Figure, .
     for record, _ in releases:
         kept = (record.gate or {}).get("figures")
         if isinstance(kept, list):
-            figs = tuple(f for item in kept if (f := Figure.from_json(item)))
+            hardware = str(record.gate.get("hardware") or "")
+            figs = tuple(f for item in kept if (f := Figure.from_json(item, hardware)))
         else:
             try:
                 figs = side(settings, f"{record.version}-{record.variant}").figures

@@ -233,8 +233,9 @@ def not_compared(digest: str, hardware: str, note: str, **where: str | None) -> 
 
 
 def record_figures(figures: Sequence[Figure]) -> list[dict[str, Any]]:
-    """The figures as a ledger record keeps them (what the next promotion compares with)."""
-    return [f.to_json() for f in figures]
+    """The figures as a ledger record keeps them (what the next promotion compares with); the
+    record names their hardware class once (``gate["hardware"]``)."""
+    return [f.to_json(hardware=False) for f in figures]
 
 
 def baseline_of(state: State, version: semver.Version, variant: str
@@ -279,8 +280,9 @@ def baseline_figures(settings: Settings, client: RegistryClient, repository: str
     record = _record_of(client, repository, variant, version, digest, records)
     kept = (record.gate or {}).get("figures") if record else None
     if isinstance(kept, list):
+        hardware = str((record.gate or {}).get("hardware") or "") if record else ""
         return tuple(f for item in kept if isinstance(item, Mapping)
-                     and (f := Figure.from_json(item)))
+                     and (f := Figure.from_json(item, hardware)))
     from paddlecd.verify import keys, stored
 
     try:
@@ -370,4 +372,5 @@ def ledger_gate(comparison: Comparison | None,
     if comparison is None:
         return None
     figures = from_predicate(attestation.predicate) if attestation else ()
-    return {**comparison.to_json(), "figures": record_figures(figures)}
+    hardware = figures[0].hardware if figures else comparison.hardware
+    return {**comparison.to_json(), "hardware": hardware, "figures": record_figures(figures)}

@@ -44,9 +44,11 @@ class Figure:
             return base.value / self.value - 1 if self.value else float("inf")
         return self.value / base.value - 1 if base.value else 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        """The figure as a JSON object."""
-        return dataclasses.asdict(self)
+    def to_json(self, *, hardware: bool = True) -> dict[str, Any]:
+        """The figure as a JSON object; without ``hardware`` where a record names it once for
+        all its figures (the evidence, a ledger record)."""
+        data = dataclasses.asdict(self)
+        return data if hardware else {k: v for k, v in data.items() if k != "hardware"}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], hardware: str = "") -> Figure | None:

@@ -412,7 +412,7 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
         nodes=facts,
         models=tuple(m.to_json() for m in models),
         hardware=figures.hardware_of(checks),
-        figures=tuple(f.to_json() for f in figures.collect(checks)),
+        figures=tuple(f.to_json(hardware=False) for f in figures.collect(checks)),
         created=now_iso(),
         duration_s=round(seconds, 3),
         checks=tuple(checks),
