@@ -85,10 +85,9 @@ def check_models(settings: Settings, reference: str, *,
                                         name=f"{name} {version}", on_line=on_line, onnx=onnx)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        error = record.error()
         first = next((c for c in record.failed if c.code != "error"),
                      record.failed[0] if record.failed else None)
-        results.append(ModelResult(f"{name}@{version}", record.passed,
-                                   first.code or "error" if first else None,
-                                   error.cause if error else "", onnx))
+        code = (first.code or "error") if first else None
+        results.append(ModelResult(f"{name}@{version}", record.passed, code,
+                                   check.CAUSES[code][0] if code else "", onnx))
     return tuple(results)
