@@ -235,3 +235,16 @@ def test_compare_side_by_side_and_the_history_chart(tmp_path):
     charts.history_png(drawn, tmp_path / "h.png", title="cpu")
     with Image.open(tmp_path / "h.png") as png:  # read back by another library
         assert png.format == "PNG" and png.width >= 3 * 4.2 * 80 - 1
+
+
+def test_release_compare_needs_two_sides_or_a_history(monkeypatch, tmp_path, capsys):
+    from invoke import Context, Exit
+
+    from paddlecd.cli import release as cli
+
+    monkeypatch.setenv("PADDLECD_STATE_DIR", str(tmp_path))
+    with pytest.raises(Exit) as e:
+        cli.compare.body(Context(), a="1.0.0-cpu")
+    err = capsys.readouterr().err.splitlines()
+    assert e.value.code == 2 and err[-2].startswith("error: release.compare needs two")
+    assert err[-1].startswith("hint: e.g. invoke release.compare 1.0.0-cpu 1.1.0-cpu")
