@@ -4,6 +4,7 @@ folder (never the project's .paddlecd/)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from paddlecd import config, files
@@ -24,11 +25,14 @@ def passing_candidate(s: config.Settings, digest: str, reference: str) -> None:
     """Record ``digest`` as the cpu candidate with passing evidence from every smoke module, and
     push its signed attestation (what ``invoke push verify`` leaves behind)."""
     candidate.save_candidate(s, "cpu", reference=reference, digest=digest, tag="bench")
+    # the figures of a real CPU run (tests/data/gates), so a promotion carries them as verify's do
+    run = json.loads((s.root / "tests" / "data" / "gates" / "cpu-3.0.0.json").read_text())
     record = evidence.Evidence(
         digest=digest, reference=reference, variant="cpu", passed=True, created=files.now_iso(),
         versions={"paddle": "3.0.0"},
         checks=tuple(evidence.Check(name=f"{m}/bench", passed=True, duration_s=0.1)
-                     for m in evidence.REQUIRED_CHECKS))
+                     for m in evidence.REQUIRED_CHECKS),
+        hardware=run["hardware"], figures=tuple(run["figures"]))
     evidence.save(s, record)
     out = s.state / "verify" / digest[7:19]
     out.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,9 @@ into its own fresh repository of the same registry:
 
 Each method runs ``--rounds`` times into fresh repositories (the docker method's pulled image is
 removed between rounds); medians are reported. Also reported: growth of the registry's blob
-storage. Issue 3 targets: paddlecd moves ≤ 64 KiB and is ≥ 50× faster than pull+tag+push. Needs
+storage. Issue 3 targets: paddlecd moves ≤ 64 KiB and is ≥ 50× faster than pull+tag+push. Then
+the upgrade gate alone: what comparing a next candidate (1.4.1) with round 0's 1.4.0 asks of the
+release registry beyond the plan's own reads (issue 25 target: ≤ 2 requests, ≤ 10 KiB). Needs
 dockerd, skopeo, docker-registry and ~5 GB of disk; ``--quick`` (8 MiB, one round) is what
 tests/integration/test_benchmarks.py runs. paddlecd's state folder is a temporary one: the project's
 ``.paddlecd/`` is never touched.
@@ -42,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import semver  # noqa: E402
 from attested import build_provenance, key_flags, passing_candidate  # noqa: E402
 
 from paddlecd import config, engine, proc  # noqa: E402
@@ -132,6 +135,28 @@ def run_paddlecd(host: str, state: Path, digest: str, n: int) -> None:
                     execute=True)
 
 
+def gate_cost(host: str, state: Path, digest: str, relay: CountingRelay) -> tuple[int, int, str]:
+    """(requests, bytes on the wire, status) of the upgrade gate of promoting another digest as
+    1.4.1 after round 0's 1.4.0: the plan's reads (ledger head, candidate attestation) are made
+    first and not counted, as a promotion makes them anyway."""
+    from paddlecd.registry.client import client_for
+    from paddlecd.release import gates, ledger, plan
+    from paddlecd.verify import registry_store
+
+    settings = paddlecd_settings(host, state, 0)
+    att = registry_store.check(settings, client_for(settings), "bench/candidate", digest, "cpu")
+    dst, ref = plan.target(settings)
+    view = ledger.read_head(dst, ref.repository, "cpu") or ledger.read_view(
+        dst, ref.repository, "cpu", dst.list_tags(ref.repository))
+    relay.reset()
+    before = dst.stats["requests"]
+    result = gates.gate(settings, dst, ref.repository, variant="cpu",
+                        version=semver.Version.parse("1.4.1"), digest="sha256:" + "0" * 64,
+                        state=view.fold(), records=view.records, attestation=att)
+    up, down = relay.reset()
+    return dst.stats["requests"] - before, up + down, result.status
+
+
 def run_docker(host: str, digest: str, n: int) -> None:
     src = f"{host}/bench/candidate@{digest}"
     proc.run(["docker", "pull", "-q", src], what="docker pull")
@@ -214,6 +239,7 @@ def main() -> None:
                     )
                     if name.startswith("docker"):
                         clean_docker(host, digest, n)
+            gate = gate_cost(host, work / "state", digest, relay)
         finally:
             engine.remove_image(local)
             server.stop()
@@ -226,6 +252,8 @@ def main() -> None:
         wire = max(up + down for _, up, down, _ in rows)
         print(f"  {name:28} {median[name]:8.2f} s  {median[name] / median['paddlecd']:8.1f}×   "
               f"wire ≤ {wire / 1024:,.1f} KiB per promotion")
+    print(f"upgrade gate (1.4.1 against 1.4.0-cpu, {gate[2]}): {gate[0]} requests, "
+          f"{gate[1] / 1024:.1f} KiB on the wire")
 
 
 if __name__ == "__main__":

@@ -99,21 +99,32 @@ def set_device(expect_device: str) -> str:
     return paddle.set_device("cpu")
 
 
-def train(model, x, y, *, steps: int = STEPS, lr: float = LR, on_loss=None) -> list[float]:
+def train(model, x, y, *, steps: int = STEPS, lr: float = LR, on_loss=None,
+          step_times: list[float] | None = None) -> list[float]:
     """Full-batch SGD on ``(x, y)`` with MSE loss for ``steps`` steps; returns the per-step losses.
 
     ``on_loss(loss_tensor) -> float`` turns each step's loss into the number recorded (default
-    ``float(loss)``); data-parallel workers pass one that averages across ranks."""
+    ``float(loss)``); data-parallel workers pass one that averages across ranks. ``step_times``,
+    when given, receives each step's wall time in seconds (the loss read back included, so the
+    step's work is done)."""
+    import time
+
     import paddle
+    from _figures import step_sleep
 
     opt = paddle.optimizer.SGD(learning_rate=lr, parameters=model.parameters())
-    losses = []
+    losses, pause = [], step_sleep()
     for _ in range(steps):
+        start = time.perf_counter()
         loss = paddle.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
         opt.clear_grad()
+        if pause:  # a test hook (SMOKE_STEP_SLEEP_S): a measurably slower image
+            time.sleep(pause)
         losses.append(on_loss(loss) if on_loss else float(loss))
+        if step_times is not None:
+            step_times.append(time.perf_counter() - start)
     return losses
 
 

@@ -11,6 +11,7 @@ def test_allreduce_exact_sums(expect, metric):
     metric("world_size", result["world_size"])
     metric("backend", result["backend"])
     metric("results", result["results"])
+    metric("figures", result.get("figures", []))
     assert result["world_size"] == expect.ranks
     wrong = {f"{r['dtype']}x{r['elements']}": r["wrong"] for r in result["results"] if r["wrong"]}
     metric("wrong_elements", sum(wrong.values()))

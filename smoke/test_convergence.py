@@ -14,30 +14,57 @@ from __future__ import annotations
 
 import time
 
-from _common import STEPS, launch, make_data, make_model, require_collective, set_device, train
+from _common import (
+    N_SAMPLES,
+    STEPS,
+    launch,
+    make_data,
+    make_model,
+    require_collective,
+    set_device,
+    train,
+)
+from _figures import figure, repeat
 
 LOSS_THRESHOLD = 0.09
 DP_RTOL = 1e-4
 LOSS_EVERY = 20  # steps between the points of the recorded loss curve
+WARMUP_STEPS = 20  # steps left out of the timing (allocator and kernel caches warm up)
 
 
-def train_single(device: str) -> list[float]:
+def train_single(device: str, step_times: list[float] | None = None) -> list[float]:
     import paddle
 
     set_device(device)
     x, y = (paddle.to_tensor(a) for a in make_data())
-    return train(make_model(), x, y)
+    return train(make_model(), x, y, step_times=step_times)
+
+
+def throughput(device: str, first: list[float]) -> list[dict]:
+    """The training figures: step time and samples/s, medians of the timed steps after
+    :data:`WARMUP_STEPS` of ``first`` (the convergence run's step times) and of
+    ``verify.repeat`` − 1 more runs."""
+    timed = first[WARMUP_STEPS:]
+    for _ in range(repeat() - 1):
+        more: list[float] = []
+        train_single(device, more)
+        timed += more[WARMUP_STEPS:]
+    return [figure("train.step_time", [t * 1e3 for t in timed], "ms"),
+            figure("train.throughput", [N_SAMPLES / t for t in timed], "samples/s",
+                   better="higher")]
 
 
 def test_single_process_reaches_threshold(expect, metric):
-    start = time.perf_counter()
-    losses = train_single(expect.device)
+    start, step_times = time.perf_counter(), []
+    losses = train_single(expect.device, step_times)
     metric("steps", STEPS)
     metric("initial_loss", losses[0])
     metric("final_loss", losses[-1])
     metric("loss_every", LOSS_EVERY)  # the curve drawn in the step summary (issue 14)
     metric("loss_curve", losses[::LOSS_EVERY] + losses[-1:])
     metric("train_seconds", time.perf_counter() - start)
+    metric("warmup_steps", WARMUP_STEPS)
+    metric("figures", throughput(expect.device, step_times))
     assert (
         losses[-1] < LOSS_THRESHOLD
     ), f"final loss {losses[-1]:.5f} ≥ threshold {LOSS_THRESHOLD} after {STEPS} steps"

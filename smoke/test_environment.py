@@ -6,6 +6,7 @@ import os
 
 import pytest
 from _common import is_gpu_run
+from _figures import hardware
 
 gpu_only = pytest.mark.skipif(not is_gpu_run(), reason="GPU-only check; this variant is CPU")
 
@@ -35,6 +36,19 @@ def test_paddle_version_matches_label(expect):
     assert (
         paddle.__version__ == expect.paddle
     ), f"paddle.__version__ is {paddle.__version__} but the image label says {expect.paddle}"
+
+
+def test_hardware_class(expect, metric):
+    """The hardware the figures were measured on: GPU model and count from the driver, else the
+    CPU model and core count (smoke/_figures.py)."""
+    import paddle
+
+    gpu = expect.device == "gpu" and paddle.device.cuda.device_count() > 0
+    name = paddle.device.cuda.get_device_name(0) if gpu else None  # GPU-only
+    label = hardware(expect.device, gpu_name=name, gpus=paddle.device.cuda.device_count()
+                     if gpu else 0)
+    metric("hardware", label)
+    assert label.strip(), "no hardware class could be read"
 
 
 def test_compiled_with_cuda_matches_variant(expect, metric):

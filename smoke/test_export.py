@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 from _common import D_IN, make_data, make_model, set_device
+from _figures import figure, repeat
 
 ATOL = 1e-5
+LATENCY_BATCHES = (1, 64)  # inference latency at batch 1 and at a serving batch
+LATENCY_ITERS, LATENCY_WARMUP = 30, 3
 
 
 def program_file(prefix: Path) -> Path:
@@ -28,6 +32,23 @@ def program_file(prefix: Path) -> Path:
     )
 
 
+def inference_latency(predictor, handle, batch: int) -> dict:
+    """``export.latency.batch<N>``: ms per ``predictor.run()`` on ``batch`` rows (input copy
+    and output read included), median of the timed runs after :data:`LATENCY_WARMUP`."""
+    x = np.resize(make_data()[0], (batch, D_IN))
+    out = predictor.get_output_handle(predictor.get_output_names()[0])
+    times = []
+    for i in range(LATENCY_WARMUP + LATENCY_ITERS * repeat()):
+        start = time.perf_counter()
+        handle.reshape([batch, D_IN])
+        handle.copy_from_cpu(x)
+        predictor.run()
+        out.copy_to_cpu()
+        if i >= LATENCY_WARMUP:
+            times.append((time.perf_counter() - start) * 1e3)
+    return figure(f"export.latency.batch{batch}", times, "ms")
+
+
 def test_jit_save_load_and_inference(expect, metric):
     import paddle
     from paddle import inference
@@ -37,7 +58,12 @@ def test_jit_save_load_and_inference(expect, metric):
     model.eval()
     prefix = Path(tempfile.mkdtemp(prefix="export-")) / "model"
     spec = [paddle.static.InputSpec(shape=[None, D_IN], dtype="float32", name="x")]
-    paddle.jit.save(model, str(prefix), input_spec=spec)
+    save_times = []
+    for i in range(repeat()):  # the first export is the one kept and checked
+        start = time.perf_counter()
+        where = prefix if i == 0 else Path(tempfile.mkdtemp(prefix="export-again-")) / "model"
+        paddle.jit.save(model, str(where), input_spec=spec)
+        save_times.append(time.perf_counter() - start)
     program = program_file(prefix)
     metric("files", sorted(p.name for p in prefix.parent.iterdir()))
 
@@ -60,6 +86,8 @@ def test_jit_save_load_and_inference(expect, metric):
     predictor.run()
     out = predictor.get_output_handle(predictor.get_output_names()[0]).copy_to_cpu()
     diff_predictor = float(np.abs(out - reference).max())
+    metric("figures", [figure("export.save_time", [t * 1e3 for t in save_times], "ms"),
+                       *(inference_latency(predictor, handle, b) for b in LATENCY_BATCHES)])
 
     metric("max_abs_diff_jit_load", diff_jit)
     metric("max_abs_diff_predictor", diff_predictor)

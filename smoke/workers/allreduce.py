@@ -16,6 +16,7 @@ import numpy as np
 import paddle
 import paddle.distributed as dist
 from _common import init_worker
+from _figures import figure, repeat
 
 CPU_SIZES = [1, 1024, 65536, 1 << 20]  # elements
 GPU_SIZES = [1, 1024, 1 << 20, 16 << 20]  # GPU-only: larger messages
@@ -26,6 +27,7 @@ DATA_CHECKS = 5  # GPU-only: iterations whose sums are checked
 # input is freed before the copy. verify/budget.py sizes a GPU node's memory from it.
 HOST_BUFFERS = 4
 DTYPES = ["float32", "float64", "int32", "int64"]
+LATENCY_ITERS, LATENCY_WARMUP = 50, 5  # one-element all-reduces timed one by one
 
 
 def busbw(algbw: float, world_size: int) -> float:
@@ -42,12 +44,15 @@ def one(size: int, dtype: str, rank: int, n: int, iters: int, checks: int = 1) -
         dist.all_reduce(x)
         wrong += int(np.count_nonzero(x.numpy() != expected))
     y = paddle.to_tensor(base)
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        dist.all_reduce(y)
-    paddle.device.synchronize() if paddle.is_compiled_with_cuda() else None
-    seconds = (time.perf_counter() - start) / iters
+    loops = []  # seconds per all-reduce, one mean per timed loop (verify.repeat loops)
+    for _ in range(repeat()):
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(y)
+        paddle.device.synchronize() if paddle.is_compiled_with_cuda() else None
+        loops.append((time.perf_counter() - start) / iters)
+    seconds = sorted(loops)[len(loops) // 2]
     nbytes = size * np.dtype(dtype).itemsize
     algbw = nbytes / seconds / 1e9
     return {
@@ -58,7 +63,29 @@ def one(size: int, dtype: str, rank: int, n: int, iters: int, checks: int = 1) -
         "time_us": seconds * 1e6,
         "algbw_GBps": algbw,
         "busbw_GBps": busbw(algbw, n),
+        "busbw_samples": [busbw(nbytes / t / 1e9, n) for t in loops],
     }
+
+
+def latency(n: int) -> dict:
+    """The small-message latency figure: one-element float32 all-reduces timed one by one (µs),
+    after :data:`LATENCY_WARMUP` untimed ones."""
+    x = paddle.to_tensor(np.ones(1, "float32"))
+    times = []
+    for i in range(LATENCY_WARMUP + LATENCY_ITERS * repeat()):
+        start = time.perf_counter()
+        dist.all_reduce(x)
+        paddle.device.synchronize() if paddle.is_compiled_with_cuda() else None
+        if i >= LATENCY_WARMUP:
+            times.append((time.perf_counter() - start) * 1e6)
+    return figure("allreduce.latency.4B", times, "us")
+
+
+def figures(results: list[dict], n: int) -> list[dict]:
+    """busbw per float32 message size (GB/s; the sweep's sizes on GPU) and the latency."""
+    rows = {r["bytes"]: r for r in results if r["dtype"] == "float32"}  # the sweep's row wins
+    return [figure(f"allreduce.busbw.{nbytes}B", r["busbw_samples"], "GB/s", better="higher")
+            for nbytes, r in sorted(rows.items()) if nbytes > 4] + [latency(n)]
 
 
 def main() -> None:
@@ -68,12 +95,14 @@ def main() -> None:
     if args.device == "gpu":  # GPU-only: the bandwidth sweep judged against verify/bandwidth.py
         results += [one(s, "float32", rank, n, iters=20, checks=DATA_CHECKS) for s in GPU_SWEEP]
     backend = "nccl" if args.device == "gpu" else "gloo"
+    measured = figures(results, n)  # every rank takes part in the latency all-reduces
     wrong = sum(r["wrong"] for r in results)  # each rank's own log says what it saw (issue 14)
     print(f"allreduce: rank {rank}/{n} {backend}: {len(results)} results, {wrong} wrong",
           flush=True)
     if rank == 0:
         with open(args.out, "w") as fh:
-            json.dump({"world_size": n, "backend": backend, "results": results}, fh)
+            json.dump({"world_size": n, "backend": backend, "results": results,
+                       "figures": measured}, fh)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,8 @@ class VerifySettings:
     busbw_fraction: float = 0.8
     # seconds a rank of verify --nodes waits for the master; None: verify/nodes.py's rule
     rendezvous_timeout: int | None = None
+    # times the smoke suite repeats its timed parts (figures: medians over all of them)
+    repeat: int = 1
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,12 @@ class ReleaseSettings:
     trusted_keys: str | None = None
     # Promotion needs an attested run on at least this many nodes (verify --nodes N)
     require_nodes: int = 1
+    # upgrade gates (release/gates.py): a figure slower than the release the moving tag points
+    # at by more than this fraction refuses the promotion; per figure: "name=0.25,prefix.*=0.5"
+    max_slowdown: float = 0.1
+    max_slowdown_figures: str | None = None
+    # models in production (artifacts/gate.py): "name@version,name" checked in every candidate
+    models: str | None = None
 
 
 @dataclass(frozen=True)
@@ -511,6 +519,7 @@ def attestation_layouts(settings: Settings) -> tuple[str, ...]:
 # are checked where a store is opened: artifacts/storage/s3.py).
 BOUNDS = {
     "verify.cpu_ranks": (1, 64, "gloo ranks are processes on this machine (each imports Paddle)"),
+    "verify.repeat": (1, 100, "each repetition re-runs the timed parts of the smoke suite"),
 }
 
 

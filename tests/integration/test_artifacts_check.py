@@ -216,3 +216,27 @@ def test_a_stored_model_records_the_images_paddle_and_its_check(env, runtime, ex
     assert json.loads((stored / "check.json").read_text())["model"] == "lin 1.0.0"
     r = invoke("artifacts.list", "lin", "--json", env=env, timeout=120)
     assert json.loads(r.stdout)["versions"][0]["check"]["status"] == "passed"
+
+
+def test_a_model_in_production_that_the_candidate_cannot_load_refuses_its_promotion(
+        env, registry, runtime, exports, tmp_path, monkeypatch):
+    """release.models (issue 25): a legacy export users serve, checked in the candidate image as
+    verify --models does; the failure is named, and the upgrade gate refuses on it."""
+    from paddlecd.artifacts.gate import check_models
+    from paddlecd.release import gates
+    from paddlecd.verify.attestation import VerifiedAttestation
+
+    r = invoke("upload", "--model-dir", str(exports["legacy"]), "--name", "leg", "--version",
+               "2.6.0", "--image", runtime, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+    settings = project_settings(tmp_path / "state", registry=registry, **{
+        "release.models": "leg", "release.trusted_keys": env.get("PADDLECD_RELEASE_TRUSTED_KEYS")
+        or None})
+    [result] = check_models(settings, runtime)
+    assert (result.model, result.passed, result.code) == ("leg@2.6.0", False, "legacy-in-pir")
+    att = VerifiedAttestation(digest=runtime.split("@")[1], name="r", keyid="k", key_source="f",
+                              predicate={"models": [result.to_json()]})
+    [problem] = gates.model_problems(settings, att)
+    assert problem.startswith("leg@2.6.0: legacy-in-pir (a Paddle 2.x program")
+    assert not (tmp_path / "state" / "artifacts" / "leg" / "2.6.0" / "check.json").exists()

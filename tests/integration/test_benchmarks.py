@@ -30,7 +30,9 @@ FIGURES = {
         r"^\s+40 new\s+promote\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+",
         r"^\s+40 old\s+list",
     ],
-    "bench_promote.py": [r"paddlecd\s+[\d.]+ s\s+[\d.]+×\s+wire ≤ [\d,.]+ KiB", r"skopeo copy"],
+    "bench_promote.py": [r"paddlecd\s+[\d.]+ s\s+[\d.]+×\s+wire ≤ [\d,.]+ KiB", r"skopeo copy",
+                         r"upgrade gate \(1\.4\.1 against 1\.4\.0-cpu, passed\): [012] "
+                         r"requests, ([0-9]|10)\.\d KiB"],
     "bench_upload.py": [
         r"^throughput ratio paddlecd / boto3: \d+\.\d+",
         r"^unchanged re-upload: action=",

@@ -72,6 +72,14 @@ def test_build_push_verify_records_passing_evidence(pipeline_run, registry, main
     assert allreduce.metrics["backend"] == "gloo" and allreduce.metrics["world_size"] == 2
     assert allreduce.metrics["wrong_elements"] == 0
     assert Path(record.junit).exists()
+    # the figures promotion compares (release/gates.py): each with unit, median and hardware
+    figures = {f["name"]: f for f in record.figures}
+    assert {"train.throughput", "train.step_time", "allreduce.latency.4B", "export.save_time",
+            "export.latency.batch1", "export.latency.batch64"} <= set(figures)
+    assert figures["train.throughput"]["unit"] == "samples/s"
+    assert figures["train.step_time"]["samples"] == 380 and figures["train.step_time"]["value"] > 0
+    assert record.hardware and record.hardware.endswith("cores)")
+    assert all("hardware" not in f for f in record.figures)  # named once, for all of them
     skipped = sum(c.skipped for c in record.checks)  # the GPU-only checks, on this CPU image
     assert f"verified {cand.reference}: {len(record.checks) - skipped} passed" + (
         f", {skipped} skipped" if skipped else "") in pipeline_run.stdout

@@ -21,8 +21,9 @@ import docker
 import pytest
 import requests
 
-from paddlecd import cluster, engine
+from paddlecd import deployment, engine
 from paddlecd.errors import RegistryError
+from paddlecd.image import candidate
 from paddlecd.verify import evidence
 
 from support import UNIQUE, cli_env, invoke, project_settings
@@ -62,7 +63,7 @@ def test_build_push_verify_of_the_cpu_variant_on_podman(podman_run, registry, po
     run, settings = podman_run
     assert "builder: podman 4.3.1 (buildah, engine API)" in run.stderr
     assert re.search(r"STEP \d+/\d+: RUN --mount=type=secret", run.stderr)  # buildah's stream
-    cand = evidence.load_candidate(settings, "cpu")
+    cand = candidate.load_candidate(settings, "cpu")
     assert cand and cand.reference.startswith(f"{registry.host}/{REPOSITORY}@sha256:")
     # the registry serves that digest for the tag (read with requests, not paddlecd's client)
     served = _served_digest(registry, REPOSITORY, run_tag(settings))
@@ -104,11 +105,11 @@ def test_a_two_rank_local_job_trains_on_a_podman_network(podman_run, on_podman, 
     from test_cluster_local import final_losses, write_job
 
     _, settings = podman_run
-    reference = evidence.load_candidate(settings, "cpu").reference
-    plan = cluster.plan(settings, job=str(write_job(tmp_path, steps=100)), image=reference,
+    reference = candidate.load_candidate(settings, "cpu").reference
+    plan = deployment.plan(settings, job=str(write_job(tmp_path, steps=100)), image=reference,
                         cluster="local")
     lines: list[str] = []
-    location = cluster.run(settings, plan, on_event=lines.append, on_line=lines.append)
+    location = deployment.run(settings, plan, on_event=lines.append, on_line=lines.append)
     assert set(final_losses(lines)) == {"0", "1"}, lines[-30:]
     # rank 1 reached the master by its DNS alias on the job's podman network (aardvark-dns)
     assert any("Successfully connected to" in ln and f"{plan.job_id}-0.{plan.job_id}" in ln

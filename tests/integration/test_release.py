@@ -8,6 +8,7 @@ verify does (each Project has its own key pair, trusted through release.trusted_
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -60,17 +61,19 @@ class Project:
         return config.load({**self.flags, "state_dir": str(state)}, root=ROOT)
 
     def candidate(self, variant: str = "cpu", *, passed: bool = True, age_hours: float = 0,
-                  settings: config.Settings | None = None) -> str:
-        """Push a fresh image as the variant's candidate, with evidence; return its digest."""
+                  settings: config.Settings | None = None, figures: str | None = None) -> str:
+        """Push a fresh image as the variant's candidate, with evidence (and the ``figures`` of a
+        recorded run, tests/data/gates/<figures>); return its digest."""
         s = settings or self.settings
         digest = push_image(self.client, s.registry.repository, f"{variant}-{uuid.uuid4().hex[:7]}")
         reference = f"{s.candidate_repo}@{digest}"
         candidate.save_candidate(s, variant, reference=reference, digest=digest, tag="cpu-test")
-        self.evidence(digest, variant, passed=passed, age_hours=age_hours, settings=s)
+        self.evidence(digest, variant, passed=passed, age_hours=age_hours, settings=s,
+                      figures=figures)
         return digest
 
     def evidence(self, digest, variant="cpu", *, passed=True, age_hours=0.0, settings=None,
-                 modules=evidence.REQUIRED_CHECKS, attest=True):
+                 modules=evidence.REQUIRED_CHECKS, attest=True, figures=None):
         """Save evidence as verify does and (``attest``) sign and push its attestation."""
         created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=age_hours)
         checks = [evidence.Check(name=f"{m}/test_{m}", passed=True, duration_s=0.1)
@@ -81,6 +84,10 @@ class Project:
             digest=digest, reference=f"{self.settings.candidate_repo}@{digest}", variant=variant,
             passed=passed, created=created.isoformat().replace("+00:00", "Z"),
             versions={"paddle": "3.0.0"}, checks=tuple(checks))
+        if figures:  # a real run's figures (tests/data/gates)
+            run = json.loads((ROOT / "tests" / "data" / "gates" / figures).read_text())
+            record = dataclasses.replace(record, hardware=run["hardware"],
+                                         figures=tuple(run["figures"]))
         evidence.save(settings or self.settings, record)
         return self.attest(record, settings=settings) if attest else None
 
@@ -473,3 +480,41 @@ def test_promote_to_another_registry_copies_only_missing_blobs(registry_env, tmp
         assert release.find(p.settings, "2.0.0-cpu").reference.startswith(other.host)
     finally:
         other.stop()
+
+
+def test_upgrade_gate_refuses_a_slower_candidate_by_name_and_accepts_with_a_reason(project):
+    """The first release has no baseline and says so; a candidate whose training steps sleep
+    2 ms (recorded from the CPU image run with SMOKE_STEP_SLEEP_S=0.002) is refused naming the
+    figure; --accept-regression promotes it and the ledger keeps why and who."""
+    first = project.candidate(figures="cpu-3.0.0.json")
+    lines: list[str] = []
+    project.promote("1.0.0", report=lines.append)
+    assert any("not compared (no baseline: neither 1.0-cpu nor latest-cpu names a release)"
+               in x for x in lines)
+    assert project.records()[-1].gate["status"] == "not compared"
+    slow = project.candidate(figures="cpu-3.0.0-step-sleep-2ms.json")
+    with pytest.raises(PromotionError) as refused:
+        project.promote("1.0.1")
+    for word in ("train.step_time", "slower than 1.0.0-cpu", first, slow, "cores)"):
+        assert word in refused.value.cause
+    assert project.tag("1.0-cpu") == first  # nothing moved
+    outcome = project.promote("1.0.1", accept_regression="sleeping steps, on purpose")
+    assert project.tag("1.0-cpu") == slow
+    gate = project.records()[-1].gate
+    assert (gate["status"], gate["reason"], gate["baseline"]) == (
+        "accepted", "sleeping steps, on purpose", "1.0.0-cpu")
+    assert gate["who"] and "train.step_time" in {v["name"] for v in gate["verdicts"]
+                                                if v["status"] == "regression"}
+    assert release.released(outcome, executed=True).comparison["status"] == "accepted"
+    # release.compare: both releases side by side, and the figures of the variant's history
+    # (drawn as a PNG in tests/unit/test_release_gates.py: matplotlib costs seconds)
+    from paddlecd.release import compare
+
+    a, b = compare.side(project.settings, "1.0.0-cpu"), compare.side(project.settings, "1.0.1-cpu")
+    assert a.hardware == b.hardware and a.reference.endswith(first)
+    step = next(r for r in compare.rows(a, b) if r.name == "train.step_time")
+    assert step.ratio > 3  # 2 ms of sleep on a ~0.8 ms step
+    assert any(line.startswith("train.step_time") for line in compare.table(a, b))
+    drawn = compare.series(compare.history(project.settings, "cpu"))
+    values = [next(f.value for f in x.figures if f.name == "train.step_time") for x in (a, b)]
+    assert drawn["train.step_time"]["points"] == [["1.0.0", values[0]], ["1.0.1", values[1]]]

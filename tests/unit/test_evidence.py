@@ -46,7 +46,7 @@ def test_evidence_round_trips_in_the_documented_shape(settings):
     data = json.loads(path.read_text())
     assert set(data) == {"schema", "digest", "reference", "variant", "passed", "created", "checks",
                          "versions", "duration_s", "revision", "junit", "model_dir",
-                         "warnings", "nodes"}
+                         "warnings", "nodes", "hardware", "figures", "models"}
     assert data["schema"] == 1 and data["passed"] is True
     assert set(data["checks"][0]) == {"name", "passed", "skipped", "duration_s", "metrics",
                                       "message"}

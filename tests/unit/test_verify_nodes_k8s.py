@@ -275,7 +275,9 @@ def test_the_pod_runs_the_rendezvous_precheck_on_the_configmap_suite():
     assert volumes["output"] == {"name": "output", "emptyDir": {}}
     assert "initContainers" not in pod  # an emptyDir is the uid's already: no root init
     items = {i["path"] for i in volumes["code"]["configMap"]["items"]}
-    assert {"rendezvous.py", "_common.py", "workers/allreduce.py", "workers/train_dp.py"} <= items
+    # every helper the workers import (_common imports _devices; the workers import _figures)
+    assert {"rendezvous.py", "_common.py", "_devices.py", "_figures.py", "workers/allreduce.py",
+            "workers/train_dp.py"} <= items
     assert configmap["data"]["workers__allreduce.py"] == (
         ROOT / "smoke" / "workers" / "allreduce.py"
     ).read_text()

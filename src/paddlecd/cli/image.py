@@ -10,6 +10,7 @@ from invoke import task
 from paddlecd.cli import common, view
 from paddlecd.cli.common import VARIANT_HELP, VERBOSE_HELP, count, guarded, result, say, settings
 from paddlecd.cli.common import variant as pick_variant
+from paddlecd.errors import ConfigError
 
 
 @task(
@@ -166,6 +167,8 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
         "gpus_per_node": "cards per node of an N-node GPU run (default: host cards / N; "
         "required with --cluster k8s for a GPU image)",
         "kind": "with --cluster k8s: job (Indexed Job + Service) or paddlejob (Kubeflow)",
+        "models": "also check each model of release.models in the image (artifacts.check at its "
+        "stored references); the results go into the attestation, which promote requires",
         "dry_run": "with --cluster k8s: print the manifests (ConfigMap, Service, Job per check), "
         "create nothing",
         "verbose": VERBOSE_HELP,
@@ -184,6 +187,7 @@ def verify(
     kind="job",
     dry_run=False,
     verbose=False,
+    models=False,
 ):
     """Run the smoke suite inside the pushed image (by digest) and record evidence for that digest.
 
@@ -215,16 +219,23 @@ def verify(
     if dry_run:
         return _verify_manifests(variant, image, nodes, gpus, kind, json)
     s = settings()
+    if models and not s.release.models:
+        raise ConfigError("--models: no models listed (release.models is not set)",
+                          'set release.models: "name@version,name" (PADDLECD_RELEASE_MODELS)')
     name = variant if image else pick_variant(variant)  # given with --image: checked
     with view.stage("verify", name or "image", state=s.state, verbose=verbose) as st:
         done = smoke.verify(s, variant=name, image=image, out_dir=Path(out) if out else None,
                             on_line=st.line, nodes=nodes, gpus_per_node=gpus, cluster=cluster,
-                            kind=kind, on_event=st.note)
+                            kind=kind, on_event=st.note,
+                            check_models=_models_gate() if models else None)
         st.done(done.record.tally, failed=done.error() is not None)
     if json:
         common.json_result(done.record)
     else:
         _say_verified(done)
+    for m in done.record.models if not json else ():
+        result(f"model {m['model']}: " + ("passed" if m["passed"] else
+                                          f"FAILED, {m['code']}: {m['cause']}"))
     error = done.error()
     if error:
         raise error
@@ -262,3 +273,10 @@ def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
     if as_json:
         return common.json_result({"executed": False, "manifests": docs})
     result(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def _models_gate():
+    """The models gate's check verify runs (the artifacts room's loader)."""
+    from paddlecd.artifacts import gate
+
+    return gate.check_models

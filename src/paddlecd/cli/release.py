@@ -55,6 +55,8 @@ def _plan_lines(verbose: bool = False):
         "yes": "write the plan (required: CI has no prompt)",
         "force": "promote despite missing, failing or stale evidence " "(needs --reason; recorded)",
         "reason": "why --force is needed; stored in the ledger record",
+        "accept_regression": "promote although a figure is slower than the release it replaces "
+        "(the reason; recorded with who)",
         "json": "print the release (with --dry-run: the plan) as one JSON document on stdout",
         "verbose": VERBOSE_HELP,
     }
@@ -70,6 +72,7 @@ def promote(
     yes=False,
     force=False,
     reason=None,
+    accept_regression=None,
     json=False,
     verbose=False,
 ):
@@ -83,8 +86,13 @@ def promote(
     semver precedence; a pre-release (1.5.0-rc.1) gets only its own tag; an existing release is
     never overwritten; a re-run after a crash finishes the job; a complete re-run does nothing.
     Blobs are mounted inside one registry (no layer moves). Every promotion appends a record to
-    the ledger (invoke release.list). --json prints version, variant, digest, release
-    reference, tags written, attestation and ledger record id (paddlecd.release.promote.Released).
+    the ledger (invoke release.list). The upgrade gate compares the attested figures (training
+    throughput, busbw, latency, export and inference times) with those of the release X.Y-V (else
+    latest-V) points at, on the same hardware class: a figure slower by more than
+    release.max_slowdown (beyond the runs' noise) refuses, naming it; --accept-regression "<why>"
+    promotes anyway and records why and who (docs/guides/upgrade-gates.md). --json prints
+    version, variant, digest, release reference, tags written, attestation, ledger record id and
+    the comparison (paddlecd.release.promote.Released).
     Examples: invoke promote --variant cpu --version 1.4.0 --dry-run
               invoke promote --variant cu126 --bump minor --yes --json
     """
@@ -92,7 +100,7 @@ def promote(
 
     s, name = settings(), pick_variant(variant, required_by="promote")
     todo = dict(variant=name, version=version, part=bump, digest=digest, force=force,
-                reason=reason)
+                reason=reason, accept_regression=accept_regression)
     if not yes or dry_run:  # the plan is all there is to see: printed as it comes
         outcome = release.promote(s, **todo, execute=False, report=_plan_lines(verbose))
     else:  # the plan and each step in the stage's log (and under its spinner on a terminal)
@@ -199,6 +207,58 @@ def _evidence_text(record) -> str:
     return text + (f"; FORCED: {record.reason}" if record.forced else "")
 
 
+def _gate_lines(record) -> list[str]:
+    """The upgrade gate the release passed (or was accepted past), as release.show prints it."""
+    from paddlecd.release import gates
+
+    if not record.gate:
+        return []
+    lines = gates.Comparison.from_json(record.gate).describe()
+    return [line.replace("  comparison     ", "  comparison:", 1) for line in lines]
+
+
+@task(
+    positional=["a", "b"],
+    help={
+        "a": "a release (1.0.0-cpu), a candidate digest (sha256:…) or an image reference",
+        "b": "the other one, compared with a (ratio b/a)",
+        "history": "instead of a and b: a variant; draws each figure over its releases (PNG)",
+        "out": "with --history: the PNG to write (default <state>/charts/history-<variant>.png)",
+        "json": JSON_HELP,
+    },
+)
+@guarded
+def compare(c, a="", b="", history=None, out=None, json=False):
+    """Show the attested figures of two releases (or a release and a candidate digest) side by
+    side with the ratio b/a: training throughput and step time, busbw per size, latency, export
+    and inference times, each with its spread and the hardware class it ran on. --history V
+    writes a PNG of each figure over the releases of variant V (and a Markdown twin with mermaid
+    charts). Reads only. Examples: invoke release.compare 1.0.0-cpu 1.1.0-cpu
+              invoke release.compare 1.1.0-cpu sha256:… --json
+              invoke release.compare --history cpu
+    """
+    from paddlecd.release import compare as cmp
+
+    s = settings()
+    if history:
+        path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
+        if json:
+            return json_result({"variant": history, "chart": str(path), "series": drawn})
+        result(f"wrote {path} ({len(drawn)} figures over "
+               f"{max(len(x['points']) for x in drawn.values())} releases)")
+        return None
+    if not (a and b):
+        raise ConfigError("release.compare needs two releases or digests, or --history VARIANT",
+                          "e.g. invoke release.compare 1.0.0-cpu 1.1.0-cpu")
+    left, right = cmp.side(s, a), cmp.side(s, b)
+    if json:
+        return json_result({"a": left.to_json(), "b": right.to_json(),
+                            "rows": [r.to_json() for r in cmp.rows(left, right)]})
+    for line in cmp.table(left, right):
+        result(line)
+    return None
+
+
 @task(name="list", help={"variant": "only this variant", "json": JSON_HELP})
 @guarded
 def list_(c, variant=None, json=False):
@@ -253,6 +313,8 @@ def show(c, version):
             f"  attestation: {record.attestation or '(none)'}"
         )
         for line in _stored(s, record):
+            result(line)
+        for line in _gate_lines(record):
             result(line)
         for h in history:
             result(f"  {h.when} {h.action} by {h.who} (record {h.id})")

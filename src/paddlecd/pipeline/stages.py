@@ -74,11 +74,14 @@ def push(ctx: StageContext) -> None:
 
 def verify(ctx: StageContext) -> None:
     """Smoke suite inside the pushed digest (verify.verify); a failed check raises VerifyError."""
+    from paddlecd.artifacts import gate as models_gate
     from paddlecd.verify import run as smoke
 
     # the digest this run pushed (also on resume); without a push stage, the variant's candidate
     reference = ctx.inputs.get("push", {}).get("reference")
-    result = smoke.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line)
+    result = smoke.verify(ctx.settings, variant=ctx.variant, image=reference, on_line=ctx.on_line,
+                          check_models=models_gate.check_models if ctx.settings.release.models
+                          else None)  # the models gate's results
     record = result.record
     ctx.outputs.update(
         reference=result.reference,

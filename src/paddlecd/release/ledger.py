@@ -68,6 +68,8 @@ class Record:
             when: ISO-8601 UTC.
         parent: id of the newest record of the variant its writer had read (``""``: none; None:
             unknown, a record of an older paddlecd). Chains records back from the head.
+        gate: the upgrade gate of a promotion (:meth:`paddlecd.release.gates.Comparison.to_json`
+            plus ``figures``, the release's own attested figures), or None.
     """
 
     id: str
@@ -87,13 +89,14 @@ class Record:
     who: str = ""
     when: str = ""
     parent: str | None = None
+    gate: dict[str, Any] | None = None
 
     def to_json(self) -> bytes:
         """Canonical JSON bytes (sorted keys), as stored."""
         return json.dumps(
             # parent only when known: records without one keep their bytes (and checkpoints theirs)
         {"schema": 1, **{k: v for k, v in asdict(self).items()
-                         if k != "parent" or v is not None}},
+                         if k not in ("parent", "gate") or v is not None}},
             sort_keys=True, separators=(",", ":")
         ).encode()
 

@@ -26,7 +26,7 @@ from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, Promotion
 from paddlecd.image import candidate, variants
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
 from paddlecd.registry.reference import Reference, check_digest, check_tag, parse_reference
-from paddlecd.release import ledger
+from paddlecd.release import gates, ledger
 from paddlecd.release.ledger import Record, actions_of
 from paddlecd.release.policy import (
     Action,
@@ -84,6 +84,7 @@ class Plan:
         default_factory=dict, repr=False
     )  # by digest, for tag writes
     ledger_view: ledger.View | None = field(default=None, repr=False)  # the read it was made from
+    comparison: gates.Comparison | None = None  # the upgrade gate (release/gates.py)
 
     @property
     def noop(self) -> bool:
@@ -117,6 +118,7 @@ class Plan:
             )
         elif self.refusal:
             lines.append(f"  evidence        REFUSED: {self.refusal.cause}")
+        lines += self.comparison.describe() if self.comparison else []
         lines.append(f"  ledger record   new {self.action} record in {self.target}" if self.record
                      else "  ledger          already recorded")
         return lines
@@ -280,9 +282,11 @@ def plan_promotion(
     digest: str | None = None,
     forced: bool = False,
     reason: str | None = None,
+    accept_regression: str | None = None,
 ) -> Plan:
     """Plan promoting ``digest`` (default: the variant's last candidate) to ``version`` (or
-    ``--bump part``).
+    ``--bump part``); ``accept_regression`` is the reason a refused upgrade gate is overridden
+    (:mod:`paddlecd.release.gates`).
 
     Raises:
         ConfigError: unknown variant, invalid version, a tag given as ``digest``, a release tag
@@ -352,6 +356,9 @@ def plan_promotion(
         refusal, att = checked.result()
     if dst.host != src.host:  # another registry: asked after its lookup (src is not shared)
         _check_source(src, src_ref)
+    comparison = None if done else gates.gate(
+        settings, dst, dst_ref.repository, variant=variant, version=v, digest=d, state=old,
+        records=records, attestation=att, accept=accept_regression)
     record = (
         None
         if done
@@ -373,6 +380,7 @@ def plan_promotion(
             who=files.who(),
             when=files.now_iso("milliseconds"),
             parent=view.last,
+            gate=gates.ledger_gate(comparison, att),
         )
     )
     return Plan(
@@ -392,6 +400,7 @@ def plan_promotion(
         src=src,
         dst=dst,
         ledger_view=view,
+        comparison=comparison,
     )
 
 

@@ -120,6 +120,8 @@ class Released:
             (None for a plan whose record is not written yet).
         forced, reason: ``--force`` and its ``--reason``.
         bytes_uploaded: bytes copied into the release registry (0 when blobs were mounted).
+        comparison: the upgrade gate (:meth:`paddlecd.release.gates.Comparison.to_json`; the
+            ledger record's, for a release already recorded), or None.
     """
 
     action: str
@@ -135,6 +137,7 @@ class Released:
     forced: bool = False
     reason: str | None = None
     bytes_uploaded: int = 0
+    comparison: dict[str, Any] | None = None
 
     @property
     def release(self) -> str:
@@ -167,7 +170,10 @@ def released(outcome: Outcome, *, executed: bool) -> Released:
                        "previous": w.previous} for w in plan.writes),
         written=tuple(outcome.written), attestation=attestation, record=record_id,
         forced=bool(known and known.forced), reason=known.reason if known else None,
-        bytes_uploaded=outcome.bytes_uploaded)
+        bytes_uploaded=outcome.bytes_uploaded,
+        comparison=plan.comparison.to_json() if plan.comparison else (
+            {k: v for k, v in known.gate.items() if k != "figures"}
+            if known and known.gate else None))
 
 
 def _recorded(plan: Plan) -> ledger.Record | None:
@@ -204,6 +210,7 @@ def promote(
     reason: str | None = None,
     execute: bool = False,
     report: Echo = lambda line: None,
+    accept_regression: str | None = None,
 ) -> Outcome:
     """Promote a verified digest of ``variant`` to release ``version`` (or the next ``part`` bump).
 
@@ -214,6 +221,8 @@ def promote(
             (``<state>/candidates/<variant>.json``).
         force, reason: promote despite missing/failed/stale evidence; ``reason`` is required and
             recorded.
+        accept_regression: promote although the upgrade gate refuses (a figure slower than the
+            release it replaces, :mod:`paddlecd.release.gates`); the reason and who are recorded.
         report: receives the plan lines and progress.
 
     Raises:
@@ -229,6 +238,9 @@ def promote(
         raise ConfigError(
             "--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"'
         )
+    if accept_regression is not None and not accept_regression.strip():
+        raise ConfigError("--accept-regression needs a reason",
+                          'e.g. --accept-regression "new NCCL, busbw re-baselined"')
     if version:
         parse_version(version)  # bad input is refused before any registry is asked
     variants.get(settings, variant)  # …and before a lock file is made for it
@@ -243,6 +255,7 @@ def promote(
                 digest=digest,
                 forced=force,
                 reason=reason,
+                accept_regression=accept_regression,
             )
         for line in plan.describe():
             report(line)
@@ -252,6 +265,11 @@ def promote(
             if plan.refusal and not force:  # the refusal's type (and exit code) is kept
                 raise type(plan.refusal)(f"refused: {plan.refusal.cause}",
                                          f"{plan.refusal.hint}; or --force --reason '…' (recorded)")
+        if plan.comparison and plan.comparison.status == "refused":
+            with outcome.phase("compare", report):
+                raise PromotionError(f"refused: {plan.comparison.refusal()}",
+                                     "find the cause (invoke release.compare), or promote anyway "
+                                     "with --accept-regression \"<reason>\" (recorded)")
         if execute:
             pending = _pending_path(settings, variant)
             adopted = _adoptable(plan, pending)

@@ -7,6 +7,8 @@ Toolkit's rule on an image's ``NVIDIA_REQUIRE_CUDA``), :mod:`.bandwidth` (busbw 
 GPU setup), :mod:`.nccl` (the transports NCCL chose), :mod:`.charts` (busbw and loss pictures for
 summaries), :mod:`.nodes` (``--nodes N``: the collective checks as an N-node job),
 :mod:`.nodes_k8s` (the same on Kubernetes), :mod:`.budget` (a GPU node's memory and /dev/shm).
+Upgrade gates: :mod:`.figures` (the speed figures a run recorded), :mod:`.models` (the models
+gate's results).
 Attestations: :mod:`.attestation` (the signed in-toto Statement, DSSE, the promotion rule),
 :mod:`.keys` (signing and trusted keys), :mod:`.bundle` (the Sigstore bundle form),
 :mod:`.registry_store` (publish, check and copy them in the registry), :mod:`.stored` (a digest's

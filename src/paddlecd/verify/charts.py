@@ -2,6 +2,8 @@
 Markdown mermaid ``xychart-beta`` blocks (GitHub renders them in step summaries and comments).
 
 Pure: an evidence record in, Markdown text out. Syntax: https://mermaid.js.org/syntax/xyChart.html
+The figures of a variant's releases are also drawn as a PNG (:func:`history_png`, matplotlib),
+for ``invoke release.compare --history``.
 """
 
 from __future__ import annotations
@@ -63,3 +65,34 @@ def loss_chart(record: Evidence) -> str | None:
 def charts(record: Evidence) -> list[str]:
     """Every chart the record has data for, busbw first."""
     return [c for c in (busbw_chart(record), loss_chart(record)) if c]
+
+
+def history_png(series: dict[str, dict], path, *, title: str) -> None:
+    """One PNG with a line chart per figure: ``series`` is ``{name: {"unit", "points": [[label,
+    value], …]}}`` (a label per release, in order). Drawn with matplotlib's Agg backend (no
+    display needed); the folder of ``path`` is made."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    names = list(series)
+    cols = min(3, len(names))
+    rows = -(-len(names) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        points = series[name]["points"]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel(series[name]["unit"], fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_ylim(bottom=0)
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)

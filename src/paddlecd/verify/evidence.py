@@ -9,7 +9,10 @@ Layout under the state folder (``settings.state``)::
                                                 "metrics", "message"}],
                                     "versions": {"paddle", "cuda", "cudnn", "driver"},
                                     "junit": "<path>", "duration_s", "revision", "model_dir",
-                                    "warnings": ["<one line>"], "nodes": [{"hostname", …}]}
+                                    "warnings": ["<one line>"], "nodes": [{"hostname", …}],
+                                    "hardware": "<class>", "figures": [{"name", "value",
+                                                "unit", "better", "spread", "samples"}],
+                                    "models": [{"model", "passed", "code", "cause"}]}
 
 It is a frozen record (:class:`Evidence`) with ``to_json``/``from_json``; the JSON shape on disk is
 the one above. The candidate record push writes beside it is :mod:`paddlecd.image.candidate`.
@@ -77,6 +80,11 @@ class Evidence:
         warnings: one-line notes that are neither pass nor fail (a busbw with no expectation).
         nodes: per-node facts of a ``--nodes N`` run (``hostname``, ``gpu``, ``gpus``,
             ``driver``, ``rank``); empty for a one-container run, whose node count is 1.
+        hardware: the class the figures ran on (:mod:`paddlecd.verify.figures`), or None.
+        figures: the speed figures, each ``{"name", "value", "unit", "better", "spread",
+            "samples", "hardware"}`` (:meth:`paddlecd.verify.figures.Figure.to_json`).
+        models: the ``release.models`` checked in the image (``verify --models``), each
+            ``{"model", "passed", "code", "cause", "onnx"}`` (:mod:`paddlecd.verify.models`).
     """
 
     digest: str
@@ -92,6 +100,9 @@ class Evidence:
     model_dir: str | None = None
     warnings: tuple[str, ...] = ()
     nodes: tuple[Mapping[str, Any], ...] = ()
+    hardware: str | None = None
+    figures: tuple[Mapping[str, Any], ...] = ()
+    models: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def node_count(self) -> int:
@@ -158,6 +169,8 @@ class Evidence:
         known.setdefault("variant", None)
         known["warnings"] = tuple(data.get("warnings", ()))
         known["nodes"] = tuple(data.get("nodes", ()))
+        known["figures"] = tuple(data.get("figures", ()))
+        known["models"] = tuple(data.get("models", ()))
         return cls(**known)
 
 

@@ -34,7 +34,8 @@ from paddlecd.verify import nodes as multinode
 from paddlecd.verify.evidence import Check
 
 MARK = "##paddlecd-result"  # as smoke/rendezvous.py MARK
-SMOKE_FILES = ("_common.py", "rendezvous.py", "workers/*.py")  # what the pods run; not the tests
+# what the pods run (the helpers _common, _devices, _figures the workers import); not the tests
+SMOKE_FILES = ("_*.py", "rendezvous.py", "workers/*.py")
 WORKER_FILES = tuple(f"workers/{w}.py" for w in multinode.WORKERS)
 WATCH_GRACE = 60.0  # s the watch waits past the Job's activeDeadlineSeconds for its controller
 

@@ -14,6 +14,7 @@ import re
 import shutil
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,18 @@ from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
 from paddlecd.registry.reference import parse_reference
 from paddlecd.types import Echo
-from paddlecd.verify import bandwidth, charts, drivers, evidence, keys, nccl, registry_store
+from paddlecd.verify import (
+    bandwidth,
+    charts,
+    drivers,
+    evidence,
+    figures,
+    keys,
+    nccl,
+    registry_store,
+)
 from paddlecd.verify import nodes as multinode
+from paddlecd.verify.models import ModelResult
 
 SMOKE_CMD = [
     "python3",
@@ -130,6 +141,7 @@ def smoke_container(
         "SMOKE_EXPECT_CUDA": labels.get("io.paddlecd.cuda.version", ""),
         "SMOKE_EXPECT_CUDNN": labels.get("io.paddlecd.cudnn.version", ""),
         "SMOKE_CPU_RANKS": str(settings.verify.cpu_ranks),
+        "SMOKE_REPEAT": str(settings.verify.repeat),  # the timed parts (smoke/_figures.py)
         "SMOKE_OUT": "/out",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
@@ -265,6 +277,7 @@ def verify(
     cluster: str = "local",
     kind: str = "job",
     on_event: Echo | None = None,
+    check_models: Callable[..., tuple[ModelResult, ...]] | None = None,
 ) -> Verified:
     """Verify one image by digest and store its evidence.
 
@@ -277,6 +290,9 @@ def verify(
             cluster, :mod:`paddlecd.verify.nodes_k8s`; the image's labels are read from the
             registry, no local engine is used). kind: ``job`` or ``paddlejob`` (k8s only).
         on_event: lifecycle lines of an N-node run (created, pod phases, removed).
+        check_models: checks each model of ``release.models`` in the image
+            (:func:`paddlecd.artifacts.gate.check_models`, called as ``(settings, reference,
+            on_line=…)``); its results go into the evidence (``models``). None: no models gate.
 
     Returns:
         :class:`Verified`; ``passed`` is False when any check failed (the caller decides the exit).
@@ -340,10 +356,11 @@ def verify(
         shutil.rmtree(stage, ignore_errors=True)
         raise
     replace_folder(out, stage)
+    checked = check_models(settings, reference, on_line=on_line) if check_models else ()
     driver = driver or next((f["driver"] for f in facts if f.get("driver")), None)  # GPU-only
     return _record(settings, reference, labels, out, nodes=nodes, ok=ok, checks=checks,
                    facts=facts, transports=transports, driver=driver,
-                   seconds=time.monotonic() - started)
+                   seconds=time.monotonic() - started, models=checked)
 
 
 def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: Path, *,
@@ -379,7 +396,7 @@ def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: 
 
 def _record(settings: Settings, reference: str, labels: dict[str, str], out: Path, *,
             nodes: int, ok: bool, checks: list[evidence.Check], facts: tuple, transports: Any,
-            driver: str | None, seconds: float) -> Verified:
+            driver: str | None, seconds: float, models: tuple = ()) -> Verified:
     """The evidence of a run whose files are in ``out``: judged (busbw on GPU), saved (by digest
     for one container, in ``out`` for N nodes), signed and attached, summarised."""
     if driver:  # GPU-only: busbw against the expectation table
@@ -396,8 +413,12 @@ def _record(settings: Settings, reference: str, labels: dict[str, str], out: Pat
         reference=reference,
         variant=labels.get("io.paddlecd.variant"),
         passed=ok and all(c.passed for c in checks) and bool(checks),
-        warnings=warnings(checks),
+        warnings=warnings(checks) + tuple(f"model {m.model}: {m.code}: {m.cause}"
+                                          for m in models if not m.passed),
         nodes=facts,
+        models=tuple(m.to_json() for m in models),
+        hardware=figures.hardware_of(checks),
+        figures=tuple(f.to_json(hardware=False) for f in figures.collect(checks)),
         created=now_iso(),
         duration_s=round(seconds, 3),
         checks=tuple(checks),

@@ -1,0 +1,250 @@
+"""Upgrade gates (release/gates.py) on figures recorded from real verify runs of the CPU image:
+``cpu-3.0.0.json`` as built, ``cpu-3.0.0-step-sleep-2ms.json`` the same image with
+``SMOKE_STEP_SLEEP_S=0.002`` (every training step sleeps 2 ms: measurably slower)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import semver
+
+from paddlecd import config
+from paddlecd.errors import ConfigError
+from paddlecd.release import gates
+from paddlecd.release.ledger import Record
+from paddlecd.release.policy import State
+from paddlecd.verify.figures import Figure, collect, from_predicate, hardware_of
+
+from support import ROOT
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "gates"
+BASE, NEW = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+def recorded(name: str) -> dict:
+    return json.loads((DATA / name).read_text())
+
+
+def figures(name: str) -> tuple[Figure, ...]:
+    return from_predicate(recorded(name))
+
+
+def run(candidate, baseline, **kw) -> gates.Comparison:
+    hardware = kw.pop("hardware", recorded("cpu-3.0.0.json")["hardware"])
+    return gates.compare(candidate, baseline, digest=NEW, hardware=hardware,
+                         limits=kw.pop("limits", gates.Limits()), release="1.0.0-cpu",
+                         baseline_digest=BASE, tag="1.0-cpu", **kw)
+
+
+def test_recorded_runs_carry_every_figure_with_unit_and_hardware():
+    names = {f.name: f for f in figures("cpu-3.0.0.json")}
+    assert {"train.step_time", "train.throughput", "allreduce.latency.4B",
+            "export.save_time", "export.latency.batch1", "export.latency.batch64"} <= set(names)
+    assert any(n.startswith("allreduce.busbw.") for n in names)
+    assert names["train.throughput"].unit == "samples/s" and names["train.step_time"].unit == "ms"
+    assert names["train.step_time"].samples == 380  # 400 steps, 20 of warm-up
+    assert all(f.hardware.endswith("cores)") for f in names.values())
+
+
+def test_a_slower_candidate_is_refused_naming_figure_values_digests_and_hardware():
+    result = run(figures("cpu-3.0.0-step-sleep-2ms.json"), figures("cpu-3.0.0.json"))
+    assert result.status == "refused"
+    slow = {v.name for v in result.regressions}
+    assert {"train.step_time", "train.throughput"} <= slow
+    cause = result.refusal()
+    base = next(f for f in figures("cpu-3.0.0.json") if f.name == "train.step_time")
+    new = next(f for f in figures("cpu-3.0.0-step-sleep-2ms.json") if f.name == "train.step_time")
+    for word in ("train.step_time", f"{base.value:.4g} ms", f"{new.value:.4g} ms", BASE, NEW,
+                 result.hardware, "1.0.0-cpu"):
+        assert word in cause
+
+
+def test_the_same_run_passes_and_a_faster_one_too():
+    same = figures("cpu-3.0.0.json")
+    assert run(same, same).status == "passed"
+    faster = [dataclasses.replace(f, value=f.value * (2 if f.better == "higher" else 0.5))
+              for f in same]
+    result = run(faster, same)
+    assert result.status == "passed" and all(v.slowdown < 0 for v in result.verdicts)
+    assert all(" faster" in v.line() for v in result.verdicts)
+
+
+def test_two_runs_of_one_image_on_a_shared_machine_differ_beyond_ten_percent():
+    """Why per-figure limits exist: the recorded runs (same image, minutes apart, a loaded
+    2-core VM) differ by 2x on the inference latency at batch 64, outside either run's notch."""
+    base = {f.name: f for f in figures("cpu-3.0.0-step-sleep-2ms.json")}
+    verdict = next(v for v in run(figures("cpu-3.0.0.json"), base.values()).verdicts
+                   if v.name == "export.latency.batch64")
+    assert verdict.status == "regression" and verdict.slowdown > 0.5
+    loose = gates.Limits(0.1, (("export.latency.*", 2.0),))
+    assert "export.latency.batch64" not in {
+        v.name for v in run(figures("cpu-3.0.0.json"), base.values(), limits=loose).regressions}
+
+
+def test_accept_regression_promotes_and_keeps_reason_and_who():
+    result = run(figures("cpu-3.0.0-step-sleep-2ms.json"), figures("cpu-3.0.0.json"),
+                 accept="new Paddle, re-baselined", who="ci@runner")
+    assert (result.status, result.reason, result.who) == ("accepted", "new Paddle, re-baselined",
+                                                          "ci@runner")
+    assert "regression accepted by ci@runner: new Paddle, re-baselined" in result.describe()[0]
+    assert gates.Comparison.from_json(json.loads(json.dumps(result.to_json()))) == result
+
+
+def test_other_hardware_is_not_compared_and_says_so():
+    base = [dataclasses.replace(f, hardware="2x NVIDIA A100-SXM4-80GB")
+            for f in figures("cpu-3.0.0.json")]
+    result = run(figures("cpu-3.0.0-step-sleep-2ms.json"), base)
+    assert result.status == "not compared"
+    assert result.describe() == [f"  comparison      not compared (no baseline on "
+                                 f"{result.hardware})"]
+
+
+def test_within_the_noise_or_too_few_samples_never_refuses():
+    def fig(value, spread, samples):
+        return Figure("train.step_time", value, "ms", "lower", spread, samples, "cpu (2 cores)")
+
+    noisy = gates.judge(fig(1.2, 0.8, 30), fig(1.0, 0.8, 30), 0.1)  # notches overlap
+    assert noisy.status == "noise" and noisy.slowdown == pytest.approx(0.2)
+    tight = gates.judge(fig(1.2, 0.05, 300), fig(1.0, 0.05, 300), 0.1)
+    assert tight.status == "regression"
+    assert gates.judge(fig(5.0, 0.0, 1), fig(1.0, 0.0, 1), 0.1).status == "unjudged"
+    assert gates.judge(fig(1.05, 0.0, 300), fig(1.0, 0.0, 300), 0.1).status == "ok"
+
+
+def test_rates_are_slower_when_lower():
+    base = Figure("train.throughput", 1000.0, "samples/s", "higher", 0.01, 100, "c")
+    worse = dataclasses.replace(base, value=500.0)
+    assert worse.slowdown(base) == pytest.approx(1.0)  # half the rate: 100 % slower
+    assert gates.judge(worse, base, 0.1).status == "regression"
+
+
+def test_limits_default_and_per_figure(tmp_path):
+    s = config.load({"state_dir": str(tmp_path), "release.max_slowdown": 0.2,
+                     "release.max_slowdown_figures": "allreduce.*=0.5, train.step_time=0.05"},
+                    root=ROOT)
+    lim = gates.limits(s)
+    assert (lim.of("export.save_time"), lim.of("allreduce.busbw.4096B"),
+            lim.of("train.step_time")) == (0.2, 0.5, 0.05)
+    bad = config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": "train=x"},
+                      root=ROOT)
+    with pytest.raises(ConfigError, match="not name=fraction"):
+        gates.limits(bad)
+
+
+def test_the_baseline_is_what_x_y_points_at_else_latest():
+    v1, v2 = semver.Version.parse("1.0.0"), semver.Version.parse("2.0.0")
+    state = State(releases={v1: BASE, v2: NEW},
+                  moving={"1.0-cpu": v1, "1-cpu": v1, "latest-cpu": v2, "2.0-cpu": v2})
+    assert gates.baseline_of(state, semver.Version.parse("1.0.1"), "cpu") == ("1.0-cpu", v1, BASE)
+    assert gates.baseline_of(state, semver.Version.parse("1.1.0"), "cpu") == (
+        "latest-cpu", v2, NEW)
+    assert gates.baseline_of(State(), v1, "cpu") is None
+
+
+def test_a_record_without_a_gate_keeps_its_bytes_and_one_with_a_gate_round_trips():
+    plain = Record(id="ledger.cpu.x", action="promote", variant="cpu", version="1.0.0",
+                   digest=BASE, source="s", target="t")
+    assert b'"gate"' not in plain.to_json()
+    comparison = gates.not_compared(NEW, "cpu (2 cores)", "first release of the variant")
+    gated = dataclasses.replace(plain, gate=gates.ledger_gate(
+        comparison, None))
+    back = Record.from_json(json.loads(gated.to_json()))
+    assert back.gate["status"] == "not compared" and back.gate["figures"] == []
+
+
+def test_figures_come_from_the_checks_when_the_predicate_has_no_list():
+    checks = [{"name": "environment/test_hardware_class", "metrics": {"hardware": "cpu (2 c)"}},
+              {"name": "export/test_jit", "metrics": {"figures": [
+                  {"name": "export.save_time", "value": 3.0, "unit": "ms"},
+                  {"name": "broken", "value": "fast", "unit": "ms"}]}}]
+    assert hardware_of(checks) == "cpu (2 c)"
+    assert collect(checks) == (Figure("export.save_time", 3.0, "ms", hardware="cpu (2 c)"),)
+    assert from_predicate({"checks": checks}) == collect(checks)
+
+
+def test_release_show_prints_the_gate_a_release_passed():
+    from paddlecd.cli.release import _gate_lines
+
+    result = run(figures("cpu-3.0.0-step-sleep-2ms.json"), figures("cpu-3.0.0.json"),
+                 accept="sleeping steps", who="rm@host")
+    record = Record(id="ledger.cpu.x", action="promote", variant="cpu", version="1.0.1",
+                    digest=NEW, source="s", target="t",
+                    gate=gates.ledger_gate(result, None))
+    lines = _gate_lines(record)
+    assert lines[0].startswith("  comparison: regression accepted by rm@host: sleeping steps "
+                               "against 1.0.0-cpu (1.0-cpu, " + BASE)
+    assert any(x.strip().startswith("train.step_time") and "REGRESSION" in x for x in lines)
+    assert _gate_lines(dataclasses.replace(record, gate=None)) == []
+
+
+def _attested(models: list[dict]):
+    from paddlecd.verify.attestation import VerifiedAttestation
+
+    return VerifiedAttestation(digest=NEW, name="r", keyid="k", key_source="f",
+                               predicate={"models": models})
+
+
+def test_models_in_production_refuse_naming_the_model_and_the_cause(tmp_path):
+    s = config.load({"state_dir": str(tmp_path), "release.models": "ranker@1.2.0,embedder"},
+                    root=ROOT)
+    att = _attested([
+        {"model": "ranker@1.2.0", "passed": False, "code": "legacy-in-pir",
+         "cause": "a 2.x program that Paddle 3 with PIR cannot load"},
+        {"model": "embedder@0.3.0", "passed": True, "code": None, "cause": ""}])
+    assert gates.model_problems(s, att) == [
+        "ranker@1.2.0: legacy-in-pir (a 2.x program that Paddle 3 with PIR cannot load)"]
+    assert gates.model_problems(s, _attested([])) == [
+        "ranker@1.2.0: not checked in this image (run: invoke verify --models)",
+        "embedder: not checked in this image (run: invoke verify --models)"]
+    none = config.load({"state_dir": str(tmp_path)}, root=ROOT)
+    assert gates.model_problems(none, att) == []
+    with pytest.raises(ConfigError, match="not name or name@version"):
+        gates.model_problems(config.load({"state_dir": str(tmp_path),
+                                          "release.models": "ranker@"}, root=ROOT), att)
+    # a failing model refuses even a first release (no figures to compare)
+    result = gates.gate(s, None, "repo", variant="cpu", version=semver.Version.parse("1.0.0"),
+                        digest=NEW, state=State(), records=(), attestation=att)
+    assert result.status == "refused" and "model ranker@1.2.0: legacy-in-pir" in result.refusal()
+    assert any("model ranker@1.2.0" in x for x in result.describe())
+    accepted = gates.gate(s, None, "repo", variant="cpu", version=semver.Version.parse("1.0.0"),
+                          digest=NEW, state=State(), records=(), attestation=att,
+                          accept="ranker retired next week")
+    assert (accepted.status, accepted.reason) == ("accepted", "ranker retired next week")
+
+
+def test_compare_side_by_side_and_the_history_chart(tmp_path):
+    from PIL import Image
+
+    from paddlecd.release import compare
+    from paddlecd.verify import charts
+
+    hw = recorded("cpu-3.0.0.json")["hardware"]
+    a = compare.Side("1.0.0-cpu", f"r@{BASE}", hw, figures("cpu-3.0.0.json"))
+    b = compare.Side("1.0.1-cpu", f"r@{NEW}", hw, figures("cpu-3.0.0-step-sleep-2ms.json"))
+    step = next(r for r in compare.rows(a, b) if r.name == "train.step_time")
+    assert step.ratio == pytest.approx(step.b / step.a) and step.ratio > 3
+    lines = compare.table(a, b)
+    assert lines[0] == f"a: 1.0.0-cpu  r@{BASE}  on {hw}"
+    assert any(x.startswith("train.step_time") and f"{step.ratio:.3f}" in x for x in lines)
+    drawn = compare.series([("1.0.0", a.figures), ("1.0.1", b.figures)])
+    assert drawn["train.step_time"] == {"unit": "ms", "points": [["1.0.0", step.a],
+                                                                 ["1.0.1", step.b]]}
+    charts.history_png(drawn, tmp_path / "h.png", title="cpu")
+    with Image.open(tmp_path / "h.png") as png:  # read back by another library
+        assert png.format == "PNG" and png.width >= 3 * 4.2 * 80 - 1
+
+
+def test_release_compare_needs_two_sides_or_a_history(monkeypatch, tmp_path, capsys):
+    from invoke import Context, Exit
+
+    from paddlecd.cli import release as cli
+
+    monkeypatch.setenv("PADDLECD_STATE_DIR", str(tmp_path))
+    with pytest.raises(Exit) as e:
+        cli.compare.body(Context(), a="1.0.0-cpu")
+    err = capsys.readouterr().err.splitlines()
+    assert e.value.code == 2 and err[-2].startswith("error: release.compare needs two")
+    assert err[-1].startswith("hint: e.g. invoke release.compare 1.0.0-cpu 1.1.0-cpu")
