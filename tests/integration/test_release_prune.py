@@ -160,7 +160,9 @@ def test_ten_candidates_three_released_two_recent(history, server, tmp_path):
     assert sorted(d for d, (delete, _) in verdicts.items() if delete) == sorted(doomed)
     assert verdicts[digests[0]] == (False, "newest 1")
     assert verdicts[digests[1]] == (False, "younger than 30 days")
-    assert verdicts[digests[5]][1].startswith("released: ")
+    assert verdicts[digests[5]] == (False, "released: 1.1.0-cpu, rollback target, 1-cpu, "
+                                           "1.1-cpu, latest-cpu")
+    assert verdicts[digests[3]] == (False, "released: 1.0.0-cpu, 1.0-cpu")
     assert {verdicts[d][1].startswith("released: ") for d in released} == {True}
     assert all(len(c["attached"]) == 5 for c in plan["candidates"] if c["delete"])
     assert plan["bytes_freed"] > 5 * 2048

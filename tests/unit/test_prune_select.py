@@ -121,7 +121,7 @@ def test_plan_lines_say_what_goes_and_why():
     plan = prune.Plan("cpu", "127.0.0.1:5000/paddlecd/paddle", 30, 1, tuple(chosen), 1234)
     lines = plan.lines()
     assert lines[1].split()[:2] == ["keep", "sha256:000000000000"]
-    assert lines[2].startswith("  delete  sha256:000000000000  cpu-0000002")
+    assert lines[2].startswith("  delete  sha256:000000000000  cpu-0000002       2026-10-12")
     assert lines[2].endswith("older than 30 days, not among the newest 1 (+1 attached)")
     assert lines[-1] == ("1 to delete (1 attached), 1 kept; 1234 bytes freed by registry "
                          "garbage-collect")

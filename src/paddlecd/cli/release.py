@@ -283,7 +283,7 @@ def prune(c, variant=None, keep_days=None, keep_last=None, dry_run=False, yes=Fa
     s, name = settings(), pick_variant(variant, required_by="release.prune")
     days, last = count("keep-days", keep_days), count("keep-last", keep_last)
     the_plan = retention.plan(s, name, keep_days=days, keep_last=last)
-    for line in the_plan.lines():
+    for line in the_plan.lines(view.human_bytes):
         say(line)
     if dry_run or not the_plan.doomed:
         say("dry run: nothing deleted" if dry_run else "nothing to delete")

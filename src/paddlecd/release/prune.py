@@ -95,18 +95,19 @@ class Plan:
         """The candidates that go, oldest first (the order of the deletes)."""
         return [c for c in reversed(self.candidates) if c.delete]
 
-    def lines(self) -> list[str]:
-        """The plan for a person: one line per candidate, then the totals."""
+    def lines(self, size: Callable[[int], str] = lambda n: f"{n} bytes") -> list[str]:
+        """The plan for a person: one line per candidate, then the totals (``size`` writes a
+        byte count)."""
         out = [f"prune {self.repository}, variant {self.variant}: keep the newest "
                f"{self.keep_last} and those younger than {self.keep_days} days; never a release"]
         for c in self.candidates:
             when = (c.created or "no created time")[:10]
             extra = f" (+{len(c.attached)} attached)" if c.delete and c.attached else ""
             out.append(f"  {'delete' if c.delete else 'keep  '}  {c.digest[:19]}  "
-                       f"{','.join(c.tags)[:28]:<28}  {when}  {c.reason}{extra}")
+                       f"{','.join(c.tags)[:16]:<16}  {when}  {c.reason}{extra}")
         gone = self.doomed
         out.append(f"{len(gone)} to delete ({sum(len(c.attached) for c in gone)} attached), "
-                   f"{len(self.candidates) - len(gone)} kept; {self.bytes_freed} bytes freed by "
+                   f"{len(self.candidates) - len(gone)} kept; {size(self.bytes_freed)} freed by "
                    "registry garbage-collect")
         return out
 
@@ -178,7 +179,9 @@ class Guard:
         self._fixed: dict[str, str | None] = {}  # immutable tag → digest, resolved once
 
     def read(self) -> dict[str, str]:
-        """{digest: why} for every digest the release repository names now.
+        """{digest: what names it} for every digest the release repository names now: its
+        tags (the release tag first), ``rollback target``, the releases of ledger records
+        (their ``previous`` digests too), ``attestation subject``.
 
         Costs: one tag list, the ledger's checkpoints and records not read before by this
         process, a HEAD per moving tag and per immutable tag not seen before.
@@ -187,25 +190,26 @@ class Guard:
             RegistryError: the registry failed.
         """
         tags = self.client.list_tags(self.repository)
-        out: dict[str, str] = {}
         plain = [t for t in tags if not t.startswith(("ledger.", "sha256-"))]
         todo = [t for t in plain if t not in self._fixed or not _IMMUTABLE.fullmatch(t)]
         for tag, digest in zip(todo, self.client.each(self._resolve, todo)):
             self._fixed[tag] = digest
-        for tag in plain:
+        names: dict[str, list[str]] = {}  # digest → what names it, the release tag first
+        for tag in sorted(plain, key=lambda t: (not _IMMUTABLE.fullmatch(t), t)):
             if self._fixed.get(tag):
-                out.setdefault(str(self._fixed[tag]), f"tag {tag}")
+                names.setdefault(str(self._fixed[tag]), []).append(tag)
         for r in ledger.read(self.client, self.repository, tags=tags):
-            what = "rollback to" if r.action == "rollback" else "release"
-            out.setdefault(r.digest, f"{what} {r.version}-{r.variant} (ledger)")
-            for before in r.previous.values():
+            names.setdefault(r.digest, []).append(f"{r.version}-{r.variant}")
+            if r.action == "rollback":
+                names[r.digest].insert(1, "rollback target")
+            for before in r.previous.values():  # what the record's moving tags pointed to
                 if before and "@" in before:
                     version, _, digest = before.partition("@")
-                    out.setdefault(digest, f"rollback target {version}-{r.variant} (ledger)")
+                    names.setdefault(digest, []).append(f"{version}-{r.variant}")
         for tag in tags:
             if m := _SUBJECT.match(tag):
-                out.setdefault(f"sha256:{m.group(1)}", f"attestation subject ({tag})")
-        return out
+                names.setdefault(f"sha256:{m.group(1)}", ["attestation subject"])
+        return {d: ", ".join(dict.fromkeys(n)) for d, n in names.items()}
 
     def _resolve(self, client: RegistryClient, tag: str) -> str | None:
         try:
