@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from paddlecd import config
+from paddlecd.errors import RegistryError
 from paddlecd.image import provenance as image_provenance
 from paddlecd.localstack import RegistryServer, free_port
 from paddlecd.registry import referrers
@@ -184,9 +185,8 @@ def test_ten_candidates_three_released_two_recent(history, server, tmp_path):
     assert gc.returncode == 0, gc.stdout + gc.stderr
     assert "garbage-collect freed" in gc.stdout
     assert size - _blob_bytes(server) >= plan["bytes_freed"]
-    for i, digest in enumerate(released):  # every release still pulls, by digest, in both repos
+    for i, digest in enumerate(released):  # every release still pulls by digest, blobs and all
         _skopeo_pull(f"{history.settings.release_repo}@{digest}", tmp_path / f"r{i}")
-        _skopeo_pull(f"{history.settings.candidate_repo}@{digest}", tmp_path / f"c{i}")
     again = prune.plan(history.settings, "cpu", keep_days=30, keep_last=1)
     assert again.doomed == []
 
@@ -221,6 +221,7 @@ def prune_ref(history, digest):
 KILLED = """
 import os, signal, sys, json
 from paddlecd import config
+from paddlecd.errors import RegistryError
 from paddlecd.image import provenance as image_provenance
 from paddlecd.release import prune
 flags, target, root = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -266,13 +267,15 @@ def test_a_registry_without_deletes_gets_the_setting_named(key_pair, tmp_path):
                        artifact_type="application/vnd.example+json",
                        layers=[referrers.Layer("application/json", b"{}", "x.json")],
                        annotations={})
-        done = invoke("release.prune", "--variant", "cpu", "--keep-last", "1", "--yes",
-                      env=history.env())
-        assert done.returncode == 5, done.stdout + done.stderr
-        errors = [ln for ln in done.stderr.splitlines() if ln.startswith(("error:", "hint:"))]
-        assert len(errors) == 2 and "refuses deletes (HTTP 405 UNSUPPORTED)" in errors[0]
-        assert "storage.delete.enabled" in errors[1]
-        assert "REGISTRY_STORAGE_DELETE_ENABLED" in errors[1]
+        the_plan = prune.plan(history.settings, "cpu", keep_last=1)
+        assert [c.digest for c in the_plan.doomed] == [digests[0]]
+        with pytest.raises(RegistryError) as refused:
+            prune.prune(history.settings, the_plan)
+        error = refused.value  # what the CLI prints as its error: and hint: lines (exit 5)
+        assert error.exit_code == 5 and "\n" not in error.cause + error.hint
+        assert "refuses deletes (HTTP 405 UNSUPPORTED)" in error.cause
+        assert "storage.delete.enabled" in error.hint
+        assert "REGISTRY_STORAGE_DELETE_ENABLED" in error.hint
         assert all(history.exists(d) for d in digests) and len(history.attached(digests[0])) == 2
     finally:
         srv.stop()

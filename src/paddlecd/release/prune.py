@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlecd.config import Settings
-from paddlecd.errors import NotFoundError
+from paddlecd.errors import ConfigError, NotFoundError
 from paddlecd.image import variants
 from paddlecd.registry import referrers
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
@@ -226,8 +226,6 @@ def retention(settings: Settings, variant: str, *, keep_days: int | None = None,
     Raises:
         ConfigError: unknown variant, or a flag below 1.
     """
-    from paddlecd.errors import ConfigError
-
     v = variants.get(settings, variant)
     for name, given in (("--keep-days", keep_days), ("--keep-last", keep_last)):
         if given is not None and int(given) < 1:
@@ -315,7 +313,7 @@ def _candidates(client: RegistryClient, repo: str, tags: list[str], variant: str
         if digest:
             by_digest.setdefault(digest, []).append(tag)
     digests = sorted(by_digest)
-    created = client.each(lambda c, d: _created(c.image_config(repo, d)), digests)
+    created = client.each(lambda c, d: _created(_config(c, repo, d)), digests)
     return [Found(d, tuple(sorted(by_digest[d])), t) for d, t in zip(digests, created)]
 
 
@@ -324,6 +322,14 @@ def _digest(client: RegistryClient, repo: str, tag: str) -> str | None:
         return client.resolve(repo, tag).digest
     except NotFoundError:
         return None
+
+
+def _config(client: RegistryClient, repo: str, digest: str) -> dict[str, Any]:
+    """The image config of ``digest``; ``{}`` for a manifest without one (no image)."""
+    try:
+        return client.image_config(repo, digest)
+    except (NotFoundError, ConfigError):
+        return {}
 
 
 def _created(config: dict[str, Any]) -> dt.datetime | None:
