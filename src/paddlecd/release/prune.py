@@ -10,7 +10,7 @@ younger than ``keep_days`` days. The rest goes by manifest DELETE by digest
 ``sha256-<hex>`` index and ``.att`` tags), then the image, so a killed run leaves the image
 tagged and the re-run finishes it. Just before each delete the release repository is read again
 and a digest it now names is skipped; one it names just after is put back (its exact bytes,
-under its tags). How it reads and the costs: docs/guides/releases.md#retention.
+under its tags). The rules in full: docs/guides/releases.md, "Retention".
 """
 
 from __future__ import annotations
