@@ -127,3 +127,27 @@ def test_plan_lines_say_what_goes_and_why():
                          "garbage-collect")
     assert [c.digest for c in plan.doomed] == [found[1].digest]
     assert plan.to_json()["candidates"][1]["attached"] == ["sha256:" + "e" * 64]
+
+
+def test_the_pipeline_stage_prunes_with_its_parameters(monkeypatch, tmp_path):
+    from paddlecd.pipeline import stages
+
+    seen = {}
+    chosen = select([_found(1, 1), _found(2, 50)], {}, keep_days=30, keep_last=1, now=NOW)
+    the_plan = prune.Plan("cpu", "r/p", 30, 1, tuple(chosen), 99)
+
+    def fake_plan(settings, variant, *, keep_days=None, keep_last=None):
+        seen.update(variant=variant, keep_days=keep_days, keep_last=keep_last)
+        return the_plan
+
+    monkeypatch.setattr(prune, "plan", fake_plan)
+    monkeypatch.setattr(prune, "prune", lambda s, p, report: prune.Outcome(p, deleted=["x"]))
+    lines: list[str] = []
+    ctx = stages.StageContext(settings=config.load(root=ROOT, environ={}), stage="prune",
+                              variant="cpu", params={"keep_days": 14}, earlier={}, inputs={},
+                              on_line=lines.append)
+    stages.KINDS["prune"].run(ctx)
+    assert seen == {"variant": "cpu", "keep_days": 14, "keep_last": None}
+    assert ctx.outputs == {"deleted": 1, "kept": 1, "bytes_freed": 99}
+    assert lines[0].startswith("prune r/p, variant cpu")
+    assert stages.KINDS["prune"].changes == "registry"
