@@ -11,6 +11,9 @@
 #   node      only the npm packages the tests' independent Sigstore reader needs (node_modules in
 #             $PADDLECD_NODE_DIR, default .paddlecd/node: gitignored, outside the package)
 #   down      stop the embedded registry (dockerd is left running)
+#   gc        distribution's `registry garbage-collect` on the embedded registry's storage: frees
+#             the blobs of manifests deleted (invoke release.prune); stops and restarts the
+#             registry around it (distribution wants no writes meanwhile)
 # Needs root (or sudo) for apt and dockerd. Never prompts (CI=true, no stdin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -124,6 +127,27 @@ start_registry() {
   log "registry did not start:"; cat "$STATE/registry/serve.log"; exit 1
 }
 
+registry_pid() {  # the supervisor's pid when the embedded registry this script started runs
+  [ -f "$STATE/registry/pid" ] && kill -0 "$(cat "$STATE/registry/pid")" 2>/dev/null && cat "$STATE/registry/pid"
+}
+
+gc_registry() {
+  local config="$STATE/registry/config.yml" pid="" before after
+  [ -f "$config" ] || { log "no embedded registry at $STATE/registry: run scripts/stack.sh up"; exit 1; }
+  if pid=$(registry_pid); then
+    log "stopping the embedded registry for garbage collection"
+    kill "$pid"
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  fi
+  before=$(du -sb "$STATE/registry/data" | cut -f1)
+  # no --delete-untagged: referrers and index children are manifests no tag names
+  "${PADDLECD_REGISTRY_SERVER:-docker-registry}" garbage-collect "$config" >"$STATE/registry/gc.log" 2>&1 \
+    || { log "garbage-collect failed:"; cat "$STATE/registry/gc.log"; exit 1; }
+  after=$(du -sb "$STATE/registry/data" | cut -f1)
+  log "garbage-collect freed $((before - after)) bytes (log: $STATE/registry/gc.log)"
+  if [ -n "$pid" ]; then start_registry; fi
+}
+
 case "${1:-up}" in
   up) install_packages; start_dockerd; make_venv; start_registry ;;
   engine) install_packages; install_ceph; install_podman; start_dockerd; make_venv; install_node ;;
@@ -137,5 +161,6 @@ case "${1:-up}" in
     make_venv ;;
   node) mkdir -p "$STATE"; install_node ;;
   down) [ -f "$STATE/registry/pid" ] && kill "$(cat "$STATE/registry/pid")" 2>/dev/null || true ;;
-  *) echo "usage: $0 [up|engine|rgw|podman|venv|node|down]" >&2; exit 2 ;;
+  gc) gc_registry ;;
+  *) echo "usage: $0 [up|engine|rgw|podman|venv|node|down|gc]" >&2; exit 2 ;;
 esac

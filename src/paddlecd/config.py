@@ -118,6 +118,16 @@ class ReleaseSettings:
 
 
 @dataclass(frozen=True)
+class RetentionSettings:
+    """What ``release.prune`` keeps of a variant's candidates besides releases: those younger
+    than ``keep_days`` days and the ``keep_last`` newest. A variant's ``retention:`` in
+    images/variants.yaml overrides both for that variant."""
+
+    keep_days: int = 30
+    keep_last: int = 10
+
+
+@dataclass(frozen=True)
 class StorageSettings:
     """Artifact store URL (``file://…`` or ``s3://bucket/prefix``) and S3-compatible endpoint
     knobs."""
@@ -180,6 +190,7 @@ class Settings:
     build: BuildSettings = field(default_factory=BuildSettings)
     verify: VerifySettings = field(default_factory=VerifySettings)
     release: ReleaseSettings = field(default_factory=ReleaseSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
     artifacts: ArtifactsSettings = field(default_factory=ArtifactsSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)

@@ -11,7 +11,16 @@ from pathlib import Path
 from invoke import task
 
 from paddlecd.cli import view
-from paddlecd.cli.common import JSON_HELP, VERBOSE_HELP, guarded, json_result, result, say, settings
+from paddlecd.cli.common import (
+    JSON_HELP,
+    VERBOSE_HELP,
+    count,
+    guarded,
+    json_result,
+    result,
+    say,
+    settings,
+)
 from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
 
@@ -348,3 +357,48 @@ def policy(c, out=None, action="Enforce", json=False):
         return say(f"wrote {out}: ClusterPolicy {doc['metadata']['name']} ({action}) for "
                    + " and ".join(doc['spec']['rules'][0]['verifyImages'][0]['imageReferences']))
     result(text.rstrip("\n"))
+
+
+@task(
+    help={
+        "variant": "variant whose candidates to prune",
+        "keep_days": "keep candidates younger than this many days (default: the variant's "
+                     "retention.keep_days, else the setting retention.keep_days: 30)",
+        "keep_last": "keep this many newest candidates (default: retention.keep_last: 10)",
+        "dry_run": "show what goes, what stays and why, and the bytes freed; delete nothing",
+        "yes": "delete the plan (required: CI has no prompt)",
+        "json": "print the plan (and what was deleted) as one JSON document on stdout",
+    }
+)
+@guarded
+def prune(c, variant=None, keep_days=None, keep_last=None, dry_run=False, yes=False, json=False):
+    """Delete old candidates of a variant and their referrers; never one a release names.
+
+    A candidate (<variant>-<revision> in the candidate repository) stays when the release
+    repository names its digest (a release or moving tag, a ledger record or rollback target, an
+    attestation subject), when it is among the --keep-last newest, or younger than --keep-days.
+    The rest goes by manifest DELETE by digest, its attestations, provenance and JUnit first.
+    The release repository is read again before each delete. The registry frees the space at
+    its garbage collection (distribution: registry garbage-collect; scripts/stack.sh gc).
+    Example: invoke release.prune --variant cpu --keep-days 14 --dry-run
+    """
+    from paddlecd.release import prune as retention
+
+    s, name = settings(), pick_variant(variant, required_by="release.prune")
+    days, last = count("keep-days", keep_days), count("keep-last", keep_last)
+    the_plan = retention.plan(s, name, keep_days=days, keep_last=last)
+    for line in the_plan.lines(view.human_bytes):
+        say(line)
+    if dry_run or not the_plan.doomed:
+        say("dry run: nothing deleted" if dry_run else "nothing to delete")
+        return json_result(the_plan) if json else None
+    if not yes:
+        raise ConfigError("prune not confirmed", CONFIRM_HINT.replace("written", "deleted")
+                          .replace("write", "delete"))
+    outcome = retention.prune(s, the_plan, report=say)
+    if json:
+        return json_result(outcome)
+    result(f"deleted {len(outcome.deleted)} candidates of {name}"
+           + (f", kept {len(outcome.skipped)} named since the plan" if outcome.skipped else "")
+           + (f", restored {len(outcome.restored)}" if outcome.restored else "")
+           + f"; up to {view.human_bytes(the_plan.bytes_freed)} freed at garbage collection")

@@ -90,6 +90,9 @@ class Variant:
     dockerfile: str = "Dockerfile"
     packages: tuple[str, ...] = ()
     bootstrap: Bootstrap | None = None
+    # release.prune: this variant's retention.keep_days / keep_last (None: the settings')
+    keep_days: int | None = None
+    keep_last: int | None = None
     declared: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -133,6 +136,8 @@ def load(settings: Settings) -> dict[str, Variant]:
             bootstrap=Bootstrap(suite=boot["suite"], wheel=boot["wheel"],
                                 packages=tuple(boot.get("packages", ())),
                                 pip=tuple(boot.get("pip", ()))) if boot else None,
+            keep_days=(raw.get("retention") or {}).get("keep_days"),
+            keep_last=(raw.get("retention") or {}).get("keep_last"),
             declared=dict(raw),
         )
         _cross_check(v, path)

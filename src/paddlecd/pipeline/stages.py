@@ -124,6 +124,21 @@ def promote(ctx: StageContext) -> None:
     )
 
 
+def prune(ctx: StageContext) -> None:
+    """Delete the variant's old candidates, never a release (release.prune; retention from
+    ``with:``, else the variant's and the settings'); the plan goes to the stage's log."""
+    from paddlecd.release import prune as retention
+
+    p = ctx.params
+    plan = retention.plan(ctx.settings, ctx.variant, keep_days=p.get("keep_days"),
+                          keep_last=p.get("keep_last"))
+    for line in plan.lines():
+        ctx.on_line(line)
+    outcome = retention.prune(ctx.settings, plan, report=ctx.on_line)
+    ctx.outputs.update(deleted=len(outcome.deleted), kept=len(plan.candidates) - len(
+        outcome.deleted), bytes_freed=plan.bytes_freed)
+
+
 def deploy(ctx: StageContext) -> None:
     """Run the training job on the promoted release (deployment.plan + deployment.run)."""
     from paddlecd import deployment
@@ -305,6 +320,20 @@ KINDS: dict[str, Kind] = {
                         "enum": ["major", "minor", "patch"],
                         "description": "used when no --version is given",
                     }
+                }
+            ),
+        ),
+        Kind(
+            name="prune",
+            run=prune,
+            changes="registry",
+            outputs=("deleted", "kept", "bytes_freed"),
+            key_outputs=("deleted", "bytes_freed"),
+            reads=("promote",),
+            params=_params(
+                {
+                    "keep_days": {"type": "integer", "minimum": 1},
+                    "keep_last": {"type": "integer", "minimum": 1},
                 }
             ),
         ),

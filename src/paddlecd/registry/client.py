@@ -221,13 +221,24 @@ class RegistryClient(Transport):
         Raises:
             NotFoundError, RegistryAuthError, RegistryError: as :meth:`get_manifest`.
         """
+        return dict((self.image_config(repository, digest).get("config") or {}).get("Labels")
+                    or {})
+
+    def image_config(self, repository: str, digest: str) -> dict[str, Any]:
+        """The config blob of image ``repository@digest``, parsed (OCI image-spec ``config.md``:
+        ``created``, ``config.Labels``, ``rootfs``…); a multi-platform index is read through its
+        first image.
+
+        Raises:
+            NotFoundError, RegistryAuthError, RegistryError: as :meth:`get_manifest`.
+        """
         doc = self.get_manifest(repository, digest).json()
         if doc.get("manifests"):
             doc = self.get_manifest(repository, doc["manifests"][0]["digest"]).json()
         config = check_digest(doc.get("config", {}).get("digest", ""))
         resp = self.request("GET", f"{repository}/blobs/{config}", [_read(repository)],
                             f"reading the config of {self.name(repository, digest)}")
-        return dict((json.loads(resp.content).get("config") or {}).get("Labels") or {})
+        return dict(json.loads(resp.content))
 
     def _manifest_request(self, method: str, repository: str, reference: str, what: str,
                           ok: tuple[int, ...] = (200,)) -> Any:
@@ -267,14 +278,22 @@ class RegistryClient(Transport):
         return Descriptor(expected, media_type, len(raw))
 
     def delete_manifest(self, repository: str, digest: str) -> None:
-        """DELETE a manifest by digest (the registry must allow deletes)."""
-        self.request(
-            "DELETE",
-            f"{repository}/manifests/{check_digest(digest)}",
-            [scope(repository, "*")],
-            f"deleting {self.name(repository, digest)}",
-            ok=(202,),
-        )
+        """DELETE a manifest by digest; distribution also removes every tag naming it. Its blobs
+        stay until the registry's garbage collection (``registry garbage-collect``).
+
+        Raises:
+            NotFoundError: no such manifest (already deleted).
+            RegistryError: the registry refuses deletes (405 UNSUPPORTED: distribution's
+                ``storage.delete.enabled`` is off, the default), or failed.
+        """
+        what = f"deleting {self.name(repository, digest)}"
+        resp = self.request("DELETE", f"{repository}/manifests/{check_digest(digest)}",
+                            [scope(repository, "*")], what, ok=(202, 405))
+        if resp.status_code == 405:  # distribution-spec "Deleting Manifests": 405 when disabled
+            raise RegistryError(
+                f"{what}: {self.registry} refuses deletes (HTTP 405 UNSUPPORTED)",
+                "enable them in the registry's config: storage.delete.enabled: true (distribution;"
+                " env REGISTRY_STORAGE_DELETE_ENABLED=true), restart it, re-run")
         self._cache().pop((repository, digest), None)
 
     def list_tags(self, repository: str) -> list[str]:

@@ -40,12 +40,15 @@ class RegistryServer:
         port: TCP port on 127.0.0.1.
         users: ``{username: password}`` for htpasswd auth; empty means no auth.
         tls: serve HTTPS with a self-signed certificate for 127.0.0.1 (CA written to ``ca_file``).
+        delete: allow manifest DELETE (``storage.delete.enabled``; distribution's default is off,
+            which ``invoke release.prune`` needs on).
     """
 
     root: Path
     port: int = 5000
     users: dict[str, str] = field(default_factory=dict)
     tls: bool = False
+    delete: bool = True
     process: proc.Background | None = None
 
     @property
@@ -66,7 +69,7 @@ class RegistryServer:
             "log": {"level": "warn", "accesslog": {"disabled": True}},
             "storage": {
                 "filesystem": {"rootdirectory": str(self.root / "data")},
-                "delete": {"enabled": True},
+                "delete": {"enabled": self.delete},
             },
             "http": {
                 "addr": f"127.0.0.1:{self.port}",
