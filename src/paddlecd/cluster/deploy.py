@@ -7,6 +7,7 @@ which the upload stage takes from there.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -140,6 +141,24 @@ def deployed(p: Plan, *, executed: bool) -> Deployed:
     )
 
 
+def check_host_cpus(spec: JobSpec, host_cpus: int | None = None) -> None:
+    """Refuse a per-node ``resources.cpu`` this machine cannot give one container
+    (``--cluster local``), at planning, dry-run too: Docker refuses ``NanoCpus`` past the host's
+    CPUs at create time ("range of CPUs is from 0.01 to N.00", moby daemon/daemon_unix.go
+    verifyContainerResources); ``cpu: "100000000"`` passed dry-run (issue 21).
+
+    Raises:
+        ConfigError: naming the job file, the value and the host's CPU count.
+    """
+    most = host_cpus or os.cpu_count() or 1
+    if jobfile.parse_quantity(spec.resources.cpu) > most:  # the quantity parser jobfile uses
+        raise ConfigError(
+            f"{spec.source}: resources.cpu {spec.resources.cpu} is more than this machine's "
+            f"{most} CPUs (--cluster local runs every node here)",
+            f"give each node at most cpu: \"{most}\", or use --cluster k8s",
+        )
+
+
 def plan(
     settings: Settings,
     *,
@@ -184,6 +203,8 @@ def plan(
             f" at most {LOCAL_NODES_MAX}",
             "use --cluster k8s for a larger job, or fewer --nodes",
         )
+    if cluster == "local":
+        check_host_cpus(spec)
     target = resolve(settings, release=release, image=image, variant=variant)
     jobfile.check(
         spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant
