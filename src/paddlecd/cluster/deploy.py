@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from paddlecd import git
+from paddlecd import files, git
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.jobfile import JobSpec
 from paddlecd.cluster.render import KINDS, Target, pinned, render
@@ -304,6 +304,7 @@ def resolve(
 def render_to(p: Plan, folder: str | Path) -> list[Path]:
     """Write the plan's manifests to ``folder`` as ``NN-<kind>-<name>.yaml``; returns the paths."""
     out = Path(folder)
+    files.refuse_output_place(out, "--out", folder=True)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(
             f"--out {out} is not an empty folder",
