@@ -97,6 +97,26 @@ def place_problem(path: str, *, writable: bool) -> str | None:
     return None
 
 
+def refuse_output_place(path: str | Path, flag: str, *, folder: bool) -> None:
+    """Refuse an output the user named (``--out``) that lands on ``/``, in a system folder
+    (:data:`SYSTEM_FOLDERS`) or, for a whole ``folder`` paddlecd fills, a top-level folder; the
+    rule :func:`place_problem` applies to job folders and stores. A file is judged by the folder
+    it goes in (``/tmp/policy.yaml`` is fine, ``/etc/policy.yaml`` is not). Issue 21 class 1:
+    ``release.policy --out /etc/paddlecd-policy.yaml`` wrote into /etc.
+
+    Raises:
+        ConfigError: naming ``flag``, the path as resolved (symlinks and ``..`` followed) and why.
+    """
+    from paddlecd.errors import ConfigError
+
+    resolved = Path(os.path.abspath(path)).resolve()
+    where = resolved if folder else resolved.parent
+    why = place_problem(str(where), writable=folder)
+    if why:
+        raise ConfigError(f"{flag} {path}: {where} {why}",
+                          "write it to a folder of the project's or yours, e.g. ./policy.yaml")
+
+
 def now_iso(timespec: Timespec = "seconds") -> str:
     """The current UTC time as ISO-8601 with a ``Z`` suffix.
 

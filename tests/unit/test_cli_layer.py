@@ -118,6 +118,19 @@ def _failing(error: BaseException):
     return task_body
 
 
+def test_catch_site_caps_what_an_error_quotes(capsys):
+    # issue 21 trial: `promote --version "$(printf 1%.0s {1..100000}).0.0"` echoed 100 kB
+    huge = "1" * 100_000 + ".0.0"
+    with pytest.raises(Exit) as e:
+        _failing(ConfigError(f"invalid version {huge!r}: not MAJOR.MINOR.PATCH", "h" * 5000))(None)
+    assert e.value.code == 2
+    cause, hint = capsys.readouterr().err.splitlines()[-2:]
+    assert cause.startswith("error: invalid version '111")
+    assert cause.endswith(": not MAJOR.MINOR.PATCH")
+    assert "characters cut" in cause and len(cause) < 600
+    assert hint.startswith("hint: hhh") and len(hint) < 600
+
+
 @pytest.mark.parametrize("debug", [False, True])
 def test_catch_site_keeps_the_exit_code_with_and_without_debug(monkeypatch, capsys, debug):
     if debug:

@@ -235,3 +235,23 @@ def test_a_read_only_top_level_folder_and_a_deep_output_are_fine(tmp_path):
                               output={"path": str(tmp_path / "runs" / "out"),
                                       "mountPath": "/output"}))
     assert (spec.data.path, spec.output.path) == ("/srv", str(tmp_path / "runs" / "out"))
+
+
+def test_more_cpus_than_this_machine_has_is_refused_for_local_at_planning(tmp_path):
+    # issue 21 trial: `cpu: "100000000"` passed `deploy --cluster local --dry-run` (Docker refuses
+    # NanoCpus past the host's CPUs only at create time); the registry is a closed port, so the
+    # refusal comes before any registry is asked
+    from paddlecd import config
+    from paddlecd.cluster import deploy
+
+    job = write(tmp_path, resources={**BASE["resources"], "cpu": "100000000"})
+    with pytest.raises(ConfigError, match=r"resources.cpu 100000000 is more than this machine's"):
+        deploy.check_host_cpus(jobfile.load(job), host_cpus=2)
+    fits = tmp_path / "fits"
+    fits.mkdir()
+    deploy.check_host_cpus(jobfile.load(write(fits)), host_cpus=2)  # cpu 1 fits
+    s = config.load({"state_dir": str(tmp_path / "state"), "registry.url": "127.0.0.1:9"},
+                    root=Path(__file__).resolve().parents[2], environ={})
+    with pytest.raises(ConfigError, match=r"resources.cpu 100000000 is more than"):
+        deploy.plan(s, job=str(job), release="1.0.0-cpu", cluster="local")
+    assert not (tmp_path / "state").exists()

@@ -52,6 +52,8 @@ def test_config_cascade_order(tmp_path):
     # a trial: checked only when an S3 client was made; ftp:// reached botocore (exit 8)
     ("storage: {checksum_mode: Always}", {}, "not when_required or when_supported"),
     ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "ftp://127.0.0.1:1/"}, "not an http(s) URL"),
+    ("", {"PADDLECD_STORAGE_ADDRESSING_STYLE": "sideways"},
+     "'sideways': not path, virtual or auto"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)

@@ -205,3 +205,15 @@ def test_an_input_comes_from_the_stage_needed_not_the_last_of_its_kind():
     push_b = pdef.stages[2]
     assert pipeline_spec.supplier(pdef.stages, push_b, "push").name == "push-a"  # listed before
     assert pipeline_spec.supplier(pdef.stages, verify, "promote") is None
+
+
+def test_a_pipeline_file_that_links_out_of_pipelines_is_refused_unread(tmp_path):
+    # issue 21 trial: pipelines/x.yaml -> /etc/passwd was read, and its lines quoted in the error
+    (tmp_path / "pipelines").mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:$6$hash:0:0\n")
+    (tmp_path / "pipelines" / "x.yaml").symlink_to(secret)
+    s = config.load({}, root=tmp_path, environ={})
+    with pytest.raises(PipelineError, match=r"x.yaml is a symlink to .*secret.txt, outside") as e:
+        pipeline_spec.load(s, "x")
+    assert "hash" not in e.value.cause + (e.value.hint or "")

@@ -150,3 +150,26 @@ def test_a_trusted_key_named_twice_is_listed_once(tmp_path):
     [attestor] = admission.kyverno_policy(s)["spec"]["rules"][0]["verifyImages"][0][
         "attestations"][0]["attestors"]
     assert len(attestor["entries"]) == 1 and [k.source for k in keys.trusted(s)] == [str(public)]
+
+
+def test_the_policy_and_rendered_manifests_are_never_written_into_a_system_folder(tmp_path):
+    # issue 21 trial: `release.policy --out /etc/paddlecd-policy.yaml` wrote into /etc (/proc is
+    # used here: a test without the fix must not write into /etc either); a symlink or `..` that
+    # lands there is judged where it lands
+    (tmp_path / "link").symlink_to("/proc")
+    for out in ("/proc/paddlecd-t21.yaml", str(tmp_path / "link" / "p.yaml"),
+                str(tmp_path / ".." / ".." / ".." / ".." / ".." / "proc" / "p.yaml")):
+        with pytest.raises(ConfigError, match=r"--out .*: /proc is inside the system folder /proc"):
+            files.refuse_output_place(out, "--out", folder=False)
+    files.refuse_output_place(str(tmp_path / "policy.yaml"), "--out", folder=False)
+    with pytest.raises(ConfigError, match=r"is a top-level folder"):
+        files.refuse_output_place("/tmp", "--out", folder=True)
+    public = keys.keygen(tmp_path / "keys")[1]
+    run = invoke("release.policy", "--out", "/proc/paddlecd-t21.yaml",
+                 PADDLECD_STATE_DIR=str(tmp_path / "s"), PADDLECD_RELEASE_TRUSTED_KEYS=str(public))
+    assert run.returncode == 2
+    assert "error: --out /proc/paddlecd-t21.yaml: /proc is inside the system folder" in run.stderr
+    from paddlecd.cluster import deploy
+
+    with pytest.raises(ConfigError, match=r"/proc/paddlecd-t21 is inside the system folder"):
+        deploy.render_to(None, "/proc/paddlecd-t21")  # refused before the plan is read

@@ -4,6 +4,9 @@ record of a promotion's outcome, planned and executed, and of a complete re-run.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from paddlecd.release import ledger
 from paddlecd.release.plan import Plan, TagWrite
@@ -64,3 +67,20 @@ def test_a_complete_rerun_reports_the_record_the_ledger_has():
 def test_a_plan_without_a_ledger_match_has_no_record():
     got = released(Outcome(plan=_plan(None, [], [])), executed=True)
     assert got.record is None and got.attestation is None and got.forced is False
+
+
+def test_a_bump_that_is_no_part_is_refused_by_name_before_any_registry_is_asked(tmp_path):
+    # issue 21 trial: `promote --variant cpu --bump huge` said "no candidate recorded" (or failed
+    # in the plan phase), never naming --bump; the registry here is a closed port
+
+
+    from paddlecd import config
+    from paddlecd.errors import ConfigError
+    from paddlecd.release.promote import promote
+
+    root = Path(__file__).resolve().parents[2]
+    s = config.load({"state_dir": str(tmp_path), "registry.url": "127.0.0.1:9"}, root=root,
+                    environ={})
+    with pytest.raises(ConfigError, match=r"--bump 'huge' is not major, minor or patch"):
+        promote(s, variant="cpu", part="huge")
+    assert list(tmp_path.iterdir()) == []

@@ -347,9 +347,11 @@ def policy(c, out=None, action="Enforce", json=False):
     """
     import json as jsonlib
 
-    from paddlecd.files import dump_yaml, write_text
+    from paddlecd.files import dump_yaml, refuse_output_place, write_text
     from paddlecd.release import admission
 
+    if out:
+        refuse_output_place(out, "--out", folder=False)
     doc = admission.kyverno_policy(settings(), action=action)
     text = jsonlib.dumps(doc, indent=2) + "\n" if json else dump_yaml(doc)
     if out:

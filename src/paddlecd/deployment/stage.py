@@ -8,6 +8,7 @@ which the upload stage takes from there.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from paddlecd import git
+from paddlecd import files, git
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.jobfile import JobSpec
 from paddlecd.cluster.render import CLUSTERS, KINDS, Target, pinned, render
@@ -143,6 +144,24 @@ def deployed(p: Plan, *, executed: bool) -> Deployed:
     )
 
 
+def check_host_cpus(spec: JobSpec, host_cpus: int | None = None) -> None:
+    """Refuse a per-node ``resources.cpu`` this machine cannot give one container
+    (``--cluster local``), at planning, dry-run too: Docker refuses ``NanoCpus`` past the host's
+    CPUs at create time ("range of CPUs is from 0.01 to N.00", moby daemon/daemon_unix.go
+    verifyContainerResources); ``cpu: "100000000"`` passed dry-run (issue 21).
+
+    Raises:
+        ConfigError: naming the job file, the value and the host's CPU count.
+    """
+    most = host_cpus or os.cpu_count() or 1
+    if jobfile.parse_quantity(spec.resources.cpu) > most:  # the quantity parser jobfile uses
+        raise ConfigError(
+            f"{spec.source}: resources.cpu {spec.resources.cpu} is more than this machine's "
+            f"{most} CPUs (--cluster local runs every node here)",
+            f"give each node at most cpu: \"{most}\", or use --cluster k8s",
+        )
+
+
 def plan(
     settings: Settings,
     *,
@@ -176,6 +195,8 @@ def plan(
             f" at most {LOCAL_NODES_MAX}",
             "use --cluster k8s for a larger job, or fewer --nodes",
         )
+    if cluster == "local":
+        check_host_cpus(spec)
     target = resolve(settings, release=release, image=image, variant=variant)
     jobfile.check(
         spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant
@@ -283,6 +304,7 @@ def resolve(
 def render_to(p: Plan, folder: str | Path) -> list[Path]:
     """Write the plan's manifests to ``folder`` as ``NN-<kind>-<name>.yaml``; returns the paths."""
     out = Path(folder)
+    files.refuse_output_place(out, "--out", folder=True)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(
             f"--out {out} is not an empty folder",

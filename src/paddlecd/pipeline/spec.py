@@ -71,7 +71,8 @@ def load(settings: Settings, name: str) -> PipelineDef:
     """Load pipeline ``name`` from ``pipelines/<name>.yaml``.
 
     Raises:
-        PipelineError: no such pipeline (with a "did you mean"), malformed YAML, a schema violation
+        PipelineError: no such pipeline (with a "did you mean"), a symlink out of
+            ``pipelines/``, malformed YAML, a schema violation
             (unknown keys and stage kinds with a "did you mean"), a duplicate stage name, a
             ``needs`` on an unknown stage, or a cycle.
     """
@@ -82,6 +83,12 @@ def load(settings: Settings, name: str) -> PipelineDef:
         raise PipelineError(
             f"unknown pipeline '{name}' (no {FOLDER}/{name}.yaml)",
             (f"did you mean '{close[0]}'? " if close else "") + "known: " + ", ".join(known),
+        )
+    real = path.resolve()
+    if not real.is_relative_to(folder(settings).resolve()):  # issue 21 class 1: never read out
+        raise PipelineError(  # of pipelines/ (a link to /etc/shadow was quoted in the error)
+            f"{path} is a symlink to {real}, outside {FOLDER}/",
+            f"copy the pipeline file into {FOLDER}/: paddlecd never follows a link out of it",
         )
     return parse(_read(path), path, name)
 

@@ -243,6 +243,9 @@ def promote(
                           'e.g. --accept-regression "new NCCL, busbw re-baselined"')
     if version:
         parse_version(version)  # bad input is refused before any registry is asked
+    if part and part not in ("major", "minor", "patch"):  # …never "no candidate" for a typo
+        raise ConfigError(f"--bump {part!r} is not major, minor or patch",
+                          "e.g. --bump minor")
     variants.get(settings, variant)  # …and before a lock file is made for it
     outcome = Outcome()
     with _locked(settings, variant) if execute else contextlib.nullcontext():
