@@ -242,7 +242,7 @@ def test_more_cpus_than_this_machine_has_is_refused_for_local_at_planning(tmp_pa
     # NanoCpus past the host's CPUs only at create time); the registry is a closed port, so the
     # refusal comes before any registry is asked
     from paddlecd import config
-    from paddlecd.cluster import deploy
+    from paddlecd.deployment import stage as deploy
 
     job = write(tmp_path, resources={**BASE["resources"], "cpu": "100000000"})
     with pytest.raises(ConfigError, match=r"resources.cpu 100000000 is more than this machine's"):

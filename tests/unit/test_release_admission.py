@@ -169,7 +169,7 @@ def test_the_policy_and_rendered_manifests_are_never_written_into_a_system_folde
                  PADDLECD_STATE_DIR=str(tmp_path / "s"), PADDLECD_RELEASE_TRUSTED_KEYS=str(public))
     assert run.returncode == 2
     assert "error: --out /proc/paddlecd-t21.yaml: /proc is inside the system folder" in run.stderr
-    from paddlecd.cluster import deploy
+    from paddlecd.deployment import stage as deploy
 
     with pytest.raises(ConfigError, match=r"/proc/paddlecd-t21 is inside the system folder"):
         deploy.render_to(None, "/proc/paddlecd-t21")  # refused before the plan is read
