@@ -253,7 +253,7 @@ def build(
         tag=tag,
         build_args=args,
         labels=labels,
-        log_name=f"build-{v.name}",
+        log_name=f"builder-{v.name}",  # the stage log of `invoke build` is build-<variant>-…
         on_line=on_line,
         no_cache=no_cache,
     )
