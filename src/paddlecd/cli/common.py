@@ -92,13 +92,13 @@ def refuse_empty(flags: dict[str, Any]) -> None:
             )
 
 
-MESSAGE_CAP = 400  # characters of a cause or hint printed; past it the middle is cut
+MESSAGE_CAP = 1000  # characters of a cause, or of one line of a hint; past it the middle is cut
 
 
 def capped(text: str, cap: int = MESSAGE_CAP) -> str:
     """``text`` as the catch site prints it: whole up to ``cap`` characters, else its head and
     tail around ``… (N characters cut) …``, so a 100 kB flag value (``--version 111…1.0.0``) is
-    named but never echoed whole (issue 21, class 3: cap what an error quotes)."""
+    named but never echoed whole."""
     if len(text) <= cap:
         return text
     head, tail = cap * 2 // 3, cap // 3
@@ -106,7 +106,9 @@ def capped(text: str, cap: int = MESSAGE_CAP) -> str:
 
 
 def _fail(e: BaseException, cause: str, hint: str | None, code: int) -> None:
-    cause, hint = capped(cause), capped(hint) if hint else hint
+    # a hint may carry a log's last lines (a failed rank's): each line is capped, not the whole
+    cause = capped(cause)
+    hint = "\n".join(capped(line) for line in hint.split("\n")) if hint else hint
     for hook in BEFORE_ERROR:  # the view's summary table: the error and hint stay the last lines
         hook()
     if config.debug_requested():

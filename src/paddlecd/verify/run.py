@@ -77,14 +77,18 @@ class Verified:
         return self.record.failed
 
     def error(self) -> VerifyError | None:
-        """The failure as one error (None when every check passed): each failed check's name and
-        the first line of its message, and the smoke log as the hint. Used by ``invoke verify`` and
+        """The failure as one error (None when every check passed): the first failed check's name
+        and the first line of its message, the names of the others (one cause often fails every
+        check: a missing library), and the smoke log as the hint. Used by ``invoke verify`` and
         the pipeline's verify stage alike, so both say the same."""
         if self.passed:
             return None
-        failed = "; ".join(
-            f"{c.name}: {(c.message or 'failed').splitlines()[0]}" for c in self.failed
-        )
+        failed = ""
+        if self.failed:
+            first, *others = self.failed
+            failed = f"{first.name}: {(first.message or 'failed').splitlines()[0]}"
+            if others:
+                failed += f"; {len(others)} more failed: " + ", ".join(c.name for c in others)
         return VerifyError(
             f"verify failed for {self.reference}: " f"{failed or 'smoke suite exited non-zero'}",
             f"see {self.out_dir / 'smoke.log'}",
