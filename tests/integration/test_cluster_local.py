@@ -191,6 +191,25 @@ def test_a_release_that_does_not_exist_is_refused_before_anything_runs(registry_
     assert client.networks.list(filters=mine) == []
 
 
+def test_a_variant_the_images_label_contradicts_is_refused(registry_env, tmp_path):
+    """``deploy --image <digest> --variant V`` reads the image's ``io.paddlecd.variant`` label from
+    the real registry, as verify does: a cpu image with ``--variant cu126`` is refused by name (a
+    trial: it planned a GPU job on a CPU image); the label's own variant and no ``--variant``
+    pass."""
+    from paddlecd.registry.client import client_for
+
+    from support.oci_images import push_image
+
+    settings = project_settings(tmp_path / "state", registry=registry_env)
+    digest = push_image(client_for(settings), "paddlecd/labelled",
+                        labels={"io.paddlecd.variant": "cpu"})
+    image = f"{registry_env.host}/paddlecd/labelled@{digest}"
+    with pytest.raises(ConfigError, match=r"is variant 'cpu', not 'cu126'"):
+        deployment.resolve(settings, release=None, image=image, variant="cu126")
+    assert deployment.resolve(settings, release=None, image=image, variant="cpu").variant == "cpu"
+    assert deployment.resolve(settings, release=None, image=image, variant=None).variant == "cpu"
+
+
 def test_container_options_mirror_the_pod(tmp_path):
     """Each local rank gets the pod's uid, limits, shm and DNS name; GPU ranks get disjoint cards.
     (No GPU here: the device requests are checked as built, not run.)"""

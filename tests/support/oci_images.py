@@ -30,15 +30,17 @@ def _layer(size: int) -> tuple[bytes, str]:
 
 
 def push_image(client: RegistryClient, repository: str, tag: str | None = None, *,
-               layers: int = 2, layer_size: int = 4096, created: str | None = None) -> str:
+               layers: int = 2, layer_size: int = 4096, created: str | None = None,
+               labels: dict[str, str] | None = None) -> str:
     """Upload a fresh random image to ``repository`` (tagged ``tag`` if given; its config's
-    ``created`` time when given, RFC 3339); return its digest."""
+    ``created`` time when given, RFC 3339, and its ``Labels``); return its digest."""
     blobs, diff_ids = [], []
     for _ in range(layers):
         blob, diff_id = _layer(layer_size)
         blobs.append(blob)
         diff_ids.append(diff_id)
-    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Cmd": ["/bin/true"]},
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Cmd": ["/bin/true"], **({"Labels": labels} if labels else {})},
                          "rootfs": {"type": "layers", "diff_ids": diff_ids},
                          **({"created": created} if created else {})}).encode()
     for blob in (config, *blobs):

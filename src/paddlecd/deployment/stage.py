@@ -148,7 +148,7 @@ def check_host_cpus(spec: JobSpec, host_cpus: int | None = None) -> None:
     """Refuse a per-node ``resources.cpu`` this machine cannot give one container
     (``--cluster local``), at planning, dry-run too: Docker refuses ``NanoCpus`` past the host's
     CPUs at create time ("range of CPUs is from 0.01 to N.00", moby daemon/daemon_unix.go
-    verifyContainerResources); ``cpu: "100000000"`` passed dry-run (issue 21).
+    verifyContainerResources), so a dry-run that says nothing would mislead.
 
     Raises:
         ConfigError: naming the job file, the value and the host's CPU count.
@@ -289,6 +289,8 @@ def resolve(
     revision = git.revision(settings.root).full
     if image:  # a local image ID where the manifest digest belongs is refused
         reference = str(refuse_image_id(parse_reference(pinned(image))))
+        if variant:
+            _check_variant_label(settings, reference, variant)
         return Target(
             reference=reference, variant=variant or "cpu", release=None, revision=revision
         )
@@ -299,6 +301,27 @@ def resolve(
         release=f"{found.version}-{found.variant}",
         revision=revision,
     )
+
+
+def _check_variant_label(settings: Settings, reference: str, variant: str) -> None:
+    """Refuse ``--variant`` that the image's ``io.paddlecd.variant`` label contradicts (verify's
+    rule: the label names the variant an image was built as). An image without the label, or a
+    registry that cannot be read here, is left to the run: the cluster pulls the image itself.
+
+    Raises:
+        ConfigError: the label names another variant.
+    """
+    from paddlecd.errors import RegistryError
+    from paddlecd.registry import client as registry
+
+    try:
+        client, ref = registry.open_reference(settings, reference)
+        labeled = client.image_labels(ref.repository, str(ref.digest)).get("io.paddlecd.variant")
+    except (RegistryError, OSError):
+        return
+    if labeled not in (None, variant):
+        raise ConfigError(f"{reference} is variant '{labeled}', not '{variant}'",
+                          "check --image, or drop --variant (the image's label names its variant)")
 
 
 def render_to(p: Plan, folder: str | Path) -> list[Path]:
