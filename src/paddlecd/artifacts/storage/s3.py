@@ -17,9 +17,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import boto3.exceptions
@@ -45,6 +45,8 @@ from paddlecd.artifacts.storage.base import (
 )
 from paddlecd.config import StorageSettings
 from paddlecd.errors import ConfigError, StorageError
+
+T = TypeVar("T")
 
 # S3 multipart rule: every part but the last is at least 5 MiB
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html).
@@ -192,31 +194,35 @@ class S3Store:
     def _get(self, key: str) -> tuple[bytes, str] | None:
         """The body of ``key`` and its ETag (as the store quotes it), or None when it does not
         exist."""
-        try:
-            got = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-            return got["Body"].read(), got.get("ETag", "")
-        except ClientError as e:
-            if _code(e) in ("NoSuchKey", "404"):
-                return None
-            raise self._fail(e, "reading", key) from e
-        except BotoCoreError as e:
-            raise self._fail(e, "reading", key) from e
+        return self._read(key, lambda got: (got["Body"].read(), got.get("ETag", "")))
 
     def sha256(self, key: str) -> str | None:
         """hex sha256 of the bytes stored under ``key`` (one streamed GET, never the ETag:
         multipart ETags are no digest of the bytes), or None when it does not exist."""
-        digest = hashlib.sha256()
-        try:
-            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
-            for chunk in body.iter_chunks(MIB):
+
+        def hashed(got: Mapping[str, Any]) -> str:
+            digest = hashlib.sha256()
+            for chunk in got["Body"].iter_chunks(MIB):
                 digest.update(chunk)
+            return digest.hexdigest()
+
+        return self._read(key, hashed)
+
+    def _read(self, key: str, read: Callable[[Mapping[str, Any]], T]) -> T | None:
+        """``read`` of the GetObject answer for ``key`` (its body read inside, so a connection
+        lost mid-body is named too), or None when the key does not exist.
+
+        Raises:
+            StorageError: the store failed, named with ``key``.
+        """
+        try:
+            return read(self.client.get_object(Bucket=self.bucket, Key=self._key(key)))
         except ClientError as e:
             if _code(e) in ("NoSuchKey", "404"):
                 return None
             raise self._fail(e, "reading", key) from e
         except BotoCoreError as e:
             raise self._fail(e, "reading", key) from e
-        return digest.hexdigest()
 
     def head(self, key: str) -> ObjectInfo | None:
         """Size of ``key``, or None when it does not exist."""
