@@ -558,7 +558,7 @@ FORMATS = {
     # store, not only when an S3 client is made (a trial: `Always` passed on a file:// store)
     "storage.checksum_mode": (r"when_required|when_supported", "when_required or when_supported"),
     # botocore's s3.addressing_style values (botocore/config.py; storage.s3.ADDRESSING_STYLES), the
-    # same way (issue 21 trial: `sideways` passed artifacts.list on a file:// store, exit 0)
+    # same way, whatever the store (a file:// store never reads it)
     "storage.addressing_style": (r"path|virtual|auto", "path, virtual or auto"),
     # an S3 endpoint is an http(s) URL (ftp:// reached botocore: exit 8, "not a valid URI")
     "storage.endpoint_url": (r"https?://[^/\s]+(/\S*)?", "an http(s) URL such as "

@@ -101,8 +101,7 @@ def refuse_output_place(path: str | Path, flag: str, *, folder: bool) -> None:
     """Refuse an output the user named (``--out``) that lands on ``/``, in a system folder
     (:data:`SYSTEM_FOLDERS`) or, for a whole ``folder`` paddlecd fills, a top-level folder; the
     rule :func:`place_problem` applies to job folders and stores. A file is judged by the folder
-    it goes in (``/tmp/policy.yaml`` is fine, ``/etc/policy.yaml`` is not). Issue 21 class 1:
-    ``release.policy --out /etc/paddlecd-policy.yaml`` wrote into /etc.
+    it goes in (``/tmp/policy.yaml`` is fine, ``/etc/policy.yaml`` is not).
 
     Raises:
         ConfigError: naming ``flag``, the path as resolved (symlinks and ``..`` followed) and why.

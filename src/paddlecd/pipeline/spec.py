@@ -85,8 +85,8 @@ def load(settings: Settings, name: str) -> PipelineDef:
             (f"did you mean '{close[0]}'? " if close else "") + "known: " + ", ".join(known),
         )
     real = path.resolve()
-    if not real.is_relative_to(folder(settings).resolve()):  # issue 21 class 1: never read out
-        raise PipelineError(  # of pipelines/ (a link to /etc/shadow was quoted in the error)
+    if not real.is_relative_to(folder(settings).resolve()):  # never read out of
+        raise PipelineError(  # pipelines/: what it names would be quoted in the error
             f"{path} is a symlink to {real}, outside {FOLDER}/",
             f"copy the pipeline file into {FOLDER}/: paddlecd never follows a link out of it",
         )
