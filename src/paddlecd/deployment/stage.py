@@ -22,9 +22,9 @@ from paddlecd.cluster.jobfile import JobSpec
 from paddlecd.cluster.render import CLUSTERS, KINDS, Target, pinned, render
 from paddlecd.config import Settings
 from paddlecd.engine import refuse_image_id
-from paddlecd.errors import ClusterError, ConfigError
+from paddlecd.errors import ClusterError, ConfigError, RegistryError
 from paddlecd.image import variants
-from paddlecd.registry.client import parse_reference
+from paddlecd.registry.client import open_reference, parse_reference
 from paddlecd.release import query
 from paddlecd.types import Echo
 from paddlecd.verify import drivers
@@ -311,11 +311,8 @@ def _check_variant_label(settings: Settings, reference: str, variant: str) -> No
     Raises:
         ConfigError: the label names another variant.
     """
-    from paddlecd.errors import RegistryError
-    from paddlecd.registry import client as registry
-
     try:
-        client, ref = registry.open_reference(settings, reference)
+        client, ref = open_reference(settings, reference)
         labeled = client.image_labels(ref.repository, str(ref.digest)).get("io.paddlecd.variant")
     except (RegistryError, OSError):
         return
