@@ -161,15 +161,34 @@ def require_collective(expect: Expect) -> None:
                     f"{expect.ranks}: use a divisor of {N_SAMPLES} (2, 4, 8 …)")
 
 
-def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dict:
-    """Run ``script`` under ``paddle.distributed.launch`` on ``expect.ranks`` processes; return rank
-    0's JSON.
+_COLLECTIVE: dict[tuple, tuple[dict, str | None]] = {}
 
-    On CPU paddle.distributed.launch picks gloo; on GPU it uses NCCL over the listed cards.
+
+def collective(expect: Expect, part: str) -> dict:
+    """One part (``allreduce`` or ``train_dp``) of workers/collective.py's result: both collective
+    checks share one launch per pytest session (each launch costs a launcher and a paddle import
+    per rank), made by the first check that asks.
 
     Raises:
-        AssertionError: the launch failed; the message carries rank 0's log tail.
+        AssertionError: the launch failed before this part reported; the message carries the
+            ranks' log tails.
     """
+    key = (expect.device, expect.ranks)
+    if key not in _COLLECTIVE:
+        _COLLECTIVE[key] = launch("collective.py", expect)
+    result, failure = _COLLECTIVE[key]
+    if part not in result:
+        raise AssertionError(failure or f"collective.py reported no {part!r} result")
+    return result[part]
+
+
+def launch(script: str, expect: Expect, *args: str,
+           timeout: float = 600) -> tuple[dict, str | None]:
+    """Run ``script`` under ``paddle.distributed.launch`` on ``expect.ranks`` processes (gloo on
+    CPU; NCCL over the listed cards on GPU). Returns ``(rank 0's JSON, None)`` on success and
+    ``(what rank 0 wrote before the failure or {}, the failure with the ranks' log tails)``
+    otherwise (exit code, or the ``timeout`` in seconds). The ranks' logs are copied to
+    ``expect.out`` as ``<script stem>.workerlog.<n>`` either way."""
     work = Path(tempfile.mkdtemp(prefix=f"launch-{Path(script).stem}-"))
     result = work / "result.json"
     cmd = [
@@ -192,16 +211,18 @@ def launch(script: str, expect: Expect, *args: str, timeout: float = 600) -> dic
         *args,
     ]
     env = {**os.environ, "PYTHONPATH": f"{SMOKE_DIR}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=work)
-    for log in sorted((work / "log").glob("workerlog.*")):  # kept: verify reads NCCL's INFO lines
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                              cwd=work)
+        code, stdout = proc.returncode, proc.stdout
+    except subprocess.TimeoutExpired as exc:
+        code, stdout = f"timed out after {timeout:.0f} s", exc.stdout or ""
+        stdout = stdout.decode(errors="replace") if isinstance(stdout, bytes) else stdout
+    logs = sorted((work / "log").glob("workerlog.*"))
+    for log in logs:  # kept: verify reads NCCL's INFO lines
         shutil.copyfile(log, expect.out / f"{Path(script).stem}.{log.name}")
-    if proc.returncode != 0 or not result.exists():
-        logs = sorted((work / "log").glob("workerlog.*"))
-        tail = (
-            "\n".join(p.read_text(errors="replace")[-1500:] for p in logs[:2])
-            or proc.stdout[-1500:]
-        )
-        raise AssertionError(
-            f"paddle.distributed.launch {script} failed (exit {proc.returncode}):\n{tail}"
-        )
-    return json.loads(result.read_text())
+    done = json.loads(result.read_text()) if result.exists() else {}
+    if code == 0 and result.exists():
+        return done, None
+    tail = "\n".join(p.read_text(errors="replace")[-1500:] for p in logs[:2]) or stdout[-1500:]
+    return done, f"paddle.distributed.launch {script} failed (exit {code}):\n{tail}"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from _common import launch, require_collective
+from _common import collective, require_collective
 
 
 def test_allreduce_exact_sums(expect, metric):
     require_collective(expect)
-    result = launch("allreduce.py", expect)
+    result = collective(expect, "allreduce")
     metric("world_size", result["world_size"])
     metric("backend", result["backend"])
     metric("results", result["results"])

@@ -17,7 +17,7 @@ import time
 from _common import (
     N_SAMPLES,
     STEPS,
-    launch,
+    collective,
     make_data,
     make_model,
     require_collective,
@@ -74,7 +74,7 @@ def test_single_process_reaches_threshold(expect, metric):
 def test_data_parallel_matches_single_process(expect, metric):
     require_collective(expect)
     single = train_single(expect.device)[-1]
-    result = launch("train_dp.py", expect)
+    result = collective(expect, "train_dp")
     dp = result["losses"][-1]
     rel = abs(dp - single) / max(abs(single), 1e-12)
     metric("world_size", result["world_size"])

@@ -88,21 +88,28 @@ def figures(results: list[dict], n: int) -> list[dict]:
             for nbytes, r in sorted(rows.items()) if nbytes > 4] + [latency(n)]
 
 
-def main() -> None:
-    args, rank, n = init_worker(__doc__)
-    sizes = GPU_SIZES if args.device == "gpu" else CPU_SIZES
+def run(device: str, rank: int, n: int) -> dict:
+    """The AllReduce check on an initialised process group: every size and dtype's sums, the GPU
+    sweep, the figures. Returns the result document (``world_size``, ``backend``, ``results``,
+    ``figures``); every rank takes part, rank 0's document is the one reported."""
+    sizes = GPU_SIZES if device == "gpu" else CPU_SIZES
     results = [one(s, d, rank, n, iters=5 if s >= 1 << 20 else 20) for s in sizes for d in DTYPES]
-    if args.device == "gpu":  # GPU-only: the bandwidth sweep judged against verify/bandwidth.py
+    if device == "gpu":  # GPU-only: the bandwidth sweep judged against verify/bandwidth.py
         results += [one(s, "float32", rank, n, iters=20, checks=DATA_CHECKS) for s in GPU_SWEEP]
-    backend = "nccl" if args.device == "gpu" else "gloo"
+    backend = "nccl" if device == "gpu" else "gloo"
     measured = figures(results, n)  # every rank takes part in the latency all-reduces
-    wrong = sum(r["wrong"] for r in results)  # each rank's own log says what it saw (issue 14)
+    wrong = sum(r["wrong"] for r in results)  # each rank's own log says what it saw
     print(f"allreduce: rank {rank}/{n} {backend}: {len(results)} results, {wrong} wrong",
           flush=True)
+    return {"world_size": n, "backend": backend, "results": results, "figures": measured}
+
+
+def main() -> None:
+    args, rank, n = init_worker(__doc__)
+    result = run(args.device, rank, n)
     if rank == 0:
         with open(args.out, "w") as fh:
-            json.dump({"world_size": n, "backend": backend, "results": results,
-                       "figures": measured}, fh)
+            json.dump(result, fh)
 
 
 if __name__ == "__main__":

@@ -251,10 +251,11 @@ def parse_junit(path: Path) -> list[evidence.Check]:
 
 
 def nccl_transports(out: Path) -> tuple[str, ...]:
-    """The NCCL transports logged in the allreduce worker logs the smoke suite kept in ``out``."""
+    """The NCCL transports logged in the worker logs of the collective checks
+    (smoke/workers/collective.py) that the smoke suite kept in ``out``."""
     lines = (
         line
-        for log in sorted(out.glob("allreduce.workerlog.*"))
+        for log in sorted(out.glob("collective.workerlog.*"))
         for line in log.read_text(errors="replace").splitlines()
     )
     return nccl.transports(lines)
