@@ -24,6 +24,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=base.tier)  # stable: pytest's order within each tier (support/base.py)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadgroup`` in the collection's (tiered) order, not largest group first
+    (support/schedule.py)."""
+    if config.getoption("dist") == "loadgroup":
+        from support.schedule import CollectionOrder
+
+        return CollectionOrder(config, log)
+    return None
+
+
 @pytest.fixture
 def project_root() -> Path:
     """The checkout's root (holds images/, smoke/, pipelines/)."""

@@ -68,3 +68,46 @@ def test_each_test_process_builds_in_a_cache_scope_of_its_own():
                            check=True).stdout.split() for _ in range(2)]
     assert all(a == b and a.startswith("test-gw7-") for a, b in runs)
     assert runs[0] != runs[1]
+
+
+class _Node:
+    """A stand-in for xdist's WorkerController: records the test indexes it is sent."""
+
+    def __init__(self, name: str):
+        self.name, self.sent, self.shutting_down = name, [], False
+        self.gateway = type("Gateway", (), {"id": name})()
+
+    def send_runtest_some(self, indexes):
+        self.sent += indexes
+
+    def shutdown(self):
+        pass
+
+
+def test_work_units_go_out_in_collection_order_with_groups_kept_whole():
+    """xdist's loadgroup alone hands out the largest group first (a group of 3 before the unit
+    tier: the podman tier waited at second 0 for the base); CollectionOrder keeps the collection's
+    tiered order and still sends a group's tests together to one worker."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    from support.schedule import CollectionOrder
+
+    collection = ["tests/unit/test_a.py::test_1", "tests/unit/test_a.py::test_2",
+                  "tests/integration/test_x.py::test_1",
+                  *(f"tests/integration/test_podman.py::test_{i}@podman" for i in range(3))]
+    config = pytest.Config.fromdictargs({"tx": ["popen", "popen"], "dist": "loadgroup"}, [])
+
+    def first_sent(scheduler_class):
+        scheduler = scheduler_class(config)
+        nodes = [_Node("gw0"), _Node("gw1")]
+        for node in nodes:
+            scheduler.add_node(node)
+        for node in nodes:
+            scheduler.add_node_collection(node, collection)
+        scheduler.schedule()
+        return [[collection[i] for i in node.sent] for node in nodes]
+
+    assert first_sent(LoadGroupScheduling)[0] == collection[3:]  # the reason it exists
+    # two units each to start: one test, one test, then the next test and the whole group
+    assert first_sent(CollectionOrder) == [[collection[0], collection[2]],
+                                           [collection[1], *collection[3:]]]
