@@ -263,10 +263,12 @@ def test_concurrent_promoters_lose_no_record_and_agree(project, tmp_path):
 
 
 def test_killed_promotion_is_shown_as_missing_and_converges(plain_registry, tmp_path):
-    """`invoke promote` is SIGKILLed right after its ledger record landed (registry 0.2 s away)."""
-    with Relay(plain_registry.port, delay=0.2) as slow:
+    """`invoke promote` is SIGKILLed right after its ledger record landed (the registry 0.2 s away
+    while it runs, so the kill lands between the record and the tags; no delay before or after)."""
+    with Relay(plain_registry.port) as slow:
         p = Project(tmp_path, **{"registry.url": slow.host})
         digest = p.candidate()
+        slow.delay = 0.2  # read per request (benchmarks/relay.py)
         env = {
             **os.environ,
             "PADDLECD_STATE_DIR": p.flags["state_dir"],
@@ -296,6 +298,7 @@ def test_killed_promotion_is_shown_as_missing_and_converges(plain_registry, tmp_
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        slow.delay = 0.0
         assert proc.stderr
         proc.stderr.close()
         missing = [t for t in ALL if p.tag(t) is None]
