@@ -124,32 +124,40 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 _JIT_SAVE = """
 import sys, paddle
 from paddle.static import InputSpec
-paddle.seed(int(sys.argv[3]))
-paddle.jit.save(paddle.nn.Linear(4, int(sys.argv[2])), sys.argv[1] + "/inference",
-                input_spec=[InputSpec([None, 4], "float32")])
+for dest, out_features, seed in zip(*[iter(sys.argv[1:])] * 3):
+    paddle.seed(int(seed))
+    paddle.jit.save(paddle.nn.Linear(4, int(out_features)), dest + "/inference",
+                    input_spec=[InputSpec([None, 4], "float32")])
 """
 
 
-def jit_save(dest: Path, *, out_features: int = 2, seed: int = 0) -> Path:
-    """A real ``paddle.jit.save`` export of ``paddle.nn.Linear(4, out_features)`` (InputSpec [None,
-    4]) written to ``dest`` by Paddle on the host CPU, in a subprocess to keep Paddle out of this
-    one. Parameters take 20 * out_features bytes (float32 weight [4, N] + bias [N])."""
+def jit_save(*exports: tuple[Path, int, int]) -> None:
+    """Real ``paddle.jit.save`` exports of ``paddle.nn.Linear(4, out_features)`` (InputSpec [None,
+    4]), one per ``(dest, out_features, seed)``, written by Paddle on the host CPU in one
+    subprocess (one paddle import, ~2.5 s of CPU; and Paddle stays out of this process).
+    Parameters take 20 * out_features bytes (float32 weight [4, N] + bias [N])."""
     import subprocess
     import sys
 
-    dest.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-c", _JIT_SAVE, str(dest), str(out_features), str(seed)],
+    for dest, _, _ in exports:
+        dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-c", _JIT_SAVE, *(str(x) for e in exports for x in e)],
                    check=True, capture_output=True)
-    return dest
 
 
 @pytest.fixture(scope="session")
 def jit_exports(tmp_path_factory):
     """Three real exports: ``tiny`` (Linear(4, 2)), ``tiny2`` (same shape, other weights) and
-    ``big`` (Linear(4, 786432): ~15.7 MB of parameters, above a 5 MiB multipart threshold)."""
-    root = tmp_path_factory.mktemp("jit")
-    return {"tiny": jit_save(root / "tiny"), "tiny2": jit_save(root / "tiny2", seed=1),
-            "big": jit_save(root / "big", out_features=786432)}
+    ``big`` (Linear(4, 786432): ~15.7 MB of parameters, above a 5 MiB multipart threshold).
+    Made once for the session's workers (support/shared.py): tests only read them (uploads; no
+    ``artifacts.check``, which writes its record beside the model)."""
+    from support.shared import once
+
+    def make(root: Path) -> None:
+        jit_save((root / "tiny", 2, 0), (root / "tiny2", 2, 1), (root / "big", 786432, 0))
+
+    root = once(tmp_path_factory, "jit-exports", make)
+    return {name: root / name for name in ("tiny", "tiny2", "big")}
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from support import cli_env, invoke, project_settings
 
 _EXPORT = """
 import os, sys
-if sys.argv[2] == "legacy":
+if sys.argv[1] == "legacy":
     os.environ["FLAGS_enable_pir_api"] = "0"  # before import: Paddle 3.x then saves a .pdmodel
 import numpy as np
 import paddle
@@ -34,41 +34,41 @@ class FixedBatch(paddle.nn.Layer):
     def forward(self, x):
         return rows(self.l(x), x)
 
-paddle.seed(0)
-layer = FixedBatch() if sys.argv[2] == "fixed" else paddle.nn.Linear(4, 2)
-spec = [InputSpec([None, 4], "float32", "x")]
-paddle.jit.save(layer, sys.argv[1] + "/inference", input_spec=spec)
-if sys.argv[3] == "refs":
-    x = np.random.default_rng(1).normal(size=(4, 4)).astype("float32")
-    np.savez(sys.argv[1] + "/reference_inputs.npz", x=x)
-    np.savez(sys.argv[1] + "/reference_outputs.npz", output_0=layer(paddle.to_tensor(x)).numpy())
+for dest, kind, refs in zip(*[iter(sys.argv[2:])] * 3):
+    paddle.seed(0)
+    layer = FixedBatch() if kind == "fixed" else paddle.nn.Linear(4, 2)
+    spec = [InputSpec([None, 4], "float32", "x")]
+    paddle.jit.save(layer, dest + "/inference", input_spec=spec)
+    if refs == "refs":
+        x = np.random.default_rng(1).normal(size=(4, 4)).astype("float32")
+        np.savez(dest + "/reference_inputs.npz", x=x)
+        np.savez(dest + "/reference_outputs.npz", output_0=layer(paddle.to_tensor(x)).numpy())
 """
 
 
-def _export(dest: Path, kind: str, refs: bool = True) -> Path:
-    dest.mkdir(parents=True)
-    script = dest.parent / "export_model.py"  # a file: dy2static reads the layer's source
+def _export(mode: str, *exports: tuple[Path, str, bool]) -> None:
+    """``(dest, kind, refs)`` exports in one Paddle process (one import, ~2.5 s of CPU); ``mode``
+    ``legacy`` turns PIR off before the import, for every export of the process."""
+    for dest, _, _ in exports:
+        dest.mkdir(parents=True)
+    script = exports[0][0].parent / "export_model.py"  # a file: dy2static reads the layer's source
     script.write_text(_EXPORT)
     env = {k: v for k, v in os.environ.items() if k != "FLAGS_enable_pir_api"}
-    subprocess.run(
-        [sys.executable, str(script), str(dest), kind, "refs" if refs else "-"],
-        check=True,
-        capture_output=True,
-        env=env,
-        timeout=300,
-    )
-    return dest
+    argv = [str(x) for dest, kind, refs in exports for x in (dest, kind, "refs" if refs else "-")]
+    subprocess.run([sys.executable, str(script), mode, *argv], check=True, capture_output=True,
+                   env=env, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
+    """This worker's exports (``artifacts.check`` writes its record beside each, so the workers
+    do not share them): PIR ``pir``, ``fixed`` (the batch fixed at 1), ``norefs`` (no reference
+    inputs), and ``legacy`` (a .pdmodel)."""
     root = tmp_path_factory.mktemp("exports")
-    return {
-        "pir": _export(root / "pir", "pir"),
-        "legacy": _export(root / "legacy", "legacy"),
-        "fixed": _export(root / "fixed", "fixed", refs=False),
-        "norefs": _export(root / "norefs", "pir", refs=False),
-    }
+    _export("pir", (root / "pir", "pir", True), (root / "fixed", "fixed", False),
+            (root / "norefs", "pir", False))
+    _export("legacy", (root / "legacy", "legacy", True))
+    return {name: root / name for name in ("pir", "legacy", "fixed", "norefs")}
 
 
 @pytest.fixture(scope="module")

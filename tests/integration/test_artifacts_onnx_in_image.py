@@ -51,8 +51,13 @@ def _export(dest: Path, kind: str) -> Path:
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    root = tmp_path_factory.mktemp("onnx-exports")
-    return {kind: _export(root / kind, kind) for kind in ("pir", "legacy")}
+    """A PIR and a legacy export, made once for the session's workers (support/shared.py): the
+    tests check copies of them (``artifacts.check`` writes beside the model) or upload them."""
+    from support.shared import once
+
+    root = once(tmp_path_factory, "onnx-exports",
+                lambda root: [_export(root / kind, kind) for kind in ("pir", "legacy")])
+    return {kind: root / kind for kind in ("pir", "legacy")}
 
 
 @pytest.fixture(scope="module")
