@@ -44,6 +44,11 @@ for name in json.loads(sys.argv[1]):
         importlib.import_module(name)
     except ImportError:
         pass
+# Out of the collector's sight: a child's exit (the interpreter's last collections and module
+# teardown) would otherwise touch every preloaded object and copy each page of the server's
+# heap, ~1 s a run, 0.3 s with this (the gc.freeze documentation: before fork, for copy-on-write).
+import gc
+gc.freeze()
 reply = os.fdopen(int(sys.argv[2]), "w", buffering=1)
 requests = sys.stdin
 
