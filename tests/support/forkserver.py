@@ -13,7 +13,10 @@ and runs invoke's own entry point, exiting with its code.
 What a fork differs in from an exec, and why it does not matter here: the interpreter's start-up
 flags and ``PYTHON*`` variables are the server's (tests set none); the libraries above were
 imported under the server's environment (none reads the environment at import: they do when a
-client or session is made, in the child). Tests of what a person sees on a terminal, of signals
+client or session is made, in the child); the child ends as a forked ``multiprocessing`` worker
+does, without the interpreter's module teardown (threads joined, ``atexit`` handlers run, garbage
+collected, streams flushed, then ``os._exit``: a teardown touched every page of the server's heap,
+copying it). Tests of what a person sees on a terminal, of signals
 and of a killed process start a real process (``invoke_on_terminal``, ``subprocess.Popen``).
 ``SUITE_CLI_EXEC=1`` makes :func:`run` start a real process every time, to compare.
 """
@@ -44,6 +47,11 @@ for name in json.loads(sys.argv[1]):
         importlib.import_module(name)
     except ImportError:
         pass
+# Out of the collector's sight: a child's collections (the last ones at its exit among them)
+# would otherwise touch every preloaded object and copy each page of the server's heap, ~1 s a
+# run (the gc.freeze documentation: before fork, for copy-on-write).
+import gc
+gc.freeze()
 reply = os.fdopen(int(sys.argv[2]), "w", buffering=1)
 requests = sys.stdin
 
@@ -72,8 +80,29 @@ sys.stdin = open(0, closefd=False)
 sys.stdout = open(1, "w", closefd=False, buffering=1)
 sys.stderr = open(2, "w", closefd=False, buffering=1)
 sys.argv = job["argv"]
-from invoke.main import program
-sys.exit(program.run())
+try:
+    from invoke.main import program
+    program.run()
+    code = 0
+except SystemExit as e:  # what the interpreter makes of it (Python/pythonrun.c)
+    code = e.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+except BaseException:
+    sys.excepthook(*sys.exc_info())
+    code = 1
+# The end of an interpreter without its module teardown (which would touch, and so copy, every
+# page of the server's heap): threads are waited for, atexit handlers run, streams flushed.
+import atexit, gc, threading
+for thread in threading.enumerate():
+    if thread is not threading.main_thread() and not thread.daemon:
+        thread.join()
+atexit._run_exitfuncs()
+gc.collect()  # what is left in cycles is finalized (an open file flushed) as at exit
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code or 0)
 """
 
 

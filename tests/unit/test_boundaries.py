@@ -12,6 +12,8 @@ import pytest
 
 import paddlecd
 
+from support import sources
+
 SRC = Path(paddlecd.__file__).parent
 MODULES = sorted(SRC.rglob("*.py"))
 
@@ -37,7 +39,7 @@ def test_the_walk_sees_the_package():
 
 def test_only_proc_imports_subprocess():
     """STYLE §11: one subprocess helper: every command is echoed, timed out and checked alike."""
-    offenders = [_rel(p) for p in MODULES if "subprocess" in _imports(ast.parse(p.read_text()))]
+    offenders = [_rel(p) for p in MODULES if "subprocess" in _imports(sources.tree(p))]
     assert offenders == ["proc.py"]
 
 
@@ -48,7 +50,7 @@ def test_library_code_never_prints():
     for path in MODULES:
         if _rel(path).startswith("cli/"):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(sources.tree(path)):
             call = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             if call and node.func.id == "print":
                 offenders.append(f"{_rel(path)}:{node.lineno}")

@@ -35,6 +35,13 @@ def settings_with(root, **cluster):
     return config.load({f"cluster.{k}": v for k, v in cluster.items()}, root=root, environ={})
 
 
+def plan_settings(root):
+    """Settings for a plan of an image on 127.0.0.1:5000, where no registry answers here: the
+    variant-label check tries once (not the default 4 times with back-off, ~3.5 s a request) and
+    leaves the image to the run, as it does after any number of tries."""
+    return config.load({"registry.push_retries": 1}, root=root, environ={})
+
+
 def test_unset_by_default(tmp_path):
     assert settings_with(tmp_path).cluster.namespace is None
 
@@ -63,7 +70,7 @@ def test_in_cluster_service_account_without_kubeconfig(tmp_path, monkeypatch):
 
 def test_the_plan_and_its_manifests_use_it(kubeconfig, tmp_path, project_root, monkeypatch):
     monkeypatch.chdir(project_root)
-    s = settings_with(project_root)
+    s = plan_settings(project_root)
     image = "127.0.0.1:5000/paddlecd/paddle@sha256:" + "a" * 64
     p = deploy.plan(s, job=str(project_root / "examples" / "train.yaml"), image=image,
                     variant="cpu", cluster="k8s")
@@ -101,7 +108,7 @@ def test_the_plan_says_a_host_folder_output_gets_a_root_init_container(kubeconfi
     init container (cluster/render.py; hostPath has no fsGroup ownership management, the official
     HostPathVolumeSource schema), and only for the writable mount, before anything is created."""
     monkeypatch.chdir(project_root)
-    s = settings_with(project_root)
+    s = plan_settings(project_root)
     image = "127.0.0.1:5000/paddlecd/paddle@sha256:" + "a" * 64
     job = str(project_root / "examples" / "train.yaml")
     lines = deploy.plan(s, job=job, image=image, variant="cpu", cluster="k8s").describe()

@@ -11,6 +11,7 @@ import pytest
 
 from support import ROOT
 
+pytestmark = pytest.mark.xdist_group("docs")  # one worker builds the site, once
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):

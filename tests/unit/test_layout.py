@@ -13,6 +13,8 @@ from pathlib import Path
 
 import paddlecd
 
+from support import sources
+
 SRC = Path(paddlecd.__file__).parent
 
 
@@ -29,7 +31,7 @@ def _imports(path: Path, known: set[str]) -> set[str]:
     """Modules of paddlecd that ``path`` imports anywhere (``from a import b`` counts as a.b
     when a.b is a module, else as a)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(sources.tree(path)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name in known)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -135,7 +137,7 @@ def test_the_room_check_sees_a_cycle_of_modules_that_is_no_module_cycle():
 def _room_docstring_gaps() -> dict[str, list[str]]:
     gaps = {}
     for init in sorted(SRC.glob("*/__init__.py")):
-        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        doc = ast.get_docstring(sources.tree(init)) or ""
         names = sorted({p.stem for p in init.parent.glob("*.py") if p.stem != "__init__"}
                        | {p.parent.name for p in init.parent.glob("*/__init__.py")})
         missing = [n for n in names if f":mod:`.{n}`" not in doc]
@@ -152,7 +154,7 @@ def test_each_room_docstring_names_every_module_in_it():
 def test_every_module_says_what_room_it_is():
     """A module's first docstring line says what it is (STYLE.md §17)."""
     for path in SRC.rglob("*.py"):
-        doc = ast.get_docstring(ast.parse(path.read_text()))
+        doc = ast.get_docstring(sources.tree(path))
         assert doc and doc.strip(), f"{path.relative_to(SRC)} has no module docstring"
 
 

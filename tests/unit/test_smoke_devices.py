@@ -49,6 +49,7 @@ def test_the_global_rank_names_no_card_on_the_second_node(case, cards):
     assert int(second_node["PADDLE_TRAINER_ID"]) >= cards
 
 
+@pytest.mark.xdist_group("paddle")  # one worker imports paddle (~2.5 s of CPU), not both
 def test_paddle_local_rank_is_the_global_rank(monkeypatch):
     """The installed Paddle agrees with the reading: ``local_rank`` is ``PADDLE_TRAINER_ID``."""
     paddle = pytest.importorskip("paddle")

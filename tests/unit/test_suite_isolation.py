@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from support import ROOT
+from support import ROOT, sources
 
 SERVERS = {"RegistryServer", "ThreadedMotoServer"}
 
@@ -48,7 +48,7 @@ def test_servers_in_tests_and_benchmarks_listen_on_a_free_port():
     fails to start, or a test talks to the other worker's."""
     offenders = []
     for path in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(sources.tree(path)):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) in SERVERS:
                 port = next((k.value for k in node.keywords if k.arg == "port"), None)
                 named = isinstance(port, ast.Call) and getattr(port.func, "id", "") == "free_port"

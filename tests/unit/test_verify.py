@@ -70,6 +70,7 @@ def load_worker():
     return mod
 
 
+@pytest.mark.xdist_group("paddle")  # one worker imports paddle (~2.5 s of CPU), not both
 @pytest.mark.parametrize("n,factor", [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
 def test_busbw_is_nccl_tests_definition(n, factor):
     # nccl-tests doc/PERFORMANCE.md: all-reduce busbw = algbw * 2(n-1)/n
@@ -158,6 +159,7 @@ def test_a_smoke_container_is_labelled_by_its_output_folder(tmp_path):
     assert dict(other.labels) != dict(one.labels)
 
 
+@pytest.mark.xdist_group("paddle")  # one worker imports paddle (~2.5 s of CPU), not both
 @pytest.mark.parametrize(
     "version,expected", [(8907, "8.9"), (8600, "8.6"), (90501, "9.5"), (90100, "9.1")]
 )

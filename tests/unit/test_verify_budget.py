@@ -74,12 +74,14 @@ def _worker(monkeypatch):
     return mod
 
 
+@pytest.mark.xdist_group("paddle")  # one worker imports paddle (~2.5 s of CPU), not both
 def test_the_budget_is_the_workers_sweep(monkeypatch):
     worker = _worker(monkeypatch)
     assert max(worker.GPU_SWEEP) * 4 == budget.SWEEP_MAX_BYTES  # float32 elements → bytes
     assert worker.HOST_BUFFERS == budget.NUMPY_BUFFERS
 
 
+@pytest.mark.xdist_group("paddle")  # one worker imports paddle (~2.5 s of CPU), not both
 @pytest.mark.parametrize("dtype, itemsize", [("float32", 4), ("int32", 4), ("float64", 8)])
 def test_a_rank_holds_fewer_numpy_buffers_than_the_budget(monkeypatch, dtype, itemsize):
     """One rank of one message, world size 1 (the sum is the input), all_reduce as a no-op: the
