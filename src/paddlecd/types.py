@@ -14,6 +14,8 @@ from collections.abc import Callable
 Echo = Callable[[str], None]
 """A sink for one line of text (no trailing newline); the CLI layer decides where it goes."""
 
-Transfer = Callable[[str, int, int | None], None]
-"""A sink for the byte progress of one named download: ``(name, bytes so far, bytes in all)``, the
-total None while unknown; called again with the same name as it advances."""
+Transfer = Callable[[str, int, int | None, float | None], None]
+"""A sink for the byte progress of one named download: ``(name, bytes so far, bytes in all, at)``,
+the total None while unknown, ``at`` the seconds on the tool's own clock when it said so (None:
+now; BuildKit passes a step's output on in bursts, so the time a line arrives is not when it was
+printed); called again with the same name as it advances."""

@@ -46,9 +46,9 @@ def test_debootstrap_protocol_reads_as_its_normal_lines_and_the_package_bytes():
         "1:1.2.13.dfsg-1"
     assert any(x.startswith("gpgv: Good signature") for x in lines)  # its log lines pass on
     assert not [x for x in lines if re.match(r"(P|PA|PF|IA|IF):", x)]
-    assert {name for name, _, _ in events} == {downloads.PACKAGES}
-    assert {total for _, _, total in events} == {46038292}  # the Packages index's sizes
-    done = [d for _, d, _ in events]
+    assert {(name, at) for name, _, _, at in events} == {(downloads.PACKAGES, None)}
+    assert {total for _, _, total, _ in events} == {46038292}  # the Packages index's sizes
+    done = [d for _, d, _, _ in events]
     assert done == sorted(done) and done[0] == 0 and done[-1] == 46038292
 
 
@@ -74,7 +74,7 @@ def test_debootstrap_runs_in_its_installer_mode_and_reports_bytes(tmp_path, monk
     assert args.read_text().split() == [
         "--debian-installer", "--variant=minbase", "--include=libgomp1,zlib1g", "bookworm",
         str(tmp_path / "rootfs"), "http://mirror.example/debian"]
-    assert events[-1] == (downloads.PACKAGES, 46038292, 46038292)
+    assert events[-1] == (downloads.PACKAGES, 46038292, 46038292, None)
     assert "I: Retrieving adduser 3.134" in lines
 
 
@@ -89,3 +89,20 @@ def test_debootstrap_failure_names_its_last_message(tmp_path, monkeypatch):
     assert "PADDLECD_BUILD_DEBIAN_MIRROR" in e.value.hint
     assert lines == ["I: Retrieving InRelease", "I: Retrieving Release",
                      e.value.cause.split(": ", 1)[1]]
+
+
+def test_pip_raw_progress_becomes_one_growing_download_timed_by_buildkit():
+    """pip 25.1.1's ``--progress-bar raw`` in BuildKit's plain output, recorded from the base's
+    build: the files with progress (paddlepaddle, numpy, Pillow, networkx) add up, each line
+    timed by the step's own clock; every other line passes on."""
+    recorded = (DATA / "pip-raw-buildkit.txt").read_text().splitlines()
+    lines, events = [], []
+    reader = downloads.PipOutput(lines.append, lambda *e: events.append(e))
+    for line in recorded:
+        reader(line)
+    assert lines == [x for x in recorded if " Progress " not in x] and len(lines) < len(recorded)
+    assert events[0] == (downloads.WHEELS, 0, 192824195, 42.82)
+    files = 192824195 + 16918164 + 7140667 + 2068504
+    assert events[-1] == (downloads.WHEELS, files, files, 54.24)
+    done, at = [e[1] for e in events], [e[3] for e in events]
+    assert done == sorted(done) and at == sorted(at)

@@ -131,6 +131,8 @@ class Stage:
         self._told: dict[str, tuple[int, float]] = {}  # Transfer -> (bytes, when printed)
         self._bar: Progress | None = None  # one row per byte count: layers, bytes, a Transfer
         self._rows: dict[str, TaskID] = {}
+        self._at: float | None = None  # when the event being drawn happened (a tool's clock)
+        self._offsets: dict[str, float] = {}  # a Transfer's tool clock -> the console's
         self.moved: dict[str, int] = {}  # bytes of each Transfer so far, for the result line
         self._spinner = Spinner("dots")
         self.failed = False
@@ -216,10 +218,15 @@ class Stage:
         """The byte bar's row ``name`` (the bar and the row are made when first needed)."""
         if self._bar is None:
             self._bar = Progress("  {task.description}", BarColumn(bar_width=30), DownloadColumn(),
-                                 TransferSpeedColumn(), console=common.err, auto_refresh=False)
+                                 TransferSpeedColumn(), console=common.err, auto_refresh=False,
+                                 get_time=self._time)
         if name not in self._rows:
             self._rows[name] = self._bar.add_task(name, total=total)
         return self._rows[name]
+
+    def _time(self) -> float:
+        """The byte bar's clock: the console's, or the time of the event being drawn."""
+        return common.err.get_time() if self._at is None else self._at
 
     def bytes_total(self, total: int | None) -> None:
         """Start a byte bar of ``total`` bytes (uploads, downloads)."""
@@ -231,14 +238,19 @@ class Stage:
         if "bytes" in self._rows:
             self._bar.advance(self._rows["bytes"], n)
 
-    def transfer(self, name: str, done: int, total: int | None) -> None:
+    def transfer(self, name: str, done: int, total: int | None, at: float | None = None) -> None:
         """Where download ``name`` stands (a ``Transfer``): its row of the byte bar on a
-        terminal; elsewhere, and in the log, a line when it starts, when it completes and at most
-        every :data:`THROTTLE` seconds between."""
+        terminal, its rate timed by ``at`` when given; elsewhere, and in the log, a line when it
+        starts, when it completes and at most every :data:`THROTTLE` seconds between."""
         self.moved[name] = done
         if self.how == "live":
             row = self._row(name, total)
-            self._bar.update(row, total=total, completed=done)
+            if at is not None:
+                self._at = self._offsets.setdefault(name, common.err.get_time() - at) + at
+            try:
+                self._bar.update(row, total=total, completed=done)
+            finally:
+                self._at = None
         last, at = self._told.get(name, (None, 0.0))
         now = time.monotonic()
         if last is None or (done == total and last != done) or now - at >= THROTTLE:

@@ -25,7 +25,7 @@ WHEELS = "wheels"  # the Transfer name of pip's downloads
 # "P: now end [NAME]", then "PA:"/"PF:" lines that only name the phase.
 _PROTOCOL = re.compile(r"^(P|PA|PF|I|IA|IF|W|WA|WF|E|EA|EF): ?(.*)$")
 _FORMAT = re.compile(r"%%|%s|\\n")
-_PIP = re.compile(r"^(?:#\d+ [\d.]+ )?Progress (\d+) of (\d+)\s*$")
+_PIP = re.compile(r"^(?:#\d+ (?P<at>[\d.]+) )?Progress (?P<done>\d+) of (?P<total>\d+)\s*$")
 
 
 class DebootstrapOutput:
@@ -72,7 +72,7 @@ class DebootstrapOutput:
         # what is done, so their running maximum is the bytes retrieved.
         now, end = int(fields[0]), int(fields[1])
         self._done = max(self._done, min(now, end))
-        self.on_transfer(PACKAGES, self._done, end)
+        self.on_transfer(PACKAGES, self._done, end, None)
 
     def _say(self, text: str) -> None:
         if self.on_line:
@@ -88,9 +88,10 @@ def _render(fmt: str, args: list[str]) -> str:
 
 class PipOutput:
     """``on_line`` gets every line but pip's raw progress lines; ``on_transfer`` gets
-    ``(WHEELS, bytes downloaded, bytes of the files begun)``: pip announces each file when it
-    gets to it, so the total grows file by file (None while a file's size is unknown). Files
-    under 512 kB and files from pip's cache print no progress (pip ``network/download.py``)."""
+    ``(WHEELS, bytes downloaded, bytes of the files begun, at)``: pip announces each file when it
+    gets to it, so the total grows file by file (None while a file's size is unknown); ``at`` is
+    the BuildKit step's clock (``#5 42.84 Progress …``) when the line has it. Files under 512 kB
+    and files from pip's cache print no progress (pip ``network/download.py``)."""
 
     def __init__(self, on_line: Echo | None = None, on_transfer: Transfer | None = None):
         self.on_line, self.on_transfer = on_line, on_transfer
@@ -103,10 +104,11 @@ class PipOutput:
             if self.on_line:
                 self.on_line(line)
             return
-        done, total = int(m[1]), int(m[2])
+        done, total = int(m["done"]), int(m["total"])
         if done == 0:  # pip's first line of a file: the one before it is complete
             self._finished += max(self._current)
         self._current = (done, total)
         if self.on_transfer:
             self.on_transfer(WHEELS, self._finished + done,
-                             self._finished + total if total else None)
+                             self._finished + total if total else None,
+                             float(m["at"]) if m["at"] else None)
