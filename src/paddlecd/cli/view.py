@@ -251,9 +251,9 @@ class Stage:
                 self._bar.update(row, total=total, completed=done)
             finally:
                 self._at = None
-        last, at = self._told.get(name, (None, 0.0))
+        last, when = self._told.get(name, (None, 0.0))
         now = time.monotonic()
-        if last is None or (done == total and last != done) or now - at >= THROTTLE:
+        if last is None or (done == total and last != done) or now - when >= THROTTLE:
             self._told[name] = (done, now)
             of = f" of {human_bytes(total)}" if total else ""
             text = f"{name}: {human_bytes(done)}{of}"
