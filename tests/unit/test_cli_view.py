@@ -241,3 +241,26 @@ def test_bootstrap_shows_what_it_fetches_then_one_line(tmp_path, capsys, monkeyp
     assert "219.0/219.0 MB 180.6 MB/s" in bar, bar
     final = screen(buf.getvalue())
     assert len(final) == 1 and final[0].startswith("✔ base cpu ") and final[0].endswith(result)
+
+
+def test_upload_bar_counts_the_bytes_moved(tmp_path, monkeypatch):
+    """An upload's bar (``bytes_total`` then ``advance``: storage.Progress) shares the stage's
+    byte bar with the downloads a tool reports."""
+    import pyte
+    from rich.console import Console
+
+    from paddlecd.cli import common
+
+    buf = io.StringIO()
+    monkeypatch.setattr(common, "err", Console(file=buf, force_terminal=True, width=100))
+    monkeypatch.setattr(view, "mode", lambda **_: "live")
+    with view.stage("upload", "linear", state=tmp_path) as st:
+        st.bytes_total(2_000_000)
+        st.advance(500_000)
+        st.advance(250_000)
+        view._proc.live.refresh()
+        term = pyte.Screen(100, 10)
+        term.set_mode(pyte.modes.LNM)
+        pyte.ByteStream(term).feed(buf.getvalue().encode())
+        assert any(x.startswith("  bytes") and "0.8/2.0 MB" in x for x in term.display), \
+            term.display
