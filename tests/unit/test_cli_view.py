@@ -4,6 +4,10 @@ file, the failure tail and the summary table."""
 
 from __future__ import annotations
 
+import io
+import re
+from pathlib import Path
+
 import pytest
 
 from paddlecd.cli import view
@@ -155,3 +159,108 @@ def test_pipeline_units_run_under_the_live_view_on_a_terminal(tmp_path, monkeypa
     stream.feed(buf.getvalue().encode())
     shown = [x.rstrip() for x in screen.display if x.strip()]
     assert shown == ["✔ build       cpu         ok"], shown  # the rows are gone, the result stays
+
+
+BOOTSTRAP_DATA = Path(__file__).parent.parent / "data" / "bootstrap"
+PUSH = ["5f70bf18a086 Preparing", "5f70bf18a086 Pushing [=>      ]  300MB/1.1GB",
+        "5f70bf18a086 Pushing [========>]  1.1GB/1.1GB", "5f70bf18a086 Pushed"]
+
+
+def replayed_bootstrap(clock: list[float], snapshots: list[str], buf: io.StringIO):
+    """``bootstrap_and_lock`` replaying recorded output: debootstrap's (debian-installer mode)
+    and pip's through their readers, then a push; the live view is drawn after each tool."""
+    from paddlecd.image import bootstrap, downloads
+
+    def replay(settings, variant, *, on_line, on_progress, on_transfer, **_):
+        for reader, name in [(downloads.DebootstrapOutput, "debootstrap-debian-installer.txt"),
+                             (downloads.PipOutput, "pip-raw-buildkit.txt")]:
+            feed = reader(on_line, on_transfer)
+            for line in (BOOTSTRAP_DATA / name).read_text().splitlines():
+                feed(line)
+                clock[0] += 0.05
+            if view._proc.live is not None:
+                view._proc.live.refresh()
+                snapshots.append(buf.getvalue())
+        for msg in PUSH:
+            on_progress(msg)
+            clock[0] += 1
+        return bootstrap.Bootstrapped(variant, "sha256:" + "ab" * 32, None)
+
+    return replay
+
+
+@pytest.mark.parametrize("how", ["live", "plain"])
+def test_bootstrap_shows_what_it_fetches_then_one_line(tmp_path, capsys, monkeypatch, how):
+    """image.bootstrap on a terminal: a byte bar with bytes and rate for debootstrap's packages
+    and pip's wheels under the spinner, collapsed into one result line at the end (read back
+    with pyte); elsewhere plain lines, a few per download; the log keeps every line."""
+    import pyte
+    from invoke import Context
+    from rich.console import Console
+
+    from paddlecd.cli import common
+    from paddlecd.cli import image as image_tasks
+    from paddlecd.image import bootstrap
+
+    clock, snapshots, buf = [100.0], [], io.StringIO()
+    console = Console(file=buf, force_terminal=how == "live", width=100, height=40,
+                      get_time=lambda: clock[0])
+    monkeypatch.setattr(common, "err", console)
+    monkeypatch.setattr(view, "mode", lambda **_: how)
+    monkeypatch.setenv("PADDLECD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(bootstrap, "bootstrap_and_lock", replayed_bootstrap(clock, snapshots, buf))
+    image_tasks.bootstrap.body(Context(), variant="cpu")
+
+    def screen(raw: str) -> list[str]:
+        term = pyte.Screen(100, 40)
+        term.set_mode(pyte.modes.LNM)
+        pyte.ByteStream(term).feed(raw.encode())
+        return [x.rstrip() for x in term.display if x.strip()]
+
+    (log,) = (tmp_path / "state" / "logs").glob("base-cpu-*.log")
+    logged = log.read_text().splitlines()
+    assert "I: Retrieving adduser 3.134" in logged and "packages: 46.0 MB of 46.0 MB" in logged
+    assert not [x for x in logged if re.match(r"(IA|IF|P): ", x) or "Progress " in x]
+    result = "sha256:abababababab…  46.0 MB packages + 219.0 MB wheels, 1.1 GB pushed"
+    assert f"base of 'cpu' pushed: sha256:{'ab' * 32}" in capsys.readouterr().out
+    if how == "plain":
+        err = buf.getvalue().splitlines()
+        assert "\x1b" not in buf.getvalue() and err[0] == "▸ base cpu"
+        assert [x for x in err if x.startswith("  packages:")] == ["  packages: 0 bytes of 46.0 MB",
+                                                        "  packages: 46.0 MB of 46.0 MB"]
+        assert err[-1].startswith("✔ base cpu ") and err[-1].endswith(result)
+        return
+    packages, wheels = (screen(s) for s in snapshots)
+    assert any(x.startswith("⠋ base cpu") or "base cpu" in x[:12] for x in packages), packages
+    bar = next(x for x in packages if x.startswith("  packages"))
+    assert "46.0/46.0 MB" in bar and re.search(r"\d MB/s", bar), bar  # bytes and rate
+    assert "  I: Validating zlib1g 1:1.2.13.dfsg-1" in packages  # the tool's last lines under it
+    bar = next(x for x in wheels if x.startswith("  wheels"))
+    # the rate on BuildKit's clock (the lines came in one burst): networkx's last 1,806,360 bytes
+    # between 54.23 s and 54.24 s, as pip printed them
+    assert "219.0/219.0 MB 180.6 MB/s" in bar, bar
+    final = screen(buf.getvalue())
+    assert len(final) == 1 and final[0].startswith("✔ base cpu ") and final[0].endswith(result)
+
+
+def test_upload_bar_counts_the_bytes_moved(tmp_path, monkeypatch):
+    """An upload's bar (``bytes_total`` then ``advance``: storage.Progress) shares the stage's
+    byte bar with the downloads a tool reports."""
+    import pyte
+    from rich.console import Console
+
+    from paddlecd.cli import common
+
+    buf = io.StringIO()
+    monkeypatch.setattr(common, "err", Console(file=buf, force_terminal=True, width=100))
+    monkeypatch.setattr(view, "mode", lambda **_: "live")
+    with view.stage("upload", "linear", state=tmp_path) as st:
+        st.bytes_total(2_000_000)
+        st.advance(500_000)
+        st.advance(250_000)
+        view._proc.live.refresh()
+        term = pyte.Screen(100, 10)
+        term.set_mode(pyte.modes.LNM)
+        pyte.ByteStream(term).feed(buf.getvalue().encode())
+        assert any(x.startswith("  bytes") and "0.8/2.0 MB" in x for x in term.display), \
+            term.display

@@ -73,8 +73,8 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False, verbose=F
     s = settings()
     with view.stage("base", variant, state=s.state, verbose=verbose) as st:
         done = boot.bootstrap_and_lock(s, variant, force=force, then_lock=lock, on_line=st.line,
-                                       on_progress=st.progress)
-        st.done(f"built and pushed {done.digest[:19]}" if done.digest else "cached in the registry")
+                                       on_progress=st.progress, on_transfer=st.transfer)
+        st.done(_bootstrapped(st, done.digest))
     result(
         f"base of '{variant}' "
         + (
@@ -85,6 +85,17 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False, verbose=F
     )
     if done.locked:
         result(f"locked {done.locked.variant}: {done.locked.pinned}")
+
+
+def _bootstrapped(st: view.Stage, digest: str | None) -> str:
+    """The base stage's result line: the digest, the bytes fetched (packages, wheels) and
+    pushed."""
+    if not digest:
+        return "cached in the registry"
+    moved = [f"{view.human_bytes(n)} {name}" for name, n in st.moved.items() if n]
+    pushed = st.bytes_pushed
+    return (f"{digest[:19]}…  " + " + ".join(moved) + (", " if moved else "")
+            + (f"{view.human_bytes(pushed)} pushed" if pushed else "layers already there"))
 
 
 @task(help={"variant": VARIANT_HELP, "no_cache": "build without the layer cache",

@@ -5,7 +5,8 @@ A task wraps its package call in :func:`stage` and hands the stage's callbacks t
 once per process (:func:`mode`):
 
 * ``live``: stderr is a terminal and neither ``CI`` nor verbose is set. A rich live view: the
-  stage with a spinner and its elapsed time, a byte bar for pushes and uploads, the running
+  stage with a spinner and its elapsed time, a byte bar for pushes, uploads and the downloads a
+  tool reports (:meth:`Stage.transfer`: the base bootstrap's packages and wheels), the running
   tool's last lines under it; when the stage ends, all of that collapses into one result line.
 * ``plain``: not a terminal, or ``CI=true``: one line per event, tool output as it comes, no
   control codes; on GitHub Actions (``GITHUB_ACTIONS=true``) a stage's tool output sits inside
@@ -38,7 +39,7 @@ from typing import IO
 from rich import filesize
 from rich.console import Group
 from rich.live import Live
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 from rich.spinner import Spinner
 from rich.text import Text
 
@@ -126,8 +127,13 @@ class Stage:
         self.tail: deque[str] = deque(maxlen=TAIL_LIVE)
         self._file: IO[str] | None = None  # opened by the first line: bad input leaves no file
         self._layers: dict[str, tuple[str, int, int]] = {}
-        self._shown: dict[str, tuple[str, float]] = {}
-        self._bar: Progress | None = None
+        self._shown: dict[str, tuple[str, float]] = {}  # layer -> (status, when printed)
+        self._told: dict[str, tuple[int, float]] = {}  # Transfer -> (bytes, when printed)
+        self._bar: Progress | None = None  # one row per byte count: layers, bytes, a Transfer
+        self._rows: dict[str, TaskID] = {}
+        self._at: float | None = None  # when the event being drawn happened (a tool's clock)
+        self._offsets: dict[str, float] = {}  # a Transfer's tool clock -> the console's
+        self.moved: dict[str, int] = {}  # bytes of each Transfer so far, for the result line
         self._spinner = Spinner("dots")
         self.failed = False
 
@@ -204,26 +210,56 @@ class Stage:
 
     def _update_bar(self) -> None:
         total = sum(t for _, _, t in self._layers.values())
-        if not total:
-            return
+        if total:
+            row, done = self._row("layers", total), sum(d for _, d, _ in self._layers.values())
+            self._bar.update(row, total=total, completed=done)
+
+    def _row(self, name: str, total: int | None) -> TaskID:
+        """The byte bar's row ``name`` (the bar and the row are made when first needed)."""
         if self._bar is None:
             self._bar = Progress("  {task.description}", BarColumn(bar_width=30), DownloadColumn(),
-                                 TransferSpeedColumn(), console=common.err, auto_refresh=False)
-            self._bar.add_task("layers", total=total)
-        done = sum(d for _, d, _ in self._layers.values())
-        self._bar.update(self._bar.task_ids[0], total=total, completed=done)
+                                 TransferSpeedColumn(), console=common.err, auto_refresh=False,
+                                 get_time=self._time)
+        if name not in self._rows:
+            self._rows[name] = self._bar.add_task(name, total=total)
+        return self._rows[name]
+
+    def _time(self) -> float:
+        """The byte bar's clock: the console's, or the time of the event being drawn."""
+        return common.err.get_time() if self._at is None else self._at
 
     def bytes_total(self, total: int | None) -> None:
         """Start a byte bar of ``total`` bytes (uploads, downloads)."""
         if self.how == "live":
-            self._bar = Progress("  {task.description}", BarColumn(bar_width=30), DownloadColumn(),
-                                 TransferSpeedColumn(), console=common.err, auto_refresh=False)
-            self._bar.add_task("bytes", total=total)
+            self._row("bytes", total)
 
     def advance(self, n: int) -> None:
         """``n`` more bytes moved (``paddlecd.artifacts.storage.Progress``)."""
-        if self._bar is not None:
-            self._bar.advance(self._bar.task_ids[0], n)
+        if "bytes" in self._rows:
+            self._bar.advance(self._rows["bytes"], n)
+
+    def transfer(self, name: str, done: int, total: int | None, at: float | None = None) -> None:
+        """Where download ``name`` stands (a ``Transfer``): its row of the byte bar on a
+        terminal, its rate timed by ``at`` when given; elsewhere, and in the log, a line when it
+        starts, when it completes and at most every :data:`THROTTLE` seconds between."""
+        self.moved[name] = done
+        if self.how == "live":
+            row = self._row(name, total)
+            if at is not None:
+                self._at = self._offsets.setdefault(name, common.err.get_time() - at) + at
+            try:
+                self._bar.update(row, total=total, completed=done)
+            finally:
+                self._at = None
+        last, when = self._told.get(name, (None, 0.0))
+        now = time.monotonic()
+        if last is None or (done == total and last != done) or now - when >= THROTTLE:
+            self._told[name] = (done, now)
+            of = f" of {human_bytes(total)}" if total else ""
+            text = f"{name}: {human_bytes(done)}{of}"
+            self._write(text)
+            if self.how != "live":
+                common.say(f"  {text}")
 
     @property
     def bytes_pushed(self) -> int:

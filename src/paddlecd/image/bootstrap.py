@@ -19,11 +19,11 @@ from pathlib import Path
 from paddlecd import engine, proc
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, EngineError, NotFoundError
-from paddlecd.image import lock, variants
+from paddlecd.image import downloads, lock, variants
 from paddlecd.image import push as publish
 from paddlecd.image.build import buildkit_build
 from paddlecd.registry import client as registry
-from paddlecd.types import Echo
+from paddlecd.types import Echo, Transfer
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -59,9 +59,11 @@ def base_present(settings: Settings, v: variants.Variant) -> bool:
         return False
 
 
-def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = None) -> str:
+def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = None,
+           on_transfer: Transfer | None = None) -> str:
     """Debootstrap (cached under ``<state>/bootstrap``) and import the rootfs; returns the local
-    image ref.
+    image ref. ``on_line`` gets debootstrap's output, ``on_transfer`` the bytes of the packages
+    it retrieves (:class:`downloads.DebootstrapOutput`).
 
     Raises:
         EngineError: debootstrap or the import failed (debootstrap needs root).
@@ -84,18 +86,8 @@ def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = No
         if target.exists():  # a half-made rootfs from an interrupted run
             shutil.rmtree(target)
         target.mkdir(parents=True)
-        proc.run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                "--include=" + ",".join(boot.packages),
-                boot.suite,
-                str(target),
-                host_mirror(settings),
-            ],
-            on_line=on_line,
-            what=f"debootstrap {boot.suite}",
-        )
+        debootstrap(boot.suite, target, host_mirror(settings), boot.packages, on_line=on_line,
+                    on_transfer=on_transfer)
         (target / ".paddlecd-complete").touch()
     proc.run(
         ["tar", "-C", str(target), "--exclude=./.paddlecd-complete", "-cf", str(tar), "."],
@@ -106,9 +98,36 @@ def rootfs(settings: Settings, v: variants.Variant, *, on_line: Echo | None = No
     return ref
 
 
+def debootstrap(suite: str, target: Path, mirror: str, packages: tuple[str, ...], *,
+                on_line: Echo | None = None, on_transfer: Transfer | None = None) -> None:
+    """Debootstrap a minbase ``suite`` with ``packages`` into ``target`` from ``mirror``, in its
+    debian-installer mode with fd 3 (the protocol that carries the byte counts) merged into
+    stdout, read by :class:`downloads.DebootstrapOutput`.
+
+    Raises:
+        EngineError: debootstrap is missing, or it failed (its last message is the cause).
+    """
+    reader = downloads.DebootstrapOutput(on_line, on_transfer)
+    args = ["--variant=minbase", "--include=" + ",".join(packages), suite, str(target), mirror]
+    # debootstrap refuses --debian-installer unless fd 3 is open; a shell is the one way to
+    # open it, since proc runs each command with fds 0-2 only
+    done = proc.run(["sh", "-c", 'exec "$@" 3>&1', "debootstrap", proc.which("debootstrap"),
+                     "--debian-installer", *args], on_line=reader, check=False,
+                    what=f"debootstrap {suite}")
+    if done.returncode:
+        raise EngineError(f"debootstrap {suite} failed (exit {done.returncode}): "
+                          f"{reader.last_message or 'no message'}",
+                          "see its output above; a mirror that cannot be reached: set "
+                          "build.debian_mirror (PADDLECD_BUILD_DEBIAN_MIRROR)")
+
+
 def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = False,
-              on_line: Echo | None = None, on_progress: Echo | None = None) -> str | None:
+              on_line: Echo | None = None, on_progress: Echo | None = None,
+              on_transfer: Transfer | None = None) -> str | None:
     """Build and push the base of ``variant_name`` unless the registry already has it.
+
+    ``on_line`` gets the tools' output, ``on_progress`` the push's layer progress, ``on_transfer``
+    the bytes of debootstrap's packages and pip's wheels (:mod:`.downloads`).
 
     Returns:
         the pushed base digest, or None when the base was already present (and ``force`` is off).
@@ -120,11 +139,12 @@ def bootstrap(settings: Settings, variant_name: str = "cpu", *, force: bool = Fa
     v = _bootstrappable(settings, variant_name)
     if not force and base_present(settings, v):
         return None
-    build_base(settings, v.name, on_line=on_line)
+    build_base(settings, v.name, on_line=on_line, on_transfer=on_transfer)
     return publish.push_reference(settings, v.base, on_progress=on_progress or on_line)
 
 
-def build_base(settings: Settings, variant_name: str, *, on_line: Echo | None = None) -> str:
+def build_base(settings: Settings, variant_name: str, *, on_line: Echo | None = None,
+               on_transfer: Transfer | None = None) -> str:
     """Debootstrap the rootfs (:func:`rootfs`) and build the base of ``variant_name`` on it as the
     local image ``v.base``, without pushing; returns that tag. Both steps are cached by the engine,
     so a later :func:`bootstrap` of the same variant into any registry only pushes.
@@ -135,7 +155,7 @@ def build_base(settings: Settings, variant_name: str, *, on_line: Echo | None = 
     """
     v = _bootstrappable(settings, variant_name)
     assert v.bootstrap is not None  # checked by _bootstrappable
-    base_ref = rootfs(settings, v, on_line=on_line)
+    base_ref = rootfs(settings, v, on_line=on_line, on_transfer=on_transfer)
     dockerfile = settings.root / "images" / "base" / "Dockerfile.cpu"
     buildkit_build(
         settings,
@@ -155,7 +175,7 @@ def build_base(settings: Settings, variant_name: str, *, on_line: Echo | None = 
             "io.paddlecd.device": "cpu",
         },
         log_name=f"bootstrap-{v.name}",
-        on_line=on_line,
+        on_line=downloads.PipOutput(on_line, on_transfer),
     )
     return v.base
 
@@ -172,7 +192,8 @@ class Bootstrapped:
 
 def bootstrap_and_lock(settings: Settings, variant_name: str = "cpu", *, force: bool = False,
                        then_lock: bool = True, on_line: Echo | None = None,
-                       on_progress: Echo | None = None) -> Bootstrapped:
+                       on_progress: Echo | None = None,
+                       on_transfer: Transfer | None = None) -> Bootstrapped:
     """:func:`bootstrap`, then pin the base in ``<state>/lock.local.yaml`` (image.bootstrap).
 
     Raises:
@@ -180,7 +201,7 @@ def bootstrap_and_lock(settings: Settings, variant_name: str = "cpu", *, force: 
         LockError: as :func:`lock.lock`.
     """
     digest = bootstrap(settings, variant_name, force=force, on_line=on_line,
-                       on_progress=on_progress)
+                       on_progress=on_progress, on_transfer=on_transfer)
     entries = lock.lock(settings, [variant_name]) if then_lock else {}
     return Bootstrapped(variant_name, digest, entries.get(variant_name))
 
