@@ -59,9 +59,11 @@ import json, sys
 g = json.load(sys.stdin)["comparison"]
 if not g or g["status"] == "not compared":
     sys.exit(print("  not compared: " + (g["note"] if g else "no gate recorded")))
+print(f"  {g['status']} against {g['baseline']} ({g['tag']}) on {g['hardware']}")
 limits = {v["limit"] for v in g["verdicts"] if v["base"] is not None}
-limit = f", limit {limits.pop():.0%} slower" if len(limits) == 1 else ""
-print(f"  {g['status']} against {g['baseline']} ({g['tag']}) on {g['hardware']}{limit}")
+limit = limits.pop() if len(limits) == 1 else None
+notes = [] if limit is None else [f"limit {limit:.0%} slower" if limit < 1 else
+                                  f"limit {1 + limit:.3g}x as slow"]
 def num(v, unit):
     return (f"{v:,.0f}" if v >= 1000 else f"{v:.4g}") + " " + unit
 rows = [v for v in g["verdicts"] if v["status"] in ("ok", "noise", "regression")]
@@ -71,14 +73,18 @@ for v in rows:
     print(f"    {v['name']:22} {num(v['base'], v['unit']):>18} {num(v['new'], v['unit']):>18}"
           f" {abs(v['slowdown']):>5.0%} {way:6}  {v['status']}")
 if len(g["verdicts"]) > len(rows):
-    print(f"    ({len(g['verdicts']) - len(rows)} more with too few timed samples to judge:"
-          " invoke release.show)")
+    notes.append(f"{len(g['verdicts']) - len(rows)} more figures, too few timed samples to judge:"
+                 " invoke release.show")
+if notes:
+    print(f"    ({'; '.join(notes)})")
 PY
-# The demo's two candidates run minutes apart on whatever else the machine runs: on a shared
-# 2-core VM their timings differ by up to ~2x with no change at all. So the demo allows the gate
-# a loose limit, as a user would for such a runner (the setting release.max_slowdown, here by
-# its environment variable); the default, 10 %, is for a quiet dedicated runner.
-export PADDLECD_RELEASE_MAX_SLOWDOWN=${PADDLECD_RELEASE_MAX_SLOWDOWN:-2}
+# The demo's two smoke runs are a minute apart, on whatever else the machine runs: on the shared
+# 2-core VM this was built on, one image measured 3x apart in training step time and 21x apart in
+# the 4-byte all-reduce latency from one run to the next (another test suite running meanwhile).
+# So the demo gives the gate a loose limit, as a user would for such a runner (the setting
+# release.max_slowdown, by its environment variable): it refuses only a figure 50x as slow. The
+# default, 10 %, is for a quiet dedicated runner.
+export PADDLECD_RELEASE_MAX_SLOWDOWN=${PADDLECD_RELEASE_MAX_SLOWDOWN:-49}
 
 # build_push_verify [BUILD FLAGS]: the candidate's reference and digest; verify unless released
 build_push_verify() {
