@@ -51,15 +51,23 @@ RELEASED_PY='
 import json, sys
 print(next((r["release"]["version"] for r in json.load(sys.stdin)
             if r["release"]["digest"] == sys.argv[1]), ""))'
-# gate: the upgrade gate of a promotion (its --json "comparison") in a few lines: each figure the
-# gate judged (enough timed samples), baseline → candidate, the change and the verdict
-gate() { .venv/bin/python -c "$GATE_PY"; }
-read -r -d '' GATE_PY <<'PY' || true
+# promoted: a promotion's --json result in a few lines. Its upgrade gate ("comparison"): each
+# figure the gate judged (enough timed samples), baseline and candidate, the change and the
+# verdict; for a release promoted before (a no-op now), the verdict its ledger record keeps.
+promoted() { .venv/bin/python -c "$PROMOTED_PY"; }
+read -r -d '' PROMOTED_PY <<'PY' || true
 import json, sys
-g = json.load(sys.stdin)["comparison"]
+done = json.load(sys.stdin)
+g, again = done["comparison"], not done["planned"]
+head = (f"{done['release']} already released" if again else f"promoted {done['release']}") + (
+    f" ({done['bytes_uploaded']} bytes uploaded)")
+if again:  # one line: the table is in release.show
+    gate = (g or {}).get("status", "none")
+    sys.exit(print(f"{head}; its gate: {gate}" + (
+        f" against {g['baseline']}" if gate != "not compared" and g else "")))
 if not g or g["status"] == "not compared":
-    sys.exit(print("  not compared: " + (g["note"] if g else "no gate recorded")))
-print(f"  {g['status']} against {g['baseline']} ({g['tag']}) on {g['hardware']}")
+    sys.exit(print(f"{head}\n  not compared: {g['note'] if g else 'no gate recorded'}"))
+print(f"{head}\n  {g['status']} against {g['baseline']} ({g['tag']}) on {g['hardware']}")
 limits = {v["limit"] for v in g["verdicts"] if v["base"] is not None}
 limit = limits.pop() if len(limits) == 1 else None
 notes = [] if limit is None else [f"limit {limit:.0%} slower" if limit < 1 else
@@ -102,7 +110,7 @@ build_push_verify() {
     echo "verify ran $(field digest <<<"$EVIDENCE"), but push made $REFERENCE" >&2
     exit 1
   fi
-  echo "verified ${REFERENCE%@*}@${DIGEST:0:19}…: passed=$(field passed <<<"$EVIDENCE")"
+  [ "$(field passed <<<"$EVIDENCE")" = True ]  # verify exits non-zero first; its line says why
 }
 # promote_it BUMP: promote DIGEST as its release, else as the next BUMP version
 promote_it() {
@@ -111,9 +119,7 @@ promote_it() {
   PROMOTED=$($INV promote --variant cpu "${how[@]}" --digest "$DIGEST" --yes --json)
   RELEASE=$(field release <<<"$PROMOTED")
   VERSION=$(field version <<<"$PROMOTED")
-  echo "promoted $RELEASE ($(field bytes_uploaded <<<"$PROMOTED") bytes uploaded," \
-    "ledger record $(field record <<<"$PROMOTED" | cut -c1-24)…)"
-  gate <<<"$PROMOTED"
+  promoted <<<"$PROMOTED"
 }
 
 step "build push verify (cpu), promoted as a release: the baseline"

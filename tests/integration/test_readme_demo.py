@@ -96,7 +96,7 @@ def _run_twice(root, env, tmp_path_factory):
     # both digests are releases already: promoted again as such (no new release), not verified
     assert second.stdout.count("already: not verified again") == 2
     assert f"{baseline[:19]}… is release {first_release} already" in second.stdout
-    assert f"passed against {first_release} (" in second.stdout    # the recorded comparison
+    assert f"its gate: passed against {first_release}" in second.stdout  # as recorded
     _next_steps_work_as_printed(root, env, second.stdout)
 
 
