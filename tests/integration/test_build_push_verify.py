@@ -13,9 +13,10 @@ import requests
 
 from paddlecd import engine
 from paddlecd.image import candidate, lock
+from paddlecd.registry.client import client_for
 from paddlecd.verify import evidence
 
-from support import ROOT, cli_env, invoke, project_settings
+from support import ROOT, UNIQUE, cli_env, invoke, project_settings
 from support.cli import invoke_on_terminal, rendered
 
 STAGES = ("build", "push", "verify")
@@ -273,3 +274,62 @@ def test_flags_that_do_not_apply_to_the_image_are_refused(pipeline_run, registry
     assert f"resolved {tagged} to {cand.reference}" in run.stderr
     assert message.format(ref=cand.reference) in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "state" / "evidence").exists()
+
+
+def test_upgrade_gate_refuses_a_slowed_image_and_accepts_it_with_a_reason(
+        pipeline_run, registry, main_state, tmp_path, monkeypatch):
+    """The verified cpu image is released (the baseline); an image built FROM it with one layer
+    more, ``ENV FLAGS_check_nan_inf=1`` (Paddle's own debug switch, left on: the runtime then
+    checks every op's output, each training step ~30x slower here), is verified for real, and
+    promote refuses it naming the figure (exit 7, nothing written); --accept-regression lets it
+    through, recorded with the reason and who. The limit is the loose one a shared 2-core runner
+    needs (scripts/demo.sh): only a real slowdown trips it."""
+    from paddlecd.registry import auth
+    from paddlecd.release import promote as release
+
+    repository = f"release/gates-{UNIQUE}"
+    env = cli_env(registry, main_state, CI="true", PADDLECD_RELEASE_REPOSITORY=repository,
+                  PADDLECD_RELEASE_MAX_SLOWDOWN="2")
+    settings = project_settings(main_state, registry=registry,
+                                **{"release.repository": repository})
+    baseline = candidate.load_candidate(settings, "cpu")
+    first = invoke("promote", "--variant", "cpu", "--version", "1.0.0", "--digest",
+                   baseline.digest, "--yes", "--json", env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert json.loads(first.stdout)["comparison"]["status"] == "not compared"
+
+    monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
+    (tmp_path / "Dockerfile").write_text(f"FROM {baseline.reference}\nENV FLAGS_check_nan_inf=1\n")
+    slow = f"{registry.host}/paddlecd/paddle:cpu-slow-{UNIQUE}"
+    engine.api_build(context=tmp_path, dockerfile=tmp_path / "Dockerfile", tag=slow,
+                     build_args={}, labels={}, secrets={})
+    digest = engine.push(slow, credentials=auth.find_credentials(registry.host))
+    verified = invoke("verify", "--variant", "cpu", "--image",
+                      f"{registry.host}/paddlecd/paddle@{digest}", "--json", env=env)
+    assert verified.returncode == 0, verified.stdout[-2000:] + verified.stderr[-3000:]
+
+    records = len(release.history(settings))
+    refused = invoke("promote", "--variant", "cpu", "--version", "1.0.1", "--digest", digest,
+                     "--yes", env=env)
+    assert refused.returncode == 7, refused.stderr[-3000:]
+    cause = next(x for x in refused.stderr.splitlines() if x.startswith("error:"))
+    for word in ("train.step_time", "slower than 1.0.0-cpu",
+                 baseline.digest, digest, "cores)"):
+        assert word in cause, (word, cause)
+    assert "--accept-regression" in refused.stderr
+    assert len(release.history(settings)) == records  # nothing written: no record, no tag
+    assert release.find(settings, "1.0.0-cpu").digest == baseline.digest
+    tags = client_for(settings).list_tags(repository)
+    assert "1.0.1-cpu" not in tags and "latest-cpu" in tags
+
+    accepted = invoke("promote", "--variant", "cpu", "--version", "1.0.1", "--digest", digest,
+                      "--yes", "--json", "--accept-regression", "FLAGS_check_nan_inf on purpose",
+                      env=env)
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    gate = release.history(settings)[-1].gate
+    assert (gate["status"], gate["reason"], gate["baseline"]) == (
+        "accepted", "FLAGS_check_nan_inf on purpose", "1.0.0-cpu")
+    assert gate["who"] and "train.step_time" in {
+        v["name"] for v in gate["verdicts"] if v["status"] == "regression"}
+    shown = invoke("release.show", "1.0.1-cpu", env=env)
+    assert "regression accepted by" in shown.stdout and "FLAGS_check_nan_inf" in shown.stdout

@@ -1,6 +1,9 @@
 """README command 1, exactly as a user runs it: `./scripts/demo.sh` on the embedded default (Docker
 engine, distribution registry on 127.0.0.1:5000, file:// artifact store), twice — the second run
-must also succeed (safe) and reuse the base, the layers, the release and the upload. The demo's
+must also succeed (safe) and reuse the base, the layers, both releases and the upload. It promotes
+twice: the checkout's image as a release (the baseline), then an upgrade candidate (the same build
+with one label more) as the next patch release, which the upgrade gate compares with the baseline:
+two digests, each with its own signed run. The demo's
 registry starts with the base in it (a copy from the suite's seed registry, into which paddlecd's
 bootstrap pushed it: support/base.py), so the bootstrap's push is run there, not here. It runs in a
 copy of the checkout (support/checkout.py): the demo keeps its state in ``.paddlecd/`` of the
@@ -13,6 +16,7 @@ import os
 import subprocess
 
 import pytest
+import requests
 import yaml
 
 from support import base
@@ -56,7 +60,7 @@ def _run_twice(root, env, tmp_path_factory):
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-3000:]
     for step in (
         "==> build push verify (cpu)",
-        "==> promote",
+        "==> upgrade candidate",
         "==> deploy release",
         "==> upload the trained model",
         "==> admission policy",
@@ -76,7 +80,8 @@ def _run_twice(root, env, tmp_path_factory):
     assert (policy["kind"], verify["type"]) == ("ClusterPolicy", "SigstoreBundle")
     assert verify["imageReferences"] == ["127.0.0.1:5000/paddlecd/release:*",
                                          "127.0.0.1:5000/paddlecd/release@*"]
-    version = f"0.1.0-demo.d{candidate['digest'][7:19]}"
+    first_release, baseline, version = _compared_with_a_real_baseline(root, first.stdout,
+                                                                      candidate["digest"])
     manifest = json.loads(
         (root / ".paddlecd/artifacts/linear-demo" / version / "manifest.json").read_text()
     )
@@ -87,8 +92,43 @@ def _run_twice(root, env, tmp_path_factory):
     second = demo(root, env)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-3000:]
     assert "already in the registry" in second.stdout          # base not rebuilt
-    assert "0 bytes uploaded" in second.stdout                  # promotion: nothing new to copy
+    assert second.stdout.count("0 bytes uploaded") == 2         # promotions: nothing new to copy
+    # both digests are releases already: promoted again as such (no new release), not verified
+    assert second.stdout.count("already: not verified again") == 2
+    assert f"{baseline[:19]}… is release {first_release} already" in second.stdout
+    assert f"its gate: passed against {first_release}" in second.stdout  # as recorded
     _next_steps_work_as_printed(root, env, second.stdout)
+
+
+def _compared_with_a_real_baseline(root, stdout: str, digest: str) -> tuple[str, str, str]:
+    """The demo's two releases, from its ``promoted <release> (…)`` lines: the baseline and the
+    upgrade candidate ``digest`` (the next patch release) were compared, two digests each with
+    its own passing signed run, and the comparison is printed; the tags as the registry serves
+    them (plain HTTP, not paddlecd's client). Returns (baseline release, its digest, release)."""
+    def tag(name: str) -> str:
+        answer = requests.head(
+            f"http://127.0.0.1:5000/v2/paddlecd/release/manifests/{name}", timeout=10,
+            headers={"Accept": ", ".join(f"application/vnd.{t}" for t in (
+                "oci.image.manifest.v1+json", "oci.image.index.v1+json",
+                "docker.distribution.manifest.v2+json"))})
+        answer.raise_for_status()
+        return answer.headers["Docker-Content-Digest"]
+
+    base, release = [x.split()[1] for x in stdout.splitlines() if x.startswith("promoted ")]
+    major, minor, patch = (int(x) for x in base.removesuffix("-cpu").split("."))
+    assert release == f"{major}.{minor}.{patch + 1}-cpu", (base, release)
+    baseline = tag(base)
+    assert tag(release) == tag("latest-cpu") == digest != baseline
+    for each in (baseline, digest):
+        run = json.loads((root / ".paddlecd/evidence" / f"{each[7:]}.json").read_text())
+        assert run["passed"] is True and run["figures"], each
+    lines = stdout.splitlines()
+    head = next(i for i, x in enumerate(lines)
+                if f"passed against {base} ({major}.{minor}-cpu) on " in x)
+    assert lines[head + 1].split() == ["figure", "baseline", "candidate", "change", "verdict"]
+    judged = [x.split()[0] for x in lines[head + 2:head + 8]]
+    assert {"train.step_time", "allreduce.latency.4B"} <= set(judged), judged
+    return base, baseline, release.removesuffix("-cpu")
 
 
 def _next_steps_work_as_printed(root, env, stdout: str) -> None:

@@ -98,16 +98,20 @@ def _bootstrapped(st: view.Stage, digest: str | None) -> str:
             + (f"{view.human_bytes(pushed)} pushed" if pushed else "layers already there"))
 
 
-@task(help={"variant": VARIANT_HELP, "no_cache": "build without the layer cache",
-            "verbose": VERBOSE_HELP})
+@task(iterable=["label"], help={"variant": VARIANT_HELP,
+                                "no_cache": "build without the layer cache",
+                                "label": "an image label KEY=VALUE more (repeatable; not one "
+                                "paddlecd sets)",
+                                "verbose": VERBOSE_HELP})
 @guarded
-def build(c, variant=None, no_cache=False, verbose=False):
+def build(c, variant=None, no_cache=False, label=None, verbose=False):
     """Build a variant's image FROM its locked base digest (BuildKit).
 
     Tagged <registry>/<repo>:<variant>-<gitsha>. Adds OCI labels (source, revision, created,
     version, base.name, base.digest) and paddle/cuda/cudnn/variant labels; the CA bundle and index
-    URL enter as BuildKit secrets. Progress is shown; the full log is kept under .paddlecd/logs/.
-    Refuses an unlocked or drifted base (run `invoke lock`).
+    URL enter as BuildKit secrets. --label adds labels of your own: the same cached layers, a new
+    image config, hence a new digest. Progress is shown; the full log is kept under
+    .paddlecd/logs/. Refuses an unlocked or drifted base (run `invoke lock`).
 
     Example: invoke build push verify --variant cpu
     """
@@ -115,7 +119,8 @@ def build(c, variant=None, no_cache=False, verbose=False):
 
     s, name = settings(), pick_variant(variant)
     with view.stage("build", name, state=s.state, verbose=verbose) as st:
-        built = builder.build(s, name, on_line=st.line, no_cache=no_cache)
+        built = builder.build(s, name, on_line=st.line, no_cache=no_cache,
+                              extra_labels=label or ())
         st.done(built.tag)
     result(
         f"built {built.tag} ({built.image_id[:19]}) with {built.builder} in "

@@ -11,14 +11,14 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from paddlecd import engine, git, proc
 from paddlecd.config import Settings
-from paddlecd.errors import EngineError, PaddlecdError
+from paddlecd.errors import ConfigError, EngineError, PaddlecdError
 from paddlecd.files import now_iso, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import answers
@@ -185,6 +185,27 @@ def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -
     return out
 
 
+def parse_labels(items: Iterable[str], own: Mapping[str, str]) -> dict[str, str]:
+    """``--label KEY=VALUE`` items as ``{key: value}``; ``own`` are the labels paddlecd sets
+    itself (:func:`labels_for`), which an extra label may not replace (verify and deploy read
+    ``io.paddlecd.variant``; the OCI ones say where the image came from).
+
+    Raises:
+        ConfigError: an item without ``=`` or with an empty key, or a key of ``own``.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or key != key.strip():
+            raise ConfigError(f"invalid --label {item!r}: not KEY=VALUE",
+                              "e.g. --label org.example.ticket=REL-42")
+        if key in own:
+            raise ConfigError(f"invalid --label {item!r}: paddlecd sets {key} itself",
+                              "use a key of your own namespace, e.g. org.example.<name>")
+        out[key] = value
+    return out
+
+
 def candidate_tag(settings: Settings, variant: str) -> str:
     """``<registry>/<repository>:<variant>-<git short sha>`` (never ``latest``)."""
     return f"{settings.candidate_repo}:{variant}-{git.revision(settings.root).short}"
@@ -219,14 +240,16 @@ def pull_base(settings: Settings, entry: lock.LockEntry, *, on_line: Echo | None
 
 
 def build(
-    settings: Settings, variant_name: str, *, on_line: Echo | None = None, no_cache: bool = False
+    settings: Settings, variant_name: str, *, on_line: Echo | None = None, no_cache: bool = False,
+    extra_labels: Iterable[str] = (),
 ) -> Built:
     """Build ``variant_name`` FROM its locked base digest and record the build under
-    ``<state>/builds``.
+    ``<state>/builds``; ``extra_labels`` (``KEY=VALUE``, :func:`parse_labels`) are added to the
+    image config: a new digest on the same cached layers.
 
     Raises:
-        ConfigError: unknown variant. LockError: base unlocked or drifted. EngineError: the build
-            failed.
+        ConfigError: unknown variant, a bad extra label. LockError: base unlocked or drifted.
+            EngineError: the build failed.
         RegistryError: the base could not be pulled (:func:`pull_base`).
     """
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -242,6 +265,7 @@ def build(
         entry = lock.check(settings, v)
         tag = candidate_tag(settings, v.name)
         labels = labels_for(settings, v, entry)
+        labels |= parse_labels(extra_labels, labels)
     pull_base(settings, entry, on_line=on_line)  # after: it may use the client made above
     started, started_on = time.monotonic(), now_iso()
     images = settings.root / "images"

@@ -1,0 +1,27 @@
+"""``invoke build --label KEY=VALUE``: labels of one's own, never one paddlecd sets itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddlecd.errors import ConfigError
+from paddlecd.image.build import parse_labels
+
+OWN = {"io.paddlecd.variant": "cpu", "org.opencontainers.image.revision": "abc"}
+
+
+def test_labels_of_ones_own_are_added_as_given():
+    assert parse_labels(["org.example.ticket=REL-42", "org.example.empty=", "a=b=c"], OWN) == {
+        "org.example.ticket": "REL-42", "org.example.empty": "", "a": "b=c"}
+
+
+@pytest.mark.parametrize(("item", "words"), [
+    ("no-equals", "not KEY=VALUE"),
+    ("=value", "not KEY=VALUE"),
+    (" org.example.x=1", "not KEY=VALUE"),
+    ("io.paddlecd.variant=gpu", "paddlecd sets io.paddlecd.variant itself"),
+])
+def test_a_bad_label_is_refused_naming_it(item, words):
+    with pytest.raises(ConfigError) as e:
+        parse_labels([item], OWN)
+    assert words in e.value.cause and repr(item) in e.value.cause and e.value.hint
