@@ -54,6 +54,14 @@ def test_config_cascade_order(tmp_path):
     ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "ftp://127.0.0.1:1/"}, "not an http(s) URL"),
     ("", {"PADDLECD_STORAGE_ADDRESSING_STYLE": "sideways"},
      "'sideways': not path, virtual or auto"),
+    # a re-trial: Python's int()/float() took these, and nan disabled the upgrade gate
+    ("", {"PADDLECD_RELEASE_MAX_SLOWDOWN": "nan"}, "'nan' is not a float"),
+    ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "inf"}, "'inf' is not a float"),
+    ("release: {max_slowdown: .inf}", {}, "inf is not a float"),
+    ("", {"PADDLECD_VERIFY_TIMEOUT": "1_0"}, "'1_0' is not an integer"),
+    ("", {"PADDLECD_RETENTION_KEEP_DAYS": " 5 "}, "' 5 ' is not an integer"),
+    ("", {"PADDLECD_VERIFY_CPU_RANKS": "\uff12"}, "is not an integer"),
+    ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "5"}, "'verify.busbw_fraction' must be 0..1"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)

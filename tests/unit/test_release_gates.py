@@ -132,6 +132,10 @@ def test_limits_default_and_per_figure(tmp_path):
                       root=ROOT)
     with pytest.raises(ConfigError, match="not name=fraction"):
         gates.limits(bad)
+    nan = config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": "train=nan"},
+                      root=ROOT)
+    with pytest.raises(ConfigError, match="not name=fraction"):  # nan disabled the gate
+        gates.limits(nan)
 
 
 def test_the_baseline_is_what_x_y_points_at_else_latest():
