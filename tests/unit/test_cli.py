@@ -447,3 +447,16 @@ def test_keygen_prints_the_id_every_command_shows(tmp_path):
     assert f"key id:      {kid} (" in run.stdout
     assert sig.ModelSigner(private.read_bytes(), str(private)).keyid == kid
     assert keys.shown(kid) == kid and keys.shown("x" * 1000) == "x" * 64 + "…"
+
+
+def test_release_compare_parses_as_its_help_says(tmp_path):
+    """A re-trial: ``release.compare --history cpu`` (the guide's command) said "--a is empty",
+    and ``release.compare 1.0.0-cpu 1.1.0-cpu`` was Invoke's "No idea what '1.0.0-cpu' is!":
+    Invoke has no optional positional arguments. Here the history mode reaches the registry."""
+    state = str(tmp_path / "state")
+    run = invoke("release.compare", "--history", "cpu", PADDLECD_STATE_DIR=state,
+                 PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert run.returncode == 5 and "127.0.0.1:9" in run.stderr, run.stderr
+    both = invoke("release.compare", "-a", "1.0.0-cpu", "--history", "cpu",
+                  PADDLECD_STATE_DIR=state)
+    assert both.returncode == 2 and "not both" in both.stderr, both.stderr

@@ -251,4 +251,4 @@ def test_release_compare_needs_two_sides_or_a_history(monkeypatch, tmp_path, cap
         cli.compare.body(Context(), a="1.0.0-cpu")
     err = capsys.readouterr().err.splitlines()
     assert e.value.code == 2 and err[-2].startswith("error: release.compare needs two")
-    assert err[-1].startswith("hint: e.g. invoke release.compare 1.0.0-cpu 1.1.0-cpu")
+    assert err[-1].startswith("hint: e.g. invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu")
