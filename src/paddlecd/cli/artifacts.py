@@ -235,6 +235,10 @@ def check(
         "onnx_rtol": number("onnx-rtol", onnx_rtol, 1e-4, least=0),
         "onnx_atol": number("onnx-atol", onnx_atol, 1e-5, least=0),
     }
+    onnx_flags = {"onnx-opset": onnx_opset, "onnx-rtol": onnx_rtol, "onnx-atol": onnx_atol}
+    stray = next((f for f, v in onnx_flags.items() if v is not None), None)
+    if stray and not onnx:  # taken and dropped otherwise: the check would say nothing of them
+        raise ConfigError(f"--{stray} is for --onnx", f"add --onnx, or drop --{stray}")
     if Path(model).exists():
         record = model_check.check_folder(cfg, Path(model), **options)
     else:
