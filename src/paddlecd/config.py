@@ -491,6 +491,10 @@ def _build(root: Path, merged: Mapping[str, Any], origins: Mapping[str, Origin])
                 "no scheme or path (plain HTTP: registry.insecure=true; repository: "
                 "registry.repository)",
             )
+        port = host.rpartition(":")[2] if host and ":" in host.rpartition("]")[2] else None
+        if port is not None and not (_WHOLE.fullmatch(port) and 1 <= int(port) <= 65535):
+            raise ConfigError(f"setting '{key}' is {host[:80]!r}: the port is not 1..65535",
+                              "give host[:port], e.g. registry.example.com:5000")
     attestation_layouts(settings)  # refused here, before any verify runs
     for key, (pattern, why) in FORMATS.items():
         section, name = key.split(".")

@@ -126,6 +126,14 @@ def test_registry_url_is_host_and_port_only(tmp_path, url):
     assert "give host[:port] only" in e.value.cause
 
 
+@pytest.mark.parametrize("url", ["127.0.0.1:99999", "reg.example:0", "reg.example:http"])
+def test_registry_port_is_a_port(tmp_path, url):
+    """A re-trial: 127.0.0.1:99999 reached urllib3 ("Failed to parse", hint "check the path")."""
+    with pytest.raises(ConfigError, match="the port is not 1..65535"):
+        config.load({"registry.url": url}, root=tmp_path, environ={})
+    assert config.load({"registry.url": "[::1]:5000"}, root=tmp_path, environ={})
+
+
 def test_misspelt_section_in_project_file_suggests_the_section(tmp_path):
     (tmp_path / "paddlecd.yaml").write_text("regsitry: {url: x}\n")
     with pytest.raises(ConfigError) as e:

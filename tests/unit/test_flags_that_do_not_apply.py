@@ -1,5 +1,5 @@
-"""A flag a command does not use is refused by name, never taken and dropped (a re-trial of bad
-inputs: each of these ran with exit 0 and the flag ignored)."""
+"""A flag a command does not use is refused by name, never taken and dropped, and an input is
+named for what it is (a re-trial of bad inputs: most of these ran with exit 0, the flag ignored)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,11 @@ def test_check_onnx_flags_without_onnx_and_base_ref_on_nightly(tmp_path):
     run = invoke("pipeline.run", "nightly", "--base-ref", "HEAD", "--dry-run",
                  PADDLECD_STATE_DIR=state)
     assert run.returncode == 2 and "error: --base-ref is for a pipeline" in run.stderr, run.stderr
+
+
+def test_evidence_show_names_a_bare_digest_as_one(tmp_path):
+    """A re-trial: ``evidence.show sha256:…`` said the digest "names no known variant"."""
+    from paddlecd.release import query
+
+    with pytest.raises(ConfigError, match="is a digest without its repository"):
+        query.evidence_of(settings(tmp_path), "sha256:" + "a" * 64)
