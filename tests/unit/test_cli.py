@@ -460,3 +460,11 @@ def test_release_compare_parses_as_its_help_says(tmp_path):
     both = invoke("release.compare", "-a", "1.0.0-cpu", "--history", "cpu",
                   PADDLECD_STATE_DIR=state)
     assert both.returncode == 2 and "not both" in both.stderr, both.stderr
+
+
+def test_download_into_a_system_folder_is_named(tmp_path):
+    """A re-trial: ``--dest /proc/x`` failed on its temp folder (``/proc/.x.XXXX``), unnamed."""
+    run = invoke("artifacts.download", "--url", "m/1.0.0", "--dest", "/proc/t21x",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stderr
+    assert "error: --dest /proc/t21x: /proc/t21x is inside the system folder /proc" in run.stderr

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from invoke import task
 
+from paddlecd import files
 from paddlecd.cli import common, view
 from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings
 from paddlecd.errors import ConfigError
@@ -152,6 +153,7 @@ def download(c, url, dest):
 
     cfg = settings()
     base, (name, version) = arts.split_model_url(url, cfg, parts=2)
+    files.refuse_output_place(dest, "--dest", folder=True)  # /proc, /etc: named, not its temp
     trusted = keys.trusted(cfg)
     bar, tid = bytes_bar()
     with bar:
