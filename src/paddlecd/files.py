@@ -114,7 +114,8 @@ def refuse_output_place(path: str | Path, flag: str, *, folder: bool) -> None:
     why = place_problem(str(where), writable=folder)
     if why:
         raise ConfigError(f"{flag} {path}: {where} {why}",
-                          "write it to a folder of the project's or yours, e.g. ./policy.yaml")
+                          "write it to a folder of the project's or yours, e.g. "
+                          + ("./out" if folder else "./policy.yaml"))
 
 
 def now_iso(timespec: Timespec = "seconds") -> str:

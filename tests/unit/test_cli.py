@@ -468,3 +468,4 @@ def test_download_into_a_system_folder_is_named(tmp_path):
                  PADDLECD_STATE_DIR=str(tmp_path / "state"))
     assert run.returncode == 2, run.stderr
     assert "error: --dest /proc/t21x: /proc/t21x is inside the system folder /proc" in run.stderr
+    assert "e.g. ./out" in run.stderr  # a folder, not ./policy.yaml
