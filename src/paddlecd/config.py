@@ -491,6 +491,10 @@ def _build(root: Path, merged: Mapping[str, Any], origins: Mapping[str, Origin])
                 "no scheme or path (plain HTTP: registry.insecure=true; repository: "
                 "registry.repository)",
             )
+        port = host.rpartition(":")[2] if host and ":" in host.rpartition("]")[2] else None
+        if port is not None and not (_WHOLE.fullmatch(port) and 1 <= int(port) <= 65535):
+            raise ConfigError(f"setting '{key}' is {host[:80]!r}: the port is not 1..65535",
+                              "give host[:port], e.g. registry.example.com:5000")
     attestation_layouts(settings)  # refused here, before any verify runs
     for key, (pattern, why) in FORMATS.items():
         section, name = key.split(".")
@@ -531,6 +535,7 @@ def attestation_layouts(settings: Settings) -> tuple[str, ...]:
 BOUNDS = {
     "verify.cpu_ranks": (1, 64, "gloo ranks are processes on this machine (each imports Paddle)"),
     "verify.repeat": (1, 100, "each repetition re-runs the timed parts of the smoke suite"),
+    "verify.busbw_fraction": (0, 1, "the share of the expected bus bandwidth a run must reach"),
 }
 
 
@@ -580,6 +585,34 @@ def _quoted(value: Any) -> str:
     return shown if len(shown) <= 80 else repr(str(value)[:80]) + "…"
 
 
+# ASCII digits only, nothing around them: Python's int()/float() also take "1_0" (10), " 5 ",
+# fullwidth "２" and "nan"/"inf", none of which anyone means as a count or a tolerance.
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def parse_number(text: Any, *, whole: bool) -> int | float:
+    """``text`` (a string, or a number from YAML) as an int (``whole``) or a finite float.
+
+    Accepts what a person types as a number: ``3``, ``-1``, ``1.5``, ``1e-5`` (ASCII, nothing
+    around it); a YAML float is not a whole number and a YAML bool is no number at all.
+
+    Raises:
+        ValueError: anything else, including ``1_0``, `` 5 ``, ``２``, ``nan`` and ``inf``.
+    """
+    if isinstance(text, bool) or (whole and isinstance(text, float)):
+        raise ValueError(text)
+    if isinstance(text, (int, float)):
+        number: int | float = text
+    elif isinstance(text, str) and (_WHOLE if whole else _DECIMAL).fullmatch(text):
+        number = int(text) if whole else float(text)
+    else:
+        raise ValueError(text)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(text)
+    return number
+
+
 def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
     args = typing.get_args(typ)
     optional = type(None) in args
@@ -612,9 +645,8 @@ def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
                 return False
             raise ValueError(value)
         if base in (int, float):
-            if isinstance(value, bool) or (base is int and isinstance(value, float)):
-                raise ValueError(value)  # True is no count, and 1.5 retries is not 1
-            number = base(value)
+            # True is no count, and 1.5 retries is not 1
+            number = base(parse_number(value, whole=base is int))
             if number <= 0:  # every numeric setting is a count, a size or a duration
                 raise ConfigError(
                     f"setting '{key}' ({origin.text(key)}) must be greater than 0, got "

@@ -13,6 +13,7 @@ import getpass
 import json
 import os
 import socket
+import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -113,7 +114,8 @@ def refuse_output_place(path: str | Path, flag: str, *, folder: bool) -> None:
     why = place_problem(str(where), writable=folder)
     if why:
         raise ConfigError(f"{flag} {path}: {where} {why}",
-                          "write it to a folder of the project's or yours, e.g. ./policy.yaml")
+                          "write it to a folder of the project's or yours, e.g. "
+                          + ("./out" if folder else "./policy.yaml"))
 
 
 def now_iso(timespec: Timespec = "seconds") -> str:
@@ -141,6 +143,9 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+YAML_MAX_BYTES = 1 << 20  # the project's YAML files are a few kB; 1 MiB is no settings file
+
+
 def read_yaml(
     path: Path,
     *,
@@ -158,10 +163,17 @@ def read_yaml(
             (for callers that checked existence or treat a missing file themselves).
 
     Raises:
-        error: the file is missing (with ``missing_hint``) or is not valid YAML; the cause names
-            the file and the line of the first problem (YAML marks count lines from 0).
+        error: the file is missing (with ``missing_hint``), is not a regular file, is larger
+            than :data:`YAML_MAX_BYTES`, or is not valid YAML; the cause names the file and the
+            line of the first problem (YAML marks count lines from 0).
     """
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # /dev/zero, a FIFO: read_text() never ends
+            raise error(f"{path}: not a regular file", f"pass the {what} itself")
+        if info.st_size > YAML_MAX_BYTES:
+            raise error(f"{path}: {info.st_size} bytes, more than a {what} holds "
+                        f"({YAML_MAX_BYTES} at most)", f"check that {path} is the {what}")
         return load_yaml(path.read_text())
     except FileNotFoundError as e:
         if missing_hint is None:

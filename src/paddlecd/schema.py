@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
@@ -70,7 +71,11 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
                 else f"{at} takes no parameters here: remove it"
             )
         )
-        raise error(f"{source}: unknown key '{extra}' at {at}", hint)
+        # a key that is no identifier is described, not quoted: a file given by mistake
+        # (--job /etc/shadow) must not have its lines printed back
+        named = (f"'{extra}'" if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", str(extra))
+                 else f"of {len(str(extra))} characters that is no key name")
+        raise error(f"{source}: unknown key {named} at {at}", hint)
     if e.validator == "enum" and e.absolute_path and isinstance(e.absolute_path[-1], str):
         key, options = e.absolute_path[-1], [str(v) for v in e.validator_value]
         close = difflib.get_close_matches(str(e.instance), options, n=1)

@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -145,6 +146,16 @@ def test_metrics_that_are_not_finite_numbers_are_refused(tmp_path, text):
     path.write_text(text)
     with pytest.raises(ConfigError, match="expected a JSON object of finite numbers"):
         am.load_metrics(path)
+
+
+def test_metric_names_are_labels_and_the_file_a_file(tmp_path):
+    """A re-trial: a 100 kB metric name was accepted and stored in the manifest."""
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"a" * 100_000: 1}))
+    with pytest.raises(ConfigError, match="a metric name of 100000 characters"):
+        am.load_metrics(path)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        am.load_metrics(Path("/dev/zero"))
 
 
 def test_a_bare_digest_as_the_producing_image_is_named_as_one():

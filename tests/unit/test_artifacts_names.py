@@ -69,11 +69,19 @@ def test_good_urls(url, loc):
         ("file:///etc", "is inside the system folder /etc"),
         ("file:///usr/share/models", "is inside the system folder /usr"),
         ("file:///tmp", "is a top-level folder"),
+        ("s3://models/a//b", "has an empty segment"),  # a re-trial: kept as the key a//b/
     ],
 )
 def test_bad_urls(url, message):
     with pytest.raises(ConfigError, match=message):
         parse_url(url)
+
+
+def test_a_store_linked_to_a_system_folder_is_refused(tmp_path):
+    """A re-trial: file://<link to /etc> planned "create <link>/<name>/<version>" (in /etc)."""
+    (tmp_path / "store").symlink_to("/etc")
+    with pytest.raises(ConfigError, match="resolves to /etc, which is inside the system folder"):
+        parse_url(f"file://{tmp_path / 'store'}")
 
 
 def test_default_store_is_a_folder_under_the_state_dir(tmp_path):

@@ -113,3 +113,23 @@ def test_check_names_an_unknown_release_as_release_show_does(monkeypatch, tmp_pa
         model_check.resolve_image(s, "9.9.9-cpu")
     assert e.value.cause == f"unknown release 9.9.9-cpu in {s.release_repo}"
     assert "release.list" in e.value.hint
+
+
+def test_a_given_version_against_the_images_label_is_said(monkeypatch, tmp_path):
+    """A re-trial: ``upload --image <3.0.0 image> --paddle-version 2.6.0`` recorded 2.6.0 and
+    said nothing of the label it overrode (the image was not even read)."""
+    from paddlecd import config
+    from paddlecd.artifacts import model_upload, runtime
+    from paddlecd.verify import keys
+
+    monkeypatch.setattr(runtime, "paddle_version", lambda settings, ref: "3.0.0")
+    private, _ = keys.keygen(tmp_path / "keys")
+    s = config.load({"state_dir": str(tmp_path), "verify.signing_key": str(private)},
+                    root=Path(__file__).resolve().parents[2])
+    image = "127.0.0.1:5000/p/q@sha256:" + "a" * 64
+    planned = model_upload.plan_model_upload(
+        s, _export(tmp_path / "m"), name="ocr-det", version="1.4.0",
+        to=f"file://{tmp_path / 'store'}", image=image, paddle_version="2.6.0")
+    assert planned.plan.manifest["paddle_version"] == "2.6.0"
+    assert any("--paddle-version 2.6.0 differs from" in line and "label 3.0.0" in line
+               for line in planned.lines()), planned.lines()

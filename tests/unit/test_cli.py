@@ -412,6 +412,8 @@ def test_local_deploy_pulls_with_the_credentials_verify_uses(tmp_path, monkeypat
         ("--rtol", "-1", "--rtol must be a number >= 0, got '-1'"),
         ("--atol", "1e-3x", "--atol must be a number >= 0, got '1e-3x'"),
         ("--atol", "nan", "--atol must be a number >= 0, got 'nan'"),
+        ("--rtol", "1_0", "--rtol must be a number >= 0, got '1_0'"),  # float() reads 10
+        ("--batch", " 3", "--batch must be a whole number from 2 to 4096, got ' 3'"),
         ("--onnx-opset", "99", "--onnx-opset must be a whole number from 7 to 19, got '99'"),
     ],
 )
@@ -445,3 +447,25 @@ def test_keygen_prints_the_id_every_command_shows(tmp_path):
     assert f"key id:      {kid} (" in run.stdout
     assert sig.ModelSigner(private.read_bytes(), str(private)).keyid == kid
     assert keys.shown(kid) == kid and keys.shown("x" * 1000) == "x" * 64 + "…"
+
+
+def test_release_compare_parses_as_its_help_says(tmp_path):
+    """A re-trial: ``release.compare --history cpu`` (the guide's command) said "--a is empty",
+    and ``release.compare 1.0.0-cpu 1.1.0-cpu`` was Invoke's "No idea what '1.0.0-cpu' is!":
+    Invoke has no optional positional arguments. Here the history mode reaches the registry."""
+    state = str(tmp_path / "state")
+    run = invoke("release.compare", "--history", "cpu", PADDLECD_STATE_DIR=state,
+                 PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert run.returncode == 5 and "127.0.0.1:9" in run.stderr, run.stderr
+    both = invoke("release.compare", "-a", "1.0.0-cpu", "--history", "cpu",
+                  PADDLECD_STATE_DIR=state)
+    assert both.returncode == 2 and "not both" in both.stderr, both.stderr
+
+
+def test_download_into_a_system_folder_is_named(tmp_path):
+    """A re-trial: ``--dest /proc/x`` failed on its temp folder (``/proc/.x.XXXX``), unnamed."""
+    run = invoke("artifacts.download", "--url", "m/1.0.0", "--dest", "/proc/t21x",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stderr
+    assert "error: --dest /proc/t21x: /proc/t21x is inside the system folder /proc" in run.stderr
+    assert "e.g. ./out" in run.stderr  # a folder, not ./policy.yaml

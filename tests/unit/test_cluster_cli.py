@@ -64,6 +64,9 @@ def job_file(tmp_path: Path, **changes) -> str:
         (["--release", "1.4-cpu"], "is a moving tag, not a release"),
         (["--release", "1.4.0-cpu", "--image", IMAGE], "give exactly one of --release"),
         (["--image", IMAGE, "--nodes", "two"], "--nodes must be a whole number"),
+        # a re-trial: Python's int() read these as 10 and 2
+        (["--image", IMAGE, "--nodes", "1_0"], "--nodes must be a whole number, got '1_0'"),
+        (["--image", IMAGE, "--nodes", "\uff12"], "--nodes must be a whole number"),
         (["--image", IMAGE, "--nodes", "600"], "--nodes 600 is outside 1..512"),
         (["--image", IMAGE, "--kind", "mpijob"], "unknown --kind 'mpijob'"),
         (["--image", IMAGE, "--variant", "cu999"], "unknown variant 'cu999'"),

@@ -89,6 +89,9 @@ def test_unknown_keys_get_a_did_you_mean(tmp_path, change, unknown, where, sugge
         ),
         ({"command": {"script": "/t.py", "args": [{"a": 1}]}}, "command.args[0]"),
         ({"nodes": 0}, "nodes"),
+        # a re-trial: past what Kubernetes (and a local timeout) takes, yet the dry run passed
+        ({"activeDeadlineSeconds": 10**20}, "activeDeadlineSeconds"),
+        ({"runAsUser": 2**40}, "runAsUser"),
     ],
 )
 def test_schema_violations_name_the_key(tmp_path, change, message):

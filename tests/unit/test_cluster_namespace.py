@@ -79,8 +79,12 @@ def test_the_plan_and_its_manifests_use_it(kubeconfig, tmp_path, project_root, m
     assert "Kubernetes namespace ml-train" in p.describe()[0]
 
 
-@pytest.mark.parametrize("text", ["[]\n", "5\n"])
-def test_a_kubeconfig_that_is_not_a_mapping_is_named(tmp_path, monkeypatch, text):
+@pytest.mark.parametrize("text, why", [
+    ("[]\n", "its top level is not a mapping"), ("5\n", "its top level is not a mapping"),
+    # a re-trial: this one was said to be "not a mapping" at its top level too
+    ("apiVersion: v1\nclusters: 5\n", "'clusters' is not a list of mappings"),
+])
+def test_a_kubeconfig_that_is_not_a_mapping_is_named(tmp_path, monkeypatch, text, why):
     """A trial: ``KUBECONFIG`` naming a file holding ``[]`` gave namespace ``default`` at
     dry-run and the client's "list indices must be integers" at deploy."""
     path = tmp_path / "kubeconfig"
@@ -90,7 +94,7 @@ def test_a_kubeconfig_that_is_not_a_mapping_is_named(tmp_path, monkeypatch, text
                  lambda: k8s.connect(settings_with(tmp_path))):
         with pytest.raises(ClusterError) as e:
             call()
-        assert e.value.cause.startswith(f"kubeconfig {path} is not a kubeconfig")
+        assert e.value.cause.startswith(f"kubeconfig {path} is not a kubeconfig: {why}")
 
 
 def test_local_runs_refuse_more_nodes_than_one_machine_holds(tmp_path, project_root, monkeypatch):

@@ -54,6 +54,14 @@ def test_config_cascade_order(tmp_path):
     ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "ftp://127.0.0.1:1/"}, "not an http(s) URL"),
     ("", {"PADDLECD_STORAGE_ADDRESSING_STYLE": "sideways"},
      "'sideways': not path, virtual or auto"),
+    # a re-trial: Python's int()/float() took these, and nan disabled the upgrade gate
+    ("", {"PADDLECD_RELEASE_MAX_SLOWDOWN": "nan"}, "'nan' is not a float"),
+    ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "inf"}, "'inf' is not a float"),
+    ("release: {max_slowdown: .inf}", {}, "inf is not a float"),
+    ("", {"PADDLECD_VERIFY_TIMEOUT": "1_0"}, "'1_0' is not an integer"),
+    ("", {"PADDLECD_RETENTION_KEEP_DAYS": " 5 "}, "' 5 ' is not an integer"),
+    ("", {"PADDLECD_VERIFY_CPU_RANKS": "\uff12"}, "is not an integer"),
+    ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "5"}, "'verify.busbw_fraction' must be 0..1"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)
@@ -116,6 +124,14 @@ def test_registry_url_is_host_and_port_only(tmp_path, url):
     with pytest.raises(ConfigError) as e:
         config.load({"registry.url": url}, root=tmp_path, environ={})
     assert "give host[:port] only" in e.value.cause
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:99999", "reg.example:0", "reg.example:http"])
+def test_registry_port_is_a_port(tmp_path, url):
+    """A re-trial: 127.0.0.1:99999 reached urllib3 ("Failed to parse", hint "check the path")."""
+    with pytest.raises(ConfigError, match="the port is not 1..65535"):
+        config.load({"registry.url": url}, root=tmp_path, environ={})
+    assert config.load({"registry.url": "[::1]:5000"}, root=tmp_path, environ={})
 
 
 def test_misspelt_section_in_project_file_suggests_the_section(tmp_path):

@@ -117,6 +117,18 @@ def test_read_yaml_names_the_file_and_line_and_raises_the_callers_error(tmp_path
     assert files.read_yaml(tmp_path / "empty.yaml") is None
 
 
+def test_read_yaml_refuses_a_device_and_a_huge_file(tmp_path):
+    """A re-trial: ``deploy --job /dev/zero`` read until the machine killed it (exit 137)."""
+    from paddlecd.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="/dev/zero: not a regular file"):
+        files.read_yaml(Path("/dev/zero"), what="job file")
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("a: 1\n" + "#" * files.YAML_MAX_BYTES)
+    with pytest.raises(ConfigError, match="bytes, more than a job file holds"):
+        files.read_yaml(huge, what="job file")
+
+
 def test_a_yaml_mapping_that_repeats_a_key_is_refused_with_its_line(tmp_path):
     """PyYAML keeps the last of two equal keys; a settings or job file that says a thing twice
     is refused instead, naming the file and the line of the repeat."""

@@ -83,6 +83,29 @@ def test_plain_text_401_from_a_proxy_is_an_auth_error_naming_the_proxy(server):
     assert "proxy wants its own login" in info.value.hint
 
 
+def test_plain_http_to_a_tls_port_says_so(server):
+    """A re-trial: a TLS registry on loopback without registry.ca_file was "HTTP 400 ... a proxy
+    or load balancer answered"; the body is Go net/http's own answer to plain HTTP."""
+    body = b"Client sent an HTTP request to an HTTPS server.\n"
+    Scripted.script = [(400, {"Content-Type": "text/plain; charset=utf-8"}, body)]
+    with pytest.raises(RegistryError, match="speaks HTTPS, and this request was plain HTTP") as e:
+        client(server).list_tags("ci/p")
+    assert "registry.ca_file" in e.value.hint
+
+
+def test_a_ca_file_without_a_certificate_is_named(tmp_path, server):
+    """A re-trial: a garbage registry.ca_file reached ssl ("HTTPSConnectionPool(...) Max retries
+    exceeded", cut off) instead of naming the file."""
+    from paddlecd.errors import ConfigError
+
+    bad = tmp_path / "ca.crt"
+    bad.write_bytes(b"\x00garbage")
+    with pytest.raises(ConfigError, match=f"registry CA file {bad} holds no PEM certificate"):
+        RegistryClient(server, ca_file=str(bad), retries=1).list_tags("ci/p")
+    with pytest.raises(ConfigError, match="No such file"):
+        RegistryClient(server, ca_file=str(tmp_path / "absent.crt"), retries=1).list_tags("ci/p")
+
+
 def test_413_names_the_proxy_body_size_cap_and_how_to_lift_it(server):
     Scripted.script = [(202, {"Location": "/v2/ci/p/blobs/uploads/u1"}, b""),
                        (413, {"Content-Type": "text/html"}, b"<html>413 Too Large</html>")]

@@ -167,6 +167,12 @@ def test_no_helper_runs_until_the_registry_asks_for_credentials(docker_home):
         ("{not json", "not JSON (Expecting property name"),
         (json.dumps({"auths": {"reg.example:5000": {"auth": "%%%not-base64"}}}),
          "an 'auths' entry is not base64 of user:password"),
+        # a re-trial: these ended in AttributeError/TypeError tracebacks from docker-py
+        (json.dumps({"auths": ["x"]}), "'auths' is not an object"),
+        (json.dumps({"auths": {"reg.example:5000": {"auth": 12}}}),
+         "auths['reg.example:5000'] is not an object whose auth is a string"),
+        (json.dumps({"credsStore": 5}), "'credsStore' is not a helper name"),
+        (json.dumps([1]), "the top level is not a JSON object"),
     ],
 )
 def test_a_broken_config_json_is_named_not_ignored(docker_home, text, why):

@@ -132,6 +132,10 @@ def test_limits_default_and_per_figure(tmp_path):
                       root=ROOT)
     with pytest.raises(ConfigError, match="not name=fraction"):
         gates.limits(bad)
+    nan = config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": "train=nan"},
+                      root=ROOT)
+    with pytest.raises(ConfigError, match="not name=fraction"):  # nan disabled the gate
+        gates.limits(nan)
 
 
 def test_the_baseline_is_what_x_y_points_at_else_latest():
@@ -247,4 +251,4 @@ def test_release_compare_needs_two_sides_or_a_history(monkeypatch, tmp_path, cap
         cli.compare.body(Context(), a="1.0.0-cpu")
     err = capsys.readouterr().err.splitlines()
     assert e.value.code == 2 and err[-2].startswith("error: release.compare needs two")
-    assert err[-1].startswith("hint: e.g. invoke release.compare 1.0.0-cpu 1.1.0-cpu")
+    assert err[-1].startswith("hint: e.g. invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu")

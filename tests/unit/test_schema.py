@@ -25,6 +25,15 @@ def test_unknown_key_suggests_the_close_one():
     )
 
 
+def test_a_key_that_is_no_name_is_described_not_quoted():
+    """A re-trial: ``deploy --job /etc/shadow`` printed a line of it back as the unknown key."""
+    line = "root:$y$j9T$secrethash:20228:0:99999:7:"
+    with pytest.raises(ConfigError) as e:
+        validation.check({line: None}, "train.schema.json", source="/etc/shadow")
+    assert "secrethash" not in e.value.cause
+    assert e.value.cause.startswith("/etc/shadow: unknown key of 39 characters that is no key")
+
+
 def test_enum_value_suggests_and_lists_the_options():
     with pytest.raises(PipelineError) as e:
         validation.check(

@@ -244,15 +244,21 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
     return {"reference": reference, "digest": m["digest"]}
 
 
+METRICS_MAX_BYTES = 1 << 20  # a metrics file is a few names and numbers
+
+
 def load_metrics(path: Path | None) -> dict[str, float] | None:
     """Read a JSON object of metric name → number from ``path`` (None → None).
 
     Raises:
-        ConfigError: unreadable, not JSON, or not an object of numbers.
+        ConfigError: unreadable, not a regular file of at most :data:`METRICS_MAX_BYTES`, not
+            JSON, not an object of numbers, or a name not 1..128 printable characters.
     """
     if path is None:
         return None
     try:
+        if not Path(path).is_file() or Path(path).stat().st_size > METRICS_MAX_BYTES:
+            raise ValueError(f"not a regular file of at most {METRICS_MAX_BYTES} bytes")
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise ConfigError(
@@ -267,6 +273,11 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
             f"metrics file {path}: expected a JSON object of finite numbers",
             'e.g. {"hmean": 0.83} (no NaN or Infinity)',
         )
+    bad = next((k for k in data if not 0 < len(k) <= 128 or not k.isprintable()), None)
+    if bad is not None:  # a name is a label in artifacts.list and the manifest, not a payload
+        raise ConfigError(f"metrics file {path}: a metric name of {len(bad)} characters "
+                          f"({bad[:40]!r}…) is not 1..128 printable characters",
+                          'e.g. {"hmean": 0.83}')
     return data
 
 

@@ -66,8 +66,10 @@ def plan_model_upload(
     """
     store = arts.store_for(settings, to)
     am.parse_image(image)  # a reference without a digest fails before any lookup
-    image_paddle, unknown = ((None, None) if paddle_version
+    image_paddle, unknown = ((None, None) if paddle_version and not image
                              else runtime.declared_paddle(settings, image))
+    # the flag wins (an export made elsewhere), but never silently over the image's own label
+    differs = bool(paddle_version and image_paddle and paddle_version != image_paddle)
     if prepare is not None:
         prepare()
     plan = arts.plan_upload(
@@ -79,11 +81,15 @@ def plan_model_upload(
         metrics=metrics,
         paddle_version=paddle_version,
         overwrite=overwrite,
-        image_paddle=image_paddle,
+        image_paddle=None if paddle_version else image_paddle,
         git_revision=am.git_revision(settings.root),
         signer=lambda: sig.signer_for(settings),  # once the inputs are checked
     )
-    notes = (f"  paddle version unknown: {unknown}",) if unknown and image else ()
+    notes = ((f"  paddle version unknown: {unknown}",) if unknown and image and not paddle_version
+             else ())
+    if differs:
+        notes = (f"  warning: --paddle-version {paddle_version} differs from {image}'s "
+                 f"{runtime.PADDLE_LABEL} label {image_paddle}: the flag is recorded",)
     return ModelUpload(store, plan, notes)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from invoke import task
 
+from paddlecd import files
 from paddlecd.cli import common, view
 from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings
 from paddlecd.errors import ConfigError
@@ -152,6 +153,7 @@ def download(c, url, dest):
 
     cfg = settings()
     base, (name, version) = arts.split_model_url(url, cfg, parts=2)
+    files.refuse_output_place(dest, "--dest", folder=True)  # /proc, /etc: named, not its temp
     trusted = keys.trusted(cfg)
     bar, tid = bytes_bar()
     with bar:
@@ -235,6 +237,10 @@ def check(
         "onnx_rtol": number("onnx-rtol", onnx_rtol, 1e-4, least=0),
         "onnx_atol": number("onnx-atol", onnx_atol, 1e-5, least=0),
     }
+    onnx_flags = {"onnx-opset": onnx_opset, "onnx-rtol": onnx_rtol, "onnx-atol": onnx_atol}
+    stray = next((f for f, v in onnx_flags.items() if v is not None), None)
+    if stray and not onnx:  # taken and dropped otherwise: the check would say nothing of them
+        raise ConfigError(f"--{stray} is for --onnx", f"add --onnx, or drop --{stray}")
     if Path(model).exists():
         record = model_check.check_folder(cfg, Path(model), **options)
     else:

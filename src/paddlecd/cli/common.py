@@ -199,9 +199,9 @@ def count(flag: str, value: Any) -> int | None:
     if value is None:
         return None
     try:
-        return int(value)
+        return int(config.parse_number(value, whole=True))
     except ValueError:
-        raise ConfigError(f"--{flag} must be a whole number, got {value!r}",
+        raise ConfigError(f"--{flag} must be a whole number, got {str(value)[:80]!r}",
                           f"e.g. --{flag} 2") from None
 
 
@@ -221,11 +221,10 @@ def number(flag: str, value: Any, default: float, *, whole: bool = False,
             else f" >= {least:g}" if least is not None else f" <= {most:g}" if most is not None
             else "")
     try:
-        n = int(value) if whole else float(value)
-    except (TypeError, ValueError):
+        n = config.parse_number(value, whole=whole)
+    except ValueError:
         n = None
-    if n is None or n != n or n in (float("inf"), float("-inf")) or (
-            least is not None and n < least) or (most is not None and n > most):
+    if n is None or (least is not None and n < least) or (most is not None and n > most):
         raise ConfigError(f"--{flag} must be {kind}{span}, got {str(value)[:80]!r}",
                           f"e.g. --{flag} {default:g}")
     return n
@@ -238,7 +237,7 @@ def log_format(value: str | None) -> str:
         ConfigError: neither ``text`` nor ``json``.
     """
     if value and value.lower() not in config.LOG_FORMATS:
-        raise ConfigError(f"--log-format must be text or json, got {value!r}",
+        raise ConfigError(f"--log-format must be text or json, got {value[:80]!r}",
                           "e.g. --log-format json")
     return settings(**{"runtime.log_format": value.lower() if value else None}).runtime.log_format
 

@@ -14,6 +14,7 @@ from invoke import task
 from paddlecd.cli import view
 from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, say, settings
 from paddlecd.cli.common import log_format as pick_log_format
+from paddlecd.errors import ConfigError
 
 
 def _reporters(fmt: str, logs: view.UnitLogs):
@@ -83,10 +84,14 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
 
     fmt = pick_log_format(log_format)
     s = settings()
+    pdef = pipeline_spec.load(s, name)
+    if base_ref and pdef.variants != "changed":  # only the flag: CI's default applies anywhere
+        raise ConfigError(f"--base-ref is for a pipeline that runs the variants a change touches, "
+                          f"and pipeline '{name}' runs variants: {pdef.variants}",
+                          "drop --base-ref (e.g. invoke pipeline.run pr --base-ref origin/main)")
     base_ref = affected.default_base_ref(base_ref, os.environ)
     logs = view.UnitLogs(s.state)
     on_plan, on_event, on_line = _reporters(fmt, logs)
-    pdef = pipeline_spec.load(s, name)
     options = pipeline_spec.check_options({"version": version, "bump": bump, "digest": digest},
                                           pdef)
     given = tuple(variant or ())

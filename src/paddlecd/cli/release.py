@@ -227,7 +227,8 @@ def _gate_lines(record) -> list[str]:
 
 
 @task(
-    positional=["a", "b"],
+    # flags, not positional arguments: Invoke has no optional positionals (a "" default is never
+    # filled, None makes both required and --history unusable)
     help={
         "a": "a release (1.0.0-cpu), a candidate digest (sha256:…) or an image reference",
         "b": "the other one, compared with a (ratio b/a)",
@@ -237,18 +238,23 @@ def _gate_lines(record) -> list[str]:
     },
 )
 @guarded
-def compare(c, a="", b="", history=None, out=None, json=False):
+def compare(c, a=None, b=None, history=None, out=None, json=False):
     """Show the attested figures of two releases (or a release and a candidate digest) side by
     side with the ratio b/a: training throughput and step time, busbw per size, latency, export
     and inference times, each with its spread and the hardware class it ran on. --history V
     writes a PNG of each figure over the releases of variant V (and a Markdown twin with mermaid
-    charts). Reads only. Examples: invoke release.compare 1.0.0-cpu 1.1.0-cpu
-              invoke release.compare 1.1.0-cpu sha256:… --json
+    charts). Reads only. Examples: invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu
+              invoke release.compare -a 1.1.0-cpu -b sha256:… --json
               invoke release.compare --history cpu
     """
     from paddlecd.release import compare as cmp
 
     s = settings()
+    if history and (a or b):
+        raise ConfigError("release.compare: give two releases or digests, or --history, not both",
+                          "e.g. invoke release.compare --history cpu")
+    if out and not history:
+        raise ConfigError("--out is for --history", "drop --out, or add --history VARIANT")
     if history:
         path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
         if json:
@@ -258,7 +264,7 @@ def compare(c, a="", b="", history=None, out=None, json=False):
         return None
     if not (a and b):
         raise ConfigError("release.compare needs two releases or digests, or --history VARIANT",
-                          "e.g. invoke release.compare 1.0.0-cpu 1.1.0-cpu")
+                          "e.g. invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu")
     left, right = cmp.side(s, a), cmp.side(s, b)
     if json:
         return json_result({"a": left.to_json(), "b": right.to_json(),

@@ -94,9 +94,26 @@ def _not_yaml(e: yaml.YAMLError) -> ClusterError:
 
 
 def _not_kubeconfig() -> ClusterError:
-    """A kubeconfig that is YAML but not a mapping (``[]``, a number): kubectl refuses it too."""
-    return ClusterError(f"kubeconfig {_config_file()} is not a kubeconfig: its top level is not a "
-                        "mapping (apiVersion, clusters, users, contexts)",
+    """A kubeconfig that is YAML but not one (``[]``, a number, ``clusters: 5``): kubectl refuses
+    it too. Names the first part of the wrong shape (client-go clientcmd/api/v1 ``Config``: the
+    top level a mapping; ``clusters``, ``contexts``, ``users`` lists of mappings)."""
+    why = "its top level is not a mapping (apiVersion, clusters, users, contexts)"
+    for path in _config_file().split(os.pathsep):
+        try:
+            doc = yaml.safe_load(Path(path).read_text())
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        if not isinstance(doc, dict):
+            return _wrong_shape(path, why)
+        for key in ("clusters", "contexts", "users"):
+            entries = doc.get(key) or []
+            if not isinstance(entries, list) or not all(isinstance(x, dict) for x in entries):
+                return _wrong_shape(path, f"'{key}' is not a list of mappings")
+    return _wrong_shape(_config_file(), why)
+
+
+def _wrong_shape(path: str, why: str) -> ClusterError:
+    return ClusterError(f"kubeconfig {path} is not a kubeconfig: {why}",
                         "fix it (kubectl config view reads it too), or point KUBECONFIG elsewhere")
 
 

@@ -279,7 +279,7 @@ def resolve(
 
     Raises:
         ConfigError: both or neither given, unknown release, a tag instead of a digest, a local
-            image ID instead of the manifest digest.
+            image ID instead of the manifest digest, ``variant`` other than the release's.
     """
     if bool(release) == bool(image):
         raise ConfigError(
@@ -295,6 +295,9 @@ def resolve(
             reference=reference, variant=variant or "cpu", release=None, revision=revision
         )
     found = query.find(settings, str(release))
+    if variant and variant != found.variant:  # a release names its variant; never ignored
+        raise ConfigError(f"--variant {variant} contradicts --release {release} (a "
+                          f"{found.variant} release)", "drop --variant: it is for --image")
     return Target(
         reference=pinned(found.reference),
         variant=found.variant,

@@ -77,6 +77,7 @@ class Answer:
     detail: str = ""
     foreign: bool = False
     content_type: str = ""
+    plain_to_tls: bool = False
 
 
 def read_answer(status: int, body: bytes, content_type: str = "") -> Answer:
@@ -84,6 +85,8 @@ def read_answer(status: int, body: bytes, content_type: str = "") -> Answer:
     ctype = content_type.split(";")[0].strip().lower()
     if not body.strip():
         return Answer(status, content_type=ctype)
+    if status == 400 and _PLAIN_TO_TLS in body:
+        return Answer(status, foreign=True, content_type=ctype, plain_to_tls=True)
     try:
         doc: Any = json.loads(body)
     except ValueError:
@@ -97,6 +100,8 @@ def read_answer(status: int, body: bytes, content_type: str = "") -> Answer:
     return Answer(status=status, codes=codes, detail=detail, content_type=ctype)
 
 
+# Go's net/http answers a plain-HTTP request on a TLS port with this 400 (net/http/server.go)
+_PLAIN_TO_TLS = b"Client sent an HTTP request to an HTTPS server"
 _HTML_BODY = re.compile(r"error parsing HTTP (\d{3}) response body: .*?:\s*\"(.*)\"", re.S)
 _STATUS = re.compile(r"(?:unexpected (?:HTTP )?status(?: code)?|HTTP status):? (\d{3})")
 _TITLE = re.compile(r"<title>\s*(.*?)\s*</title>", re.I | re.S)
@@ -148,6 +153,11 @@ def to_error(answer: Answer, *, what: str, host: str,
             "body size",
             "lift the proxy's cap for the registry (nginx: client_max_body_size 0; "
             "ingress-nginx: nginx.ingress.kubernetes.io/proxy-body-size: \"0\")")
+    if answer.plain_to_tls:
+        return RegistryError(
+            f"{what}: {host} speaks HTTPS, and this request was plain HTTP",
+            "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to its CA and registry.insecure "
+            "to false (a loopback registry without a CA is spoken to over plain HTTP)")
     if answer.foreign:
         return _proxy_error(answer, what=what, host=host, login_hint=login_hint)
     if answer.status in (401, 403) or {"UNAUTHORIZED", "DENIED"} & set(answer.codes):

@@ -182,13 +182,42 @@ def docker_config(path: Path | None = None) -> Any:
     from docker import auth as docker_auth
     from docker import errors as docker_errors
 
+    _check_shape(raw, path)
     try:
-        return docker_auth.AuthConfig.load_config(None, raw if isinstance(raw, dict) else {})
+        return docker_auth.AuthConfig.load_config(None, raw)
     except (docker_errors.InvalidConfigFile, ValueError) as e:  # binascii.Error: not base64
         hint = "fix or remove the entry (docker login rewrites it)"
         why = e if isinstance(e, docker_errors.InvalidConfigFile) else (
             f"an 'auths' entry is not base64 of user:password ({e})")
         raise ConfigError(f"Docker config {path}: {why}", hint) from e
+
+
+def _check_shape(raw: Any, path: Path) -> None:
+    """Refuse what the Docker CLI's typed reader refuses (docker/cli cli/config/configfile
+    ``ConfigFile``: ``auths`` a map of objects whose ``auth`` is a string, ``credsStore`` a string,
+    ``credHelpers`` a map of strings); docker-py's reader ends in AttributeError/TypeError on it.
+
+    Raises:
+        ConfigError: naming the file and the key.
+    """
+    def bad(key: str, want: str) -> ConfigError:
+        return ConfigError(f"Docker config {path}: {key} is not {want}",
+                           "fix or remove the entry (docker login rewrites it)")
+
+    if not isinstance(raw, dict):
+        raise bad("the top level", "a JSON object")
+    auths = raw.get("auths", {})
+    if not isinstance(auths, dict):
+        raise bad("'auths'", "an object of registry -> {auth: ...}")
+    for host, entry in auths.items():
+        if not isinstance(entry, dict) or not all(
+                isinstance(entry.get(k, ""), str) for k in ("auth", "identitytoken")):
+            raise bad(f"auths[{host[:80]!r}]", "an object whose auth is a string")
+    if not isinstance(raw.get("credsStore", ""), str):
+        raise bad("'credsStore'", "a helper name (a string)")
+    helpers = raw.get("credHelpers", {})
+    if not isinstance(helpers, dict) or not all(isinstance(v, str) for v in helpers.values()):
+        raise bad("'credHelpers'", "an object of registry -> helper name")
 
 
 def _credentials(found: Mapping[str, Any], source: str) -> Credentials | None:

@@ -29,12 +29,36 @@ import tenacity
 from requests.structures import CaseInsensitiveDict
 
 from paddlecd import __version__
-from paddlecd.errors import RegistryAuthError, RegistryError, RegistryRateLimitError
+from paddlecd.errors import (
+    ConfigError,
+    RegistryAuthError,
+    RegistryError,
+    RegistryRateLimitError,
+)
 from paddlecd.registry import answers, auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
 from paddlecd.types import Echo
 
+
+def _check_ca(ca_file: str | bool) -> None:
+    """Once TLS failed: name a CA file that cannot be the cause's cure (missing, unreadable, or
+    no PEM certificate), which ssl reports as "HTTPSConnectionPool(...) Max retries exceeded".
+
+    Raises:
+        ConfigError: naming the file (missing, unreadable, or no ``BEGIN CERTIFICATE`` block).
+    """
+    if not isinstance(ca_file, str):
+        return
+    hint = "point registry.ca_file (PADDLECD_REGISTRY_CA_FILE) at the registry's CA certificate"
+    try:
+        with open(ca_file, "rb") as f:
+            head = f.read(1 << 20)
+    except OSError as e:
+        raise ConfigError(f"registry CA file {ca_file}: {e.strerror}", hint) from e
+    if b"-----BEGIN CERTIFICATE-----" not in head:
+        raise ConfigError(f"registry CA file {ca_file} holds no PEM certificate "
+                          "(-----BEGIN CERTIFICATE-----)", hint)
 
 class _Retryable(Exception):
     """An answer worth asking again (:func:`answers.retryable`); ``retry_after`` in seconds when the
@@ -193,6 +217,7 @@ class Transport:
         except _Retryable as e:
             raise self._gave_up(e, what, attempts) from None
         except requests.exceptions.SSLError as e:
+            _check_ca(self.verify)
             raise RegistryError(
                 f"{what}: TLS with {self.host} failed: {_short(e)}",
                 "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to the registry's CA; "
@@ -213,6 +238,9 @@ class Transport:
                 else "start it (scripts/stack.sh up) or check registry.url / release.registry "
                 "(PADDLECD_*_URL)",
             ) from e
+        except OSError:  # requests: "Could not find a suitable TLS CA certificate bundle"
+            _check_ca(self.verify)
+            raise
         if resp.status_code not in ok:
             raise self._error(resp, what)
         return resp

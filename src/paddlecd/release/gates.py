@@ -24,7 +24,7 @@ from typing import Any
 import semver
 
 from paddlecd import files
-from paddlecd.config import Settings
+from paddlecd.config import Settings, parse_number
 from paddlecd.errors import ConfigError, NotFoundError, SigningKeyError
 from paddlecd.registry.client import RegistryClient
 from paddlecd.release import ledger
@@ -181,7 +181,7 @@ def limits(settings: Settings) -> Limits:
     for item in (x.strip() for x in text.split(",") if x.strip()):
         name, _, value = item.partition("=")
         try:
-            number = float(value)
+            number = parse_number(value.strip(), whole=False)  # no nan, inf or 1_0
             if not name.strip() or number <= 0:
                 raise ValueError(item)
         except ValueError:

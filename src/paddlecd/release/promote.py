@@ -238,6 +238,9 @@ def promote(
         raise ConfigError(
             "--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"'
         )
+    if reason and not force:  # recorded only with --force: never taken and dropped
+        raise ConfigError("--reason is for --force (it is recorded with the forced promotion)",
+                          "drop --reason, or add --force if the evidence is to be overridden")
     if accept_regression is not None and not accept_regression.strip():
         raise ConfigError("--accept-regression needs a reason",
                           'e.g. --accept-regression "new NCCL, busbw re-baselined"')

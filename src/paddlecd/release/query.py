@@ -186,7 +186,7 @@ def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[regist
         ConfigError: bad reference or unknown release. SigningKeyError: no trusted keys.
         NotFoundError: no such tag. RegistryError: the registry failed.
     """
-    if "@" in target:
+    if "@" in target or target.startswith("sha256:"):  # a bare digest is named as one
         ref = parse_reference(target)
     elif "/" in target:  # an image by tag (repo:tag): resolved once, as verify does
         from paddlecd.registry.client import pin

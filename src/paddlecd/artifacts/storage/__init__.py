@@ -40,7 +40,8 @@ def parse_url(url: str) -> Location:
     Raises:
         ConfigError: another scheme, no bucket, an invalid bucket name, a relative file path, or a
             ``.``/``..`` segment (S3 keys are not normalised: ``s3://b/../x`` would write under
-            the key ``../x/``).
+            the key ``../x/``), an empty S3 segment, or a file path in (or linked to) a system
+            folder.
     """
     parsed = urlparse(url)
     if {".", ".."} & set(parsed.path.split("/")):
@@ -54,9 +55,13 @@ def parse_url(url: str) -> Location:
                 f"store URL '{url}': file URLs need an absolute path",
                 "write file:///abs/path (three slashes)",
             )
-        why = files.place_problem(os.path.normpath(parsed.path), writable=True)
-        if why:
-            raise ConfigError(f"store URL '{url}' {why}",
+        path = os.path.normpath(parsed.path)
+        real = os.path.realpath(path)  # a symlink to /etc is /etc
+        why = files.place_problem(path, writable=True)
+        real_why = files.place_problem(real, writable=True)
+        if why or real_why:
+            raise ConfigError(f"store URL '{url}' {why}" if why else
+                              f"store URL '{url}' resolves to {real}, which {real_why}",
                               "give the store a folder of its own, e.g. file:///srv/models")
         return Location("file", "", os.path.normpath(parsed.path))
     if parsed.scheme != "s3":
@@ -69,7 +74,11 @@ def parse_url(url: str) -> Location:
             f"store URL '{url}' has no bucket", "write s3://BUCKET or s3://BUCKET/PREFIX"
         )
     _check_bucket(parsed.netloc, url)
-    return Location("s3", parsed.netloc, parsed.path.strip("/"))
+    prefix = parsed.path.strip("/")
+    if "" in prefix.split("/") and prefix:  # S3 keeps "a//b" as it is: an unnamed folder
+        raise ConfigError(f"store URL '{url}' has an empty segment ('//')",
+                          "write the prefix with single slashes, e.g. s3://models/paddle")
+    return Location("s3", parsed.netloc, prefix)
 
 
 def _check_bucket(bucket: str, url: str) -> None:

@@ -1,0 +1,55 @@
+"""A flag a command does not use is refused by name, never taken and dropped, and an input is
+named for what it is (a re-trial of bad inputs: most of these ran with exit 0, the flag ignored)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from paddlecd import config
+from paddlecd.errors import ConfigError
+
+from support import ROOT, invoke
+
+
+def settings(tmp_path: Path) -> config.Settings:
+    return config.load({"state_dir": str(tmp_path / "state")}, root=ROOT)
+
+
+def test_promote_reason_without_force(tmp_path):
+    from paddlecd.release import promote
+
+    with pytest.raises(ConfigError, match="--reason is for --force"):
+        promote.promote(settings(tmp_path), variant="cpu", version="1.4.0", reason="why")
+
+
+def test_deploy_variant_against_the_release(tmp_path, monkeypatch):
+    from paddlecd.deployment import stage
+    from paddlecd.release import query
+
+    found = query.Release("1.4.0", "cpu", "sha256:" + "a" * 64,
+                          "127.0.0.1:5000/paddlecd/release@sha256:" + "a" * 64)
+    monkeypatch.setattr(query, "find", lambda s, release: found)
+    with pytest.raises(ConfigError, match="--variant cu126 contradicts --release 1.4.0-cpu"):
+        stage.resolve(settings(tmp_path), release="1.4.0-cpu", image=None, variant="cu126")
+    assert stage.resolve(settings(tmp_path), release="1.4.0-cpu", image=None,
+                         variant="cpu").variant == "cpu"
+
+
+def test_check_onnx_flags_without_onnx_and_base_ref_on_nightly(tmp_path):
+    state = str(tmp_path / "state")
+    run = invoke("artifacts.check", "--model", str(tmp_path), "--image", "r@sha256:" + "a" * 64,
+                 "--onnx-opset", "13", PADDLECD_STATE_DIR=state)
+    assert run.returncode == 2 and "error: --onnx-opset is for --onnx" in run.stderr, run.stderr
+    run = invoke("pipeline.run", "nightly", "--base-ref", "HEAD", "--dry-run",
+                 PADDLECD_STATE_DIR=state)
+    assert run.returncode == 2 and "error: --base-ref is for a pipeline" in run.stderr, run.stderr
+
+
+def test_evidence_show_names_a_bare_digest_as_one(tmp_path):
+    """A re-trial: ``evidence.show sha256:…`` said the digest "names no known variant"."""
+    from paddlecd.release import query
+
+    with pytest.raises(ConfigError, match="is a digest without its repository"):
+        query.evidence_of(settings(tmp_path), "sha256:" + "a" * 64)
