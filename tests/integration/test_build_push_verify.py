@@ -276,14 +276,47 @@ def test_flags_that_do_not_apply_to_the_image_are_refused(pipeline_run, registry
     assert not (tmp_path / "state" / "evidence").exists()
 
 
+# The slowed image's one change: every process of its Python (site imports a .pth file's "import"
+# lines at start-up; Debian's own sitecustomize.py would shadow one of ours) wraps
+# paddle.nn.functional.mse_loss with a 5 ms sleep once the package is imported (an import hook:
+# importing paddle at start-up would cost every process of the image its ~2.5 s).
+SLOW_MSE_LOSS = """
+import importlib.abc, importlib.util, sys, time
+
+class _Slow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "paddle.nn.functional":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            fast = module.mse_loss
+
+            def mse_loss(*args, **kwargs):
+                time.sleep(0.005)
+                return fast(*args, **kwargs)
+
+            module.mse_loss = mse_loss
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, _Slow())
+"""
+
+
 def test_upgrade_gate_refuses_a_slowed_image_and_accepts_it_with_a_reason(
         pipeline_run, registry, main_state, tmp_path, monkeypatch):
     """The verified cpu image is released (the baseline); an image built FROM it with one layer
-    more, ``ENV FLAGS_check_nan_inf=1`` (Paddle's own debug switch, left on: the runtime then
-    checks every op's output, each training step ~30x slower here), is verified for real, and
-    promote refuses it naming the figure (exit 7, nothing written); --accept-regression lets it
-    through, recorded with the reason and who. The limit is the loose one a shared 2-core runner
-    needs (scripts/demo.sh): only a real slowdown trips it."""
+    more, a ``.pth`` file in site-packages that makes ``paddle.nn.functional.mse_loss`` 5 ms slower
+    (as a patched package would; nothing in paddlecd or the smoke suite knows of it: each training
+    step takes ~6-10x as long here), is verified for real, and promote refuses it naming the figure
+    (exit 7, nothing written); --accept-regression lets it through, recorded with the reason and
+    who. The limit is the loose one a shared 2-core runner needs (scripts/demo.sh): only a real
+    slowdown trips it."""
     from paddlecd.registry import auth
     from paddlecd.release import promote as release
 
@@ -299,7 +332,12 @@ def test_upgrade_gate_refuses_a_slowed_image_and_accepts_it_with_a_reason(
     assert json.loads(first.stdout)["comparison"]["status"] == "not compared"
 
     monkeypatch.setenv("DOCKER_CONFIG", str(registry.docker_config_dir))
-    (tmp_path / "Dockerfile").write_text(f"FROM {baseline.reference}\nENV FLAGS_check_nan_inf=1\n")
+    (tmp_path / "slow_mse_loss.py").write_text(SLOW_MSE_LOSS)
+    (tmp_path / "slow_mse_loss.pth").write_text("import slow_mse_loss\n")
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {baseline.reference}\nUSER root\nCOPY slow_mse_loss.py slow_mse_loss.pth /tmp/\n"
+        "RUN mv /tmp/slow_mse_loss.py /tmp/slow_mse_loss.pth \"$(python3 -c 'import site; "
+        "print(site.getsitepackages()[0])')/\"\nUSER paddle\n")
     slow = f"{registry.host}/paddlecd/paddle:cpu-slow-{UNIQUE}"
     engine.api_build(context=tmp_path, dockerfile=tmp_path / "Dockerfile", tag=slow,
                      build_args={}, labels={}, secrets={})
@@ -323,13 +361,13 @@ def test_upgrade_gate_refuses_a_slowed_image_and_accepts_it_with_a_reason(
     assert "1.0.1-cpu" not in tags and "latest-cpu" in tags
 
     accepted = invoke("promote", "--variant", "cpu", "--version", "1.0.1", "--digest", digest,
-                      "--yes", "--json", "--accept-regression", "FLAGS_check_nan_inf on purpose",
+                      "--yes", "--json", "--accept-regression", "a slower mse_loss on purpose",
                       env=env)
     assert accepted.returncode == 0, accepted.stderr[-3000:]
     gate = release.history(settings)[-1].gate
     assert (gate["status"], gate["reason"], gate["baseline"]) == (
-        "accepted", "FLAGS_check_nan_inf on purpose", "1.0.0-cpu")
+        "accepted", "a slower mse_loss on purpose", "1.0.0-cpu")
     assert gate["who"] and "train.step_time" in {
         v["name"] for v in gate["verdicts"] if v["status"] == "regression"}
     shown = invoke("release.show", "1.0.1-cpu", env=env)
-    assert "regression accepted by" in shown.stdout and "FLAGS_check_nan_inf" in shown.stdout
+    assert "regression accepted by" in shown.stdout and "a slower mse_loss" in shown.stdout
