@@ -149,8 +149,26 @@ def plan_upload(
     """
     am.check_name(name), am.check_version(version), am.check_paddle_version(paddle_version)
     export = am.find_export(model_dir)
+    meta = _meta(export, image=image, metrics=metrics, git_revision=git_revision,
+                 paddle_version=paddle_version, image_paddle=image_paddle)
+    signer = signer() if callable(signer) else signer
+    store.check()
+    prefix = f"{name}/{version}/"
+    old = _read_manifest_or_none(store, prefix)
+    doc = am.build_manifest(export, _entries(export, hashed=old is not None), name=name,
+                            version=version, **meta)
+    plan = UploadPlan(url=f"{store.url}/{name}/{version}", prefix=prefix, export=export,
+                      manifest=doc, action="create", deferred=old is None, overwrite=overwrite,
+                      signer=signer)
+    return _decide(plan, store, old, overwrite=overwrite)
+
+
+def _meta(export: am.Export, *, image: str | None, metrics: Path | None,
+          git_revision: str | None, paddle_version: str | None,
+          image_paddle: str | None) -> dict[str, Any]:
+    """The manifest fields of an upload besides its files, each input checked (ConfigError)."""
     specs = program.inputs_of(export.folder, export.prefix, export.format)
-    meta = {
+    return {
         "image": am.parse_image(image),
         "metrics": am.load_metrics(metrics),
         "git_revision": git_revision,
@@ -159,28 +177,17 @@ def plan_upload(
         "input_spec": None if specs is None else [s.to_json() for s in specs],
         "onnx": _onnx_record(export),
     }
-    signer = signer() if callable(signer) else signer
-    store.check()
-    prefix = f"{name}/{version}/"
-    old = _read_manifest_or_none(store, prefix)
-    entries = [
+
+
+def _entries(export: am.Export, *, hashed: bool) -> list[am.FileEntry]:
+    """The export's files, hashed now (there is a stored manifest to compare with) or with the
+    sha256 :data:`PENDING` (hashed by :func:`upload` while the bytes move)."""
+    return [
         am.hash_file(export.folder / f)
-        if old is not None
+        if hashed
         else am.FileEntry(f, (export.folder / f).stat().st_size, PENDING)
         for f in export.files
     ]
-    doc = am.build_manifest(export, entries, name=name, version=version, **meta)
-    plan = UploadPlan(
-        url=f"{store.url}/{name}/{version}",
-        prefix=prefix,
-        export=export,
-        manifest=doc,
-        action="create",
-        deferred=old is None,
-        overwrite=overwrite,
-        signer=signer,
-    )
-    return _decide(plan, store, old, overwrite=overwrite)
 
 
 def _onnx_record(export: am.Export) -> dict[str, Any] | None:
@@ -473,6 +480,22 @@ def download(
             f"destination {dest} exists and is not an empty folder", "pick a new folder"
         )
     prefix = f"{name}/{version}/"
+    doc = _stored_manifest(store, name, version)
+    where = f"{store.url}/{prefix}{sig.SIGNATURE}"
+    signature = store.get_bytes(prefix + sig.SIGNATURE)
+    if trusted is not None:  # before any byte moves: an unsigned model is refused at once
+        sig.check(signature, doc, trusted, where=where)
+    if on_size:
+        on_size(sum(f["size"] for f in doc["files"]))
+    _land(store, prefix, doc, dest, signature=signature, trusted=trusted, where=where,
+          progress=progress)
+    return doc
+
+
+def _stored_manifest(store: Store, name: str, version: str) -> dict[str, Any]:
+    """The manifest of ``<name>/<version>/``, checked to be the one placed there (StorageError:
+    none)."""
+    prefix = f"{name}/{version}/"
     doc = read_manifest(store, prefix)
     if doc is None:
         raise StorageError(
@@ -480,12 +503,14 @@ def download(
             f"invoke artifacts.list {store.url}/{name}",
         )
     check_placed(doc, store, name, version)
-    where = f"{store.url}/{prefix}{sig.SIGNATURE}"
-    signature = store.get_bytes(prefix + sig.SIGNATURE)
-    if trusted is not None:  # before any byte moves: an unsigned model is refused at once
-        sig.check(signature, doc, trusted, where=where)
-    if on_size:
-        on_size(sum(f["size"] for f in doc["files"]))
+    return doc
+
+
+def _land(store: Store, prefix: str, doc: dict[str, Any], dest: Path, *,
+          signature: bytes | None, trusted: Sequence[TrustedKey] | None, where: str,
+          progress: Progress | None) -> None:
+    """Fetch the files of ``doc`` into a temp folder beside ``dest``, verify them, and rename it
+    into place only after every check passed."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
@@ -503,7 +528,6 @@ def download(
         tmp.rename(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return doc
 
 
 def _fetch_verified(
