@@ -260,30 +260,7 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str, *,
         SubjectError: the Statement is about another digest, or of another type.
     """
     where = att.location or "the attestation"
-    by_id = {i: (k, key) for k in keys for i, key in k.ids.items()}
-    if att.hint is not None and att.hint not in by_id:
-        raise SignatureError(
-            f"{where} names key {shown_id(att.hint)} (its publicKey hint), which is not in "
-            "release.trusted_keys",
-            "verify with a trusted key, or add its public key to release.trusted_keys",
-        )
-    signers = [i for i in att.keyids if i in by_id]
-    if not signers:
-        raise SignatureError(
-            f"{where} is signed by key {', '.join(map(shown_id, att.keyids)) or 'none'}, "
-            "which is not in release.trusted_keys",
-            "verify with a trusted key, or add its public key to release.trusted_keys",
-        )
-    try:
-        accepted = Envelope.from_dict(json.loads(att.envelope)).verify(
-            [by_id[i][1] for i in signers], 1
-        )
-    except sslib_errors.VerificationError as e:
-        raise SignatureError(
-            f"the signature of {where} does not verify: the envelope or payload was changed",
-            "never edit an attestation; re-run invoke verify to attest the image again",
-        ) from e
-    key = by_id[next(iter(accepted))][0]
+    key = _signer(att, keys, where)
     doc = att.statement
     if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != predicate_type:
         raise SubjectError(
@@ -311,6 +288,35 @@ def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str, *,
         location=att.location,
         stored=(att.location,) if att.location else (),
     )
+
+
+def _signer(att: Attestation, keys: Sequence[TrustedKey], where: str) -> TrustedKey:
+    """The trusted key whose signature of ``att``'s envelope verifies (SignatureError: a hint
+    or signature by no trusted key, or a changed byte)."""
+    by_id = {i: (k, key) for k in keys for i, key in k.ids.items()}
+    if att.hint is not None and att.hint not in by_id:
+        raise SignatureError(
+            f"{where} names key {shown_id(att.hint)} (its publicKey hint), which is not in "
+            "release.trusted_keys",
+            "verify with a trusted key, or add its public key to release.trusted_keys",
+        )
+    signers = [i for i in att.keyids if i in by_id]
+    if not signers:
+        raise SignatureError(
+            f"{where} is signed by key {', '.join(map(shown_id, att.keyids)) or 'none'}, "
+            "which is not in release.trusted_keys",
+            "verify with a trusted key, or add its public key to release.trusted_keys",
+        )
+    try:
+        accepted = Envelope.from_dict(json.loads(att.envelope)).verify(
+            [by_id[i][1] for i in signers], 1
+        )
+    except sslib_errors.VerificationError as e:
+        raise SignatureError(
+            f"the signature of {where} does not verify: the envelope or payload was changed",
+            "never edit an attestation; re-run invoke verify to attest the image again",
+        ) from e
+    return by_id[next(iter(accepted))][0]
 
 
 def node_count(run: VerifiedAttestation) -> int:
@@ -348,6 +354,15 @@ def choose(
         raise NoAttestationError(
             f"no attestation of {digest}", f"run: invoke verify --image <repo>@{digest}"
         )
+    newest = _newest_passed(runs, digest=digest, variant=variant)
+    _check_complete(newest, digest=digest, max_age_hours=max_age_hours)
+    return newest
+
+
+def _newest_passed(runs: Sequence[VerifiedAttestation], *, digest: str,
+                   variant: str | None) -> VerifiedAttestation:
+    """The newest of ``runs``, refused when it is of another variant (SubjectError) or failed
+    (AttestedFailureError naming the older passing run, if any)."""
     newest = max(runs, key=lambda r: r.created)
     if variant and newest.predicate.get("variant", variant) != variant:
         raise SubjectError(
@@ -366,7 +381,13 @@ def choose(
             f"{when}: {', '.join(newest.failed) or 'passed: false'}",
             "fix the image and verify it again; the newest run decides",
         )
-    present = {str(c.get("name", "")).split("/", 1)[0] for c in newest.predicate.get("checks", [])}
+    return newest
+
+
+def _check_complete(run: VerifiedAttestation, *, digest: str, max_age_hours: float) -> None:
+    """Refuse a run lacking a module of :data:`~paddlecd.verify.evidence.REQUIRED_CHECKS` or
+    older than ``max_age_hours`` (AttestedFailureError)."""
+    present = {str(c.get("name", "")).split("/", 1)[0] for c in run.predicate.get("checks", [])}
     missing = [m for m in REQUIRED_CHECKS if m not in present]
     if missing:
         raise AttestedFailureError(
@@ -374,14 +395,13 @@ def choose(
             "(an incomplete smoke run)",
             "run the whole smoke suite: invoke verify",
         )
-    age = newest.age_hours()
+    age = run.age_hours()
     if age > max_age_hours:
         raise AttestedFailureError(
             f"the attestation of {digest} is stale: {age:.1f} h old, limit "
             f"release.evidence_max_age_hours={max_age_hours:g}",
             "verify the digest again (invoke verify --image …@digest)",
         )
-    return newest
 
 
 def _require_nodes(
