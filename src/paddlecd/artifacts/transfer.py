@@ -37,7 +37,7 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
 )
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
-from paddlecd.verify.keys import TrustedKey
+from paddlecd.signing.keys import TrustedKey
 
 # Placeholder sha256 of a file hashed while it uploads (see plan_upload); never written to a store.
 PENDING = "0" * 64

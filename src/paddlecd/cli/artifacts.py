@@ -148,7 +148,7 @@ def download(c, url, dest):
     Example: invoke artifacts.download s3://models/paddle/ocr-det/1.4.0 ./ocr-det
     """
     from paddlecd.artifacts import transfer as arts
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     cfg = settings()
     base, (name, version) = arts.split_model_url(url, cfg, parts=2)
@@ -357,7 +357,7 @@ def show(c, model, json=False):
     """
     from paddlecd.artifacts import show as shown
     from paddlecd.artifacts import transfer as arts
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     cfg = settings()
     where, version = shown.split_version(model)

@@ -134,7 +134,7 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
     Example: invoke push --variant cpu --dry-run
     """
     from paddlecd.image import push as publish
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     s, name = settings(), pick_variant(variant)
     if dry_run:

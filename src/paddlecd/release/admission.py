@@ -16,7 +16,7 @@ from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
-from paddlecd.verify import keys
+from paddlecd.signing import keys
 from paddlecd.verify.attestation import PREDICATE_TYPE
 
 POLICY_NAME = "paddlecd-verified-releases"
