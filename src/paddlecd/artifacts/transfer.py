@@ -38,6 +38,7 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
 from paddlecd.signing.keys import TrustedKey
+from paddlecd.types import ModelManifest
 
 # Placeholder sha256 of a file hashed while it uploads (see plan_upload); never written to a store.
 PENDING = "0" * 64
@@ -204,7 +205,7 @@ def _onnx_record(export: am.Export) -> dict[str, Any] | None:
 
 
 def _decide(
-    plan: UploadPlan, store: Store, old: dict[str, Any] | None, *, overwrite: bool
+    plan: UploadPlan, store: Store, old: ModelManifest | None, *, overwrite: bool
 ) -> UploadPlan:
     new = am.entries_of(plan.manifest)
     present = {o.key for o in store.list(plan.prefix)}
@@ -248,7 +249,7 @@ def _changed_in_store(store: Store, prefix: str, listed: Mapping[str, am.FileEnt
             if sizes.get(prefix + p) != e.size or store.sha256(prefix + p) != e.sha256]
 
 
-def _read_manifest_or_none(store: Store, prefix: str) -> dict[str, Any] | None:
+def _read_manifest_or_none(store: Store, prefix: str) -> ModelManifest | None:
     """The stored manifest; an unreadable one counts as another model (``--overwrite`` fixes it)."""
     try:
         return read_manifest(store, prefix)
@@ -256,7 +257,7 @@ def _read_manifest_or_none(store: Store, prefix: str) -> dict[str, Any] | None:
         return {"files": []}
 
 
-def _difference(old: dict[str, Any], new: dict[str, am.FileEntry]) -> str:
+def _difference(old: ModelManifest, new: dict[str, am.FileEntry]) -> str:
     before = am.entries_of(old) if old.get("files") else {}
     changed = sorted(
         set(before) ^ set(new) | {p for p in set(before) & set(new) if before[p] != new[p]}
@@ -406,7 +407,7 @@ def uploaded(store: Store, plan: UploadPlan, *, executed: bool) -> Uploaded:
     )
 
 
-def read_manifest(store: Store, prefix: str) -> dict[str, Any] | None:
+def read_manifest(store: Store, prefix: str) -> ModelManifest | None:
     """The manifest under ``prefix`` (``<name>/<version>/``), validated; None when there is none.
 
     Raises:
@@ -452,7 +453,7 @@ def download(
     progress: Progress | None = None,
     on_size: Progress | None = None,
     trusted: Sequence[TrustedKey] | None = None,
-) -> dict[str, Any]:
+) -> ModelManifest:
     """Fetch ``<name>/<version>`` into ``dest`` (created; must be absent or empty), verifying every
     sha256 and, with ``trusted``, the model's signature (``model.sig``, fetched beside the files).
 
@@ -492,7 +493,7 @@ def download(
     return doc
 
 
-def _stored_manifest(store: Store, name: str, version: str) -> dict[str, Any]:
+def _stored_manifest(store: Store, name: str, version: str) -> ModelManifest:
     """The manifest of ``<name>/<version>/``, checked to be the one placed there (StorageError:
     none)."""
     prefix = f"{name}/{version}/"
@@ -506,7 +507,7 @@ def _stored_manifest(store: Store, name: str, version: str) -> dict[str, Any]:
     return doc
 
 
-def _land(store: Store, prefix: str, doc: dict[str, Any], dest: Path, *,
+def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
           signature: bytes | None, trusted: Sequence[TrustedKey] | None, where: str,
           progress: Progress | None) -> None:
     """Fetch the files of ``doc`` into a temp folder beside ``dest``, verify them, and rename it

@@ -29,6 +29,7 @@ from paddlecd.registry.client import RegistryClient, client_for
 from paddlecd.registry.reference import parse_reference
 from paddlecd.signing import dsse, keys
 from paddlecd.signing.bundle import BUNDLE_TYPE, from_bundle, to_bundle
+from paddlecd.types import Statement
 
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://paddlecd.dev/build/docker-buildkit/v1"
@@ -36,7 +37,7 @@ BUILDER_ID = "https://paddlecd.dev/builders/docker-buildkit"
 PROVENANCE_FILE = "provenance.sigstore.json"
 
 
-def statement(build: Mapping[str, Any], *, reference: str, digest: str) -> dict[str, Any]:
+def statement(build: Mapping[str, Any], *, reference: str, digest: str) -> Statement:
     """The in-toto Statement (SLSA Provenance v1) of the build record ``build`` (what
     :func:`paddlecd.image.build.build` wrote) about the pushed ``digest`` of ``reference``.
 

@@ -31,6 +31,7 @@ from paddlecd.files import who
 from paddlecd.signing import dsse
 from paddlecd.signing.dsse import STATEMENT_TYPE, Attestation, sign_statement
 from paddlecd.signing.keys import TrustedKey, keygen  # noqa: F401 - keygen re-exported for the task
+from paddlecd.types import Statement
 from paddlecd.verify.evidence import REQUIRED_CHECKS
 
 PREDICATE_TYPE = "https://paddlecd.dev/attestations/verify/v1"
@@ -61,7 +62,7 @@ def host_facts(record: Mapping[str, Any]) -> dict[str, Any]:
     return {**facts, **(record.get("host") or {})}
 
 
-def statement(evidence: Mapping[str, Any] | Any, *, junit: bytes, log: bytes) -> dict[str, Any]:
+def statement(evidence: Mapping[str, Any] | Any, *, junit: bytes, log: bytes) -> Statement:
     """The in-toto Statement for an evidence record (``digest``, ``reference``, ``checks``, ...).
 
     Args:
