@@ -38,11 +38,11 @@ from securesystemslib.signer import SSlibKey
 
 from paddlecd.artifacts import manifest as am
 from paddlecd.errors import ModelSignatureError
+from paddlecd.signing.bundle import BUNDLE_TYPE
 from paddlecd.signing.keys import TrustedKey
 
 SIGNATURE = "model.sig"
 PREDICATE_TYPE = "https://model_signing/signature/v1.0"
-BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 IGNORED = (am.MANIFEST, SIGNATURE, *am.CHECK_FILES)
 METADATA = "paddlecd_manifest"  # the predicate field holding :func:`metadata` of the manifest
 _RESIGN = "re-upload the model with --overwrite (it is signed again), or restore the file"
