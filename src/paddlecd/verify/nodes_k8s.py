@@ -45,7 +45,7 @@ def job_id(worker: str, suffix: str | None = None) -> str:
     return f"verify-{worker.replace('_', '-')}-{suffix or secrets.token_hex(3)}"
 
 
-def smoke_configmap(settings: Settings, meta: dict[str, Any]) -> KubeObject:
+def _smoke_configmap(settings: Settings, meta: dict[str, Any]) -> KubeObject:
     """A ConfigMap named like the job holding smoke/ (:data:`SMOKE_FILES`, ~20 KB of the 1 MiB a
     ConfigMap may hold); keys are the paths with ``/`` as ``__`` (keys allow ``[-._a-zA-Z0-9]``).
 
@@ -119,7 +119,7 @@ def manifests(
     rendered = render(
         spec, target, job_id=job_id, kind=kind, namespace=namespace, pull_secret=pull_secret
     )
-    configmap = smoke_configmap(settings, rendered[0]["metadata"])
+    configmap = _smoke_configmap(settings, rendered[0]["metadata"])
     wait = multinode.rendezvous_timeout(settings, k8s=True)
     for m in rendered:
         if m["kind"] in ("Job", "PaddleJob"):
