@@ -9,7 +9,8 @@ from pathlib import Path
 
 from paddlecd import config, files
 from paddlecd.image import candidate
-from paddlecd.verify import evidence, keys, registry_store
+from paddlecd.signing import keys
+from paddlecd.verify import evidence, registry_store
 
 
 def key_flags(state: Path) -> dict[str, str]:

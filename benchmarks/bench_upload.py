@@ -44,7 +44,7 @@ from paddlecd.artifacts.storage import open_store  # noqa: E402
 from paddlecd.artifacts.storage.s3 import transfer_config  # noqa: E402
 from paddlecd.config import StorageSettings  # noqa: E402
 from paddlecd.registry.embedded import free_port  # noqa: E402
-from paddlecd.verify import keys  # noqa: E402
+from paddlecd.signing import keys  # noqa: E402
 
 from support import rgw  # noqa: E402
 

@@ -386,7 +386,7 @@ ENV_ALIASES = {"PADDLECD_DEBUG": "runtime.debug", "PADDLECD_KEEP": "runtime.keep
 NOT_SETTINGS = frozenset({
     "PADDLECD_ROOT", "PADDLECD_REGISTRY_USERNAME", "PADDLECD_REGISTRY_PASSWORD",
     "PADDLECD_SOURCE_URL", "PADDLECD_UPDATE_GOLDEN",
-    "PADDLECD_SIGNING_KEY",  # the PEM of the attestation signing key (a CI secret): verify/keys.py
+    "PADDLECD_SIGNING_KEY",  # the PEM of the attestation signing key (a CI secret): signing/keys.py
 })
 
 _TRUE = ("1", "true", "yes", "on")

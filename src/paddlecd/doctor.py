@@ -229,12 +229,12 @@ def check_keys(host: Host) -> Check:
     """The signing keys and the trusted keys load (present, readable, ECDSA P-256 PEM), and each
     signing key (verify's, and ``artifacts.signing_key`` when set) is among the trusted ones, so
     promote and artifacts.download accept what this machine signs. Keys are named by their id
-    (:func:`paddlecd.verify.keys.fingerprint`), as every other command names them.
+    (:func:`paddlecd.signing.keys.fingerprint`), as every other command names them.
 
     ``fail``: a configured key that does not load. ``warn``: no signing key (verify and push sign
     nothing; promote refuses an unsigned candidate), no trusted key, or a signing key no trusted
     key matches (right on a machine that signs for others; wrong where it also promotes)."""
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     s = host.settings
     signing: list[tuple[str, str]] = []  # (what, id)

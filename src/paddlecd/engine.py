@@ -39,7 +39,7 @@ import requests
 
 from paddlecd import files, proc
 from paddlecd.errors import EngineError, PaddlecdError, RegistryAuthError, RegistryError
-from paddlecd.types import Echo
+from paddlecd.types import Echo, EngineInfo
 
 if TYPE_CHECKING:
     from paddlecd.registry.auth import Credentials
@@ -192,7 +192,7 @@ def _first_line(e: object) -> str:
     return (str(e).strip().splitlines() or ["unknown error"])[0][:300]
 
 
-def info() -> dict[str, Any]:
+def info() -> EngineInfo:
     """The engine's ``/info`` (``docker info``): ``ServerVersion``, ``Runtimes``, ``DockerRootDir``…
 
     Raises:

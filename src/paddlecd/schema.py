@@ -17,9 +17,10 @@ from typing import Any
 import jsonschema
 
 from paddlecd.errors import ConfigError, PaddlecdError
+from paddlecd.types import JsonSchema
 
 
-def load_schema(name: str) -> dict[str, Any]:
+def load_schema(name: str) -> JsonSchema:
     """The packaged schema ``src/paddlecd/schemas/<name>`` as a dict."""
     return json.loads(resources.files("paddlecd").joinpath(f"schemas/{name}").read_text())
 

@@ -43,7 +43,8 @@ from paddlecd.errors import (
 from paddlecd.files import now_iso
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import client_for
-from paddlecd.verify import attestation, bundle, evidence, keys, registry_store
+from paddlecd.signing import bundle, dsse, keys
+from paddlecd.verify import attestation, evidence, registry_store
 
 from support import invoke
 from support.oci_images import push_image
@@ -592,7 +593,7 @@ def test_real_verify_signs_and_another_machine_promotes(registry_env, paddle_ima
         assert signed == hashlib.sha256((out / "junit.xml").read_bytes()).hexdigest()
         assert (
             json.loads((out / registry_store.ENVELOPE_FILE).read_text())["payloadType"]
-            == attestation.PAYLOAD_TYPE
+            == dsse.PAYLOAD_TYPE
         )
     finally:
         engine.remove_image(f"{p.settings.candidate_repo}:cpu-test")

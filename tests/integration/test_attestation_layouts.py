@@ -26,7 +26,8 @@ from test_attestation import _invoke, _push_envelope, _record, _sign
 from test_release import Project
 
 from paddlecd.registry import cosign, referrers
-from paddlecd.verify import attestation, bundle, keys, registry_store
+from paddlecd.signing import bundle, keys
+from paddlecd.verify import attestation, registry_store
 
 from support import sigstore_js
 from support.oci_images import push_image

@@ -128,7 +128,7 @@ def test_push_attaches_the_signed_slsa_provenance_of_the_build(pipeline_run, reg
     from paddlecd.image import provenance
     from paddlecd.registry import referrers
     from paddlecd.registry.client import client_for
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     from support import sigstore_js
     from support.cli import signing_env

@@ -248,7 +248,8 @@ def test_deploy_runs_a_promoted_release_resolved_to_its_digest(
     from paddlecd import files
     from paddlecd.image import candidate
     from paddlecd.release import promote as release
-    from paddlecd.verify import evidence, keys, registry_store
+    from paddlecd.signing import keys
+    from paddlecd.verify import evidence, registry_store
 
     uid = uuid.uuid4().hex[:8]
     private, public = keys.keygen(tmp_path / "keys")

@@ -20,7 +20,8 @@ from test_release import Project
 
 from paddlecd.image import provenance
 from paddlecd.registry import cosign, referrers
-from paddlecd.verify import attestation, bundle, keys
+from paddlecd.signing import bundle, keys
+from paddlecd.verify import attestation
 
 from support import sigstore_js
 from support.oci_images import push_image

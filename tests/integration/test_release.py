@@ -25,7 +25,8 @@ from paddlecd.registry.client import OCI_INDEX, client_for
 from paddlecd.registry.embedded import RegistryServer, free_port
 from paddlecd.release import ledger
 from paddlecd.release import promote as release
-from paddlecd.verify import evidence, keys, registry_store
+from paddlecd.signing import keys
+from paddlecd.verify import evidence, registry_store
 
 from support import ROOT
 from support.oci_images import push_image

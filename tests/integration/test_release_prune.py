@@ -30,7 +30,8 @@ from paddlecd.registry.client import client_for
 from paddlecd.registry.embedded import RegistryServer, free_port
 from paddlecd.release import ledger, prune
 from paddlecd.release import promote as release
-from paddlecd.verify import evidence, keys, registry_store
+from paddlecd.signing import keys
+from paddlecd.verify import evidence, registry_store
 
 from support import ROOT, invoke
 from support.cli import clean_env

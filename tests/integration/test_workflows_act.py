@@ -234,7 +234,7 @@ def test_gpu_smoke_job_for_the_cpu_variant(registry, main_state, paddle_image, r
     (``clean: true``), with ``checks: write`` for the published report, and cancel a running job
     when the branch is pushed again (``concurrency``).
     """
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     workflow = runner.clone / ".github" / "workflows" / "gpu-smoke.yml"
     text, found = GPU_VARIANTS.subn("variant: [cpu]", workflow.read_text())

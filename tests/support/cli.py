@@ -49,7 +49,7 @@ _KEYS: dict[str, str] = {}
 def signing_env() -> dict[str, str]:
     """One key pair per test process: verify signs with it, promotion trusts it."""
     if not _KEYS:
-        from paddlecd.verify import keys
+        from paddlecd.signing import keys
 
         private, public = keys.keygen(Path(tempfile.mkdtemp(prefix="paddlecd-keys-")) / "keys")
         _KEYS.update(PADDLECD_VERIFY_SIGNING_KEY=str(private),

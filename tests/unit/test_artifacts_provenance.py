@@ -120,7 +120,7 @@ def test_a_given_version_against_the_images_label_is_said(monkeypatch, tmp_path)
     said nothing of the label it overrode (the image was not even read)."""
     from paddlecd import config
     from paddlecd.artifacts import model_upload, runtime
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     monkeypatch.setattr(runtime, "paddle_version", lambda settings, ref: "3.0.0")
     private, _ = keys.keygen(tmp_path / "keys")

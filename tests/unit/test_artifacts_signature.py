@@ -22,7 +22,7 @@ from paddlecd.artifacts import signature as sig
 from paddlecd.artifacts import transfer as arts
 from paddlecd.artifacts.storage.file import FileStore
 from paddlecd.errors import ModelSignatureError
-from paddlecd.verify import keys
+from paddlecd.signing import keys
 
 from support import model_signing_cli, sigstore_js
 

@@ -12,7 +12,7 @@ from paddlecd import config
 from paddlecd.errors import ConfigError
 from paddlecd.image import lock
 from paddlecd.image import push as publish
-from paddlecd.verify import keys
+from paddlecd.signing import keys
 
 from support import ROOT, invoke
 

@@ -19,7 +19,8 @@ from paddlecd.errors import ConfigError, DoctorError, LockError, RegistryError, 
 from paddlecd.image import bootstrap, lock
 from paddlecd.pipeline import affected, report
 from paddlecd.pipeline.records import StageRun, Summary, VariantRun
-from paddlecd.verify import evidence, keys, suite
+from paddlecd.signing import keys
+from paddlecd.verify import evidence, suite
 from paddlecd.verify import run as smoke
 
 from support import forkserver

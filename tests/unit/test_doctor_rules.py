@@ -155,7 +155,7 @@ def test_keys_are_loaded_named_by_their_id_and_matched(tmp_path, monkeypatch):
     (a broken one is the error of the file, which doctor.run makes a FAIL row), is named by the
     id keygen prints, and a signing key no trusted key matches is a warning."""
     from paddlecd.errors import SigningKeyError
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     monkeypatch.delenv(keys.ENV_PEM, raising=False)
     mine, mine_pub = keys.keygen(tmp_path / "mine")

@@ -18,7 +18,8 @@ import yaml
 from paddlecd import config, files
 from paddlecd.errors import ConfigError, SigningKeyError
 from paddlecd.release import admission
-from paddlecd.verify import attestation, keys
+from paddlecd.signing import keys
+from paddlecd.verify import attestation
 from paddlecd.verify.evidence import Check, Evidence
 
 from support import ROOT, invoke

@@ -20,7 +20,8 @@ from paddlecd.errors import (
     SigningKeyError,
     SubjectError,
 )
-from paddlecd.verify import attestation, keys
+from paddlecd.signing import keys
+from paddlecd.verify import attestation
 from paddlecd.verify.evidence import REQUIRED_CHECKS
 
 DIGEST = "sha256:" + "ab" * 32

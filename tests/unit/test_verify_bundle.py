@@ -14,7 +14,8 @@ from sigstore_models.bundle.v1 import Bundle
 
 from paddlecd import config
 from paddlecd.errors import ConfigError, SignatureError
-from paddlecd.verify import attestation, bundle, keys
+from paddlecd.signing import bundle, keys
+from paddlecd.verify import attestation
 
 DIGEST = "sha256:" + "ab" * 32
 RECORD = {"digest": DIGEST, "reference": f"127.0.0.1:5000/ci/paddle@{DIGEST}", "passed": True,

@@ -533,7 +533,7 @@ def check_stored(
 
     from paddlecd.artifacts import signature as sig
     from paddlecd.artifacts import transfer as arts
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     version = version or _latest(arts.list_model(store, name), store.url, name)
     tmp = Path(tempfile.mkdtemp(prefix="paddlecd-check-"))

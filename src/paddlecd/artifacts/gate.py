@@ -13,8 +13,8 @@ from pathlib import Path
 
 from paddlecd.artifacts import check, storage, transfer
 from paddlecd.config import Settings
+from paddlecd.signing import keys
 from paddlecd.types import Echo
-from paddlecd.verify import keys
 from paddlecd.verify.models import ModelResult, wanted
 
 

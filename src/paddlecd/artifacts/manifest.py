@@ -29,6 +29,7 @@ import semver
 
 from paddlecd import __version__, git
 from paddlecd.errors import ConfigError, PaddlecdError
+from paddlecd.types import JsonSchema, ModelManifest
 
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 1
@@ -301,7 +302,7 @@ def build_manifest(
     paddle_version_from: str | None = None,
     input_spec: list[dict[str, Any]] | None = None,
     onnx: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> ModelManifest:
     """The manifest document (validated against the schema). ``created`` defaults to now (UTC).
 
     ``paddle_version_from`` says where ``paddle_version`` came from: ``flag`` (given) or ``image``
@@ -332,7 +333,7 @@ def build_manifest(
 
 
 @cache
-def schema() -> dict[str, Any]:
+def schema() -> JsonSchema:
     """The artifact manifest JSON schema (draft 2020-12), packaged with paddlecd."""
     return json.loads(
         resources.files("paddlecd").joinpath("schemas/artifact-manifest.schema.json").read_text()
@@ -341,7 +342,7 @@ def schema() -> dict[str, Any]:
 
 def validate_manifest(
     doc: Any, *, where: str, error: type[PaddlecdError] = ConfigError
-) -> dict[str, Any]:
+) -> ModelManifest:
     """``doc`` if it matches the schema, else ``error`` naming ``where`` and the first problem."""
     problem = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema()).iter_errors(doc)
@@ -355,7 +356,7 @@ def validate_manifest(
     return doc
 
 
-def with_onnx(doc: dict[str, Any], onnx: dict[str, Any], *, where: str) -> dict[str, Any]:
+def with_onnx(doc: ModelManifest, onnx: dict[str, Any], *, where: str) -> ModelManifest:
     """``doc`` listing the ONNX output ``onnx`` (``OnnxOutput.to_json()``): its file in ``files``
     (replacing an older one of that name) and the record as ``onnx``; validated.
 
@@ -392,11 +393,11 @@ def onnx_record(export: Export) -> dict[str, Any] | None:
     return record
 
 
-def entries_of(doc: dict[str, Any]) -> dict[str, FileEntry]:
+def entries_of(doc: ModelManifest) -> dict[str, FileEntry]:
     """The manifest's files as ``{path: FileEntry}``."""
     return {f["path"]: FileEntry(f["path"], f["size"], f["sha256"]) for f in doc["files"]}
 
 
-def manifest_bytes(doc: dict[str, Any]) -> bytes:
+def manifest_bytes(doc: ModelManifest) -> bytes:
     """Canonical serialisation: sorted keys, two-space indent, trailing newline."""
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()

@@ -18,7 +18,7 @@ from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import signature as sig
 from paddlecd.artifacts import transfer as arts
 from paddlecd.errors import ConfigError, StorageError
-from paddlecd.verify.keys import TrustedKey
+from paddlecd.signing.keys import TrustedKey
 
 
 @dataclass(frozen=True)

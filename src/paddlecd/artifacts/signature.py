@@ -38,11 +38,11 @@ from securesystemslib.signer import SSlibKey
 
 from paddlecd.artifacts import manifest as am
 from paddlecd.errors import ModelSignatureError
-from paddlecd.verify.keys import TrustedKey
+from paddlecd.signing.bundle import BUNDLE_TYPE
+from paddlecd.signing.keys import TrustedKey
 
 SIGNATURE = "model.sig"
 PREDICATE_TYPE = "https://model_signing/signature/v1.0"
-BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 IGNORED = (am.MANIFEST, SIGNATURE, *am.CHECK_FILES)
 METADATA = "paddlecd_manifest"  # the predicate field holding :func:`metadata` of the manifest
 _RESIGN = "re-upload the model with --overwrite (it is signed again), or restore the file"
@@ -58,8 +58,8 @@ class ModelSigner:
 
     @property
     def keyid(self) -> str:
-        """The key's id as every message shows it (:func:`paddlecd.verify.keys.fingerprint`)."""
-        from paddlecd.verify import keys
+        """The key's id as every message shows it (:func:`paddlecd.signing.keys.fingerprint`)."""
+        from paddlecd.signing import keys
 
         return keys.fingerprint(serialization.load_pem_private_key(self.pem, None).public_key())
 
@@ -75,7 +75,7 @@ class ModelSigner:
         trusted key): what a re-upload of an unchanged model keeps; else it signs again."""
         from securesystemslib.signer import SSlibKey
 
-        from paddlecd.verify import keys
+        from paddlecd.signing import keys
 
         public = serialization.load_pem_private_key(self.pem, password=None).public_key()
         own = keys.TrustedKey(keys.named(public), self.source, SSlibKey.from_crypto(public))
@@ -303,13 +303,13 @@ def verify_folder(folder: Path, doc: Mapping[str, Any], trusted: Sequence[Truste
 
 def signer_for(settings: Any) -> ModelSigner:
     """The key that signs models: ``artifacts.signing_key``, else verify's signing key
-    (:func:`paddlecd.verify.keys.signer`: ``$PADDLECD_SIGNING_KEY``, ``verify.signing_key``, the
+    (:func:`paddlecd.signing.keys.signer`: ``$PADDLECD_SIGNING_KEY``, ``verify.signing_key``, the
     state folder's pair).
 
     Raises:
         SigningKeyError: none configured, unreadable, or no unencrypted ECDSA P-256 key.
     """
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     own = settings.artifacts.signing_key
     signer = keys.load_signer(settings.path(own), "artifacts.signing_key") if own \

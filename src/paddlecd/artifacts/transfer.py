@@ -37,7 +37,8 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
 )
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
-from paddlecd.verify.keys import TrustedKey
+from paddlecd.signing.keys import TrustedKey
+from paddlecd.types import ModelManifest
 
 # Placeholder sha256 of a file hashed while it uploads (see plan_upload); never written to a store.
 PENDING = "0" * 64
@@ -149,8 +150,26 @@ def plan_upload(
     """
     am.check_name(name), am.check_version(version), am.check_paddle_version(paddle_version)
     export = am.find_export(model_dir)
+    meta = _meta(export, image=image, metrics=metrics, git_revision=git_revision,
+                 paddle_version=paddle_version, image_paddle=image_paddle)
+    signer = signer() if callable(signer) else signer
+    store.check()
+    prefix = f"{name}/{version}/"
+    old = _read_manifest_or_none(store, prefix)
+    doc = am.build_manifest(export, _entries(export, hashed=old is not None), name=name,
+                            version=version, **meta)
+    plan = UploadPlan(url=f"{store.url}/{name}/{version}", prefix=prefix, export=export,
+                      manifest=doc, action="create", deferred=old is None, overwrite=overwrite,
+                      signer=signer)
+    return _decide(plan, store, old, overwrite=overwrite)
+
+
+def _meta(export: am.Export, *, image: str | None, metrics: Path | None,
+          git_revision: str | None, paddle_version: str | None,
+          image_paddle: str | None) -> dict[str, Any]:
+    """The manifest fields of an upload besides its files, each input checked (ConfigError)."""
     specs = program.inputs_of(export.folder, export.prefix, export.format)
-    meta = {
+    return {
         "image": am.parse_image(image),
         "metrics": am.load_metrics(metrics),
         "git_revision": git_revision,
@@ -159,28 +178,17 @@ def plan_upload(
         "input_spec": None if specs is None else [s.to_json() for s in specs],
         "onnx": _onnx_record(export),
     }
-    signer = signer() if callable(signer) else signer
-    store.check()
-    prefix = f"{name}/{version}/"
-    old = _read_manifest_or_none(store, prefix)
-    entries = [
+
+
+def _entries(export: am.Export, *, hashed: bool) -> list[am.FileEntry]:
+    """The export's files, hashed now (there is a stored manifest to compare with) or with the
+    sha256 :data:`PENDING` (hashed by :func:`upload` while the bytes move)."""
+    return [
         am.hash_file(export.folder / f)
-        if old is not None
+        if hashed
         else am.FileEntry(f, (export.folder / f).stat().st_size, PENDING)
         for f in export.files
     ]
-    doc = am.build_manifest(export, entries, name=name, version=version, **meta)
-    plan = UploadPlan(
-        url=f"{store.url}/{name}/{version}",
-        prefix=prefix,
-        export=export,
-        manifest=doc,
-        action="create",
-        deferred=old is None,
-        overwrite=overwrite,
-        signer=signer,
-    )
-    return _decide(plan, store, old, overwrite=overwrite)
 
 
 def _onnx_record(export: am.Export) -> dict[str, Any] | None:
@@ -197,7 +205,7 @@ def _onnx_record(export: am.Export) -> dict[str, Any] | None:
 
 
 def _decide(
-    plan: UploadPlan, store: Store, old: dict[str, Any] | None, *, overwrite: bool
+    plan: UploadPlan, store: Store, old: ModelManifest | None, *, overwrite: bool
 ) -> UploadPlan:
     new = am.entries_of(plan.manifest)
     present = {o.key for o in store.list(plan.prefix)}
@@ -241,7 +249,7 @@ def _changed_in_store(store: Store, prefix: str, listed: Mapping[str, am.FileEnt
             if sizes.get(prefix + p) != e.size or store.sha256(prefix + p) != e.sha256]
 
 
-def _read_manifest_or_none(store: Store, prefix: str) -> dict[str, Any] | None:
+def _read_manifest_or_none(store: Store, prefix: str) -> ModelManifest | None:
     """The stored manifest; an unreadable one counts as another model (``--overwrite`` fixes it)."""
     try:
         return read_manifest(store, prefix)
@@ -249,7 +257,7 @@ def _read_manifest_or_none(store: Store, prefix: str) -> dict[str, Any] | None:
         return {"files": []}
 
 
-def _difference(old: dict[str, Any], new: dict[str, am.FileEntry]) -> str:
+def _difference(old: ModelManifest, new: dict[str, am.FileEntry]) -> str:
     before = am.entries_of(old) if old.get("files") else {}
     changed = sorted(
         set(before) ^ set(new) | {p for p in set(before) & set(new) if before[p] != new[p]}
@@ -399,7 +407,7 @@ def uploaded(store: Store, plan: UploadPlan, *, executed: bool) -> Uploaded:
     )
 
 
-def read_manifest(store: Store, prefix: str) -> dict[str, Any] | None:
+def read_manifest(store: Store, prefix: str) -> ModelManifest | None:
     """The manifest under ``prefix`` (``<name>/<version>/``), validated; None when there is none.
 
     Raises:
@@ -445,7 +453,7 @@ def download(
     progress: Progress | None = None,
     on_size: Progress | None = None,
     trusted: Sequence[TrustedKey] | None = None,
-) -> dict[str, Any]:
+) -> ModelManifest:
     """Fetch ``<name>/<version>`` into ``dest`` (created; must be absent or empty), verifying every
     sha256 and, with ``trusted``, the model's signature (``model.sig``, fetched beside the files).
 
@@ -473,6 +481,22 @@ def download(
             f"destination {dest} exists and is not an empty folder", "pick a new folder"
         )
     prefix = f"{name}/{version}/"
+    doc = _stored_manifest(store, name, version)
+    where = f"{store.url}/{prefix}{sig.SIGNATURE}"
+    signature = store.get_bytes(prefix + sig.SIGNATURE)
+    if trusted is not None:  # before any byte moves: an unsigned model is refused at once
+        sig.check(signature, doc, trusted, where=where)
+    if on_size:
+        on_size(sum(f["size"] for f in doc["files"]))
+    _land(store, prefix, doc, dest, signature=signature, trusted=trusted, where=where,
+          progress=progress)
+    return doc
+
+
+def _stored_manifest(store: Store, name: str, version: str) -> ModelManifest:
+    """The manifest of ``<name>/<version>/``, checked to be the one placed there (StorageError:
+    none)."""
+    prefix = f"{name}/{version}/"
     doc = read_manifest(store, prefix)
     if doc is None:
         raise StorageError(
@@ -480,12 +504,14 @@ def download(
             f"invoke artifacts.list {store.url}/{name}",
         )
     check_placed(doc, store, name, version)
-    where = f"{store.url}/{prefix}{sig.SIGNATURE}"
-    signature = store.get_bytes(prefix + sig.SIGNATURE)
-    if trusted is not None:  # before any byte moves: an unsigned model is refused at once
-        sig.check(signature, doc, trusted, where=where)
-    if on_size:
-        on_size(sum(f["size"] for f in doc["files"]))
+    return doc
+
+
+def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
+          signature: bytes | None, trusted: Sequence[TrustedKey] | None, where: str,
+          progress: Progress | None) -> None:
+    """Fetch the files of ``doc`` into a temp folder beside ``dest``, verify them, and rename it
+    into place only after every check passed."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
@@ -503,7 +529,6 @@ def download(
         tmp.rename(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return doc
 
 
 def _fetch_verified(

@@ -149,7 +149,7 @@ def download(c, url, dest):
     Example: invoke artifacts.download s3://models/paddle/ocr-det/1.4.0 ./ocr-det
     """
     from paddlecd.artifacts import transfer as arts
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     cfg = settings()
     base, (name, version) = arts.split_model_url(url, cfg, parts=2)
@@ -222,25 +222,9 @@ def check(
     from paddlecd.artifacts import transfer as arts
 
     cfg = settings()
-    number = common.number
-    options = {
-        "image": image,
-        # a batch of the model's own inputs: 4096 keeps a check of a small model in memory
-        "batch": number("batch", batch, 3, whole=True, least=2, most=4096),
-        "rtol": number("rtol", rtol, 1e-5, least=0),
-        "atol": number("atol", atol, 1e-6, least=0),
-        "no_pir": no_pir,
-        "on_line": lambda line: say(f"  | {line}"),
-        "onnx": onnx,
-        # paddle2onnx 2.1.0's range (artifacts/onnx.py)
-        "opset": number("onnx-opset", onnx_opset, 13, whole=True, least=7, most=19),
-        "onnx_rtol": number("onnx-rtol", onnx_rtol, 1e-4, least=0),
-        "onnx_atol": number("onnx-atol", onnx_atol, 1e-5, least=0),
-    }
-    onnx_flags = {"onnx-opset": onnx_opset, "onnx-rtol": onnx_rtol, "onnx-atol": onnx_atol}
-    stray = next((f for f, v in onnx_flags.items() if v is not None), None)
-    if stray and not onnx:  # taken and dropped otherwise: the check would say nothing of them
-        raise ConfigError(f"--{stray} is for --onnx", f"add --onnx, or drop --{stray}")
+    options = _check_options(image=image, batch=batch, rtol=rtol, atol=atol, no_pir=no_pir,
+                             onnx=onnx, onnx_opset=onnx_opset, onnx_rtol=onnx_rtol,
+                             onnx_atol=onnx_atol)
     if Path(model).exists():
         record = model_check.check_folder(cfg, Path(model), **options)
     else:
@@ -261,13 +245,47 @@ def check(
     if error:
         raise error
     if not json:
-        result(
-            f"{record.status}: {record.model} in {record.image} "
-            f"(Paddle {record.paddle_version}, rtol {record.rtol:g}, atol {record.atol:g})"
-            + (f"; onnx {record.onnx.path} opset {record.onnx.opset}, parity "
-               f"{record.onnx.parity} (rtol {record.onnx.rtol:g}, atol {record.onnx.atol:g})"
-               if record.onnx else "")
-        )
+        result(_check_line(record))
+
+
+def _check_options(*, image, batch, rtol, atol, no_pir, onnx, onnx_opset, onnx_rtol,
+                   onnx_atol) -> dict:
+    """The keyword arguments of check_folder/check_stored from the task's flags, each number
+    read by common.number (named errors).
+
+    Raises:
+        ConfigError: a number out of its range, or an ``--onnx-*`` flag without ``--onnx``.
+    """
+    onnx_flags = {"onnx-opset": onnx_opset, "onnx-rtol": onnx_rtol, "onnx-atol": onnx_atol}
+    stray = next((f for f, v in onnx_flags.items() if v is not None), None)
+    if stray and not onnx:  # taken and dropped otherwise: the check would say nothing of them
+        raise ConfigError(f"--{stray} is for --onnx", f"add --onnx, or drop --{stray}")
+    number = common.number
+    return {
+        "image": image,
+        # a batch of the model's own inputs: 4096 keeps a check of a small model in memory
+        "batch": number("batch", batch, 3, whole=True, least=2, most=4096),
+        "rtol": number("rtol", rtol, 1e-5, least=0),
+        "atol": number("atol", atol, 1e-6, least=0),
+        "no_pir": no_pir,
+        "on_line": lambda line: say(f"  | {line}"),
+        "onnx": onnx,
+        # paddle2onnx 2.1.0's range (artifacts/onnx.py)
+        "opset": number("onnx-opset", onnx_opset, 13, whole=True, least=7, most=19),
+        "onnx_rtol": number("onnx-rtol", onnx_rtol, 1e-4, least=0),
+        "onnx_atol": number("onnx-atol", onnx_atol, 1e-5, least=0),
+    }
+
+
+def _check_line(record) -> str:
+    """The one summary line of a passed check (Paddle and ONNX parity tolerances)."""
+    return (
+        f"{record.status}: {record.model} in {record.image} "
+        f"(Paddle {record.paddle_version}, rtol {record.rtol:g}, atol {record.atol:g})"
+        + (f"; onnx {record.onnx.path} opset {record.onnx.opset}, parity "
+           f"{record.onnx.parity} (rtol {record.onnx.rtol:g}, atol {record.onnx.atol:g})"
+           if record.onnx else "")
+    )
 
 
 def _model_and_version(model: str, cfg) -> tuple[str, list[str]]:
@@ -349,7 +367,7 @@ def show(c, model, json=False):
     """
     from paddlecd.artifacts import show as shown
     from paddlecd.artifacts import transfer as arts
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     cfg = settings()
     where, version = shown.split_version(model)

@@ -52,7 +52,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(c, *args, **kwargs):
         try:
-            refuse_empty(kwargs)
+            _refuse_empty(kwargs)
             return fn(c, *args, **kwargs)
         except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
             _fail(e, *os_error_text(e), 2)
@@ -77,7 +77,7 @@ def os_error_text(e: OSError) -> tuple[str, str]:
     return f"{e.strerror or e}{where}", "check the path"
 
 
-def refuse_empty(flags: dict[str, Any]) -> None:
+def _refuse_empty(flags: dict[str, Any]) -> None:
     """An empty flag is never its default: ``verify --image ''`` must not verify the variant's
     candidate, nor ``evidence.keygen --out ''`` write keys into the project root.
 

@@ -23,7 +23,7 @@ def keygen(c, out=None):
     verify.signing_key and release.trusted_keys are unset (the embedded default, one machine).
     Example: invoke evidence.keygen --out /secure/keys
     """
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     private, public = keys.keygen(Path(out) if out else keys.state_pair(settings())[0].parent)
     result(f"private key: {private} (secret: verify.signing_key or $PADDLECD_SIGNING_KEY)\n"
@@ -51,7 +51,7 @@ def show(c, target):
     from paddlecd.image import provenance
     from paddlecd.registry.client import client_for
     from paddlecd.release import query
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
     from paddlecd.verify.describe import describe
 
     cfg = settings()

@@ -150,7 +150,7 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
     Example: invoke push --variant cpu --dry-run
     """
     from paddlecd.image import push as publish
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     s, name = settings(), pick_variant(variant)
     if dry_run:
@@ -235,23 +235,17 @@ def verify(
     if dry_run:
         return _verify_manifests(variant, image, nodes, gpus, kind, json)
     s = settings()
-    if models and not s.release.models:
-        raise ConfigError("--models: no models listed (release.models is not set)",
-                          'set release.models: "name@version,name" (PADDLECD_RELEASE_MODELS)')
+    check_models = _models_gate(s) if models else None
     name = variant if image else pick_variant(variant)  # given with --image: checked
     with view.stage("verify", name or "image", state=s.state, verbose=verbose) as st:
         done = smoke.verify(s, variant=name, image=image, out_dir=Path(out) if out else None,
                             on_line=st.line, nodes=nodes, gpus_per_node=gpus, cluster=cluster,
-                            kind=kind, on_event=st.note,
-                            check_models=_models_gate() if models else None)
+                            kind=kind, on_event=st.note, check_models=check_models)
         st.done(done.record.tally, failed=done.error() is not None)
     if json:
         common.json_result(done.record)
     else:
         _say_verified(done)
-    for m in done.record.models if not json else ():
-        result(f"model {m['model']}: " + ("passed" if m["passed"] else
-                                          f"FAILED, {m['code']}: {m['cause']}"))
     error = done.error()
     if error:
         raise error
@@ -260,7 +254,8 @@ def verify(
 
 
 def _say_verified(done) -> None:
-    """Where verify's evidence, JUnit XML, node logs and attestation went, for a person."""
+    """Where verify's evidence, JUnit XML, node logs and attestation went, and each model's
+    result, for a person."""
     result(f"evidence: {done.evidence_path}\njunit: {done.out_dir / 'junit.xml'}")
     if done.record.nodes:
         ranks = ", ".join(f"rank {f['rank']} {f['transport']}" for f in done.record.nodes)
@@ -271,6 +266,9 @@ def _say_verified(done) -> None:
         else "attestation: none (no signing key: set verify.signing_key or "
         "PADDLECD_SIGNING_KEY; promotion needs one)"
     )
+    for m in done.record.models:
+        result(f"model {m['model']}: " + ("passed" if m["passed"] else
+                                          f"FAILED, {m['code']}: {m['cause']}"))
 
 
 def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
@@ -291,8 +289,13 @@ def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
     result(yaml.safe_dump_all(docs, sort_keys=False))
 
 
-def _models_gate():
-    """The models gate's check verify runs (the artifacts room's loader)."""
+def _models_gate(s):
+    """The models gate's check verify runs (the artifacts room's loader); ConfigError when
+    ``release.models`` lists none."""
     from paddlecd.artifacts import gate
+
+    if not s.release.models:
+        raise ConfigError("--models: no models listed (release.models is not set)",
+                          'set release.models: "name@version,name" (PADDLECD_RELEASE_MODELS)')
 
     return gate.check_models

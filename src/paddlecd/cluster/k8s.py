@@ -24,6 +24,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from paddlecd.config import Settings
 from paddlecd.errors import ClusterError
+from paddlecd.types import KubeObject
 
 PADDLEJOB = ("kubeflow.org", "v1", "paddlejobs")
 # Mounted into every pod with a service account (kubernetes.io/docs/tasks/run-application/
@@ -195,7 +196,7 @@ def _message(e: ApiException) -> str:
     return str(e.body or "")[:200]
 
 
-def create(api: Api, manifest: dict[str, Any]) -> None:
+def create(api: Api, manifest: KubeObject) -> None:
     """Create one ConfigMap, Service, Job or PaddleJob in its ``metadata.namespace``.
 
     Raises:
@@ -219,7 +220,7 @@ def create(api: Api, manifest: dict[str, Any]) -> None:
         raise translate(e, f"creating {kind} {ns}/{manifest['metadata']['name']}") from e
 
 
-def delete(api: Api, manifest: dict[str, Any]) -> None:
+def delete(api: Api, manifest: KubeObject) -> None:
     """Delete one created manifest and (for jobs) its pods; a missing object is not an error."""
     ns, name, kind = (
         manifest["metadata"]["namespace"],
@@ -243,7 +244,7 @@ def delete(api: Api, manifest: dict[str, Any]) -> None:
             raise translate(e, f"deleting {kind} {ns}/{name}") from e
 
 
-def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
+def job_conditions(api: Api, manifest: KubeObject) -> list[dict[str, str]]:
     """The job's status conditions, ``[{"type", "status", "reason", "message"}]``; ClusterError.
 
     A plain get: the object carries its status, and it needs only ``get`` on ``jobs`` /
@@ -275,7 +276,7 @@ def job_conditions(api: Api, manifest: dict[str, Any]) -> list[dict[str, str]]:
         raise translate(e, f"reading {kind} {ns}/{name}") from e
 
 
-def pods(api: Api, namespace: str, job_id: str) -> list[dict[str, Any]]:
+def pods(api: Api, namespace: str, job_id: str) -> list[KubeObject]:
     """The job's pods as plain dicts (``metadata``/``spec``/``status``, camelCase as on the
     wire)."""
     try:

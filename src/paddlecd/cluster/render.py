@@ -28,6 +28,7 @@ from typing import Any
 from paddlecd.cluster.jobfile import JobSpec, Volume
 from paddlecd.errors import ConfigError
 from paddlecd.registry.reference import parse_reference
+from paddlecd.types import KubeObject
 
 KINDS = ("job", "paddlejob")
 CLUSTERS = ("local", "k8s")  # where a job runs: containers on this machine, or Kubernetes
@@ -169,7 +170,7 @@ def render(
     kind: str = "job",
     namespace: str = "default",
     pull_secret: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[KubeObject]:
     """Manifests for one run of ``spec`` on ``target``, in creation order.
 
     Args:

@@ -27,14 +27,14 @@ from typing import Any
 from paddlecd.cluster import k8s
 from paddlecd.cluster.render import CONTAINER, INDEX_ANNOTATION
 from paddlecd.errors import ClusterError
-from paddlecd.types import Echo
+from paddlecd.types import Echo, KubeObject
 
 PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 PROGRESS_EVERY = 30.0  # s between "still running" events of a watch whose pods do not change
 
 
-def submit(api: k8s.Api, manifests: list[dict[str, Any]], *, on_event: Echo) -> None:
+def submit(api: k8s.Api, manifests: list[KubeObject], *, on_event: Echo) -> None:
     """Create ``manifests`` in order; on a failure delete those already created, then raise.
 
     Raises:
@@ -68,7 +68,7 @@ class _State:
 
 def watch(
     api: k8s.Api,
-    manifests: list[dict[str, Any]],
+    manifests: list[KubeObject],
     *,
     on_event: Echo,
     on_line: Echo,
@@ -114,7 +114,7 @@ def watch(
         time.sleep(poll)
 
 
-def _finish(job: dict[str, Any], outcome: tuple[str, str, str], state: _State,
+def _finish(job: KubeObject, outcome: tuple[str, str, str], state: _State,
             on_event: Echo) -> None:
     """Say the job completed, or raise ClusterError with its reason and rank 0's log tail."""
     ns, job_id = job["metadata"]["namespace"], job["metadata"]["name"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -211,8 +210,3 @@ def check(settings: Settings, variant: variants.Variant) -> LockEntry:
             fix,
         )
     return entry
-
-
-def summary(entries: dict[str, LockEntry]) -> list[dict[str, Any]]:
-    """Rows for display: variant, base, digest."""
-    return [{"variant": n, "base": e.base, "digest": e.digest} for n, e in entries.items()]

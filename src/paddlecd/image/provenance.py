@@ -7,8 +7,8 @@ the packages, the cache scope; credentials enter builds as BuildKit secrets only
 secrets' ids appear) and the resolved dependencies (the git revision and whether the tree was
 dirty, the base image's digest, the Dockerfile's sha256); ``runDetails`` names the builder and its
 version and the build's start and finish. It is signed with verify's key
-(:func:`paddlecd.verify.attestation.sign_statement`), put in a Sigstore bundle v0.3
-(:func:`paddlecd.verify.bundle.to_bundle`) and pushed as a bundle referrer of the digest in
+(:func:`paddlecd.signing.dsse.sign_statement`), put in a Sigstore bundle v0.3
+(:func:`paddlecd.signing.bundle.to_bundle`) and pushed as a bundle referrer of the digest in
 cosign's layout (:func:`paddlecd.registry.cosign.bundle_annotations`): sigstore-js and
 ``cosign verify-attestation --type slsaprovenance1`` read it. Promotion copies it with the
 image's attestation (:func:`paddlecd.verify.stored.runs` lists it with each run);
@@ -27,16 +27,17 @@ from paddlecd.errors import AttestationError, SubjectError
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient, client_for
 from paddlecd.registry.reference import parse_reference
-from paddlecd.verify import attestation, keys
-from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle, to_bundle
-from paddlecd.verify.stored import SLSA as PREDICATE_TYPE  # https://slsa.dev/provenance/v1
+from paddlecd.signing import dsse, keys
+from paddlecd.signing.bundle import BUNDLE_TYPE, from_bundle, to_bundle
+from paddlecd.types import Statement
 
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://paddlecd.dev/build/docker-buildkit/v1"
 BUILDER_ID = "https://paddlecd.dev/builders/docker-buildkit"
 PROVENANCE_FILE = "provenance.sigstore.json"
 
 
-def statement(build: Mapping[str, Any], *, reference: str, digest: str) -> dict[str, Any]:
+def statement(build: Mapping[str, Any], *, reference: str, digest: str) -> Statement:
     """The in-toto Statement (SLSA Provenance v1) of the build record ``build`` (what
     :func:`paddlecd.image.build.build` wrote) about the pushed ``digest`` of ``reference``.
 
@@ -59,7 +60,7 @@ def statement(build: Mapping[str, Any], *, reference: str, digest: str) -> dict[
          "digest": {"sha256": dockerfile.get("sha256")}},
     ]
     return {
-        "_type": attestation.STATEMENT_TYPE,
+        "_type": dsse.STATEMENT_TYPE,
         "predicateType": PREDICATE_TYPE,
         "subject": [{"name": parse_reference(reference).name, "digest": {"sha256": digest[7:]}}],
         "predicate": {
@@ -97,7 +98,7 @@ def attach(settings: Settings, build: Mapping[str, Any], *, reference: str,
         SigningKeyError: no usable signing key. RegistryError: the registry refused.
     """
     doc = statement(build, reference=reference, digest=digest)
-    bundle = to_bundle(attestation.sign_statement(doc, keys.signer(settings)))
+    bundle = to_bundle(dsse.sign_statement(doc, keys.signer(settings)))
     ref = parse_reference(reference)
     client = client_for(settings, ref.registry)
     created = str(build.get("built", ""))
@@ -180,7 +181,8 @@ def find(client: RegistryClient, repository: str, digest: str,
                 raise SubjectError(f"{where} has {len(layers)} layers, not one Sigstore bundle",
                                    "it was not written by paddlecd push")
             att = from_bundle(referrers.read_blob(c, repository, layers[0]["digest"]), where)
-            done = attestation.verify(att, trusted, digest, predicate_type=PREDICATE_TYPE)
+            done = dsse.check(att, trusted, digest, predicate_type=PREDICATE_TYPE,
+                              other_type_hint="it was not written by paddlecd push")
         except AttestationError as e:
             return Provenance(where, problem=e)
         return Provenance(where, done.predicate, done.keyid, done.key_source)

@@ -138,7 +138,7 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
 
     The candidates folder is checked writable before anything is pushed, so a successful push is
     never left without its record. With a signing key configured
-    (:func:`paddlecd.verify.keys.configured`), the build's signed SLSA provenance is pushed as a
+    (:func:`paddlecd.signing.keys.configured`), the build's signed SLSA provenance is pushed as a
     referrer of the digest; the key is loaded before the image is pushed.
 
     Raises:
@@ -148,7 +148,7 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
             :func:`push_reference`).
     """
     from paddlecd.image import provenance
-    from paddlecd.verify import keys
+    from paddlecd.signing import keys
 
     tag = last_build_tag(settings, variant_name)
     if not engine.image_exists(tag):

@@ -88,7 +88,7 @@ def changed_files(settings: Settings, base_ref: str) -> list[str]:
     return sorted({*out.split(), *untracked.split()})
 
 
-def at_ref(settings: Settings, base_ref: str, rel: str, key: str) -> dict[str, Any]:
+def _at_ref(settings: Settings, base_ref: str, rel: str, key: str) -> dict[str, Any]:
     """The ``key`` mapping of YAML file ``rel`` as it was at the merge base of ``base_ref`` ({} if
     absent)."""
     base = _git(settings, "merge-base", base_ref, "HEAD", what=f"base ref '{base_ref}'").strip()
@@ -109,9 +109,9 @@ def select(settings: Settings, base_ref: str) -> list[str]:
     return touched(
         changed_files(settings, base_ref),
         variants_now=now_v,
-        variants_before=at_ref(settings, base_ref, rel_variants, "variants"),
+        variants_before=_at_ref(settings, base_ref, rel_variants, "variants"),
         lock_now=now_l,
-        lock_before=at_ref(settings, base_ref, rel_lock, "bases"),
+        lock_before=_at_ref(settings, base_ref, rel_lock, "bases"),
         lock_file=rel_lock,
     )
 

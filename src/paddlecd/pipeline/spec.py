@@ -26,6 +26,7 @@ from paddlecd.errors import ConfigError, PipelineError
 from paddlecd.image import variants
 from paddlecd.pipeline import affected as changes
 from paddlecd.pipeline import stages
+from paddlecd.types import JsonSchema
 
 FOLDER = "pipelines"
 SCHEMA_FILE = "src/paddlecd/schemas/pipeline.schema.json"
@@ -179,7 +180,7 @@ def _read(path: Path) -> Any:
     return files.read_yaml(path, error=PipelineError)
 
 
-def schema() -> dict[str, Any]:
+def schema() -> JsonSchema:
     """pipeline.schema.json completed from the stage-kind registry: the ``stage`` enum and each
     kind's ``with:`` parameters (:data:`paddlecd.pipeline.stages.KINDS`)."""
     doc = validation.load_schema("pipeline.schema.json")

@@ -31,7 +31,7 @@ from paddlecd.errors import (
 from paddlecd.registry.auth import docker_config, scope
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
 from paddlecd.registry.transport import Sized, Transport
-from paddlecd.types import Echo
+from paddlecd.types import Echo, OciDocument
 
 __all__ = ["RegistryClient", "Descriptor", "Manifest", "Reference", "parse_reference", "client_for",
            "open_reference", "pin", "ACCEPT"]
@@ -72,7 +72,7 @@ class Manifest:
     descriptor: Descriptor
     raw: bytes
 
-    def json(self) -> dict[str, Any]:
+    def json(self) -> OciDocument:
         """The parsed manifest."""
         return json.loads(self.raw)
 
@@ -224,7 +224,7 @@ class RegistryClient(Transport):
         return dict((self.image_config(repository, digest).get("config") or {}).get("Labels")
                     or {})
 
-    def image_config(self, repository: str, digest: str) -> dict[str, Any]:
+    def image_config(self, repository: str, digest: str) -> OciDocument:
         """The config blob of image ``repository@digest``, parsed (OCI image-spec ``config.md``:
         ``created``, ``config.Labels``, ``rootfs``…); a multi-platform index is read through its
         first image.

@@ -12,11 +12,10 @@ kyverno.io_clusterpolicies.yaml`` at 111e07bb; the tests validate against it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
-from paddlecd.verify import keys
+from paddlecd.signing import keys
+from paddlecd.types import KubeObject
 from paddlecd.verify.attestation import PREDICATE_TYPE
 
 POLICY_NAME = "paddlecd-verified-releases"
@@ -35,7 +34,7 @@ def image_references(settings: Settings) -> list[str]:
 
 
 def kyverno_policy(settings: Settings, *, action: str = "Enforce",
-                   name: str = POLICY_NAME) -> dict[str, Any]:
+                   name: str = POLICY_NAME) -> KubeObject:
     """The ``ClusterPolicy`` document for ``settings``' release repository and trusted keys.
 
     Args:

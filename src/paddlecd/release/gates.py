@@ -283,7 +283,8 @@ def baseline_figures(settings: Settings, client: RegistryClient, repository: str
         hardware = str((record.gate or {}).get("hardware") or "") if record else ""
         return tuple(f for item in kept if isinstance(item, Mapping)
                      and (f := Figure.from_json(item, hardware)))
-    from paddlecd.verify import keys, stored
+    from paddlecd.signing import keys
+    from paddlecd.verify import stored
 
     try:
         found = stored.runs(client, repository, digest, keys.trusted(settings))

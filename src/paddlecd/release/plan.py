@@ -307,100 +307,135 @@ def plan_promotion(
         checked = pool.submit(evidence_problem, settings, src, src_ref.repository, variant, d)
         if dst.host == src.host:  # same registry: asked with a twin of the release client
             _check_source(dst.twin(), src_ref)
-        # --version X: the checkpoint's folded state and the head (no tag list, bytes bounded
-        # whatever the history), or the ledger by name when that is not enough; --bump: the tags
-        # are needed for the releases the ledger does not know, so the ledger is read from them
-        view, old, has_head = _read_new(dst, dst_ref.repository, variant, version) \
-            if version else (None, None, False)
-        if view is None and has_head:  # no head: read_by_name would find none either
-            view = ledger.read_by_name(dst, dst_ref.repository, variant)
-        tags = [] if view else dst.list_tags(dst_ref.repository)
-        view = view or ledger.read_view(dst, dst_ref.repository, variant, tags)
-        records = list(view.records)
-        old = old or view.fold()
-        known = set(old.releases) | set(old.claimed) | {
-            v for t in tags if (v := parse_release_tag(t, variant))}
-        v = parse_version(version) if version else bump(known, part or "patch")
-        check_tags(variant, v)
-        ours = [release_tag(v, variant), *moving_tags(v, variant)]
-        last = _last_other(records, v)  # a killed promotion's record is the newest (the head)
-        theirs = [t for t in (release_tag(last, variant), *moving_tags(last, variant))
-                  if t not in ours] if last else []
-        have = currents(dst, dst_ref.repository, [*ours, *theirs])
-        if view.state is not None and any(have[t] not in (None, old.digest_of(t))
-                                          for t in moving_tags(v, variant)):
-            # the state says a moving tag of this version stands elsewhere than the registry has
-            # it (moved by hand, or a state not to be trusted; a missing one is a killed
-            # promotion's, which the reconcile writes): fold the records instead (no request
-            # more when they agree, the usual case)
-            view = ledger.read_by_name(dst, dst_ref.repository, variant) or ledger.read_view(
-                dst, dst_ref.repository, variant, dst.list_tags(dst_ref.repository))
-            records, old = list(view.records), view.fold()
-        _refuse_clobber(dst_ref, old, v, variant, d, have)
-        done = any(r.action == "promote" and r.version == str(v) and r.digest == d
-                   for r in records)
-        record_id = ledger.new_id(variant)
-        new = fold(
-            [*actions_of(records), *([] if done else [Action("promote", v, d, record_id)])],
-            variant, start=view.state,
-        )
-        writes, kept = _writes(have, old, new, v, variant)
-        completing = _completing(have, new, last, variant, theirs) if last else []
-        image = new.releases.get(last) if completing else None
-        if image and current(dst, dst_ref.repository, image) is None:
-            kept.append(f"{last}-{variant} is recorded but its image {image} is "
-                        f"not in {dst_ref.name}: it cannot be completed (invoke release.repair "
-                        f"--variant {variant} names it)")
-            completing = []
-        writes += completing
+        tags = _plan_tags(dst, dst_ref, variant=variant, version=version, part=part, digest=d)
         refusal, att = checked.result()
     if dst.host != src.host:  # another registry: asked after its lookup (src is not shared)
         _check_source(src, src_ref)
-    comparison = None if done else gates.gate(
-        settings, dst, dst_ref.repository, variant=variant, version=v, digest=d, state=old,
-        records=records, attestation=att, accept=accept_regression)
-    record = (
-        None
-        if done
-        else Record(
-            id=record_id,
-            action="promote",
-            variant=variant,
-            version=str(v),
-            digest=d,
-            source=str(src_ref),
-            target=dst_ref.name,
-            tags=tuple(desired(new, v, variant)),
-            previous=_previous(old, v, variant),
-            evidence=f"{d}@{att.created}" if att else None,
-            evidence_summary=_summary(att),
-            attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
-            forced=forced,
-            reason=reason,
-            who=files.who(),
-            when=files.now_iso("milliseconds"),
-            parent=view.last,
-            gate=gates.ledger_gate(comparison, att),
-        )
+    comparison = None if tags.done else gates.gate(
+        settings, dst, dst_ref.repository, variant=variant, version=tags.version, digest=d,
+        state=tags.old, records=tags.records, attestation=att, accept=accept_regression)
+    record = None if tags.done else _promote_record(
+        tags, variant=variant, digest=d, source=str(src_ref), target=dst_ref.name,
+        attestation=att, comparison=comparison, forced=forced, reason=reason)
+    return Plan(action="promote", variant=variant, version=str(tags.version), digest=d,
+                source=str(src_ref), target=dst_ref.name, repository=dst_ref.repository,
+                writes=tags.writes, kept=tags.kept, record=record,
+                evidence_problem=refusal.cause if refusal else None, refusal=refusal,
+                attestation=att, src=src, dst=dst, ledger_view=tags.view, comparison=comparison)
+
+
+@dataclass(frozen=True)
+class _Tags:
+    """The release registry's side of a promotion plan: the ledger read it rests on (``view``,
+    its ``records`` and their fold ``old``), the version, the fold with this promotion ``new``,
+    and the tag writes from one to the other. ``done``: the ledger already has the promotion."""
+
+    view: ledger.View
+    records: list[Record]
+    old: State
+    new: State
+    version: semver.Version
+    record_id: str
+    done: bool
+    writes: list[TagWrite]
+    kept: list[str]
+
+
+def _plan_tags(dst: RegistryClient, ref: Reference, *, variant: str, version: str | None,
+               part: str | None, digest: str) -> _Tags:
+    """The ledger read, the version, and the tag writes of promoting ``digest`` in ``ref``."""
+    view, old, tags = _read_ledger(dst, ref, variant, version)
+    records = list(view.records)
+    known = set(old.releases) | set(old.claimed) | {
+        v for t in tags if (v := parse_release_tag(t, variant))}
+    v = parse_version(version) if version else bump(known, part or "patch")
+    check_tags(variant, v)
+    ours = [release_tag(v, variant), *moving_tags(v, variant)]
+    last = _last_other(records, v)  # a killed promotion's record is the newest (the head)
+    theirs = [t for t in (release_tag(last, variant), *moving_tags(last, variant))
+              if t not in ours] if last else []
+    have = currents(dst, ref.repository, [*ours, *theirs])
+    if view.state is not None and any(have[t] not in (None, old.digest_of(t))
+                                      for t in moving_tags(v, variant)):
+        # the state says a moving tag of this version stands elsewhere than the registry has
+        # it (moved by hand, or a state not to be trusted; a missing one is a killed
+        # promotion's, which the reconcile writes): fold the records instead (no request
+        # more when they agree, the usual case)
+        view = ledger.read_by_name(dst, ref.repository, variant) or ledger.read_view(
+            dst, ref.repository, variant, dst.list_tags(ref.repository))
+        records, old = list(view.records), view.fold()
+    _refuse_clobber(ref, old, v, variant, digest, have)
+    done = any(r.action == "promote" and r.version == str(v) and r.digest == digest
+               for r in records)
+    record_id = ledger.new_id(variant)
+    new = fold(
+        [*actions_of(records), *([] if done else [Action("promote", v, digest, record_id)])],
+        variant, start=view.state,
     )
-    return Plan(
+    writes, kept = _writes(have, old, new, v, variant)
+    if last:
+        writes += _complete_killed(dst, ref, have, new, last, variant, theirs, kept)
+    return _Tags(view=view, records=records, old=old, new=new, version=v, record_id=record_id,
+                 done=done, writes=writes, kept=kept)
+
+
+def _read_ledger(dst: RegistryClient, ref: Reference, variant: str,
+                 version: str | None) -> tuple[ledger.View, State, list[str]]:
+    """The ledger read a promotion plans from, its fold, and the tag list when it was read.
+
+    --version X: the checkpoint's folded state and the head (no tag list, bytes bounded whatever
+    the history), or the ledger by name when that is not enough; --bump: the tags are needed for
+    the releases the ledger does not know, so the ledger is read from them.
+    """
+    view, old, has_head = _read_new(dst, ref.repository, variant, version) \
+        if version else (None, None, False)
+    if view is None and has_head:  # no head: read_by_name would find none either
+        view = ledger.read_by_name(dst, ref.repository, variant)
+    tags = [] if view else dst.list_tags(ref.repository)
+    view = view or ledger.read_view(dst, ref.repository, variant, tags)
+    return view, old or view.fold(), tags
+
+
+def _complete_killed(dst: RegistryClient, ref: Reference, have: dict[str, str | None],
+                     new: State, last: semver.Version, variant: str, theirs: list[str],
+                     kept: list[str]) -> list[TagWrite]:
+    """The writes completing release ``last`` (a killed promotion's); when its image is gone
+    from ``ref``, none, and a line saying so appended to ``kept``."""
+    completing = _completing(have, new, last, variant, theirs)
+    image = new.releases.get(last) if completing else None
+    if image and current(dst, ref.repository, image) is None:
+        kept.append(f"{last}-{variant} is recorded but its image {image} is "
+                    f"not in {ref.name}: it cannot be completed (invoke release.repair "
+                    f"--variant {variant} names it)")
+        return []
+    return completing
+
+
+def _promote_record(tags: _Tags, *, variant: str, digest: str, source: str, target: str,
+                    attestation: VerifiedAttestation | None,
+                    comparison: gates.Comparison | None, forced: bool,
+                    reason: str | None) -> Record:
+    """The ledger record of the promotion ``tags`` plans."""
+    att, v = attestation, tags.version
+    return Record(
+        id=tags.record_id,
         action="promote",
         variant=variant,
         version=str(v),
-        digest=d,
-        source=str(src_ref),
-        target=dst_ref.name,
-        repository=dst_ref.repository,
-        writes=writes,
-        kept=kept,
-        record=record,
-        evidence_problem=refusal.cause if refusal else None,
-        refusal=refusal,
-        attestation=att,
-        src=src,
-        dst=dst,
-        ledger_view=view,
-        comparison=comparison,
+        digest=digest,
+        source=source,
+        target=target,
+        tags=tuple(desired(tags.new, v, variant)),
+        previous=_previous(tags.old, v, variant),
+        evidence=f"{digest}@{att.created}" if att else None,
+        evidence_summary=_summary(att),
+        attestation=att.location.rsplit("@", 1)[1] if att and att.location else None,
+        forced=forced,
+        reason=reason,
+        who=files.who(),
+        when=files.now_iso("milliseconds"),
+        parent=tags.view.last,
+        gate=gates.ledger_gate(comparison, att),
     )
 
 

@@ -231,24 +231,8 @@ def promote(
             failed phase (named in the message).
         RegistryError: the registry failed during planning.
     """
-    if bool(version) == bool(part):
-        raise ConfigError("pass exactly one of --version X.Y.Z and --bump major|minor|patch",
-                          "e.g. invoke promote --variant cpu --version 1.4.0 --dry-run")
-    if force and not (reason or "").strip():
-        raise ConfigError(
-            "--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"'
-        )
-    if reason and not force:  # recorded only with --force: never taken and dropped
-        raise ConfigError("--reason is for --force (it is recorded with the forced promotion)",
-                          "drop --reason, or add --force if the evidence is to be overridden")
-    if accept_regression is not None and not accept_regression.strip():
-        raise ConfigError("--accept-regression needs a reason",
-                          'e.g. --accept-regression "new NCCL, busbw re-baselined"')
-    if version:
-        parse_version(version)  # bad input is refused before any registry is asked
-    if part and part not in ("major", "minor", "patch"):  # …never "no candidate" for a typo
-        raise ConfigError(f"--bump {part!r} is not major, minor or patch",
-                          "e.g. --bump minor")
+    _check_flags(version=version, part=part, force=force, reason=reason,
+                 accept_regression=accept_regression)
     variants.get(settings, variant)  # …and before a lock file is made for it
     outcome = Outcome()
     with _locked(settings, variant) if execute else contextlib.nullcontext():
@@ -267,23 +251,58 @@ def promote(
             report(line)
         if plan.noop:
             return outcome
-        with outcome.phase("check evidence", report):
-            if plan.refusal and not force:  # the refusal's type (and exit code) is kept
-                raise type(plan.refusal)(f"refused: {plan.refusal.cause}",
-                                         f"{plan.refusal.hint}; or --force --reason '…' (recorded)")
-        if plan.comparison and plan.comparison.status == "refused":
-            with outcome.phase("compare", report):
-                raise PromotionError(f"refused: {plan.comparison.refusal()}",
-                                     "find the cause (invoke release.compare), or promote anyway "
-                                     "with --accept-regression \"<reason>\" (recorded)")
+        _refuse(plan, outcome, report, force=force)
         if execute:
-            pending = _pending_path(settings, variant)
-            adopted = _adoptable(plan, pending)
-            if adopted:
-                report(f"ledger record {adopted.id} of a killed run of this promotion found: "
-                       "adopting it (no second record)")
-            _apply(plan, outcome, report, pending=pending, adopted=adopted)
+            _execute(settings, variant, plan, outcome, report)
     return outcome
+
+
+def _check_flags(*, version: str | None, part: str | None, force: bool, reason: str | None,
+                 accept_regression: str | None) -> None:
+    """Refuse bad promote flags (ConfigError) before any registry is asked."""
+    if bool(version) == bool(part):
+        raise ConfigError("pass exactly one of --version X.Y.Z and --bump major|minor|patch",
+                          "e.g. invoke promote --variant cpu --version 1.4.0 --dry-run")
+    if force and not (reason or "").strip():
+        raise ConfigError(
+            "--force needs --reason", 'e.g. --force --reason "GPU runner down, verified by hand"'
+        )
+    if reason and not force:  # recorded only with --force: never taken and dropped
+        raise ConfigError("--reason is for --force (it is recorded with the forced promotion)",
+                          "drop --reason, or add --force if the evidence is to be overridden")
+    if accept_regression is not None and not accept_regression.strip():
+        raise ConfigError("--accept-regression needs a reason",
+                          'e.g. --accept-regression "new NCCL, busbw re-baselined"')
+    if version:
+        parse_version(version)  # bad input is refused before any registry is asked
+    if part and part not in ("major", "minor", "patch"):  # …never "no candidate" for a typo
+        raise ConfigError(f"--bump {part!r} is not major, minor or patch",
+                          "e.g. --bump minor")
+
+
+def _refuse(plan: Plan, outcome: Outcome, report: Echo, *, force: bool) -> None:
+    """Raise the plan's evidence refusal (unless ``force``) or the upgrade gate's, each in its
+    phase."""
+    with outcome.phase("check evidence", report):
+        if plan.refusal and not force:  # the refusal's type (and exit code) is kept
+            raise type(plan.refusal)(f"refused: {plan.refusal.cause}",
+                                     f"{plan.refusal.hint}; or --force --reason '…' (recorded)")
+    if plan.comparison and plan.comparison.status == "refused":
+        with outcome.phase("compare", report):
+            raise PromotionError(f"refused: {plan.comparison.refusal()}",
+                                 "find the cause (invoke release.compare), or promote anyway "
+                                 "with --accept-regression \"<reason>\" (recorded)")
+
+
+def _execute(settings: Settings, variant: str, plan: Plan, outcome: Outcome,
+             report: Echo) -> None:
+    """Apply ``plan``, adopting the ledger record a killed run of the same promotion left."""
+    pending = _pending_path(settings, variant)
+    adopted = _adoptable(plan, pending)
+    if adopted:
+        report(f"ledger record {adopted.id} of a killed run of this promotion found: "
+               "adopting it (no second record)")
+    _apply(plan, outcome, report, pending=pending, adopted=adopted)
 
 
 @dataclass(frozen=True)

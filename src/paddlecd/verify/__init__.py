@@ -9,8 +9,9 @@ summaries), :mod:`.nodes` (``--nodes N``: the collective checks as an N-node job
 :mod:`.nodes_k8s` (the same on Kubernetes), :mod:`.budget` (a GPU node's memory and /dev/shm).
 Upgrade gates: :mod:`.figures` (the speed figures a run recorded), :mod:`.models` (the models
 gate's results).
-Attestations: :mod:`.attestation` (the signed in-toto Statement, DSSE, the promotion rule),
-:mod:`.keys` (signing and trusted keys), :mod:`.bundle` (the Sigstore bundle form),
-:mod:`.registry_store` (publish, check and copy them in the registry), :mod:`.stored` (a digest's
-runs in every layout), :mod:`.describe` (a signed run as a person reads it).
+Attestations: :mod:`.attestation` (verify's in-toto Statement and the promotion rule; keys,
+envelopes and bundles are the signing room's, :mod:`paddlecd.signing`), :mod:`.registry_store`
+(publish, check and copy them in the registry), :mod:`.stored` (a digest's runs in every layout),
+:mod:`.describe` (a signed run as a person reads it).
 """
+

@@ -4,9 +4,8 @@ What is signed: an in-toto Statement v1 (https://github.com/in-toto/attestation,
 ``subject`` is the image (``name`` = repository, ``digest.sha256`` = the manifest digest), whose
 ``predicateType`` is :data:`PREDICATE_TYPE`, and whose ``predicate`` is what verify measured: the
 checks with their metrics, versions, host facts, revision, run time and the sha256 of the JUnit XML
-and the smoke log. It is wrapped in a DSSE envelope (https://github.com/secure-systems-lab/dsse,
-``payloadType`` ``application/vnd.in-toto+json``) signed by securesystemslib: the envelope, its
-PAE and the signature checks are the library's, not ours.
+and the smoke log. It is wrapped in a DSSE envelope signed by securesystemslib
+(:mod:`paddlecd.signing.dsse`: the envelope, its PAE and the signature checks are the library's).
 
 :func:`verify` checks one envelope (signature by a trusted key, subject, predicate type);
 :func:`choose` applies the promotion rule to every verified run of a digest: the newest run decides,
@@ -25,18 +24,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from securesystemslib import exceptions as sslib_errors
-from securesystemslib.dsse import Envelope
 from securesystemslib.signer import Signer
 
-from paddlecd.errors import AttestedFailureError, NoAttestationError, SignatureError, SubjectError
+from paddlecd.errors import AttestedFailureError, NoAttestationError, SubjectError
 from paddlecd.files import who
+from paddlecd.signing import dsse
+from paddlecd.signing.dsse import STATEMENT_TYPE, Attestation, sign_statement
+from paddlecd.signing.keys import TrustedKey, keygen  # noqa: F401 - keygen re-exported for the task
+from paddlecd.types import Statement
 from paddlecd.verify.evidence import REQUIRED_CHECKS
-from paddlecd.verify.keys import TrustedKey, keygen  # noqa: F401 - keygen re-exported for the task
-from paddlecd.verify.keys import shown as shown_id
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_TYPE = "https://paddlecd.dev/attestations/verify/v1"
 # Evidence fields that name files on the verifying machine: meaningless elsewhere, so not signed.
 _LOCAL_FIELDS = ("junit", "model_dir", "schema")
@@ -65,7 +62,7 @@ def host_facts(record: Mapping[str, Any]) -> dict[str, Any]:
     return {**facts, **(record.get("host") or {})}
 
 
-def statement(evidence: Mapping[str, Any] | Any, *, junit: bytes, log: bytes) -> dict[str, Any]:
+def statement(evidence: Mapping[str, Any] | Any, *, junit: bytes, log: bytes) -> Statement:
     """The in-toto Statement for an evidence record (``digest``, ``reference``, ``checks``, ...).
 
     Args:
@@ -114,56 +111,6 @@ def _sha(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True)
-class Attestation:
-    """A DSSE envelope as stored (``envelope``: its exact JSON bytes) and where it was found.
-
-    Nothing in it is trusted before :func:`verify`: ``statement`` is the decoded, unchecked payload.
-
-    Attributes:
-        envelope: the envelope JSON. statement: the decoded in-toto Statement.
-        location: ``host/repo@sha256:…`` of the artifact manifest holding it, when known.
-        hint: the key a Sigstore bundle names (``verificationMaterial.publicKey.hint``); None for
-            a bare envelope.
-    """
-
-    envelope: bytes
-    statement: dict[str, Any] = field(repr=False)
-    location: str | None = None
-    hint: str | None = None
-
-    def to_json(self) -> bytes:
-        """The envelope bytes, exactly as signed and stored."""
-        return self.envelope
-
-    @classmethod
-    def from_json(cls, data: bytes, location: str | None = None) -> Attestation:
-        """Parse an envelope and decode its payload (not yet verified).
-
-        Raises:
-            SignatureError: no DSSE envelope of an in-toto Statement (a changed byte, not ours).
-        """
-        where = location or "the attestation"
-        try:
-            env = Envelope.from_dict(json.loads(data))
-            if env.payload_type != PAYLOAD_TYPE:
-                raise ValueError(f"payloadType {env.payload_type!r}")
-            doc = json.loads(env.payload)
-            if not isinstance(doc, dict):
-                raise ValueError("payload is no JSON object")
-        except (ValueError, KeyError, TypeError, sslib_errors.FormatError) as e:
-            raise SignatureError(
-                f"{where} is no DSSE envelope of an in-toto Statement ({e})",
-                "it was changed or written by another tool; re-run invoke verify",
-            ) from e
-        return cls(bytes(data), doc, location)
-
-    @property
-    def keyids(self) -> list[str]:
-        """Key ids of the envelope's signatures (unverified)."""
-        return [s.get("keyid", "") for s in json.loads(self.envelope).get("signatures", [])]
 
 
 @dataclass(frozen=True)
@@ -241,73 +188,25 @@ def sign(
     return sign_statement(statement(evidence, junit=junit, log=log), signer)
 
 
-def sign_statement(doc: Mapping[str, Any], signer: Signer) -> Attestation:
-    """Sign the in-toto Statement ``doc`` (any predicate type) in a DSSE envelope with
-    ``signer``: the payload is ``doc`` as JSON with sorted keys."""
-    payload = json.dumps(doc, sort_keys=True).encode()
-    envelope = Envelope(payload, PAYLOAD_TYPE, {})
-    envelope.sign(signer)
-    return Attestation.from_json(json.dumps(envelope.to_dict(), sort_keys=True).encode())
-
-
 def verify(att: Attestation, keys: Sequence[TrustedKey], digest: str, *,
            predicate_type: str = PREDICATE_TYPE) -> VerifiedAttestation:
     """Check ``att``: signed by one of ``keys``, about ``digest``, of ``predicate_type``
-    (default :data:`PREDICATE_TYPE`, verify's; push's provenance is SLSA's).
+    (default :data:`PREDICATE_TYPE`, verify's; push's provenance is SLSA's), by
+    :func:`paddlecd.signing.dsse.check`.
 
     Raises:
         SignatureError: the signature does not verify (a changed byte) or no trusted key signed it.
         SubjectError: the Statement is about another digest, or of another type.
     """
-    where = att.location or "the attestation"
-    by_id = {i: (k, key) for k in keys for i, key in k.ids.items()}
-    if att.hint is not None and att.hint not in by_id:
-        raise SignatureError(
-            f"{where} names key {shown_id(att.hint)} (its publicKey hint), which is not in "
-            "release.trusted_keys",
-            "verify with a trusted key, or add its public key to release.trusted_keys",
-        )
-    signers = [i for i in att.keyids if i in by_id]
-    if not signers:
-        raise SignatureError(
-            f"{where} is signed by key {', '.join(map(shown_id, att.keyids)) or 'none'}, "
-            "which is not in release.trusted_keys",
-            "verify with a trusted key, or add its public key to release.trusted_keys",
-        )
-    try:
-        accepted = Envelope.from_dict(json.loads(att.envelope)).verify(
-            [by_id[i][1] for i in signers], 1
-        )
-    except sslib_errors.VerificationError as e:
-        raise SignatureError(
-            f"the signature of {where} does not verify: the envelope or payload was changed",
-            "never edit an attestation; re-run invoke verify to attest the image again",
-        ) from e
-    key = by_id[next(iter(accepted))][0]
-    doc = att.statement
-    if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != predicate_type:
-        raise SubjectError(
-            f"{where} is a {doc.get('predicateType')!r} statement, not {predicate_type}",
-            "only paddlecd verify attestations allow a promotion"
-            if predicate_type == PREDICATE_TYPE else "it was not written by paddlecd push",
-        )
-    subjects = [
-        s for s in doc.get("subject", []) if s.get("digest", {}).get("sha256") == digest[7:]
-    ]
-    if not subjects:
-        other = ", ".join(
-            f"sha256:{s.get('digest', {}).get('sha256')}" for s in doc.get("subject", [])
-        )
-        raise SubjectError(
-            f"{where} is about {other or 'no digest'}, not {digest}",
-            "an attestation proves only the digest it names; verify this digest",
-        )
+    signed = dsse.check(att, keys, digest, predicate_type=predicate_type, other_type_hint=(
+        "only paddlecd verify attestations allow a promotion"
+        if predicate_type == PREDICATE_TYPE else "it was not written by paddlecd push"))
     return VerifiedAttestation(
         digest=digest,
-        name=str(subjects[0].get("name", "")),
-        keyid=key.keyid,
-        key_source=key.source,
-        predicate=dict(doc.get("predicate") or {}),
+        name=signed.name,
+        keyid=signed.keyid,
+        key_source=signed.key_source,
+        predicate=signed.predicate,
         location=att.location,
         stored=(att.location,) if att.location else (),
     )
@@ -348,6 +247,15 @@ def choose(
         raise NoAttestationError(
             f"no attestation of {digest}", f"run: invoke verify --image <repo>@{digest}"
         )
+    newest = _newest_passed(runs, digest=digest, variant=variant)
+    _check_complete(newest, digest=digest, max_age_hours=max_age_hours)
+    return newest
+
+
+def _newest_passed(runs: Sequence[VerifiedAttestation], *, digest: str,
+                   variant: str | None) -> VerifiedAttestation:
+    """The newest of ``runs``, refused when it is of another variant (SubjectError) or failed
+    (AttestedFailureError naming the older passing run, if any)."""
     newest = max(runs, key=lambda r: r.created)
     if variant and newest.predicate.get("variant", variant) != variant:
         raise SubjectError(
@@ -366,7 +274,13 @@ def choose(
             f"{when}: {', '.join(newest.failed) or 'passed: false'}",
             "fix the image and verify it again; the newest run decides",
         )
-    present = {str(c.get("name", "")).split("/", 1)[0] for c in newest.predicate.get("checks", [])}
+    return newest
+
+
+def _check_complete(run: VerifiedAttestation, *, digest: str, max_age_hours: float) -> None:
+    """Refuse a run lacking a module of :data:`~paddlecd.verify.evidence.REQUIRED_CHECKS` or
+    older than ``max_age_hours`` (AttestedFailureError)."""
+    present = {str(c.get("name", "")).split("/", 1)[0] for c in run.predicate.get("checks", [])}
     missing = [m for m in REQUIRED_CHECKS if m not in present]
     if missing:
         raise AttestedFailureError(
@@ -374,14 +288,13 @@ def choose(
             "(an incomplete smoke run)",
             "run the whole smoke suite: invoke verify",
         )
-    age = newest.age_hours()
+    age = run.age_hours()
     if age > max_age_hours:
         raise AttestedFailureError(
             f"the attestation of {digest} is stale: {age:.1f} h old, limit "
             f"release.evidence_max_age_hours={max_age_hours:g}",
             "verify the digest again (invoke verify --image …@digest)",
         )
-    return newest
 
 
 def _require_nodes(

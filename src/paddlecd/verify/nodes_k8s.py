@@ -29,7 +29,7 @@ from paddlecd.cluster import k8s, watch
 from paddlecd.cluster.render import CONTAINER, Target, render
 from paddlecd.config import Settings
 from paddlecd.errors import ClusterError, ConfigError
-from paddlecd.types import Echo
+from paddlecd.types import Echo, KubeObject
 from paddlecd.verify import nodes as multinode
 from paddlecd.verify.evidence import Check
 
@@ -45,7 +45,7 @@ def job_id(worker: str, suffix: str | None = None) -> str:
     return f"verify-{worker.replace('_', '-')}-{suffix or secrets.token_hex(3)}"
 
 
-def smoke_configmap(settings: Settings, meta: dict[str, Any]) -> dict[str, Any]:
+def _smoke_configmap(settings: Settings, meta: dict[str, Any]) -> KubeObject:
     """A ConfigMap named like the job holding smoke/ (:data:`SMOKE_FILES`, ~20 KB of the 1 MiB a
     ConfigMap may hold); keys are the paths with ``/`` as ``__`` (keys allow ``[-._a-zA-Z0-9]``).
 
@@ -73,7 +73,7 @@ def _key(relative: Path) -> str:
 
 
 def planned_manifests(settings: Settings, reference: str, *, variant: str, nodes: int,
-                      gpus_per_node: int, kind: str) -> list[dict[str, Any]]:
+                      gpus_per_node: int, kind: str) -> list[KubeObject]:
     """Every check's manifests for ``verify --cluster k8s --dry-run``, in creation order, as
     :func:`manifests` makes them for a run of ``reference`` (``repo@sha256:…``) in the
     kubeconfig's namespace; nothing is submitted.
@@ -103,7 +103,7 @@ def manifests(
     kind: str = "job",
     namespace: str = "default",
     pull_secret: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[KubeObject]:
     """The manifests of one worker's run, in creation order: [ConfigMap, Service, Job] (``kind``
     ``job``) or [ConfigMap, PaddleJob]. The pod of :func:`paddlecd.verify.nodes.job_spec`, with
     /smoke from the ConfigMap, /out an emptyDir, and smoke/rendezvous.py ``--report`` in front
@@ -119,7 +119,7 @@ def manifests(
     rendered = render(
         spec, target, job_id=job_id, kind=kind, namespace=namespace, pull_secret=pull_secret
     )
-    configmap = smoke_configmap(settings, rendered[0]["metadata"])
+    configmap = _smoke_configmap(settings, rendered[0]["metadata"])
     wait = multinode.rendezvous_timeout(settings, k8s=True)
     for m in rendered:
         if m["kind"] in ("Job", "PaddleJob"):

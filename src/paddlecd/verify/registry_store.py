@@ -26,16 +26,16 @@ from paddlecd.errors import AttestationError, SigningKeyError
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient, client_for
 from paddlecd.registry.reference import Reference, parse_reference
-from paddlecd.verify import keys
+from paddlecd.signing import keys
+from paddlecd.signing.bundle import BUNDLE_TYPE, from_bundle, to_bundle
+from paddlecd.signing.dsse import Attestation
 from paddlecd.verify.attestation import (
     PREDICATE_TYPE,
-    Attestation,
     VerifiedAttestation,
     _record,
     choose,
     sign,
 )
-from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle, to_bundle
 from paddlecd.verify.stored import (  # noqa: F401 - the layouts' names, re-exported
     ARTIFACT_TYPE,
     BUNDLE_FILE,

@@ -305,12 +305,11 @@ def verify(
     Raises:
         ConfigError: no target, ``nodes`` < 1 or ``nodes``/``gpus_per_node`` past the job
             schema's bounds, an unknown cluster or kind, ``k8s`` with one node, or a GPU
-            variant on ``k8s`` without ``gpus_per_node``. RegistryError: the
-            digest cannot be pulled. ClusterError: the kubeconfig or API server is unusable, or
-            a manifest was refused.
-            VerifyError: GPU image on a host without a suitable driver, or the smoke suite could
-            not run at all (no JUnit written). SigningKeyError: a signing key is configured but
-            unusable (checked before the run).
+            variant on ``k8s`` without ``gpus_per_node``. RegistryError: the digest cannot be
+            pulled. ClusterError: the kubeconfig or API server is unusable, or a manifest was
+            refused. VerifyError: GPU image on a host without a suitable driver, or the smoke
+            suite could not run at all (no JUnit written). SigningKeyError: a signing key is
+            configured but unusable (checked before the run).
     """
     on_k8s = check_where(nodes, cluster, kind, gpus_per_node)
     reference = target(settings, variant, image)
@@ -319,6 +318,24 @@ def verify(
     if keys.configured(settings):
         keys.signer(settings)  # a bad signing key fails now, not after the smoke suite ran
     labels = _labels(settings, reference, pull=not on_k8s)
+    _check_labels(reference, labels, variant=variant, on_k8s=on_k8s, gpus_per_node=gpus_per_node)
+    driver = _driver(reference, labels, on_k8s=on_k8s)
+    out = _out_folder(settings, reference, labels, out_dir=out_dir, nodes=nodes)
+    started = time.monotonic()
+    ok, checks, facts, transports = _run_staged(
+        settings, reference, labels, out, nodes=nodes, cluster_k8s=on_k8s, kind=kind,
+        gpus_per_node=gpus_per_node, driver=driver, on_line=on_line, on_event=on_event)
+    checked = check_models(settings, reference, on_line=on_line) if check_models else ()
+    driver = driver or next((f["driver"] for f in facts if f.get("driver")), None)  # GPU-only
+    return _record(settings, reference, labels, out, nodes=nodes, ok=ok, checks=checks,
+                   facts=facts, transports=transports, driver=driver,
+                   seconds=time.monotonic() - started, models=checked)
+
+
+def _check_labels(reference: str, labels: dict[str, str], *, variant: str | None,
+                  on_k8s: bool, gpus_per_node: int | None) -> None:
+    """Refuse options the image's labels contradict (ConfigError): a GPU image on k8s without
+    ``--gpus-per-node``, another variant than ``variant``, cards for a CPU image."""
     if on_k8s and labels.get("io.paddlecd.device") == "gpu" and not gpus_per_node:
         raise ConfigError(
             f"{reference} is a GPU image: --cluster k8s needs --gpus-per-node",
@@ -335,11 +352,21 @@ def verify(
             f"(io.paddlecd.device={labels.get('io.paddlecd.device', 'unset')})",
             "drop --gpus-per-node for a CPU image (its ranks are processes: verify.cpu_ranks)",
         )
-    driver = None
-    if labels.get("io.paddlecd.device") == "gpu" and not on_k8s:  # GPU-only: before any container
-        # the toolkit's own rule on the image's NVIDIA_REQUIRE_CUDA, read from its config
-        cuda, env = labels.get("io.paddlecd.cuda.version", ""), engine.image_env(reference)
-        driver = drivers.require_for(cuda, env).driver
+
+
+def _driver(reference: str, labels: dict[str, str], *, on_k8s: bool) -> str | None:
+    """The host driver a local GPU image needs (None: a CPU image, or k8s), checked before any
+    container starts; the toolkit's own rule on the image's NVIDIA_REQUIRE_CUDA, read from its
+    config."""
+    if labels.get("io.paddlecd.device") != "gpu" or on_k8s:
+        return None
+    cuda, env = labels.get("io.paddlecd.cuda.version", ""), engine.image_env(reference)
+    return drivers.require_for(cuda, env).driver
+
+
+def _out_folder(settings: Settings, reference: str, labels: dict[str, str], *,
+                out_dir: Path | None, nodes: int) -> Path:
+    """The folder the run's evidence goes to; ``--out`` must be new or empty (ConfigError)."""
     digest = reference.split("@", 1)[1]
     name = f"{labels.get('io.paddlecd.variant', 'image')}-{digest[7:19]}"
     out = out_dir or settings.state / "verify" / (name if nodes == 1 else f"{name}-{nodes}nodes")
@@ -348,24 +375,21 @@ def verify(
             f"--out {out_dir} is not empty",
             "give a new or empty folder: verify writes and replaces files there",
         )
-    # The run writes into a folder of its own beside ``out``, which replaces ``out`` only once the
-    # suite has run: a run that cannot start leaves the previous run's folder whole.
+    return out
+
+
+def _run_staged(settings: Settings, reference: str, labels: dict[str, str], out: Path,
+                **options: Any) -> tuple[bool, list[evidence.Check], tuple, Any]:
+    """:func:`_run_suite` into a folder of its own beside ``out``, which replaces ``out`` only
+    once the suite has run: a run that cannot start leaves the previous run's folder whole."""
     stage = staging_folder(out)
-    started = time.monotonic()
     try:
-        ok, checks, facts, transports = _run_suite(
-            settings, reference, labels, stage, key=out, nodes=nodes, cluster_k8s=on_k8s,
-            gpus_per_node=gpus_per_node, kind=kind, driver=driver, on_line=on_line,
-            on_event=on_event)
+        result = _run_suite(settings, reference, labels, stage, key=out, **options)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     replace_folder(out, stage)
-    checked = check_models(settings, reference, on_line=on_line) if check_models else ()
-    driver = driver or next((f["driver"] for f in facts if f.get("driver")), None)  # GPU-only
-    return _record(settings, reference, labels, out, nodes=nodes, ok=ok, checks=checks,
-                   facts=facts, transports=transports, driver=driver,
-                   seconds=time.monotonic() - started, models=checked)
+    return result
 
 
 def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: Path, *,

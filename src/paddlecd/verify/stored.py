@@ -22,19 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from paddlecd.errors import AttestationError, SubjectError
+from paddlecd.image.provenance import PREDICATE_TYPE as SLSA  # push's provenance
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient
-from paddlecd.verify.attestation import (
-    PREDICATE_TYPE,
-    Attestation,
-    TrustedKey,
-    VerifiedAttestation,
-    verify,
-)
-from paddlecd.verify.bundle import BUNDLE_TYPE, from_bundle
+from paddlecd.signing.bundle import BUNDLE_TYPE, from_bundle
+from paddlecd.signing.dsse import Attestation
+from paddlecd.signing.keys import TrustedKey
+from paddlecd.verify.attestation import PREDICATE_TYPE, VerifiedAttestation, verify
 
 ARTIFACT_TYPE = "application/vnd.paddlecd.attestation.v1+json"  # read, not written
-SLSA = "https://slsa.dev/provenance/v1"  # push's provenance (paddlecd.image.provenance)
 ENVELOPE_TYPE = cosign.DSSE_TYPE
 BYPRODUCTS_TYPE = "application/vnd.paddlecd.verify.byproducts.v1"
 JUNIT_TYPE = "application/vnd.paddlecd.junit.v1+xml"

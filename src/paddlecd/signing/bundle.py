@@ -10,10 +10,10 @@ mapping: camelCase keys) for a key-signed attestation with no transparency log::
 
 The hint names the verifier's key; sigstore-js looks the key up by it (``toTrustMaterial``'s key
 selector, sigstore-js ``packages/verify/src/trust/index.ts``). It is the keyid the signature
-carries, the key's OpenSSH fingerprint (:func:`paddlecd.verify.keys.fingerprint`): cosign and
+carries, the key's OpenSSH fingerprint (:func:`paddlecd.signing.keys.fingerprint`): cosign and
 sigstore-go skip a DSSE signature whose keyid is anything else. Parsing is strict on what paddlecd
 relies on (exactly one signature, keyid = hint); the signature itself is checked by
-:func:`paddlecd.verify.attestation.verify`.
+:func:`paddlecd.signing.dsse.check`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import json
 from typing import Any
 
 from paddlecd.errors import SignatureError
-from paddlecd.verify.attestation import Attestation
-from paddlecd.verify.keys import shown as shown_id
+from paddlecd.signing.dsse import Attestation
+from paddlecd.signing.keys import shown as shown_id
 
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 _REWRITE = "never edit a bundle; re-run invoke verify to attest the image again"
