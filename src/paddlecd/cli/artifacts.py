@@ -256,12 +256,8 @@ def _check_options(*, image, batch, rtol, atol, no_pir, onnx, onnx_opset, onnx_r
     Raises:
         ConfigError: a number out of its range, or an ``--onnx-*`` flag without ``--onnx``.
     """
-    onnx_flags = {"onnx-opset": onnx_opset, "onnx-rtol": onnx_rtol, "onnx-atol": onnx_atol}
-    stray = next((f for f, v in onnx_flags.items() if v is not None), None)
-    if stray and not onnx:  # taken and dropped otherwise: the check would say nothing of them
-        raise ConfigError(f"--{stray} is for --onnx", f"add --onnx, or drop --{stray}")
     number = common.number
-    return {
+    options = {
         "image": image,
         # a batch of the model's own inputs: 4096 keeps a check of a small model in memory
         "batch": number("batch", batch, 3, whole=True, least=2, most=4096),
@@ -275,6 +271,11 @@ def _check_options(*, image, batch, rtol, atol, no_pir, onnx, onnx_opset, onnx_r
         "onnx_rtol": number("onnx-rtol", onnx_rtol, 1e-4, least=0),
         "onnx_atol": number("onnx-atol", onnx_atol, 1e-5, least=0),
     }
+    onnx_flags = {"onnx-opset": onnx_opset, "onnx-rtol": onnx_rtol, "onnx-atol": onnx_atol}
+    stray = next((f for f, v in onnx_flags.items() if v is not None), None)
+    if stray and not onnx:  # taken and dropped otherwise: the check would say nothing of them
+        raise ConfigError(f"--{stray} is for --onnx", f"add --onnx, or drop --{stray}")
+    return options
 
 
 def _check_line(record) -> str:

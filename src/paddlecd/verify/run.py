@@ -29,6 +29,7 @@ from paddlecd.image import candidate, variants
 from paddlecd.registry import auth as registry_auth
 from paddlecd.registry import client as registry
 from paddlecd.registry.reference import parse_reference
+from paddlecd.signing import keys
 from paddlecd.types import Echo
 from paddlecd.verify import (
     bandwidth,
@@ -36,7 +37,6 @@ from paddlecd.verify import (
     drivers,
     evidence,
     figures,
-    keys,
     nccl,
     registry_store,
 )
