@@ -22,7 +22,7 @@ import difflib
 import os
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -465,7 +465,16 @@ def _build(root: Path, merged: Mapping[str, Any], origins: Mapping[str, Origin])
     for key, value in merged.items():
         if "." not in key:
             kwargs[key] = _coerce(value, hints[key], key, origin(key))
-    settings = Settings(**kwargs)
+    return _checked(Settings(**kwargs), origin)
+
+
+def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
+    """``settings`` with its log format normalised, once every cross-field rule holds: no
+    credentials in URLs, registry hosts as host[:port], formats and bounds, repository names.
+
+    Raises:
+        ConfigError: the first rule broken, naming the setting and where its value came from.
+    """
     log_format = settings.runtime.log_format.lower()
     if log_format not in LOG_FORMATS:
         where = origin("runtime.log_format")
