@@ -126,8 +126,9 @@ import sys, paddle
 from paddle.static import InputSpec
 for dest, out_features, seed in zip(*[iter(sys.argv[1:])] * 3):
     paddle.seed(int(seed))
-    paddle.jit.save(paddle.nn.Linear(4, int(out_features)), dest + "/inference",
-                    input_spec=[InputSpec([None, 4], "float32")])
+    with paddle.utils.unique_name.guard():  # names as in a process of its own (linear_0.w_0)
+        paddle.jit.save(paddle.nn.Linear(4, int(out_features)), dest + "/inference",
+                        input_spec=[InputSpec([None, 4], "float32")])
 """
 
 

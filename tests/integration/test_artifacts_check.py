@@ -36,9 +36,10 @@ class FixedBatch(paddle.nn.Layer):
 
 for dest, kind, refs in zip(*[iter(sys.argv[2:])] * 3):
     paddle.seed(0)
-    layer = FixedBatch() if kind == "fixed" else paddle.nn.Linear(4, 2)
-    spec = [InputSpec([None, 4], "float32", "x")]
-    paddle.jit.save(layer, dest + "/inference", input_spec=spec)
+    with paddle.utils.unique_name.guard():  # names as in a process of its own (linear_0.w_0)
+        layer = FixedBatch() if kind == "fixed" else paddle.nn.Linear(4, 2)
+        spec = [InputSpec([None, 4], "float32", "x")]
+        paddle.jit.save(layer, dest + "/inference", input_spec=spec)
     if refs == "refs":
         x = np.random.default_rng(1).normal(size=(4, 4)).astype("float32")
         np.savez(dest + "/reference_inputs.npz", x=x)
