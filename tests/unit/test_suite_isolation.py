@@ -20,6 +20,7 @@ SERVERS = {"RegistryServer", "ThreadedMotoServer"}
 def _pytest(folder, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("PYTEST_ADDOPTS", None)  # the outer session's plugins are not on this one's path
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "support.guard", "-p", "no:cacheprovider",
          "-p", "no:randomly", "--rootdir", str(folder), *args, str(folder)],
