@@ -19,6 +19,9 @@ from paddlecd.verify import evidence
 from support import ROOT, UNIQUE, cli_env, invoke, project_settings
 from support.cli import invoke_on_terminal, rendered
 
+# One worker runs the module: its tests read one `build push verify` run (pipeline_run, ~17 s),
+# which each worker would make again for the tests it got.
+pytestmark = pytest.mark.xdist_group("build_push_verify")
 STAGES = ("build", "push", "verify")
 ANSI = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07)")
 SPINNER = set("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")

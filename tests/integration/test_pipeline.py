@@ -19,6 +19,10 @@ from paddlecd.verify import evidence
 
 from support import ROOT, cli_env, invoke, project_settings
 
+# One worker runs the module: its tests read the module's runs (a failed run and its resume,
+# ~14-22 s), which each worker would make again for the tests it got.
+pytestmark = pytest.mark.xdist_group("pipeline")
+
 
 @pytest.fixture(scope="module")
 def pr_state(registry, main_state, paddle_base, tmp_path_factory):
