@@ -5,7 +5,9 @@ function runs as written, in a temporary project whose ``python3`` only records 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -48,7 +50,8 @@ def _install_node(project, bin_dir, node_dir) -> str:
     start = body.index("NODE_DIR=")
     function = body[start : body.index("\n}\n", start) + 3]
     script = (f'set -euo pipefail\nROOT=$PWD\nSTATE=$PWD/.state\nSUDO=""\nmkdir -p "$STATE"\n'
-              f'log() {{ echo "$*"; }}\n{function}install_node\n')
+              f'log() {{ echo "$*"; }}\napt_install() {{ :; }}\nnode_packages() {{ :; }}\n'
+              f'{function}install_node\n')
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
            "PADDLECD_NODE_DIR": str(node_dir)}
     done = subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True,
@@ -84,23 +87,51 @@ def test_missing_npm_packages_fail_under_ci_and_skip_elsewhere(tmp_path, monkeyp
         sigstore_js.node_modules()
 
 
-def test_the_engine_tier_installs_ceph_for_the_suites_rgw(tmp_path):
-    """`stack.sh engine` (what .ci/run calls) installs Ceph's mon, OSD and radosgw without
-    recommends, only those missing, and never prompts."""
+def _engine_tier(tmp_path, present: tuple[str, ...], *, python: bool = False) -> list[str]:
+    """Run ``engine_tier`` as written, on a PATH that holds only ``present`` (as empty commands),
+    this machine's ``python3`` when ``python``, and an ``apt-get``, ``make_venv``, ``start_dockerd`` and ``install_node`` that only record
+    that they ran; returns the records in order."""
     body = (ROOT / "scripts" / "stack.sh").read_text()
-    assert "engine) install_packages; install_ceph;" in body
-    start = body.index("install_ceph() {")
-    function = body[start : body.index("\n}\n", start) + 3]
-    bin_dir = tmp_path / "bin"
+    functions = body[: body.index('\ncase "${1:-up}" in')]
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
-    (bin_dir / "apt-get").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/apt\n")
-    (bin_dir / "apt-get").chmod(0o755)
-    (bin_dir / "env").symlink_to("/usr/bin/env")
-    (bin_dir / "ceph-osd").write_text("#!/bin/sh\n")  # already there: not asked for
-    (bin_dir / "ceph-osd").chmod(0o755)
-    script = f'set -euo pipefail\nSUDO=""\nlog() {{ echo "$*"; }}\n{function}install_ceph\n'
-    subprocess.run(["/bin/bash", "-c", script], env={"PATH": str(bin_dir)}, check=True,
-                   stdin=subprocess.DEVNULL, capture_output=True)
-    calls = (tmp_path / "apt").read_text().splitlines()
-    assert calls == ["update -qq",
-                     "install -y -qq --no-install-recommends ceph-mon radosgw"]
+    (bin_dir / "apt-get").write_text(f"#!/bin/sh\necho apt-get \"$@\" >> {calls}\n")
+    for name in present:
+        (bin_dir / name).write_text("#!/bin/sh\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    for real in ("env", "mkdir", "dirname", "cat", "sha256sum", "cut"):
+        (bin_dir / real).symlink_to(shutil.which(real))
+    if python:  # the interpreter itself (a pyenv shim needs more than this PATH)
+        (bin_dir / "python3").symlink_to(os.path.realpath(sys.executable))
+    (tmp_path / "p").mkdir()
+    script = (f"{functions}\nSUDO=''\nlog() {{ echo \"$*\"; }}\n"
+              f"start_dockerd() {{ echo dockerd >> {calls}; }}\n"
+              f"make_venv() {{ echo venv >> {calls}; }}\n"
+              f"install_node() {{ echo node >> {calls}; }}\nengine_tier\n")
+    subprocess.run(["/bin/bash", "-c", script], cwd=tmp_path / "p", env={"PATH": str(bin_dir)},
+                   check=True, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    return calls.read_text().splitlines()
+
+
+def test_the_engine_tier_asks_apt_once_for_every_missing_package(tmp_path):
+    """`stack.sh engine` (what .ci/run calls) gathers what Docker, the registry, Ceph's RGW,
+    podman and node lack into one index update and one install without recommends (three in a
+    row cost a fresh machine their updates twice over); what a machine has is not asked for.
+    Without python3 and node the venv and the npm packages wait for apt."""
+    calls = _engine_tier(tmp_path, present=("ceph-osd", "skopeo", "netavark", "aardvark-dns"))
+    apt = [c for c in calls if c.startswith("apt-get")]
+    assert apt == ["apt-get -o DPkg::Lock::Timeout=300 update -qq",
+                   "apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "
+                   "docker.io docker-registry debootstrap openssl python3-venv ceph-mon radosgw "
+                   "podman nodejs npm"]
+    assert calls.index("venv") > calls.index(apt[1]) and calls.index("node") > calls.index(apt[1])
+    assert "dockerd" in calls
+
+
+def test_the_engine_tier_on_a_machine_with_everything_asks_apt_nothing(tmp_path):
+    present = ("dockerd", "docker-registry", "debootstrap", "skopeo", "openssl", "ceph-mon",
+               "ceph-osd", "radosgw", "podman", "netavark", "aardvark-dns", "node", "npm")
+    calls = _engine_tier(tmp_path, present=present, python=True)
+    assert not [c for c in calls if c.startswith("apt-get")]
+    assert {"dockerd", "venv", "node"} <= set(calls)
