@@ -6,6 +6,7 @@ tests/unit/test_verify_nodes_k8s.py."""
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
@@ -16,10 +17,18 @@ from paddlecd.cluster.render import Target
 from paddlecd.errors import ClusterError
 from paddlecd.verify import nodes as multinode
 
-from support import project_settings
+from support import ROOT, project_settings
 
 NAMES = list(multinode.WORKERS.values())
 CAUSE = "rank 1 (container verify-collective-x-1) exited 1\nsee <out>/logs/collective/rank-1.log"
+
+
+def test_the_checks_follow_the_parts_of_collective_py_in_order():
+    """judge_parts reads rank 0's document by these keys, and "not run" relies on their order."""
+    tree = ast.parse((ROOT / "smoke" / "workers" / "collective.py").read_text())
+    (parts,) = [n.value for n in tree.body if isinstance(n, ast.Assign)
+                and [t.id for t in n.targets] == ["PARTS"]]
+    assert [k.value for k in parts.keys] == list(multinode.WORKERS)
 
 
 def judged(result, failure=None):
