@@ -89,8 +89,9 @@ def test_missing_npm_packages_fail_under_ci_and_skip_elsewhere(tmp_path, monkeyp
 
 def _engine_tier(tmp_path, present: tuple[str, ...], *, python: bool = False) -> list[str]:
     """Run ``engine_tier`` as written, on a PATH that holds only ``present`` (as empty commands),
-    this machine's ``python3`` when ``python``, and an ``apt-get``, ``make_venv``, ``start_dockerd`` and ``install_node`` that only record
-    that they ran; returns the records in order."""
+    this machine's ``python3`` when ``python``, and an ``apt-get``, ``make_venv``,
+    ``start_dockerd`` and ``install_node`` that only record that they ran; returns the records in
+    order."""
     body = (ROOT / "scripts" / "stack.sh").read_text()
     functions = body[: body.index('\ncase "${1:-up}" in')]
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
