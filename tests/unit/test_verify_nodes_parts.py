@@ -61,6 +61,10 @@ def test_a_job_that_failed_after_every_part_fails_the_last_check_keeping_its_met
     assert allreduce.passed
     assert not dp.passed and dp.message == f"the job failed after its last part reported: {CAUSE}"
     assert dp.metrics["relative_difference"] == 0.0
+    diverged = {**COLLECTIVE, "train_dp": {**COLLECTIVE["train_dp"], "single_losses": [1, 0.5, 1]}}
+    _, wrong = judged(diverged, CAUSE)  # the judge's problem first, then the job's
+    assert wrong.message.startswith("data-parallel loss 0.0101000 vs single 1.0000000")
+    assert wrong.message.endswith(f"; the job failed after its last part reported: {CAUSE}")
 
 
 def test_a_job_that_succeeded_without_a_result_says_rank_0_wrote_none():

@@ -218,8 +218,9 @@ def judge_parts(result: dict[str, Any], *, failure: str | None, world_size: int,
             message = f"rank 0 wrote no {worker!r} part to {JOB}.json (see its log)"
         carrier = carrier or name
         found.append(Check(name=name, passed=False, duration_s=took, message=message[:2000]))
-    if failure and not carrier:
-        last = f"the job failed after its last part reported: {failure}"[:2000]
+    if failure and not carrier:  # after the judge's own problem, if it found one
+        late = f"the job failed after its last part reported: {failure}"
+        last = "; ".join(m for m in (found[-1].message, late) if m)[:2000]
         found[-1] = dataclasses.replace(found[-1], passed=False, message=last)
     return found
 
