@@ -1,8 +1,9 @@
-"""``verify --nodes 2`` for real: the collective checks as 2 containers on one network (gloo), on
-the Paddle CPU image of the ``paddle_image`` fixture pushed to the TLS + htpasswd test registry;
-each rank's logs copied out of its container before it is removed; and a rank that cannot reach
-the master fails fast with the address named. The Kubernetes path is tested against a
-scripted API server in tests/unit/test_verify_nodes_k8s.py (no API server can run here)."""
+"""``verify --nodes 2`` for real: the collective checks as one job of 2 containers on one network
+(gloo, smoke/workers/collective.py), on the Paddle CPU image of the ``paddle_image`` fixture
+pushed to the TLS + htpasswd test registry; each rank's logs copied out of its container before
+it is removed; and a rank that cannot reach the master fails fast with the address named. The
+Kubernetes path is tested against a scripted API server in tests/unit/test_verify_nodes_k8s.py
+(no API server can run here)."""
 
 from __future__ import annotations
 
@@ -48,11 +49,11 @@ def test_two_node_verify_passes_and_lists_both_nodes(image_by_digest, registry, 
     assert len({f["hostname"] for f in facts}) == 2 and all(f["gpus"] == 0 for f in facts)
     assert all(f["transport"] == multinode.GLOO for f in facts)  # CPU: gloo, no NCCL transport
     assert allreduce.metrics["transport"] == "none/gloo" and done.record.to_json()["nodes"] == facts
-    for worker in multinode.WORKERS:  # every rank's logs, copied out before the containers went
-        for rank in (0, 1):
-            own = tmp_path / "out" / "logs" / worker / f"rank-{rank}.log"
-            assert f"rendezvous: rank {rank} on " in own.read_text(), own
-            workerlog = own.parent / f"rank-{rank}" / "workerlog.0"  # the launcher's, copied out
+    for rank in (0, 1):  # every rank's logs, copied out before the containers went
+        own = tmp_path / "out" / "logs" / multinode.JOB / f"rank-{rank}.log"
+        assert f"rendezvous: rank {rank} on " in own.read_text(), own
+        workerlog = own.parent / f"rank-{rank}" / "workerlog.0"  # the launcher's, copied out
+        for worker in multinode.WORKERS:  # both parts ran in the one launch
             assert f"{worker}: rank {rank}/2 " in workerlog.read_text(), list(own.parent.rglob("*"))
     assert (tmp_path / "out" / "evidence.json").is_file()
     junit = smoke.parse_junit(tmp_path / "out" / "junit.xml")  # the attestation's junit layer
@@ -71,9 +72,10 @@ def test_a_rank_that_cannot_reach_the_master_fails_fast_naming_it(settings, imag
                           out=out, on_line=lambda _: None, master="no-such-master.invalid:36543",
                           timeout=5)
     assert time.monotonic() - started < 90  # the launcher alone would wait until the deadline
-    (check,) = ran.checks  # the run stops at the first failed job
+    check, dp = ran.checks  # the one job failed before either part
     assert not check.passed and check.name == multinode.WORKERS["allreduce"]
     assert "rank 1" in check.message
     assert "cannot reach the master no-such-master.invalid:36543 within 5s" in check.message
-    failed = (out / "logs" / "allreduce" / "rank-1.log").read_text()  # kept though the rank failed
+    assert not dp.passed and dp.message.startswith("not run: ") and check.name in dp.message
+    failed = (out / "logs" / "collective" / "rank-1.log").read_text()  # kept though it failed
     assert "rendezvous: rank 1 cannot reach the master no-such-master.invalid:36543" in failed

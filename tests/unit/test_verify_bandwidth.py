@@ -178,24 +178,21 @@ def test_verify_jobs_render_as_deploys_indexed_job_and_validate(tmp_path):
 
     from paddlecd import config
     from paddlecd.cluster.render import Target
-    from paddlecd.verify import nodes as multinode
     from paddlecd.verify import nodes_k8s
 
     from support import ROOT
 
     settings = config.load(root=ROOT, environ={})  # the pods get this checkout's smoke/
     target = Target("registry.example.com/paddlecd/paddle@sha256:" + "4f" * 32, "cpu")
-    docs = [d for w in multinode.WORKERS
-            for d in nodes_k8s.manifests(settings, target, w, job_id=nodes_k8s.job_id(w),
-                                         nodes=2, gpus_per_node=0, namespace="ml",
-                                         pull_secret="paddlecd-registry")]
-    assert [d["kind"] for d in docs] == ["ConfigMap", "Service", "Job"] * 2
+    docs = nodes_k8s.manifests(settings, target, job_id=nodes_k8s.job_id(), nodes=2,
+                               gpus_per_node=0, namespace="ml", pull_secret="paddlecd-registry")
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Service", "Job"]  # one job, both checks
     for doc in docs:
         assert kubernetes_validate.validate(doc, "1.30", strict=True) == "1.30"
     job = docs[2]["spec"]
     assert job["completions"] == job["parallelism"] == 2 and job["completionMode"] == "Indexed"
     argv = job["template"]["spec"]["containers"][0]["command"]
-    assert argv[argv.index("--nnodes") + 1] == "2" and "/smoke/workers/allreduce.py" in argv
+    assert argv[argv.index("--nnodes") + 1] == "2" and "/smoke/workers/collective.py" in argv
 
 
 def test_worker_results_become_the_smoke_checks():

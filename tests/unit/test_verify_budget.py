@@ -52,14 +52,14 @@ def test_no_gpu_is_no_gpu_node():
 @pytest.mark.parametrize("gpus", [1, 4, 8])
 def test_verify_gpu_jobs_get_the_budget_and_pass_the_job_checks(tmp_path, gpus):
     settings = config.load(root=ROOT, environ={})
-    spec = multinode.job_spec(settings, "allreduce", nodes=2, gpus_per_node=gpus, out=tmp_path)
+    spec = multinode.job_spec(settings, nodes=2, gpus_per_node=gpus, out=tmp_path)
     r = spec.resources
     assert (r.memory, r.shm) == budget.gpu_node(gpus)
     assert parse_quantity(r.memory) >= gpus * budget.allreduce_sweep().rank_bytes + parse_quantity(
         r.shm)  # the memory-backed /dev/shm counts against the limit
     jobfile.check_quantities(spec)
     jobfile.check(spec, gpu_variant=True, variant="cuda12.6")
-    cpu = multinode.job_spec(settings, "allreduce", nodes=2, gpus_per_node=0, out=tmp_path)
+    cpu = multinode.job_spec(settings, nodes=2, gpus_per_node=0, out=tmp_path)
     assert (cpu.resources.memory, cpu.resources.shm) == ("2Gi", "512Mi")  # CPU: unchanged
 
 

@@ -35,7 +35,7 @@ from support.k8s_api import API, ROLE, ScriptedAPI, role_allows
 
 NS, SUFFIX, RECORDED = "ml-train", "0a1b2c", "ernie-ft-0a1b2c"
 IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
-JOBS = {w: nodes_k8s.job_id(w, SUFFIX) for w in multinode.WORKERS}
+JOB = nodes_k8s.job_id(SUFFIX)
 GOLDEN = ROOT / "tests" / "data" / "golden" / "cluster" / "verify-nodes-2.job.yaml"
 CRD = ROOT / "tests" / "data" / "cluster" / "kubeflow.org_paddlejobs.trimmed.yaml"
 ALLREDUCE = {  # rank 0's result, in smoke/workers/allreduce.py's shape (2 gloo ranks)
@@ -48,6 +48,7 @@ ALLREDUCE = {  # rank 0's result, in smoke/workers/allreduce.py's shape (2 gloo 
     ],
 }
 TRAIN_DP = {"world_size": 2, "losses": [1.0, 0.5, 0.0101], "single_losses": [1.0, 0.5, 0.0101]}
+COLLECTIVE = {"allreduce": ALLREDUCE, "train_dp": TRAIN_DP}  # smoke/workers/collective.py's shape
 
 
 def renamed(value, job: str):
@@ -72,14 +73,14 @@ def pod_log(job: str, rank: int, *, result: tuple[str, dict] | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
-def routes(worker: str, *, pods="pods_succeeded", status="job_complete", logs=None) -> dict:
-    """The API of one verify job: created, watched to ``status``, pods ``pods``, pod ``logs``."""
-    job = JOBS[worker]
+def routes(*, pods="pods_succeeded", status="job_complete", logs=None) -> dict:
+    """The API of the verify job: created, watched to ``status``, pods ``pods``, pod ``logs``."""
+    job = JOB
     base, jobs = f"/api/v1/namespaces/{NS}", f"/apis/batch/v1/namespaces/{NS}/jobs"
     created = {**API["service_created"], "kind": "ConfigMap", "data": {}}
     pod_list = renamed(API[pods], job)
     names = [p["metadata"]["name"] for p in pod_list["items"]]
-    logs = logs or [pod_log(job, 0, result=(f"{worker}.json", RESULTS[worker])), pod_log(job, 1)]
+    logs = logs or [pod_log(job, 0, result=("collective.json", COLLECTIVE)), pod_log(job, 1)]
     return {
         ("POST", f"{base}/configmaps"): [(201, renamed(created, job))],
         ("POST", f"{base}/services"): [(201, renamed(API["service_created"], job))],
@@ -92,9 +93,6 @@ def routes(worker: str, *, pods="pods_succeeded", status="job_complete", logs=No
            for kind in ("configmaps", "services")},
         ("DELETE", f"{jobs}/{job}"): [(200, API["deleted"])],
     }
-
-
-RESULTS = {"allreduce": ALLREDUCE, "train_dp": TRAIN_DP}
 
 
 @pytest.fixture
@@ -132,7 +130,7 @@ def verify(tmp_path, **kw) -> tuple[multinode.NodeRun, list[str]]:
 
 
 def test_both_checks_run_to_success_and_the_pod_logs_become_the_evidence(cluster, tmp_path):
-    api = cluster({**routes("allreduce"), **routes("train_dp")})
+    api = cluster(routes())
     ran, events = verify(tmp_path)
 
     assert [c.name for c in ran.checks] == list(multinode.WORKERS.values())
@@ -143,20 +141,20 @@ def test_both_checks_run_to_success_and_the_pod_logs_become_the_evidence(cluster
     assert [f["rank"] for f in ran.facts] == [0, 1] and ran.transports == ()
     assert all(f["transport"] == "none/gloo" for f in ran.facts)
     posted = [p.rsplit("/", 1)[-1] for p in api.calls("POST")]
-    assert posted == ["configmaps", "services", "jobs"] * 2  # the smoke suite first, then deploy's
-    assert len(api.calls("DELETE")) == 6  # Job, Service, ConfigMap of each check: nothing left
-    for worker, job in JOBS.items():  # every rank's log kept, as the local path keeps them
-        for rank in (0, 1):
-            log = (tmp_path / "out" / "logs" / worker / f"rank-{rank}.log").read_text()
-            assert f"rendezvous: rank {rank} on {job}-{rank}" in log
-    assert json.loads((tmp_path / "out" / "allreduce.json").read_text()) == ALLREDUCE
-    assert f"Job {NS}/{JOBS['train_dp']} completed" in events
+    # one job for both checks: the smoke suite first, then deploy's
+    assert posted == ["configmaps", "services", "jobs"]
+    assert len(api.calls("DELETE")) == 3  # its Job, Service, ConfigMap: nothing left
+    for rank in (0, 1):  # every rank's log kept, as the local path keeps them
+        log = (tmp_path / "out" / "logs" / "collective" / f"rank-{rank}.log").read_text()
+        assert f"rendezvous: rank {rank} on {JOB}-{rank}" in log
+    assert json.loads((tmp_path / "out" / "collective.json").read_text()) == COLLECTIVE
+    assert f"Job {NS}/{JOB} completed" in events
     role = yaml.safe_load(ROLE.read_text())  # docs/paddlecd-role.yaml is enough for verify too
     assert [(m, p) for m, p, q in api.requests if not role_allows(role, m, p, q)] == []
 
 
 def test_a_rank_that_cannot_reach_the_master_is_named_from_its_own_log(cluster, tmp_path):
-    job = JOBS["allreduce"]
+    job = JOB
     failed = copy.deepcopy(API["pods_failed"])  # rank 1 exits 3; the Job then stops rank 0 (143)
     for pod, (code, at) in zip(failed["items"], [(143, "15:01:05"), (3, "15:01:00")]):
         pod["status"]["phase"] = "Failed"
@@ -165,7 +163,7 @@ def test_a_rank_that_cannot_reach_the_master_is_named_from_its_own_log(cluster, 
     why = (f"rendezvous: rank 1 cannot reach the master {job}-0.{job}:36543 within 60s "
            "(gaierror: [Errno -2] Name or service not known)")
     api = cluster({
-        **routes("allreduce", pods="pods_failed", status="job_failed_backoff",
+        **routes(pods="pods_failed", status="job_failed_backoff",
                  logs=[pod_log(job, 0), pod_log(job, 1) + why + "\n"]),
     })
     api.routes[("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector=paddlecd.io%2Fjob%3D{job}")] = [
@@ -173,29 +171,62 @@ def test_a_rank_that_cannot_reach_the_master_is_named_from_its_own_log(cluster, 
     ]
     ran, _ = verify(tmp_path)
 
-    (check,) = ran.checks  # the run stops at the first failed job, as locally
+    check, dp = ran.checks  # the job failed before either part reported
     assert not check.passed and check.name == multinode.WORKERS["allreduce"]
     assert check.message.startswith(f"rank 1 (pod {job}-1-q9z4m) exited 3: {why}")
     assert "BackoffLimitExceeded" in check.message  # the Job's own verdict follows
+    assert not dp.passed and dp.name == multinode.WORKERS["train_dp"]
+    assert dp.message == ("not run: the job failed before its train_dp part; the cause is on "
+                          "allreduce/test_allreduce_exact_sums")
     assert [f["rank"] for f in ran.facts] == [0, 1]  # facts are kept from a failed run too
     assert len(api.calls("DELETE")) == 3
 
 
+def test_a_job_that_fails_in_training_keeps_the_allreduce_check(cluster, tmp_path):
+    """Rank 1 crashes in the train_dp part: rank 0 had rewritten collective.json with the
+    AllReduce part (smoke/workers/collective.py), which is still judged; training fails naming
+    the rank and its cause."""
+    failed = copy.deepcopy(API["pods_failed"])
+    for pod, (code, at) in zip(failed["items"], [(143, "15:01:05"), (1, "15:01:00")]):
+        pod["status"]["phase"] = "Failed"
+        pod["status"]["containerStatuses"][0]["state"] = {"terminated": {
+            "exitCode": code, "reason": "Error", "finishedAt": f"2026-11-29T{at}Z"}}
+    crash = "RuntimeError: train_dp: rank 1 lost its gloo peer"
+    partial = ("collective.json", {"allreduce": ALLREDUCE})
+    api = cluster(routes(pods="pods_failed", status="job_failed_backoff",
+                         logs=[pod_log(JOB, 0, result=partial), pod_log(JOB, 1) + crash + "\n"]))
+    api.routes[("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector=paddlecd.io%2Fjob%3D{JOB}")] = [
+        (200, renamed(failed, JOB))
+    ]
+    ran, _ = verify(tmp_path)
+
+    allreduce, dp = ran.checks
+    assert allreduce.passed and allreduce.metrics["world_size"] == 2
+    assert allreduce.metrics["transport"] == multinode.GLOO  # read from the one job's logs
+    assert not dp.passed and dp.name == multinode.WORKERS["train_dp"]
+    assert dp.message.startswith(
+        f"the job failed after its allreduce part: rank 1 (pod {JOB}-1-q9z4m) exited 1: {crash}")
+    assert "BackoffLimitExceeded" in dp.message and len(api.calls("DELETE")) == 3
+
+
 def test_a_job_that_does_not_finish_in_time_fails_and_is_removed(cluster, tmp_path):
-    script = routes("allreduce", pods="pods_running", status="job_active")
+    # still running: rendezvous.py --report prints the results only once the launcher exits
+    script = routes(pods="pods_running", status="job_active",
+                    logs=[pod_log(JOB, 0), pod_log(JOB, 1)])
     api = cluster(script)
     started = time.monotonic()
     ran, _ = verify(tmp_path, timeout=0.3)
 
     assert time.monotonic() - started < 10
-    (check,) = ran.checks
-    assert not check.passed and f"{JOBS['allreduce']} did not finish within 0.3s" in check.message
+    check, dp = ran.checks
+    assert not check.passed and f"{JOB} did not finish within 0.3s" in check.message
+    assert not dp.passed and dp.message.startswith("not run: ")
     assert sorted(p.rsplit("/", 2)[-2] for p in api.calls("DELETE")) == [
         "configmaps", "jobs", "services"]
 
 
 def test_kept_objects_stay_on_the_cluster(cluster, tmp_path):
-    api = cluster({**routes("allreduce"), **routes("train_dp")})
+    api = cluster(routes())
     events: list[str] = []
     nodes_k8s.run_k8s(
         project_settings(tmp_path / "state", **{"runtime.keep": True}), Target(IMAGE, "cpu"),
@@ -230,7 +261,7 @@ def test_rendezvous_report_prints_what_results_parses(tmp_path):
     """smoke/rendezvous.py --report on a real launcher stand-in: its lines parse back."""
     out = tmp_path / "out"
     out.mkdir()
-    writer = f"import json; json.dump({ALLREDUCE!r}, open({str(out / 'allreduce.json')!r}, 'w'))"
+    writer = f"import json; json.dump({COLLECTIVE!r}, open({str(out / 'collective.json')!r}, 'w'))"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "smoke" / "rendezvous.py"), "--rank", "0", "--master",
          "x:1", "--out", str(out), "--report", "--", sys.executable, "-c", writer],
@@ -238,46 +269,44 @@ def test_rendezvous_report_prints_what_results_parses(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     found = nodes_k8s.results(proc.stdout)
-    assert found["allreduce.json"] == ALLREDUCE and found["node-0.json"]["rank"] == 0
+    assert found["collective.json"] == COLLECTIVE and found["node-0.json"]["rank"] == 0
     bad = f"{nodes_k8s.MARK} ../evil.json {{}}\n{nodes_k8s.MARK} x.json {{"  # a path; cut short
     assert nodes_k8s.results(bad) == {}
 
 
 def manifests(kind: str) -> list[dict]:
-    return [
-        m
-        for worker in multinode.WORKERS
-        for m in nodes_k8s.manifests(
-            project_settings(ROOT / ".paddlecd-unused"),
-            Target(reference=IMAGE, variant="cpu", release="1.4.0-cpu", revision="0" * 40),
-            worker, job_id=JOBS[worker], nodes=2, gpus_per_node=0, kind=kind, namespace=NS,
-            pull_secret="paddlecd-registry",
-        )
-    ]
+    return nodes_k8s.manifests(
+        project_settings(ROOT / ".paddlecd-unused"),
+        Target(reference=IMAGE, variant="cpu", release="1.4.0-cpu", revision="0" * 40),
+        job_id=JOB, nodes=2, gpus_per_node=0, kind=kind, namespace=NS,
+        pull_secret="paddlecd-registry",
+    )
 
 
 @pytest.mark.parametrize("version", ["1.28", "1.30", "1.32"])
 def test_manifests_validate_against_official_schemas(version):
     ms = manifests("job")
-    assert [m["kind"] for m in ms] == ["ConfigMap", "Service", "Job"] * 2
+    assert [m["kind"] for m in ms] == ["ConfigMap", "Service", "Job"]  # one job, both checks
     for m in ms:
         assert kubernetes_validate.validate(m, version, strict=True) == version
 
 
 def test_the_pod_runs_the_rendezvous_precheck_on_the_configmap_suite():
-    configmap, _, job = manifests("job")[:3]
+    configmap, _, job = manifests("job")
     pod = job["spec"]["template"]["spec"]
     command = pod["containers"][0]["command"]
     assert command[:4] == ["python", "/smoke/rendezvous.py", "--rank", "$(JOB_COMPLETION_INDEX)"]
     assert command[command.index("--master") + 1] == "$(PADDLE_MASTER)"
     assert command[command.index("--") + 1 :][:3] == ["python", "-m", "paddle.distributed.launch"]
+    assert command[-5:] == ["/smoke/workers/collective.py", "--out", "/out/collective.json",
+                            "--device", "cpu"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["output"] == {"name": "output", "emptyDir": {}}
     assert "initContainers" not in pod  # an emptyDir is the uid's already: no root init
     items = {i["path"] for i in volumes["code"]["configMap"]["items"]}
     # every helper the workers import (_common imports _devices; the workers import _figures)
-    assert {"rendezvous.py", "_common.py", "_devices.py", "_figures.py", "workers/allreduce.py",
-            "workers/train_dp.py"} <= items
+    assert {"rendezvous.py", "_common.py", "_devices.py", "_figures.py", "workers/collective.py",
+            "workers/allreduce.py", "workers/train_dp.py"} <= items
     assert configmap["data"]["workers__allreduce.py"] == (
         ROOT / "smoke" / "workers" / "allreduce.py"
     ).read_text()
@@ -294,8 +323,8 @@ def test_the_rendezvous_wait_on_kubernetes_is_tied_to_the_deadline(flags, wait):
     the precheck's wait is ours: pods are not gang-scheduled, so on Kubernetes it is half the
     Job's activeDeadlineSeconds, or verify.rendezvous_timeout."""
     s = project_settings(ROOT / ".paddlecd-unused", **flags)
-    for m in nodes_k8s.manifests(s, Target(IMAGE, "cpu"), "allreduce", job_id=JOBS["allreduce"],
-                                 nodes=2, gpus_per_node=0)[2:]:
+    for m in nodes_k8s.manifests(s, Target(IMAGE, "cpu"), job_id=JOB, nodes=2,
+                                 gpus_per_node=0)[2:]:
         command = m["spec"]["template"]["spec"]["containers"][0]["command"]
         assert command[command.index("--timeout") + 1] == wait
         assert float(wait) < m["spec"]["activeDeadlineSeconds"]
@@ -315,7 +344,7 @@ def test_the_paddlejob_validates_against_the_operator_crd():
     from test_cluster_render import crd_validator
 
     ms = manifests("paddlejob")
-    assert [m["kind"] for m in ms] == ["ConfigMap", "PaddleJob"] * 2
+    assert [m["kind"] for m in ms] == ["ConfigMap", "PaddleJob"]
     for m in ms[1::2]:
         assert [e.message for e in crd_validator(CRD).iter_errors(m)] == []
         env = m["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]
@@ -326,10 +355,11 @@ def test_the_paddlejob_validates_against_the_operator_crd():
 def test_a_checkout_without_the_smoke_suite_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="the smoke suite is incomplete") as info:
         nodes_k8s.manifests(
-            config.load(root=tmp_path, environ={}), Target(IMAGE, "cpu"), "allreduce",
-            job_id=JOBS["allreduce"], nodes=2, gpus_per_node=0,
+            config.load(root=tmp_path, environ={}), Target(IMAGE, "cpu"), job_id=JOB, nodes=2,
+            gpus_per_node=0,
         )
-    assert "rendezvous.py, workers/allreduce.py, workers/train_dp.py" in info.value.cause
+    assert ("rendezvous.py, workers/collective.py, workers/allreduce.py, workers/train_dp.py"
+            in info.value.cause)
 
 
 def test_manifests_match_the_golden_file():
@@ -386,7 +416,7 @@ def test_gpu_rank_logs_name_the_nccl_transport_per_node(tmp_path):
     """GPU-only evidence from recorded NCCL_DEBUG=INFO lines (NVIDIA/nccl's log format): each
     node's transport from its own logs, the union on the AllReduce check, the card for the
     expectation table."""
-    logs = tmp_path / "logs" / "allreduce"
+    logs = tmp_path / "logs" / "collective"  # the one job's logs: both parts on one communicator
     (logs / "rank-1").mkdir(parents=True)
     (logs / "rank-0.log").write_text(
         "gpu-a:312:340 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"

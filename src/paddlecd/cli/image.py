@@ -213,11 +213,11 @@ def verify(
     paddle.jit.save export reloads (jit.load and paddle.inference) within 1e-5. Exits 6 if any
     check fails.
 
-    --nodes N runs AllReduce (exact sums, busbw) and data-parallel training == one process as an
+    --nodes N runs AllReduce (exact sums, busbw) and data-parallel training == one process as one
     N-node job through deploy's launcher and rendezvous; the evidence lists every node and the
     transport (NCCL's on GPU, none/gloo on CPU); each rank's log is kept under <out>/logs/. A
     rank that cannot reach the master fails within a minute, naming the address. --cluster k8s
-    submits each check as deploy submits a job (the smoke suite in a ConfigMap), watches it,
+    submits that job as deploy submits one (the smoke suite in a ConfigMap), watches it,
     reads every rank's result from its pod log and deletes the objects (PADDLECD_KEEP=1 keeps
     them); an unreachable API server exits 9 like deploy.
 

@@ -1,13 +1,17 @@
-"""``verify --nodes N``: the collective checks as an N-node job, launched like ``deploy`` launches.
+"""``verify --nodes N``: the collective checks as one N-node job, launched like ``deploy`` launches.
 
-The AllReduce worker and the data-parallel training worker of smoke/workers/ each run as one job
-of N nodes through :func:`paddlecd.cluster.render.launch_argv` (``--master <job>-0.<job>:port``,
-``--nnodes N``, ``--rank``) — locally as N containers on one network by
-:func:`paddlecd.cluster.local.run`, on Kubernetes as the Indexed Job + headless Service of
-:func:`paddlecd.cluster.render.render` (:mod:`paddlecd.verify.nodes_k8s`). Before its launcher,
-every node runs smoke/rendezvous.py: it records the node's facts and fails within
-:func:`rendezvous_timeout` seconds, naming the address, when the master cannot be reached (the
-launcher itself would wait unbounded). Each rank's logs are kept under ``<out>/logs/<worker>/``.
+smoke/workers/collective.py — the AllReduce check, then data-parallel training, on one process
+group — runs as one job of N nodes through :func:`paddlecd.cluster.render.launch_argv`
+(``--master <job>-0.<job>:port``, ``--nnodes N``, ``--rank``): locally as N containers on one
+network by :func:`paddlecd.cluster.local.run`, on Kubernetes as the Indexed Job + headless Service
+of :func:`paddlecd.cluster.render.render` (:mod:`paddlecd.verify.nodes_k8s`). One job, not one
+per check: each job pays container or pod start, the rendezvous and a launcher and a paddle import
+per rank. Before its launcher, every node runs smoke/rendezvous.py: it records the node's facts
+and fails within :func:`rendezvous_timeout` seconds, naming the address, when the master cannot
+be reached (the launcher itself would wait unbounded). Rank 0 rewrites ``<out>/collective.json``
+after each part (``{"allreduce": …, "train_dp": …}``), so each check of :data:`WORKERS` is
+judged from its own part, and a part the job did not reach fails naming the cause
+(:func:`judge_parts`). Each rank's logs are kept under ``<out>/logs/collective/``.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from paddlecd.types import Echo
 from paddlecd.verify import budget, drivers, nccl
 from paddlecd.verify.evidence import Check
 
+# the parts of smoke/workers/collective.py, in the order it runs them -> the check each becomes
 WORKERS = {
     "allreduce": "allreduce/test_allreduce_exact_sums",
     "train_dp": "convergence/test_data_parallel_matches_single_process",
 }
+JOB = "collective"  # the worker (smoke/workers/collective.py), its result file and log folder
 RENDEZVOUS_TIMEOUT = 60.0  # s a local rank waits for the master (containers start together)
 DP_RTOL = 1e-4  # as smoke/test_convergence.py: data parallel vs one process, float32 sum order
 LOSS_EVERY = 20  # as smoke/test_convergence.py: steps between the recorded loss-curve points
@@ -54,21 +60,20 @@ class NodeRun:
     transports: tuple[str, ...] = ()
 
 
-def job_spec(
-    settings: Settings, worker: str, *, nodes: int, gpus_per_node: int, out: Path
-) -> JobSpec:
-    """The job of one smoke ``worker`` (``allreduce`` or ``train_dp``) on ``nodes`` nodes: smoke/
-    read-only at /smoke, ``out`` at /out, one process per GPU (or one, gloo, on CPU); a GPU
-    node's memory and shm come from :func:`paddlecd.verify.budget.gpu_node`."""
+def job_spec(settings: Settings, *, nodes: int, gpus_per_node: int, out: Path) -> JobSpec:
+    """The job of smoke/workers/collective.py on ``nodes`` nodes: smoke/ read-only at /smoke,
+    ``out`` at /out (rank 0 writes /out/collective.json), one process per GPU (or one, gloo, on
+    CPU); a GPU node's memory and shm come from :func:`paddlecd.verify.budget.gpu_node` (the
+    AllReduce sweep's buffers, freed before training starts)."""
     env = {"PYTHONPATH": "/smoke", "SMOKE_OUT": "/out", "SMOKE_SINGLE_TOO": "1"}
     memory, shm = "2Gi", "512Mi"  # CPU: one gloo process
     if gpus_per_node:  # GPU-only: NCCL names the transports it chose (verify/nccl.py)
         env["NCCL_DEBUG"] = "INFO"
         memory, shm = budget.gpu_node(gpus_per_node)  # the sweep's per-rank budget
     return JobSpec(
-        name=f"verify-{worker.replace('_', '-')}",
-        script=f"/smoke/workers/{worker}.py",
-        args=("--out", f"/out/{worker}.json", "--device", "gpu" if gpus_per_node else "cpu"),
+        name=f"verify-{JOB}",
+        script=f"/smoke/workers/{JOB}.py",
+        args=("--out", f"/out/{JOB}.json", "--device", "gpu" if gpus_per_node else "cpu"),
         nodes=nodes,
         code=Volume("/smoke", path=str(settings.root / "smoke"), read_only=True),
         output=Volume("/out", path=str(out)),
@@ -140,65 +145,90 @@ def run_local(
     master: str | None = None,
     timeout: float | None = None,
 ) -> NodeRun:
-    """Run both collective workers as ``nodes`` local containers each; a job that fails becomes a
-    failed check with the executor's cause (which rank, why) and stops the run. ``timeout``: the
-    rendezvous wait (default :func:`rendezvous_timeout`).
+    """Run the collective job as ``nodes`` local containers; a job that fails becomes failed
+    checks with the executor's cause (which rank, why) for the parts it did not report
+    (:func:`judge_parts`). ``timeout``: the rendezvous wait (default :func:`rendezvous_timeout`).
 
     Raises:
         EngineError: the engine could not create the network or a container.
     """
     wait = rendezvous_timeout(settings, k8s=False) if timeout is None else timeout
     clear(out)
-    checks: list[Check] = []
     lines: list[str] = []
 
     def seen(line: str) -> None:
         lines.append(line)
         on_line(line)
 
-    for worker, name in WORKERS.items():
-        check, ran = _run_worker(settings, target, worker, name, nodes=nodes,
-                                 gpus_per_node=gpus_per_node, out=out, on_event=on_line,
-                                 on_line=seen, master=master, wait=wait)
-        checks.append(check)
-        if not ran:
-            break  # the job itself failed (the check says why); the next one would as well
-    facts = [json.loads(p.read_text()) for p in sorted(out.glob("node-*.json"))]
-    return finish(checks, facts, lines, logs=out / "logs", gpu=gpus_per_node > 0)
-
-
-def _run_worker(settings: Settings, target: Target, worker: str, name: str, *, nodes: int,
-                gpus_per_node: int, out: Path, on_event: Echo, on_line: Echo,
-                master: str | None, wait: float) -> tuple[Check, bool]:
-    """One collective worker as an N-node local job: its check, and whether the job ran (False:
-    the executor failed it, and the check carries the executor's cause)."""
-    spec = job_spec(settings, worker, nodes=nodes, gpus_per_node=gpus_per_node, out=out)
+    spec = job_spec(settings, nodes=nodes, gpus_per_node=gpus_per_node, out=out)
     job_id = spec.new_job_id()
-    started = time.monotonic()
+    started, failure = time.monotonic(), None
     try:
         local.run(
             spec,
             target,
             job_id=job_id,
-            on_event=on_event,
-            on_line=on_line,
+            on_event=on_line,
+            on_line=seen,
             keep=settings.runtime.keep,
             preflight=preflight(spec, job_id, master=master, timeout=wait),
-            logs=out / "logs" / worker,
+            logs=out / "logs" / JOB,
             devices=drivers.pinned_devices() if gpus_per_node else None,  # GPU-only
         )
     except ClusterError as e:
-        return Check(name=name, passed=False, duration_s=_since(started),
-                     message=f"{e.cause}\n{e.hint}"[:2000]), False
-    result = json.loads((out / f"{worker}.json").read_text())
+        failure = f"{e.cause}\n{e.hint}"
     world = nodes * max(1, gpus_per_node)
-    return judge(worker, result, world_size=world, duration_s=_since(started)), True
+    found = judge_parts(read_result(out), failure=failure, world_size=world,
+                        duration_s=_since(started))
+    facts = [json.loads(p.read_text()) for p in sorted(out.glob("node-*.json"))]
+    return finish(found, facts, lines, logs=out / "logs", gpu=gpus_per_node > 0)
+
+
+def read_result(out: Path) -> dict[str, Any]:
+    """Rank 0's ``out/collective.json`` (``{part: its result}``, the parts done so far); ``{}``
+    when it wrote none."""
+    path = out / f"{JOB}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def judge_parts(result: dict[str, Any], *, failure: str | None, world_size: int,
+                duration_s: float) -> list[Check]:
+    """One check per part of :data:`WORKERS`, in order, from rank 0's ``result`` (``{part: its
+    result}``) and the executor's ``failure`` (which rank, why; None when the job succeeded).
+    A part in ``result`` is judged (:func:`judge`), as smoke/_common.collective does in the
+    image. The first part missing fails with ``failure`` (after the parts before it, when there
+    are any), or says rank 0 wrote no such part; each later part fails "not run", naming the
+    check that carries the cause. A job that fails after every part reported fails the last
+    check with ``failure``, its metrics kept: the job did not end well. The job's wall time
+    (``duration_s``, s) goes to the first check, which pays the start as the in-image run's first
+    check pays the launch; the others take 0 (the parts are not timed apart)."""
+    found: list[Check] = []
+    carrier = None  # the check of the first part missing: it carries the cause
+    for worker, name in WORKERS.items():
+        took = 0.0 if found else duration_s
+        if worker in result:
+            found.append(judge(worker, result[worker], world_size=world_size, duration_s=took))
+            continue
+        if carrier:
+            message = f"not run: the job failed before its {worker} part; the cause is on {carrier}"
+        elif failure:
+            done = ", ".join(list(WORKERS)[: len(found)])  # every part before this one
+            message = f"the job failed after its {done} part: {failure}" if found else failure
+        else:
+            message = f"rank 0 wrote no {worker!r} part to {JOB}.json (see its log)"
+        carrier = carrier or name
+        found.append(Check(name=name, passed=False, duration_s=took, message=message[:2000]))
+    if failure and not carrier:  # after the judge's own problem, if it found one
+        late = f"the job failed after its last part reported: {failure}"
+        last = "; ".join(m for m in (found[-1].message, late) if m)[:2000]
+        found[-1] = dataclasses.replace(found[-1], passed=False, message=last)
+    return found
 
 
 def clear(out: Path) -> None:
-    """Remove what an earlier run left in ``out`` (node facts, worker results, rank logs), so
+    """Remove what an earlier run left in ``out`` (node facts, the job's result, rank logs), so
     nothing stale is taken for this run's."""
-    for path in [*out.glob("node-*.json"), *(out / f"{w}.json" for w in WORKERS)]:
+    for path in [*out.glob("node-*.json"), out / f"{JOB}.json"]:
         path.unlink(missing_ok=True)
     if (out / "logs").is_dir():
         shutil.rmtree(out / "logs")
@@ -208,12 +238,13 @@ def finish(
     checks: list[Check], facts: list[dict[str, Any]], lines: list[str], *, logs: Path, gpu: bool
 ) -> NodeRun:
     """The :class:`NodeRun` of a finished run, local or Kubernetes: each node's facts get the
-    ``transport`` its own AllReduce logs name (``logs/allreduce/rank-<r>.log`` and
-    ``rank-<r>/workerlog.*``), and the AllReduce check the transports of all ranks as metric
-    ``transport`` — on CPU always :data:`GLOO`, on GPU the NCCL names or "not reported"."""
+    ``transport`` its own logs name (``logs/collective/rank-<r>.log`` and ``rank-<r>/workerlog.*``,
+    where the AllReduce part and training share one communicator), and the AllReduce check the
+    transports of all ranks as metric ``transport`` — on CPU always :data:`GLOO`, on GPU the
+    NCCL names or "not reported"."""
     union: set[str] = set()
     for fact in facts:
-        names = nccl.transports(rank_log_lines(logs / "allreduce", fact["rank"])) if gpu else ()
+        names = nccl.transports(rank_log_lines(logs / JOB, fact["rank"])) if gpu else ()
         union.update(names)
         fact["transport"] = transport_label(names, gpu=gpu)
     ordered = tuple(n for n in nccl.NAMES if n in union)
@@ -250,9 +281,9 @@ def transport_label(names: tuple[str, ...] | list[str], *, gpu: bool) -> str:
 
 
 def judge(worker: str, result: dict[str, Any], *, world_size: int, duration_s: float) -> Check:
-    """The smoke check a worker's rank-0 JSON amounts to, named and measured as in smoke/:
-    exact sums at the expected world size, or data parallel within :data:`DP_RTOL` of one
-    process."""
+    """The smoke check one part of rank 0's JSON amounts to (``result`` is its ``worker`` part),
+    named and measured as in smoke/: exact sums at the expected world size, or data parallel
+    within :data:`DP_RTOL` of one process."""
     name = WORKERS[worker]
     if worker == "allreduce":
         wrong = {

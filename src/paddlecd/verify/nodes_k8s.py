@@ -1,18 +1,21 @@
-"""``verify --nodes N --cluster k8s``: the collective checks as Kubernetes jobs, read from logs.
+"""``verify --nodes N --cluster k8s``: the collective checks as one Kubernetes job, read from logs.
 
-Each smoke worker of :data:`paddlecd.verify.nodes.WORKERS` runs as deploy runs a job — the
-headless Service + Indexed Job (or PaddleJob) of :func:`paddlecd.cluster.render.render`, created
-and watched by :mod:`paddlecd.cluster.watch` — plus a ConfigMap holding this checkout's smoke
-suite, mounted read-only at /smoke: the image does not carry the suite (images/Dockerfile), and
-the mounted copy keeps both sides of the smoke contract changing together, as the local path's
-bind mount does. Every pod first runs smoke/rendezvous.py ``--report``: the bounded rendezvous
-check (a wrong master name or a blocked port fails that rank within
-:func:`paddlecd.verify.nodes.rendezvous_timeout` s — half the deadline unless set —, exit 3,
-naming the address), then the launcher, then one ``##paddlecd-result <file> <json>``
-line per JSON file its emptyDir /out holds (the node's facts; on rank 0 the worker's result).
-After the job ends each rank's pod log is saved as ``<out>/logs/<worker>/rank-<r>.log`` and its
-marked lines become the same files the local path writes (``node-<r>.json``, ``<worker>.json``).
-The Job, Service and ConfigMap are deleted afterwards unless ``runtime.keep``.
+smoke/workers/collective.py (both checks of :data:`paddlecd.verify.nodes.WORKERS`) runs as deploy
+runs a job — the headless Service + Indexed Job (or PaddleJob) of
+:func:`paddlecd.cluster.render.render`, created and watched by :mod:`paddlecd.cluster.watch` —
+plus a ConfigMap holding this checkout's smoke suite, mounted read-only at /smoke: the image does
+not carry the suite (images/Dockerfile), and the mounted copy keeps both sides of the smoke
+contract changing together, as the local path's bind mount does. Every pod first runs
+smoke/rendezvous.py ``--report``: the bounded rendezvous check (a wrong master name or a blocked
+port fails that rank within :func:`paddlecd.verify.nodes.rendezvous_timeout` s — half the deadline
+unless set —, exit 3, naming the address), then the launcher, then one ``##paddlecd-result <file>
+<json>`` line per JSON file its emptyDir /out holds (the node's facts; on rank 0
+``collective.json``, also when the launcher failed). After the job ends each rank's pod log is
+saved as ``<out>/logs/collective/rank-<r>.log`` and its marked lines become the same files the
+local path writes (``node-<r>.json``, ``collective.json``), judged by
+:func:`paddlecd.verify.nodes.judge_parts`. The Job, Service and ConfigMap are deleted afterwards
+unless ``runtime.keep``. No API server can run on the test machines: this module is tested
+against a scripted one (tests/unit/test_verify_nodes_k8s.py).
 """
 
 from __future__ import annotations
@@ -31,18 +34,18 @@ from paddlecd.config import Settings
 from paddlecd.errors import ClusterError, ConfigError
 from paddlecd.types import Echo, KubeObject
 from paddlecd.verify import nodes as multinode
-from paddlecd.verify.evidence import Check
 
 MARK = "##paddlecd-result"  # as smoke/rendezvous.py MARK
 # what the pods run (the helpers _common, _devices, _figures the workers import); not the tests
 SMOKE_FILES = ("_*.py", "rendezvous.py", "workers/*.py")
-WORKER_FILES = tuple(f"workers/{w}.py" for w in multinode.WORKERS)
+# the job's worker and the parts it imports
+WORKER_FILES = tuple(f"workers/{w}.py" for w in (multinode.JOB, *multinode.WORKERS))
 WATCH_GRACE = 60.0  # s the watch waits past the Job's activeDeadlineSeconds for its controller
 
 
-def job_id(worker: str, suffix: str | None = None) -> str:
-    """``verify-<worker>-<6 hex>``: a fresh name per run (``suffix`` fixes it, for tests)."""
-    return f"verify-{worker.replace('_', '-')}-{suffix or secrets.token_hex(3)}"
+def job_id(suffix: str | None = None) -> str:
+    """``verify-collective-<6 hex>``: a fresh name per run (``suffix`` fixes it, for tests)."""
+    return f"verify-{multinode.JOB}-{suffix or secrets.token_hex(3)}"
 
 
 def _smoke_configmap(settings: Settings, meta: dict[str, Any]) -> KubeObject:
@@ -74,7 +77,7 @@ def _key(relative: Path) -> str:
 
 def planned_manifests(settings: Settings, reference: str, *, variant: str, nodes: int,
                       gpus_per_node: int, kind: str) -> list[KubeObject]:
-    """Every check's manifests for ``verify --cluster k8s --dry-run``, in creation order, as
+    """The run's manifests for ``verify --cluster k8s --dry-run``, in creation order, as
     :func:`manifests` makes them for a run of ``reference`` (``repo@sha256:…``) in the
     kubeconfig's namespace; nothing is submitted.
 
@@ -83,19 +86,14 @@ def planned_manifests(settings: Settings, reference: str, *, variant: str, nodes
     """
     target = Target(reference=reference, variant=variant,
                     revision=git.revision(settings.root).full)
-    docs: list[dict[str, Any]] = []
-    for worker in multinode.WORKERS:
-        docs += manifests(settings, target, worker, job_id=job_id(worker), nodes=nodes,
-                          gpus_per_node=gpus_per_node, kind=kind,
-                          namespace=k8s.namespace(settings),
-                          pull_secret=settings.cluster.image_pull_secret)
-    return docs
+    return manifests(settings, target, job_id=job_id(), nodes=nodes,
+                     gpus_per_node=gpus_per_node, kind=kind, namespace=k8s.namespace(settings),
+                     pull_secret=settings.cluster.image_pull_secret)
 
 
 def manifests(
     settings: Settings,
     target: Target,
-    worker: str,
     *,
     job_id: str,
     nodes: int,
@@ -104,7 +102,7 @@ def manifests(
     namespace: str = "default",
     pull_secret: str | None = None,
 ) -> list[KubeObject]:
-    """The manifests of one worker's run, in creation order: [ConfigMap, Service, Job] (``kind``
+    """The manifests of the collective job, in creation order: [ConfigMap, Service, Job] (``kind``
     ``job``) or [ConfigMap, PaddleJob]. The pod of :func:`paddlecd.verify.nodes.job_spec`, with
     /smoke from the ConfigMap, /out an emptyDir, and smoke/rendezvous.py ``--report`` in front
     of the launcher.
@@ -113,9 +111,7 @@ def manifests(
         ConfigError: as :func:`paddlecd.cluster.render.render` (kind, digest, job id length),
             or as :func:`paddlecd.verify.nodes.rendezvous_timeout`.
     """
-    spec = multinode.job_spec(
-        settings, worker, nodes=nodes, gpus_per_node=gpus_per_node, out=Path("/out")
-    )
+    spec = multinode.job_spec(settings, nodes=nodes, gpus_per_node=gpus_per_node, out=Path("/out"))
     rendered = render(
         spec, target, job_id=job_id, kind=kind, namespace=namespace, pull_secret=pull_secret
     )
@@ -177,13 +173,14 @@ def run_k8s(
     timeout: float | None = None,
     suffix: str | None = None,
 ) -> multinode.NodeRun:
-    """Run both collective workers on the kubeconfig's cluster, one job after the other; a job
-    that fails or times out becomes a failed check naming the rank and its cause, and stops the
-    run. Each rank's log lands in ``out/logs/<worker>/rank-<r>.log``.
+    """Run the collective job on the kubeconfig's cluster; a job that fails or times out fails
+    the checks of the parts rank 0 did not report, naming the rank and its cause
+    (:func:`paddlecd.verify.nodes.judge_parts`). Each rank's log lands in
+    ``out/logs/collective/rank-<r>.log``.
 
     Args:
-        timeout: seconds to watch one job (default ``verify.timeout`` + :data:`WATCH_GRACE`).
-        suffix: the job ids' suffix (default random, :func:`job_id`).
+        timeout: seconds to watch the job (default ``verify.timeout`` + :data:`WATCH_GRACE`).
+        suffix: the job id's suffix (default random, :func:`job_id`).
 
     Raises:
         ClusterError: no kubeconfig, the API server unreachable, or a manifest refused (nothing
@@ -191,9 +188,7 @@ def run_k8s(
     """
     api = k8s.connect(settings)
     multinode.clear(out)
-    namespace = k8s.namespace(settings)
     wait = settings.verify.timeout + WATCH_GRACE if timeout is None else timeout
-    checks: list[Check] = []
     lines: list[str] = []
 
     def seen(line: str) -> None:
@@ -201,26 +196,20 @@ def run_k8s(
         on_line(line)
 
     try:
-        for worker in multinode.WORKERS:
-            ms = manifests(
-                settings,
-                target,
-                worker,
-                job_id=job_id(worker, suffix),
-                nodes=nodes,
-                gpus_per_node=gpus_per_node,
-                kind=kind,
-                namespace=namespace,
-                pull_secret=settings.cluster.image_pull_secret,
-            )
-            started = time.monotonic()
-            failure = _run_one(settings, api, ms, out / "logs" / worker, on_event, seen, poll, wait)
-            check = _judged(worker, failure, out, nodes * max(1, gpus_per_node), started)
-            checks.append(check)
-            if not check.passed and failure:
-                break
+        ms = manifests(settings, target, job_id=job_id(suffix), nodes=nodes,
+                       gpus_per_node=gpus_per_node, kind=kind, namespace=k8s.namespace(settings),
+                       pull_secret=settings.cluster.image_pull_secret)
+        started = time.monotonic()
+        failure = _run_one(settings, api, ms, out / "logs" / multinode.JOB, on_event, seen, poll,
+                           wait)
     finally:
         api.close()
+    result = multinode.read_result(out)
+    if not result and not failure:  # the pods succeeded, yet rank 0 printed no result line
+        failure = f"rank 0 printed no {MARK} {multinode.JOB}.json line (see its log)"
+    checks = multinode.judge_parts(result, failure=failure,
+                                   world_size=nodes * max(1, gpus_per_node),
+                                   duration_s=round(time.monotonic() - started, 3))
     facts = [json.loads(p.read_text()) for p in sorted(out.glob("node-*.json"))]
     return multinode.finish(checks, facts, lines, logs=out / "logs", gpu=gpus_per_node > 0)
 
@@ -326,14 +315,3 @@ def _terminated(pod: dict[str, Any]) -> tuple[int | None, str]:
         if cs.get("name") == CONTAINER and terminated:
             return int(terminated.get("exitCode", -1)), str(terminated.get("finishedAt") or "")
     return None, ""
-
-
-def _judged(worker: str, failure: str | None, out: Path, world: int, started: float) -> Check:
-    duration = round(time.monotonic() - started, 3)
-    result = out / f"{worker}.json"
-    if failure or not result.is_file():
-        message = failure or f"rank 0 printed no {MARK} {worker}.json line (see its log)"
-        name = multinode.WORKERS[worker]
-        return Check(name=name, passed=False, duration_s=duration, message=message[:2000])
-    found = json.loads(result.read_text())
-    return multinode.judge(worker, found, world_size=world, duration_s=duration)
