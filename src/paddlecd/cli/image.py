@@ -227,8 +227,11 @@ def verify(
       invoke verify --variant cpu --nodes 2 --cluster local
       invoke verify --variant cu126 --nodes 2 --gpus-per-node 8 --cluster k8s [--dry-run]
     """
+    from paddlecd import files
     from paddlecd.verify import run as smoke
 
+    if out:  # verify fills the folder (junit, evidence, rank logs): never /etc, /usr, a top folder
+        files.refuse_output_place(out, "--out", folder=True)
     given = count("nodes", nodes)  # invoke passes a string (default None): parsed and checked
     nodes, gpus = 1 if given is None else given, count("gpus-per-node", gpus_per_node)
     smoke.check_where(nodes, cluster, kind, gpus, dry_run=dry_run)

@@ -255,6 +255,10 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
                           "e.g. invoke release.compare --history cpu")
     if out and not history:
         raise ConfigError("--out is for --history", "drop --out, or add --history VARIANT")
+    if out:  # before the releases are read: /etc/x.png is refused whatever the ledger holds
+        from paddlecd.files import refuse_output_place
+
+        refuse_output_place(out, "--out", folder=False)
     if history:
         path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
         if json:
