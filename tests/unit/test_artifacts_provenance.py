@@ -133,3 +133,25 @@ def test_a_given_version_against_the_images_label_is_said(monkeypatch, tmp_path)
     assert planned.plan.manifest["paddle_version"] == "2.6.0"
     assert any("--paddle-version 2.6.0 differs from" in line and "label 3.0.0" in line
                for line in planned.lines()), planned.lines()
+
+
+def test_a_re_upload_of_the_same_files_with_other_provenance_is_refused_not_unchanged(tmp_path):
+    """A third trial: a stored model (paddle unknown) uploaded again with ``--paddle-version
+    3.0.0`` said "unchanged, 0 bytes moved" and dropped the flag. Same files with another given
+    Paddle version, image or metrics are refused unless --overwrite, which records them."""
+    from paddlecd.errors import StorageError
+
+    folder = _export(tmp_path / "m")
+    store = FileStore(tmp_path / "store")
+    arts.upload(store, _plan(tmp_path, folder))
+    assert _plan(tmp_path, folder).action == "unchanged"  # nothing given: nothing to compare
+    with pytest.raises(StorageError) as e:
+        _plan(tmp_path, folder, paddle_version="3.0.0")
+    assert e.value.cause.endswith("already holds this model with other provenance "
+                                  "(paddle_version not recorded (given '3.0.0'))")
+    assert "--overwrite" in e.value.hint
+    plan = _plan(tmp_path, folder, paddle_version="3.0.0", overwrite=True)
+    assert plan.action == "overwrite" and plan.put == []
+    arts.upload(store, plan)
+    assert _plan(tmp_path, folder, paddle_version="3.0.0").action == "unchanged"
+    assert arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")["paddle_version"] == "3.0.0"
