@@ -155,3 +155,33 @@ def test_a_re_upload_of_the_same_files_with_other_provenance_is_refused_not_unch
     arts.upload(store, plan)
     assert _plan(tmp_path, folder, paddle_version="3.0.0").action == "unchanged"
     assert arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")["paddle_version"] == "3.0.0"
+
+
+def test_a_full_disk_names_the_download_folder_and_the_store_claim(tmp_path, monkeypatch):
+    """A third trial on a full tmpfs: download said "reading <store>/model.json: No space left on
+    device" (the store was fine; --dest was full) and upload's claim said "no space left on the
+    device" naming nothing (os.write's OSError has no file name)."""
+    import errno
+    import os
+
+    from paddlecd.errors import StorageError
+
+    folder = _export(tmp_path / "m")
+    store = FileStore(tmp_path / "store")
+    arts.upload(store, _plan(tmp_path, folder))
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(shutil, "copyfileobj", full)
+        with pytest.raises(StorageError) as e:
+            arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+    assert e.value.cause == f"downloading into {tmp_path / 'dl'}: no space left on the device"
+    assert f"df -h {tmp_path}" in e.value.hint
+    assert not (tmp_path / "dl").exists() and not list(tmp_path.glob(".dl.*"))
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(StorageError) as e:
+        arts.upload(store, _plan(tmp_path, folder, paddle_version="3.0.0", overwrite=True))
+    assert e.value.cause.startswith(f"claiming {store.url}/ocr-det/1.4.0/: No space left on "
+                                    f"device ({tmp_path / 'store' / '.claims'}")

@@ -12,6 +12,7 @@ act (STYLE.md §9): :func:`plan_upload` only reads; :func:`upload` carries a pla
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -547,6 +548,13 @@ def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; the model folder gets the user's usual mode
         tmp.rename(dest)
+    except (OSError, StorageError) as e:  # a full disk names --dest, not the temp folder
+        cause = e if isinstance(e, OSError) else e.__cause__
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StorageError(f"downloading into {dest}: no space left on the device",
+                               f"free space in {dest.parent} (df -h {dest.parent}), "
+                               "then re-run") from e
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
