@@ -150,6 +150,9 @@ def test_a_re_upload_of_the_same_files_with_other_provenance_is_refused_not_unch
     assert e.value.cause.endswith("already holds this model with other provenance "
                                   "(paddle_version not recorded (given '3.0.0'))")
     assert "--overwrite" in e.value.hint
+    (tmp_path / "metrics.json").write_text('{"acc": 0.5}')
+    with pytest.raises(StorageError, match=r'\(metrics not recorded \(given \{"acc": 0\.5\}\)\)'):
+        _plan(tmp_path, folder, metrics=tmp_path / "metrics.json")  # as JSON, not a dict's repr
     plan = _plan(tmp_path, folder, paddle_version="3.0.0", overwrite=True)
     assert plan.action == "overwrite" and plan.put == []
     arts.upload(store, plan)

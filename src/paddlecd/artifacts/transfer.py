@@ -273,9 +273,16 @@ PROVENANCE = ("image", "paddle_version", "metrics")  # what upload's flags put i
 def _given_differs(old: ModelManifest, new: ModelManifest) -> list[str]:
     """Each :data:`PROVENANCE` field this upload gives (not None) that the stored manifest
     records otherwise, as ``field 'stored' (given 'new')``."""
-    return [f"{key} {'not recorded' if old.get(key) is None else repr(old.get(key))} "
-            f"(given {new[key]!r})" for key in PROVENANCE
+    return [f"{key} {'not recorded' if old.get(key) is None else _shown(old.get(key))} "
+            f"(given {_shown(new[key])})" for key in PROVENANCE
             if new.get(key) is not None and new.get(key) != old.get(key)]
+
+
+def _shown(value: Any) -> str:
+    """A provenance value for a message: an image record by its reference, metrics as JSON."""
+    if isinstance(value, dict) and "reference" in value:
+        return str(value["reference"])
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else repr(value)
 
 
 def _difference(old: ModelManifest, new: dict[str, am.FileEntry]) -> str:
