@@ -193,3 +193,21 @@ def test_file_url_for_a_file_is_refused(tmp_path):
 
     with pytest.raises(StorageError, match="is not a folder"):
         FileStore(Path(tmp_path / "f")).check()
+
+
+def test_a_final_newline_is_not_part_of_a_valid_name_or_version():
+    """A third trial: ``upload --version $'1.0.0\\n'`` planned ``.../m1/1.0.0\\n`` (a ``$`` in the
+    patterns, and in ``semver``'s, matches before a final newline). Names, versions, Paddle
+    versions, digest references and base tags are refused with the newline shown escaped."""
+    from paddlecd.artifacts.manifest import DIGEST_REF_RE, check_paddle_version
+    from paddlecd.image.variants import TAG_RE
+
+    with pytest.raises(ConfigError, match=r"invalid model version '1\.0\.0\\n'"):
+        check_version("1.0.0\n")
+    with pytest.raises(ConfigError, match=r"invalid model name 'm1\\n'"):
+        check_name("m1\n")
+    with pytest.raises(ConfigError):
+        check_paddle_version("3.0.0\n")
+    assert not DIGEST_REF_RE.match("r/p@sha256:" + "0" * 64 + "\n")
+    assert not TAG_RE.match("3.0.0-cpu-bookworm\n")
+    assert check_version("1.0.0") == "1.0.0" and check_name("m1") == "m1"

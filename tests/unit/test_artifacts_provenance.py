@@ -133,3 +133,58 @@ def test_a_given_version_against_the_images_label_is_said(monkeypatch, tmp_path)
     assert planned.plan.manifest["paddle_version"] == "2.6.0"
     assert any("--paddle-version 2.6.0 differs from" in line and "label 3.0.0" in line
                for line in planned.lines()), planned.lines()
+
+
+def test_a_re_upload_of_the_same_files_with_other_provenance_is_refused_not_unchanged(tmp_path):
+    """A third trial: a stored model (paddle unknown) uploaded again with ``--paddle-version
+    3.0.0`` said "unchanged, 0 bytes moved" and dropped the flag. Same files with another given
+    Paddle version, image or metrics are refused unless --overwrite, which records them."""
+    from paddlecd.errors import StorageError
+
+    folder = _export(tmp_path / "m")
+    store = FileStore(tmp_path / "store")
+    arts.upload(store, _plan(tmp_path, folder))
+    assert _plan(tmp_path, folder).action == "unchanged"  # nothing given: nothing to compare
+    with pytest.raises(StorageError) as e:
+        _plan(tmp_path, folder, paddle_version="3.0.0")
+    assert e.value.cause.endswith("already holds this model with other provenance "
+                                  "(paddle_version not recorded (given '3.0.0'))")
+    assert "--overwrite" in e.value.hint
+    (tmp_path / "metrics.json").write_text('{"acc": 0.5}')
+    with pytest.raises(StorageError, match=r'\(metrics not recorded \(given \{"acc": 0\.5\}\)\)'):
+        _plan(tmp_path, folder, metrics=tmp_path / "metrics.json")  # as JSON, not a dict's repr
+    plan = _plan(tmp_path, folder, paddle_version="3.0.0", overwrite=True)
+    assert plan.action == "overwrite" and plan.put == []
+    arts.upload(store, plan)
+    assert _plan(tmp_path, folder, paddle_version="3.0.0").action == "unchanged"
+    assert arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")["paddle_version"] == "3.0.0"
+
+
+def test_a_full_disk_names_the_download_folder_and_the_store_claim(tmp_path, monkeypatch):
+    """A third trial on a full tmpfs: download said "reading <store>/model.json: No space left on
+    device" (the store was fine; --dest was full) and upload's claim said "no space left on the
+    device" naming nothing (os.write's OSError has no file name)."""
+    import errno
+    import os
+
+    from paddlecd.errors import StorageError
+
+    folder = _export(tmp_path / "m")
+    store = FileStore(tmp_path / "store")
+    arts.upload(store, _plan(tmp_path, folder))
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(shutil, "copyfileobj", full)
+        with pytest.raises(StorageError) as e:
+            arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
+    assert e.value.cause == f"downloading into {tmp_path / 'dl'}: no space left on the device"
+    assert f"df -h {tmp_path}" in e.value.hint
+    assert not (tmp_path / "dl").exists() and not list(tmp_path.glob(".dl.*"))
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(StorageError) as e:
+        arts.upload(store, _plan(tmp_path, folder, paddle_version="3.0.0", overwrite=True))
+    assert e.value.cause.startswith(f"claiming {store.url}/ocr-det/1.4.0/: No space left on "
+                                    f"device ({tmp_path / 'store' / '.claims'}")

@@ -469,3 +469,33 @@ def test_download_into_a_system_folder_is_named(tmp_path):
     assert run.returncode == 2, run.stderr
     assert "error: --dest /proc/t21x: /proc/t21x is inside the system folder /proc" in run.stderr
     assert "e.g. ./out" in run.stderr  # a folder, not ./policy.yaml
+
+
+def test_verify_and_compare_outputs_in_a_system_folder_are_refused(tmp_path):
+    """A third trial: ``verify --out /etc/v`` ran the suite and left a world-writable /etc/v with
+    junit, evidence and rank logs; ``release.compare --history cpu --out /etc/x.png`` was judged
+    only by the ledger. Both are refused by name before anything runs or is read."""
+    state = str(tmp_path / "state")
+    run = invoke("verify", "--variant", "cpu", "--out", "/etc/t21v", PADDLECD_STATE_DIR=state,
+                 PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert run.returncode == 2, run.stderr
+    assert "error: --out /etc/t21v: /etc/t21v is inside the system folder /etc" in run.stderr
+    assert not Path("/etc/t21v").exists()
+    chart = invoke("release.compare", "--history", "cpu", "--out", "/usr/t21x.png",
+                   PADDLECD_STATE_DIR=state, PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert chart.returncode == 2, chart.stderr
+    assert "error: --out /usr/t21x.png: /usr is inside the system folder /usr" in chart.stderr
+
+
+def test_verify_models_refuses_a_bad_release_models_before_the_suite_runs(tmp_path):
+    """A third trial: ``PADDLECD_RELEASE_MODELS=bad@@1 verify --models`` ran the whole suite in
+    the image, then failed with "invalid model version '@1'" naming no setting. The setting is
+    read before anything runs (here the registry is not even asked) and named."""
+    for models, bad in (("bad@@1", "'@1'"), ("Bad@1.0.0", "'Bad'"), ("m@1.0", "'1.0'")):
+        run = invoke("verify", "--variant", "cpu", "--models", PADDLECD_RELEASE_MODELS=models,
+                     PADDLECD_STATE_DIR=str(tmp_path / "state"),
+                     PADDLECD_REGISTRY_URL="127.0.0.1:9")
+        assert run.returncode == 2, run.stderr
+        assert ("error: setting 'release.models' (PADDLECD_RELEASE_MODELS): invalid model"
+                in run.stderr)
+        assert bad in run.stderr and "127.0.0.1:9" not in run.stderr

@@ -292,6 +292,17 @@ def test_a_kubeconfig_that_is_not_yaml_is_named_with_its_line(tmp_path, monkeypa
     assert "KUBECONFIG" in e.value.hint
 
 
+@pytest.mark.parametrize("call", [k8s.connect, k8s.namespace])
+def test_a_kubeconfig_that_is_a_folder_is_a_cluster_error_naming_it(tmp_path, monkeypatch, call):
+    """A third trial: ``KUBECONFIG=<a folder>`` ended as "error: Is a directory: …" (exit 2, the
+    catch site's OSError), naming no kubeconfig."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path))
+    with pytest.raises(ClusterError) as e:
+        call(config.load(root=tmp_path, environ={}))
+    assert e.value.cause == f"kubeconfig {tmp_path} cannot be read: Is a directory"
+    assert "KUBECONFIG" in e.value.hint and e.value.exit_code == 9
+
+
 @pytest.mark.parametrize("kind, status_route", [("job", JOBS), ("paddlejob", PADDLEJOBS)])
 def test_every_request_of_a_run_is_allowed_by_the_documented_role(cluster_api, kind, status_route):
     """docs/paddlecd-role.yaml covers each request a deploy's submit + watch sends (RBAC request

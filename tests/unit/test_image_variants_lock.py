@@ -182,6 +182,25 @@ def test_corrupt_lock_file(tmp_path):
         lock.read(s)
 
 
+@pytest.mark.parametrize("body, cause", [
+    ("bases: [\n", "not valid YAML (line 2): did not find expected node content (a lock file)"),
+    ("- a\n", "not a valid lock file (expected bases: {variant: {base, digest, media_type"),
+    ("bases: {cpu: 5}\n", "not a valid lock file (expected bases:"),
+])
+def test_a_broken_local_lock_file_is_one_line_naming_it(tmp_path, body, cause):
+    """A third trial: a ``lock.local.yaml`` that is not YAML printed the parser's three-line
+    mark (``in "<unicode string>", line 2, column 1)``) as the last line of the error."""
+    s = settings_for(tmp_path, BODY)
+    local = lock.paths(s)[1]
+    local.parent.mkdir(parents=True, exist_ok=True)
+    local.write_text(body)
+    with pytest.raises(LockError) as e:
+        lock.read(s)
+    assert "\n" not in e.value.cause and str(local) in e.value.cause, e.value.cause
+    assert cause in e.value.cause, e.value.cause
+    assert e.value.hint == "delete it and run: invoke lock"
+
+
 def test_lock_file_round_trip_is_stable(tmp_path, monkeypatch):
     s = settings_for(tmp_path, BODY)
     monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: FakeClient(

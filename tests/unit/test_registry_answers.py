@@ -76,6 +76,19 @@ def test_html_error_page_is_named_as_a_proxy_answer(server):
     assert "behind the proxy" in info.value.hint
 
 
+def test_a_200_whose_body_is_not_json_is_a_registry_error_naming_the_request(server):
+    """A third trial: a tag list cut short (``{"tags": [1, 2``) ended as "error: Expecting ','
+    delimiter: line 1 column 15 (char 14)", exit 2, naming neither the registry nor the request."""
+    Scripted.script = [(200, {"Content-Type": "application/json"}, b'{"tags": [1, 2')]
+    with pytest.raises(RegistryError) as info:
+        client(server).list_tags("ci/p")
+    assert info.value.cause == (f"listing tags of {server}/ci/p: HTTP 200 from {server} is not "
+                                "valid JSON (application/json, 14 bytes: Expecting ',' delimiter:"
+                                " line 1 column 15 (char 14))")
+    assert info.value.exit_code == 5 and server in info.value.hint
+    assert client(server).list_tags("ci/p") == ["a"]  # a JSON answer reads as before
+
+
 def test_plain_text_401_from_a_proxy_is_an_auth_error_naming_the_proxy(server):
     Scripted.script = [(403, {"Content-Type": "text/plain"}, b"Forbidden by policy")]
     with pytest.raises(RegistryAuthError, match="proxy or load balancer") as info:

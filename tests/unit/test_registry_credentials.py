@@ -217,3 +217,26 @@ def test_every_registry_client_names_a_broken_config_json_up_front(docker_home, 
     settings = project_config.load({"registry.url": "127.0.0.1:1"}, root=tmp_path, environ={})
     with pytest.raises(ConfigError, match="not JSON"):
         client_for(settings)
+
+
+@pytest.mark.parametrize("key", ["credHelpers", "credsStore"])
+def test_every_registry_client_names_a_helper_missing_from_path_up_front(docker_home, tmp_path,
+                                                                         monkeypatch, key):
+    """A third trial: with a helper not on PATH, verify failed (the engine runs the helper on
+    every pull) while promote, release.list, evidence.show and deploy --dry-run went ahead on
+    an open registry (the client runs it on a 401 only). The helper is not run here; the
+    environment pair, used before any helper for the configured registry, skips the check."""
+    from paddlecd import config as project_config
+    from paddlecd.registry.client import client_for
+
+    entry = {"127.0.0.1:1": "t3absent"} if key == "credHelpers" else "t3absent"
+    (docker_home / "config.json").write_text(json.dumps({key: entry}))
+    settings = project_config.load({"registry.url": "127.0.0.1:1"}, root=tmp_path, environ={})
+    with pytest.raises(RegistryAuthError) as e:
+        client_for(settings)
+    assert e.value.cause == (f"credential helper docker-credential-t3absent (for 127.0.0.1:1, "
+                             f"from {docker_home / 'config.json'}) is not on PATH")
+    assert e.value.exit_code == 5
+    monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "u")
+    monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "p")
+    client_for(settings)

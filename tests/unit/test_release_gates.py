@@ -252,3 +252,41 @@ def test_release_compare_needs_two_sides_or_a_history(monkeypatch, tmp_path, cap
     err = capsys.readouterr().err.splitlines()
     assert e.value.code == 2 and err[-2].startswith("error: release.compare needs two")
     assert err[-1].startswith("hint: e.g. invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu")
+
+
+def test_an_accept_regression_the_gate_has_no_use_for_is_refused():
+    """A third trial: ``promote --accept-regression 'noise'`` where the gate compared nothing
+    (latest-cpu already named the digest) planned and promoted, the reason dropped unsaid."""
+    from paddlecd.errors import ConfigError
+
+    same = figures("cpu-3.0.0.json")
+    with pytest.raises(ConfigError) as e:
+        gates.check_accept(run(same, same), "noise")
+    assert e.value.cause == ("--accept-regression: nothing to accept, the upgrade gate passed "
+                             "(against 1.0.0-cpu)")
+    note = gates.not_compared("sha256:" + "a" * 64, "cpu", "latest-cpu already points at it")
+    with pytest.raises(ConfigError, match=r"gate compared nothing \(latest-cpu already points"):
+        gates.check_accept(note, "noise")
+    refused = run(figures("cpu-3.0.0-step-sleep-2ms.json"), same, accept="noise", who="me")
+    gates.check_accept(refused, "noise")  # what it is for
+    gates.check_accept(None, "noise")  # an existing release: a re-run converges
+    gates.check_accept(run(same, same), None)
+
+
+def test_compare_refuses_a_side_with_no_passing_run_and_history_keeps_it(monkeypatch, tmp_path):
+    """A third trial: ``release.compare -a 2.0.5-cpu -b sha256:ffff…`` (a digest not in the
+    registry) printed the table with b all dashes and exited 0. A side release.compare names
+    needs a passing signed run; history (``required`` unset) keeps a release without one."""
+    from paddlecd.errors import NoAttestationError
+    from paddlecd.registry.reference import parse_reference
+    from paddlecd.release import compare, query
+
+    digest = "sha256:" + "f" * 64
+    monkeypatch.setattr(query, "evidence_of", lambda s, target: (parse_reference(target), []))
+    s = config.load({"registry.url": "127.0.0.1:9"}, root=tmp_path, environ={})
+    with pytest.raises(NoAttestationError) as e:
+        compare.side(s, digest, required=True)
+    assert e.value.cause.startswith(f"{digest}: no passing one-node run of 127.0.0.1:9/")
+    assert "(0 attestation(s) found): nothing to compare" in e.value.cause
+    assert e.value.exit_code == 7 and "evidence.show" in e.value.hint
+    assert compare.side(s, digest).figures == ()

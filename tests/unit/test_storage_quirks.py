@@ -141,3 +141,19 @@ def test_overwrite_never_takes_over_the_claim_of_a_live_upload(monkeypatch):
                 pass
             assert "not even --overwrite" in e.value.hint
     stub.assert_no_pending_responses()
+
+
+def test_a_body_that_stalls_or_breaks_off_is_named_by_the_endpoint():
+    """A third trial (a proxy announcing twice the body it sent): download said "Read timeout on
+    endpoint URL: \\"None\\"", botocore's text for a stalled body read."""
+    import botocore.exceptions as b
+
+    stalled = storage_error(b.ReadTimeoutError(endpoint_url=None), action="reading",
+                            where="s3://models/m/1.0.0/manifest.json", endpoint="http://s3:9000")
+    assert stalled.cause == ("reading s3://models/m/1.0.0/manifest.json: http://s3:9000 stopped "
+                             "answering (read timeout)")
+    cut = storage_error(b.IncompleteReadError(actual_bytes=5, expected_bytes=10),
+                        action="reading", where="s3://models/m", endpoint="http://s3:9000")
+    assert cut.cause == ("reading s3://models/m: the answer from http://s3:9000 broke off "
+                         "(IncompleteReadError)")
+    assert "None" not in stalled.cause + cut.cause

@@ -353,3 +353,30 @@ def test_keygen_refuses_a_file_and_system_folders_and_writes_nothing(tmp_path, o
     if before is not None:
         assert set(Path(out).iterdir()) == before
     assert not Path(out, keys.PRIVATE_NAME).exists()
+
+
+@pytest.mark.parametrize("failing", ["private", "public"])
+def test_keygen_on_a_full_disk_leaves_no_key_and_names_the_file(tmp_path, monkeypatch, failing):
+    """A third trial: ``evidence.keygen --out`` on a full tmpfs left a 0-byte private key (the
+    next keygen then refused "exists already; keys are never overwritten") and said "no space
+    left on the device" naming no file (a write's OSError carries none)."""
+    import errno
+    import os
+    from pathlib import Path as P
+
+    from paddlecd.cli.common import os_error_text
+    from paddlecd.signing import keys as signing_keys
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if failing == "private":
+        monkeypatch.setattr(os, "fsync", full)
+    else:
+        monkeypatch.setattr(P, "write_bytes", full)
+    folder = tmp_path / "keys"
+    with pytest.raises(OSError) as e:
+        signing_keys.keygen(folder)
+    assert sorted(folder.iterdir()) == []
+    name = signing_keys.PRIVATE_NAME if failing == "private" else signing_keys.PUBLIC_NAME
+    assert os_error_text(e.value)[0] == f"no space left on the device: {folder / name}"

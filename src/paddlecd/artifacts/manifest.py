@@ -42,8 +42,8 @@ REFERENCE_FILES = (REFERENCE_INPUTS, REFERENCE_OUTPUTS)
 CHECK_JSON, CHECK_JUNIT = "check.json", "check.junit.xml"
 CHECK_FILES = (CHECK_JSON, CHECK_JUNIT)
 # RFC 1123 DNS label: the name is a key segment and often a Kubernetes/registry name, too.
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-DIGEST_REF_RE = re.compile(r"^(?P<repo>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$")
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # \Z: "$" takes a final "\n"
+DIGEST_REF_RE = re.compile(r"^(?P<repo>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})\Z")
 
 
 @dataclass(frozen=True)
@@ -71,19 +71,22 @@ def check_name(name: str) -> str:
     """Return ``name`` if it is a lowercase DNS label (RFC 1123), else raise ConfigError."""
     if not NAME_RE.match(name or ""):
         raise ConfigError(
-            f"invalid model name '{name}'",
+            f"invalid model name {name!r}",
             "use lowercase letters, digits and '-' (at most 63, e.g. ocr-det)",
         )
     return name
 
 
 def check_version(version: str) -> str:
-    """``version`` if it is Semantic Versioning 2.0.0 (parsed by ``semver``), else ConfigError."""
+    """``version`` if it is Semantic Versioning 2.0.0 (parsed by ``semver``), else ConfigError.
+    ``semver``'s pattern ends in ``$``, which takes a final newline: white space is refused."""
     try:
+        if any(ch.isspace() for ch in version or ""):
+            raise ValueError("white space")
         semver.Version.parse(version or "")
     except ValueError as e:
         raise ConfigError(
-            f"invalid model version '{version}': not semver",
+            f"invalid model version {version!r}: not semver",
             "use MAJOR.MINOR.PATCH[-prerelease][+build], e.g. 1.4.0",
         ) from e
     return version
@@ -91,7 +94,7 @@ def check_version(version: str) -> str:
 
 # A Paddle release as its wheels name it (PEP 440 as Paddle uses it): 3.0.0, 2.6.1.post117,
 # 3.0.0rc1, 3.1.0.dev20250101, 3.0.0+cu126.
-PADDLE_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}([.+-]?[A-Za-z0-9]+){0,4}$")
+PADDLE_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}([.+-]?[A-Za-z0-9]+){0,4}\Z")
 
 
 def check_paddle_version(version: str | None, *, flag: str = "--paddle-version") -> str | None:

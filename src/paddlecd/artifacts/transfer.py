@@ -12,6 +12,7 @@ act (STYLE.md §9): :func:`plan_upload` only reads; :func:`upload` carries a pla
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -211,7 +212,16 @@ def _decide(
     present = {o.key for o in store.list(plan.prefix)}
     plan.stale = sorted(k for k in present
                         if k[len(plan.prefix) :] not in {*new, am.MANIFEST, sig.SIGNATURE})
-    if old is not None and am.entries_of(old) == new:
+    given = _given_differs(old, plan.manifest) if old is not None else []
+    if given and plan.signer and not (plan.prefix + sig.SIGNATURE in present and plan.signer.holds(
+            store.get_bytes(plan.prefix + sig.SIGNATURE), old)):
+        given = []  # a manifest edited in (or unsigned by) the store: signed again below, as given
+    if given and not overwrite:  # same files, other provenance: "unchanged" would drop the flag
+        raise StorageError(
+            f"{plan.url} already holds this model with other provenance ({'; '.join(given)})",
+            "bump --version, or pass --overwrite to record the new values",
+        )
+    if old is not None and am.entries_of(old) == new and not given:
         plan.action = "unchanged"  # the check of this very model still holds: keep it
         plan.stale = [k for k in plan.stale if k[len(plan.prefix) :] not in am.CHECK_FILES]
         plan.put = _changed_in_store(store, plan.prefix, new)
@@ -255,6 +265,24 @@ def _read_manifest_or_none(store: Store, prefix: str) -> ModelManifest | None:
         return read_manifest(store, prefix)
     except InvalidManifestError:
         return {"files": []}
+
+
+PROVENANCE = ("image", "paddle_version", "metrics")  # what upload's flags put in a manifest
+
+
+def _given_differs(old: ModelManifest, new: ModelManifest) -> list[str]:
+    """Each :data:`PROVENANCE` field this upload gives (not None) that the stored manifest
+    records otherwise, as ``field 'stored' (given 'new')``."""
+    return [f"{key} {'not recorded' if old.get(key) is None else _shown(old.get(key))} "
+            f"(given {_shown(new[key])})" for key in PROVENANCE
+            if new.get(key) is not None and new.get(key) != old.get(key)]
+
+
+def _shown(value: Any) -> str:
+    """A provenance value for a message: an image record by its reference, metrics as JSON."""
+    if isinstance(value, dict) and "reference" in value:
+        return str(value["reference"])
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else repr(value)
 
 
 def _difference(old: ModelManifest, new: dict[str, am.FileEntry]) -> str:
@@ -527,6 +555,13 @@ def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; the model folder gets the user's usual mode
         tmp.rename(dest)
+    except (OSError, StorageError) as e:  # a full disk names --dest, not the temp folder
+        cause = e if isinstance(e, OSError) else e.__cause__
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StorageError(f"downloading into {dest}: no space left on the device",
+                               f"free space in {dest.parent} (df -h {dest.parent}), "
+                               "then re-run") from e
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -227,8 +227,11 @@ def verify(
       invoke verify --variant cpu --nodes 2 --cluster local
       invoke verify --variant cu126 --nodes 2 --gpus-per-node 8 --cluster k8s [--dry-run]
     """
+    from paddlecd import files
     from paddlecd.verify import run as smoke
 
+    if out:  # verify fills the folder (junit, evidence, rank logs): never /etc, /usr, a top folder
+        files.refuse_output_place(out, "--out", folder=True)
     given = count("nodes", nodes)  # invoke passes a string (default None): parsed and checked
     nodes, gpus = 1 if given is None else given, count("gpus-per-node", gpus_per_node)
     smoke.check_where(nodes, cluster, kind, gpus, dry_run=dry_run)
@@ -291,11 +294,21 @@ def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
 
 def _models_gate(s):
     """The models gate's check verify runs (the artifacts room's loader); ConfigError when
-    ``release.models`` lists none."""
+    ``release.models`` lists none or a name or version that is not one, before the suite runs."""
     from paddlecd.artifacts import gate
+    from paddlecd.artifacts.manifest import check_name, check_version
+    from paddlecd.verify.models import wanted
 
     if not s.release.models:
         raise ConfigError("--models: no models listed (release.models is not set)",
                           'set release.models: "name@version,name" (PADDLECD_RELEASE_MODELS)')
+    for name, version in wanted(s):
+        try:
+            check_name(name)
+            if version is not None:
+                check_version(version)
+        except ConfigError as e:
+            raise ConfigError(f"setting 'release.models' (PADDLECD_RELEASE_MODELS): {e.cause}",
+                              e.hint) from e
 
     return gate.check_models

@@ -255,6 +255,10 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
                           "e.g. invoke release.compare --history cpu")
     if out and not history:
         raise ConfigError("--out is for --history", "drop --out, or add --history VARIANT")
+    if out:  # before the releases are read: /etc/x.png is refused whatever the ledger holds
+        from paddlecd.files import refuse_output_place
+
+        refuse_output_place(out, "--out", folder=False)
     if history:
         path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
         if json:
@@ -265,7 +269,7 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
     if not (a and b):
         raise ConfigError("release.compare needs two releases or digests, or --history VARIANT",
                           "e.g. invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu")
-    left, right = cmp.side(s, a), cmp.side(s, b)
+    left, right = cmp.side(s, a, required=True), cmp.side(s, b, required=True)
     if json:
         return json_result({"a": left.to_json(), "b": right.to_json(),
                             "rows": [r.to_json() for r in cmp.rows(left, right)]})

@@ -78,6 +78,8 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
         with contextlib.suppress(OSError):
             return service_account_namespace.read_text().strip() or "default"
         return "default"
+    except OSError as e:  # a folder, unreadable: not "no kubeconfig"
+        raise _unreadable(e) from e
     wanted = settings.cluster.context
     chosen = next((c for c in contexts if c["name"] == wanted), None) if wanted else current
     return ((chosen or {}).get("context") or {}).get("namespace") or "default"
@@ -92,6 +94,13 @@ def _not_yaml(e: yaml.YAMLError) -> ClusterError:
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
     return ClusterError(f"kubeconfig {where} is not valid YAML{line}: {problem}",
                         "fix it (kubectl config view reads it too), or point KUBECONFIG elsewhere")
+
+
+def _unreadable(e: OSError) -> ClusterError:
+    """A kubeconfig path that exists but cannot be read as a file (a folder, no permission)."""
+    return ClusterError(f"kubeconfig {e.filename or _config_file()} cannot be read: "
+                        f"{e.strerror or e}",
+                        "point KUBECONFIG at the kubeconfig file itself (kubectl config view)")
 
 
 def _not_kubeconfig() -> ClusterError:
@@ -144,6 +153,8 @@ def connect(settings: Settings) -> Api:
                 "set KUBECONFIG or create ~/.kube/config (and PADDLECD_CLUSTER_CONTEXT to pick a "
                 "context); or run with --cluster local",
             ) from e
+    except OSError as e:
+        raise _unreadable(e) from e
     _probe(client)
     return Api(
         core=kubernetes.client.CoreV1Api(client),

@@ -73,16 +73,19 @@ def paths(settings: Settings) -> tuple[Path, Path]:
 def _read_one(path: Path) -> dict[str, LockEntry]:
     if not path.exists():
         return {}
+    hint = "delete it and run: invoke lock"
+    try:  # one line: the YAML problem and its line, not the parser's three-line mark
+        data = files.read_yaml(path, error=LockError, what="lock file") or {}
+    except LockError as e:
+        raise LockError(f"{e.cause} (a lock file)", hint) from e
     try:
-        data = files.load_yaml(path.read_text()) or {}
         return {
             name: LockEntry(variant=name, **entry)
             for name, entry in (data.get("bases") or {}).items()
         }
-    except (yaml.YAMLError, TypeError, AttributeError) as e:
-        raise LockError(
-            f"{path}: not a valid lock file ({e})", "delete it and run: invoke lock"
-        ) from e
+    except (TypeError, AttributeError) as e:
+        raise LockError(f"{path}: not a valid lock file (expected bases: {{variant: {{base, "
+                        f"digest, media_type, locked}}}}; {str(e).splitlines()[0]})", hint) from e
 
 
 def read(settings: Settings) -> dict[str, LockEntry]:

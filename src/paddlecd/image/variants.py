@@ -24,7 +24,7 @@ from paddlecd.errors import ConfigError
 TAG_RE = re.compile(
     r"^(?P<paddle>\d+\.\d+\.\d+)"
     r"(?:-gpu-cuda(?P<cuda>\d+\.\d+)-cudnn(?P<cudnn>\d+\.\d+)(?:-trt(?P<tensorrt>\d+\.\d+))?"
-    r"|(?:-cpu)?(?:-[a-z0-9.]+)?)$"
+    r"|(?:-cpu)?(?:-[a-z0-9.]+)?)\Z"  # \Z: "$" would take a final newline
 )
 
 

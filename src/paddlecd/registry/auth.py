@@ -159,6 +159,23 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
     return _credentials(found or {}, source)
 
 
+def check_helper(host: str) -> None:
+    """Refuse a credential helper for ``host`` (``credHelpers.<host>``, else ``credsStore``) that
+    is not on PATH, without running it: the engine refuses it on every pull and push whether or
+    not the registry asks for auth, while the registry client runs it on a 401 only, so a missing
+    helper would fail verify and pass promote on an open registry.
+
+    Raises:
+        ConfigError: config.json is broken (:func:`docker_config`).
+        RegistryAuthError: the helper is not on PATH (naming it, the host and the file).
+    """
+    path = docker_config_path()
+    cfg = docker_config(path)
+    helper = cfg.get_credential_store(host) if cfg is not None else None
+    if helper and not shutil.which(f"docker-credential-{helper}"):
+        raise _helper_error(str(helper), host, path, LookupError(helper))
+
+
 def docker_config(path: Path | None = None) -> Any:
     """Docker's config.json (default :func:`docker_config_path`) read as docker-py reads it (its
     ``AuthConfig``), or None when there is none. docker-py reads the same file whenever it makes

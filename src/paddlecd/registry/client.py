@@ -28,7 +28,7 @@ from paddlecd.errors import (
     RegistryError,
     RegistryRateLimitError,
 )
-from paddlecd.registry.auth import docker_config, scope
+from paddlecd.registry.auth import check_helper, docker_config, env_credentials, scope
 from paddlecd.registry.reference import Reference, check_digest, parse_reference
 from paddlecd.registry.transport import Sized, Transport
 from paddlecd.types import Echo, OciDocument
@@ -460,6 +460,8 @@ def client_for(settings: Any, registry: str | None = None, *,
 
     Raises:
         ConfigError: Docker's config.json is unreadable or malformed (:func:`auth.docker_config`).
+        RegistryAuthError: its credential helper for ``host`` is not on PATH
+            (:func:`auth.check_helper`).
     """
     host = registry or settings.registry.url
     ca_file, insecure = None, False
@@ -476,6 +478,8 @@ def client_for(settings: Any, registry: str | None = None, *,
     # Named up front, as engine.client() does: read only on the first 401, a broken file would let
     # a promotion on an open registry go ahead and fail one behind auth half-way
     docker_config()
+    if not (configured and env_credentials()):  # the env pair is used before any helper
+        check_helper(host)
     return RegistryClient(
         host,
         ca_file=ca_file,

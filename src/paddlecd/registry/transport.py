@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import functools
 import re
 import time
 from collections import Counter
@@ -243,6 +244,7 @@ class Transport:
             raise
         if resp.status_code not in ok:
             raise self._error(resp, what)
+        resp.json = functools.partial(_json_of, resp, what, self.host)  # type: ignore[method-assign]
         return resp
 
     def _stop(self, attempts: int, resendable: bool) -> Callable[[tenacity.RetryCallState], bool]:
@@ -416,3 +418,17 @@ def _short(e: Exception) -> str:
         if found:
             return found.group(0).strip()
     return text[:160]
+
+
+def _json_of(resp: requests.Response, what: str, host: str, **kwargs: Any) -> Any:
+    """``resp``'s JSON body, or a RegistryError naming the request when a 200 carries something
+    else (a proxy's page, a cut body): ``json.JSONDecodeError`` alone named neither."""
+    try:
+        return requests.Response.json(resp, **kwargs)
+    except ValueError as e:
+        kind = resp.headers.get("Content-Type") or "no Content-Type"
+        raise RegistryError(
+            f"{what}: HTTP {resp.status_code} from {host} is not valid JSON ({kind}, "
+            f"{len(resp.content)} bytes: {str(e).splitlines()[0]})",
+            f"check {host} is the registry and nothing between rewrites its answers",
+        ) from e

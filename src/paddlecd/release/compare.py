@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, SigningKeyError
+from paddlecd.errors import ConfigError, NoAttestationError, SigningKeyError
 from paddlecd.release import query
 from paddlecd.verify import charts
 from paddlecd.verify.figures import Figure, from_predicate
@@ -57,14 +57,18 @@ class Row:
         return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "ratio": self.ratio}
 
 
-def side(settings: Settings, target: str) -> Side:
+def side(settings: Settings, target: str, *, required: bool = False) -> Side:
     """The attested figures of ``target``: a release (``1.0.0-cpu``), a candidate digest
     (``sha256:…`` in the candidate repository) or an image reference; from its newest passing
     one-node signed run.
 
+    ``required`` (a side release.compare names): no passing run is an error, not a column of
+    dashes (a digest with no attestation, or none in the registry, compared "fine").
+
     Raises:
         ConfigError: not a release, digest or reference. SigningKeyError: no trusted keys.
-        RegistryError: the registry failed.
+        RegistryError: the registry failed. NoAttestationError: ``required`` and no passing
+        one-node signed run.
     """
     name = target
     if target.startswith("sha256:"):
@@ -72,6 +76,11 @@ def side(settings: Settings, target: str) -> Side:
     ref, runs = query.evidence_of(settings, target)
     passing = [r.verified for r in runs if r.verified and r.verified.passed
                and len(r.verified.predicate.get("nodes") or ()) <= 1]
+    if not passing and required:
+        raise NoAttestationError(
+            f"{name}: no passing one-node run of {ref} signed by a trusted key "
+            f"({len(runs)} attestation(s) found): nothing to compare",
+            f"check it: invoke evidence.show --target {ref}")
     if not passing:
         return Side(name, str(ref), "", ())
     newest = max(passing, key=lambda a: a.created)

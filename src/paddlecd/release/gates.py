@@ -226,6 +226,22 @@ def compare(candidate: Sequence[Figure], baseline: Sequence[Figure], *, digest: 
                       accept if refused else None, who if refused else None)
 
 
+def check_accept(comparison: Comparison | None, accept: str | None) -> None:
+    """Refuse an ``--accept-regression`` reason the gate has no use for: it passed or compared
+    nothing (the record keeps a reason only for a refusal, so it would be dropped unsaid). No
+    comparison (an existing release, repaired or re-run) takes it silently, so re-runs converge.
+
+    Raises:
+        ConfigError: naming the flag and the gate's result.
+    """
+    if not accept or comparison is None or comparison.status not in ("passed", "not compared"):
+        return
+    did = "passed" if comparison.status == "passed" else "compared nothing"
+    why = comparison.note or f"against {comparison.baseline}"
+    raise ConfigError(f"--accept-regression: nothing to accept, the upgrade gate {did} ({why})",
+                      "drop --accept-regression; it is for a gate that refuses")
+
+
 def not_compared(digest: str, hardware: str, note: str, **where: str | None) -> Comparison:
     """A comparison that could not be made, saying why (``note``)."""
     return Comparison("not compared", hardware, digest, where.get("release"),

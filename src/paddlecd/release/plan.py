@@ -314,6 +314,7 @@ def plan_promotion(
     comparison = None if tags.done else gates.gate(
         settings, dst, dst_ref.repository, variant=variant, version=tags.version, digest=d,
         state=tags.old, records=tags.records, attestation=att, accept=accept_regression)
+    gates.check_accept(comparison, accept_regression)  # before any write, dry-run too
     record = None if tags.done else _promote_record(
         tags, variant=variant, digest=d, source=str(src_ref), target=dst_ref.name,
         attestation=att, comparison=comparison, forced=forced, reason=reason)

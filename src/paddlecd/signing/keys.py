@@ -16,6 +16,7 @@ are ``release.trusted_keys``: files, or folders whose ``*.pub`` files are read, 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import re
@@ -102,10 +103,23 @@ def keygen(folder: Path) -> tuple[Path, Path]:
             )
     folder.mkdir(parents=True, exist_ok=True)
     signer = CryptoSigner.generate_ecdsa()
-    fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(signer.private_bytes)
-    public.write_bytes(public_pem(signer.public_key))
+    made: list[Path] = []
+    try:  # a pair or nothing: a 0-byte key left by a full disk blocked the next keygen
+        fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        made.append(private)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(signer.private_bytes)
+            fh.flush()
+            os.fsync(fh.fileno())
+        made.append(public)
+        public.write_bytes(public_pem(signer.public_key))
+    except OSError as e:
+        for path in made:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if e.filename is None:  # a write()'s error names no file: the message names it
+            e.filename = str(made[-1] if made else private)
+        raise
     return private, public
 
 

@@ -69,11 +69,22 @@ class FileStore:
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
         """Copy ``key`` to ``dest``. Raises StorageError when it is missing or unreadable."""
         try:
-            shutil.copyfile(self._path(key), dest)
+            src = open(self._path(key), "rb")  # noqa: SIM115 -- closed below; errors told apart
         except OSError as e:
             raise StorageError(
                 f"reading {self.url}/{key}: {e.strerror}", "check the store folder"
             ) from e
+        with src:
+            try:
+                with open(dest, "wb") as out:
+                    shutil.copyfileobj(src, out)
+            except OSError as e:  # the destination's disk, not the store (a full --dest)
+                full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+                raise StorageError(
+                    f"writing {dest}: {'no space left on the device' if full else e.strerror}",
+                    f"free space there (df -h {dest.parent}), then re-run" if full
+                    else f"check {dest.parent} is writable",
+                ) from e
         if progress:
             progress(dest.stat().st_size)
 
@@ -147,7 +158,13 @@ class FileStore:
         path = self.root / CLAIMS / f"{prefix.rstrip('/')}.lock"
         fd = _lock(path, self.url, prefix)
         try:
-            os.write(fd, f"{socket.gethostname()} pid {os.getpid()} since {_now()}".encode())
+            try:
+                os.write(fd, f"{socket.gethostname()} pid {os.getpid()} since {_now()}".encode())
+            except OSError as e:  # a full store: os.write's error names no file
+                raise StorageError(f"claiming {self.url}/{prefix}: {e.strerror} ({path})",
+                                   f"free space in {self.root} (df -h {self.root}), then re-run"
+                                   if e.errno == errno.ENOSPC else f"check {self.url} is writable"
+                                   ) from e
             yield
         finally:
             path.unlink(missing_ok=True)  # before unlocking: a waiter sees a new inode, retries

@@ -570,6 +570,18 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
             f"{action} {where}: cannot reach endpoint {endpoint}",
             "check storage.endpoint_url and that the store is running",
         )
+    if isinstance(root, botocore.exceptions.ReadTimeoutError):  # its text names the URL "None"
+        return StorageError(      # when the body stalls after the headers
+            f"{action} {where}: {endpoint} stopped answering (read timeout)",
+            "check the store's load and the network, then run the command again",
+        )
+    if isinstance(root, (botocore.exceptions.ConnectionClosedError,
+                         botocore.exceptions.ResponseStreamingError,
+                         botocore.exceptions.IncompleteReadError)):
+        return StorageError(
+            f"{action} {where}: the answer from {endpoint} broke off ({type(root).__name__})",
+            "check the store and any proxy in between, then run the command again",
+        )
     if isinstance(root, ClientError):
         code = _code(root)
         if code == "NoSuchBucket" or (code in ("404", "NotFound") and where.count("/") == 2):
