@@ -25,7 +25,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/stack.sh up
 INV=.venv/bin/invoke
-step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+source scripts/terminal.sh
+step() { bold "==> $*"; }
 # field KEY: one key of the JSON document on stdin (a task's --json result); no jq needed
 field() { .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 

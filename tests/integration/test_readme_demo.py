@@ -66,6 +66,7 @@ def _run_twice(root, env, tmp_path_factory):
         "==> admission policy",
     ):
         assert step in first.stdout
+    assert "\x1b[" not in first.stdout  # a pipe: plain lines, bold only on a terminal
     assert not seeded or "already in the registry" in first.stdout
     candidate = json.loads((root / ".paddlecd/candidates/cpu.json").read_text())
     evidence = json.loads(
@@ -92,6 +93,7 @@ def _run_twice(root, env, tmp_path_factory):
     second = demo(root, env)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-3000:]
     assert "already in the registry" in second.stdout          # base not rebuilt
+    assert "\x1b[" not in second.stdout
     assert second.stdout.count("0 bytes uploaded") == 2         # promotions: nothing new to copy
     # both digests are releases already: promoted again as such (no new release), not verified
     assert second.stdout.count("already: not verified again") == 2
