@@ -81,7 +81,7 @@ def _run_twice(root, env, tmp_path_factory):
     assert (policy["kind"], verify["type"]) == ("ClusterPolicy", "SigstoreBundle")
     assert verify["imageReferences"] == ["127.0.0.1:5000/paddlecd/release:*",
                                          "127.0.0.1:5000/paddlecd/release@*"]
-    first_release, baseline, version = _compared_with_a_real_baseline(root, first.stdout,
+    first_release, baseline, version = _compared_with_a_real_baseline(root, first,
                                                                       candidate["digest"])
     manifest = json.loads(
         (root / ".paddlecd/artifacts/linear-demo" / version / "manifest.json").read_text()
@@ -102,11 +102,13 @@ def _run_twice(root, env, tmp_path_factory):
     _next_steps_work_as_printed(root, env, second.stdout)
 
 
-def _compared_with_a_real_baseline(root, stdout: str, digest: str) -> tuple[str, str, str]:
-    """The demo's two releases, from its ``promoted <release> (…)`` lines: the baseline and the
-    upgrade candidate ``digest`` (the next patch release) were compared, two digests each with
-    its own passing signed run, and the comparison is printed; the tags as the registry serves
-    them (plain HTTP, not paddlecd's client). Returns (baseline release, its digest, release)."""
+def _compared_with_a_real_baseline(root, run: subprocess.CompletedProcess, digest: str
+                                   ) -> tuple[str, str, str]:
+    """The demo's two releases, from its ``promoted <release> (…)`` lines on stdout: the baseline
+    and the upgrade candidate ``digest`` (the next patch release) were compared, two digests each
+    with its own passing signed run, and promote printed the gate's table on stderr; the tags as
+    the registry serves them (plain HTTP, not paddlecd's client). Returns (baseline release, its
+    digest, release)."""
     def tag(name: str) -> str:
         answer = requests.head(
             f"http://127.0.0.1:5000/v2/paddlecd/release/manifests/{name}", timeout=10,
@@ -116,20 +118,25 @@ def _compared_with_a_real_baseline(root, stdout: str, digest: str) -> tuple[str,
         answer.raise_for_status()
         return answer.headers["Docker-Content-Digest"]
 
-    base, release = [x.split()[1] for x in stdout.splitlines() if x.startswith("promoted ")]
+    base, release = [x.split()[1] for x in run.stdout.splitlines() if x.startswith("promoted ")]
     major, minor, patch = (int(x) for x in base.removesuffix("-cpu").split("."))
     assert release == f"{major}.{minor}.{patch + 1}-cpu", (base, release)
     baseline = tag(base)
     assert tag(release) == tag("latest-cpu") == digest != baseline
     for each in (baseline, digest):
-        run = json.loads((root / ".paddlecd/evidence" / f"{each[7:]}.json").read_text())
-        assert run["passed"] is True and run["figures"], each
-    lines = stdout.splitlines()
+        evidence = json.loads((root / ".paddlecd/evidence" / f"{each[7:]}.json").read_text())
+        assert evidence["passed"] is True and evidence["figures"], each
+    # promote's own view of the gate (stderr): its verdict, the table, the notes in parentheses
+    lines = [x.strip() for x in run.stderr.splitlines()]
     head = next(i for i, x in enumerate(lines)
-                if f"passed against {base} ({major}.{minor}-cpu) on " in x)
+                if f"passed against {base} ({major}.{minor}-cpu, {baseline[:19]}…) on " in x)
     assert lines[head + 1].split() == ["figure", "baseline", "candidate", "change", "verdict"]
-    judged = [x.split()[0] for x in lines[head + 2:head + 8]]
-    assert {"train.step_time", "allreduce.latency.4B"} <= set(judged), judged
+    rows = lines[head + 2:]
+    rows = rows[:next(i for i, x in enumerate(rows) if x.startswith("("))]
+    judged = {x.split()[0]: x.split()[-1] for x in rows}
+    assert {"train.step_time", "allreduce.latency.4B"} <= set(judged), rows
+    assert set(judged.values()) <= {"ok", "noise"}, rows
+    assert "limit 50x as slow" in lines[head + 2 + len(rows)]  # the demo's loose limit
     return base, baseline, release.removesuffix("-cpu")
 
 
