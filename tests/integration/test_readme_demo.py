@@ -99,6 +99,10 @@ def _run_twice(root, env, tmp_path_factory):
     assert second.stdout.count("already: not verified again") == 2
     assert f"{baseline[:19]}… is release {first_release} already" in second.stdout
     assert f"its gate: passed against {first_release}" in second.stdout  # as recorded
+    # what a terminal shows of the re-run: these lines and one per stage (docs/getting-started.md:
+    # 32 at 100 columns, one of them the evidence path wrapped)
+    staged = [x for x in second.stderr.splitlines() if x.startswith(("✔ ", "✘ "))]
+    assert len(second.stdout.splitlines()) + len(staged) <= 31, (second.stdout, staged)
     _next_steps_work_as_printed(root, env, second.stdout)
 
 
