@@ -18,7 +18,7 @@
 # Each step's result (reference, digest, release, model folder) comes from the task's --json
 # document on stdout (issue 12), never from paddlecd's state files.
 # Re-running is fast (every step is cached or idempotent) and safe. Never prompts.
-# On a terminal each task shows one live line per stage that collapses into its result (43 lines
+# On a terminal each task shows one live line per stage that collapses into its result (44 lines
 # for a first run, 32 for a re-run at 100 columns: docs/getting-started.md); every tool's full
 # output is in .paddlecd/logs/.
 # PADDLECD_VERBOSE=1 streams it instead.
