@@ -9,7 +9,7 @@
 #      baseline; promotion checks the registry's attestation and copies it to the release repository
 #   5. an upgrade candidate (the same build with one label more: a new digest on the cached
 #      layers), verified and promoted as the next patch release (0.1.1-cpu): the upgrade gate
-#      compares its signed figures with the baseline's, and the demo prints that comparison
+#      compares its signed figures with the baseline's, and promote prints that comparison
 #      (docs/guides/upgrade-gates.md); a digest the ledger already names is promoted again as
 #      that version (a no-op) and not verified again, so a re-run makes no new release
 #   6. deploy the newest release: 2 containers train examples/train_linear.py with gloo
@@ -18,14 +18,16 @@
 # Each step's result (reference, digest, release, model folder) comes from the task's --json
 # document on stdout (issue 12), never from paddlecd's state files.
 # Re-running is fast (every step is cached or idempotent) and safe. Never prompts.
-# On a terminal each task shows one live line per stage that collapses into its result (about 40
-# lines for a fresh run, 30 for a re-run); every tool's full output is in .paddlecd/logs/.
+# On a terminal each task shows one live line per stage that collapses into its result (44 lines
+# for a first run, 32 for a re-run at 100 columns: docs/getting-started.md); every tool's full
+# output is in .paddlecd/logs/.
 # PADDLECD_VERBOSE=1 streams it instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/stack.sh up
 INV=.venv/bin/invoke
-step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+source scripts/terminal.sh
+step() { bold "==> $*"; }
 # field KEY: one key of the JSON document on stdin (a task's --json result); no jq needed
 field() { .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
@@ -51,40 +53,21 @@ RELEASED_PY='
 import json, sys
 print(next((r["release"]["version"] for r in json.load(sys.stdin)
             if r["release"]["digest"] == sys.argv[1]), ""))'
-# promoted: a promotion's --json result in a few lines. Its upgrade gate ("comparison"): each
-# figure the gate judged (enough timed samples), baseline and candidate, the change and the
-# verdict; for a release promoted before (a no-op now), the verdict its ledger record keeps.
+# promoted: a promotion's --json result in one line. The upgrade gate's table (each figure the
+# gate judged: baseline, candidate, change, verdict) is promote's own, on stderr; for a release
+# promoted before (a no-op now), the line names the verdict its ledger record keeps.
 promoted() { .venv/bin/python -c "$PROMOTED_PY"; }
 read -r -d '' PROMOTED_PY <<'PY' || true
 import json, sys
 done = json.load(sys.stdin)
-g, again = done["comparison"], not done["planned"]
-head = (f"{done['release']} already released" if again else f"promoted {done['release']}") + (
-    f" ({done['bytes_uploaded']} bytes uploaded)")
-if again:  # one line: the table is in release.show
-    gate = (g or {}).get("status", "none")
-    sys.exit(print(f"{head}; its gate: {gate}" + (
-        f" against {g['baseline']}" if gate != "not compared" and g else "")))
-if not g or g["status"] == "not compared":
-    sys.exit(print(f"{head}\n  not compared: {g['note'] if g else 'no gate recorded'}"))
-print(f"{head}\n  {g['status']} against {g['baseline']} ({g['tag']}) on {g['hardware']}")
-limits = {v["limit"] for v in g["verdicts"] if v["base"] is not None}
-limit = limits.pop() if len(limits) == 1 else None
-notes = [] if limit is None else [f"limit {limit:.0%} slower" if limit < 1 else
-                                  f"limit {1 + limit:.3g}x as slow"]
-def num(v, unit):
-    return (f"{v:,.0f}" if v >= 1000 else f"{v:.4g}") + " " + unit
-rows = [v for v in g["verdicts"] if v["status"] in ("ok", "noise", "regression")]
-print(f"    {'figure':22} {'baseline':>18} {'candidate':>18} {'change':>12}  verdict")
-for v in rows:
-    way = "slower" if v["slowdown"] > 0 else "faster"
-    print(f"    {v['name']:22} {num(v['base'], v['unit']):>18} {num(v['new'], v['unit']):>18}"
-          f" {abs(v['slowdown']):>5.0%} {way:6}  {v['status']}")
-if len(g["verdicts"]) > len(rows):
-    notes.append(f"{len(g['verdicts']) - len(rows)} more figures, too few timed samples to judge:"
-                 " invoke release.show")
-if notes:
-    print(f"    ({'; '.join(notes)})")
+gate, again = done["comparison"] or {}, not done["planned"]
+head = f"{done['release']} already released" if again else f"promoted {done['release']}"
+line = f"{head} ({done['bytes_uploaded']} bytes uploaded)"
+if again:  # the table is in release.show
+    status = gate.get("status", "none")
+    against = gate.get("baseline") if status != "not compared" else None
+    line += f"; its gate: {status}" + (f" against {against}" if against else "")
+print(line)
 PY
 # The demo's two smoke runs are a minute apart, on whatever else the machine runs: on the shared
 # 2-core VM this was built on, one image measured 3x apart in training step time and 21x apart in

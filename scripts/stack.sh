@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 STATE=${PADDLECD_STATE_DIR:-$ROOT/.paddlecd}
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
-log() { printf '\033[1m[stack]\033[0m %s\n' "$*"; }
+source scripts/terminal.sh
+log() { bold "[stack]" " $*"; }
 
 # The apt packages each part lacks (checked by command, so a machine that has them asks for none),
 # one name per line.

@@ -66,6 +66,7 @@ def _run_twice(root, env, tmp_path_factory):
         "==> admission policy",
     ):
         assert step in first.stdout
+    assert "\x1b[" not in first.stdout  # a pipe: plain lines, bold only on a terminal
     assert not seeded or "already in the registry" in first.stdout
     candidate = json.loads((root / ".paddlecd/candidates/cpu.json").read_text())
     evidence = json.loads(
@@ -80,7 +81,7 @@ def _run_twice(root, env, tmp_path_factory):
     assert (policy["kind"], verify["type"]) == ("ClusterPolicy", "SigstoreBundle")
     assert verify["imageReferences"] == ["127.0.0.1:5000/paddlecd/release:*",
                                          "127.0.0.1:5000/paddlecd/release@*"]
-    first_release, baseline, version = _compared_with_a_real_baseline(root, first.stdout,
+    first_release, baseline, version = _compared_with_a_real_baseline(root, first,
                                                                       candidate["digest"])
     manifest = json.loads(
         (root / ".paddlecd/artifacts/linear-demo" / version / "manifest.json").read_text()
@@ -92,19 +93,26 @@ def _run_twice(root, env, tmp_path_factory):
     second = demo(root, env)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-3000:]
     assert "already in the registry" in second.stdout          # base not rebuilt
+    assert "\x1b[" not in second.stdout
     assert second.stdout.count("0 bytes uploaded") == 2         # promotions: nothing new to copy
     # both digests are releases already: promoted again as such (no new release), not verified
     assert second.stdout.count("already: not verified again") == 2
     assert f"{baseline[:19]}… is release {first_release} already" in second.stdout
     assert f"its gate: passed against {first_release}" in second.stdout  # as recorded
+    # what a terminal shows of the re-run: these lines and one per stage (docs/getting-started.md:
+    # 32 at 100 columns, one of them the evidence path wrapped)
+    staged = [x for x in second.stderr.splitlines() if x.startswith(("✔ ", "✘ "))]
+    assert len(second.stdout.splitlines()) + len(staged) <= 31, (second.stdout, staged)
     _next_steps_work_as_printed(root, env, second.stdout)
 
 
-def _compared_with_a_real_baseline(root, stdout: str, digest: str) -> tuple[str, str, str]:
-    """The demo's two releases, from its ``promoted <release> (…)`` lines: the baseline and the
-    upgrade candidate ``digest`` (the next patch release) were compared, two digests each with
-    its own passing signed run, and the comparison is printed; the tags as the registry serves
-    them (plain HTTP, not paddlecd's client). Returns (baseline release, its digest, release)."""
+def _compared_with_a_real_baseline(root, run: subprocess.CompletedProcess, digest: str
+                                   ) -> tuple[str, str, str]:
+    """The demo's two releases, from its ``promoted <release> (…)`` lines on stdout: the baseline
+    and the upgrade candidate ``digest`` (the next patch release) were compared, two digests each
+    with its own passing signed run, and promote printed the gate's table on stderr; the tags as
+    the registry serves them (plain HTTP, not paddlecd's client). Returns (baseline release, its
+    digest, release)."""
     def tag(name: str) -> str:
         answer = requests.head(
             f"http://127.0.0.1:5000/v2/paddlecd/release/manifests/{name}", timeout=10,
@@ -114,20 +122,25 @@ def _compared_with_a_real_baseline(root, stdout: str, digest: str) -> tuple[str,
         answer.raise_for_status()
         return answer.headers["Docker-Content-Digest"]
 
-    base, release = [x.split()[1] for x in stdout.splitlines() if x.startswith("promoted ")]
+    base, release = [x.split()[1] for x in run.stdout.splitlines() if x.startswith("promoted ")]
     major, minor, patch = (int(x) for x in base.removesuffix("-cpu").split("."))
     assert release == f"{major}.{minor}.{patch + 1}-cpu", (base, release)
     baseline = tag(base)
     assert tag(release) == tag("latest-cpu") == digest != baseline
     for each in (baseline, digest):
-        run = json.loads((root / ".paddlecd/evidence" / f"{each[7:]}.json").read_text())
-        assert run["passed"] is True and run["figures"], each
-    lines = stdout.splitlines()
+        evidence = json.loads((root / ".paddlecd/evidence" / f"{each[7:]}.json").read_text())
+        assert evidence["passed"] is True and evidence["figures"], each
+    # promote's own view of the gate (stderr): its verdict, the table, the notes in parentheses
+    lines = [x.strip() for x in run.stderr.splitlines()]
     head = next(i for i, x in enumerate(lines)
-                if f"passed against {base} ({major}.{minor}-cpu) on " in x)
+                if f"passed against {base} ({major}.{minor}-cpu, {baseline[:19]}…) on " in x)
     assert lines[head + 1].split() == ["figure", "baseline", "candidate", "change", "verdict"]
-    judged = [x.split()[0] for x in lines[head + 2:head + 8]]
-    assert {"train.step_time", "allreduce.latency.4B"} <= set(judged), judged
+    rows = lines[head + 2:]
+    rows = rows[:next(i for i, x in enumerate(rows) if x.startswith("("))]
+    judged = {x.split()[0]: x.split()[-1] for x in rows}
+    assert {"train.step_time", "allreduce.latency.4B"} <= set(judged), rows
+    assert set(judged.values()) <= {"ok", "noise"}, rows
+    assert "limit 50x as slow" in lines[head + 2 + len(rows)]  # the demo's loose limit
     return base, baseline, release.removesuffix("-cpu")
 
 

@@ -463,6 +463,30 @@ def test_find_list_show(project):
     assert record.version == "1.4.0" and len(hist) == 1
 
 
+def test_show_lists_the_moving_tags_that_name_the_release_in_the_registry(project):
+    """release.show X.Y.Z lists a moving tag under the release whose digest it names now: after
+    0.1.0, 0.1.1 and 0.2.0 (another demo's releases in one registry, a new commit's minor),
+    0.1.1 keeps only 0.1-cpu, since 0-cpu and latest-cpu name 0.2.0's digest; a rollback to
+    0.1.1 re-points them and show follows the registry."""
+    digests = {}
+    for version in ("0.1.0", "0.1.1", "0.2.0"):
+        digests[version] = project.candidate()
+        project.promote(version)
+
+    def shown(version: str) -> list[str]:
+        [(record, tags, _)] = release.show(project.settings, version)
+        assert record.digest == digests[version]
+        return tags
+
+    assert project.tag("0-cpu") == project.tag("latest-cpu") == digests["0.2.0"]
+    assert (shown("0.1.0"), shown("0.1.1")) == ([], ["0.1-cpu"])
+    assert shown("0.2.0") == ["0-cpu", "0.2-cpu", "latest-cpu"]
+    release.rollback(project.settings, variant="cpu", to="0.1.1", execute=True)
+    assert project.tag("latest-cpu") == digests["0.1.1"]
+    assert shown("0.1.1") == ["0-cpu", "0.1-cpu", "latest-cpu"]
+    assert shown("0.2.0") == ["0.2-cpu"]
+
+
 def test_promote_to_another_registry_copies_only_missing_blobs(registry_env, tmp_path):
     other = RegistryServer(tmp_path / "other", port=free_port()).start()
     try:

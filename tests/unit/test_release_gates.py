@@ -179,7 +179,7 @@ def test_release_show_prints_the_gate_a_release_passed():
                     gate=gates.ledger_gate(result, None))
     lines = _gate_lines(record)
     assert lines[0].startswith("  comparison: regression accepted by rm@host: sleeping steps "
-                               "against 1.0.0-cpu (1.0-cpu, " + BASE)
+                               "against 1.0.0-cpu (1.0-cpu, " + BASE[:19] + "…)")
     assert any(x.strip().startswith("train.step_time") and "REGRESSION" in x for x in lines)
     assert _gate_lines(dataclasses.replace(record, gate=None)) == []
 
@@ -290,3 +290,72 @@ def test_compare_refuses_a_side_with_no_passing_run_and_history_keeps_it(monkeyp
     assert "(0 attestation(s) found): nothing to compare" in e.value.cause
     assert e.value.exit_code == 7 and "evidence.show" in e.value.hint
     assert compare.side(s, digest).figures == ()
+
+
+def test_the_gate_is_a_table_of_judged_figures_and_a_line_of_notes():
+    """What promote and the plan print of the gate (release.show: ``every`` figure): figure,
+    baseline, candidate, change, verdict, one row per judged figure; the shared limit and what
+    was not shown in one line of notes."""
+    result = run(figures("cpu-3.0.0-step-sleep-2ms.json"), figures("cpu-3.0.0.json"))
+    lines = result.describe()
+    assert lines[0] == (f"  comparison      REFUSED against 1.0.0-cpu (1.0-cpu, {BASE[:19]}…) "
+                        f"on {result.hardware}")
+    assert lines[1].split() == ["figure", "baseline", "candidate", "change", "verdict"]
+    rows = {x.split()[0]: x for x in lines[2:-1]}
+    judged = [v for v in result.verdicts if v.status in gates.JUDGED]
+    assert list(rows) == [v.name for v in judged]
+    step = next(v for v in judged if v.name == "train.step_time")
+    assert rows["train.step_time"].split() == [
+        "train.step_time", f"{step.base:.4g}", "ms", f"{step.new:.4g}", "ms",
+        f"{step.slowdown:.0%}", "slower", "REGRESSION"]
+    assert "1,094,480 samples/s" in rows["train.throughput"]  # thousands grouped
+    hidden = len(result.verdicts) - len(judged)
+    assert lines[-1] == ("    (limit 10% slower; noise: slower than the limit, within the runs' "
+                         f"noise; {hidden} more figures, too few timed samples to judge: "
+                         "invoke release.show)")
+    every = result.describe(every=True)
+    assert len(every) == 2 + len(result.verdicts) + 1 and "too few samples" in every[2]
+    loose = run(figures("cpu-3.0.0.json"), figures("cpu-3.0.0.json"), limits=gates.Limits(49))
+    assert loose.describe()[-1].startswith("    (limit 50x as slow; ")
+    mixed = run(figures("cpu-3.0.0.json"), figures("cpu-3.0.0.json"),
+                limits=gates.Limits(0.1, (("train.*", 0.2),)))
+    assert mixed.describe()[2].endswith("ok (limit 10% slower)")  # no shared limit: per row
+
+
+@pytest.mark.parametrize("how", ["live", "plain"])
+def test_promote_prints_the_gate_once_on_stderr_and_json_stays_one_document(
+        tmp_path, monkeypatch, capsys, how):
+    """invoke promote --yes --json: the gate's table for a person on stderr, once in every mode
+    (in plain mode with the plan as it came; on a terminal, where the plan collapses into the
+    stage's line, under that line), and stdout one JSON document."""
+    from types import SimpleNamespace
+
+    from invoke import Context
+
+    from paddlecd.cli import release as tasks
+    from paddlecd.cli import view
+    from paddlecd.release import promote as release
+    from paddlecd.release.promote import Released
+
+    comparison = run(figures("cpu-3.0.0.json"), figures("cpu-3.0.0.json"))
+    plan = SimpleNamespace(version="1.0.1", variant="cpu", noop=False, comparison=comparison,
+                           digest=NEW)
+
+    def promoted(settings, *, report, **_):
+        for line in ["promote 1.0.1-cpu: c → r", *comparison.describe(), "  ledger record new"]:
+            report(line)
+        return SimpleNamespace(plan=plan, bytes_uploaded=0, phases=[])
+
+    monkeypatch.setattr(view, "mode", lambda **_: how)
+    monkeypatch.setattr(view._proc, "rows", [])
+    monkeypatch.setenv("PADDLECD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(release, "promote", promoted)
+    monkeypatch.setattr(release, "released", lambda outcome, executed: Released(
+        "promote", "cpu", "1.0.1", NEW, "r@" + NEW, executed))
+    tasks.promote.body(Context(), variant="cpu", version="1.0.1", digest=NEW, yes=True, json=True)
+    out, err = capsys.readouterr()
+    assert json.loads(out)["release"] == "1.0.1-cpu" and len(out.splitlines()) == 1
+    table = comparison.describe()
+    assert err.count(table[0]) == 1 and all(x in err.splitlines() for x in table), err
+    if how == "live":  # after the stage's result line
+        assert err.index("✔ promote cpu") < err.index(table[0])

@@ -1,10 +1,12 @@
-"""scripts/stack.sh's venv step reinstalls only when pyproject.toml's content changed, not its
-mtime (found in the trial: a new worktree or branch switch reinstalled into the venv). The
-function runs as written, in a temporary project whose ``python3`` only records that it ran."""
+"""scripts/stack.sh's functions as written (and demo.sh's step()): the venv step reinstalls only
+when pyproject.toml's content changed, not its mtime (found in the trial: a new worktree or branch
+switch reinstalled into the venv); a function runs in a temporary project whose tools only record
+that they ran. Their lines are bold on a terminal only."""
 
 from __future__ import annotations
 
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -136,3 +138,49 @@ def test_the_engine_tier_on_a_machine_with_everything_asks_apt_nothing(tmp_path)
     calls = _engine_tier(tmp_path, present=present, python=True)
     assert not [c for c in calls if c.startswith("apt-get")]
     assert {"dockerd", "venv", "node"} <= set(calls)
+
+
+def _printed(script: str, function: str, *, terminal: bool, env: dict[str, str]) -> bytes:
+    """What ``function hello`` prints, as defined in ``scripts/<script>`` (its one-line definition
+    after sourcing scripts/terminal.sh), with stdout a pseudo-terminal or a pipe."""
+    body = (ROOT / "scripts" / script).read_text()
+    start = body.index(f"\n{function}() {{") + 1
+    line = body[start : body.index("\n", start)]
+    command = ["bash", "-c", f"source scripts/terminal.sh\n{line}\n{function} hello"]
+    env = {"PATH": os.environ["PATH"], **env}
+    if not terminal:
+        return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, check=True).stdout
+    leader, follower = pty.openpty()
+    try:
+        subprocess.run(command, cwd=ROOT, env=env, stdout=follower, check=True)
+        os.close(follower)
+        follower = -1
+        out = b""
+        while chunk := _read(leader):
+            out += chunk
+        return out.replace(b"\r\n", b"\n")
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # EIO: the pseudo-terminal's other end is closed and drained (Linux)
+        return b""
+
+
+@pytest.mark.parametrize(("script", "function", "plain"), [
+    ("stack.sh", "log", b"[stack] hello\n"), ("demo.sh", "step", b"==> hello\n")])
+def test_bold_only_on_a_terminal(script, function, plain):
+    """stack.sh's log() and demo.sh's step() are bold on a terminal; in a pipe, a file or a CI
+    log (CI=true, TERM=dumb) the same line has no control codes."""
+    term = {"TERM": "xterm"}
+    assert _printed(script, function, terminal=False, env=term) == plain
+    assert _printed(script, function, terminal=True, env={**term, "CI": "true"}) == plain
+    assert _printed(script, function, terminal=True, env={"TERM": "dumb"}) == plain
+    bold = _printed(script, function, terminal=True, env=term)
+    assert bold.startswith(b"\x1b[1m") and bold.replace(b"\x1b[1m", b"").replace(
+        b"\x1b[0m", b"") == plain

@@ -99,9 +99,10 @@ def promote(
     throughput, busbw, latency, export and inference times) with those of the release X.Y-V (else
     latest-V) points at, on the same hardware class: a figure slower by more than
     release.max_slowdown (beyond the runs' noise) refuses, naming it; --accept-regression "<why>"
-    promotes anyway and records why and who (docs/guides/upgrade-gates.md). --json prints
-    version, variant, digest, release reference, tags written, attestation, ledger record id and
-    the comparison (paddlecd.release.promote.Released).
+    promotes anyway and records why and who (docs/guides/upgrade-gates.md). The gate's table
+    (figure, baseline, candidate, change, verdict) is printed on stderr, with --json too.
+    --json prints version, variant, digest, release reference, tags written, attestation,
+    ledger record id and the comparison (paddlecd.release.promote.Released).
     Examples: invoke promote --variant cpu --version 1.4.0 --dry-run
               invoke promote --variant cu126 --bump minor --yes --json
     """
@@ -119,6 +120,9 @@ def promote(
             st.done(f"{outcome.plan.version}-{name}: "
                     + ("already released" if outcome.plan.noop
                        else f"{view.human_bytes(outcome.bytes_uploaded)} uploaded"))
+        if st.how == "live" and outcome.plan.comparison:  # else printed in the plan, as it came
+            for line in outcome.plan.comparison.describe():  # the gate, under its result line
+                say(line)
     if not yes or dry_run:
         _confirmed(outcome, dry_run, yes, "promotion")  # raises unless there is nothing to write
         return json_result(release.released(outcome, executed=False)) if json else None
@@ -222,7 +226,7 @@ def _gate_lines(record) -> list[str]:
 
     if not record.gate:
         return []
-    lines = gates.Comparison.from_json(record.gate).describe()
+    lines = gates.Comparison.from_json(record.gate).describe(every=True)
     return [line.replace("  comparison     ", "  comparison:", 1) for line in lines]
 
 
