@@ -96,6 +96,7 @@ def _engine_tier(tmp_path, present: tuple[str, ...], *, python: bool = False) ->
     order."""
     body = (ROOT / "scripts" / "stack.sh").read_text()
     functions = body[: body.index('\ncase "${1:-up}" in')]
+    functions = functions.replace("source scripts/terminal.sh\n", "")  # log() is replaced below
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
     (bin_dir / "apt-get").write_text(f"#!/bin/sh\necho apt-get \"$@\" >> {calls}\n")
