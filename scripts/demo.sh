@@ -19,12 +19,17 @@
 # document on stdout (issue 12), never from paddlecd's state files.
 # Re-running is fast (every step is cached or idempotent) and safe. Never prompts.
 # On a terminal each task shows one live line per stage that collapses into its result (44 lines
-# for a first run, 32 for a re-run at 100 columns: docs/getting-started.md); every tool's full
+# for a first run, 29 for a re-run at 100 columns: docs/getting-started.md); every tool's full
 # output is in .paddlecd/logs/.
 # PADDLECD_VERBOSE=1 streams it instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/stack.sh up
+# without LINES: stdin's lines but those matching a LINES pattern (grep -v, which exits 1 when it
+# leaves none: not a failure here; pipefail keeps the exit code of the command before it)
+without() { local args=(); for p in "$@"; do args+=(-e "$p"); done
+  grep -v "${args[@]}" || [ $? -eq 1 ]; }
+# stack.sh's lines for what was already up say nothing a re-run needs
+bash scripts/stack.sh up | without ' already running$' ' already answering on '
 INV=.venv/bin/invoke
 source scripts/terminal.sh
 step() { bold "==> $*"; }
@@ -41,9 +46,10 @@ if [ ! -f .paddlecd/keys/paddlecd-signing.key ]; then
 fi
 
 step "base image (bootstrapped once, then cached in the registry)"
-# its lines: the base pushed (or "already in the registry") and the per-machine pin; the pin's
-# line is left out here (it is in .paddlecd/lock.local.yaml)
-$INV image.bootstrap --variant cpu | grep -v '^locked '
+# its lines: the base pushed (or "already in the registry", which its stage line on stderr says
+# too: "cached in the registry") and the per-machine pin (in .paddlecd/lock.local.yaml): both left
+# out here
+$INV image.bootstrap --variant cpu | without '^locked ' ' already in the registry '
 
 # A release is a digest the ledger names; a digest already released is promoted again as that
 # version (a no-op) and not verified again: a done promotion checks no evidence (invoke verify
