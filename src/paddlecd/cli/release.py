@@ -249,8 +249,8 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
 
     Every figure with the ratio b/a: training throughput and step time, busbw per size,
     latency, export and inference times, each with its spread and the hardware class it ran on.
-    --history V writes a PNG of each figure over the releases of variant V (and a Markdown twin with mermaid
-    charts). Reads only. Examples: invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu
+    --history V writes a PNG of each figure over the releases of variant V (and a Markdown twin
+    with mermaid charts). Reads only. Examples: invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu
               invoke release.compare -a 1.1.0-cpu -b sha256:… --json
               invoke release.compare --history cpu
     """
