@@ -189,7 +189,7 @@ def test_bold_only_on_a_terminal(script, function, plain):
 
 def test_the_registry_daemon_holds_none_of_its_callers_descriptors(tmp_path):
     """`flock LOCK bash scripts/demo.sh` left the lock held after the demo ended: the embedded
-    registry start_registry() backgrounds inherited flock's fd (found by user4; flock(1) --close)."""
+    registry start_registry() backgrounds inherited flock's fd (flock(1) --close)."""
     body = (ROOT / "scripts" / "stack.sh").read_text()
     start = body.index("start_registry() {")
     function = body[start : body.index("\n}\n", start) + 3]
