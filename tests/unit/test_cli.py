@@ -75,7 +75,10 @@ def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
     vfile = tmp_path / "v.yaml"
     vfile.write_text("variants: {a: {device: cpu, base: 'reg.example/p/b:3.0.0', paddle: '3.0.0'}}")
     s = config.load(
-        {"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml")},
+        # state_dir too: lock() rewrites <state>/lock.local.yaml, and the default state is the
+        # checkout's .paddlecd (it dropped the demo's bootstrapped cpu pin there)
+        {"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml"),
+         "state_dir": str(tmp_path / "state")},
         root=ROOT,
         environ={},
     )
