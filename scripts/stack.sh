@@ -133,7 +133,13 @@ start_registry() {
     log "registry already answering on 127.0.0.1:5000"; return
   fi
   log "starting the embedded registry on 127.0.0.1:5000 (data: $STATE/registry)"
-  nohup .venv/bin/python -m paddlecd.registry.embedded --port 5000 --root "$STATE/registry" >"$STATE/registry/serve.log" 2>&1 &
+  # The daemon keeps none of its caller's descriptors: under `flock /work/port5000.lock demo.sh`
+  # it inherited the lock's fd and held the lock until `stack.sh down` (flock(1), --close).
+  ( for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
+    exec nohup .venv/bin/python -m paddlecd.registry.embedded --port 5000 --root "$STATE/registry" \
+      >"$STATE/registry/serve.log" 2>&1 ) &
   echo $! >"$STATE/registry/pid"
   for _ in $(seq 30); do
     .venv/bin/python -c 'import requests; requests.get("http://127.0.0.1:5000/v2/",timeout=2)' 2>/dev/null && return

@@ -304,7 +304,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     data = files.read_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{path}: expected a mapping at the top level", "see README 'Configuration'"
+            f"{path}: expected a mapping at the top level",
+            # the README has no 'Configuration' section; the settings are in this doc
+            "write section: {key: value} settings, e.g. 'registry: {url: host:5000}' "
+            "(docs/configuration.md)",
         )
     return data
 

@@ -75,7 +75,10 @@ def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
     vfile = tmp_path / "v.yaml"
     vfile.write_text("variants: {a: {device: cpu, base: 'reg.example/p/b:3.0.0', paddle: '3.0.0'}}")
     s = config.load(
-        {"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml")},
+        # state_dir too: lock() rewrites <state>/lock.local.yaml, and the default state is the
+        # checkout's .paddlecd (it dropped the demo's bootstrapped cpu pin there)
+        {"variants_file": str(vfile), "lock_file": str(tmp_path / "lock.yaml"),
+         "state_dir": str(tmp_path / "state")},
         root=ROOT,
         environ={},
     )
@@ -499,3 +502,21 @@ def test_verify_models_refuses_a_bad_release_models_before_the_suite_runs(tmp_pa
         assert ("error: setting 'release.models' (PADDLECD_RELEASE_MODELS): invalid model"
                 in run.stderr)
         assert bad in run.stderr and "127.0.0.1:9" not in run.stderr
+
+
+def test_every_task_helpline_is_a_whole_sentence():
+    """``invoke --list`` shows only the docstring's first line (invoke.util.helpline): a sentence
+    that runs onto the second line is listed cut off ("... side by")."""
+    from invoke.util import helpline
+
+    from paddlecd.cli import ns
+
+    def walk(coll, prefix=""):
+        for name, task in coll.tasks.items():
+            yield prefix + name, task
+        for name, sub in coll.collections.items():
+            yield from walk(sub, f"{prefix}{name}.")
+
+    cut = [name for name, task in walk(ns)
+           if not (helpline(task) or "").rstrip().endswith((".", ")"))]
+    assert cut == []

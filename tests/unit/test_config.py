@@ -273,3 +273,12 @@ def test_a_bad_value_of_the_project_file_names_the_file_and_key(tmp_path, yaml_t
     assert e.value.cause.startswith(cause.format(file=file)), e.value.cause
     assert e.value.hint.startswith(hint.format(file=file)), e.value.hint
     assert "PADDLECD_" not in e.value.cause + e.value.hint
+
+
+def test_a_list_at_the_top_level_hints_at_a_doc_that_exists(tmp_path):
+    """The hint pointed at "README 'Configuration'", a section the README does not have."""
+    (tmp_path / "paddlecd.yaml").write_text("- a\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    assert "top level" in e.value.cause
+    assert "docs/configuration.md" in e.value.hint

@@ -57,12 +57,24 @@ def test_equal_versions_compare_equal():
 @pytest.mark.parametrize("bad, words", [
     ("v1.4", "no 'v' prefix"), ("V1.4.0", "no 'v' prefix"), ("1.4", "MAJOR.MINOR.PATCH"),
     ("01.2.3", "leading zeros"), ("1.02.3", "leading zeros"), ("1.4.0+build.5", "build metadata"),
-    ("", "MAJOR.MINOR.PATCH"), ("1.4.0-", "MAJOR.MINOR.PATCH"), ("latest", "MAJOR.MINOR.PATCH"),
+    ("", "MAJOR.MINOR.PATCH"), ("1.4.0-", "empty pre-release"), ("latest", "MAJOR.MINOR.PATCH"),
 ])
 def test_invalid_versions_rejected_with_hint(bad, words):
     with pytest.raises(ConfigError, match=words) as info:
         parse_version(bad)
     assert "X.Y.Z" in info.value.hint or "drop" in info.value.hint
+
+
+@pytest.mark.parametrize("bad, part", [
+    ("1.0.0-rc..1", "''"), ("1.0.0-01", "'01'"), ("1.0.0-rc.\u00fc", "'\u00fc'"),
+])
+def test_bad_prerelease_named_not_the_core(bad, part):
+    """A valid X.Y.Z core with a bad pre-release: the message names the pre-release identifier,
+    not "MAJOR.MINOR.PATCH" (which sent a user looking at the wrong part)."""
+    with pytest.raises(ConfigError) as info:
+        parse_version(bad)
+    assert "MAJOR.MINOR.PATCH" not in info.value.cause
+    assert f"pre-release identifier {part}" in info.value.cause
 
 
 def test_tags_for_release_and_prerelease():

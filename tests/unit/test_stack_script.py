@@ -185,3 +185,30 @@ def test_bold_only_on_a_terminal(script, function, plain):
     bold = _printed(script, function, terminal=True, env=term)
     assert bold.startswith(b"\x1b[1m") and bold.replace(b"\x1b[1m", b"").replace(
         b"\x1b[0m", b"") == plain
+
+
+def test_the_registry_daemon_holds_none_of_its_callers_descriptors(tmp_path):
+    """`flock LOCK bash scripts/demo.sh` left the lock held after the demo ended: the embedded
+    registry start_registry() backgrounds inherited flock's fd (flock(1) --close)."""
+    body = (ROOT / "scripts" / "stack.sh").read_text()
+    start = body.index("start_registry() {")
+    function = body[start : body.index("\n}\n", start) + 3]
+    project = tmp_path / "p"
+    (project / ".venv" / "bin").mkdir(parents=True)
+    fake = project / ".venv" / "bin" / "python"
+    # -m: the daemon, records its descriptors then idles; -c: the health check, up once recorded
+    fake.write_text('#!/bin/bash\nif [ "$1" = -m ]; then ls /proc/$$/fd > "$PWD/daemon-fds"; '
+                    'exec sleep 30; fi\n[ -s "$PWD/daemon-fds" ]\n')
+    fake.chmod(0o755)
+    lock = open(tmp_path / "held.lock", "w")
+    script = (f'set -euo pipefail\nSTATE=$PWD/.state\nlog() {{ echo "$*"; }}\n{function}'
+              f'start_registry\n')
+    try:
+        subprocess.run(["bash", "-c", script], cwd=project, capture_output=True, text=True,
+                       check=True, pass_fds=(lock.fileno(),), timeout=20)
+        fds = (project / "daemon-fds").read_text().split()
+        assert str(lock.fileno()) not in fds
+    finally:
+        pid = (project / ".state" / "registry" / "pid").read_text().strip()
+        subprocess.run(["kill", pid], check=False)
+        lock.close()

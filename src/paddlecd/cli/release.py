@@ -176,8 +176,10 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
 )
 @guarded
 def repair(c, variant=None, dry_run=False, yes=False, json=False):
-    """Complete every release of a variant the ledger records: write each missing or drifted tag
-    where the ledger says (a promotion killed after its ledger record left its tags unwritten).
+    """Complete every release of a variant the ledger records: write missing or drifted tags.
+
+    Each tag goes where the ledger says (a promotion killed after its ledger record left its tags
+    unwritten).
 
     Reads the whole ledger and asks every release's tags; the next promotion of the variant
     completes the newest record by itself. A release whose image is not in the release
@@ -243,11 +245,12 @@ def _gate_lines(record) -> list[str]:
 )
 @guarded
 def compare(c, a=None, b=None, history=None, out=None, json=False):
-    """Show the attested figures of two releases (or a release and a candidate digest) side by
-    side with the ratio b/a: training throughput and step time, busbw per size, latency, export
-    and inference times, each with its spread and the hardware class it ran on. --history V
-    writes a PNG of each figure over the releases of variant V (and a Markdown twin with mermaid
-    charts). Reads only. Examples: invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu
+    """Show the attested figures of two releases, or a release and a candidate, side by side.
+
+    Every figure with the ratio b/a: training throughput and step time, busbw per size,
+    latency, export and inference times, each with its spread and the hardware class it ran on.
+    --history V writes a PNG of each figure over the releases of variant V (and a Markdown twin
+    with mermaid charts). Reads only. Examples: invoke release.compare -a 1.0.0-cpu -b 1.1.0-cpu
               invoke release.compare -a 1.1.0-cpu -b sha256:… --json
               invoke release.compare --history cpu
     """

@@ -231,7 +231,9 @@ def _source(
         ref = parse_reference(cand.reference)
         return client_for(settings, ref.registry), ref.by_digest(cand.digest)
     src = client_for(settings)
-    if not digest.startswith("sha256:"):
+    # A tag never has a ':' (distribution spec tag grammar): 'md5:…' or 'SHA256:…' is a bad
+    # digest, and calling it a tag sent users looking for a tag they never gave.
+    if ":" not in digest:
         try:
             now = current(src, settings.registry.repository, digest)
         except PaddlecdError:

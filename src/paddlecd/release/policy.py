@@ -54,15 +54,34 @@ def parse_version(text: str) -> semver.Version:
     try:
         version = semver.Version.parse(text)
     except (ValueError, TypeError) as e:
-        raise ConfigError(
-            f"invalid version {text!r}: not MAJOR.MINOR.PATCH without leading zeros", _FORMAT
-        ) from e
+        raise ConfigError(f"invalid version {text!r}: {_why_not_semver(text)}", _FORMAT) from e
     if version.build:
         raise ConfigError(
             f"invalid version {text!r}: build metadata ('+{version.build}') cannot be in a tag",
             "drop the '+…' part; use a pre-release (-rc.1) to distinguish builds",
         )
     return version
+
+
+def _why_not_semver(text: str) -> str:
+    """Which part of a version ``semver`` refused: the X.Y.Z core or the pre-release (semver §9).
+
+    ``1.0.0-`` or ``1.0.0-rc..1`` have a valid core; saying "not MAJOR.MINOR.PATCH" about them
+    points at the wrong part.
+    """
+    core, dash, pre = text.partition("-")
+    core = core.partition("+")[0]
+    if not re.fullmatch(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)", core):
+        return "not MAJOR.MINOR.PATCH without leading zeros"
+    pre = pre.partition("+")[0]
+    if dash and not pre:
+        return "an empty pre-release after '-'"
+    bad = [i for i in pre.split(".") if not re.fullmatch(r"[0-9A-Za-z-]+", i)
+           or (i.isdigit() and len(i) > 1 and i[0] == "0")]
+    if bad:
+        return (f"pre-release identifier {bad[0]!r} is not [0-9A-Za-z-]+ "
+                "(non-empty, ASCII, no leading zero if numeric)")
+    return "not Semantic Versioning 2.0.0"
 
 
 def release_tag(version: semver.Version, variant: str) -> str:
