@@ -12,5 +12,6 @@ sys.path.insert(0, str(Path(__file__).parent / "src"))  # works from a plain che
 from paddlecd.cli import argv, ns  # noqa: E402
 
 argv.help_after_positional(sys.argv, ns.task_names)
+argv.refuse_unparseable(sys.argv, ns)
 
 __all__ = ["ns"]

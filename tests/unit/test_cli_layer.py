@@ -439,3 +439,42 @@ def test_a_full_disk_is_named_as_one_not_as_permissions():
     assert cause == "no space left on the device: /s/x" and "df -h /s/x" in hint
     cause, hint = common.os_error_text(PermissionError(errno.EACCES, "Permission denied", "/s"))
     assert cause == "Permission denied: /s" and "permissions" in hint
+
+
+# ---------------------------------------------------------------- command lines Invoke refuses
+
+@pytest.mark.parametrize(("line", "cause", "hint"), [
+    (["promote", "--verison", "1.0.0"], "promote: unknown flag '--verison'",
+     "did you mean --version? see: invoke --help promote"),
+    (["build", "push", "verify", "--variant", "cpu", "--jsno"], "verify: unknown flag '--jsno'",
+     "did you mean --json? see: invoke --help verify"),
+    (["verify", "--bogus"], "verify: unknown flag '--bogus'", "see: invoke --help verify"),
+    (["release.rollback", "--to"], "release.rollback: --to needs a value",
+     "e.g. --to=VALUE; see: invoke --help release.rollback"),
+    (["release.rollback", "0.1.0"],
+     "release.rollback: unexpected argument '0.1.0' (it takes flags only)",
+     "name it with its flag; see: invoke --help release.rollback"),
+    (["promote", "--dry-run=3"], "promote: --dry-run takes no value (given '3')",
+     "write --dry-run alone; see: invoke --help promote"),
+    (["promot"], "no task named 'promot'", "did you mean promote? see: invoke --list"),
+    (["--lsit"], "unknown option '--lsit'", "did you mean --list? see: invoke --help"),
+])
+def test_a_command_line_invoke_refuses_is_named_with_a_hint(line, cause, hint):
+    assert argv.parse_problem(["invoke", *line], ns) == (cause, hint)
+
+
+@pytest.mark.parametrize("line", [
+    ["build", "push", "verify", "--variant", "cpu"], ["--list"], ["-l", "release"],
+    ["--help", "promote"], ["promote", "--help"], ["evidence.show", "1.0.0-cpu"],
+    ["promote", "--variant=cpu", "--version", "1.0.0", "--dry-run"],
+    ["--complete", "--", "invoke", "prom"],
+])
+def test_a_command_line_invoke_reads_is_left_alone(line):
+    assert argv.parse_problem(["invoke", *line], ns) is None
+
+
+def test_an_unknown_flag_exits_2_with_the_hint_from_the_command_line():
+    run = invoke("release.list", "--jsno")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.splitlines() == ["error: release.list: unknown flag '--jsno'",
+                                       "hint: did you mean --json? see: invoke --help release.list"]

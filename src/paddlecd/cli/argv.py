@@ -6,12 +6,18 @@
    first positional instead of showing the help. :func:`help_after_positional` (called by
    ``tasks.py``, which Invoke imports after reading its own options and before the tasks') runs
    ``invoke --help <task>`` instead.
+
+And one place where it words a refusal differently: an unknown flag or task is Invoke's
+``No idea what '--verison' is!``, exit 1, no hint. :func:`refuse_unparseable` (also called by
+``tasks.py``) names the task and token, suggests the nearest, and exits 2 as other bad input does.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 
 def shared_variant(argv: Sequence[str]) -> str | None:
@@ -47,3 +53,76 @@ def help_after_positional(argv: Sequence[str], task_names: Iterable[str], *,
     rewritten = help_argv(argv, task_names)
     if rewritten:
         execvp(rewritten[0], rewritten)
+
+
+def parse_problem(argv: Sequence[str], collection: Any) -> tuple[str, str] | None:
+    """``(cause, hint)`` when Invoke's parser would refuse ``argv`` for ``collection``, else None.
+
+    Invoke prints a refused command line as ``No idea what '--verison' is!`` and exits 1, with no
+    hint; this reads the same line with Invoke's own parser (core flags first, as
+    ``Program.parse_core_args`` does, then the tasks, as ``Program.parse_tasks`` does) and words
+    it as every other bad input: the task and the token named, the nearest flag or task
+    (``difflib``) as the hint. ``--complete`` (shell completion) is left to Invoke.
+    """
+    from invoke import Program
+    from invoke.exceptions import ParseError
+    from invoke.parser import Parser
+
+    initial = Program().initial_context
+    try:
+        core = Parser(initial=initial, ignore_unknown=True).parse_argv(list(argv[1:]))
+    except ParseError as e:  # a core flag without its value: Invoke's own words are plain
+        return str(e), "see: invoke --help"
+    if core[0].args.complete.value:
+        return None
+    try:
+        Parser(initial=initial, contexts=collection.to_contexts()).parse_argv(core.unparsed)
+    except ParseError as e:
+        message, context = str(e), e.context
+    else:
+        return None
+    task = context.name if context is not None else None
+    helps = f"invoke --help {task}" if task else "invoke --list"
+    unknown = re.fullmatch(r"No idea what '(.*)' is!", message, re.S)
+    needs = re.fullmatch(r"Flag <Argument: ([\w-]+).*needed value.*", message, re.S)
+    if needs:
+        flag = "--" + needs.group(1).replace("_", "-")
+        return f"{task}: {flag} needs a value", f"e.g. {flag}=VALUE; see: {helps}"
+    if not unknown:
+        return f"{task or 'invoke'}: {message}", f"see: {helps}"
+    token = unknown.group(1)
+    if task is None and token.startswith("-"):
+        near = _nearest(token, initial.flags)
+        return f"unknown option {token.split('=', 1)[0]!r}", f"{near}see: invoke --help"
+    if task is None:
+        near = _nearest(token, collection.task_names)
+        return f"no task named {token!r}", f"{near}see: invoke --list"
+    if token.startswith("-"):
+        name = token.split("=", 1)[0]
+        return f"{task}: unknown flag {name!r}", f"{_nearest(name, context.flags)}see: {helps}"
+    bare = [a for a in argv if a.endswith(f"={token}") and a.startswith("--")]
+    if bare:  # --dry-run=3: Invoke splits it and the value is left over
+        flag = bare[0].split("=", 1)[0]
+        return (f"{task}: {flag} takes no value (given {token!r})",
+                f"write {flag} alone; see: {helps}")
+    return (f"{task}: unexpected argument {token!r} (it takes flags only)",
+            f"name it with its flag; see: {helps}")
+
+
+def _nearest(token: str, names: Iterable[str]) -> str:
+    """``"did you mean X? "`` for the name nearest ``token`` (ratio ≥ 0.7, dashes left out so
+    that ``--bogus`` is not "near" ``--out``), else ``""``."""
+    import difflib
+
+    bare = {name.lstrip("-"): name for name in names}
+    near = difflib.get_close_matches(token.lstrip("-"), sorted(bare), n=1, cutoff=0.7)
+    return f"did you mean {bare[near[0]]}? " if near else ""
+
+
+def refuse_unparseable(argv: Sequence[str], collection: Any) -> None:
+    """Print :func:`parse_problem`'s cause and hint as the catch site does and exit 2 (a usage
+    error, ``ConfigError``'s code), before Invoke's parser reaches the same line."""
+    problem = parse_problem(argv, collection)
+    if problem:
+        from paddlecd.cli.common import usage_error
+        usage_error(*problem)

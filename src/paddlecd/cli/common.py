@@ -119,6 +119,17 @@ def _fail(e: BaseException, cause: str, hint: str | None, code: int) -> None:
     raise Exit(code=code) from None
 
 
+def usage_error(cause: str, hint: str) -> None:
+    """A command line Invoke cannot read (an unknown flag or task, a flag without its value),
+    printed as every other bad input and exited with ``ConfigError``'s code (2).
+
+    Raises:
+        invoke.Exit: always.
+    """
+    e = ConfigError(cause, hint)
+    _fail(e, e.cause, e.hint, e.exit_code)
+
+
 def say(msg: str) -> None:
     """A progress or plan line for the user, on stderr (blank lines of build output are dropped)."""
     if msg.strip():
