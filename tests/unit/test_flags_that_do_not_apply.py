@@ -53,3 +53,15 @@ def test_evidence_show_names_a_bare_digest_as_one(tmp_path):
 
     with pytest.raises(ConfigError, match="is a digest without its repository"):
         query.evidence_of(settings(tmp_path), "sha256:" + "a" * 64)
+
+
+def test_a_bare_variant_is_named_as_a_variant_not_an_unknown_one(tmp_path):
+    """A re-trial: ``evidence.show cpu`` said "'cpu' names no known variant" above a hint that
+    listed cpu among the variants."""
+    from paddlecd.release import query
+
+    with pytest.raises(ConfigError, match="'cpu' is a variant, not a release") as e:
+        query.split_release_tag(settings(tmp_path), "cpu")
+    assert "1.0.0-cpu" not in e.value.hint and "X.Y.Z-cpu" in e.value.hint
+    with pytest.raises(ConfigError, match="names no known variant"):
+        query.split_release_tag(settings(tmp_path), "1.0.0-nosuch")

@@ -39,11 +39,14 @@ def split_release_tag(settings: Settings, tag: str) -> tuple[semver.Version, str
     """``"1.4.0-cu126"`` → (1.4.0, ``cu126``) using the known variants.
 
     Raises:
-        ConfigError: no known variant suffix, a moving tag (``1.4-cu126``, ``latest-cu126``), bad
+        ConfigError: a bare variant name, no known variant suffix, a moving tag (``1.4-cu126``, ``latest-cu126``), bad
             version.
     """
     names = sorted(variants.load(settings), key=len, reverse=True)
     variant = next((n for n in names if tag.endswith(f"-{n}") and len(tag) > len(n) + 1), None)
+    if variant is None and tag in names:
+        raise ConfigError(f"'{tag}' is a variant, not a release",
+                          f"name a release: X.Y.Z-{tag} (see: invoke release.list)")
     if variant is None:
         raise ConfigError(
             f"'{tag}' names no known variant",
