@@ -56,7 +56,8 @@ def _plan_lines(verbose: bool = False):
 @task(
     help={
         "variant": "variant to promote (its last pushed candidate, unless --digest)",
-        "version": "release version X.Y.Z or X.Y.Z-rc.N (semver 2.0; no 'v', no leading zeros)",
+        "version": "release version X.Y.Z, or a semver 2.0 pre-release such as X.Y.Z-rc.1 "
+                   "(no 'v', no leading zeros, no +build)",
         "bump": "instead of --version: major, minor or patch, " "from the highest existing release",
         "digest": "promote this sha256:… from the candidate repository "
         "instead of the last candidate",
