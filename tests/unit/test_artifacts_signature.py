@@ -137,6 +137,8 @@ def test_download_and_show_verify_the_signature(tmp_path, signing):
     assert record.to_json()["signature"]["predicateType"] == sig.PREDICATE_TYPE
     assert (f"signature   model.sig verified: key {keys.key_id(public)} trusted via"
             in "\n".join(record.lines()))  # the whole id, as keygen prints it
+    # a trial: "verified" above a stored file edited by hand read as if its bytes were checked
+    assert "the stored bytes are hashed by artifacts.download" in "\n".join(record.lines())
 
 
 def _refused(store, trusted, dest: Path, match: str) -> None:
