@@ -9,9 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "src"))  # works from a plain checkout, too
 
-from paddlecd.cli import argv, ns  # noqa: E402
+from paddlecd.cli import argv, common, ns  # noqa: E402
 
 argv.help_after_positional(sys.argv, ns.task_names)
-argv.refuse_unparseable(sys.argv, ns)
+common.refuse_unparseable(sys.argv, ns)
 
 __all__ = ["ns"]

@@ -83,6 +83,31 @@ SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "
                   "/var/lib/containers")
 
 
+NO_SPACE = "no space left on the device"  # ENOSPC or EDQUOT, never worded as a permissions problem
+
+
+def disk_full(e: BaseException | None) -> bool:
+    """Whether ``e`` is a write that failed for space: ``ENOSPC`` (the device) or ``EDQUOT`` (the
+    user's quota), which every room words the same way (:data:`NO_SPACE`, :func:`free_space`)."""
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def free_space(path: str | Path) -> str:
+    """The hint for a full disk at ``path``: where to look, and that a re-run completes."""
+    return f"free space there (df -h {path}), then re-run"
+
+
+def os_error_text(e: OSError) -> tuple[str, str]:
+    """``(cause, hint)`` for a file operation that failed: the path, and what to do for the
+    usual reasons (a full disk is not a permissions problem)."""
+    where = f": {e.filename}" if e.filename else ""
+    if disk_full(e):
+        return f"{NO_SPACE}{where}", free_space(e.filename or ".")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{e.strerror}{where}", "check the path and its permissions"
+    return f"{e.strerror or e}{where}", "check the path"
+
+
 def place_problem(path: str, *, writable: bool) -> str | None:
     """Why absolute ``path`` is no place for a job's folder or a store, or None when it is fine:
     ``/`` itself, a system folder (:data:`SYSTEM_FOLDERS`) or one inside it, and when paddlecd

@@ -186,5 +186,5 @@ def test_a_full_disk_names_the_download_folder_and_the_store_claim(tmp_path, mon
     monkeypatch.setattr(os, "write", full)
     with pytest.raises(StorageError) as e:
         arts.upload(store, _plan(tmp_path, folder, paddle_version="3.0.0", overwrite=True))
-    assert e.value.cause.startswith(f"claiming {store.url}/ocr-det/1.4.0/: No space left on "
-                                    f"device ({tmp_path / 'store' / '.claims'}")
+    assert e.value.cause.startswith(f"claiming {store.url}/ocr-det/1.4.0/: no space left on "
+                                    f"the device ({tmp_path / 'store' / '.claims'}")

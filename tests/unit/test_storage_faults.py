@@ -42,8 +42,8 @@ def test_full_disk_is_exit_8_with_the_path_and_no_temp_file(tmp_path, monkeypatc
         store.put_bytes(b"{}", "m/1.0.0/manifest.json")
     assert e.value.exit_code == 8
     path = tmp_path / "store" / "m" / "1.0.0" / "manifest.json"
-    assert e.value.cause == f"writing {path}: No space left on device"
-    assert e.value.hint == f"free space on the file system holding {tmp_path}/store/m/1.0.0"
+    assert e.value.cause == f"writing {path}: no space left on the device"
+    assert e.value.hint == f"free space there (df -h {tmp_path}/store/m/1.0.0), then re-run"
     assert list((tmp_path / "store" / "m" / "1.0.0").iterdir()) == []
 
 

@@ -12,7 +12,6 @@ act (STYLE.md §9): :func:`plan_upload` only reads; :func:`upload` carries a pla
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -38,6 +37,7 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
 )
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, StorageError
+from paddlecd.files import NO_SPACE, disk_full, free_space
 from paddlecd.signing.keys import TrustedKey
 from paddlecd.types import ModelManifest
 
@@ -557,10 +557,9 @@ def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
         tmp.rename(dest)
     except (OSError, StorageError) as e:  # a full disk names --dest, not the temp folder
         cause = e if isinstance(e, OSError) else e.__cause__
-        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise StorageError(f"downloading into {dest}: no space left on the device",
-                               f"free space in {dest.parent} (df -h {dest.parent}), "
-                               "then re-run") from e
+        if disk_full(cause):
+            raise StorageError(f"downloading into {dest}: {NO_SPACE}",
+                               free_space(dest.parent)) from e
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

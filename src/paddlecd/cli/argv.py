@@ -8,8 +8,9 @@
    ``invoke --help <task>`` instead.
 
 And one place where it words a refusal differently: an unknown flag or task is Invoke's
-``No idea what '--verison' is!``, exit 1, no hint. :func:`refuse_unparseable` (also called by
-``tasks.py``) names the task and token, suggests the nearest, and exits 2 as other bad input does.
+``No idea what '--verison' is!``, exit 1, no hint. :func:`parse_problem` names the task and
+token and suggests the nearest; ``tasks.py`` prints it and exits 2 as other bad input does
+(:func:`paddlecd.cli.common.refuse_unparseable`).
 """
 
 from __future__ import annotations
@@ -118,11 +119,3 @@ def _nearest(token: str, names: Iterable[str]) -> str:
     near = difflib.get_close_matches(token.lstrip("-"), sorted(bare), n=1, cutoff=0.7)
     return f"did you mean {bare[near[0]]}? " if near else ""
 
-
-def refuse_unparseable(argv: Sequence[str], collection: Any) -> None:
-    """Print :func:`parse_problem`'s cause and hint as the catch site does and exit 2 (a usage
-    error, ``ConfigError``'s code), before Invoke's parser reaches the same line."""
-    problem = parse_problem(argv, collection)
-    if problem:
-        from paddlecd.cli.common import usage_error
-        usage_error(*problem)

@@ -9,7 +9,6 @@ it takes these as callbacks.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import functools
 import json
 import sys
@@ -25,6 +24,7 @@ from rich.markup import escape
 from paddlecd import config
 from paddlecd.cli import argv
 from paddlecd.errors import ConfigError, Interrupted, PaddlecdError
+from paddlecd.files import os_error_text
 from paddlecd.types import Echo
 
 # emoji off: a ":name:" in a cause, a log line or an annotation is printed as it is
@@ -63,18 +63,6 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                   "run left", Interrupted.exit_code)
 
     return wrapper
-
-
-def os_error_text(e: OSError) -> tuple[str, str]:
-    """``(cause, hint)`` for a file operation that failed: the path, and what to do for the
-    usual reasons (a full disk is not a permissions problem)."""
-    where = f": {e.filename}" if e.filename else ""
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"no space left on the device{where}",
-                f"free space there (df -h {e.filename or '.'}), then re-run")
-    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"{e.strerror}{where}", "check the path and its permissions"
-    return f"{e.strerror or e}{where}", "check the path"
 
 
 def _refuse_empty(flags: dict[str, Any]) -> None:
@@ -119,15 +107,18 @@ def _fail(e: BaseException, cause: str, hint: str | None, code: int) -> None:
     raise Exit(code=code) from None
 
 
-def usage_error(cause: str, hint: str) -> None:
-    """A command line Invoke cannot read (an unknown flag or task, a flag without its value),
-    printed as every other bad input and exited with ``ConfigError``'s code (2).
+def refuse_unparseable(line: list[str], collection: Any) -> None:
+    """A command line Invoke cannot read (an unknown flag or task, a flag without its value:
+    :func:`paddlecd.cli.argv.parse_problem`) printed as every other bad input, before Invoke
+    prints its own words for it, and exited with ``ConfigError``'s code (2).
 
     Raises:
-        invoke.Exit: always.
+        invoke.Exit: when the line is refused.
     """
-    e = ConfigError(cause, hint)
-    _fail(e, e.cause, e.hint, e.exit_code)
+    problem = argv.parse_problem(line, collection)
+    if problem:
+        e = ConfigError(*problem)
+        _fail(e, e.cause, e.hint, e.exit_code)
 
 
 def say(msg: str) -> None:

@@ -39,8 +39,8 @@ def split_release_tag(settings: Settings, tag: str) -> tuple[semver.Version, str
     """``"1.4.0-cu126"`` → (1.4.0, ``cu126``) using the known variants.
 
     Raises:
-        ConfigError: a bare variant name, no known variant suffix, a moving tag (``1.4-cu126``, ``latest-cu126``), bad
-            version.
+        ConfigError: a bare variant name, no known variant suffix, a moving tag (``1.4-cu126``,
+            ``latest-cu126``), bad version.
     """
     names = sorted(variants.load(settings), key=len, reverse=True)
     variant = next((n for n in names if tag.endswith(f"-{n}") and len(tag) > len(n) + 1), None)

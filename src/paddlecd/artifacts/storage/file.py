@@ -9,7 +9,6 @@ kernel drops it when its process dies, so a killed upload never blocks the next 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import os
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from paddlecd.artifacts.storage.base import MIB, ConflictError, ObjectInfo, Progress, Quirk
 from paddlecd.errors import StorageError
+from paddlecd.files import NO_SPACE, disk_full, free_space
 
 CLAIMS = ".claims"  # under the root; never a model name (those are DNS labels)
 
@@ -79,11 +79,10 @@ class FileStore:
                 with open(dest, "wb") as out:
                     shutil.copyfileobj(src, out)
             except OSError as e:  # the destination's disk, not the store (a full --dest)
-                full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+                full = disk_full(e)
                 raise StorageError(
-                    f"writing {dest}: {'no space left on the device' if full else e.strerror}",
-                    f"free space there (df -h {dest.parent}), then re-run" if full
-                    else f"check {dest.parent} is writable",
+                    f"writing {dest}: {NO_SPACE if full else e.strerror}",
+                    free_space(dest.parent) if full else f"check {dest.parent} is writable",
                 ) from e
         if progress:
             progress(dest.stat().st_size)
@@ -161,10 +160,10 @@ class FileStore:
             try:
                 os.write(fd, f"{socket.gethostname()} pid {os.getpid()} since {_now()}".encode())
             except OSError as e:  # a full store: os.write's error names no file
-                raise StorageError(f"claiming {self.url}/{prefix}: {e.strerror} ({path})",
-                                   f"free space in {self.root} (df -h {self.root}), then re-run"
-                                   if e.errno == errno.ENOSPC else f"check {self.url} is writable"
-                                   ) from e
+                full = disk_full(e)
+                raise StorageError(
+                    f"claiming {self.url}/{prefix}: {NO_SPACE if full else e.strerror} ({path})",
+                    free_space(self.root) if full else f"check {self.url} is writable") from e
             yield
         finally:
             path.unlink(missing_ok=True)  # before unlocking: a waiter sees a new inode, retries
@@ -235,12 +234,11 @@ class _AtomicWriter:
         self.target, self.store_url, self.exclusive = target, store_url, exclusive
 
     def _fail(self, e: OSError) -> StorageError:
-        hint = (
-            f"free space on the file system holding {self.target.parent}"
-            if e.errno == errno.ENOSPC
-            else f"check {self.store_url} is writable"
-        )
-        return StorageError(f"writing {self.target}: {e.strerror or e}", hint)
+        if disk_full(e):
+            return StorageError(f"writing {self.target}: {NO_SPACE}",
+                                free_space(self.target.parent))
+        return StorageError(f"writing {self.target}: {e.strerror or e}",
+                            f"check {self.store_url} is writable")
 
     def __enter__(self) -> _Output:
         try:
