@@ -457,6 +457,14 @@ def test_a_full_disk_is_named_as_one_not_as_permissions():
     (["promote", "--dry-run=3"], "promote: --dry-run takes no value (given '3')",
      "write --dry-run alone; see: invoke --help promote"),
     (["promot"], "no task named 'promot'", "did you mean promote? see: invoke --list"),
+    (["--help", "promot"], "no task named 'promot'", "did you mean promote? see: invoke --list"),
+    (["release.show"], "release.show: missing its argument version",
+     "e.g. invoke release.show <version>; see: invoke --help release.show"),
+    (["release.show", "1.0.0", "2.0.0"],
+     "release.show: unexpected argument '2.0.0' (it takes one argument: version)",
+     "name it with its flag; see: invoke --help release.show"),
+    (["promote", "--variant", "cpu", "--variant", "cu126"], "promote: --variant is given twice",
+     "give it once; see: invoke --help promote"),
     (["--lsit"], "unknown option '--lsit'", "did you mean --list? see: invoke --help"),
 ])
 def test_a_command_line_invoke_refuses_is_named_with_a_hint(line, cause, hint):

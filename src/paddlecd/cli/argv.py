@@ -76,6 +76,10 @@ def parse_problem(argv: Sequence[str], collection: Any) -> tuple[str, str] | Non
         return str(e), "see: invoke --help"
     if core[0].args.complete.value:
         return None
+    asked = core[0].args.help.value  # invoke --help <task>: Invoke says "No idea" after tasks.py
+    if isinstance(asked, str) and asked not in collection.task_names and not core.unparsed:
+        near = _nearest(asked, collection.task_names)
+        return f"no task named {asked!r}", f"{near}see: invoke --list"
     try:
         Parser(initial=initial, contexts=collection.to_contexts()).parse_argv(core.unparsed)
     except ParseError as e:
@@ -86,6 +90,12 @@ def parse_problem(argv: Sequence[str], collection: Any) -> tuple[str, str] | Non
     helps = f"invoke --help {task}" if task else "invoke --list"
     unknown = re.fullmatch(r"No idea what '(.*)' is!", message, re.S)
     needs = re.fullmatch(r"Flag <Argument: ([\w-]+).*needed value.*", message, re.S)
+    missing = re.fullmatch(r"'.*' did not receive required positional arguments: (.*)", message,
+                           re.S)
+    if missing:
+        names = missing.group(1).replace("'", "")
+        return (f"{task}: missing its argument {names}",
+                f"e.g. invoke {task} <{names.split(', ')[0]}>; see: {helps}")
     if needs:
         flag = "--" + needs.group(1).replace("_", "-")
         return f"{task}: {flag} needs a value", f"e.g. {flag}=VALUE; see: {helps}"
@@ -106,8 +116,14 @@ def parse_problem(argv: Sequence[str], collection: Any) -> tuple[str, str] | Non
         flag = bare[0].split("=", 1)[0]
         return (f"{task}: {flag} takes no value (given {token!r})",
                 f"write {flag} alone; see: {helps}")
-    return (f"{task}: unexpected argument {token!r} (it takes flags only)",
-            f"name it with its flag; see: {helps}")
+    line = list(argv)
+    before = line[line.index(token) - 1] if token in line[1:] else ""
+    if before.startswith("-") and line.count(before) > 1:  # --variant a --variant b: b is left
+        return f"{task}: {before} is given twice", f"give it once; see: {helps}"
+    takes = [a.name for a in context.positional_args]
+    what = ("it takes flags only" if not takes else f"it takes one argument: {takes[0]}"
+            if len(takes) == 1 else f"its arguments: {', '.join(takes)}")
+    return f"{task}: unexpected argument {token!r} ({what})", f"name it with its flag; see: {helps}"
 
 
 def _nearest(token: str, names: Iterable[str]) -> str:
