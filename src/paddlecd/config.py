@@ -251,7 +251,8 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
 
     Raises:
         ConfigError: malformed project YAML, an unknown key in it or in ``flags`` (with a
-            suggestion), a bad value type, a ``state_dir`` that is a file.
+            suggestion), a bad value type, a ``state_dir`` that is a file, ``/``, a system folder
+            or a home folder whole (:func:`paddlecd.files.place_problem`).
     """
     root = root or find_root()
     project = root / PROJECT_FILE
@@ -270,6 +271,13 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
     if settings.state.exists() and not settings.state.is_dir():
         raise ConfigError(f"state_dir {settings.state} is a file, not a folder",
                           "point state_dir (PADDLECD_STATE_DIR) at a folder; it is made if missing")
+    # every task writes under state_dir (keys, evidence, the file store): /usr/local/x is refused
+    # here by the setting's name, not later as an --out or a store URL nobody gave (a trial)
+    problem = files.place_problem(str(settings.state.resolve()), writable=False)
+    if problem:
+        named = origins.get("state_dir", Origin("default", "")).text("state_dir")
+        raise ConfigError(f"state_dir {settings.state} ({named}) {problem}",
+                          "point state_dir at a folder of the project's or yours, e.g. .paddlecd")
     return dataclasses.replace(settings, warnings=tuple(warnings))
 
 

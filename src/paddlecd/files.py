@@ -108,29 +108,39 @@ def os_error_text(e: OSError) -> tuple[str, str]:
     return f"{e.strerror or e}{where}", "check the path"
 
 
+# Folders that hold users' keys and credentials (~/.docker/config.json, ~/.ssh): never a job's
+# folder as a whole, read-only or not (a trial: code.path: /root handed every rank root's keys).
+HOME_FOLDERS = ("/root", "/home")
+
+
 def place_problem(path: str, *, writable: bool) -> str | None:
     """Why absolute ``path`` is no place for a job's folder or a store, or None when it is fine:
-    ``/`` itself, a system folder (:data:`SYSTEM_FOLDERS`) or one inside it, and when paddlecd
-    writes there (``writable``) a top-level folder as a whole (``/home``, ``/tmp``)."""
+    ``/`` itself, a system folder (:data:`SYSTEM_FOLDERS`) or one inside it, a home folder as a
+    whole (:data:`HOME_FOLDERS`), and when paddlecd writes there (``writable``) any top-level
+    folder as a whole (``/tmp``, ``/srv``)."""
     parts = PurePosixPath(path).parts
     system = next((f for f in SYSTEM_FOLDERS if PurePosixPath(path).is_relative_to(f)), None)
     if len(parts) < 2:
         return "is the root folder"
     if system:
         return f"is inside the system folder {system}"
+    if str(PurePosixPath(path)) in HOME_FOLDERS:
+        return "is a home folder as a whole (users' keys and credentials)"
     if writable and len(parts) < 3:
         return "is a top-level folder"
     return None
 
 
-def refuse_output_place(path: str | Path, flag: str, *, folder: bool) -> None:
+def refuse_output_place(path: str | Path, flag: str, *, folder: bool,
+                        example: str | None = None) -> None:
     """Refuse an output the user named (``--out``) that lands on ``/``, in a system folder
     (:data:`SYSTEM_FOLDERS`) or, for a whole ``folder`` paddlecd fills, a top-level folder; the
     rule :func:`place_problem` applies to job folders and stores. A file is judged by the folder
     it goes in (``/tmp/policy.yaml`` is fine, ``/etc/policy.yaml`` is not).
 
     Raises:
-        ConfigError: naming ``flag``, the path as resolved (symlinks and ``..`` followed) and why.
+        ConfigError: naming ``flag``, the path as resolved (symlinks and ``..`` followed) and why;
+            the hint's ``example`` is the caller's (default ``./out`` or ``./policy.yaml``).
     """
     from paddlecd.errors import ConfigError
 
@@ -140,7 +150,7 @@ def refuse_output_place(path: str | Path, flag: str, *, folder: bool) -> None:
     if why:
         raise ConfigError(f"{flag} {path}: {where} {why}",
                           "write it to a folder of the project's or yours, e.g. "
-                          + ("./out" if folder else "./policy.yaml"))
+                          + (example or ("./out" if folder else "./policy.yaml")))
 
 
 def now_iso(timespec: Timespec = "seconds") -> str:

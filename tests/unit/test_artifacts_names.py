@@ -84,6 +84,30 @@ def test_a_store_linked_to_a_system_folder_is_refused(tmp_path):
         parse_url(f"file://{tmp_path / 'store'}")
 
 
+def test_a_model_folder_linked_out_of_the_store_is_refused(tmp_path):
+    """A trial: ``artifacts.list --url file://<store>/etc`` with ``<store>/etc -> /etc`` listed
+    every folder of /etc as an "incomplete" version."""
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "etc").symlink_to("/etc")
+    store = FileStore(tmp_path / "store")
+    with pytest.raises(ConfigError, match="resolves to /etc, outside the store"):
+        arts.list_versions(store, "etc")
+    (tmp_path / "outside.txt").write_text("secret")
+    (tmp_path / "store" / "m" / "1.0.0").mkdir(parents=True)
+    (tmp_path / "store" / "m" / "1.0.0" / "manifest.json").symlink_to(tmp_path / "outside.txt")
+    with pytest.raises(ConfigError, match="outside the store"):
+        store.get_bytes("m/1.0.0/manifest.json")
+
+
+def test_a_folder_that_is_no_version_is_not_listed_as_one(tmp_path):
+    (tmp_path / "store" / "lin" / "notaversion").mkdir(parents=True)
+    (tmp_path / "store" / "lin" / "notaversion" / "x").write_text("x")
+    (tmp_path / "store" / "lin" / "1.0.0").mkdir()
+    (tmp_path / "store" / "lin" / "1.0.0" / "x").write_text("x")
+    assert [v["version"] for v in arts.list_versions(FileStore(tmp_path / "store"), "lin")] == [
+        "1.0.0"]
+
+
 def test_default_store_is_a_folder_under_the_state_dir(tmp_path):
     s = config.load(root=tmp_path, environ={})
     assert arts.default_store_url(s) == f"file://{tmp_path.resolve()}/.paddlecd/artifacts"

@@ -443,6 +443,14 @@ def test_a_full_disk_is_named_as_one_not_as_permissions():
 
 # ---------------------------------------------------------------- command lines Invoke refuses
 
+def test_an_empty_one_letter_flag_is_named_as_invoke_spells_it():
+    """A trial: ``release.compare -a ''`` said "--a is empty"; the flag is ``-a``."""
+    with pytest.raises(ConfigError, match="^-a is empty$"):
+        common._refuse_empty({"a": "", "b": "x"})
+    with pytest.raises(ConfigError, match="^--dry-run is empty$"):
+        common._refuse_empty({"dry_run": " "})
+
+
 @pytest.mark.parametrize(("line", "cause", "hint"), [
     (["promote", "--verison", "1.0.0"], "promote: unknown flag '--verison'",
      "did you mean --version? see: invoke --help promote"),

@@ -225,6 +225,11 @@ def test_paths_that_leave_their_mount_are_refused(tmp_path, change, message):
          "code.path resolves to /etc, which is inside the system folder /etc"),
         ({"data": {"path": "/proc/1", "mountPath": "/data"}},
          "data.path resolves to /proc/1, which is inside the system folder /proc"),
+        # a trial: a read-only code.path: /root handed every rank root's .docker and .ssh
+        ({"code": {"path": "/root", "mountPath": "/code"}},
+         "code.path resolves to /root, which is a home folder as a whole"),
+        ({"data": {"path": "/home/", "mountPath": "/data"}},
+         "data.path resolves to /home, which is a home folder as a whole"),
     ],
 )
 def test_host_folders_that_are_system_folders_are_refused(tmp_path, change, message):
@@ -258,3 +263,8 @@ def test_more_cpus_than_this_machine_has_is_refused_for_local_at_planning(tmp_pa
     with pytest.raises(ConfigError, match=r"resources.cpu 100000000 is more than"):
         deploy.plan(s, job=str(job), release="1.0.0-cpu", cluster="local")
     assert not (tmp_path / "state").exists()
+
+
+def test_a_folder_inside_a_home_folder_is_fine(tmp_path):
+    spec = jobfile.load(write(tmp_path, data={"path": "/home/alice/data", "mountPath": "/data"}))
+    assert spec.data.path == "/home/alice/data"

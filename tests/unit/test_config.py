@@ -3,6 +3,8 @@ switches and their short aliases, warnings (not errors) for unknown PADDLECD_* v
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from paddlecd import config
@@ -108,6 +110,21 @@ def test_a_state_dir_that_is_a_file_is_refused_by_name(tmp_path):
         config.load(root=tmp_path, environ={"PADDLECD_STATE_DIR": str(tmp_path / "state")})
     assert e.value.cause == f"state_dir {tmp_path / 'state'} is a file, not a folder"
     assert (tmp_path / "state").read_text() == "x"
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("/usr/local/t4a-state", "is inside the system folder /usr"), ("/", "is the root folder"),
+    ("/root", "is a home folder as a whole (users' keys and credentials)"),
+])
+def test_a_state_dir_in_a_system_folder_is_refused_by_the_setting_s_name(tmp_path, value, why):
+    """A trial: ``PADDLECD_STATE_DIR=/usr/local/x`` was refused by keygen as "--out …/keys" and
+    by upload as a "store URL" nobody gave; release.list took it."""
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={"PADDLECD_STATE_DIR": value})
+    assert e.value.cause == f"state_dir {value} (PADDLECD_STATE_DIR) {why}"
+    (tmp_path / "paddlecd.yaml").write_text(f"state_dir: {value}\n")
+    with pytest.raises(ConfigError, match=re.escape(f"paddlecd.yaml: state_dir) {why}")):
+        config.load(root=tmp_path, environ={})
 
 
 def test_config_secrets_are_not_settings(tmp_path):

@@ -589,14 +589,16 @@ def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
     stored model check's ``status``/``image``/``paddle_version``/``created`` (None: unchecked).
 
     A version without a manifest (an upload running, interrupted or killed) or with an invalid one
-    is listed as incomplete, never an error.
+    is listed as incomplete, never an error; a folder whose name is no version
+    (:func:`paddlecd.artifacts.manifest.check_version`) is not one and is left out.
 
     Raises:
         ConfigError: bad name. StorageError: the store failed.
     """
     am.check_name(name)
     versions = sorted(
-        {o.key.split("/")[1] for o in store.list(f"{name}/") if o.key.count("/") >= 2},
+        {v for o in store.list(f"{name}/") if o.key.count("/") >= 2
+         and _is_version(v := o.key.split("/")[1])},
         key=_semver_key,
     )
     return [_listed(store, name, v) for v in versions]
@@ -642,6 +644,14 @@ def list_model(store: Store, name: str) -> list[dict[str, Any]]:
             "check the name, or upload a version first (invoke upload …)",
         )
     return versions
+
+
+def _is_version(v: str) -> bool:
+    try:
+        am.check_version(v)
+    except ConfigError:
+        return False
+    return True
 
 
 def _semver_key(v: str) -> tuple[int, Any]:

@@ -74,8 +74,9 @@ def _refuse_empty(flags: dict[str, Any]) -> None:
     """
     for name, value in flags.items():
         if isinstance(value, str) and not value.strip():
+            flag = f"-{name}" if len(name) == 1 else f"--{name.replace('_', '-')}"  # Invoke's
             raise ConfigError(
-                f"--{name.replace('_', '-')} is empty",
+                f"{flag} is empty",
                 "give it a value, or leave the flag out for its default",
             )
 

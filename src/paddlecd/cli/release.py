@@ -266,7 +266,7 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
     if out:  # before the releases are read: /etc/x.png is refused whatever the ledger holds
         from paddlecd.files import refuse_output_place
 
-        refuse_output_place(out, "--out", folder=False)
+        refuse_output_place(out, "--out", folder=False, example=f"./history-{history}.png")
     if history:
         path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
         if json:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from paddlecd.artifacts.storage.base import MIB, ConflictError, ObjectInfo, Progress, Quirk
-from paddlecd.errors import StorageError
+from paddlecd.errors import ConfigError, StorageError
 from paddlecd.files import NO_SPACE, disk_full, free_space
 
 CLAIMS = ".claims"  # under the root; never a model name (those are DNS labels)
@@ -34,7 +34,21 @@ class FileStore:
         self.url = f"file://{root}"
 
     def _path(self, key: str) -> Path:
-        return self.root.joinpath(*key.split("/"))
+        """The file of ``key`` under the root.
+
+        Raises:
+            ConfigError: it resolves outside the root (a symlinked model or version folder, or
+                file: a trial listed /etc through ``<store>/etc -> /etc``).
+        """
+        path = self.root.joinpath(*key.split("/"))
+        real, root = path.resolve(), self.root.resolve()
+        if not real.is_relative_to(root):
+            raise ConfigError(
+                f"{self.url}/{key} resolves to {real}, outside the store {self.root}",
+                "paddlecd never follows a link out of a store: remove the link, or copy the "
+                "files into the store",
+            )
+        return path
 
     def check(self) -> None:
         """Fail early when the root exists but is not a folder (it is created on first write)."""
