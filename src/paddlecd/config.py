@@ -576,6 +576,13 @@ _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@\s]*@")
 # String settings with a syntax, and what it is.
 FORMATS = {
     "engine.kind": (r"auto|docker|podman", "auto, docker or podman"),
+    # where a job runs (cluster.render.CLUSTERS): a trial's `kind: K8S` passed release.list and
+    # doctor (as local) and was blamed on a --cluster flag nobody gave by deploy
+    "cluster.kind": (r"local|k8s", "local or k8s"),
+    # botocore's region check (botocore/utils.py validate_region_name, the same pattern), here so
+    # that a bad region names the setting, not "the AWS_* variable" botocore blames
+    "storage.region": (r"(?![0-9]+$)(?!-)[a-zA-Z0-9-]{,63}(?<!-)", "an AWS region name such as "
+                       "us-east-1 (letters, digits and '-')"),
     # docker run --shm-size: a number with a unit b, k, m or g, or none (docker/go-units RAMInBytes)
     "verify.shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 2g or 512m"),
     "verify.gpu_shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 16g"),

@@ -276,6 +276,12 @@ def test_null_still_means_none_for_an_optional_setting(tmp_path):
      "setting 'runtime.log_format' ({file}: runtime.log_format) must be text or json",
      "e.g. 'runtime: {{log_format: json}}' in {file}"),
     ("state_dir: ''", "setting 'state_dir' ({file}: state_dir) is empty", "give a value"),
+    # trial 4: release.list and doctor took `kind: K8S`, deploy blamed a --cluster nobody gave
+    ("cluster: {kind: K8S}", "setting 'cluster.kind' ({file}: cluster.kind) is 'K8S': not local "
+     "or k8s", "fix {file}: cluster.kind"),
+    # trial 4: botocore's refusal blamed AWS_CA_BUNDLE, which was fine
+    ("storage: {region: 'us east 1!'}", "setting 'storage.region' ({file}: storage.region) is "
+     "'us east 1!': not an AWS region name", "fix {file}: storage.region"),
 ])
 def test_a_bad_value_of_the_project_file_names_the_file_and_key(tmp_path, yaml_text, cause,
                                                                  hint):
