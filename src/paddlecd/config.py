@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import semver
+
 from paddlecd import files
 from paddlecd.errors import ConfigError
 from paddlecd.registry.reference import check_repository
@@ -516,6 +518,8 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
             raise ConfigError(f"setting '{key}' is {host[:80]!r}: the port is not 1..65535",
                               "give host[:port], e.g. registry.example.com:5000")
     attestation_layouts(settings)  # refused here, before any verify runs
+    # refused here, not after a whole verify run or in promote's gate (a trial)
+    release_models(settings, named=origin("release.models").text("release.models"))
     for key, (pattern, why) in FORMATS.items():
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
@@ -531,6 +535,45 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
         section, name = key.split(".")
         check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
     return settings
+
+
+_MODEL_NAME = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"  # an RFC 1123 label, as artifacts.manifest
+
+
+def release_models(settings: Settings, *, named: str = "release.models"
+                   ) -> list[tuple[str, str | None]]:
+    """``release.models`` (``"name@version,name"``) as ``[(name, version or None)]`` (None: the
+    model's newest complete version), each checked as ``upload`` checks a name (an RFC 1123
+    label) and a version (semver 2.0.0, ``semver``'s parser, no white space).
+
+    Raises:
+        ConfigError: an empty entry (``"a,,b"``), a bad name or version, naming the setting and
+            where it came from (``named``: :meth:`Origin.text`, when :func:`load` checks it).
+    """
+    raw = settings.release.models
+    out: list[tuple[str, str | None]] = []
+    example = 'e.g. release.models: "ranker@1.2.0,embedder"'
+    for item in (x.strip() for x in (raw or "").split(",")) if raw is not None else ():
+        name, at, version = item.partition("@")
+        if not item:
+            raise ConfigError(f"setting 'release.models' ({named}) has an empty entry: "
+                              f"{raw[:200]!r}", f"list models separated by one comma; {example}")
+        if not re.fullmatch(_MODEL_NAME, name):
+            raise ConfigError(f"setting 'release.models' ({named}): invalid model name "
+                              f"{name[:80]!r}", "use lowercase letters, digits and '-' (at most "
+                              f"63); {example}")
+        if at:
+            try:
+                if not version or any(ch.isspace() for ch in version):
+                    raise ValueError(version)
+                semver.Version.parse(version)
+            except ValueError:
+                raise ConfigError(f"setting 'release.models' ({named}): invalid model version "
+                                  f"{version[:80]!r} of {name}: not semver",
+                                  f"write name@MAJOR.MINOR.PATCH, or the name alone for its "
+                                  f"newest version; {example}") from None
+        out.append((name, version or None))
+    return out
 
 
 def attestation_layouts(settings: Settings) -> tuple[str, ...]:

@@ -504,6 +504,19 @@ def test_verify_models_refuses_a_bad_release_models_before_the_suite_runs(tmp_pa
         assert bad in run.stderr and "127.0.0.1:9" not in run.stderr
 
 
+def test_promote_refuses_a_bad_release_models_as_verify_does(tmp_path):
+    """Trial 4: promote's gate said "lin@latest: not checked in this image (run: invoke verify
+    --models)", and that verify refused the setting; ``a,,b`` was taken by both."""
+    for models, why in (("lin@latest", "invalid model version 'latest' of lin"),
+                        ("lin@1.0.0,,lin", "has an empty entry")):
+        run = invoke("promote", "--variant", "cpu", "--version", "1.0.1", "--dry-run",
+                     PADDLECD_RELEASE_MODELS=models, PADDLECD_STATE_DIR=str(tmp_path / "s"),
+                     PADDLECD_REGISTRY_URL="127.0.0.1:9")
+        assert run.returncode == 2, run.stderr
+        assert run.stderr.startswith("error: setting 'release.models' (PADDLECD_RELEASE_MODELS)")
+        assert why in run.stderr and "127.0.0.1:9" not in run.stderr
+
+
 def test_every_task_helpline_is_a_whole_sentence():
     """``invoke --list`` shows only the docstring's first line (invoke.util.helpline): a sentence
     that runs onto the second line is listed cut off ("... side by")."""

@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from paddlecd.config import Settings
-from paddlecd.errors import ConfigError
+from paddlecd.config import Settings, release_models
 
 
 @dataclass(frozen=True)
@@ -39,18 +38,11 @@ class ModelResult:
 
 
 def wanted(settings: Settings) -> list[tuple[str, str | None]]:
-    """``release.models`` (``"name@version,name"``) as ``[(name, version or None)]``; None:
-    the model's newest complete version.
+    """``release.models`` as ``[(name, version or None)]`` (:func:`paddlecd.config.release_models`,
+    which :func:`paddlecd.config.load` has already checked); None: the newest complete version.
 
     Raises:
-        ConfigError: an empty name or version.
+        ConfigError: a bad ``release.models`` (settings made without ``config.load``).
     """
-    out = []
-    for item in (x.strip() for x in (settings.release.models or "").split(",") if x.strip()):
-        name, at, version = item.partition("@")
-        if not name or (at and not version):
-            raise ConfigError(f"setting 'release.models': {item!r} is not name or name@version",
-                              'e.g. release.models: "ranker@1.2.0,embedder"')
-        out.append((name, version or None))
-    return out
+    return release_models(settings)
 
