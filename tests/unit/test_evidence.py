@@ -129,11 +129,12 @@ def test_promotion_accepts_a_typed_passing_predicate_and_refuses_a_failing_one()
 
 
 def test_candidate_keeps_the_shape_scripts_read(settings):
-    path = candidate.save_candidate(settings, "cpu", reference=f"reg/ci/paddle@{DIGEST}",
-                                   digest=DIGEST, tag="cpu-1")
+    reference = f"{settings.candidate_repo}@{DIGEST}"
+    path = candidate.save_candidate(settings, "cpu", reference=reference, digest=DIGEST,
+                                   tag="cpu-1")
     data = json.loads(path.read_text())
     assert set(data) == {"variant", "reference", "digest", "tag", "pushed"}
-    assert data["digest"] == DIGEST and data["reference"] == f"reg/ci/paddle@{DIGEST}"
+    assert data["digest"] == DIGEST and data["reference"] == reference
     cand = candidate.load_candidate(settings, "cpu")
     assert cand.digest == DIGEST and cand.tag == "cpu-1" and cand.pushed == data["pushed"]
     assert candidate.load_candidate(settings, "cu126") is None
@@ -159,3 +160,21 @@ def test_the_tally_says_what_pytest_said():
     assert record.tally == "8 passed, 2 skipped"
     failing = dataclasses.replace(record, checks=(*checks, evidence.Check("m/x", passed=False)))
     assert failing.tally == "8 passed, 2 skipped, 1 failed"
+
+
+@pytest.mark.parametrize(("key", "value", "why"), [
+    ("digest", "sha256:zz", "digest 'sha256:zz' is not a digest"),
+    ("reference", f"evil.example.com/x@{DIGEST}", "reference 'evil.example.com/x@"),
+    ("variant", "cu126", "variant 'cu126' is not 'cpu'"),
+])
+def test_a_candidate_record_push_never_wrote_is_named_by_file_and_key(settings, key, value, why):
+    """Trial 4: an edited reference sent promote to a registry nobody configured ("unreachable",
+    or a 401 whose hint was to set credentials that were set); a bad digest said "invalid
+    digest" naming no file."""
+    path = candidate.save_candidate(settings, "cpu", reference=f"{settings.candidate_repo}@"
+                                    f"{DIGEST}", digest=DIGEST, tag="cpu-1")
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    with pytest.raises(ConfigError) as e:
+        candidate.load_candidate(settings, "cpu")
+    assert e.value.cause.startswith(f"{path}: {why}")
+    assert "invoke push --variant cpu" in e.value.hint

@@ -19,6 +19,7 @@ from typing import Any
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
 from paddlecd.files import now_iso, write_json
+from paddlecd.registry.reference import check_digest
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,12 @@ def load_candidate(settings: Settings, variant: str) -> Candidate | None:
     """The last pushed candidate of ``variant``, or None.
 
     Raises:
-        ConfigError: the stored record is not valid JSON or lacks a field.
+        ConfigError: the stored record is not valid JSON, lacks a field, or holds what push never
+            writes: a ``digest`` that is not one, a ``reference`` other than
+            ``<settings.candidate_repo>@<digest>`` (edited by hand, or pushed under another
+            ``registry.url``/``registry.repository``), another ``variant``; each names the file
+            and the key (a trial: an edited reference sent promote to a registry nobody
+            configured, and a bad digest was "invalid digest" naming no file).
     """
     path = candidate_path(settings, variant)
     if not path.exists():
@@ -82,4 +88,18 @@ def load_candidate(settings: Settings, variant: str) -> Candidate | None:
         raise ConfigError(
             f"{path}: not valid JSON ({e})", f"push again: invoke push --variant {variant}"
         ) from e
-    return Candidate.from_json(data, source=str(path))
+    cand = Candidate.from_json(data, source=str(path))
+    again = f"push again: invoke push --variant {variant}"
+    try:
+        check_digest(cand.digest)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: digest {cand.digest[:80]!r} is not a digest", again) from e
+    if cand.reference != f"{settings.candidate_repo}@{cand.digest}":
+        raise ConfigError(
+            f"{path}: reference {cand.reference[:200]!r} is not "
+            f"{settings.candidate_repo}@{cand.digest[:19]}…",
+            f"{again} (the record is from another registry.url or registry.repository, or "
+            "was edited)")
+    if cand.variant != variant:
+        raise ConfigError(f"{path}: variant {cand.variant[:80]!r} is not {variant!r}", again)
+    return cand
