@@ -185,7 +185,15 @@ def test_corrupt_lock_file(tmp_path):
 @pytest.mark.parametrize("body, cause", [
     ("bases: [\n", "not valid YAML (line 2): did not find expected node content (a lock file)"),
     ("- a\n", "not a valid lock file (expected bases: {variant: {base, digest, media_type"),
-    ("bases: {cpu: 5}\n", "not a valid lock file (expected bases:"),
+    ("bases: {cpu: 5}\n", "bases.cpu is not a valid entry (expected bases:"),
+    # trial 4: a list was taken as no entries ("has no entry", hint: bootstrap a 1 GB base), a
+    # newer schema as a missing entry, a cut digest as "invalid digest" naming no file
+    ("schema: 1\nbases: []\n", "not a valid lock file (expected bases:"),
+    ("schema: 2\nbases: {}\n", "schema '2': this paddlecd reads schema 1"),
+    ("bases: {cpu: {base: 'b:1', digest: 'sha256:" + "1" * 63 + "', media_type: m, "
+     "locked: t}}\n", "bases.cpu.digest 'sha256:" + "1" * 63 + "' is not a digest"),
+    ("bases: {cpu: {base: 5, digest: 'sha256:" + "1" * 64 + "', media_type: m, locked: t}}\n",
+     "bases.cpu is not a valid entry"),
 ])
 def test_a_broken_local_lock_file_is_one_line_naming_it(tmp_path, body, cause):
     """A third trial: a ``lock.local.yaml`` that is not YAML printed the parser's three-line

@@ -24,6 +24,7 @@ from paddlecd.errors import ConfigError, LockError, PaddlecdError
 from paddlecd.files import now_iso
 from paddlecd.image import variants
 from paddlecd.registry import client as registry
+from paddlecd.registry.reference import check_digest
 from paddlecd.types import Echo
 
 HEADER = (
@@ -70,7 +71,17 @@ def paths(settings: Settings) -> tuple[Path, Path]:
     return settings.path(settings.lock_file), settings.state / LOCAL_LOCK
 
 
+SCHEMA = 1  # the lock files' layout version, written by _write_one
+
+
 def _read_one(path: Path) -> dict[str, LockEntry]:
+    """The entries of one lock file ({} when it does not exist).
+
+    Raises:
+        LockError: not YAML, another ``schema`` than :data:`SCHEMA`, ``bases`` not a mapping of
+            ``{base, digest, media_type, locked}`` strings, or a digest that is not one; each
+            names the file (and the variant's key).
+    """
     if not path.exists():
         return {}
     hint = "delete it and run: invoke lock"
@@ -78,14 +89,27 @@ def _read_one(path: Path) -> dict[str, LockEntry]:
         data = files.read_yaml(path, error=LockError, what="lock file") or {}
     except LockError as e:
         raise LockError(f"{e.cause} (a lock file)", hint) from e
-    try:
-        return {
-            name: LockEntry(variant=name, **entry)
-            for name, entry in (data.get("bases") or {}).items()
-        }
-    except (TypeError, AttributeError) as e:
-        raise LockError(f"{path}: not a valid lock file (expected bases: {{variant: {{base, "
-                        f"digest, media_type, locked}}}}; {str(e).splitlines()[0]})", hint) from e
+    shape = "expected bases: {variant: {base, digest, media_type, locked}}"
+    bases = data.get("bases") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance({} if bases is None else bases, dict):
+        raise LockError(f"{path}: not a valid lock file ({shape})", hint)  # [] is no mapping
+    if data.get("schema", SCHEMA) != SCHEMA:  # a newer paddlecd's file, or a hand edit
+        raise LockError(f"{path}: schema {str(data['schema'])[:40]!r}: this paddlecd reads "
+                        f"schema {SCHEMA}", hint)
+    out = {}
+    for name, entry in (bases or {}).items():
+        fields = LockEntry.__dataclass_fields__.keys() - {"variant"}
+        if not isinstance(entry, dict) or set(entry) != fields or not all(
+                isinstance(v, str) for v in entry.values()):
+            raise LockError(f"{path}: bases.{str(name)[:80]} is not a valid entry ({shape}, "
+                            "each a string)", hint)
+        try:
+            check_digest(entry["digest"])
+        except ConfigError as e:
+            raise LockError(f"{path}: bases.{name}.digest {entry['digest'][:80]!r} is not a "
+                            "digest", hint) from e
+        out[str(name)] = LockEntry(variant=str(name), **entry)
+    return out
 
 
 def read(settings: Settings) -> dict[str, LockEntry]:
