@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from paddlecd.errors import RegistryAuthError
+from paddlecd.errors import ConfigError, RegistryAuthError
 from paddlecd.registry.auth import Credentials, find_credentials
 from paddlecd.registry.client import RegistryClient
 
@@ -185,6 +185,18 @@ def test_a_broken_config_json_is_named_not_ignored(docker_home, text, why):
         find_credentials("reg.example:5000")
     assert e.value.cause.startswith(f"Docker config {docker_home / 'config.json'}: {why}")
     assert "docker login" in e.value.hint
+
+
+def test_docker_config_naming_a_file_is_named_as_the_variable(docker_home, monkeypatch):
+    """Trial 4: ``DOCKER_CONFIG=~/.docker/config.json`` said ".../config.json/config.json: Not a
+    directory" and hinted to remove the (fine) file."""
+    config(docker_home, {"auths": {}})
+    monkeypatch.setenv("DOCKER_CONFIG", str(docker_home / "config.json"))
+    with pytest.raises(ConfigError) as e:
+        find_credentials("reg.example:5000")
+    assert e.value.cause == f"DOCKER_CONFIG {docker_home / 'config.json'} is a file, not a folder"
+    assert f"holds config.json ({docker_home})" in e.value.hint
+    assert json.loads((docker_home / "config.json").read_text()) == {"auths": {}}
 
 
 def test_no_config_json_means_no_credentials(docker_home):

@@ -183,9 +183,17 @@ def docker_config(path: Path | None = None) -> Any:
 
     Raises:
         ConfigError: unreadable, not JSON, or an ``auths`` entry that is not base64 of
-            ``user:password`` (naming the file).
+            ``user:password`` (naming the file); ``DOCKER_CONFIG`` names a file.
     """
     path = path or docker_config_path()
+    folder = os.environ.get("DOCKER_CONFIG")
+    if folder and path.parent == Path(folder) and path.parent.is_file():
+        # a trial: DOCKER_CONFIG=~/.docker/config.json said ".../config.json/config.json: Not a
+        # directory", hint "remove it" (the file was fine; the variable names a folder)
+        example = f" ({path.parent.parent})" if path.parent.name == "config.json" else ""
+        raise ConfigError(f"DOCKER_CONFIG {folder} is a file, not a folder",
+                          f"point DOCKER_CONFIG at the folder that holds config.json{example}, "
+                          "or unset it")
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
