@@ -322,3 +322,20 @@ def test_every_request_of_a_run_is_allowed_by_the_documented_role(cluster_api, k
     role = yaml.safe_load(ROLE.read_text())
     refused = [(m, p) for m, p, q in api.requests if not role_allows(role, m, p, q)]
     assert api.requests and refused == []
+
+
+@pytest.mark.parametrize("call", [k8s.connect, k8s.namespace])
+def test_a_current_context_the_kubeconfig_lacks_is_named(tmp_path, monkeypatch, call):
+    """Trial 4: the dry-run planned into "namespace default" and connect said "no usable
+    kubeconfig (Invalid kube-config file. Expected object with name ghost …)"."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "ghost",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    with pytest.raises(ClusterError) as e:
+        call(config.load(root=tmp_path, environ={}))
+    assert e.value.cause == f"kubeconfig {kubeconfig}: no context named 'ghost' in it"
+    assert "use-context" in e.value.hint and e.value.exit_code == 9

@@ -55,6 +55,30 @@ def test_the_chosen_context_namespace(kubeconfig, tmp_path):
     assert k8s.namespace(settings_with(tmp_path, context="bare")) == "default"
 
 
+@pytest.mark.parametrize(("change", "context", "why"), [
+    ({"current-context": "ghost"}, None, "no context named 'ghost' in it"),
+    ({}, "nope", "no context named 'nope' (cluster.context)"),
+    ({"contexts": [{"name": "team", "context": {"cluster": "gone", "user": "u"}}]}, None,
+     "no cluster named 'gone' in it"),
+    ({"contexts": [{"name": "team", "context": {"cluster": "c", "user": "u",
+                                                "namespace": "Bad_NS"}}]}, None,
+     "context 'team' has namespace 'Bad_NS': not a namespace name"),
+    ({"contexts": [{"name": "team", "context": {"cluster": "c", "user": "u",
+                                                "namespace": ["a"]}}]}, None,
+     "context 'team' has namespace \"['a']\": not a namespace name"),
+])
+def test_a_kubeconfig_naming_what_it_does_not_hold_is_refused(kubeconfig, tmp_path, change,
+                                                              context, why):
+    """Trial 4: a current-context or cluster.context that names no context planned into
+    "namespace default" (exit 0), and a namespace Bad_NS or a list was put in the manifests.
+    kubectl refuses both (``context "ghost" does not exist``; namespaces are RFC 1123 labels)."""
+    kubeconfig.write_text(yaml.safe_dump({**KUBECONFIG, **change}))
+    with pytest.raises(ClusterError) as e:
+        k8s.namespace(settings_with(tmp_path, **({"context": context} if context else {})))
+    assert e.value.cause == f"kubeconfig {kubeconfig}: {why}" or e.value.cause.startswith(
+        f"kubeconfig {kubeconfig}: {why}"), e.value.cause
+
+
 def test_the_setting_wins(kubeconfig, tmp_path):
     assert k8s.namespace(settings_with(tmp_path, namespace="prod")) == "prod"
 

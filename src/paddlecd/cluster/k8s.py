@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from paddlecd.config import Settings
+from paddlecd.config import FORMATS, Settings
 from paddlecd.errors import ClusterError
 from paddlecd.types import KubeObject
 
@@ -64,7 +65,9 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
 
     Raises:
         ClusterError: the kubeconfig is not YAML (naming the file and line), or YAML but not a
-            mapping.
+            mapping; its current-context (or ``cluster.context``) names no context of it, or a
+            context names a missing cluster or user (kubectl: ``context "x" does not exist``);
+            the context's namespace is no Kubernetes name (an RFC 1123 label).
     """
     if settings.cluster.namespace:
         return settings.cluster.namespace
@@ -74,15 +77,47 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
         raise _not_yaml(e) from e
     except TypeError as e:  # YAML, but a list or a scalar: the client indexes it as a mapping
         raise _not_kubeconfig() from e
-    except (ConfigException, FileNotFoundError):
-        with contextlib.suppress(OSError):
-            return service_account_namespace.read_text().strip() or "default"
-        return "default"
+    except ConfigException as e:
+        missing = _names_missing(e)
+        if missing:  # a trial: current-context: ghost planned into namespace "default", exit 0
+            raise missing from e
+        return _no_kubeconfig(service_account_namespace)
+    except FileNotFoundError:
+        return _no_kubeconfig(service_account_namespace)
     except OSError as e:  # a folder, unreadable: not "no kubeconfig"
         raise _unreadable(e) from e
     wanted = settings.cluster.context
     chosen = next((c for c in contexts if c["name"] == wanted), None) if wanted else current
-    return ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    if wanted and chosen is None:
+        raise ClusterError(f"kubeconfig {_config_file()}: no context named {wanted[:80]!r} "
+                           "(cluster.context)", "kubectl config get-contexts lists them")
+    found = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    label, what = FORMATS["cluster.namespace"]  # the setting's own rule, RFC 1123
+    if not isinstance(found, str) or not re.fullmatch(label, found):
+        raise ClusterError(f"kubeconfig {_config_file()}: context {(chosen or {}).get('name')!r} "
+                           f"has namespace {str(found)[:80]!r}: not {what}",
+                           "fix it (kubectl config set-context --current --namespace=NAME), or "
+                           "set cluster.namespace")
+    return found
+
+
+def _names_missing(e: ConfigException) -> ClusterError | None:
+    """The client's "Expected object with name ghost in <file>/contexts list" (a context, cluster
+    or user that the kubeconfig names but does not hold) as one line naming it, else None."""
+    missing = re.search(r"Expected object with name (.*) in (.*)/(\w+) list", str(e))
+    if not missing:
+        return None
+    return ClusterError(f"kubeconfig {missing.group(2)}: no {missing.group(3)[:-1]} named "
+                        f"{missing.group(1)[:80]!r} in it",
+                        "kubectl config get-contexts lists them; kubectl config use-context "
+                        "NAME, or set cluster.context")
+
+
+def _no_kubeconfig(service_account_namespace: Path) -> str:
+    """The namespace with no kubeconfig: the in-cluster service account's, else ``default``."""
+    with contextlib.suppress(OSError):
+        return service_account_namespace.read_text().strip() or "default"
+    return "default"
 
 
 def _not_yaml(e: yaml.YAMLError) -> ClusterError:
@@ -144,6 +179,9 @@ def connect(settings: Settings) -> Api:
     except TypeError as e:
         raise _not_kubeconfig() from e
     except (ConfigException, FileNotFoundError) as e:
+        missing = _names_missing(e) if isinstance(e, ConfigException) else None
+        if missing:
+            raise missing from e
         try:
             kubernetes.config.load_incluster_config()
             client = kubernetes.client.ApiClient()
