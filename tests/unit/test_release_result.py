@@ -84,3 +84,24 @@ def test_a_bump_that_is_no_part_is_refused_by_name_before_any_registry_is_asked(
     with pytest.raises(ConfigError, match=r"--bump 'huge' is not major, minor or patch"):
         promote(s, variant="cpu", part="huge")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_rerun_after_a_kill_names_the_release_the_registry_still_serves():
+    """Trial 4: a rollback killed after its ledger record, before its tag writes, was re-run;
+    the plan said "latest-cpu → 1.0.0; was 1.0.0 (sha256:<1.1.0's digest>)" because the ledger
+    already had the tag on 1.0.0. The registry's digest names the release it is on."""
+    import semver
+
+    from paddlecd.release.plan import _writes
+    from paddlecd.release.policy import State
+
+    a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    v100, v110 = semver.Version.parse("1.0.0"), semver.Version.parse("1.1.0")
+    folded = State(releases={v100: a, v110: b}, moving={"latest-cpu": v100, "1-cpu": v100,
+                                                       "1.0-cpu": v100})
+    have = {"1.0.0-cpu": a, "1.0-cpu": a, "1-cpu": b, "latest-cpu": b}
+    writes, _ = _writes(have, folded, folded, v100, "cpu")
+    assert {(w.tag, w.previous, w.previous_version) for w in writes} == {
+        ("1-cpu", b, "1.1.0"), ("latest-cpu", b, "1.1.0")}
+    unknown, _ = _writes({**have, "latest-cpu": "sha256:" + "c" * 64}, folded, folded, v100, "cpu")
+    assert [w.previous_version for w in unknown if w.tag == "latest-cpu"] == [None]

@@ -179,7 +179,7 @@ def _writes(have: dict[str, str | None], old: State, new: State, version: semver
             )
         have_now = have.get(tag)
         if have_now != digest:
-            before = old.moving.get(tag) if tag != immutable else None
+            before = _release_of(old, tag, have_now) if tag != immutable else None
             writes.append(
                 TagWrite(
                     tag=tag,
@@ -191,6 +191,22 @@ def _writes(have: dict[str, str | None], old: State, new: State, version: semver
                 )
             )
     return writes, kept
+
+
+def _release_of(state: State, tag: str, digest: str | None) -> semver.Version | None:
+    """The release whose digest ``tag`` serves now: the one the ledger says the tag is on when
+    its digest matches, else the highest release of that digest, else None (unknown).
+
+    A re-run after a kill between the ledger record and the tag writes reads a ledger that has
+    the tag on the new version already, while the registry still serves the old digest (trial 4:
+    "latest-cpu → 1.0.0; was 1.0.0 (sha256:<1.1.0's>)"): the registry's answer is the truth."""
+    if digest is None:
+        return None
+    named = state.moving.get(tag)
+    if named is not None and state.releases.get(named) == digest:
+        return named
+    matches = sorted(v for v, d in state.releases.items() if d == digest)
+    return matches[-1] if matches else None
 
 
 def check_tags(variant: str, version: semver.Version) -> None:
