@@ -109,3 +109,23 @@ def test_pipeline_list(tmp_path):
         line.startswith("release ") and "promote -> deploy -> upload" in line
         for line in run.stdout.splitlines()
     )
+
+
+def test_a_resume_dry_run_shows_the_run_it_would_continue_and_refuses_as_resume_does(tmp_path):
+    """Trial 4: ``pipeline.run pr --resume --dry-run`` planned a fresh run and passed a summary
+    (schema 7) that ``--resume`` refuses."""
+    old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
+    runs = tmp_path / "state" / "pipelines" / "pr"
+    (runs / old["run_id"]).mkdir(parents=True)
+    (runs / "latest").write_text(old["run_id"] + "\n")
+    summary = runs / old["run_id"] / "summary.json"
+    summary.write_text(json.dumps(old))
+    before = summary.read_bytes()
+    run = pipeline_cli("pipeline.run", "pr", "--resume", "--dry-run", state=tmp_path / "state")
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines()[0] == (f"resume run {old['run_id']} ({old['status']}): from "
+                                          "stage verify (3 succeeded stage(s) reused)")
+    assert summary.read_bytes() == before
+    summary.write_text(json.dumps({**old, "schema": 7}))
+    run = pipeline_cli("pipeline.run", "pr", "--resume", "--dry-run", state=tmp_path / "state")
+    assert run.returncode == 10 and "summary schema 7, this paddlecd reads 1" in run.stderr

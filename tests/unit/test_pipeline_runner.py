@@ -5,11 +5,13 @@ recorded outputs, parallel builds, events."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 
 import pytest
 
+from paddlecd import proc
 from paddlecd.errors import Interrupted, PipelineError, VerifyError
 from paddlecd.pipeline import runner as pipeline
 from paddlecd.pipeline import stages
@@ -332,7 +334,49 @@ def test_a_summary_written_before_the_typed_records_resumes(settings):
     assert result.summary.status == "succeeded" and result.summary.attempts == 2
     saved = json.loads((folder / "summary.json").read_text())
     assert saved["stages"][2] == old["stages"][2]  # the reused stage is written back unchanged
-    assert set(saved) == set(old)
+    assert set(saved) == set(old) | {"owner"}  # the one key added since: who runs it
+
+
+def _killed_summary(settings, owner: str) -> Path:
+    old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
+    stages = [{**s, "status": "running"} if s["name"] == "verify" else s for s in old["stages"]]
+    return _install_summary(settings, {**old, "status": "running", "finished": None,
+                                       "owner": owner, "stages": stages})
+
+
+def test_a_run_killed_while_running_is_closed_by_the_next_fresh_run(settings):
+    """Trial 4: a pipeline.run killed with -9 kept "status": "running" for good once the next
+    run was a fresh one (``--resume`` reads only the latest run)."""
+    folder = _killed_summary(settings, f"{socket.gethostname()}/999999999/1")  # no such pid
+    plans = []
+    result = run(settings, Fakes(), on_plan=plans.append)
+    killed = json.loads((folder / "summary.json").read_text())
+    assert killed["status"] == "interrupted" and killed["finished"]
+    assert [s["status"] for s in killed["stages"] if s["name"] == "verify"] == ["interrupted"]
+    assert plans[0][0] == f"run {killed['run_id']} was killed while running: recorded as " \
+                          "interrupted"
+    assert result.summary.status == "succeeded" and result.summary.owner == proc.owner()
+    assert result.folder != folder
+
+
+def test_a_run_whose_process_still_runs_is_not_taken_for_killed(settings):
+    folder = _killed_summary(settings, proc.owner())  # this very process: running
+    with pytest.raises(PipelineError, match="is running now"):
+        run(settings, Fakes())
+    assert json.loads((folder / "summary.json").read_text())["status"] == "running"
+
+
+@pytest.mark.parametrize("pointer", ["nosuchrun", "../../../../etc", "20990101T000000Z-abcd"])
+def test_a_broken_latest_pointer_is_named_not_called_no_run(settings, pointer):
+    """Trial 4: ``latest`` naming no run said "no previous run … (nothing under …)"."""
+    old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
+    folder = _install_summary(settings, old)
+    (folder.parent / "latest").write_text(pointer + "\n")
+    with pytest.raises(PipelineError) as e:
+        run(settings, Fakes(), resume=True)
+    assert e.value.cause == f"{folder.parent / 'latest'} names {pointer!r}, which is not a run " \
+                            f"under {folder.parent}"
+    assert old["run_id"] in e.value.hint
 
 
 @pytest.mark.parametrize("change, words", [

@@ -95,6 +95,11 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
     options = pipeline_spec.check_options({"version": version, "bump": bump, "digest": digest},
                                           pdef)
     given = tuple(variant or ())
+    if dry_run and resume:  # the run it would continue, refused as --resume refuses it
+        _, summary, selection = pipeline.resume_of(s, pdef, given, options)
+        on_plan(pipeline.resume_lines(summary)
+                + pipeline.plan_lines(pdef, selection, s, summary.options))
+        return say("dry run: nothing run, nothing written") if fmt == "text" else None
     if dry_run:
         on_plan(pipeline.plan_lines(pdef, pipeline.select(s, pdef, given, base_ref), s, options))
         return say("dry run: nothing run, nothing written") if fmt == "text" else None

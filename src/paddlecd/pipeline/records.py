@@ -7,7 +7,8 @@ shape written by an older paddlecd resumes)::
      "status": "running|succeeded|failed|interrupted", "started"/"finished": ISO-8601 UTC,
      "revision": git sha,
      "variants": ["cpu"], "selected_by": "…", "base_ref": str|null, "options": {"version"…},
-     "attempts": 1,
+     "attempts": 1, "owner": "<host>/<pid>/<start ticks>" (paddlecd.proc.owner; absent in
+     older records),
      "stages": [{"name", "kind",
                  "status": "pending|running|interrupted|succeeded|failed|skipped", "seconds",
                  "variants": {"cpu": {"status", "seconds", "attempt", "outputs": {"digest"…},
@@ -90,6 +91,8 @@ class Summary:
         base_ref: the git ref a ``changed`` selection diffed against. options: run options
             (``version``, ``bump``, ``digest``). attempts: runs so far (1 + resumes).
         stages: one :class:`StageRun` per stage, in run order.
+        owner: :func:`paddlecd.proc.owner` of the process running it (None in older records),
+            so that a run killed with SIGKILL is told from one still running.
     """
 
     pipeline: str
@@ -104,6 +107,7 @@ class Summary:
     options: Mapping[str, Any] = field(default_factory=dict)
     attempts: int = 0
     stages: tuple[StageRun, ...] = ()
+    owner: str | None = None
 
     def with_stage(self, index: int, **changes: Any) -> Summary:
         """This summary with ``stages[index]`` changed (``status=…``, ``seconds=…``)."""
@@ -148,7 +152,8 @@ class Summary:
                 variants=tuple(data["variants"]), selected_by=data.get("selected_by", ""),
                 base_ref=data.get("base_ref"), options=dict(data.get("options") or {}),
                 attempts=int(data.get("attempts", 0)),
-                stages=tuple(StageRun.from_json(s) for s in data["stages"]))
+                stages=tuple(StageRun.from_json(s) for s in data["stages"]),
+                owner=data.get("owner"))
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             cause = f"{source}: not a pipeline summary ({type(e).__name__}: {e})"
             raise PipelineError(cause, hint) from e

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import secrets
 import threading
 import time
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paddlecd import files, git
+from paddlecd import files, git, proc
 from paddlecd.config import Settings
 from paddlecd.errors import Interrupted, PaddlecdError, PipelineError
 from paddlecd.pipeline import report, stages
@@ -50,6 +51,9 @@ Line = Callable[[str, str, str], None]  # (stage name, variant, line)
 StageRunner = Callable[[stages.StageContext], None]
 
 
+RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{4}")  # new_summary's ids: UTC time, 4 hex
+
+
 def runs_dir(settings: Settings, name: str) -> Path:
     """``<state>/pipelines/<name>``."""
     return settings.state / "pipelines" / name
@@ -62,24 +66,98 @@ def last_run(settings: Settings, name: str) -> tuple[Path, Summary]:
         PipelineError: no run recorded (nothing to resume), or its summary.json is not valid JSON
             or not a summary this paddlecd reads.
     """
-    latest = runs_dir(settings, name) / "latest"
-    path = (
-        runs_dir(settings, name) / latest.read_text().strip() / "summary.json"
-        if latest.exists()
-        else None
-    )
-    if not path or not path.exists():
+    runs = runs_dir(settings, name)
+    latest = runs / "latest"
+    if not latest.exists():
         raise PipelineError(
-            f"no previous run of pipeline '{name}' to resume (nothing under "
-            f"{runs_dir(settings, name)})",
+            f"no previous run of pipeline '{name}' to resume (nothing under {runs})",
             f"start one: invoke pipeline.run {name}",
         )
+    run_id = latest.read_text().strip()
+    path = runs / run_id / "summary.json"
+    if not RUN_ID.fullmatch(run_id) or not path.exists():  # a trial: "../../etc", "nosuchrun"
+        found = sorted(p.parent.name for p in runs.glob("*/summary.json")
+                       if RUN_ID.fullmatch(p.parent.name))
+        raise PipelineError(
+            f"{latest} names {run_id[:80]!r}, which is not a run under {runs}",
+            (f"write the newest run's id into it ({found[-1]}), or " if found else "")
+            + f"start a fresh run: invoke pipeline.run {name}")
     try:
         data = json.loads(path.read_text())
     except ValueError as e:
         raise PipelineError(f"{path}: not valid JSON ({e})",
                             f"start a fresh run: invoke pipeline.run {name}") from e
     return path.parent, Summary.from_json(data, source=str(path))
+
+
+def interrupted(summary: Summary) -> Summary:
+    """``summary`` recorded as interrupted: its running stages too, finished now."""
+    for index, stage in enumerate(summary.stages):
+        if stage.status == "running":
+            summary = summary.with_stage(index, status="interrupted")
+    return dataclasses.replace(summary, status="interrupted", finished=files.now_iso())
+
+
+def close_killed(settings: Settings, name: str) -> str | None:
+    """Record the last run of ``name`` as interrupted when it says "running" but the process
+    that ran it is gone (killed with SIGKILL: nothing of it could write the record), and return
+    its run id; None when there is nothing to close. Called before a fresh run or a resume, so no
+    record claims a run nobody runs (trial 4: a killed run's summary said "running" for good,
+    and ``--resume`` after a fresh run looked only at that one).
+
+    Raises:
+        PipelineError: the last run is running in a live process (a second run now would write
+            the same records).
+    """
+    try:
+        folder, summary = last_run(settings, name)
+    except PipelineError:
+        return None  # no run yet, or a record another message names (resume reads it again)
+    if summary.status != "running" or not summary.owner:
+        return None
+    if not proc.owner_gone(summary.owner):
+        raise PipelineError(f"pipeline '{name}' run {summary.run_id} is running now "
+                            f"(process {summary.owner})",
+                            "wait for it to end, or stop it (Ctrl-C records it as interrupted)")
+    files.write_json(folder / "summary.json", interrupted(summary).to_json())
+    (folder / "summary.md").write_text(report.markdown(interrupted(summary)))
+    return summary.run_id
+
+
+def resume_of(settings: Settings, pdef: PipelineDef, given: tuple[str, ...],
+              options: Mapping[str, Any] | None) -> tuple[Path, Summary, Selection]:
+    """The last run of ``pdef`` as ``--resume`` continues it: its folder, its summary with the
+    options given again on top (e.g. a new ``--version`` after a refused promotion), and its
+    variants. ``pipeline.run --resume --dry-run`` shows the same (a trial: it planned a fresh run).
+
+    Raises:
+        PipelineError: nothing to resume (:func:`last_run`), the stages changed, the run
+            succeeded, or ``given`` variants other than the run's.
+    """
+    name = pdef.name
+    folder, summary = last_run(settings, name)
+    resumable(pdef, summary)
+    if summary.status == "succeeded":
+        raise PipelineError(f"run {summary.run_id} of '{name}' succeeded: nothing to resume",
+                            f"start a fresh run: invoke pipeline.run {name} …")
+    if given and set(given) != set(summary.variants):
+        raise PipelineError(
+            f"--resume continues run {summary.run_id} for its variants "
+            f"({', '.join(summary.variants)}), not {', '.join(given)}",
+            f"drop --variant, or start a fresh run: invoke pipeline.run {name} --variant …",
+        )
+    merged = {**summary.options, **{k: v for k, v in (options or {}).items() if v}}
+    return (folder, dataclasses.replace(summary, options=merged),
+            Selection(summary.variants, f"resumed run {summary.run_id}"))
+
+
+def resume_lines(summary: Summary) -> list[str]:
+    """What a resume of ``summary`` runs again: ``resume run <id> (interrupted): from stage
+    verify (stages before it reused)``."""
+    todo = [s.name for s in summary.stages if s.status != "succeeded"]
+    first = f"from stage {todo[0]}" if todo else "no stage left"
+    return [f"resume run {summary.run_id} ({summary.status}): {first} "
+            f"({len(summary.stages) - len(todo)} succeeded stage(s) reused)"]
 
 
 def new_summary(
@@ -142,7 +220,8 @@ class Runner:
     def run(self) -> Summary:
         """Run every stage not yet succeeded; stop after the first failed stage. Returns the
         summary."""
-        self._update(attempts=self.summary.attempts + 1, status="running", finished=None)
+        self._update(attempts=self.summary.attempts + 1, status="running", finished=None,
+                     owner=proc.owner())
         self.save()
         self._event("pipeline.start", status="running", variants=self.summary.variants)
         try:
@@ -166,11 +245,7 @@ class Runner:
     def _interrupted(self) -> Interrupted:
         """Record the run (and the stage it was in) as interrupted, so ``--resume`` continues it."""
         with self.lock:
-            for index, stage in enumerate(self.summary.stages):
-                if stage.status == "running":
-                    self.summary = self.summary.with_stage(index, status="interrupted")
-            self.summary = dataclasses.replace(self.summary, status="interrupted",
-                                               finished=files.now_iso())
+            self.summary = interrupted(self.summary)
         self.save()
         self._event("pipeline.end", status="interrupted",
                     summary=str(self.folder / "summary.json"))
@@ -328,28 +403,17 @@ def run(
         ConfigError: unknown variant, unknown base ref.
     """
     pdef = pipeline_spec.load(settings, name)
+    closed = close_killed(settings, name)
+    notes = [f"run {closed} was killed while running: recorded as interrupted"] if closed else []
     if resume:
-        folder, summary = last_run(settings, name)
-        resumable(pdef, summary)
-        if summary.status == "succeeded":
-            raise PipelineError(f"run {summary.run_id} of '{name}' succeeded: nothing to resume",
-                                f"start a fresh run: invoke pipeline.run {name} …")
-        if given and set(given) != set(summary.variants):
-            raise PipelineError(
-                f"--resume continues run {summary.run_id} for its variants "
-                f"({', '.join(summary.variants)}), not {', '.join(given)}",
-                f"drop --variant, or start a fresh run: invoke pipeline.run {name} --variant …",
-            )
-        selection = Selection(summary.variants, f"resumed run {summary.run_id}")
-        # options given again win (e.g. a new --version after a refused promotion); the rest are
-        # reused
-        options = {**summary.options, **{k: v for k, v in (options or {}).items() if v}}
-        summary = dataclasses.replace(summary, options=options)
+        folder, summary, selection = resume_of(settings, pdef, given, options)
+        options = summary.options
+        notes += resume_lines(summary)
     else:
         selection = select(settings, pdef, given, base_ref)
         summary = new_summary(pdef, selection, settings, options or {}, base_ref)
         folder = runs_dir(settings, name) / summary.run_id
-    on_plan(plan_lines(pdef, selection, settings, options))
+    on_plan(notes + plan_lines(pdef, selection, settings, options))
     runner = Runner(
         settings, pdef, summary, folder, on_event=on_event, on_line=on_line, kinds=kinds
     )
