@@ -258,6 +258,30 @@ def test_keygen_never_overwrites_and_keeps_the_private_key_private(tmp_path):
     assert private.stat().st_mode & 0o777 == 0o600 and b"PUBLIC KEY" in public.read_bytes()
     with pytest.raises(SigningKeyError, match="exists already"):
         keys.keygen(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [keys.PRIVATE_NAME, keys.PUBLIC_NAME]
+
+
+def test_a_keygen_killed_between_its_two_files_is_completed_by_the_next(tmp_path):
+    """Trial 4: keygen killed after its private key left it alone, and every re-run refused it
+    ("exists already; keys are never overwritten") though there was no pair. The re-run writes
+    the public key of that private key; a temp file of a kill before the link is swept."""
+    private, public = keys.keygen(tmp_path / "k")
+    want = public.read_bytes()
+    public.unlink()
+    (tmp_path / "k" / ".keygen-abc.tmp").write_bytes(b"half a key")
+    notes = []
+    assert keys.keygen(tmp_path / "k", note=notes.append) == (private, public)
+    assert public.read_bytes() == want and notes == [
+        f"{private} had no public key (an interrupted keygen): wrote its {keys.PUBLIC_NAME}"]
+    assert sorted(p.name for p in (tmp_path / "k").iterdir()) == [keys.PRIVATE_NAME,
+                                                                   keys.PUBLIC_NAME]
+    private.unlink()  # a lone public key is not completed: its private key is gone
+    with pytest.raises(SigningKeyError, match="a public key without its private key"):
+        keys.keygen(tmp_path / "k")
+    public.unlink()
+    private.write_bytes(b"not a key")
+    with pytest.raises(SigningKeyError, match="no .* beside it.*not an unencrypted PEM"):
+        keys.keygen(tmp_path / "k")
 
 
 def test_the_pem_secret_is_no_setting(tmp_path):
@@ -362,18 +386,19 @@ def test_keygen_on_a_full_disk_leaves_no_key_and_names_the_file(tmp_path, monkey
     left on the device" naming no file (a write's OSError carries none)."""
     import errno
     import os
-    from pathlib import Path as P
 
     from paddlecd.cli.common import os_error_text
     from paddlecd.signing import keys as signing_keys
 
-    def full(*_a, **_k):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    real_fsync, calls = os.fsync, []
 
-    if failing == "private":
-        monkeypatch.setattr(os, "fsync", full)
-    else:
-        monkeypatch.setattr(P, "write_bytes", full)
+    def full(fd):  # the private key's fsync is the first, the public key's the second
+        calls.append(fd)
+        if len(calls) == (1 if failing == "private" else 2):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full)
     folder = tmp_path / "keys"
     with pytest.raises(OSError) as e:
         signing_keys.keygen(folder)

@@ -25,7 +25,8 @@ def keygen(c, out=None):
     """
     from paddlecd.signing import keys
 
-    private, public = keys.keygen(Path(out) if out else keys.state_pair(settings())[0].parent)
+    private, public = keys.keygen(Path(out) if out else keys.state_pair(settings())[0].parent,
+                                  note=say)
     result(f"private key: {private} (secret: verify.signing_key or $PADDLECD_SIGNING_KEY)\n"
            f"public key:  {public} (commit it; list it in release.trusted_keys)\n"
            f"key id:      {keys.key_id(public)} (as evidence.show, promote, doctor and upload "

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import SigningKeyError
+from paddlecd.types import Echo
 
 ENV_PEM = "PADDLECD_SIGNING_KEY"
 PRIVATE_NAME, PUBLIC_NAME = "paddlecd-signing.key", "paddlecd-signing.pub"
@@ -77,15 +79,22 @@ def named(public: ec.EllipticCurvePublicKey) -> SSlibKey:
     return SSlibKey.from_crypto(public, keyid=fingerprint(public))
 
 
-def keygen(folder: Path) -> tuple[Path, Path]:
+def keygen(folder: Path, *, note: Echo | None = None) -> tuple[Path, Path]:
     """Write a fresh ECDSA P-256 pair into ``folder`` (created): private key mode 0600.
 
+    Each file appears whole or not at all (a temp file in the folder, fsync, then a hard link to
+    its name, which never replaces a file), the private key first. A keygen killed between the
+    two (trial 4: a lone private key that every re-run refused as "exists already") is
+    completed by the next: a lone private key that parses gets its public key.
+
     Returns:
-        ``(private key path, public key path)``.
+        ``(private key path, public key path)``; ``note`` is told when only the public key was
+        written, for a private key an interrupted keygen left.
 
     Raises:
         SigningKeyError: ``folder`` is a file, the root, a system folder or inside one
-            (:func:`files.place_problem`), or a key file exists there already (never overwritten).
+            (:func:`files.place_problem`); the pair exists, or a lone public key, or a lone
+            private key that is no P-256 key (never overwritten).
     """
     if folder.exists() and not folder.is_dir():
         raise SigningKeyError(f"--out {folder} is a file, not a folder",
@@ -95,32 +104,48 @@ def keygen(folder: Path) -> tuple[Path, Path]:
         raise SigningKeyError(f"--out {folder} {problem}: no place for a private key",
                               "name a folder of the project's or yours, e.g. ~/.paddlecd/keys")
     private, public = folder / PRIVATE_NAME, folder / PUBLIC_NAME
-    for path in (private, public):
-        if path.exists():
-            raise SigningKeyError(
-                f"{path} exists already; keys are never overwritten",
-                "use another --out folder, or remove the old pair on purpose",
-            )
+    for leftover in folder.glob(".keygen-*.tmp"):  # a keygen killed before its link
+        leftover.unlink(missing_ok=True)
+    if public.exists():
+        what = "the pair exists" if private.exists() else "a public key without its private key"
+        raise SigningKeyError(f"{public} exists already ({what}); keys are never overwritten",
+                              "use another --out folder, or remove the old pair on purpose")
+    if private.exists():  # an interrupted keygen: its key was linked whole, the .pub never was
+        signer = _signer(_read(private, "private key"), f"{private} (no {PUBLIC_NAME} beside it)")
+        _write_new(public, public_pem(signer.public_key), 0o644)
+        if note:
+            note(f"{private} had no public key (an interrupted keygen): wrote its {PUBLIC_NAME}")
+        return private, public
     folder.mkdir(parents=True, exist_ok=True)
     signer = CryptoSigner.generate_ecdsa()
-    made: list[Path] = []
-    try:  # a pair or nothing: a 0-byte key left by a full disk blocked the next keygen
-        fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        made.append(private)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(signer.private_bytes)
-            fh.flush()
-            os.fsync(fh.fileno())
-        made.append(public)
-        public.write_bytes(public_pem(signer.public_key))
-    except OSError as e:
-        for path in made:
-            with contextlib.suppress(OSError):
-                path.unlink()
-        if e.filename is None:  # a write()'s error names no file: the message names it
-            e.filename = str(made[-1] if made else private)
+    _write_new(private, signer.private_bytes, 0o600)
+    try:
+        _write_new(public, public_pem(signer.public_key), 0o644)
+    except OSError:  # a pair or nothing: a full disk between the two removes the key again
+        private.unlink(missing_ok=True)
         raise
     return private, public
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Write ``path`` whole or not at all, never over an existing file: a temp file beside it
+    (``O_EXCL``, ``mode``), fsync, ``link(2)`` to the name (EEXIST if it is there), unlink the
+    temp file. An OSError names ``path`` (a write's error names no file)."""
+    fd, tmp = tempfile.mkstemp(prefix=".keygen-", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)  # mkstemp makes 0600: the public key is for everyone to read
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)
+    except OSError as e:
+        if e.filename is None or e.filename == tmp:
+            e.filename = str(path)
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def key_id(path: Path) -> str:
