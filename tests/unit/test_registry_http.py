@@ -25,6 +25,8 @@ from paddlecd.registry.client import RegistryClient
 class Stub(http.server.BaseHTTPRequestHandler):
     seen: list[tuple[str, str, str]] = []
     failures: list[int] = []
+    challenge: str | None = None  # another WWW-Authenticate than the good one
+    token_answer: tuple[int, bytes, str] | None = None  # another answer of /token
 
     def log_message(self, *args):  # keep test output clean
         pass
@@ -41,6 +43,9 @@ class Stub(http.server.BaseHTTPRequestHandler):
         url = urlparse(self.path)
         auth = self.headers.get("Authorization", "")
         Stub.seen.append((url.path, url.query, auth))
+        if url.path == "/token" and Stub.token_answer:
+            status, body, ctype = Stub.token_answer
+            return self._send(status, body, {"Content-Type": ctype})
         if url.path == "/token":
             ok = auth == "Basic " + base64.b64encode(b"bot:pw").decode()
             q = parse_qs(url.query)
@@ -53,10 +58,8 @@ class Stub(http.server.BaseHTTPRequestHandler):
             return self._send(Stub.failures.pop(0))  # no Retry-After: the client's own backoff
         if auth != "Bearer T0K":
             realm = f"http://{self.headers['Host']}/token"
-            return self._send(
-                401,
-                headers={"WWW-Authenticate": f'Bearer realm="{realm}",service="stub",scope="x"'},
-            )
+            good = f'Bearer realm="{realm}",service="stub",scope="x"'
+            return self._send(401, headers={"WWW-Authenticate": Stub.challenge or good})
         return self._send(200, json.dumps({"name": "ci/p", "tags": ["a"]}).encode())
 
 
@@ -64,7 +67,7 @@ class Stub(http.server.BaseHTTPRequestHandler):
 def stub():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    Stub.seen, Stub.failures = [], []
+    Stub.seen, Stub.failures, Stub.challenge, Stub.token_answer = [], [], None, None
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
@@ -96,3 +99,32 @@ def test_gives_up_after_retries_with_status(stub):
     with pytest.raises(RegistryError, match="HTTP 503"):
         c.list_tags("ci/p")
     assert len(Stub.failures) == 8
+
+
+@pytest.mark.parametrize("challenge", [
+    "Bearer realm=,service", 'Bearer realm="ftp://127.0.0.1:1/token",service="reg"',
+    'Bearer service="reg",scope="x"'])
+def test_a_bearer_challenge_without_an_http_realm_is_named_as_the_registry_s(stub, challenge):
+    """Trial 4: realm= was "token service  unreachable: Invalid URL ''", an ftp realm "No
+    connection adapters", no realm "no credentials: run docker login" — none is the network or
+    the login; the registry's challenge is malformed."""
+    Stub.challenge = challenge
+    c = RegistryClient(stub, insecure=True, credentials=Credentials("bot", "pw"))
+    with pytest.raises(RegistryError) as e:
+        c.list_tags("ci/p")
+    assert e.value.cause.startswith(f"{stub} asked for a Bearer token, but its WWW-Authenticate "
+                                    "names no http(s) realm")
+    assert challenge in e.value.cause and "token auth configuration" in e.value.hint
+    assert e.value.exit_code == 5 and [p for p, _, _ in Stub.seen] == ["/v2/ci/p/tags/list"]
+
+
+def test_a_token_service_answering_a_page_is_named_with_exit_5(stub):
+    """Trial 4: a 200 with an SSO page was "Expecting value: line 1 column 1 (char 0)", hint
+    "check the path" (exit 2), or promote's "JSONDecodeError" (exit 7)."""
+    Stub.token_answer = (200, b"<html><body>Sign in to continue</body></html>", "text/html")
+    c = RegistryClient(stub, insecure=True, credentials=Credentials("bot", "pw"))
+    with pytest.raises(RegistryError) as e:
+        c.list_tags("ci/p")
+    assert e.value.cause.startswith(f"token service http://{stub}/token: HTTP 200 from {stub} "
+                                    "is not valid JSON (text/html")
+    assert e.value.exit_code == 5

@@ -312,13 +312,23 @@ class Transport:
 
     def _authenticate(self, resp: requests.Response, scopes: list[str]) -> bool:
         """Answer a 401 challenge; False when there is nothing new to try (the 401 stands)."""
-        challenge = parse_challenge(resp.headers.get("WWW-Authenticate", ""))
+        header = resp.headers.get("WWW-Authenticate", "")
+        challenge = parse_challenge(header)
         if challenge.scheme == "basic":
             if self._basic or not self.credentials:
                 return False
             self._basic = True
             return True
-        if challenge.scheme == "bearer" and "realm" in challenge.params:
+        if challenge.scheme == "bearer":
+            realm = str(challenge.params.get("realm") or "")
+            if not re.match(r"https?://[^/\s]", realm):  # the token auth spec's realm is a URL
+                # a trial: realm= was "token service  unreachable: Invalid URL", no realm was
+                # "no credentials: run docker login", neither of which login or a network fixes
+                raise RegistryError(
+                    f"{self.host} asked for a Bearer token, but its WWW-Authenticate names no "
+                    f"http(s) realm ({header[:200]!r})",
+                    "check the registry's (or a proxy's in front of it) token auth "
+                    "configuration: the challenge needs realm=\"https://…\"")
             self._tokens[frozenset(scopes)] = self._fetch_token(challenge, scopes)
             return True
         return False
@@ -355,8 +365,10 @@ class Transport:
                 f"{self.host}: the token service refused the credentials (HTTP {resp.status_code})",
                 self._login_hint(),
             )
-        body = resp.json() if resp.status_code == 200 else {}
-        token = body.get("token") or body.get("access_token")
+        # a trial: a 200 with an SSO page was "Expecting value: line 1 column 1", exit 2 or 7
+        body = _json_of(resp, f"token service {realm}", self.host) if resp.status_code == 200 \
+            else {}
+        token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
         if not token:
             raise RegistryError(
                 f"{self.host}: the token service answered HTTP {resp.status_code} without a token",
