@@ -390,6 +390,9 @@ def test_manifests_match_the_golden_file():
         (["--cluster", "k8s", "--nodes", "600", "--dry-run"], "--nodes 600 is outside 1..512"),
         (["--nodes", "600"], "--nodes 600 is outside 1..512"),
         (["--nodes", "0"], "--nodes 0: a run needs at least 1 node"),
+        # trial 4: --kind job without --cluster k8s ran the local suite, the flag dropped
+        (["--kind", "job"], "--kind job is for --cluster k8s"),
+        (["--nodes", "2", "--kind", "paddlejob"], "--kind paddlejob is for --cluster k8s"),
     ],
 )
 def test_bad_verify_flags_exit_2_before_any_request(tmp_path, args, cause):

@@ -200,7 +200,7 @@ def verify(
     nodes=None,
     cluster="local",
     gpus_per_node=None,
-    kind="job",
+    kind=None,
     dry_run=False,
     verbose=False,
     models=False,
@@ -234,6 +234,10 @@ def verify(
         files.refuse_output_place(out, "--out", folder=True)
     given = count("nodes", nodes)  # invoke passes a string (default None): parsed and checked
     nodes, gpus = 1 if given is None else given, count("gpus-per-node", gpus_per_node)
+    if kind is not None and cluster != "k8s":  # a trial: --kind job without k8s was dropped
+        raise ConfigError(f"--kind {kind} is for --cluster k8s",
+                          "drop --kind, or add --cluster k8s")
+    kind = kind or "job"
     smoke.check_where(nodes, cluster, kind, gpus, dry_run=dry_run)
     if dry_run:
         return _verify_manifests(variant, image, nodes, gpus, kind, json)
