@@ -494,3 +494,41 @@ def test_an_unknown_flag_exits_2_with_the_hint_from_the_command_line():
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.splitlines() == ["error: release.list: unknown flag '--jsno'",
                                        "hint: did you mean --json? see: invoke --help release.list"]
+
+
+def test_a_smoke_check_the_report_lacks_is_a_failed_check(tmp_path):
+    """Trial 4: an image's PYTEST_ADDOPTS deselected the export check and verify passed with
+    "8 passed, 2 skipped"; a check of smoke/ the report does not hold fails the run."""
+    s = config.load({"state_dir": str(tmp_path / "s")}, root=ROOT, environ={})
+    every = [c.name for c in suite.read(ROOT / "smoke", gpu=False)]
+    reported = [evidence.Check(name=n, passed=True) for n in every
+                if n != "export/test_jit_save_load_and_inference"]
+    missing = smoke.not_run(s, reported, gpu=False)
+    assert [(c.name, c.passed) for c in missing] == [
+        ("export/test_jit_save_load_and_inference", False)]
+    assert "deselected or not collected" in missing[0].message
+    cases = [evidence.Check(name=f"{n}[2]", passed=True) for n in every]  # parametrized
+    assert smoke.not_run(s, cases, gpu=False) == []
+
+
+def test_a_suite_that_wrote_no_report_says_so_in_one_line(tmp_path, monkeypatch):
+    """Trial 4: an image whose pytest wrote no junit.xml was "smoke suite did not run (exit 0)"
+    though pytest printed "9 passed, 2 skipped", with 8 lines of output in the hint (so the
+    error was not the last two lines). The engine is replaced: this is the judging, not the run."""
+    import contextlib
+    import types
+
+    from paddlecd import engine
+    from paddlecd.errors import VerifyError
+
+    monkeypatch.setattr(engine, "remove_containers", lambda labels: [])
+    monkeypatch.setattr(engine, "container", lambda spec: contextlib.nullcontext(None))
+    monkeypatch.setattr(engine, "wait", lambda c, **kw: types.SimpleNamespace(
+        exit_code=0, logs="collected 11 items\n\n9 passed, 2 skipped in 20.1s\n\n"))
+    s = config.load({"state_dir": str(tmp_path / "s")}, root=ROOT, environ={})
+    with pytest.raises(VerifyError) as e:
+        smoke._one_container(s, "r@sha256:" + "a" * 64, {}, tmp_path, None, key=tmp_path)
+    assert e.value.cause == ("the smoke suite wrote no junit.xml in r@sha256:" + "a" * 64
+                             + " (container exit 0; last line: '9 passed, 2 skipped in 20.1s')")
+    assert e.value.hint == f"see {tmp_path / 'smoke.log'}"
+    assert "9 passed" in (tmp_path / "smoke.log").read_text()

@@ -148,6 +148,11 @@ def smoke_container(
         "SMOKE_REPEAT": str(settings.verify.repeat),  # the timed parts (smoke/_figures.py)
         "SMOKE_OUT": "/out",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # the suite's pytest takes its options from SMOKE_CMD only: an image's ENV must not
+        # deselect a check or drop the JUnit report (a trial: PYTEST_ADDOPTS="--deselect=…"
+        # verified an image whose export check never ran; pytest reads both variables)
+        "PYTEST_ADDOPTS": "",
+        "PYTEST_PLUGINS": "",
     }
     gpus: tuple[str, ...] | str | None = None
     if gpu:  # GPU-only: all (or the pinned) cards and host IPC for NCCL's shared-memory transport
@@ -559,19 +564,36 @@ def _one_container(
     with engine.container(dataclasses.replace(spec, labels={**spec.labels, **out_label(key)})) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
     (out / "smoke.log").write_text(finished.logs)
-    if not (out / "junit.xml").exists():
-        tail = "\n".join(finished.logs.splitlines()[-15:])
+    if not (out / "junit.xml").exists():  # the log holds the output; the hint stays one line
+        last = next((line for line in reversed(finished.logs.splitlines()) if line.strip()), "")
         raise VerifyError(
-            f"smoke suite did not run in {reference} (exit {finished.exit_code})",
-            f"container output:\n{tail}",
+            f"the smoke suite wrote no junit.xml in {reference} (container exit "
+            f"{finished.exit_code}; last line: {last[:160]!r})",
+            f"see {out / 'smoke.log'}",
         )
     try:
-        return finished.exit_code == 0, parse_junit(out / "junit.xml")
+        checks = parse_junit(out / "junit.xml")
     except ET.ParseError as e:
         raise VerifyError(
             f"the smoke suite's {out / 'junit.xml'} is not valid XML ({e})",
             f"the run was cut short; see {out / 'smoke.log'}",
         ) from e
+    missing = not_run(settings, checks, gpu=labels.get("io.paddlecd.device") == "gpu")
+    return finished.exit_code == 0 and not missing, checks + missing
+
+
+def not_run(settings: Settings, checks: list[evidence.Check], *, gpu: bool
+            ) -> list[evidence.Check]:
+    """A failed check for each test of ``smoke/`` (:func:`paddlecd.verify.suite.read`) that the
+    run's report does not hold: deselected or not collected, so it proved nothing (a skip is
+    reported, and stays a skip). Parametrized cases (``test_x[2]``) count for ``test_x``."""
+    from paddlecd.verify import suite
+
+    reported = {c.name.split("[", 1)[0] for c in checks}
+    return [evidence.Check(name=c.name, passed=False,
+                           message="not run: the report has no such case (deselected or not "
+                                   "collected in the image)")
+            for c in suite.read(settings.root / "smoke", gpu=gpu) if c.name not in reported]
 
 
 def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | None = None) -> str:
