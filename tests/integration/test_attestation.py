@@ -460,6 +460,19 @@ def test_evidence_show_fails_when_every_attestation_is_rejected_and_reads_a_tag(
     assert "error: none of the 1 attestation(s) of" in shown.stderr
 
 
+def test_evidence_show_fails_when_every_signed_run_failed(project):
+    """Trial 4: an image whose every verify run FAILED was listed and exit 0, so
+    ``evidence.show X && deploy X`` went ahead."""
+    digest = push_image(project.client, project.settings.registry.repository, "all-failed")
+    project.evidence(digest, passed=False)
+    ref = f"{project.settings.candidate_repo}@{digest}"
+    shown = _invoke(project, "evidence.show", ref)
+    assert shown.returncode == 7, shown.stdout + shown.stderr
+    assert "(FAILED)" in shown.stdout and "(PASSED)" not in shown.stdout
+    assert shown.stderr.splitlines()[-2] == (f"error: no passing verify run of {ref}: 1 signed "
+                                             "run(s), it failed")
+
+
 # ------------------------------------------------------------------ the figure: bytes on the wire
 
 

@@ -8,7 +8,12 @@ from pathlib import Path
 from invoke import task
 
 from paddlecd.cli.common import guarded, result, say, settings
-from paddlecd.errors import AttestationError, NoAttestationError, SigningKeyError
+from paddlecd.errors import (
+    AttestationError,
+    AttestedFailureError,
+    NoAttestationError,
+    SigningKeyError,
+)
 
 
 @task(help={"out": "folder for the new key pair (created; an existing pair is never overwritten; "
@@ -81,6 +86,13 @@ def show(c, target):
     hint = "see the REJECTED lines; trusted keys: release.trusted_keys (or the state folder's pair)"
     if all(run.problem for run in runs):  # shown, and still a failed check
         raise AttestationError(f"none of the {len(runs)} attestation(s) of {ref} verifies", hint)
+    verified = [run.verified for run in runs if run.verified]
+    if verified and not any(v.passed for v in verified):  # a trial: exit 0, so `show && deploy`
+        raise AttestedFailureError(                          # went ahead on a failed image
+            f"no passing verify run of {ref}: {len(verified)} signed run(s), "
+            f"{'all' if len(verified) > 1 else 'it'} failed",
+            "see the FAILED lines above; fix the image and run: invoke verify --image "
+            "<repo>@<digest>")
     bad = [p for p in built if p.problem]
     if bad:
         raise AttestationError(f"the provenance {bad[0].location} of {ref} does not verify: "
