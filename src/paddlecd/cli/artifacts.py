@@ -9,7 +9,7 @@ from invoke import task
 
 from paddlecd import files
 from paddlecd.cli import common, view
-from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings
+from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings, warn
 from paddlecd.errors import ConfigError
 
 STORE_HELP = (
@@ -241,6 +241,9 @@ def check(
     else:
         for case in record.cases:
             say(f"  {'ok  ' if case.passed else 'FAIL'} {case.name}: {case.message[:120]}")
+    if record.limited and (rtol is not None or atol is not None):  # a trial: named as applied
+        warn(f"--rtol/--atol: {record.model} has no reference outputs, so nothing was compared "
+             "within them", "export reference_outputs.npz beside the model to compare outputs")
     error = record.error()
     if error:
         raise error
@@ -279,10 +282,12 @@ def _check_options(*, image, batch, rtol, atol, no_pir, onnx, onnx_opset, onnx_r
 
 
 def _check_line(record) -> str:
-    """The one summary line of a passed check (Paddle and ONNX parity tolerances)."""
+    """The one summary line of a passed check (Paddle and ONNX parity tolerances; none when no
+    output was compared)."""
+    within = "" if record.limited else f", rtol {record.rtol:g}, atol {record.atol:g}"
     return (
         f"{record.status}: {record.model} in {record.image} "
-        f"(Paddle {record.paddle_version}, rtol {record.rtol:g}, atol {record.atol:g})"
+        f"(Paddle {record.paddle_version}{within})"
         + (f"; onnx {record.onnx.path} opset {record.onnx.opset}, parity "
            f"{record.onnx.parity} (rtol {record.onnx.rtol:g}, atol {record.onnx.atol:g})"
            if record.onnx else "")
