@@ -268,3 +268,13 @@ def test_more_cpus_than_this_machine_has_is_refused_for_local_at_planning(tmp_pa
 def test_a_folder_inside_a_home_folder_is_fine(tmp_path):
     spec = jobfile.load(write(tmp_path, data={"path": "/home/alice/data", "mountPath": "/data"}))
     assert spec.data.path == "/home/alice/data"
+
+
+@pytest.mark.parametrize("name", ["TRAIN_MODEL", "PADDLE_MASTER", "JOB_COMPLETION_INDEX", "HOME",
+                                  "PADDLECD_MODEL"])
+def test_a_job_env_naming_a_variable_paddlecd_sets_is_refused(tmp_path, name):
+    """Trial 4: env TRAIN_MODEL sent the export outside the output mount ("left no model"), env
+    PADDLE_MASTER pointed the ranks at another rendezvous than the launcher's --master."""
+    with pytest.raises(ConfigError, match=f"env {name} is set by paddlecd itself"):
+        jobfile.load(write(tmp_path, env={name: "x", "MY_FLAG": "1"}))
+    assert dict(jobfile.load(write(tmp_path, env={"MY_FLAG": "1"})).env) == {"MY_FLAG": "1"}

@@ -8,6 +8,7 @@ reviewed by hand once (regenerate with PADDLECD_UPDATE_GOLDEN=1, then review the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import os
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 import yaml
 
 from paddlecd.cluster import jobfile
-from paddlecd.cluster.render import DEPRECATED_TRAIN_ENV, Target, launch_argv, render
+from paddlecd.cluster.render import DEPRECATED_TRAIN_ENV, Target, environment, launch_argv, render
 from paddlecd.errors import ConfigError
 
 from support import ROOT
@@ -295,3 +296,15 @@ def test_a_claim_output_is_made_writable_by_fsgroup_without_root(kind):
     assert "initContainers" not in pod
     assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsUser"] == 2000
     assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+
+
+@pytest.mark.parametrize("kind", ["job", "paddlejob"])
+def test_every_variable_paddlecd_sets_is_reserved_from_the_job_file(kind):
+    """jobfile.RESERVED_ENV is what the renderer sets: a name added to environment() is reserved
+    from the job file's env too (trial 4: env TRAIN_MODEL and PADDLE_MASTER replaced ours)."""
+    spec = jobfile.load(JOBS[0])
+    ours = set(environment(dataclasses.replace(spec, env=()), target_for(spec), "x-1"))
+    assert ours | {"JOB_COMPLETION_INDEX"} == jobfile.RESERVED_ENV
+    set_in_pods = {e["name"] for m in manifests(JOBS[0], kind) for c in _containers(m)
+                   for e in c["env"]}
+    assert set_in_pods - {e for e, _ in spec.env} <= jobfile.RESERVED_ENV

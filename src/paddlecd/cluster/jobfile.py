@@ -31,6 +31,19 @@ INT64_MAX = 2**63 - 1
 MIN_MEMORY = 6 * 1024 * 1024
 
 
+# The training script's contract: TRAIN_*. Not PADDLECD_*, which names settings, and
+# not PADDLE_*, which belongs to Paddle itself (paddle.distributed.launch reads PADDLE_JOB_ID,
+# PADDLE_MASTER…; context/args_envs.py) and is left to the PaddleJob operator (render._paddlejob).
+TRAIN_ENV = ("TRAIN_OUTPUT", "TRAIN_MODEL", "TRAIN_CHECKPOINT_DIR", "TRAIN_RELEASE", "TRAIN_IMAGE")
+# Deprecated since 0.2, removed in 0.3: the names scripts read before TRAIN_* (README "Deploy").
+DEPRECATED_TRAIN_ENV = {name: "PADDLECD_" + name.removeprefix("TRAIN_") for name in TRAIN_ENV}
+# Every variable paddlecd sets on a node (render.environment, and the Indexed Job's
+# JOB_COMPLETION_INDEX): a job file's env may not replace them (a trial: env TRAIN_MODEL sent
+# the export outside the output mount, PADDLE_MASTER another rendezvous than the launcher's).
+RESERVED_ENV = frozenset({"PADDLE_MASTER", "PADDLE_NNODES", "PADDLE_JOB_ID", "PYTHONUNBUFFERED",
+                          "HOME", "JOB_COMPLETION_INDEX", *TRAIN_ENV,
+                          *DEPRECATED_TRAIN_ENV.values()})
+
 @dataclass(frozen=True)
 class Volume:
     """A mounted folder: exactly one of ``path`` (absolute host folder) or ``claim`` (PVC / Docker
@@ -154,12 +167,27 @@ def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> J
         active_deadline_seconds=data.get("activeDeadlineSeconds", 86400),
         port=data.get("port", 36543),
         run_as_user=data.get("runAsUser", 1000),
-        env=tuple((k, _env_value(v)) for k, v in data.get("env", {}).items()),
+        env=tuple((k, _env_value(v)) for k, v in _own_env(data.get("env", {}), source).items()),
         source=source,
     )
     check_quantities(spec)
     check_paths(spec)
     return spec
+
+
+def _own_env(env: dict[str, Any], source: str) -> dict[str, Any]:
+    """The job file's ``env``, refused when it names a variable paddlecd sets
+    (:data:`RESERVED_ENV`).
+
+    Raises:
+        ConfigError: naming the first such key and the file.
+    """
+    taken = sorted(set(env) & RESERVED_ENV)
+    if taken:
+        raise ConfigError(f"{source}: env {taken[0]} is set by paddlecd itself",
+                          "drop it from env: a script reads TRAIN_* and PADDLE_* as paddlecd sets "
+                          "them (docs/guides/deploy.md)")
+    return env
 
 
 def within_schema(flag: str, value: int | None, *keys: str) -> None:

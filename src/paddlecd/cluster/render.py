@@ -25,7 +25,12 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from paddlecd.cluster.jobfile import JobSpec, Volume
+from paddlecd.cluster.jobfile import (  # noqa: F401 (TRAIN_ENV re-exported)
+    DEPRECATED_TRAIN_ENV,
+    TRAIN_ENV,
+    JobSpec,
+    Volume,
+)
 from paddlecd.errors import ConfigError
 from paddlecd.registry.reference import parse_reference
 from paddlecd.types import KubeObject
@@ -154,12 +159,6 @@ def environment(spec: JobSpec, target: Target, job_id: str) -> dict[str, str]:
     }
 
 
-# The training script's contract: TRAIN_*. Not PADDLECD_*, which names settings, and
-# not PADDLE_*, which belongs to Paddle itself (paddle.distributed.launch reads PADDLE_JOB_ID,
-# PADDLE_MASTER…; context/args_envs.py) and is left to the PaddleJob operator (see _paddlejob).
-TRAIN_ENV = ("TRAIN_OUTPUT", "TRAIN_MODEL", "TRAIN_CHECKPOINT_DIR", "TRAIN_RELEASE", "TRAIN_IMAGE")
-# Deprecated since 0.2, removed in 0.3: the names scripts read before TRAIN_* (README "Deploy").
-DEPRECATED_TRAIN_ENV = {name: "PADDLECD_" + name.removeprefix("TRAIN_") for name in TRAIN_ENV}
 
 
 def render(
