@@ -339,7 +339,8 @@ def test_push_refuses_an_unwritable_state_folder_before_pushing(registry_env, tm
     tag = f"{settings.candidate_repo}:cpu-{uuid.uuid4().hex[:7]}"
     engine.import_rootfs(_tiny_rootfs(tmp_path), tag)
     (state / "builds").mkdir(parents=True)
-    (state / "builds" / "cpu.json").write_text(json.dumps({"tag": tag}))
+    record = {"tag": tag, "base": "b@sha256:" + "1" * 64}  # what push reads of a build record
+    (state / "builds" / "cpu.json").write_text(json.dumps(record))
     (state / "candidates").write_text("a file where the candidates folder belongs")
     try:
         with pytest.raises(ConfigError, match="cannot write to the state folder"):

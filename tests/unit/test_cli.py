@@ -50,7 +50,7 @@ def test_push_refuses_a_build_tagged_for_another_registry(tmp_path):
     )
     (tmp_path / "builds").mkdir()
     (tmp_path / "builds" / "cpu.json").write_text(
-        json.dumps({"tag": "127.0.0.1:5000/paddlecd/paddle:cpu-abc1234"})
+        json.dumps({"tag": "127.0.0.1:5000/paddlecd/paddle:cpu-abc1234", "base": "b@sha256:1"})
     )
     with pytest.raises(ConfigError) as e:
         publish.last_build_tag(s, "cpu")
@@ -58,6 +58,22 @@ def test_push_refuses_a_build_tagged_for_another_registry(tmp_path):
         "not for registry.example:5000/paddlecd/paddle" in e.value.cause
         and "invoke build push" in e.value.hint
     )
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ('{"a":', "not valid JSON"), ("[1]", "not a build record (a JSON object)"),
+    ("{}", "'tag' is missing or not a string"),
+    ('{"tag": "r:t", "base": 5}', "'base' is missing or not a string")])
+def test_push_names_a_broken_build_record(tmp_path, text, why):
+    """Trial 4: push (and its --dry-run) gave JSONDecodeError, TypeError and KeyError tracebacks
+    for a builds/<variant>.json that was cut, a list or empty."""
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "builds" / "cpu.json").write_text(text)
+    with pytest.raises(ConfigError) as e:
+        publish.last_build_tag(s, "cpu")
+    assert e.value.cause.startswith(f"{tmp_path / 'builds' / 'cpu.json'}: {why}")
+    assert e.value.hint == "build again: invoke build --variant cpu"
 
 
 def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):

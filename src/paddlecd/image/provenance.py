@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from paddlecd.config import Settings
-from paddlecd.errors import AttestationError, SubjectError
+from paddlecd.errors import AttestationError, ConfigError, SubjectError
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient, client_for
 from paddlecd.registry.reference import parse_reference
@@ -192,5 +192,22 @@ def find(client: RegistryClient, repository: str, digest: str,
 
 
 def read_build(settings: Settings, variant: str) -> dict[str, Any]:
-    """The build record of ``variant`` (``<state>/builds/<variant>.json``), as build wrote it."""
-    return json.loads((settings.state / "builds" / f"{variant}.json").read_text())
+    """The build record of ``variant`` (``<state>/builds/<variant>.json``), as build wrote it.
+
+    Raises:
+        ConfigError: not JSON, not an object, or without the ``tag`` and ``base`` strings push
+            and the provenance read; each names the file (a trial: push gave JSONDecodeError,
+            TypeError or KeyError tracebacks for a broken record).
+    """
+    path = settings.state / "builds" / f"{variant}.json"
+    again = f"build again: invoke build --variant {variant}"
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as e:
+        raise ConfigError(f"{path}: not valid JSON ({str(e).splitlines()[0][:120]})", again) from e
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: not a build record (a JSON object)", again)
+    for key in ("tag", "base"):
+        if not isinstance(doc.get(key), str) or not doc[key]:
+            raise ConfigError(f"{path}: '{key}' is missing or not a string", again)
+    return doc

@@ -10,7 +10,6 @@ build's SLSA provenance is attached to the pushed digest (:mod:`paddlecd.image.p
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +106,9 @@ def last_build_tag(settings: Settings, variant_name: str) -> str:
     if not record.exists():
         raise RegistryError(f"no build of variant '{variant_name}' to push (no {record})",
                             f"run: invoke build --variant {variant_name}")
-    tag = json.loads(record.read_text())["tag"]
+    from paddlecd.image import provenance  # its signing imports only when a push is asked
+
+    tag = provenance.read_build(settings, variant_name)["tag"]
     if tag.rsplit(":", 1)[0] != settings.candidate_repo:
         raise ConfigError(
             f"the last build of '{variant_name}' is tagged {tag}, not for "
