@@ -65,3 +65,15 @@ def test_a_bare_variant_is_named_as_a_variant_not_an_unknown_one(tmp_path):
     assert "1.0.0-cpu" not in e.value.hint and "X.Y.Z-cpu" in e.value.hint
     with pytest.raises(ConfigError, match="names no known variant"):
         query.split_release_tag(settings(tmp_path), "1.0.0-nosuch")
+
+
+def test_a_build_tag_is_not_called_a_release_with_no_known_variant(tmp_path):
+    """Trial 4: ``release.compare -b cpu-5dc125f`` (the candidate's build tag) said "names no
+    known variant" above a hint that listed cpu; where an image will do, the hint says so."""
+    from paddlecd.release import query
+
+    with pytest.raises(ConfigError, match=r"^'cpu-5dc125f' is not a release \(X.Y.Z-<variant>\)$"):
+        query.split_release_tag(settings(tmp_path), "cpu-5dc125f")
+    with pytest.raises(ConfigError) as e:
+        query.evidence_of(settings(tmp_path), "cpu-5dc125f")
+    assert e.value.hint.endswith("or an image: sha256:…, host/repo@sha256:… or host/repo:tag")

@@ -47,6 +47,9 @@ def split_release_tag(settings: Settings, tag: str) -> tuple[semver.Version, str
     if variant is None and tag in names:
         raise ConfigError(f"'{tag}' is a variant, not a release",
                           f"name a release: X.Y.Z-{tag} (see: invoke release.list)")
+    if variant is None and not re.match(r"v?\d+\.\d+", tag):  # cpu-5dc125f: a build tag
+        raise ConfigError(f"'{tag}' is not a release (X.Y.Z-<variant>)",
+                          "see: invoke release.list; variants: " + ", ".join(names))
     if variant is None:
         raise ConfigError(
             f"'{tag}' names no known variant",
@@ -196,5 +199,9 @@ def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[regist
 
         ref = pin(settings, target)
     else:
-        ref = parse_reference(find(settings, target).reference)
+        try:
+            ref = parse_reference(find(settings, target).reference)
+        except ConfigError as e:  # what else the target may be, where a digest or image will do
+            raise ConfigError(e.cause, f"{e.hint}; or an image: sha256:…, host/repo@sha256:… or "
+                              "host/repo:tag") from e
     return ref, registry_store.lookup(settings, ref)
