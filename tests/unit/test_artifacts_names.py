@@ -59,7 +59,12 @@ def test_good_urls(url, loc):
         ("s3://ab", "not a valid bucket name"),
         ("gs://models", "scheme must be s3:// or file://"),
         ("models/paddle", "scheme must be"),
-        ("file://relative/path", "absolute path"),
+        ("file://relative/path", r"file URLs take no host \('relative'\)"),
+        ("file:relative/path", "absolute path"),
+        # trial 4: the query and fragment were dropped unsaid, a host was "not absolute"
+        ("s3://bkt/p?versionId=1", r"has a query \('\?versionId=1'\)"),
+        ("s3://bkt/p#frag", r"has a fragment \('#frag'\)"),
+        ("file://otherhost/tmp/s", r"file URLs take no host \('otherhost'\)"),
         ("s3://models/../x", "has a '.' or '..' segment"),
         ("s3://models/a/./b", "has a '.' or '..' segment"),
         ("s3://models/..", "has a '.' or '..' segment"),

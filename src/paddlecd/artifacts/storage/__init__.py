@@ -38,19 +38,29 @@ def parse_url(url: str) -> Location:
     """Parse ``s3://bucket[/prefix]`` or ``file:///abs/path``.
 
     Raises:
-        ConfigError: another scheme, no bucket, an invalid bucket name, a relative file path, or a
+        ConfigError: another scheme, a query or fragment, a file URL's host, no bucket, an
+            invalid bucket name, a relative file path, or a
             ``.``/``..`` segment (S3 keys are not normalised: ``s3://b/../x`` would write under
             the key ``../x/``), an empty S3 segment, or a file path in (or linked to) a system
             folder.
     """
     parsed = urlparse(url)
+    for part, mark, text in (("a query", "?", parsed.query), ("a fragment", "#", parsed.fragment)):
+        if mark in url:  # a trial: s3://bkt/p?versionId=1 went to s3://bkt/p, the rest unsaid
+            raise ConfigError(f"store URL '{url}' has {part} ('{mark}{text}'): a store is "
+                              "s3://BUCKET[/prefix] or file:///path",
+                              "drop it; a version goes in the model's path: NAME/1.4.0")
     if {".", ".."} & set(parsed.path.split("/")):
         raise ConfigError(
             f"store URL '{url}' has a '.' or '..' segment",
             "write the prefix without them, e.g. s3://models/paddle",
         )
     if parsed.scheme == "file":
-        if parsed.netloc or not parsed.path.startswith("/"):
+        if parsed.netloc:  # file://host/path: a host, not a relative path
+            raise ConfigError(f"store URL '{url}': file URLs take no host ('{parsed.netloc}')",
+                              f"write file://{parsed.path or '/path'} for a folder on this "
+                              "machine (three slashes), or s3:// for a server")
+        if not parsed.path.startswith("/"):
             raise ConfigError(
                 f"store URL '{url}': file URLs need an absolute path",
                 "write file:///abs/path (three slashes)",
