@@ -53,6 +53,27 @@ class _YAML_LOADER(_YAML_BASE):  # noqa: N801 (a loader class, named as the cons
         return super().construct_mapping(node, deep=deep)
 
 
+def expanded_size(doc: Any, cap: int) -> int:
+    """About how many bytes ``doc`` takes written out with every alias expanded (each scalar's
+    text, each key, 1 per container), counted until past ``cap``: PyYAML makes an alias the same
+    object, so a small file can stand for a huge document (a trial: 82 KB of job file printed
+    40 MB of manifests; "billion laughs"). At most ``cap`` visits: bounded time."""
+    total, todo = 0, [doc]
+    while todo and total <= cap:
+        item = todo.pop()
+        total += 1
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            todo.extend(item)
+        elif isinstance(item, (str, bytes)):
+            total += len(item)
+        else:
+            total += 8
+    return total
+
+
 def load_yaml(text: str) -> Any:
     """``yaml.safe_load(text)`` through libyaml when available (see ``_YAML_LOADER``).
 
@@ -199,7 +220,8 @@ def read_yaml(
 
     Raises:
         error: the file is missing (with ``missing_hint``), is not a regular file, is larger
-            than :data:`YAML_MAX_BYTES`, or is not valid YAML; the cause names the file and the
+            than :data:`YAML_MAX_BYTES` (on disk, or written out with its aliases expanded:
+            :func:`expanded_size`), or is not valid YAML; the cause names the file and the
             line of the first problem (YAML marks count lines from 0).
     """
     try:
@@ -209,7 +231,12 @@ def read_yaml(
         if info.st_size > YAML_MAX_BYTES:
             raise error(f"{path}: {info.st_size} bytes, more than a {what} holds "
                         f"({YAML_MAX_BYTES} at most)", f"check that {path} is the {what}")
-        return load_yaml(path.read_text())
+        doc = load_yaml(path.read_text())
+        if expanded_size(doc, YAML_MAX_BYTES) > YAML_MAX_BYTES:  # what the file cap cannot see
+            raise error(f"{path}: expands to more than {YAML_MAX_BYTES} bytes through its YAML "
+                        f"aliases (*name repeats what &name marks)",
+                        f"write the values out; a {what} is small")
+        return doc
     except FileNotFoundError as e:
         if missing_hint is None:
             raise

@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from paddlecd import files
 from paddlecd.cluster import jobfile
 from paddlecd.errors import ConfigError
+
+from support import ROOT
 
 BASE = {
     "name": "demo",
@@ -278,3 +281,23 @@ def test_a_job_env_naming_a_variable_paddlecd_sets_is_refused(tmp_path, name):
     with pytest.raises(ConfigError, match=f"env {name} is set by paddlecd itself"):
         jobfile.load(write(tmp_path, env={name: "x", "MY_FLAG": "1"}))
     assert dict(jobfile.load(write(tmp_path, env={"MY_FLAG": "1"})).env) == {"MY_FLAG": "1"}
+
+
+def test_a_job_file_whose_aliases_expand_past_the_cap_is_refused(tmp_path):
+    """Trial 4: 82 KB of job file (one 1000-character string, 20,000 aliases of it in
+    command.args) printed 40 MB of manifests at --dry-run; 200,000 aliases took 110 s and 1.28 GB.
+    The size cap holds for what the file stands for, and is reached in bounded time."""
+    text = (ROOT / "examples" / "train.yaml").read_text()
+    assert 'args: ["--steps", "300"]' in text
+    bomb = text.replace('args: ["--steps", "300"]',
+                        'args: [&s "%s", %s]' % ("x" * 1000, ", ".join(["*s"] * 20000)))
+    (tmp_path / "train.yaml").write_text(bomb.replace("path: .\n", f"path: {ROOT}/examples\n", 1))
+    with pytest.raises(ConfigError, match="expands to more than 1048576 bytes through its YAML "
+                                          "aliases"):
+        jobfile.load(tmp_path / "train.yaml")
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{n}: &{n} [{', '.join(['*' + p] * 10)}]\n"
+        for p, n in zip("abcdefgh", "bcdefghi"))  # 10^9 scalars written out
+    (tmp_path / "laughs.yaml").write_text(laughs)
+    with pytest.raises(ConfigError, match="expands to more than"):
+        files.read_yaml(tmp_path / "laughs.yaml")
