@@ -13,6 +13,7 @@ import base64
 import http.server
 import json
 import threading
+import time
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -128,3 +129,82 @@ def test_a_token_service_answering_a_page_is_named_with_exit_5(stub):
     assert e.value.cause.startswith(f"token service http://{stub}/token: HTTP 200 from {stub} "
                                     "is not valid JSON (text/html")
     assert e.value.exit_code == 5
+
+
+class BlobStub(http.server.BaseHTTPRequestHandler):
+    """Serves one blob; the first ``cut`` answers announce its length and stop half-way."""
+
+    blob = b"0123456789" * 100
+    cut = 0
+    served = 0
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        BlobStub.served += 1
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.blob)))
+        self.end_headers()
+        if BlobStub.cut:
+            BlobStub.cut -= 1
+            self.wfile.write(self.blob[: len(self.blob) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(self.blob)
+
+
+@pytest.mark.parametrize("cut, attempts, ok", [(1, 3, True), (5, 2, False)])
+def test_a_blob_answer_cut_short_is_retried_then_named(cut, attempts, ok):
+    """Trial 4: a blob body cut half-way was "its bytes do not match the digest: the registry is
+    corrupt or lying"; a stalled one a urllib3 ReadTimeoutError traceback. A short read is
+    retried as the transport retries requests, then named with the bytes it got."""
+    import hashlib
+
+    from paddlecd.registry import referrers
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BlobStub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    BlobStub.cut, BlobStub.served = cut, 0
+    digest = "sha256:" + hashlib.sha256(BlobStub.blob).hexdigest()
+    try:
+        c = RegistryClient(f"127.0.0.1:{server.server_address[1]}", insecure=True,
+                           retries=attempts)
+        if ok:
+            assert referrers.read_blob(c, "ci/p", digest) == BlobStub.blob
+        else:
+            with pytest.raises(RegistryError) as e:
+                referrers.read_blob(c, "ci/p", digest)
+            assert "the answer stopped after 500 of 1000 bytes (connection closed)" in e.value.cause
+            assert "cut it short (2 attempts)" in e.value.hint and "lying" not in e.value.hint
+        assert BlobStub.served == (2 if ok else attempts)
+    finally:
+        server.shutdown()
+
+
+class StallStub(BlobStub):
+    def do_GET(self):
+        BlobStub.served += 1
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.blob)))
+        self.end_headers()
+        self.wfile.write(self.blob[:300])
+        self.wfile.flush()
+        time.sleep(2)
+
+
+def test_a_blob_answer_that_stalls_is_named_not_a_traceback():
+    from paddlecd.registry import referrers
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StallStub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    BlobStub.served = 0
+    try:
+        c = RegistryClient(f"127.0.0.1:{server.server_address[1]}", insecure=True, retries=1,
+                           timeout=0.3)
+        with pytest.raises(RegistryError) as e:
+            referrers.read_blob(c, "ci/p", "sha256:" + "a" * 64)
+        assert "the answer stopped after 300 of 1000 bytes (timed out)" in e.value.cause
+    finally:
+        server.shutdown()

@@ -31,6 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import tenacity
+import urllib3
+
 from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.registry.auth import scope
 from paddlecd.registry.client import OCI_INDEX, OCI_MANIFEST, Descriptor, RegistryClient
@@ -300,18 +303,41 @@ def _add_to_tag_index(
         time.sleep(random.uniform(0.005, 0.03))
 
 
+class _CutShort(Exception):
+    """A blob answer that stopped early: ``got`` of ``size`` bytes (None: not announced)."""
+
+    def __init__(self, got: int, size: int | None, why: str):
+        super().__init__(why)
+        self.got, self.size, self.why = got, size, why
+
+
 def read_blob(client: RegistryClient, repository: str, digest: str, limit: int = MAX_BLOB) -> bytes:
     """The bytes of blob ``digest`` (at most ``limit`` bytes), checked against the digest.
 
+    The body is read after the request returned (``stream=True``), so a read that stalls or is
+    cut (fewer bytes than its Content-Length, a reset, a read timeout) is retried here as the
+    transport retries a request (``client.retries`` attempts, tenacity's exponential wait) and
+    then named as a cut-short answer, not as a digest mismatch (a trial: urllib3's
+    ReadTimeoutError traceback in evidence.show, "the registry is corrupt or lying" when reset).
+
     Raises:
-        NotFoundError: no such blob. RegistryError: too large, or its bytes do not match the digest.
+        NotFoundError: no such blob. RegistryError: too large, cut short on every attempt, or its
+            bytes do not match the digest.
     """
     what = f"reading blob {client.name(repository, digest)}"
-    resp = client.request(
-        "GET", f"{repository}/blobs/{check_digest(digest)}", [scope(repository)], what, stream=True
-    )
-    with resp:
-        data = resp.raw.read(limit + 1, decode_content=False)
+    path = f"{repository}/blobs/{check_digest(digest)}"
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(max(1, client.retries)), reraise=True,
+        wait=tenacity.wait_exponential(multiplier=0.5, max=10),
+        retry=tenacity.retry_if_exception_type(_CutShort))
+    try:
+        data = retrying(_read_once, client, path, repository, what, limit)
+    except _CutShort as e:
+        of = f" of {e.size}" if e.size is not None else ""
+        raise RegistryError(f"{what}: the answer stopped after {e.got}{of} bytes ({e.why})",
+                            f"{client.host} or a proxy between cut it short "
+                            f"({max(1, client.retries)} attempts); check the network path and "
+                            "re-run") from e
     if len(data) > limit:
         raise RegistryError(
             f"{what}: larger than {limit} bytes", "this is no artifact file paddlecd wrote"
@@ -322,6 +348,29 @@ def read_blob(client: RegistryClient, repository: str, digest: str, limit: int =
         )
     client.stats["bytes_downloaded"] += len(data)
     return data
+
+
+def _read_once(client: RegistryClient, path: str, repository: str, what: str,
+               limit: int) -> bytes:
+    resp = client.request("GET", path, [scope(repository)], what, stream=True)
+    announced = resp.headers.get("Content-Length")
+    size = int(announced) if announced and announced.isdigit() else None
+    data = bytearray()
+    with resp:
+        try:  # read1: what has arrived, so the bytes before a stall or reset are counted
+            while len(data) <= limit and (chunk := resp.raw.read1(
+                    min(1 << 16, limit + 1 - len(data)), decode_content=False)):
+                data += chunk
+        except (urllib3.exceptions.HTTPError, OSError) as e:  # ReadTimeoutError, ProtocolError
+            text = str(e).lower()
+            why = ("timed out" if isinstance(e, urllib3.exceptions.ReadTimeoutError)
+                   else "connection reset" if "reset" in text
+                   else "connection closed" if "incompleteread" in text or "closed" in text
+                   else type(e).__name__)
+            raise _CutShort(len(data), size, why) from e
+    if size is not None and len(data) < min(size, limit + 1):
+        raise _CutShort(len(data), size, "connection closed")
+    return bytes(data)
 
 
 _COPY_ATTEMPTS = 4
