@@ -222,3 +222,29 @@ def test_a_stream_body_is_not_resent_even_when_asked_to_wait(server):
     with pytest.raises(RegistryRateLimitError):
         client(server).upload_blob("ci/p", "sha256:" + "0" * 64, io.BytesIO(b"abc"), 3)
     assert [m for m, _, _ in Scripted.seen] == ["POST", "PUT"]
+
+
+def test_a_tls_hint_names_the_settings_of_the_registry_that_failed():
+    """Trial 4: a TLS failure with the release registry hinted at registry.ca_file and
+    registry.insecure, which do not apply to it (client_for picks release.*)."""
+    from paddlecd.registry import answers
+
+    plain = answers.Answer(400, foreign=True, plain_to_tls=True)
+    for section in ("registry", "release"):
+        hint = answers.to_error(plain, what="w", host="h", login_hint=str,
+                                section=section).hint
+        assert f"{section}.ca_file (PADDLECD_{section.upper()}_CA_FILE)" in hint
+        assert f"{section}.insecure to false" in hint
+    assert answers.tls_settings("release") == ("release.ca_file (PADDLECD_RELEASE_CA_FILE)",
+                                               "release.insecure=true")
+
+
+def test_client_for_tells_the_transport_whose_settings_apply(tmp_path):
+    from paddlecd import config
+    from paddlecd.registry.client import client_for
+
+    s = config.load({"state_dir": str(tmp_path), "release.registry": "127.0.0.1:5882"},
+                    root=tmp_path, environ={})
+    assert client_for(s).settings_section == "registry"
+    assert client_for(s, "127.0.0.1:5882").settings_section == "release"
+    assert client_for(s, "other.example:5000").settings_section is None

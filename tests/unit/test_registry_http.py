@@ -208,3 +208,18 @@ def test_a_blob_answer_that_stalls_is_named_not_a_traceback():
         assert "the answer stopped after 300 of 1000 bytes (timed out)" in e.value.cause
     finally:
         server.shutdown()
+
+
+def test_tls_with_the_release_registry_hints_at_the_release_settings():
+    """Trial 4: the release registry's TLS failure hinted at registry.ca_file."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BlobStub)  # plain HTTP
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        c = RegistryClient(f"127.0.0.1:{server.server_address[1]}", retries=1,
+                           settings_section="release")
+        with pytest.raises(RegistryError, match="TLS with") as e:
+            c.list_tags("ci/p")
+        assert e.value.hint == ("set release.ca_file (PADDLECD_RELEASE_CA_FILE) to the "
+                                "registry's CA; a plain-HTTP registry needs release.insecure=true")
+    finally:
+        server.shutdown()

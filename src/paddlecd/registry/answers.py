@@ -134,8 +134,20 @@ def retryable(answer: Answer) -> bool:
     return answer.status in RETRY_STATUSES or bool(RETRY_CODES & set(answer.codes))
 
 
+def tls_settings(section: str | None) -> tuple[str, str]:
+    """How a TLS hint names the settings of a registry's TLS: ``(CA file, plain HTTP)`` of the
+    settings ``section`` (``registry``: the candidates', ``release``: a separate release
+    registry, as ``client_for`` picks them); None: a registry no setting covers (the system CAs).
+    A trial: the release registry's TLS failure hinted at registry.ca_file."""
+    if section is None:
+        return ("the system CA store (this registry is neither registry.url nor "
+                "release.registry)", "no setting: other registries use TLS")
+    return (f"{section}.ca_file (PADDLECD_{section.upper()}_CA_FILE)",
+            f"{section}.insecure=true")
+
+
 def to_error(answer: Answer, *, what: str, host: str,
-             login_hint: Callable[[], str]) -> RegistryError:
+             login_hint: Callable[[], str], section: str | None = "registry") -> RegistryError:
     """The one typed error for ``answer``.
 
     Args:
@@ -144,6 +156,7 @@ def to_error(answer: Answer, *, what: str, host: str,
         host: the registry's API host, for proxy messages.
         login_hint: makes the hint for 401/403 (it names where the credentials came from; called
             only then, as looking credentials up may run a helper).
+        section: whose TLS settings a TLS hint names (:func:`tls_settings`).
     """
     detail = " ".join(filter(None, (f"HTTP {answer.status}" if answer.status else "",
                                     answer.detail)))
@@ -156,8 +169,11 @@ def to_error(answer: Answer, *, what: str, host: str,
     if answer.plain_to_tls:
         return RegistryError(
             f"{what}: {host} speaks HTTPS, and this request was plain HTTP",
-            "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to its CA and registry.insecure "
-            "to false (a loopback registry without a CA is spoken to over plain HTTP)")
+            f"set {tls_settings(section)[0]} to its CA and "
+            f"{tls_settings(section)[1].replace('=true', '')} to false (a loopback registry "
+            "without a CA is spoken to over plain HTTP)" if section else
+            "check the registry's address (a loopback one without a CA is spoken to over plain "
+            "HTTP)")
     if answer.foreign:
         return _proxy_error(answer, what=what, host=host, login_hint=login_hint)
     if answer.status in (401, 403) or {"UNAUTHORIZED", "DENIED"} & set(answer.codes):

@@ -464,11 +464,13 @@ def client_for(settings: Any, registry: str | None = None, *,
             (:func:`auth.check_helper`).
     """
     host = registry or settings.registry.url
-    ca_file, insecure = None, False
+    ca_file, insecure, section = None, False, None
     if host == settings.registry.url:
-        ca_file, insecure = settings.registry.ca_file, settings.registry.insecure
+        ca_file, insecure, section = settings.registry.ca_file, settings.registry.insecure, \
+            "registry"
     elif host == settings.release.registry:
-        ca_file, insecure = settings.release.ca_file, settings.release.insecure
+        ca_file, insecure, section = settings.release.ca_file, settings.release.insecure, \
+            "release"
     if not ca_file and host.rsplit(":", 1)[0] in LOOPBACK:
         insecure = True
     # PADDLECD_REGISTRY_USERNAME/PASSWORD belong to the configured registries: never send them to
@@ -488,6 +490,7 @@ def client_for(settings: Any, registry: str | None = None, *,
         env_credentials=configured,
         on_progress=on_progress,
         rate_limit_wait=settings.registry.rate_limit_wait,
+        settings_section=section,
     )
 
 

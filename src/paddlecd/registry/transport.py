@@ -42,7 +42,7 @@ from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
 from paddlecd.types import Echo
 
 
-def _check_ca(ca_file: str | bool) -> None:
+def _check_ca(ca_file: str | bool, section: str | None = "registry") -> None:
     """Once TLS failed: name a CA file that cannot be the cause's cure (missing, unreadable, or
     no PEM certificate), which ssl reports as "HTTPSConnectionPool(...) Max retries exceeded".
 
@@ -51,7 +51,7 @@ def _check_ca(ca_file: str | bool) -> None:
     """
     if not isinstance(ca_file, str):
         return
-    hint = "point registry.ca_file (PADDLECD_REGISTRY_CA_FILE) at the registry's CA certificate"
+    hint = f"point {answers.tls_settings(section)[0]} at the registry's CA certificate"
     try:
         with open(ca_file, "rb") as f:
             head = f.read(1 << 20)
@@ -138,7 +138,7 @@ class Transport:
     def __init__(self, registry: str, *, ca_file: str | None = None, insecure: bool = False,
                  credentials: Credentials | None = None, retries: int = 4, timeout: float = 60,
                  env_credentials: bool = True, rate_limit_wait: float = 120.0,
-                 on_progress: Echo | None = None):
+                 on_progress: Echo | None = None, settings_section: str | None = "registry"):
         self.registry = registry
         self.host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
         self.base = f"{'http' if insecure else 'https'}://{self.host}/v2/"
@@ -154,6 +154,7 @@ class Transport:
         # (psf/requests#3829).
         self.verify: str | bool = ca_file or True
         self.retries, self.timeout = max(1, retries), timeout
+        self.settings_section = settings_section  # whose ca_file/insecure: tls_settings
         self.rate_limit_wait, self.on_progress = rate_limit_wait, on_progress
         self._env_credentials = (
             env_credentials  # PADDLECD_REGISTRY_* are for the configured registries only
@@ -218,11 +219,12 @@ class Transport:
         except _Retryable as e:
             raise self._gave_up(e, what, attempts) from None
         except requests.exceptions.SSLError as e:
-            _check_ca(self.verify)
+            _check_ca(self.verify, self.settings_section)
+            ca, plain = answers.tls_settings(self.settings_section)
             raise RegistryError(
                 f"{what}: TLS with {self.host} failed: {_short(e)}",
-                "set registry.ca_file (PADDLECD_REGISTRY_CA_FILE) to the registry's CA; "
-                "a plain-HTTP registry needs registry.insecure=true",
+                f"set {ca} to the registry's CA; a plain-HTTP registry needs {plain}"
+                if self.settings_section else f"add the registry's CA to {ca}",
             ) from e
         except (requests.ConnectionError, requests.Timeout) as e:
             hub = self.host.endswith("docker.io")
@@ -240,7 +242,7 @@ class Transport:
                 "(PADDLECD_*_URL)",
             ) from e
         except OSError:  # requests: "Could not find a suitable TLS CA certificate bundle"
-            _check_ca(self.verify)
+            _check_ca(self.verify, self.settings_section)
             raise
         if resp.status_code not in ok:
             raise self._error(resp, what)
@@ -392,7 +394,7 @@ class Transport:
     def _error(self, resp: requests.Response, what: str,
                answer: answers.Answer | None = None) -> RegistryError:
         return answers.to_error(answer or _read(resp), what=what, host=self.host,
-                                login_hint=self._login_hint)
+                                login_hint=self._login_hint, section=self.settings_section)
 
 
 class Sized:
