@@ -250,7 +250,8 @@ def test_full_disk_is_a_storage_error_naming_the_path_and_leaves_no_temp_file(
         arts.upload(store, plan)
     assert e.value.exit_code == 8
     where = rf"{tiny_disk}/store/ocr-det/5\.0\.0/inference\.\w+"
-    assert re.fullmatch(rf"writing {where}: no space left on the device", e.value.cause), e.value.cause
+    cause = e.value.cause
+    assert re.fullmatch(rf"writing {where}: no space left on the device", cause), cause
     assert "free space" in e.value.hint
     left = [p.relative_to(tiny_disk).as_posix() for p in tiny_disk.rglob("*") if p.is_file()]
     # whole files only: no temp file, no claim, no manifest
