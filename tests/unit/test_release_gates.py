@@ -364,3 +364,18 @@ def test_promote_prints_the_gate_once_on_stderr_and_json_stays_one_document(
     assert err.count(table[0]) == 1 and all(x in err.splitlines() for x in table), err
     if how == "live":  # after the stage's result line
         assert err.index("✔ promote cpu") < err.index(table[0])
+
+
+def test_a_candidate_without_figures_is_not_blamed_on_an_older_paddlecd_alone(tmp_path):
+    """Trial 4 (a note): a run with a check deselected was "verified by an older paddlecd, or
+    --force"; the note says what can leave an attestation without figures, and --force only
+    when there is none."""
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT)
+    v100, v101 = semver.Version.parse("1.0.0"), semver.Version.parse("1.0.1")
+    state = State(releases={v100: BASE}, moving={"1.0-cpu": v100, "latest-cpu": v100})
+    bare = _attested([])
+    for att, words in ((bare, "an attestation without figures (a failed or incomplete run"),
+                       (None, "no attestation (--force)")):
+        result = gates.gate(s, None, "repo", variant="cpu", version=v101, digest=NEW,
+                            state=state, records=(), attestation=att)
+        assert result.status == "not compared" and words in " ".join(result.describe())

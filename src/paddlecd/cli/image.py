@@ -179,13 +179,14 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
         "json": "print the evidence record as JSON on stdout instead of text",
         "nodes": "run the collective checks as an N-node job (default 1: one container)",
         "cluster": "where an N-node run goes: local (N containers on one network) or k8s "
-        "(an Indexed Job + headless Service per check on the kubeconfig's cluster)",
+        "(one Indexed Job + headless Service for the collective checks, on the kubeconfig's "
+        "cluster)",
         "gpus_per_node": "cards per node of an N-node GPU run (default: host cards / N; "
         "required with --cluster k8s for a GPU image)",
         "kind": "with --cluster k8s: job (Indexed Job + Service) or paddlejob (Kubeflow)",
         "models": "also check each model of release.models in the image (artifacts.check at its "
         "stored references); the results go into the attestation, which promote requires",
-        "dry_run": "with --cluster k8s: print the manifests (ConfigMap, Service, Job per check), "
+        "dry_run": "with --cluster k8s: print the manifests (ConfigMap, Service, Job), "
         "create nothing",
         "verbose": VERBOSE_HELP,
     }

@@ -424,8 +424,10 @@ def _figures_gate(settings: Settings, client: RegistryClient, repository: str, *
     if base_digest == digest:
         return not_compared(digest, hardware, f"{tag} already points at this digest", **where)
     if not figures or not hardware:
-        return not_compared(digest, hardware or "?", "the candidate's attestation has no "
-                            "figures (verified by an older paddlecd, or --force)", **where)
+        why = ("no attestation (--force)" if attestation is None else
+               "an attestation without figures (a failed or incomplete run, or one verified "
+               "by an older paddlecd)")
+        return not_compared(digest, hardware or "?", f"the candidate has {why}", **where)
     base = baseline_figures(settings, client, repository, variant=variant, version=str(at),
                             digest=base_digest, records=records)
     return compare(figures, base, digest=digest, hardware=hardware, limits=allowed,
