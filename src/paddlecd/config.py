@@ -374,8 +374,12 @@ def _from_env(environ: Mapping[str, str]
             continue
         key = _env_key(name)
         if key in known:
-            if name in ENV_ALIASES and _env_name(key) in environ:
-                continue  # the full name wins over its short alias
+            if name in ENV_ALIASES and _env_name(key) in environ:  # the full name wins
+                if environ[name] != environ[_env_name(key)]:  # said, when they disagree
+                    warnings.append(f"ignoring {name}={environ[name][:40]!r}: "
+                                    f"{_env_name(key)}={environ[_env_name(key)][:40]!r} is set too "
+                                    "and wins")
+                continue
             out[key] = value
             read_from[key] = name
             continue

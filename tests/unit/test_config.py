@@ -194,6 +194,9 @@ def test_the_full_name_beats_its_alias_and_flags_beat_both(tmp_path):
                "PADDLECD_LOG_FORMAT": "json", "PADDLECD_RUNTIME_LOG_FORMAT": "json"}
     s = config.load({"runtime.log_format": "text"}, root=tmp_path, environ=environ)
     assert s.runtime.keep is False and s.runtime.log_format == "text"
+    # trial 4: the alias that lost was dropped unsaid; it is said when the two disagree
+    assert s.warnings == ("ignoring PADDLECD_KEEP='1': PADDLECD_RUNTIME_KEEP='0' is set too and "
+                          "wins",)
 
 
 def test_a_bad_log_format_is_an_error(tmp_path):
