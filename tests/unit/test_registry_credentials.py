@@ -252,3 +252,19 @@ def test_every_registry_client_names_a_helper_missing_from_path_up_front(docker_
     monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "u")
     monkeypatch.setenv("PADDLECD_REGISTRY_PASSWORD", "p")
     client_for(settings)
+
+
+def test_a_pull_names_a_missing_helper_as_the_registry_client_does(docker_home, tmp_path):
+    """Trial 4: artifacts.check's pull said "Credentials store error: StoreError(…)" with the
+    hint "start dockerd" (exit 4), where verify, promote and deploy named the helper (exit 5).
+    Every pull takes engine_credentials, which now checks the helper first."""
+    from paddlecd import config as settings_of
+    from paddlecd.errors import RegistryAuthError
+    from paddlecd.registry.auth import engine_credentials
+
+    config(docker_home, {"credsStore": "nothere"})
+    s = settings_of.load({"state_dir": str(tmp_path / "s")}, root=tmp_path, environ={})
+    with pytest.raises(RegistryAuthError) as e:
+        engine_credentials(s, "127.0.0.1:5084/paddlecd/paddle@sha256:" + "a" * 64)
+    assert "docker-credential-nothere" in e.value.cause and "127.0.0.1:5084" in e.value.cause
+    assert e.value.exit_code == 5

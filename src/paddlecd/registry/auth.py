@@ -116,12 +116,18 @@ def engine_credentials(settings: Any, reference: str) -> Credentials | None:
 
     Raises:
         ConfigError: half of the environment pair is set, or ``reference`` is malformed.
+        RegistryAuthError: docker-py would read config.json and its helper for the host is not on
+            PATH (:func:`check_helper`; a trial: artifacts.check said "Credentials store error …
+            start dockerd", exit 4, where every other task named the helper, exit 5).
     """
     from paddlecd.registry.reference import parse_reference
 
     creds = env_credentials()
     host = parse_reference(reference).registry
-    return creds if creds and host in (settings.registry.url, settings.release.registry) else None
+    if creds and host in (settings.registry.url, settings.release.registry):
+        return creds
+    check_helper(host)
+    return None
 
 
 def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> Credentials | None:
