@@ -72,6 +72,17 @@ def test_missing_folder(tmp_path):
         find_export(tmp_path / "nope")
 
 
+@pytest.mark.parametrize("name", ["model.json", "model.pdiparams"])
+def test_a_file_of_the_export_is_named_as_a_file_not_as_missing(tmp_path, name):
+    """Trial 4: ``upload --model-dir <export>/model.json`` said the file "does not exist"."""
+    _folder(tmp_path, "model.json", "model.pdiparams")
+    with pytest.raises(ConfigError) as e:
+        find_export(tmp_path / name)
+    assert e.value.cause == f"model folder {tmp_path / name} is a file, not a folder"
+    assert e.value.hint == (f"pass its folder {tmp_path} (or the prefix {tmp_path / 'model'} "
+                            "given to paddle.jit.save)")
+
+
 def test_a_jit_save_prefix_is_taken_as_its_folder(tmp_path):
     """deploy prints the model as the jit.save prefix (`<output>/model`); upload accepts it too."""
     _folder(tmp_path, "model.json", "model.pdiparams")

@@ -115,13 +115,19 @@ def find_export(model_dir: Path) -> Export:
     """Detect the single jit.save export in ``model_dir``.
 
     Raises:
-        ConfigError: the folder is missing, holds no export, holds an incomplete one (the error
-            names the missing file), or holds several.
+        ConfigError: the folder is missing or a file, holds no export, holds an incomplete one
+            (the error names the missing file), or holds several.
     """
     if not model_dir.is_dir() and Path(f"{model_dir}.pdiparams").is_file():
         model_dir = (
             model_dir.parent
         )  # a jit.save prefix (what deploy prints as `model:`): use its folder
+    if model_dir.exists() and not model_dir.is_dir():  # a trial: model.json "does not exist"
+        stem = model_dir.with_suffix("") if model_dir.suffix else model_dir
+        raise ConfigError(
+            f"model folder {model_dir} is a file, not a folder",
+            f"pass its folder {model_dir.parent} (or the prefix {stem} given to paddle.jit.save)",
+        )
     if not model_dir.is_dir():
         raise ConfigError(
             f"model folder {model_dir} does not exist",
