@@ -113,6 +113,14 @@ def check_gpu_driver(host: Host) -> Check:
     """The host driver against the CUDA of every GPU variant in use (drivers.check)."""
     gpu = host.gpu_variants
     if not host.driver:
+        if not gpu and host.require_gpu:  # a trial: the flag was dropped for a CPU selection
+            return Check(
+                name="gpu driver",
+                status="fail",
+                detail="no GPU on this host (nvidia-smi found none), and --require-gpu asks for "
+                "one (only CPU variants are selected)",
+                hint="run it on a GPU runner, or drop --require-gpu on a CPU host",
+            )
         if not gpu:
             return Check(
                 name="gpu driver",

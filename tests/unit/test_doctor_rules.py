@@ -30,6 +30,14 @@ def test_no_gpu_and_cpu_only_is_fine(settings):
     assert (row.status, row.detail) == ("ok", "no GPU on this host; only CPU variants in use")
 
 
+def test_require_gpu_on_a_host_without_one_fails_whatever_the_variants(settings):
+    """Trial 5: ``doctor --require-gpu --variant cpu`` on a host without a GPU said "OK" and
+    nothing of the flag."""
+    row = doctor.check_gpu_driver(host(settings, ["cpu"], require_gpu=True))
+    assert row.status == "fail" and "--require-gpu asks for one" in row.detail
+    assert "drop --require-gpu" in row.hint
+
+
 def test_gpu_variants_without_gpu_warn_unless_required(settings):
     row = doctor.check_gpu_driver(host(settings, ["cpu", "cu126"]))
     assert row.status == "warn" and "no GPU on this host" in row.detail and "cu126" in row.detail
