@@ -16,7 +16,7 @@ import pytest
 
 from paddlecd.artifacts import transfer as arts
 from paddlecd.artifacts.storage import FileStore
-from paddlecd.errors import StorageError
+from paddlecd.errors import ModelSignatureError, StorageError
 
 
 @pytest.fixture
@@ -84,7 +84,8 @@ def test_interrupted_upload_then_rerun(store, jit_exports):
 def test_corrupted_file_detected_on_download(store, jit_exports, tmp_path):
     _upload(store, jit_exports["tiny"])
     (store.root / "ocr-det" / "1.4.0" / "inference.json").write_text("{}")
-    with pytest.raises(StorageError, match="integrity check failed for file://.*/inference.json"):
+    with pytest.raises(ModelSignatureError,  # exit 6: a verification failure
+                       match="integrity check failed for file://.*/inference.json"):
         arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")
     assert not (tmp_path / "dl").exists()
 

@@ -28,7 +28,7 @@ from botocore.config import Config
 from paddlecd.artifacts import transfer as arts
 from paddlecd.artifacts.storage import open_store
 from paddlecd.config import StorageSettings
-from paddlecd.errors import StorageError
+from paddlecd.errors import ModelSignatureError, StorageError
 
 
 @pytest.fixture(scope="session")
@@ -287,7 +287,7 @@ def test_download_detects_a_corrupted_object(s3_env, bucket, jit_exports, tmp_pa
     data[-1] ^= 0xFF
     _client(s3_env).put_object(Bucket=bucket, Key=key, Body=bytes(data))
     with pytest.raises(
-        StorageError,
+        ModelSignatureError,  # exit 6: a verification failure, as the refusal table says
         match=rf"integrity check failed for s3://{bucket}/paddle/ocr-det/1.4.0/inference",
     ):
         arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl")

@@ -165,6 +165,18 @@ def test_a_file_changed_after_signing_is_refused_by_name(tmp_path, signing):
              r"inference.pdiparams differ")
 
 
+def test_a_stored_file_whose_bytes_changed_is_a_verification_failure_exit_6(tmp_path, signing):
+    """Trial 5: a stored file changed after signing (its manifest entry not) exited 8, the storage
+    code, though the store answered fine; the refusal table says 6, as for a bad model.sig."""
+    settings, _ = signing
+    store = FileStore(tmp_path / "store")
+    _upload(store, _export(tmp_path / "m"), settings)
+    (_version_dir(tmp_path) / "inference.pdiparams").write_bytes(b"\1" * 40)
+    with pytest.raises(ModelSignatureError, match="integrity check failed for file://") as e:
+        arts.download(store, "ocr-det", "1.4.0", tmp_path / "dl", trusted=keys.trusted(settings))
+    assert e.value.exit_code == 6 and not (tmp_path / "dl").exists()
+
+
 @pytest.mark.parametrize("content, match", [(None, r"model.sig is missing: the model is not "
                                                    r"signed"), (b"", r"model.sig is empty")])
 def test_a_missing_or_empty_signature_is_refused(tmp_path, signing, content, match):

@@ -36,7 +36,7 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
     store_for,
 )
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
-from paddlecd.errors import ConfigError, StorageError
+from paddlecd.errors import ConfigError, ModelSignatureError, StorageError
 from paddlecd.files import NO_SPACE, disk_full, free_space
 from paddlecd.signing.keys import TrustedKey
 from paddlecd.types import ModelManifest
@@ -498,10 +498,10 @@ def download(
 
     Raises:
         ConfigError: bad name/version, or ``dest`` is not empty.
-        StorageError: no such model, a transfer failed, or a file's sha256 differs from the
-            manifest.
-        ModelSignatureError: with ``trusted``: ``model.sig`` missing, empty, by no trusted key,
-            or not the signature of these files (:func:`paddlecd.artifacts.signature.check`).
+        StorageError: no such model, or a transfer failed.
+        ModelSignatureError: a file's sha256 or size differs from the manifest (exit 6, a
+            verification failure); with ``trusted``: ``model.sig`` missing, empty, by no trusted
+            key, or not the signature of these files (:func:`paddlecd.artifacts.signature.check`).
     """
     am.check_name(name), am.check_version(version)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -573,7 +573,9 @@ def _fetch_verified(
         store.get_file(prefix + entry.path, target, progress=progress)
         got = am.hash_file(target)
         if got.sha256 != entry.sha256 or got.size != entry.size:
-            raise StorageError(
+            # a verification failure (exit 6, docs/configuration.md's table), as a model.sig
+            # that does not match; the store answered fine (a trial: exit 8, "storage")
+            raise ModelSignatureError(
                 f"integrity check failed for {store.url}/{prefix}{entry.path}: "
                 f"sha256 {got.sha256[:12]}… "
                 f"({got.size} B) != manifest {entry.sha256[:12]}… ({entry.size} B)",
