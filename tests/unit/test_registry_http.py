@@ -223,3 +223,31 @@ def test_tls_with_the_release_registry_hints_at_the_release_settings():
                                 "registry's CA; a plain-HTTP registry needs release.insecure=true")
     finally:
         server.shutdown()
+
+
+class ManifestStub(BlobStub):
+    body = b"{not json"
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+
+@pytest.mark.parametrize("body, words", [(b"{not json", "is not valid JSON"),
+                                         (b"[1, 2]", "is not a manifest (JSON list")])
+def test_a_manifest_answer_that_is_no_json_object_is_named_exit_5(body, words):
+    """Trial 5: a 200 with a manifest media type and "{not json" was a JSONDecodeError traceback
+    in release.list (the same garbage on tags/list was named)."""
+    ManifestStub.body = body
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ManifestStub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        c = RegistryClient(f"127.0.0.1:{server.server_address[1]}", insecure=True, retries=1)
+        with pytest.raises(RegistryError) as e:
+            c.get_manifest("ci/p", "ledger")
+        assert words in e.value.cause and e.value.exit_code == 5
+    finally:
+        server.shutdown()

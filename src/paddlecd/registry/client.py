@@ -208,7 +208,13 @@ class RegistryClient(Transport):
                 "the registry is corrupt or lying",
             )
         ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
-        media_type = json.loads(raw).get("mediaType") or ctype
+        doc = resp.json()  # the transport's reader: a body that is no JSON is named (exit 5)
+        if not isinstance(doc, dict):  # a trial: "{not json" was a JSONDecodeError traceback
+            raise RegistryError(f"{what}: HTTP {resp.status_code} from {self.host} is not a "
+                                f"manifest (JSON {type(doc).__name__}, not an object)",
+                                f"check {self.host} is the registry and nothing between "
+                                "rewrites its answers")
+        media_type = doc.get("mediaType") or ctype
         manifest = Manifest(Descriptor(digest, media_type, len(raw)), raw)
         if by_digest:
             self._cache()[(repository, digest)] = manifest
