@@ -113,13 +113,13 @@ def check_gpu_driver(host: Host) -> Check:
     """The host driver against the CUDA of every GPU variant in use (drivers.check)."""
     gpu = host.gpu_variants
     if not host.driver:
-        if not gpu and host.require_gpu:  # a trial: the flag was dropped for a CPU selection
-            return Check(
-                name="gpu driver",
-                status="fail",
-                detail="no GPU on this host (nvidia-smi found none), and --require-gpu asks for "
-                "one (only CPU variants are selected)",
-                hint="run it on a GPU runner, or drop --require-gpu on a CPU host",
+        if not gpu and host.require_gpu:  # a trial: the flag was dropped unsaid
+            return Check(  # warned, not failed: it makes GPU variants' "no GPU" fail, and none is
+                name="gpu driver",  # selected (gpu-smoke.yml passes it for every variant)
+                status="warn",
+                detail="no GPU on this host; only CPU variants in use, so --require-gpu "
+                "requires nothing here",
+                hint="drop --require-gpu for CPU variants, or select a GPU variant",
             )
         if not gpu:
             return Check(
