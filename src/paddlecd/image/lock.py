@@ -97,8 +97,8 @@ def _read_one(path: Path) -> dict[str, LockEntry]:
         raise LockError(f"{path}: schema {str(data['schema'])[:40]!r}: this paddlecd reads "
                         f"schema {SCHEMA}", hint)
     out = {}
+    fields = LockEntry.__dataclass_fields__.keys() - {"variant"}
     for name, entry in (bases or {}).items():
-        fields = LockEntry.__dataclass_fields__.keys() - {"variant"}
         if not isinstance(entry, dict) or set(entry) != fields or not all(
                 isinstance(v, str) for v in entry.values()):
             raise LockError(f"{path}: bases.{str(name)[:80]} is not a valid entry ({shape}, "

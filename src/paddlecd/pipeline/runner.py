@@ -119,8 +119,9 @@ def close_killed(settings: Settings, name: str) -> str | None:
         raise PipelineError(f"pipeline '{name}' run {summary.run_id} is running now "
                             f"(process {summary.owner})",
                             "wait for it to end, or stop it (Ctrl-C records it as interrupted)")
-    files.write_json(folder / "summary.json", interrupted(summary).to_json())
-    (folder / "summary.md").write_text(report.markdown(interrupted(summary)))
+    closed = interrupted(summary)
+    files.write_json(folder / "summary.json", closed.to_json())
+    (folder / "summary.md").write_text(report.markdown(closed))
     return summary.run_id
 
 
