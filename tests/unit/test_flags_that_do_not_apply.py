@@ -77,3 +77,18 @@ def test_a_build_tag_is_not_called_a_release_with_no_known_variant(tmp_path):
     with pytest.raises(ConfigError) as e:
         query.evidence_of(settings(tmp_path), "cpu-5dc125f")
     assert e.value.hint.endswith("or an image: sha256:…, host/repo@sha256:… or host/repo:tag")
+
+
+def test_a_broken_docker_config_met_while_resolving_a_release_gets_no_image_hint(
+        tmp_path, monkeypatch):
+    """Trial 6: ``release.compare -a 1.0.0-cpu`` with a truncated ``config.json`` named the file,
+    then hinted "or an image: …" as if the release name were the slip; an image reference reads
+    the same broken file. The hint is the file's own."""
+    from paddlecd.release import query
+
+    (tmp_path / "dc").mkdir()
+    (tmp_path / "dc" / "config.json").write_text('{"auths":')
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "dc"))
+    with pytest.raises(ConfigError, match=r"config\.json") as e:
+        query.evidence_of(settings(tmp_path), "1.0.0-cpu")
+    assert "or an image" not in e.value.hint

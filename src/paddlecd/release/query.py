@@ -199,9 +199,10 @@ def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[regist
 
         ref = pin(settings, target)
     else:
-        try:
-            ref = parse_reference(find(settings, target).reference)
+        try:  # the name alone: a broken Docker config met while resolving it is no naming slip
+            split_release_tag(settings, target)
         except ConfigError as e:  # what else the target may be, where a digest or image will do
             raise ConfigError(e.cause, f"{e.hint}; or an image: sha256:…, host/repo@sha256:… or "
                               "host/repo:tag") from e
+        ref = parse_reference(find(settings, target).reference)
     return ref, registry_store.lookup(settings, ref)
