@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from paddlecd import config
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, PaddlecdError
 from paddlecd.image import lock
 from paddlecd.image import push as publish
 from paddlecd.signing import keys
@@ -74,6 +74,37 @@ def test_push_names_a_broken_build_record(tmp_path, text, why):
         publish.last_build_tag(s, "cpu")
     assert e.value.cause.startswith(f"{tmp_path / 'builds' / 'cpu.json'}: {why}")
     assert e.value.hint == "build again: invoke build --variant cpu"
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({"PADDLECD_REGISTRY_USERNAME": "u", "PADDLECD_REGISTRY_PASSWORD": ""},
+     "$PADDLECD_REGISTRY_PASSWORD is set but empty"),
+    ({"PADDLECD_REGISTRY_USERNAME": "", "PADDLECD_REGISTRY_PASSWORD": ""},
+     "$PADDLECD_REGISTRY_USERNAME is set but empty"),
+    ({"PADDLECD_REGISTRY_PASSWORD": "hunter2-secret"}, "only one of PADDLECD_REGISTRY_USERNAME"),
+    ({"PADDLECD_SIGNING_KEY": ""}, "$PADDLECD_SIGNING_KEY is set but empty"),
+    ({"PADDLECD_SIGNING_KEY": "garbage"}, "$PADDLECD_SIGNING_KEY is not an unencrypted PEM"),
+])
+def test_push_dry_run_refuses_what_the_push_would(tmp_path, monkeypatch, env, named):
+    """Trial 7: ``push --dry-run`` said "would push" with half a credential pair and with a
+    garbage key, which the push then refused; an empty key or pair (an unset CI secret) was
+    taken as none, and the state folder's pair or config.json was used without a word."""
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "builds" / "cpu.json").write_text(
+        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1"}))
+    monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(PaddlecdError) as e:
+        publish.preflight(s, "cpu")
+    assert e.value.cause.startswith(named) and "hunter2" not in str(e.value) + e.value.hint
+
+
+def test_an_empty_project_root_variable_is_refused(monkeypatch):
+    monkeypatch.setenv("PADDLECD_ROOT", "")
+    with pytest.raises(ConfigError, match=r"^\$PADDLECD_ROOT is set but empty"):
+        config.find_root()
 
 
 def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
@@ -218,7 +249,7 @@ def test_upload_re_checks_links_after_its_plan(tmp_path):
     """A file swapped for a link between the plan (shown to the user) and the upload is refused."""
     from paddlecd.artifacts import storage
     from paddlecd.artifacts import transfer as arts
-    from paddlecd.errors import ConfigError
+    from paddlecd.errors import ConfigError, PaddlecdError
 
     out, secret = _export_leaking(tmp_path)
     (out / "model.pdiparams").unlink()

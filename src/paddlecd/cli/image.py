@@ -150,14 +150,13 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
     Example: invoke push --variant cpu --dry-run
     """
     from paddlecd.image import push as publish
-    from paddlecd.signing import keys
 
     s, name = settings(), pick_variant(variant)
     if dry_run:
+        tag, signing = publish.preflight(s, name)
         return say(
-            f"dry run: would push {publish.last_build_tag(s, name)} and read its digest "
-            f"back from {s.registry.url}"
-            + (", then attach its signed SLSA provenance" if keys.configured(s) else "")
+            f"dry run: would push {tag} and read its digest back from {s.registry.url}"
+            + (", then attach its signed SLSA provenance" if signing else "")
         )
     with view.stage("push", name, state=s.state, verbose=verbose) as st:
         pushed = publish.push(s, name, on_progress=st.progress)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddlecd import engine, git, proc
+from paddlecd import config, engine, git, proc
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, EngineError, PaddlecdError
 from paddlecd.files import now_iso, write_json
@@ -164,9 +164,14 @@ def build_args(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -
 
 
 def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -> dict[str, str]:
-    """OCI annotations (image-spec annotations.md) plus paddle/cuda/cudnn/variant labels."""
+    """OCI annotations (image-spec annotations.md) plus paddle/cuda/cudnn/variant labels.
+
+    Raises:
+        ConfigError: ``$PADDLECD_SOURCE_URL`` is set but empty.
+    """
     short, full, when = git.revision(settings.root)
-    source = os.environ.get("PADDLECD_SOURCE_URL") or git.origin_url(settings.root) or "unknown"
+    source = (config.environ_value("PADDLECD_SOURCE_URL") or git.origin_url(settings.root)
+              or "unknown")
     oci = "org.opencontainers.image"
     out = {
         f"{oci}.source": source,

@@ -134,6 +134,30 @@ def check_writable(folder: Path) -> None:
                           "(PADDLECD_STATE_DIR) to a writable folder") from e
 
 
+def preflight(settings: Settings, variant_name: str) -> tuple[str, bool]:
+    """What :func:`push` checks before it writes anything, and ``push --dry-run`` checks too (a
+    trial: a dry run approved a half credential pair and a garbage key the push then refused):
+    the last build, its image in the engine, the registry's credentials, the signing key.
+
+    Returns:
+        (the local tag to push, whether a signed provenance will be attached).
+
+    Raises:
+        ConfigError, RegistryError, RegistryAuthError, SigningKeyError: as :func:`push`.
+    """
+    from paddlecd.signing import keys
+
+    tag = last_build_tag(settings, variant_name)
+    if not engine.image_exists(tag):
+        raise RegistryError(f"image {tag} from the last build is gone from the engine",
+                            f"run: invoke build --variant {variant_name}")
+    registry_auth.find_credentials(registry.parse_reference(tag).registry)
+    signing = keys.configured(settings)
+    if signing:
+        keys.signer(settings)  # a broken key is named before anything is pushed
+    return tag, signing
+
+
 def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = None) -> Pushed:
     """Push the last build of ``variant_name`` (recorded by build) and record it as the candidate.
 
@@ -149,16 +173,9 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
             :func:`push_reference`).
     """
     from paddlecd.image import provenance
-    from paddlecd.signing import keys
 
-    tag = last_build_tag(settings, variant_name)
-    if not engine.image_exists(tag):
-        raise RegistryError(f"image {tag} from the last build is gone from the engine",
-                            f"run: invoke build --variant {variant_name}")
+    tag, signing = preflight(settings, variant_name)
     check_writable(settings.state / "candidates")
-    signing = keys.configured(settings)
-    if signing:
-        keys.signer(settings)  # a broken key is named before anything is pushed
     digest = push_reference(settings, tag, on_progress=on_progress)
     repo = tag.rsplit(":", 1)[0]
     reference = f"{repo}@{digest}"

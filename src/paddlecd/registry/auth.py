@@ -97,10 +97,12 @@ def env_credentials(environ: Mapping[str, str] | None = None) -> Credentials | N
     neither is set.
 
     Raises:
-        ConfigError: only one of the two is set.
+        ConfigError: only one of the two is set, or one is set but empty (an unset CI secret
+            expands to "": it must not fall back to config.json without a word).
     """
-    env = os.environ if environ is None else environ
-    user, password = env.get(USERNAME_ENV), env.get(PASSWORD_ENV)
+    from paddlecd.config import environ_value
+
+    user, password = environ_value(USERNAME_ENV, environ), environ_value(PASSWORD_ENV, environ)
     if bool(user) != bool(password):
         raise ConfigError(f"only one of {USERNAME_ENV} and {PASSWORD_ENV} is set",
                           "set both (or neither, to use docker login's config.json)")

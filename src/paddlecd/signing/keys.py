@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from paddlecd import files
-from paddlecd.config import Settings
+from paddlecd.config import Settings, environ_value
 from paddlecd.errors import SigningKeyError
 from paddlecd.types import Echo
 
@@ -176,7 +176,7 @@ def state_pair(settings: Settings) -> tuple[Path, Path]:
 def configured(settings: Settings) -> bool:
     """True when a signing key is configured (env PEM or ``verify.signing_key``) or the state
     folder holds its own pair (:func:`state_pair`)."""
-    return bool(os.environ.get(ENV_PEM) or settings.verify.signing_key
+    return bool(environ_value(ENV_PEM) or settings.verify.signing_key
                 or state_pair(settings)[0].is_file())
 
 
@@ -188,8 +188,9 @@ def signer(settings: Settings) -> CryptoSigner:
         SigningKeyError: none configured, the file is missing or unreadable, or it holds no
             unencrypted ECDSA P-256 private key.
     """
-    if os.environ.get(ENV_PEM):
-        return _signer(os.environ[ENV_PEM].encode(), f"${ENV_PEM}")
+    pem = environ_value(ENV_PEM)
+    if pem:
+        return _signer(pem.encode(), f"${ENV_PEM}")
     own = state_pair(settings)[0]
     if not settings.verify.signing_key and own.is_file():
         return _signer(_read(own, "signing key (the state folder's pair)"), str(own))
@@ -205,7 +206,7 @@ def signer(settings: Settings) -> CryptoSigner:
 def signer_source(settings: Settings) -> str:
     """Where :func:`signer` takes the key from: ``$PADDLECD_SIGNING_KEY``, the file
     ``verify.signing_key``, or the state folder's pair (whether it loads or not)."""
-    if os.environ.get(ENV_PEM):
+    if os.environ.get(ENV_PEM, "").strip():
         return f"${ENV_PEM}"
     if settings.verify.signing_key:
         return str(settings.path(settings.verify.signing_key))
