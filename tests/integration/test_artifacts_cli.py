@@ -16,7 +16,7 @@ from botocore.config import Config
 
 from paddlecd.registry.embedded import free_port
 
-from support import INVOKE, clean_env, invoke
+from support import INVOKE, ROOT, clean_env, invoke
 from support.cli import signing_env
 
 
@@ -392,3 +392,100 @@ def test_list_shows_an_interrupted_upload_as_incomplete(user_env, jit_exports, t
     assert r.returncode == 0, r.stderr
     assert re.search(r"^1\.4\.0\s+\S+\s+2\s", r.stdout, re.M), r.stdout
     assert re.search(r"^1\.5\.0\s+incomplete", r.stdout, re.M), r.stdout
+
+
+class _HoldingProxy:
+    """An HTTP relay in front of an S3 server that holds each request whose target contains
+    ``held`` (e.g. ``partNumber=2``): its body is read and no answer ever comes, as from a store
+    that stalls. Every other request is forwarded. ``seen`` is set once it holds one."""
+
+    def __init__(self, upstream: str, held: str):
+        import http.client
+        import http.server
+        import threading
+        from urllib.parse import urlsplit
+
+        target, relay = urlsplit(upstream), self
+        self.seen, self.released = threading.Event(), threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def relay(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if held in self.path:
+                    relay.seen.set()
+                    relay.released.wait(600)
+                    self.close_connection = True
+                    return
+                upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("connection", "expect")}
+                upstream.request(self.command, self.path, body=body, headers=headers)
+                answer = upstream.getresponse()
+                data = answer.read()
+                self.send_response_only(answer.status, answer.reason)
+                for k, v in answer.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = relay
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_ctrl_c_during_a_held_multipart_part_ends_at_once_with_130_and_aborts_the_upload(
+    user_env, rgw_server, jit_exports
+):
+    """A trial (issue 21): Ctrl-C while one part of a multipart upload hung kept the upload
+    running 239 s (s3transfer waits for every part in flight, up to botocore's read timeout
+    times its attempts), then exited 8 naming a read timeout. Now it ends in seconds, exit 130,
+    says it was interrupted, leaves no open multipart upload and no claim, and the same
+    command, re-run, stores the model. Real Ceph RGW behind a relay that holds part 2."""
+    import signal
+
+    s3 = _s3(rgw_server)
+    bucket = f"models-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=bucket)
+    proxy = _HoldingProxy(rgw_server.endpoint, "partNumber=2")
+    env = {**user_env, "AWS_ACCESS_KEY_ID": rgw_server.key,
+           "AWS_SECRET_ACCESS_KEY": rgw_server.secret, "AWS_DEFAULT_REGION": "us-east-1",
+           "PADDLECD_STORAGE_ENDPOINT_URL": proxy.endpoint,
+           "PADDLECD_STORAGE_MULTIPART_THRESHOLD_MB": "5",
+           "PADDLECD_STORAGE_MULTIPART_CHUNK_MB": "5"}  # 4 parts, sent at once
+    up = ["upload", "--model-dir", str(jit_exports["big"]), "--name", "ocr-det", "--version",
+          "1.4.0", "--to", f"s3://{bucket}/paddle"]
+    run = subprocess.Popen([INVOKE, *up], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        assert proxy.seen.wait(120), "the upload never reached part 2"
+        run.send_signal(signal.SIGINT)
+        # the part stays held until the proxy closes: waiting for it would take botocore's read
+        # timeout (60 s) at least, so an upload that waits runs past this and fails the test
+        out, err = run.communicate(timeout=45)
+    finally:
+        proxy.close()
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, err
+    assert "error: interrupted" in err and "Traceback" not in err and "read timeout" not in err
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    left = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert not any(k.endswith("manifest.json") or "/.claims/" in k for k in left), left
+    again = _invoke({**env, "PADDLECD_STORAGE_ENDPOINT_URL": rgw_server.endpoint}, *up)
+    assert again.returncode == 0 and "uploaded: " in again.stdout, again.stderr

@@ -249,7 +249,7 @@ def test_upload_re_checks_links_after_its_plan(tmp_path):
     """A file swapped for a link between the plan (shown to the user) and the upload is refused."""
     from paddlecd.artifacts import storage
     from paddlecd.artifacts import transfer as arts
-    from paddlecd.errors import ConfigError, PaddlecdError
+    from paddlecd.errors import ConfigError
 
     out, secret = _export_leaking(tmp_path)
     (out / "model.pdiparams").unlink()

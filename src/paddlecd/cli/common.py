@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -56,13 +58,38 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(c, *args, **kwargs)
         except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
             _fail(e, *os_error_text(e), 2)
+        except Interrupted as e:  # a stage runner's Ctrl-C, recorded (pipeline.run)
+            try:
+                _fail(e, e.cause, e.hint, e.exit_code)
+            finally:
+                _end_if_threads_hang(e.exit_code)
         except PaddlecdError as e:
             _fail(e, e.cause, e.hint, e.exit_code)
         except KeyboardInterrupt as e:  # Ctrl-C in a task that records nothing: 128 + SIGINT
-            _fail(e, "interrupted", "re-run the same command: it removes or completes what this "
-                  "run left", Interrupted.exit_code)
+            try:
+                _fail(e, "interrupted", "re-run the same command: it removes or completes what "
+                      "this run left", Interrupted.exit_code)
+            finally:
+                _end_if_threads_hang(Interrupted.exit_code)
 
     return wrapper
+
+
+def _end_if_threads_hang(code: int, grace: float = 2.0) -> None:
+    """End the process now with ``code`` when worker threads outlive a Ctrl-C by ``grace``
+    seconds: Python joins every ThreadPoolExecutor thread at exit, and one blocked in a network
+    read (a held S3 part, a registry blob) would keep an interrupted command running until its
+    read timed out (a trial: 239 s). What the threads were writing is left as a kill -9 leaves
+    it, which the same command, re-run, completes."""
+    deadline = time.monotonic() + grace
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and not t.daemon:
+            t.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() and not t.daemon and t is not threading.main_thread()
+           for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _refuse_empty(flags: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ import boto3
 import boto3.exceptions
 import botocore.exceptions
 import botocore.session
-from boto3.s3.transfer import TransferConfig
+from boto3.s3.transfer import ProgressCallbackInvoker, TransferConfig, create_transfer_manager
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -141,13 +141,34 @@ class S3Store:
 
     def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None:
         """Upload ``path``; multipart above the threshold with the configured part
-        size/concurrency."""
+        size/concurrency (boto3's transfer manager, as ``client.upload_file`` runs it).
+
+        On Ctrl-C the multipart upload is aborted and KeyboardInterrupt raised at once: the
+        manager's own shutdown waits for every part in flight, a held one up to botocore's read
+        timeout times its attempts (a trial: 239 s, then a "read timeout" error, exit 8). The
+        catch site then ends the process without waiting for those threads
+        (:func:`paddlecd.cli.common.guarded`).
+
+        Raises:
+            StorageError: the store refused or failed the upload (named with ``key``).
+        """
+        manager = create_transfer_manager(self.client, self.transfer)
+        interrupted = False
         try:
-            self.client.upload_file(
-                str(path), self.bucket, self._key(key), Config=self.transfer, Callback=progress
-            )
+            future = manager.upload(str(path), self.bucket, self._key(key), subscribers=(
+                [ProgressCallbackInvoker(progress)] if progress else None))
+            future.result()
+        except KeyboardInterrupt:
+            interrupted = True
+            future.cancel()
+            with contextlib.suppress(StorageError):  # the re-run aborts what is left anyway
+                self.abort_uploads(key)
+            raise
         except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
             raise self._fail(e, "uploading", key) from e
+        finally:
+            if not interrupted:
+                manager.shutdown()
 
     def put_bytes(self, data: bytes, key: str, *, exclusive: bool = False) -> None:
         """PutObject of a small body (the manifest); with ``exclusive``, If-None-Match: * so an
