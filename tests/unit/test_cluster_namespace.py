@@ -107,6 +107,15 @@ def test_the_plan_and_its_manifests_use_it(kubeconfig, tmp_path, project_root, m
     ("[]\n", "its top level is not a mapping"), ("5\n", "its top level is not a mapping"),
     # a re-trial: this one was said to be "not a mapping" at its top level too
     ("apiVersion: v1\nclusters: 5\n", "'clusters' is not a list of mappings"),
+    # trial 7: a string was iterated by the client ("Expected key name in …/o"), and a -data
+    # field that is no base64 was binascii.Error's traceback in deploy, doctor and verify
+    ("clusters: oops\n", "'clusters' is not a list of mappings"),
+    ("clusters:\n- name: c1\n  cluster: {server: 'https://x:6443', "
+     "certificate-authority-data: '!!!notbase64'}\n", "cluster 'c1': certificate-authority-data "
+     "is not base64"),
+    ("users:\n- name: u1\n  user: {client-key-data: 'a b'}\n",
+     "user 'u1': client-key-data is not base64"),
+    ("contexts:\n- name: x\n  context: 5\n", "context 'x': 'context' is not a mapping"),
 ])
 def test_a_kubeconfig_that_is_not_a_mapping_is_named(tmp_path, monkeypatch, text, why):
     """A trial: ``KUBECONFIG`` naming a file holding ``[]`` gave namespace ``default`` at

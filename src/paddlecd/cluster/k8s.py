@@ -8,6 +8,8 @@ translated here, once, into a :class:`~paddlecd.errors.ClusterError`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import os
@@ -65,12 +67,16 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
 
     Raises:
         ClusterError: the kubeconfig is not YAML (naming the file and line), or YAML but not a
-            mapping; its current-context (or ``cluster.context``) names no context of it, or a
+            mapping, or of the wrong shape (:func:`_shape_problem`: a ``*-data`` field that is
+            no base64); its current-context (or ``cluster.context``) names no context of it, or a
             context names a missing cluster or user (kubectl: ``context "x" does not exist``);
             the context's namespace is no Kubernetes name (an RFC 1123 label).
     """
     if settings.cluster.namespace:
         return settings.cluster.namespace
+    wrong = _shape_problem()
+    if wrong:
+        raise wrong
     try:
         contexts, current = kubernetes.config.list_kube_config_contexts(config_file=_config_file())
     except yaml.YAMLError as e:
@@ -140,21 +146,53 @@ def _unreadable(e: OSError) -> ClusterError:
 
 def _not_kubeconfig() -> ClusterError:
     """A kubeconfig that is YAML but not one (``[]``, a number, ``clusters: 5``): kubectl refuses
-    it too. Names the first part of the wrong shape (client-go clientcmd/api/v1 ``Config``: the
-    top level a mapping; ``clusters``, ``contexts``, ``users`` lists of mappings)."""
-    why = "its top level is not a mapping (apiVersion, clusters, users, contexts)"
+    it too. Names the first part of the wrong shape (:func:`_shape_problem`)."""
+    return _shape_problem() or _wrong_shape(_config_file(), _TOP)
+
+
+_TOP = "its top level is not a mapping (apiVersion, clusters, users, contexts)"
+# The fields of client-go's clientcmd/api/v1 types that hold base64 (``[]byte`` in JSON): the
+# client library decodes them with base64.standard_b64decode and raised binascii.Error (a trial:
+# a traceback, exit 1, in deploy, doctor and verify --cluster k8s).
+_BASE64 = {"clusters": ("cluster", ("certificate-authority-data",)),
+           "users": ("user", ("client-certificate-data", "client-key-data"))}
+
+
+def _shape_problem() -> ClusterError | None:
+    """The first part of a kubeconfig file of the wrong shape, named (client-go clientcmd/api/v1
+    ``Config``: the top level a mapping; ``clusters``, ``contexts``, ``users`` lists of mappings,
+    each with a mapping under ``cluster``/``context``/``user``; the ``*-data`` fields base64);
+    None when every file has the right shape, or cannot be read as YAML (the client names that).
+    """
     for path in _config_file().split(os.pathsep):
         try:
             doc = yaml.safe_load(Path(path).read_text())
         except (OSError, ValueError, yaml.YAMLError):
             continue
+        if doc is None:
+            continue
         if not isinstance(doc, dict):
-            return _wrong_shape(path, why)
-        for key in ("clusters", "contexts", "users"):
+            return _wrong_shape(path, _TOP)
+        for key, inner in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
             entries = doc.get(key) or []
             if not isinstance(entries, list) or not all(isinstance(x, dict) for x in entries):
                 return _wrong_shape(path, f"'{key}' is not a list of mappings")
-    return _wrong_shape(_config_file(), why)
+            for entry in entries:
+                body = entry.get(inner) or {}
+                name = str(entry.get("name"))[:80]
+                if not isinstance(body, dict):
+                    return _wrong_shape(path, f"{key[:-1]} {name!r}: '{inner}' is not a mapping")
+                for field in _BASE64.get(key, ("", ()))[1]:
+                    if field in body and not _is_base64(body[field]):
+                        return _wrong_shape(path, f"{key[:-1]} {name!r}: {field} is not base64")
+    return None
+
+
+def _is_base64(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and bool(base64.b64decode(value, validate=True) or True)
+    except (binascii.Error, ValueError):
+        return False
 
 
 def _wrong_shape(path: str, why: str) -> ClusterError:
@@ -167,11 +205,14 @@ def connect(settings: Settings) -> Api:
     context ``settings.cluster.context`` or the current one; else the in-cluster service account.
 
     Raises:
-        ClusterError: no kubeconfig and not inside a cluster, a kubeconfig that is not YAML, or an
-            unknown context.
+        ClusterError: no kubeconfig and not inside a cluster, a kubeconfig that is not YAML or
+            of the wrong shape (:func:`_shape_problem`), or an unknown context.
     """
     context = settings.cluster.context
     config_file = _config_file()
+    wrong = _shape_problem()
+    if wrong:
+        raise wrong
     try:
         client = kubernetes.config.new_client_from_config(config_file=config_file, context=context)
     except yaml.YAMLError as e:
