@@ -226,31 +226,14 @@ SECTIONS: dict[str, type] = {
 }
 
 
-def environ_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The value of paddlecd's own environment variable ``name`` that is no setting
-    (``PADDLECD_ROOT``, ``PADDLECD_SIGNING_KEY``, ``PADDLECD_REGISTRY_USERNAME``…), None when it is
-    unset. Settings given as ``PADDLECD_*`` go through :func:`load`, which refuses an empty one
-    the same way.
-
-    Raises:
-        ConfigError: set but empty or only spaces: a GitHub secret that is not set expands to "",
-            and that must not fall back to a default (another key, another root, config.json).
-    """
-    value = (os.environ if environ is None else environ).get(name)
-    if value is not None and not value.strip():
-        raise ConfigError(f"${name} is set but empty",
-                          f"give it a value, or unset it (unset {name}) to use the default")
-    return value
-
-
 def find_root(start: Path | None = None) -> Path:
     """The project root: ``$PADDLECD_ROOT``, else the nearest folder up from ``start`` holding
     ``images/variants.yaml``, else ``start`` (cwd).
 
     Raises:
-        ConfigError: ``$PADDLECD_ROOT`` is set but empty (:func:`environ_value`).
+        ConfigError: ``$PADDLECD_ROOT`` is set but empty (:func:`paddlecd.files.environ_value`).
     """
-    named = environ_value("PADDLECD_ROOT")
+    named = files.environ_value("PADDLECD_ROOT")
     if named:
         return Path(named).resolve()
     here = (start or Path.cwd()).resolve()

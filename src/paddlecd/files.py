@@ -1,4 +1,5 @@
-"""Time stamps, the actor, JSON and YAML files: small helpers every room that records shares.
+"""Time stamps, the actor, JSON and YAML files, paddlecd's own environment variables: small
+helpers every room that records shares.
 
 Records written here are read by other processes (a resumed pipeline, promotion on another machine),
 so writes are atomic: a temp file in the same folder, then a rename (POSIX ``rename(2)``), and a
@@ -15,6 +16,7 @@ import os
 import socket
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -290,3 +292,20 @@ def write_text(path: Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def environ_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value of paddlecd's own environment variable ``name`` that is no setting
+    (``PADDLECD_ROOT``, ``PADDLECD_SIGNING_KEY``, ``PADDLECD_REGISTRY_USERNAME``…), None when it
+    is unset. Settings given as ``PADDLECD_*`` go through :func:`paddlecd.config.load`, which
+    refuses an empty one the same way.
+
+    Raises:
+        ConfigError: set but empty or only spaces: a GitHub secret that is not set expands to "",
+            and that must not fall back to a default (another key, another root, config.json).
+    """
+    value = (os.environ if environ is None else environ).get(name)
+    if value is not None and not value.strip():
+        raise ConfigError(f"${name} is set but empty",
+                          f"give it a value, or unset it (unset {name}) to use the default")
+    return value

@@ -104,6 +104,32 @@ def test_a_model_folder_linked_out_of_the_store_is_refused(tmp_path):
         store.get_bytes("m/1.0.0/manifest.json")
 
 
+def test_a_version_folder_linked_out_of_the_store_is_named_not_called_missing(tmp_path):
+    """Trial 7: ``<store>/m/2.0.0 -> /tmp/export`` was skipped by the listing (a folder link is
+    not followed) and ``artifacts.list`` said there was no model 'm'."""
+    (tmp_path / "export").mkdir()
+    (tmp_path / "store" / "m").mkdir(parents=True)
+    (tmp_path / "store" / "m" / "2.0.0").symlink_to(tmp_path / "export")
+    with pytest.raises(ConfigError, match=r"m/2\.0\.0 resolves to .*export, outside the store"):
+        arts.list_versions(FileStore(tmp_path / "store"), "m")
+
+
+def test_a_damaged_manifest_is_listed_as_damaged_and_the_listing_exits_8(tmp_path):
+    """Trial 7: a manifest.json that is not JSON, or not a manifest, was listed as 'incomplete'
+    (an interrupted upload) with exit 0, while show, check and download called it invalid."""
+    from support import invoke
+
+    (tmp_path / "store" / "m" / "1.0.0").mkdir(parents=True)
+    (tmp_path / "store" / "m" / "1.0.0" / "manifest.json").write_text('{"files": "x"}')
+    (tmp_path / "store" / "m" / "1.1.0").mkdir()
+    (tmp_path / "store" / "m" / "1.1.0" / ".model.json.x.tmp").write_text("killed")
+    run = invoke("artifacts.list", f"file://{tmp_path / 'store'}/m",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 8, run.stderr
+    assert "1.0.0\tdamaged" in run.stdout and "1.1.0\tincomplete" in run.stdout
+    assert "the manifest.json of 1.0.0 is damaged" in run.stderr and "hint: " in run.stderr
+
+
 def test_a_folder_that_is_no_version_is_not_listed_as_one(tmp_path):
     (tmp_path / "store" / "lin" / "notaversion").mkdir(parents=True)
     (tmp_path / "store" / "lin" / "notaversion" / "x").write_text("x")

@@ -585,13 +585,14 @@ def _fetch_verified(
 
 def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
     """Versions of ``name``, semver-ascending, each a summary with the same keys: ``version``,
-    ``complete`` (has a valid manifest), ``problem`` (why not, or None), and from the manifest
+    ``complete`` (has a valid manifest), ``damaged`` (has a manifest that is not valid: not JSON,
+    or not the schema), ``problem`` (why not complete, or None), and from the manifest
     ``created``, ``files``, ``bytes``, ``format``, ``image_digest``, ``metrics``,
     ``paddle_version``, ``git_revision`` (None for an incomplete version), and ``check``: the
     stored model check's ``status``/``image``/``paddle_version``/``created`` (None: unchecked).
 
     A version without a manifest (an upload running, interrupted or killed) or with an invalid one
-    is listed as incomplete, never an error; a folder whose name is no version
+    (damaged) is listed as not complete, never an error here; a folder whose name is no version
     (:func:`paddlecd.artifacts.manifest.check_version`) is not one and is left out.
 
     Raises:
@@ -610,7 +611,7 @@ def _listed(store: Store, name: str, version: str) -> dict[str, Any]:
     try:
         doc = read_manifest(store, f"{name}/{version}/")
     except InvalidManifestError as e:
-        return _summary(version, None, problem=e.cause)
+        return _summary(version, None, problem=e.cause, damaged=True)
     summary = _summary(
         version, doc, problem=None if doc else f"no {am.MANIFEST} (upload unfinished)"
     )
@@ -676,17 +677,20 @@ _SUMMARY_KEYS = (
 )
 
 
-def _summary(version: str, doc: dict[str, Any] | None, *, problem: str | None) -> dict[str, Any]:
+def _summary(version: str, doc: dict[str, Any] | None, *, problem: str | None,
+             damaged: bool = False) -> dict[str, Any]:
     if doc is None:
         return {
             "version": version,
             "complete": False,
+            "damaged": damaged,
             "problem": problem,
             **dict.fromkeys(_SUMMARY_KEYS),
         }
     return {
         "version": version,
         "complete": True,
+        "damaged": False,
         "problem": None,
         "created": doc["created"],
         "files": len(doc["files"]),

@@ -10,7 +10,7 @@ from invoke import task
 from paddlecd import files
 from paddlecd.cli import common, view
 from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings, warn
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, StorageError
 
 STORE_HELP = (
     "store URL: s3://BUCKET[/prefix] or file:///path "
@@ -311,7 +311,9 @@ def _model_and_version(model: str, cfg) -> tuple[str, list[str]]:
 def list_(c, url, json=False):
     """List a model's versions (semver order) with their manifests' summary.
 
-    A version without manifest.json is an interrupted upload, shown as 'incomplete'.
+    A version without manifest.json is an interrupted upload, shown as 'incomplete'. One whose
+    manifest.json is not JSON or not a manifest is shown as 'damaged', and the listing then
+    exits 8 naming it (after the list).
 
     Example: invoke artifacts.list s3://models/paddle/ocr-det
     """
@@ -321,7 +323,21 @@ def list_(c, url, json=False):
     base, (name,) = arts.split_model_url(url, cfg, parts=1)
     versions = arts.list_model(arts.store_for(cfg, base), name)
     if json:
-        return common.json_result({"store": base, "name": name, "versions": versions})
+        common.json_result({"store": base, "name": name, "versions": versions})
+    else:
+        _table(base, name, versions)
+    damaged = [v for v in versions if v["damaged"]]
+    if damaged:
+        first = damaged[0]
+        raise StorageError(
+            f"{base}/{name}: the manifest.json of {', '.join(v['version'] for v in damaged)} "
+            f"is damaged ({first['version']}: {first['problem']})",
+            f"invoke artifacts.show {base}/{name}@{first['version']} names the problem; upload "
+            "that version again with --overwrite",
+        )
+
+
+def _table(base: str, name: str, versions: list[dict]) -> None:
     rows = [_row(v) for v in versions]
     header = ("version", "created", "files", "bytes", "image digest", "metrics", "check")
     if not out.is_terminal:  # pipes and CI logs: whole values, tab-separated, nothing cut
@@ -339,7 +355,7 @@ def list_(c, url, json=False):
 
 def _row(v: dict) -> tuple[str, ...]:
     if not v["complete"]:
-        return (v["version"], "incomplete", "", "", "", "", "")
+        return (v["version"], "damaged" if v["damaged"] else "incomplete", "", "", "", "", "")
     metrics = ", ".join(f"{k}={x:g}" for k, x in (v["metrics"] or {}).items())
     check = v.get("check") or {}
     return (

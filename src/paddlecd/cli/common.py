@@ -163,8 +163,14 @@ def warn(msg: str, hint: str | None = None) -> None:
 
 
 def result(msg: str) -> None:
-    """A result line, on stdout: what a script running the task wants to capture."""
-    out.print(msg, soft_wrap=True, markup=False, highlight=False)
+    """A result line, on stdout: what a script running the task wants to capture. Not on a
+    terminal it is written as it is: rich expands tabs to spaces, and the tab-separated listings
+    for pipes (``artifacts.list``, ``release.list``) must stay tab-separated (a trial)."""
+    if out.is_terminal:
+        out.print(msg, soft_wrap=True, markup=False, highlight=False)
+    else:
+        out.file.write(msg + "\n")
+        out.file.flush()
 
 
 def json_result(value: Any) -> None:

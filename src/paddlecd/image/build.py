@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddlecd import config, engine, git, proc
+from paddlecd import engine, files, git, proc
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, EngineError, PaddlecdError
 from paddlecd.files import now_iso, write_json
@@ -170,7 +170,7 @@ def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -
         ConfigError: ``$PADDLECD_SOURCE_URL`` is set but empty.
     """
     short, full, when = git.revision(settings.root)
-    source = (config.environ_value("PADDLECD_SOURCE_URL") or git.origin_url(settings.root)
+    source = (files.environ_value("PADDLECD_SOURCE_URL") or git.origin_url(settings.root)
               or "unknown")
     oci = "org.opencontainers.image"
     out = {

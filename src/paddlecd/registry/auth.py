@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd.errors import ConfigError, RegistryAuthError
+from paddlecd.files import environ_value
 
 USERNAME_ENV = "PADDLECD_REGISTRY_USERNAME"
 PASSWORD_ENV = "PADDLECD_REGISTRY_PASSWORD"
@@ -100,8 +101,6 @@ def env_credentials(environ: Mapping[str, str] | None = None) -> Credentials | N
         ConfigError: only one of the two is set, or one is set but empty (an unset CI secret
             expands to "": it must not fall back to config.json without a word).
     """
-    from paddlecd.config import environ_value
-
     user, password = environ_value(USERNAME_ENV, environ), environ_value(PASSWORD_ENV, environ)
     if bool(user) != bool(password):
         raise ConfigError(f"only one of {USERNAME_ENV} and {PASSWORD_ENV} is set",

@@ -29,8 +29,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from paddlecd import files
-from paddlecd.config import Settings, environ_value
+from paddlecd.config import Settings
 from paddlecd.errors import SigningKeyError
+from paddlecd.files import environ_value
 from paddlecd.types import Echo
 
 ENV_PEM = "PADDLECD_SIGNING_KEY"

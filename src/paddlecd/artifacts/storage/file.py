@@ -135,11 +135,20 @@ class FileStore:
 
     def list(self, prefix: str) -> list[ObjectInfo]:
         """Objects whose key starts with ``prefix`` (a folder prefix ending in ``/``), sorted.
-        A file renamed or removed by a concurrent upload while listing is left out."""
+        A file renamed or removed by a concurrent upload while listing is left out.
+
+        Raises:
+            ConfigError: an entry under ``prefix`` links out of the store (:meth:`_path`; a
+                trial: a version folder linked to /tmp was left out, and the model called
+                missing).
+        """
         base = self._path(prefix.rstrip("/"))
         if not base.is_dir():
             return []
-        found = [(p, _size(p)) for p in base.rglob("*") if p.is_file()]
+        entries = list(base.rglob("*"))  # a folder link is not followed: checked here instead
+        for link in (p for p in entries if p.is_symlink()):
+            self._path(link.relative_to(self.root).as_posix())
+        found = [(p, _size(p)) for p in entries if p.is_file()]
         return sorted(
             (
                 ObjectInfo(p.relative_to(self.root).as_posix(), size)
