@@ -28,6 +28,24 @@ def test_help_after_the_task_name_shows_help_even_with_positional_arguments(task
     ), run.stderr
 
 
+@pytest.mark.parametrize("line", [["release.prune", "--help"], ["--help", "image.build"],
+                                  ["artifacts.list", "--help"]])
+def test_help_prints_what_the_cli_reference_says_flag_words_included(line):
+    """Trial 7: ``invoke <task> --help`` listed every flag with no words (the command-line check
+    built Invoke's parser first, which pops each flag's help), while docs/reference/cli.md, made
+    in-process, had them."""
+    from paddlecd.cli import reference
+
+    task = next(x for x in line if x != "--help")
+    run = invoke(*line)
+    assert run.returncode == 0, run.stderr
+    usage = f"Usage: inv[oke] [--core-opts] {task}"
+    assert run.stdout.rstrip() == reference.task_help(task).rstrip().replace(
+        f"Usage: invoke [--core-opts] {task}", usage)
+    flags = [x for x in run.stdout.split("Options:")[1].splitlines() if x.startswith("  -")]
+    assert flags and all(len(x.split("   ")) > 1 for x in flags), flags  # each with its words
+
+
 def test_an_unwritable_output_path_is_one_line_not_a_traceback(tmp_path):
     image = "127.0.0.1:5000/p/q@sha256:" + "a" * 64
     run = invoke(

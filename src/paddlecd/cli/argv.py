@@ -80,12 +80,20 @@ def parse_problem(argv: Sequence[str], collection: Any) -> tuple[str, str] | Non
     if isinstance(asked, str) and asked not in collection.task_names and not core.unparsed:
         near = _nearest(asked, collection.task_names)
         return f"no task named {asked!r}", f"{near}see: invoke --list"
+    # Invoke pops each flag's help from task.help while it builds the contexts (Task.arg_opts):
+    # without the copies put back, ``invoke <task> --help`` then listed the flags with no words
+    # (a trial; cli/reference.py keeps copies for the same reason)
+    tasks = [collection[name] for name in collection.task_names]
+    kept = [(t, dict(t.help)) for t in tasks]
     try:
         Parser(initial=initial, contexts=collection.to_contexts()).parse_argv(core.unparsed)
     except ParseError as e:
         message, context = str(e), e.context
     else:
         return None
+    finally:
+        for t, helps in kept:
+            t.help = helps
     task = context.name if context is not None else None
     helps = f"invoke --help {task}" if task else "invoke --list"
     unknown = re.fullmatch(r"No idea what '(.*)' is!", message, re.S)
