@@ -318,3 +318,37 @@ def test_deploy_json_is_the_model_a_script_hands_to_upload(image_by_digest, tmp_
     assert doc["output_path"] == str(tmp_path / "out")
     assert Path(doc["model"] + ".pdiparams").is_file() and "[rank 1]" in result.stderr
     assert leftovers(doc["job_id"]) == []
+
+
+def test_ctrl_c_stops_the_ranks_at_once_and_removes_them(image_by_digest, tmp_path):
+    """Trial 7: Ctrl-C of ``deploy --cluster local`` waited for the ranks (the thread pool's exit
+    joined each rank's wait) and the job trained to its end before the run said "interrupted".
+    Now the ranks are stopped: exit 130 while they still train, nothing of the job left."""
+    import signal
+    import subprocess
+
+    from support import INVOKE
+
+    job = write_job(tmp_path, steps=10_000_000)  # hours: only a stop ends it within the test
+    env = clean_env(drop=("PADDLECD_",), PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    run = subprocess.Popen([INVOKE, "deploy", "--image", image_by_digest, "--job", str(job),
+                            "--cluster", "local"], cwd=ROOT, env=env, text=True,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    try:
+        seen = []
+        for line in run.stderr:  # the plan, then the ranks' streamed logs
+            seen.append(line)
+            if line.startswith("[rank 1]"):
+                break
+        assert any(x.startswith("[rank 1]") for x in seen), "".join(seen)[-3000:]
+        run.send_signal(signal.SIGINT)
+        _, rest = run.communicate(timeout=90)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    err = "".join(seen) + rest
+    assert run.returncode == 130, err[-3000:]
+    assert "error: interrupted" in err and "final_loss" not in err
+    job_id = re.search(r"deploy (pytest-train-[0-9a-f]{6}) on local", err).group(1)
+    assert leftovers(job_id) == []

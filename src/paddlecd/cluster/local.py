@@ -204,7 +204,9 @@ STOP_GRACE_SECONDS = 15.0
 
 def _wait_all(ranks: list[engine.Container], *, timeout: float, on_line: Echo) -> None:
     """Wait for every rank; after the first non-zero exit, give the others a short grace to exit,
-    stop the rest, and raise naming every rank that failed (with each one's log tail)."""
+    stop the rest, and raise naming every rank that failed (with each one's log tail). Ctrl-C
+    stops every rank, then raises KeyboardInterrupt (a trial: the pool's exit waited for the
+    ranks, and the job ran to its end before the run said "interrupted")."""
     with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
         futures = {
             pool.submit(engine.wait, c, timeout=timeout, on_line=_prefixed(on_line, i)): i
@@ -212,9 +214,14 @@ def _wait_all(ranks: list[engine.Container], *, timeout: float, on_line: Echo) -
         }
         failures: list[tuple[int, str, str]] = []
         pending = set(futures)
-        while pending and not failures:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            failures += sorted(f for f in (_failure(x, futures[x], timeout) for x in done) if f)
+        try:
+            while pending and not failures:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                failures += sorted(f for f in (_failure(x, futures[x], timeout) for x in done)
+                                   if f)
+        except KeyboardInterrupt:
+            _stop(ranks)  # the waits then return, and the pool can close
+            raise
         if failures:
             done, _ = wait(pending, timeout=STOP_GRACE_SECONDS)
             failures += [f for f in (_failure(x, futures[x], timeout) for x in done) if f]
