@@ -301,3 +301,21 @@ def test_a_job_file_whose_aliases_expand_past_the_cap_is_refused(tmp_path):
     (tmp_path / "laughs.yaml").write_text(laughs)
     with pytest.raises(ConfigError, match="expands to more than"):
         files.read_yaml(tmp_path / "laughs.yaml")
+
+
+@pytest.mark.parametrize(("changes", "cause"), [
+    ({"command": {"script": "train.py", "args": ["--steps", "3\x000"]}},
+     "command.args[1] holds a NUL byte"),
+    ({"env": {"MY_FLAG": "a\x00b"}}, "env MY_FLAG holds a NUL byte"),
+    ({"command": {"script": "train.py", "args": ["x" * 1_000_000]}},
+     "command.args[0] is 1000001 bytes, more than the 131072"),
+    ({"env": {"BIG": "y" * 131_070}}, "env BIG is 131075 bytes"),
+])
+def test_an_argument_no_process_can_take_is_refused_without_quoting_it(tmp_path, changes, cause):
+    """Trial 7: a NUL in command.args passed the dry run, and the real run made the job's network
+    and containers before the engine said "invalid argument"; a 1 MB argument was printed whole
+    in the plan and twice in the error (2 MB of stderr) before exec refused it."""
+    with pytest.raises(ConfigError) as e:
+        jobfile.load(write(tmp_path, **changes))
+    assert cause in e.value.cause and len(e.value.cause) < 300
+    assert jobfile.load(write(tmp_path, env={"OK": "y" * 1000})).env == (("OK", "y" * 1000),)

@@ -172,7 +172,38 @@ def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> J
     )
     check_quantities(spec)
     check_paths(spec)
+    check_strings(spec)
     return spec
+
+
+# Linux's MAX_ARG_STRLEN (32 pages, include/uapi/linux/binfmts.h): execve refuses one argument
+# or environment string longer than this (E2BIG, "argument list too long"), NUL included.
+MAX_ARG_BYTES = 131072
+
+
+def check_strings(spec: JobSpec) -> None:
+    """Refuse what no process can be started with: a NUL byte in an argument or environment
+    value (execve's strings end at NUL: the engine answered "invalid argument" after the job's
+    network and containers were made), or one longer than :data:`MAX_ARG_BYTES` (a trial: a
+    1 MB argument was printed whole in the plan, twice in the error, and failed at exec).
+
+    Raises:
+        ConfigError: naming the file, the key and the size, never quoting the value whole.
+    """
+    named = [(f"command.args[{i}]", a) for i, a in enumerate(spec.args)]
+    named += [(f"env {k}", f"{k}={v}") for k, v in spec.env]
+    named.append(("command.script", spec.script))
+    for key, text in named:
+        if "\0" in text:
+            raise ConfigError(f"{spec.source}: {key} holds a NUL byte, which no process "
+                              "argument or environment value can carry",
+                              "remove it (a file path or a value read at run time can)")
+        size = len(text.encode()) + 1
+        if size > MAX_ARG_BYTES:
+            raise ConfigError(f"{spec.source}: {key} is {size} bytes, more than the "
+                              f"{MAX_ARG_BYTES} Linux allows one argument or variable "
+                              "(MAX_ARG_STRLEN)",
+                              "pass large inputs as a file in the code or data folder")
 
 
 def _own_env(env: dict[str, Any], source: str) -> dict[str, Any]:
