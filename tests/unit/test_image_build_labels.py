@@ -20,6 +20,9 @@ def test_labels_of_ones_own_are_added_as_given():
     ("=value", "not KEY=VALUE"),
     (" org.example.x=1", "not KEY=VALUE"),
     ("io.paddlecd.variant=gpu", "paddlecd sets io.paddlecd.variant itself"),
+    # trial 7: these reached the builder, which refused them (exit 4, logs written)
+    ("bad key=v", "the key holds white space"), ("org.x\tkey=v", "the key holds white space"),
+    ("org.x=a\0b", "a NUL byte"),
 ])
 def test_a_bad_label_is_refused_naming_it(item, words):
     with pytest.raises(ConfigError) as e:

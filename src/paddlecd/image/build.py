@@ -196,14 +196,19 @@ def parse_labels(items: Iterable[str], own: Mapping[str, str]) -> dict[str, str]
     ``io.paddlecd.variant``; the OCI ones say where the image came from).
 
     Raises:
-        ConfigError: an item without ``=`` or with an empty key, or a key of ``own``.
+        ConfigError: an item without ``=`` or with an empty key, a key with white space in it
+            (the builder refuses it: docker/cli opts.ValidateLabel; a trial reached the builder,
+            exit 4, with its logs written), a NUL byte, or a key of ``own``.
     """
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or key != key.strip():
-            raise ConfigError(f"invalid --label {item!r}: not KEY=VALUE",
+            raise ConfigError(f"invalid --label {item[:200]!r}: not KEY=VALUE",
                               "e.g. --label org.example.ticket=REL-42")
+        if any(c.isspace() for c in key) or "\0" in item:
+            raise ConfigError(f"invalid --label {item[:200]!r}: the key holds white space or the "
+                              "label a NUL byte", "e.g. --label org.example.ticket=REL-42")
         if key in own:
             raise ConfigError(f"invalid --label {item!r}: paddlecd sets {key} itself",
                               "use a key of your own namespace, e.g. org.example.<name>")
