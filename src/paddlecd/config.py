@@ -636,8 +636,9 @@ FORMATS = {
     "storage.region": (r"(?![0-9]+$)(?!-)[a-zA-Z0-9-]{,63}(?<!-)", "an AWS region name such as "
                        "us-east-1 (letters, digits and '-')"),
     # docker run --shm-size: a number with a unit b, k, m or g, or none (docker/go-units RAMInBytes)
-    "verify.shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 2g or 512m"),
-    "verify.gpu_shm_size": (r"[0-9]+[bkmgBKMG]?", "a Docker size such as 16g"),
+    # not 0: Docker takes a zero /dev/shm size as "its default" (64 MiB), silently (a trial)
+    "verify.shm_size": (r"0*[1-9][0-9]*[bkmgBKMG]?", "a Docker size above 0, such as 2g or 512m"),
+    "verify.gpu_shm_size": (r"0*[1-9][0-9]*[bkmgBKMG]?", "a Docker size above 0, such as 16g"),
     # botocore's request_checksum_calculation values (botocore/config.py), checked here for every
     # store, not only when an S3 client is made (a trial: `Always` passed on a file:// store)
     "storage.checksum_mode": (r"when_required|when_supported", "when_required or when_supported"),

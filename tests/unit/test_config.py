@@ -48,6 +48,9 @@ def test_config_cascade_order(tmp_path):
     # a trial: these reached docker (exit 4, "start the engine") or the manifests
     ("", {"PADDLECD_VERIFY_SHM_SIZE": "lots"}, "'verify.shm_size' (PADDLECD_VERIFY_SHM_SIZE) is "
                                                "'lots': not a Docker size"),
+    # trial 7: Docker took 0 as "its default" size (64 MiB), silently
+    ("", {"PADDLECD_VERIFY_SHM_SIZE": "0"}, "is '0': not a Docker size above 0"),
+    ("", {"PADDLECD_VERIFY_GPU_SHM_SIZE": "000g"}, "is '000g': not a Docker size above 0"),
     ("", {"PADDLECD_CLUSTER_NAMESPACE": "Bad_NS"}, "not a namespace name (RFC 1123 label"),
     ("", {"PADDLECD_CLUSTER_NAMESPACE": "n" * 64}, "not a namespace name"),
     ("", {"PADDLECD_CLUSTER_IMAGE_PULL_SECRET": "a b"}, "not a Secret name"),
