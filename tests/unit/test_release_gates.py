@@ -138,6 +138,20 @@ def test_limits_default_and_per_figure(tmp_path):
         gates.limits(nan)
 
 
+def test_a_per_figure_limit_that_matches_no_figure_is_warned_in_the_plan():
+    """Trial 7: ``release.max_slowdown_figures: nosuch.figure=0.5`` (a typo of a figure's name)
+    passed without a word, and the figure it meant kept the default limit."""
+    same = figures("cpu-3.0.0.json")
+    limits = gates.Limits(0.1, (("train.step_tme", 0.5), ("allreduce.*", 0.5)))
+    result = run(same, same, limits=limits)
+    assert result.unmatched == ("train.step_tme",)
+    warned = [x for x in result.describe() if "warning:" in x]
+    assert warned == ["    warning: release.max_slowdown_figures pattern 'train.step_tme' matches "
+                      "no figure of the candidate: it limits nothing"]
+    assert gates.Comparison.from_json(result.to_json()) == result
+    assert run(same, same).unmatched == ()
+
+
 def test_the_baseline_is_what_x_y_points_at_else_latest():
     v1, v2 = semver.Version.parse("1.0.0"), semver.Version.parse("2.0.0")
     state = State(releases={v1: BASE, v2: NEW},

@@ -99,6 +99,8 @@ class Comparison:
         verdicts: per figure. reason, who: of ``--accept-regression``.
         models: one line per ``release.models`` entry that fails in the candidate or was not
             checked there (:func:`model_problems`); any refuses, as a regression does.
+        unmatched: the ``release.max_slowdown_figures`` patterns that match none of the
+            candidate's figures (a typo limits nothing: a trial took one without a word).
     """
 
     status: str
@@ -112,6 +114,7 @@ class Comparison:
     reason: str | None = None
     who: str | None = None
     models: tuple[str, ...] = ()
+    unmatched: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> tuple[Verdict, ...]:
@@ -141,7 +144,10 @@ class Comparison:
                 f"regression accepted by {self.who}: {self.reason}"}[self.status]
         lines = [f"  comparison      {head} against {self.baseline} ({self.tag}, "
                  f"{(self.baseline_digest or '?')[:19]}…) on {self.hardware}"]
-        return lines + [f"    {x}" for x in table(self.verdicts, every=every)] + models
+        unmatched = [f"    warning: release.max_slowdown_figures pattern {p[:80]!r} matches no "
+                     "figure of the candidate: it limits nothing" for p in self.unmatched]
+        return (lines + [f"    {x}" for x in table(self.verdicts, every=every)] + models
+                + unmatched)
 
     def to_json(self) -> dict[str, Any]:
         """The comparison as stored in the ledger record (``gate``)."""
@@ -155,6 +161,7 @@ class Comparison:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         known["verdicts"] = tuple(Verdict.from_json(v) for v in data.get("verdicts") or ())
         known["models"] = tuple(data.get("models") or ())
+        known["unmatched"] = tuple(data.get("unmatched") or ())
         return cls(**known)
 
 
@@ -273,8 +280,11 @@ def compare(candidate: Sequence[Figure], baseline: Sequence[Figure], *, digest: 
                      for f in candidate if f.hardware == hardware)
     refused = any(v.status == "regression" for v in verdicts)
     status = ("accepted" if accept else "refused") if refused else "passed"
+    unmatched = tuple(p for p, _ in limits.by_name
+                      if not any(fnmatch.fnmatchcase(v.name, p) for v in verdicts))
     return Comparison(status, hardware, digest, release, baseline_digest, tag, "", verdicts,
-                      accept if refused else None, who if refused else None)
+                      accept if refused else None, who if refused else None,
+                      unmatched=unmatched)
 
 
 def check_accept(comparison: Comparison | None, accept: str | None) -> None:
