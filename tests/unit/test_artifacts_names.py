@@ -75,6 +75,8 @@ def test_good_urls(url, loc):
         ("file:///usr/share/models", "is inside the system folder /usr"),
         ("file:///tmp", "is a top-level folder"),
         ("s3://models/a//b", "has an empty segment"),  # a re-trial: kept as the key a//b/
+        ("file:///srv/models//x", "has an empty segment"),  # trial 7: collapsed to /srv/models/x
+        ("file:////srv/models", "has an empty segment"),
     ],
 )
 def test_bad_urls(url, message):

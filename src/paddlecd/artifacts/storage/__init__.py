@@ -65,6 +65,9 @@ def parse_url(url: str) -> Location:
                 f"store URL '{url}': file URLs need an absolute path",
                 "write file:///abs/path (three slashes)",
             )
+        if "//" in parsed.path.rstrip("/"):  # as s3:// below: never collapsed without a word
+            raise ConfigError(f"store URL '{url}' has an empty segment ('//')",
+                              "write the path with single slashes, e.g. file:///srv/models")
         path = os.path.normpath(parsed.path)
         real = os.path.realpath(path)  # a symlink to /etc is /etc
         why = files.place_problem(path, writable=True)
