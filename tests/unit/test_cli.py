@@ -203,6 +203,7 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
     (out / "model.pdiparams").write_bytes(b"\0" * 64)
     (out / "notes.txt").write_text("train log")  # a trial: left out without a word
     (out / "model.pdopt").write_bytes(b"\0")
+    (out / "checkpoints").mkdir()  # trial 7: a sub-folder was left out without a word
     store = tmp_path / "store"
     keys.keygen(tmp_path / "state" / "keys")  # the embedded default signs with the state's pair
     run = invoke(
@@ -218,8 +219,9 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
         PADDLECD_STATE_DIR=str(tmp_path / "state"),
     )
     assert run.returncode == 0, run.stderr
-    assert (f"warning: {out}: 2 file(s) not part of the jit.save export are not uploaded: "
-            "model.pdopt, notes.txt\nhint: only the export's files are stored") in run.stderr
+    assert (f"warning: {out}: 3 entries not part of the jit.save export are not uploaded: "
+            "checkpoints/, model.pdopt, notes.txt\nhint: only the export's files are stored"
+            ) in run.stderr
     assert sorted(p.name for p in (store / "demo" / "1.0.0").iterdir()) == [
         "manifest.json",
         "model.json",

@@ -49,7 +49,8 @@ DIGEST_REF_RE = re.compile(r"^(?P<repo>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})\
 @dataclass(frozen=True)
 class Export:
     """A detected jit.save export: ``folder``, file ``prefix``, ``format`` and ``files`` (names);
-    ``extra``: the folder's other files, which no upload stores (named in its plan)."""
+    ``extra``: the folder's other files and its sub-folders (``name/``), which no upload stores
+    (named in its plan)."""
 
     folder: Path
     prefix: str
@@ -186,9 +187,11 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
     files += [prefix + ".onnx"] if prefix + ".onnx" in names else []  # artifacts.check --onnx
     # what download writes beside the files (manifest, signature) and check's records are known
     known = {*files, MANIFEST, "model.sig", *CHECK_FILES}
+    # folders too (a trial: files and links beside the export were named, a sub-folder was not)
+    folders = {f"{p.name}/" for p in folder.iterdir() if p.is_dir() and not p.is_symlink()}
     export = Export(
         folder=folder, prefix=prefix, format=PROGRAM_SUFFIXES[programs[0]], files=tuple(files),
-        extra=tuple(sorted(names - known)),
+        extra=tuple(sorted((names - known) | folders)),
     )
     check_links(export)
     return export

@@ -78,7 +78,8 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
         overwrite=overwrite, prepare=convert if onnx else None)
     store, plan, lines = planned.store, planned.plan, planned.lines()
     if plan.export.extra:  # said on every output, not only in the plan's log
-        common.warn(f"{plan.export.folder}: {len(plan.export.extra)} file(s) not part of the "
+        n = len(plan.export.extra)
+        common.warn(f"{plan.export.folder}: {n} {'entry' if n == 1 else 'entries'} not part of the "
                     f"jit.save export are not uploaded: {_listed(plan.export.extra)}",
                     "only the export's files are stored (see the plan's skip lines); move the "
                     "others out of --model-dir, or store them under another --name")
