@@ -170,7 +170,12 @@ def test_no_helper_runs_until_the_registry_asks_for_credentials(docker_home):
         # a re-trial: these ended in AttributeError/TypeError tracebacks from docker-py
         (json.dumps({"auths": ["x"]}), "'auths' is not an object"),
         (json.dumps({"auths": {"reg.example:5000": {"auth": 12}}}),
+         "auths['reg.example:5000'].auth is not a string"),
+        (json.dumps({"auths": {"reg.example:5000": "x"}}),
          "auths['reg.example:5000'] is not an object whose auth is a string"),
+        # trial 7: a good auth beside a number as identitytoken was called a bad auth
+        (json.dumps({"auths": {"reg.example:5000": {"auth": "Ym9iOnM=", "identitytoken": 5}}}),
+         "auths['reg.example:5000'].identitytoken is not a string"),
         (json.dumps({"credsStore": 5}), "'credsStore' is not a helper name"),
         (json.dumps([1]), "the top level is not a JSON object"),
     ],

@@ -242,9 +242,11 @@ def _check_shape(raw: Any, path: Path) -> None:
     if not isinstance(auths, dict):
         raise bad("'auths'", "an object of registry -> {auth: ...}")
     for host, entry in auths.items():
-        if not isinstance(entry, dict) or not all(
-                isinstance(entry.get(k, ""), str) for k in ("auth", "identitytoken")):
+        if not isinstance(entry, dict):
             raise bad(f"auths[{host[:80]!r}]", "an object whose auth is a string")
+        for key in ("auth", "identitytoken"):  # a trial: a number as identitytoken was said
+            if not isinstance(entry.get(key, ""), str):  # to be the auth
+                raise bad(f"auths[{host[:80]!r}].{key}", "a string")
     if not isinstance(raw.get("credsStore", ""), str):
         raise bad("'credsStore'", "a helper name (a string)")
     helpers = raw.get("credHelpers", {})
