@@ -127,6 +127,11 @@ class SignatureError(AttestationError):
     """An attestation's signature does not verify (a changed byte) or is by an untrusted key."""
 
 
+class UntrustedKeyError(SignatureError):
+    """An attestation is signed by a key that is not among the trusted ones: anyone who may push
+    to the repository can attach one, so beside one that verifies it is shown, not fatal."""
+
+
 class SubjectError(AttestationError):
     """An attestation names another digest or another predicate type than the one checked."""
 

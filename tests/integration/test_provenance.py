@@ -128,6 +128,40 @@ def test_evidence_show_shows_it_and_refuses_one_for_another_digest(project):
         in refused.stderr and "\nhint: " in refused.stderr
 
 
+def test_a_provenance_by_an_untrusted_key_beside_a_trusted_one_is_shown_not_fatal(project,
+                                                                                tmp_path):
+    """Trial 7: a second checkout's push (its own key pair) attached its provenance to the same
+    digest, and the demo's own ``evidence.show <release>`` exited 7 for it, beside the trusted
+    one. As cosign does with signatures: it is listed as REJECTED; one that verifies is enough.
+    Alone, it is still a failed check."""
+    keys.keygen(tmp_path / "other")
+    stranger = keys.load_signer(tmp_path / "other" / keys.PRIVATE_NAME, "another checkout's key")
+    repo = project.settings.registry.repository
+
+    def attach_theirs(digest: str) -> str:
+        doc = provenance.statement(_build(project, digest), digest=digest,
+                                   reference=f"{project.settings.candidate_repo}@{digest}")
+        raw = bundle.to_bundle(attestation.sign_statement(doc, stranger))
+        return referrers.push(
+            project.client, repo, project.client.resolve(repo, digest),
+            artifact_type=bundle.BUNDLE_TYPE,
+            layers=[referrers.Layer(bundle.BUNDLE_TYPE, raw, provenance.PROVENANCE_FILE)],
+            annotations=cosign.bundle_annotations(provenance.PREDICATE_TYPE,
+                                                  "2026-12-01T00:03:00Z")).digest
+
+    digest, where, _ = _attached(project)
+    theirs = attach_theirs(digest)
+    shown = _invoke(project, "evidence.show", f"{project.settings.candidate_repo}@{digest}")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"provenance {where} (SLSA v1, verified)" in shown.stdout
+    assert (f"provenance {project.settings.registry.url}/{repo}@{theirs}: REJECTED: "
+            in shown.stdout and "which is not in release.trusted_keys" in shown.stdout)
+    alone = project.candidate()  # verified, and no provenance but the stranger's
+    attach_theirs(alone)
+    refused = _invoke(project, "evidence.show", f"{project.settings.candidate_repo}@{alone}")
+    assert refused.returncode == 7 and "which is not in release.trusted_keys" in refused.stderr
+
+
 def test_a_verify_run_after_push_lists_only_verify_runs_in_the_att_tag(project):
     """A trial: verify after push appended push's provenance envelope to cosign's ``.att`` tag,
     under the verify predicate's ``predicateType`` annotation; evidence.show then printed a

@@ -13,6 +13,7 @@ from paddlecd.errors import (
     AttestedFailureError,
     NoAttestationError,
     SigningKeyError,
+    UntrustedKeyError,
 )
 
 
@@ -49,7 +50,8 @@ def show(c, target):
     builder and the build's start and finish (shown before verify ran too, which still exits
     non-zero: no attestation). Signatures are checked against
     release.trusted_keys; a provenance that does not verify (another digest, a changed byte, an
-    untrusted key) is shown as REJECTED and exits 7.
+    untrusted key) is shown as REJECTED and exits 7, except one by an untrusted key beside one
+    that verifies (as cosign, a run by an untrusted key beside a run that verifies).
 
     Examples: invoke evidence.show 127.0.0.1:5000/paddlecd/paddle@sha256:<64 hex>
               invoke evidence.show 1.4.0-cpu
@@ -93,7 +95,11 @@ def show(c, target):
             f"{'all' if len(verified) > 1 else 'it'} failed",
             "see the FAILED lines above; fix the image and run: invoke verify --image "
             "<repo>@<digest>")
-    bad = [p for p in built if p.problem]
+    # one by a key no one trusts is noise beside one that verifies (anyone who may push can
+    # attach one: a trial's second checkout did); one that a trusted key signed and that still
+    # fails (another digest, a changed byte), or none that verifies, is a failed check
+    bad = [p for p in built if p.problem and not (
+        isinstance(p.problem, UntrustedKeyError) and any(not q.problem for q in built))]
     if bad:
         raise AttestationError(f"the provenance {bad[0].location} of {ref} does not verify: "
                                f"{bad[0].problem.cause if bad[0].problem else ''}", hint)

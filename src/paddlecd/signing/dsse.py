@@ -21,7 +21,7 @@ from securesystemslib import exceptions as sslib_errors
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import Signer
 
-from paddlecd.errors import SignatureError, SubjectError
+from paddlecd.errors import SignatureError, SubjectError, UntrustedKeyError
 from paddlecd.signing.keys import TrustedKey
 from paddlecd.signing.keys import shown as shown_id
 
@@ -142,14 +142,14 @@ def _signer(att: Attestation, keys: Sequence[TrustedKey], where: str) -> Trusted
     or signature by no trusted key, or a changed byte)."""
     by_id = {i: (k, key) for k in keys for i, key in k.ids.items()}
     if att.hint is not None and att.hint not in by_id:
-        raise SignatureError(
+        raise UntrustedKeyError(
             f"{where} names key {shown_id(att.hint)} (its publicKey hint), which is not in "
             "release.trusted_keys",
             "verify with a trusted key, or add its public key to release.trusted_keys",
         )
     signers = [i for i in att.keyids if i in by_id]
     if not signers:
-        raise SignatureError(
+        raise UntrustedKeyError(
             f"{where} is signed by key {', '.join(map(shown_id, att.keyids)) or 'none'}, "
             "which is not in release.trusted_keys",
             "verify with a trusted key, or add its public key to release.trusted_keys",
