@@ -35,13 +35,17 @@ class Scripted(http.server.BaseHTTPRequestHandler):
     def _answer(self):
         Scripted.seen.append((self.command, self.path, time.monotonic()))
         status, headers, body = Scripted.script.pop(0) if Scripted.script else (200, {}, TAGS)
+        headers = dict(headers)
+        cut = int(headers.pop("X-Cut-At", len(body)))  # the body breaks off after `cut` bytes
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(body)
+            self.wfile.write(body[:cut])
+        if cut < len(body):
+            self.close_connection = True
 
     do_GET = do_HEAD = do_PUT = do_POST = _answer
 
@@ -248,3 +252,17 @@ def test_client_for_tells_the_transport_whose_settings_apply(tmp_path):
     assert client_for(s).settings_section == "registry"
     assert client_for(s, "127.0.0.1:5882").settings_section == "release"
     assert client_for(s, "other.example:5000").settings_section is None
+
+
+def test_an_answer_that_breaks_off_is_retried_then_named_with_the_registry(server):
+    """Trial 7: a 200 whose body ended early (a proxy) gave requests' ChunkedEncodingError, an
+    OSError, which the catch site called a bad path (exit 2, "check the path"), and promote
+    "ChunkedEncodingError: …" (exit 7). Now it is retried, then a RegistryError naming the
+    registry and the broken answer."""
+    Scripted.script = [(200, {"Content-Type": "application/json", "X-Cut-At": "10"}, TAGS)] * 2
+    assert client(server, retries=3).list_tags("ci/p") == ["a"]  # cut twice, then whole
+    Scripted.script = [(200, {"Content-Type": "application/json", "X-Cut-At": "10"}, TAGS)] * 2
+    with pytest.raises(RegistryError) as e:
+        client(server, retries=2).list_tags("ci/p")
+    assert f"the answer from {server} broke off" in e.value.cause
+    assert "proxy" in e.value.hint and not isinstance(e.value, OSError)

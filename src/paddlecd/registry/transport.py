@@ -101,7 +101,13 @@ def _wait(state: tenacity.RetryCallState) -> float:
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, requests.exceptions.SSLError):
         return False  # a certificate problem does not heal by retrying
-    return isinstance(exc, (_Retryable, requests.ConnectionError, requests.Timeout))
+    return isinstance(exc, (_Retryable, requests.ConnectionError, requests.Timeout, _BrokenOff))
+
+
+# An answer whose body ends before its Content-Length, or whose encoding breaks: requests raises
+# these while it reads the body, and they are OSErrors, which the catch site took for a path the
+# user gave (a trial: exit 2, "check the path", no registry named).
+_BrokenOff = (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)
 
 
 def _covers(have: Iterable[str], want: Iterable[str]) -> bool:
@@ -240,6 +246,12 @@ class Transport:
                 if hub
                 else "start it (scripts/stack.sh up) or check registry.url / release.registry "
                 "(PADDLECD_*_URL)",
+            ) from e
+        except _BrokenOff as e:
+            raise RegistryError(
+                f"{what}: the answer from {self.host} broke off after {attempts} attempt(s): "
+                f"{_short(e)}",
+                "check the registry and any proxy in between, then run the command again",
             ) from e
         except OSError:  # requests: "Could not find a suitable TLS CA certificate bundle"
             _check_ca(self.verify, self.settings_section)
