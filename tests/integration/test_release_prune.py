@@ -280,3 +280,20 @@ def test_a_registry_without_deletes_gets_the_setting_named(key_pair, tmp_path):
         assert all(history.exists(d) for d in digests) and len(history.attached(digests[0])) == 2
     finally:
         srv.stop()
+
+
+def test_a_candidate_also_tagged_by_hand_is_kept_with_its_tag(history):
+    """Trial 7: a team tagged an old candidate ``qa-approved`` by hand (skopeo copy); the prune's
+    plan did not show that tag, and the delete by digest took the tag with the image. A digest
+    with a tag no candidate rule owns now stays, and the plan says which tag."""
+    _, old, other = history.candidates((1, False, False), (40, True, False), (41, True, False))
+    manifest = history.client.get_manifest(history.repo, old)
+    history.client.put_manifest(history.repo, "qa-approved", manifest.raw,
+                                manifest.descriptor.media_type)
+    the_plan = prune.plan(history.settings, "cpu", keep_days=30, keep_last=1)
+    verdicts = {c.digest: (c.delete, c.reason) for c in the_plan.candidates}
+    assert verdicts[old] == (False, "also tagged qa-approved (no candidate tag)")
+    assert verdicts[other][0] is True
+    prune.prune(history.settings, the_plan)
+    assert history.client.resolve(history.repo, "qa-approved").digest == old
+    assert not history.exists(other)

@@ -4,6 +4,8 @@ A candidate is a manifest of the candidate repository tagged ``<variant>-<revisi
 tags it). It stays when the release repository names its digest — a release or moving tag, a
 ledger record (promotions and rollbacks alike, and the digests a record's ``previous`` names),
 or an attestation subject (``sha256-<hex>…`` tags, which a promotion writes while it copies) —
+when a tag of the candidate repository that is no candidate's names it (a delete by digest
+drops every tag of the digest), —
 when it is among the ``keep_last`` newest (by the ``created`` time of its image config) or
 younger than ``keep_days`` days. The rest goes by manifest DELETE by digest
 (distribution-spec "Deleting Manifests"): first its referrers (attestations, provenance, the
@@ -137,13 +139,16 @@ class Outcome:
 
 
 def select(found: list[Found], protected: dict[str, str], *, keep_days: int, keep_last: int,
-           now: dt.datetime) -> list[Candidate]:
+           now: dt.datetime, tagged: dict[str, str] | None = None) -> list[Candidate]:
     """The verdict on each candidate, newest first (no creation time: last).
 
     Args:
         found: the candidates. protected: {digest: why} the release repository names.
         keep_days: keep those created less than this many days before ``now`` (UTC).
         keep_last: keep this many newest, released ones counted.
+        tagged: {digest: tag} of tags in the candidate repository that are no candidate's nor
+            an attachment's (``qa-approved``, by hand): a delete by digest would drop the tag
+            too (a trial), so its candidate is kept.
 
     Returns:
         one :class:`Candidate` per entry of ``found`` (``attached`` empty).
@@ -154,6 +159,8 @@ def select(found: list[Found], protected: dict[str, str], *, keep_days: int, kee
     for rank, f in enumerate(ordered):
         if f.digest in protected:
             keep, why = True, f"released: {protected[f.digest]}"
+        elif f.digest in (tagged or {}):
+            keep, why = True, f"also tagged {(tagged or {})[f.digest]} (no candidate tag)"
         elif rank < keep_last:
             keep, why = True, f"newest {keep_last}"
         elif f.created is None:
@@ -248,9 +255,11 @@ def plan(settings: Settings, variant: str, *, keep_days: int | None = None,
     dst, ref = target(settings)
     protected = Guard(dst, ref.repository).read()
     tags = client.list_tags(repo)
-    found = _candidates(client, repo, tags, variant, list(variants.load(settings)))
+    names = list(variants.load(settings))
+    found = _candidates(client, repo, tags, variant, names)
     chosen = select(found, protected, keep_days=days, keep_last=last,
-                    now=now or dt.datetime.now(dt.timezone.utc))
+                    now=now or dt.datetime.now(dt.timezone.utc),
+                    tagged=_tagged_by_hand(client, repo, tags, names))
     attached = dict(zip((c.digest for c in chosen),
                         client.each(lambda c, d: _attached(c, repo, d, tags),
                                     [c.digest for c in chosen])))
@@ -298,6 +307,19 @@ def prune(settings: Settings, the_plan: Plan, *, report: Echo = lambda line: Non
         outcome.deleted.append(c.digest)
         report(f"deleted {c.digest[:19]} {','.join(c.tags)} (+{len(c.attached)} attached)")
     return outcome
+
+
+def _tagged_by_hand(client: RegistryClient, repo: str, tags: list[str],
+                    names: list[str]) -> dict[str, str]:
+    """{digest: tag} of the tags that no variant's candidate rule owns and that name no
+    attachment (``sha256-<hex>…``): one HEAD each, and none in a repository only paddlecd tags."""
+    other = [t for t in tags if not _SUBJECT.match(t)
+             and not any(t.startswith(n + "-") for n in names)]
+    found: dict[str, str] = {}
+    for tag, digest in zip(other, client.each(lambda c, t: _digest(c, repo, t), other)):
+        if digest:
+            found[digest] = ", ".join(x for x in (found.get(digest), tag) if x)
+    return found
 
 
 def _candidates(client: RegistryClient, repo: str, tags: list[str], variant: str,
