@@ -3,9 +3,9 @@
 A candidate is a manifest of the candidate repository tagged ``<variant>-<revision>`` (as build
 tags it). It stays when the release repository names its digest — a release or moving tag, a
 ledger record (promotions and rollbacks alike, and the digests a record's ``previous`` names),
-or an attestation subject (``sha256-<hex>…`` tags, which a promotion writes while it copies) —
+or an attestation subject (``sha256-<hex>…`` tags, which a promotion writes while it copies) —,
 when a tag of the candidate repository that is no candidate's names it (a delete by digest
-drops every tag of the digest), —
+drops every tag of the digest),
 when it is among the ``keep_last`` newest (by the ``created`` time of its image config) or
 younger than ``keep_days`` days. The rest goes by manifest DELETE by digest
 (distribution-spec "Deleting Manifests"): first its referrers (attestations, provenance, the
