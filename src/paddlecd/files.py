@@ -125,7 +125,9 @@ def os_error_text(e: OSError) -> tuple[str, str]:
     usual reasons (a full disk is not a permissions problem)."""
     where = f": {e.filename}" if e.filename else ""
     if disk_full(e):
-        return f"{NO_SPACE}{where}", free_space(e.filename or ".")
+        # no file named: "df -h ." pointed at the working folder, which had room (a trial)
+        return f"{NO_SPACE}{where}", (free_space(e.filename) if e.filename else
+                                      "free space on the full disk (df -h lists them), then re-run")
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{e.strerror}{where}", "check the path and its permissions"
     return f"{e.strerror or e}{where}", "check the path"

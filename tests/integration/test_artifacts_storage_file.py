@@ -3,6 +3,7 @@ and manifest rules as S3."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -258,3 +259,25 @@ def test_full_disk_is_a_storage_error_naming_the_path_and_leaves_no_temp_file(
     # whole files only: no temp file, no claim, no manifest
     assert left == ["store/ocr-det/5.0.0/inference.json"]
     assert arts.list_versions(store, "ocr-det")[0]["complete"] is False
+
+
+def test_a_full_state_folder_loses_the_stage_log_not_the_upload(tiny_disk, jit_exports,
+                                                                 tmp_path):
+    """Trial 7: with the state folder on a full disk, an upload stored the whole model, then
+    failed (exit 2) closing its stage log, with "df -h ." (the working folder) as the hint. The
+    log is diagnostics: its loss is said once, naming it, and the command's result stands."""
+    from paddlecd.signing import keys
+
+    from support import clean_env, invoke
+
+    state = tiny_disk / "state"
+    keys.keygen(state / "keys")  # what the upload signs with, made while there was room
+    with contextlib.suppress(OSError), open(tiny_disk / "filler", "wb") as f:
+        f.write(b"\0" * (1 << 20))  # the rest of the 256 KiB
+    run = invoke("upload", "--model-dir", str(jit_exports["tiny"]), "--name", "ocr-det",
+                 "--version", "1.0.0", "--to", f"file://{tmp_path / 'store'}",
+                 env=clean_env(PADDLECD_STATE_DIR=str(state)))
+    assert run.returncode == 0, run.stderr
+    assert f"warning: the stage log {state}/logs/upload-" in run.stderr
+    assert f"hint: free space there (df -h {state}/logs)" in run.stderr
+    assert (tmp_path / "store" / "ocr-det" / "1.0.0" / "manifest.json").is_file()

@@ -24,6 +24,7 @@ error. When a process ran more than one stage (``invoke build push verify``), a 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import sys
@@ -43,7 +44,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferS
 from rich.spinner import Spinner
 from rich.text import Text
 
-from paddlecd import config
+from paddlecd import config, files
 from paddlecd.cli import common
 
 TAIL_LIVE = 4  # tool lines shown under a running stage
@@ -113,6 +114,10 @@ class _Process:
 _proc = _Process()
 
 
+# The log of a stage that could not be written (Stage._lost): lines go to the view only.
+_LOST: IO[str] = open(os.devnull, "w")  # noqa: SIM115 - one for the process
+
+
 class Stage:
     """One running stage: callbacks for the package, and its result for the summary.
 
@@ -126,6 +131,7 @@ class Stage:
         self.started = time.monotonic()
         self.tail: deque[str] = deque(maxlen=TAIL_LIVE)
         self._file: IO[str] | None = None  # opened by the first line: bad input leaves no file
+        self._log_lost = False  # the log could not be written (said once: _lost)
         self._layers: dict[str, tuple[str, int, int]] = {}
         self._shown: dict[str, tuple[str, float]] = {}  # layer -> (status, when printed)
         self._told: dict[str, tuple[int, float]] = {}  # Transfer -> (bytes, when printed)
@@ -183,11 +189,34 @@ class Stage:
 
     def _write(self, text: str) -> None:
         if self._file is None:  # the stage's first output: its log, and its header in plain mode
-            self.log.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.log, "w", encoding="utf-8")  # noqa: SIM115 - see close()
             if self.how != "live":
                 common.say(f"::group::{self.title}" if self.gha else f"▸ {self.title}")
-        self._file.write(text + "\n")
+            self._file = _LOST
+            try:
+                self.log.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(self.log, "w", encoding="utf-8")  # noqa: SIM115 - see close()
+            except OSError as e:
+                self._lost(e)
+        if self._file is not _LOST:
+            try:
+                self._file.write(text + "\n")
+            except OSError as e:
+                self._lost(e)
+
+    def _lost(self, e: OSError) -> None:
+        """The log cannot be written (a full disk, most often): said once, and the stage goes on
+        without it. A trial: a finished upload failed at the log's close with "no space left",
+        its hint pointing at the working folder."""
+        if self._file not in (None, _LOST):
+            with contextlib.suppress(OSError):
+                self._file.close()
+        self._file = _LOST
+        if not self._log_lost:
+            self._log_lost = True
+            cause, _ = files.os_error_text(e)
+            common.warn(f"the stage log {self.log} cannot be written: {cause}",
+                        f"free space there (df -h {self.log.parent}); the stage goes on "
+                        "without its log")
 
     @property
     def said_anything(self) -> bool:
@@ -196,8 +225,11 @@ class Stage:
 
     def close(self) -> None:
         """Close the log file (``stage`` does)."""
-        if self._file is not None:
-            self._file.close()
+        if self._file not in (None, _LOST):
+            try:
+                self._file.close()
+            except OSError as e:
+                self._lost(e)
 
     def _changed(self, msg: str, parsed) -> bool:
         layer, status = (parsed[0], parsed[1]) if parsed else (msg, msg)
