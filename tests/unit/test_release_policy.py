@@ -220,3 +220,29 @@ def test_a_version_known_only_as_claimed_needs_the_history():
     with pytest.raises(HistoryNeeded):
         fold([_promote("1.4.0", D3, "c")], "cpu", start=start)  # a clobber: the claim decides
     assert fold([_promote("1.6.0", D3, "c")], "cpu", start=start).digest_of("latest-cpu") == D3
+
+
+@pytest.mark.parametrize(("call", "fragment"), [
+    (lambda s, plan: plan.plan_promotion(s, variant="cpu", version="1.0.0-cpu"),
+     "--version 1.0.0-cpu: 'cpu' is a variant, and 1.0.0-cpu the name of release 1.0.0 of it"),
+    (lambda s, plan: plan.plan_promotion(s, variant="cpu", version="1.0.0-rc.1-cu126"),
+     "'cu126' is a variant"),
+    (lambda s, plan: plan.plan_rollback(s, variant="cpu", to="0.3.2-cpu"),
+     "--to 0.3.2-cpu: 'cpu' is a variant"),
+])
+def test_a_release_name_given_as_a_version_is_refused_before_any_registry(tmp_path, call,
+                                                                           fragment):
+    """Trial 7: ``promote --version 1.0.0-cpu`` planned the tag 1.0.0-cpu-cpu (and 1.0.0-cu126
+    made 1.0.0-cu126-cpu for a CPU image); ``rollback --to 0.3.2-cpu`` called it a
+    pre-release. No registry runs on 127.0.0.1:9: the refusal comes first."""
+    from paddlecd import config
+    from paddlecd.errors import ConfigError
+    from paddlecd.release import plan
+
+    from support import ROOT
+
+    s = config.load({"state_dir": str(tmp_path), "registry.url": "127.0.0.1:9"}, root=ROOT,
+                    environ={})
+    with pytest.raises(ConfigError) as e:
+        call(s, plan)
+    assert fragment in e.value.cause and "give the version alone" in e.value.hint

@@ -33,6 +33,7 @@ from paddlecd.release.policy import (
     HistoryNeeded,
     State,
     bump,
+    check_not_a_release_name,
     fold,
     moving_tags,
     parse_release_tag,
@@ -315,6 +316,7 @@ def plan_promotion(
     """
     variants.get(settings, variant)
     if version:
+        check_not_a_release_name(parse_version(version), variants.load(settings))
         check_tags(variant, parse_version(version))  # before any registry is asked
     src, src_ref = _source(settings, variant, digest)
     d = src_ref.digest or ""
@@ -521,6 +523,7 @@ def plan_rollback(settings: Settings, *, variant: str, to: str) -> Plan:
     """
     variants.get(settings, variant)
     v = parse_version(to)
+    check_not_a_release_name(v, variants.load(settings), flag="--to")
     if v.prerelease:
         raise ConfigError(
             f"cannot roll back to pre-release {v}: it owns no moving tag",

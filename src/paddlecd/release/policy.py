@@ -63,6 +63,24 @@ def parse_version(text: str) -> semver.Version:
     return version
 
 
+def check_not_a_release_name(version: semver.Version, names: Iterable[str], *,
+                             flag: str = "--version") -> None:
+    """Refuse a version whose pre-release is a variant name (``1.0.0-cpu``): that is the name of
+    a release (``<version>-<variant>``), and promoted as a version it made the tag
+    ``1.0.0-cpu-cpu``, or ``1.0.0-cu126-cpu`` for a CPU image (a trial).
+
+    Raises:
+        ConfigError: naming ``flag``, the variant and the version meant.
+    """
+    pre = str(version.prerelease or "")
+    for name in sorted(names, key=len, reverse=True):
+        if pre == name or pre.endswith("-" + name):
+            meant = str(version).removesuffix("-" + name)
+            raise ConfigError(f"{flag} {version}: '{name}' is a variant, and {version} the name "
+                              f"of release {meant} of it", f"give the version alone: {flag} "
+                              f"{meant} --variant {name}")
+
+
 def _why_not_semver(text: str) -> str:
     """Which part of a version ``semver`` refused: the X.Y.Z core or the pre-release (semver §9).
 
