@@ -337,6 +337,17 @@ def test_a_summary_written_before_the_typed_records_resumes(settings):
     assert set(saved) == set(old) | {"owner"}  # the one key added since: who runs it
 
 
+def test_a_resume_of_a_run_made_at_another_revision_says_so(settings):
+    """Trial 7: a run recorded at another commit resumed without a word, its built and pushed
+    stages reused for this checkout."""
+    old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
+    _install_summary(settings, {**old, "revision": "0" * 40})
+    plans: list[list[str]] = []
+    run(settings, Fakes(), resume=True, on_plan=plans.append)
+    assert any(x.startswith("warning: run 20261201T091911Z-e872 was made at revision "
+                            "000000000000, the checkout is at ") for x in plans[0]), plans
+
+
 def _killed_summary(settings, owner: str) -> Path:
     old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
     stages = [{**s, "status": "running"} if s["name"] == "verify" else s for s in old["stages"]]
@@ -381,14 +392,21 @@ def test_a_broken_latest_pointer_is_named_not_called_no_run(settings, pointer):
 
 @pytest.mark.parametrize("change, words", [
     ({"schema": 2}, "summary schema 2, this paddlecd reads 1"),
-    ({"stages": [{"name": "build"}]}, "not a pipeline summary (KeyError: 'kind')"),
+    ({"stages": [{"name": "build"}]}, "not a pipeline summary: stages[0]: 'kind' is a required"),
+    # trial 7: these resumed, ran variants c, p and u (or "nosuch"), and recorded success
+    ({"variants": "cpu"}, "not a pipeline summary: variants: 'cpu' is not of type 'array'"),
+    ({"variants": ["nosuch"]}, "names variant 'nosuch', which images/variants.yaml does not"),
+    ({"run_id": "../../../../tmp/x"}, "not a pipeline summary: run_id:"),
+    ({"pipeline": "release"}, "is the record of run '20261201T091911Z-e872' of pipeline "
+                              "'release', not of run 20261201T091911Z-e872 of 'pr'"),
 ])
 def test_a_summary_this_paddlecd_cannot_read_is_refused(settings, change, words):
     old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
-    _install_summary(settings, {**old, **change})
+    folder = _install_summary(settings, old)
+    (folder / "summary.json").write_text(json.dumps({**old, **change}))
     with pytest.raises(PipelineError) as e:
         run(settings, Fakes(), resume=True)
-    assert words in e.value.cause and "summary.json" in e.value.cause
+    assert words in e.value.cause and ("summary.json" in e.value.cause or "nosuch" in words)
     assert e.value.hint.startswith("start a fresh run")
 
 

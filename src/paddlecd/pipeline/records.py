@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from paddlecd import schema as validation
 from paddlecd.errors import PipelineError
 
 SCHEMA = 1
@@ -136,14 +137,22 @@ class Summary:
         """Parse a stored summary.
 
         Raises:
-            PipelineError: not a schema-1 summary (another version, or a key missing), naming the
-                field, with the fresh-run command as hint.
+            PipelineError: not a schema-1 summary (another version, a key missing, a value of
+                the wrong type: pipeline-summary.schema.json), naming the field.
         """
         version = data.get("schema") if isinstance(data, dict) else None
         hint = "start a fresh run: invoke pipeline.run <name>"
         if version != SCHEMA:
             raise PipelineError(f"{source}: summary schema {version!r}, this paddlecd reads "
                                 f"{SCHEMA}", hint)
+        # the shape first (pipeline-summary.schema.json): a trial resumed "variants": "cpu" as
+        # the variants c, p and u, and recorded them as succeeded
+        try:
+            validation.check(data, "pipeline-summary.schema.json", source=source,
+                             error=PipelineError)
+        except PipelineError as e:
+            raise PipelineError(e.cause.replace(f"{source}: ", f"{source}: not a pipeline "
+                                                "summary: ", 1), f"{hint} ({e.hint})") from None
         try:
             return cls(
                 pipeline=data["pipeline"], run_id=data["run_id"], status=data["status"],

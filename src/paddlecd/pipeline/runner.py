@@ -28,6 +28,7 @@ from typing import Any
 from paddlecd import files, git, proc
 from paddlecd.config import Settings
 from paddlecd.errors import Interrupted, PaddlecdError, PipelineError
+from paddlecd.image import variants
 from paddlecd.pipeline import report, stages
 from paddlecd.pipeline import spec as pipeline_spec
 from paddlecd.pipeline.records import Event, StageRun, Summary, VariantRun
@@ -87,7 +88,13 @@ def last_run(settings: Settings, name: str) -> tuple[Path, Summary]:
     except ValueError as e:
         raise PipelineError(f"{path}: not valid JSON ({e})",
                             f"start a fresh run: invoke pipeline.run {name}") from e
-    return path.parent, Summary.from_json(data, source=str(path))
+    summary = Summary.from_json(data, source=str(path))
+    if (summary.pipeline, summary.run_id) != (name, run_id):  # edited, or copied from elsewhere
+        raise PipelineError(
+            f"{path} is the record of run {summary.run_id[:80]!r} of pipeline "
+            f"{summary.pipeline[:80]!r}, not of run {run_id} of '{name}' (edited or copied?)",
+            f"start a fresh run: invoke pipeline.run {name}")
+    return path.parent, summary
 
 
 def interrupted(summary: Summary) -> Summary:
@@ -147,6 +154,11 @@ def resume_of(settings: Settings, pdef: PipelineDef, given: tuple[str, ...],
             f"({', '.join(summary.variants)}), not {', '.join(given)}",
             f"drop --variant, or start a fresh run: invoke pipeline.run {name} --variant …",
         )
+    unknown = [v for v in summary.variants if v not in variants.load(settings)]
+    if unknown:  # a trial: an edited record resumed "nosuch" and recorded the run as succeeded
+        raise PipelineError(f"run {summary.run_id} of '{name}' names variant "
+                            f"{unknown[0][:80]!r}, which images/variants.yaml does not hold",
+                            f"start a fresh run: invoke pipeline.run {name}")
     merged = {**summary.options, **{k: v for k, v in (options or {}).items() if v}}
     return (folder, dataclasses.replace(summary, options=merged),
             Selection(summary.variants, f"resumed run {summary.run_id}"))
@@ -410,6 +422,11 @@ def run(
         folder, summary, selection = resume_of(settings, pdef, given, options)
         options = summary.options
         notes += resume_lines(summary)
+        now = git.revision(settings.root).full
+        if summary.revision and summary.revision != now:  # its stages' results are reused
+            notes.append(f"warning: run {summary.run_id} was made at revision "
+                         f"{summary.revision[:12]}, the checkout is at {now[:12]}: what its "
+                         "finished stages built is reused, not rebuilt")
     else:
         selection = select(settings, pdef, given, base_ref)
         summary = new_summary(pdef, selection, settings, options or {}, base_ref)
