@@ -557,6 +557,18 @@ def test_verify_and_compare_outputs_in_a_system_folder_are_refused(tmp_path):
     assert "error: --out /usr/t21x.png: /usr is inside the system folder /usr" in chart.stderr
 
 
+@pytest.mark.parametrize(("out", "why"), [("h.txt", "does not end in .png"),
+                                        ("h", "does not end in .png"), (".", "is a folder")])
+def test_compare_out_is_a_png_path_checked_before_the_ledger(tmp_path, out, why):
+    """Trial 7: ``--out h.txt`` was matplotlib's traceback; ``--out <folder>`` said "wrote
+    <folder>" and wrote <folder>.png beside it; ``--out h`` wrote h.png and said h. No registry
+    runs on 127.0.0.1:9: the refusal comes first."""
+    run = invoke("release.compare", "--history", "cpu", "--out", str(tmp_path / out),
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"), PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert run.returncode == 2 and f"{why}\nhint: give the PNG's path" in run.stderr, run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_verify_models_refuses_a_bad_release_models_before_the_suite_runs(tmp_path):
     """A third trial: ``PADDLECD_RELEASE_MODELS=bad@@1 verify --models`` ran the whole suite in
     the image, then failed with "invalid model version '@1'" naming no setting. The setting is

@@ -267,6 +267,12 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
         from paddlecd.files import refuse_output_place
 
         refuse_output_place(out, "--out", folder=False, example=f"./history-{history}.png")
+        if Path(out).is_dir() or Path(out).suffix.lower() != ".png":  # a trial: h.txt was a
+            raise ConfigError(                          # traceback; a folder or h, h.png beside
+                f"--out {out}: " + ("is a folder" if Path(out).is_dir() else
+                                    "does not end in .png"),
+                f"give the PNG's path, e.g. --out ./history-{history}.png (its Markdown twin "
+                "is written beside it, .md)")
     if history:
         path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
         if json:
