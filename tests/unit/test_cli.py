@@ -569,6 +569,16 @@ def test_compare_out_is_a_png_path_checked_before_the_ledger(tmp_path, out, why)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_a_variant_given_to_a_later_task_applies_to_lock_too(tmp_path):
+    """Trial 7: ``invoke lock --dry-run smoke.checks --variant cpu`` locked every variant (and
+    failed on Docker Hub for cu118); the README says a --variant given once applies to every
+    task on the command line. No registry runs on 127.0.0.1:9: the error names the one asked."""
+    run = invoke("lock", "--dry-run", "smoke.checks", "--variant", "cpu",
+                 PADDLECD_STATE_DIR=str(tmp_path), PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert run.returncode == 5 and "locking variant 'cpu'" in run.stderr, run.stderr
+    assert "cu118" not in run.stderr
+
+
 def test_verify_models_refuses_a_bad_release_models_before_the_suite_runs(tmp_path):
     """A third trial: ``PADDLECD_RELEASE_MODELS=bad@@1 verify --models`` ran the whole suite in
     the image, then failed with "invalid model version '@1'" naming no setting. The setting is

@@ -226,6 +226,17 @@ def variant(value: str | None, *, required_by: str | None = None) -> str:
     return "cpu"
 
 
+def variants_given(value: list[str] | str | None) -> list[str]:
+    """The variants a task that defaults to "all" or "the pipeline's choice" runs for: its own
+    ``--variant`` flags, else a ``--variant`` given to another task on the same command line
+    (README: given once, it applies to every task there; a trial: ``invoke lock --dry-run
+    release.list --variant cpu`` locked every variant), else none (the task's default)."""
+    if value:
+        return [value] if isinstance(value, str) else list(value)
+    shared = argv.shared_variant(sys.argv)
+    return [shared] if shared else []
+
+
 def count(flag: str, value: Any) -> int | None:
     """An optional whole-number flag (invoke passes strings when the default is None).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from invoke import task
 
+from paddlecd.cli import common
 from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, settings
 from paddlecd.cli.common import log_format as pick_log_format
 
@@ -27,7 +28,8 @@ def doctor(c, variant=None, require_gpu=False, log_format=None):
     from paddlecd import doctor as checks
 
     fmt = pick_log_format(log_format)
-    rows = checks.run(settings(), names=variant or (), require_gpu=require_gpu)
+    rows = checks.run(settings(), names=common.variants_given(variant) or (),
+                      require_gpu=require_gpu)
     for row in rows:
         if fmt == "json":
             out.out(row.to_json(), highlight=False)

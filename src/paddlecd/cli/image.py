@@ -32,7 +32,7 @@ def lock(c, variant=None, dry_run=False):
     """
     from paddlecd.image import lock as pins
 
-    s = settings()
+    s, variant = settings(), common.variants_given(variant)
     if dry_run:
         for entry in pins.resolve(s, variant or None).values():
             result(f"{entry.variant}: {entry.base} -> {entry.digest}")

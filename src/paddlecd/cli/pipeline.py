@@ -11,7 +11,7 @@ import os
 
 from invoke import task
 
-from paddlecd.cli import view
+from paddlecd.cli import common, view
 from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, say, settings
 from paddlecd.cli.common import log_format as pick_log_format
 from paddlecd.errors import ConfigError
@@ -94,7 +94,7 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
     on_plan, on_event, on_line = _reporters(fmt, logs)
     options = pipeline_spec.check_options({"version": version, "bump": bump, "digest": digest},
                                           pdef)
-    given = tuple(variant or ())
+    given = tuple(common.variants_given(variant))
     if dry_run and resume:  # the run it would continue, refused as --resume refuses it
         _, summary, selection = pipeline.resume_of(s, pdef, given, options)
         on_plan(pipeline.resume_lines(summary)

@@ -20,6 +20,7 @@ from paddlecd.cli.common import (
     result,
     say,
     settings,
+    variants_given,
 )
 from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
@@ -298,7 +299,7 @@ def list_(c, variant=None, json=False):
     """Show releases from the ledger: version, variant, digest, when, who, evidence, moving tags."""
     from paddlecd.release import promote as release
 
-    rows = release.list_releases(settings(), variant)
+    rows = release.list_releases(settings(), (variants_given(variant) or [None])[0])
     if json:  # [{"release": <ledger record>, "moving_tags": [...]}]
         return json_result([{"release": record, "moving_tags": tags} for record, tags in rows])
     for record, tags in rows:
