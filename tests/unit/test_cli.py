@@ -575,7 +575,7 @@ def test_a_variant_given_to_a_later_task_applies_to_lock_too(tmp_path):
     task on the command line. No registry runs on 127.0.0.1:9: the error names the one asked."""
     run = invoke("lock", "--dry-run", "smoke.checks", "--variant", "cpu",
                  PADDLECD_STATE_DIR=str(tmp_path), PADDLECD_REGISTRY_URL="127.0.0.1:9")
-    assert run.returncode == 5 and "locking variant 'cpu'" in run.stderr, run.stderr
+    assert run.returncode == 3 and "locking variant 'cpu'" in run.stderr, run.stderr
     assert "cu118" not in run.stderr
 
 
