@@ -569,14 +569,15 @@ def test_compare_out_is_a_png_path_checked_before_the_ledger(tmp_path, out, why)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_a_variant_given_to_a_later_task_applies_to_lock_too(tmp_path):
+def test_a_variant_given_to_a_later_task_applies_to_doctor_and_lock_too(tmp_path):
     """Trial 7: ``invoke lock --dry-run smoke.checks --variant cpu`` locked every variant (and
-    failed on Docker Hub for cu118); the README says a --variant given once applies to every
-    task on the command line. No registry runs on 127.0.0.1:9: the error names the one asked."""
-    run = invoke("lock", "--dry-run", "smoke.checks", "--variant", "cpu",
-                 PADDLECD_STATE_DIR=str(tmp_path), PADDLECD_REGISTRY_URL="127.0.0.1:9")
-    assert run.returncode == 3 and "locking variant 'cpu'" in run.stderr, run.stderr
-    assert "cu118" not in run.stderr
+    failed on Docker Hub for cu118), ``invoke doctor release.list --variant cpu`` checked the
+    GPU variants too; the README says a --variant given once applies to every task on the
+    command line (lock and doctor share the one rule: common.variants_given)."""
+    run = invoke("doctor", "release.list", "--variant", "cpu", PADDLECD_STATE_DIR=str(tmp_path),
+                 PADDLECD_REGISTRY_URL="127.0.0.1:9", DOCKER_HOST="unix:///nonexistent.sock")
+    assert "gpu driver      no GPU on this host; only CPU variants in use" in run.stdout, (
+        run.stdout + run.stderr)
 
 
 def test_verify_models_refuses_a_bad_release_models_before_the_suite_runs(tmp_path):
