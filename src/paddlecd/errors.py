@@ -136,6 +136,12 @@ class SubjectError(AttestationError):
     """An attestation names another digest or another predicate type than the one checked."""
 
 
+class VariantMismatchError(SubjectError):
+    """The digest was verified as another variant than the one it is promoted as: never
+    overridden by ``--force`` (meant for missing evidence), or a CPU image becomes a CUDA
+    release (a trial)."""
+
+
 class AttestedFailureError(AttestationError):
     """The attested run failed, lacks smoke modules, is too old, or a newer run failed."""
 

@@ -423,6 +423,22 @@ def test_force_with_reason_still_overrides(project):
     assert record.forced and record.attestation is None and project.tag("1.4.0-cpu") == digest
 
 
+def test_force_never_promotes_a_digest_verified_as_another_variant(project):
+    """Trial 7: a digest verified as cpu, promoted with --variant cu126, was refused with the
+    hint "…; or --force --reason", and with --force the plan wrote 1.0.0-cu126 and latest-cu126
+    for a CPU image. --force is for missing evidence, never for the wrong variant."""
+    from paddlecd.errors import VariantMismatchError
+
+    digest = project.candidate()
+    for force in (False, True):
+        with pytest.raises(VariantMismatchError) as e:
+            project.promote("1.4.0", digest=digest, variant="cu126", force=force,
+                            reason="t7" if force else None, execute=False)
+        assert "is of variant 'cpu', not 'cu126'" in e.value.cause
+        assert "--force" not in e.value.hint
+    assert project.client.list_tags(project.settings.release.repository) == []
+
+
 # ------------------------------------------------------------------ reading: evidence.show
 
 

@@ -43,7 +43,13 @@ import semver
 
 from paddlecd import files
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, PromotionError
+from paddlecd.errors import (
+    ConfigError,
+    NotFoundError,
+    PaddlecdError,
+    PromotionError,
+    VariantMismatchError,
+)
 from paddlecd.image import variants
 from paddlecd.registry.client import RegistryClient
 from paddlecd.release import ledger
@@ -284,6 +290,9 @@ def _refuse(plan: Plan, outcome: Outcome, report: Echo, *, force: bool) -> None:
     """Raise the plan's evidence refusal (unless ``force``) or the upgrade gate's, each in its
     phase."""
     with outcome.phase("check evidence", report):
+        if isinstance(plan.refusal, VariantMismatchError):  # --force or not (a trial: a CPU
+            raise type(plan.refusal)(f"refused: {plan.refusal.cause}",  # image as cu126)
+                                     plan.refusal.hint)
         if plan.refusal and not force:  # the refusal's type (and exit code) is kept
             raise type(plan.refusal)(f"refused: {plan.refusal.cause}",
                                      f"{plan.refusal.hint}; or --force --reason '…' (recorded)")

@@ -26,7 +26,11 @@ from typing import Any
 
 from securesystemslib.signer import Signer
 
-from paddlecd.errors import AttestedFailureError, NoAttestationError, SubjectError
+from paddlecd.errors import (
+    AttestedFailureError,
+    NoAttestationError,
+    VariantMismatchError,
+)
 from paddlecd.files import who
 from paddlecd.signing import dsse
 from paddlecd.signing.dsse import STATEMENT_TYPE, Attestation, sign_statement
@@ -258,7 +262,7 @@ def _newest_passed(runs: Sequence[VerifiedAttestation], *, digest: str,
     (AttestedFailureError naming the older passing run, if any)."""
     newest = max(runs, key=lambda r: r.created)
     if variant and newest.predicate.get("variant", variant) != variant:
-        raise SubjectError(
+        raise VariantMismatchError(
             f"the attestation of {digest} is of variant {newest.predicate.get('variant')!r}, "
             f"not {variant!r}",
             "promote the digest as the variant it was built as",
