@@ -137,3 +137,23 @@ def test_a_named_pipe_as_the_params_file_is_named_as_one(tmp_path):
     os.mkfifo(folder / "model.pdiparams")
     with pytest.raises(ConfigError, match=r"model.pdiparams is not a regular file \(a named pipe"):
         find_export(folder)
+
+
+def test_no_pir_on_a_pir_program_is_refused_before_any_image_runs(tmp_path):
+    """Trial 7: ``artifacts.check --no-pir`` on a Paddle 3 export (model.json) ran the check,
+    which failed ("path … not exists"), and stored a failed check.json beside a good model. The
+    flag is for 2.x programs: refused by name, nothing run (no registry on 127.0.0.1:9)."""
+    from paddlecd import config
+    from paddlecd.artifacts import check
+
+    from support import ROOT
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "model.json").write_bytes(
+        (ROOT / "tests/data/artifacts/pir-linear.json").read_bytes())
+    (tmp_path / "m" / "model.pdiparams").write_bytes(b"\0" * 64)
+    s = config.load({"state_dir": str(tmp_path / "state"), "registry.url": "127.0.0.1:9"},
+                    root=ROOT, environ={})
+    with pytest.raises(ConfigError, match=r"--no-pir: .* holds a PIR program \(model\.json\)"):
+        check.check_folder(s, tmp_path / "m", image="1.0.0-cpu", no_pir=True)
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["model.json", "model.pdiparams"]

@@ -305,12 +305,17 @@ def check_folder(
 
     Raises:
         ConfigError: not an export, bad tolerance, batch or opset; ``--onnx`` without ONNX
-            Runtime on this host. ModelCheckError: the image has no Paddle (no record is
-            written). EngineError, RegistryError: the image cannot be run.
+            Runtime on this host; ``no_pir`` for a PIR program. ModelCheckError: the image has
+            no Paddle (no record is written). EngineError, RegistryError: the image cannot be run.
     """
     _check_parameters(settings, batch=batch, rtol=rtol, atol=atol, onnx=onnx, opset=opset,
                       onnx_rtol=onnx_rtol, onnx_atol=onnx_atol)
     export = am.find_export(folder)
+    if no_pir and export.format == "paddle-pir-json":  # a trial: run anyway, failed, and the
+        raise ConfigError(                               # store recorded a good model as failed
+            f"--no-pir: {export.folder} holds a PIR program ({export.prefix}.json), which "
+            "loads only with PIR on", "drop --no-pir: it is for Paddle 2.x programs "
+            f"({export.prefix}.pdmodel) in a 3.x runtime")
     specs = program.inputs_of(export.folder, export.prefix, export.format)
     reference = resolve_image(settings, image)
     _pull(settings, reference)
