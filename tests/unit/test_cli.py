@@ -169,6 +169,10 @@ def test_relocking_an_unchanged_pin_keeps_the_entry(tmp_path, monkeypatch):
             ("  path: ../.paddlecd/train-output", "  path: ../../../../../../../../etc"),
             "output.path resolves to /etc, which is inside the system folder /etc",
         ),
+        (  # trial 7: a file passed the dry run; the real run started the job, which failed
+            ("  path: ../.paddlecd/train-output", f"  path: {ROOT / 'README.md'}"),
+            f"output.path {ROOT / 'README.md'} is a file, not a folder",
+        ),
     ],
 )
 def test_local_deploy_checks_host_folders_before_creating_anything(tmp_path, edit, fragment):

@@ -251,7 +251,7 @@ def _namespace(settings: Settings, cluster: str) -> str:
 def check_host_paths(spec: jobfile.JobSpec) -> None:
     """Local runs bind-mount host folders: the code and data folders, and the script inside the code
     folder, must exist before any container starts (Docker would create a missing folder,
-    root-owned).
+    root-owned); an output path that exists must be a folder.
 
     Raises:
         ConfigError: naming the missing folder or script.
@@ -262,6 +262,12 @@ def check_host_paths(spec: jobfile.JobSpec) -> None:
                 f"{spec.source}: {label}.path {vol.path} is not a folder on this machine",
                 f"fix {label}.path (relative paths are relative to the job file)",
             )
+    out = spec.output.path
+    if out and Path(out).exists() and not Path(out).is_dir():  # a trial: a file passed the dry
+        raise ConfigError(                                       # run, then the job ran and failed
+            f"{spec.source}: output.path {out} is a file, not a folder",
+            "point output.path at a folder (a new one is created for you)",
+        )
     code = spec.code
     if code and code.path and spec.script.startswith(code.mount_path.rstrip("/") + "/"):
         script = Path(code.path) / spec.script[len(code.mount_path.rstrip("/")) + 1 :]
