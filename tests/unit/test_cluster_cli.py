@@ -192,3 +192,12 @@ def test_cluster_render_writes_one_file_per_object(tmp_path):
         path.name.startswith("00-paddlejob-t-")
         and yaml.safe_load(path.read_text())["kind"] == "PaddleJob"
     )
+
+
+def test_render_refuses_cluster_local_and_writes_nothing(cluster_env, tmp_path):
+    """Trial 7: ``cluster.render --cluster local`` wrote Kubernetes manifests without a word."""
+    api, env = cluster_env
+    result = invoke("cluster.render", "--job", job_file(tmp_path), "--image", IMAGE, "--cluster",
+                    "local", "--out", str(tmp_path / "m"), env=env)
+    assert result.returncode == 2 and "writes Kubernetes manifests only" in result.stderr
+    assert not (tmp_path / "m").exists() and api.requests == []

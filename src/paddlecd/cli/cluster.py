@@ -121,6 +121,9 @@ def render(c, job=None, out=None, release=None, image=None, variant=None, nodes=
 
     if not out:
         raise ConfigError("no output folder given", "pass --out manifests/")
+    if cluster != "k8s":  # a trial: --cluster local wrote Kubernetes manifests without a word
+        raise ConfigError(f"--cluster {cluster[:40]}: cluster.render writes Kubernetes manifests "
+                          "only", "drop --cluster; for a local run: invoke deploy --cluster local")
     plan = _plan(settings(), job, release, image, variant, nodes, gpus_per_node, cluster, kind)
     for path in deployment.render_to(plan, out):
         result(f"wrote {path}")
