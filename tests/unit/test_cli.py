@@ -119,6 +119,24 @@ def test_push_dry_run_refuses_what_the_push_would(tmp_path, monkeypatch, env, na
     assert e.value.cause.startswith(named) and "hunter2" not in str(e.value) + e.value.hint
 
 
+def test_push_dry_run_json_prints_the_plan_as_one_document(tmp_path, monkeypatch, capsys):
+    """Trial 7: ``push --dry-run --json`` printed nothing on stdout (the plan only on stderr),
+    while docs/configuration.md promises the plan as one JSON document."""
+    from invoke import Context
+
+    from paddlecd.cli import image as image_cli
+
+    monkeypatch.setenv("PADDLECD_STATE_DIR", str(tmp_path))
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "builds" / "cpu.json").write_text(
+        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1"}))
+    monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
+    image_cli.push(Context(), variant="cpu", dry_run=True, json=True)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["executed"] is False and doc["tag"] == f"{s.candidate_repo}:cpu-abc1234"
+
+
 def test_an_empty_project_root_variable_is_refused(monkeypatch):
     monkeypatch.setenv("PADDLECD_ROOT", "")
     with pytest.raises(ConfigError, match=r"^\$PADDLECD_ROOT is set but empty"):

@@ -154,10 +154,12 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
     s, name = settings(), pick_variant(variant)
     if dry_run:
         tag, signing = publish.preflight(s, name)
-        return say(
-            f"dry run: would push {tag} and read its digest back from {s.registry.url}"
-            + (", then attach its signed SLSA provenance" if signing else "")
-        )
+        say(f"dry run: would push {tag} and read its digest back from {s.registry.url}"
+            + (", then attach its signed SLSA provenance" if signing else ""))
+        if json:  # the plan, as every --json --dry-run (a trial: stdout was empty)
+            common.json_result({"executed": False, "variant": name, "tag": tag,
+                                "registry": s.registry.url, "provenance": signing})
+        return None
     with view.stage("push", name, state=s.state, verbose=verbose) as st:
         pushed = publish.push(s, name, on_progress=st.progress)
         moved = st.bytes_pushed
