@@ -157,3 +157,13 @@ def test_a_body_that_stalls_or_breaks_off_is_named_by_the_endpoint():
     assert cut.cause == ("reading s3://models/m: the answer from http://s3:9000 broke off "
                          "(IncompleteReadError)")
     assert "None" not in stalled.cause + cut.cause
+
+
+@pytest.mark.parametrize("code", ["401", "Unauthorized"])
+def test_a_401_of_an_authenticating_proxy_gets_the_credentials_hint(code):
+    """Trial 7: an empty 401 (botocore's code is the status) got "see the logs of the store",
+    where a 403 got the credentials hint."""
+    e = storage_error(_error(code, 401), action="listing", where="s3://models/a",
+                      endpoint="http://s3")
+    assert e.cause == f"listing s3://models/a: access denied ({code})"
+    assert e.hint.startswith("check the credentials of the AWS chain")

@@ -77,6 +77,10 @@ _AUTH_CODES = {
     "ExpiredToken",
     "403",
     "Forbidden",
+    # an empty 401 (an authenticating proxy in front of the store): botocore's code is the
+    # status; a trial got "see the logs of the store" for it
+    "401",
+    "Unauthorized",
 }
 # A version is claimed by the object .claims/<name>/<version>.json, created with If-None-Match: *
 # (S3 conditional writes:
