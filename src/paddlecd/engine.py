@@ -378,6 +378,15 @@ def _login_hint(what: str) -> str:
             f"{host} rejected PADDLECD_REGISTRY_USERNAME/PASSWORD: "
             "check them (or unset them to use docker login)"
         )
+    from paddlecd.registry import auth as registry_auth
+
+    try:  # a trial: rejected credentials of config.json were hinted as if none were given
+        given = registry_auth.find_credentials(host) if host != "<registry>" else None
+    except PaddlecdError:
+        given = None
+    if given:
+        return (f"{host} rejected the credentials from {given.source}: check them "
+                f"(docker login {host} rewrites them)")
     return f"run: docker login {host} (or set PADDLECD_REGISTRY_USERNAME/PASSWORD)"
 
 

@@ -35,6 +35,25 @@ def test_push_stream_auth_error_is_typed():
         engine.decode_stream(iter(raw), what="pushing r/x:1")
 
 
+def test_a_push_refused_with_config_json_credentials_names_that_file(tmp_path, monkeypatch):
+    """Trial 7: with a wrong password in config.json, push hinted "run: docker login" as if no
+    credentials had been given, where every other task named the file."""
+    import base64
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {"reg.example:5000": {
+        "auth": base64.b64encode(b"bob:wrong").decode()}}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.delenv("PADDLECD_REGISTRY_USERNAME", raising=False)
+    monkeypatch.delenv("PADDLECD_REGISTRY_PASSWORD", raising=False)
+    raw = [b'{"error":"unauthorized: authentication required"}\n']
+    with pytest.raises(RegistryAuthError) as e:
+        engine.decode_stream(iter(raw), what="pushing reg.example:5000/x:1")
+    assert e.value.hint == (f"reg.example:5000 rejected the credentials from "
+                            f"{tmp_path / 'config.json'}: check them (docker login "
+                            "reg.example:5000 rewrites them)")
+
+
 HTML_413 = ('error parsing HTTP 413 response body: invalid character \'<\' looking for beginning '
             'of value: "<html>\\r\\n<head><title>413 Request Entity Too Large</title></head>'
             '\\r\\n<body><center><h1>413 Request Entity Too Large</h1></center></body></html>"')
