@@ -42,6 +42,16 @@ def test_unknown_pipeline_names_the_known_ones(settings):
     )
 
 
+@pytest.mark.parametrize("name", ["../images/variants", "pr.yaml", "/etc/passwd"])
+def test_a_path_given_as_a_pipeline_name_is_called_a_path(settings, name):
+    """Trial 7: ``pipeline.run ../images/variants`` said "no pipelines/../images/variants.yaml",
+    a file that exists: the reason given was false."""
+    with pytest.raises(PipelineError) as e:
+        pipeline_spec.load(settings, name)
+    assert e.value.cause == (f"unknown pipeline '{name}' (a pipeline is named by its file in "
+                             "pipelines/, without a path or .yaml)")
+
+
 def test_unknown_stage_kind_with_did_you_mean():
     with pytest.raises(PipelineError) as e:
         parse([{"stage": "lock-check"}, {"stage": "biuld"}])

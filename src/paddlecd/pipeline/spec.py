@@ -81,8 +81,10 @@ def load(settings: Settings, name: str) -> PipelineDef:
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) or not path.exists():  # a name, never a path
         known = names(settings)
         close = difflib.get_close_matches(name, known, n=1)
-        raise PipelineError(
-            f"unknown pipeline '{name}' (no {FOLDER}/{name}.yaml)",
+        why = (f"no {FOLDER}/{name}.yaml" if re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) else
+               "a pipeline is named by its file in pipelines/, without a path or .yaml")
+        raise PipelineError(  # a trial: "../images/variants" was "no pipelines/../…", which exists
+            f"unknown pipeline '{name[:80]}' ({why})",
             (f"did you mean '{close[0]}'? " if close else "") + "known: " + ", ".join(known),
         )
     real = path.resolve()
