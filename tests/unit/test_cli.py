@@ -507,6 +507,8 @@ def test_local_deploy_pulls_with_the_credentials_verify_uses(tmp_path, monkeypat
         ("--rtol", "1_0", "--rtol must be a number >= 0, got '1_0'"),  # float() reads 10
         ("--batch", " 3", "--batch must be a whole number from 2 to 4096, got ' 3'"),
         ("--onnx-opset", "99", "--onnx-opset must be a whole number from 7 to 19, got '99'"),
+        # trial 7: past int()'s 4300 digits, a whole number was "not a whole number"
+        ("--batch", "1" * 5000, "--batch 111111111111… (5000 digits) is too large"),
     ],
 )
 def test_check_numbers_are_refused_by_flag_name(tmp_path, flag, value, message):

@@ -248,8 +248,22 @@ def count(flag: str, value: Any) -> int | None:
     try:
         return int(config.parse_number(value, whole=True))
     except ValueError:
+        _too_large(flag, value)
         raise ConfigError(f"--{flag} must be a whole number, got {str(value)[:80]!r}",
                           f"e.g. --{flag} 2") from None
+
+
+def _too_large(flag: str, value: Any) -> None:
+    """A whole number past Python's 4300 digits of int() (a trial: 100,001 digits were called
+    "not a whole number").
+
+    Raises:
+        ConfigError: ``value`` is such a number.
+    """
+    text = str(value)
+    if text.isascii() and text.isdigit():
+        raise ConfigError(f"--{flag} {text[:12]}… ({len(text)} digits) is too large",
+                          f"e.g. --{flag} 2")
 
 
 def number(flag: str, value: Any, default: float, *, whole: bool = False,
@@ -270,6 +284,7 @@ def number(flag: str, value: Any, default: float, *, whole: bool = False,
     try:
         n = config.parse_number(value, whole=whole)
     except ValueError:
+        _too_large(flag, value)
         n = None
     if n is None or (least is not None and n < least) or (most is not None and n > most):
         raise ConfigError(f"--{flag} must be {kind}{span}, got {str(value)[:80]!r}",
