@@ -103,3 +103,21 @@ def test_an_unknown_version_or_model_is_a_storage_error(tmp_path):
         shown.show(store, "ocr-det", "9.9.9")
     with pytest.raises(StorageError, match="no model named 'other'"):
         shown.show(store, "other")
+
+
+def test_check_and_show_take_each_others_model_form(tmp_path):
+    """Trial 7: artifacts.check took <name>/<version> and refused name@version as "invalid model
+    name"; artifacts.show took name@version and refused name/version as "does not end in
+    <name>". Both forms name one version, and each task takes both."""
+    from paddlecd import config
+    from paddlecd.cli import artifacts as cli
+
+    from support import ROOT
+
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    store = f"file://{tmp_path / 'store'}"
+    assert cli._model_and_version(f"{store}/linear@1.0.0-rc1", s) == (store, ["linear",
+                                                                              "1.0.0-rc1"])
+    assert cli._model_and_version("linear@1.0.0", s)[1] == ["linear", "1.0.0"]
+    assert cli._names_a_version(f"{store}/linear/1.0.0-rc1")
+    assert not cli._names_a_version(f"{store}/linear") and not cli._names_a_version("linear")

@@ -296,12 +296,31 @@ def _check_line(record) -> str:
 
 
 def _model_and_version(model: str, cfg) -> tuple[str, list[str]]:
+    """``[<store>/]<name>/<version>``, or artifacts.show's ``<name>@<version>`` (a trial: each
+    task refused the other's form with a hint about name characters)."""
     from paddlecd.artifacts import transfer as arts
 
+    head, at, tail = model.rpartition("@")
+    if at and "/" not in tail:
+        model = f"{head}/{tail}"
     try:
         return arts.split_model_url(model, cfg, parts=2)
     except ConfigError:
         return arts.split_model_url(model, cfg, parts=1)
+
+
+def _names_a_version(where: str) -> bool:
+    """Whether ``…/<name>/<last>`` ends in a version (``linear/1.0.0-rc1``), not a name."""
+    from paddlecd.artifacts import manifest as am
+
+    head, slash, last = where.rstrip("/").rpartition("/")
+    if not slash or not head or head.endswith(":/"):
+        return False
+    try:
+        am.check_version(last)
+    except ConfigError:
+        return False
+    return True
 
 
 @task(
@@ -394,6 +413,8 @@ def show(c, model, json=False):
 
     cfg = settings()
     where, version = shown.split_version(model)
+    if version is None and _names_a_version(where):  # artifacts.check's <name>/<version> too
+        where, version = where.rpartition("/")[0], where.rpartition("/")[2]
     base, (name,) = arts.split_model_url(where, cfg, parts=1)
     record = shown.show(arts.store_for(cfg, base), name, version, trusted=keys.trusted(cfg))
     if json:
