@@ -264,3 +264,16 @@ def test_a_batch_the_loader_fed_nothing_fails_parity(tmp_path):
     cases = onnx_out.parity(_linear_onnx(tmp_path / "m.onnx"), tmp_path, feeds=None,
                             batches=(1, 3), rtol=onnx_out.ONNX_RTOL, atol=onnx_out.ONNX_ATOL)
     assert [(c["passed"], c["code"]) for c in cases] == [(False, "error")] * 2
+
+
+def test_a_check_record_of_the_wrong_shape_is_named_as_check_json(tmp_path):
+    """Trial 7: ``onnx.parity: true`` in check.json was refused as the "invalid manifest" of the
+    model, a file not written yet; the broken file is the folder's check.json."""
+    folder = _folder_with_onnx(tmp_path, None)
+    sha = am.hash_file(folder / "inference.onnx").sha256
+    record = {**_output(sha256=sha, size=4).to_json(), "parity": True}
+    (folder / am.CHECK_JSON).write_text(json.dumps({"onnx": record}))
+    with pytest.raises(ConfigError) as e:
+        _plan(tmp_path, folder)
+    assert e.value.cause.startswith(f"{folder / am.CHECK_JSON} (its onnx record)")
+    assert "parity" in e.value.cause and "manifest of" not in e.value.cause

@@ -28,6 +28,7 @@ import jsonschema
 import semver
 
 from paddlecd import __version__, git
+from paddlecd import schema as validation
 from paddlecd.errors import ConfigError, PaddlecdError
 from paddlecd.types import JsonSchema, ModelManifest
 
@@ -386,7 +387,8 @@ def onnx_record(export: Export) -> dict[str, Any] | None:
     file's sha256. None when the folder holds no ``.onnx``.
 
     Raises:
-        ConfigError: a ``.onnx`` without a record of its conversion and parity, or a different one.
+        ConfigError: a ``.onnx`` without a record of its conversion and parity, or a different
+            one, or a record of the wrong shape (named as check.json's).
     """
     name = f"{export.prefix}.onnx"
     if name not in export.files:
@@ -402,6 +404,11 @@ def onnx_record(export: Export) -> dict[str, Any] | None:
             + ("lists no ONNX output" if not record else "names another file (sha256 differs)"),
             f"run invoke artifacts.check {export.folder} --image IMAGE --onnx, or delete {name}",
         )
+    # the record's shape, named as check.json's (a trial: named as the manifest's, not written
+    # yet): the manifest schema's own "onnx" part
+    onnx_schema = validation.load_schema("artifact-manifest.schema.json")["properties"]["onnx"]
+    validation.check(record, "artifact-manifest.schema.json", schema=onnx_schema,
+                     source=f"{export.folder / CHECK_JSON} (its onnx record)")
     return record
 
 
