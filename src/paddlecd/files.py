@@ -16,7 +16,7 @@ import os
 import socket
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -154,6 +154,30 @@ def place_problem(path: str, *, writable: bool) -> str | None:
     if writable and len(parts) < 3:
         return "is a top-level folder"
     return None
+
+
+def refuse_foreign_file(path: str | Path, flag: str, *, ours: Callable[[bytes], bool],
+                        what: str) -> None:
+    """Refuse to replace a file at ``path`` that this command did not write before: ``ours``
+    judges its first 4 KiB (a trial: ``release.policy --out <the private signing key>``
+    replaced the key with a policy, exit 0). A missing path, or a file ``ours`` accepts (the
+    last run's output), passes.
+
+    Raises:
+        ConfigError: naming ``flag``, the path and ``what`` would be written there.
+    """
+    target = Path(path)
+    if not target.is_file():
+        return
+    try:
+        with open(target, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return  # the write names it
+    if not ours(head):
+        raise ConfigError(f"{flag} {target} exists and is no {what}",
+                          f"give another path, or remove the file: paddlecd replaces only a {what} "
+                          "it wrote before")
 
 
 def refuse_output_place(path: str | Path, flag: str, *, folder: bool,

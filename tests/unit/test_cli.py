@@ -604,6 +604,28 @@ def test_a_variant_given_to_a_later_task_applies_to_doctor_and_lock_too(tmp_path
         run.stdout + run.stderr)
 
 
+def test_an_output_never_replaces_a_file_it_did_not_write(tmp_path):
+    """Trial 7: ``release.policy --out <the private signing key>`` replaced the key with the
+    policy (exit 0); ``release.compare --out X.png`` replaced X.md too, never named. A file the
+    command wrote before (a policy, a PNG and its chart Markdown) is replaced as before."""
+    key = tmp_path / "paddlecd-signing.key"
+    key.write_text("-----BEGIN PRIVATE KEY-----\nsecret\n-----END PRIVATE KEY-----\n")
+    state = str(tmp_path / "state")
+    keys.keygen(tmp_path / "state" / "keys")  # the embedded default trusts the state's pair
+    run = invoke("release.policy", "--out", str(key), PADDLECD_STATE_DIR=state)
+    assert run.returncode == 2 and f"--out {key} exists and is no ClusterPolicy file" in run.stderr
+    assert key.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    policy = tmp_path / "policy.yaml"
+    for _ in range(2):  # written, then replaced: the command's own output
+        assert invoke("release.policy", "--out", str(policy), PADDLECD_STATE_DIR=state
+                      ).returncode == 0
+    (tmp_path / "h.md").write_text("my notes\n")
+    chart = invoke("release.compare", "--history", "cpu", "--out", str(tmp_path / "h.png"),
+                   PADDLECD_STATE_DIR=state, PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert chart.returncode == 2 and "(its Markdown twin)" in chart.stderr, chart.stderr
+    assert (tmp_path / "h.md").read_text() == "my notes\n"
+
+
 def test_verify_models_refuses_a_bad_release_models_before_the_suite_runs(tmp_path):
     """A third trial: ``PADDLECD_RELEASE_MODELS=bad@@1 verify --models`` ran the whole suite in
     the image, then failed with "invalid model version '@1'" naming no setting. The setting is

@@ -265,7 +265,7 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
     if out and not history:
         raise ConfigError("--out is for --history", "drop --out, or add --history VARIANT")
     if out:  # before the releases are read: /etc/x.png is refused whatever the ledger holds
-        from paddlecd.files import refuse_output_place
+        from paddlecd.files import refuse_foreign_file, refuse_output_place
 
         refuse_output_place(out, "--out", folder=False, example=f"./history-{history}.png")
         if Path(out).is_dir() or Path(out).suffix.lower() != ".png":  # a trial: h.txt was a
@@ -274,6 +274,11 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
                                     "does not end in .png"),
                 f"give the PNG's path, e.g. --out ./history-{history}.png (its Markdown twin "
                 "is written beside it, .md)")
+        refuse_foreign_file(out, "--out", what="PNG file",
+                            ours=lambda head: head.startswith(b"\x89PNG"))
+        refuse_foreign_file(Path(out).with_suffix(".md"), "--out (its Markdown twin)",
+                            what="chart Markdown file",
+                            ours=lambda head: head.startswith(b"```mermaid"))
     if history:
         path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
         if json:
@@ -372,11 +377,13 @@ def policy(c, out=None, action="Enforce", json=False):
     """
     import json as jsonlib
 
-    from paddlecd.files import dump_yaml, refuse_output_place, write_text
+    from paddlecd.files import dump_yaml, refuse_foreign_file, refuse_output_place, write_text
     from paddlecd.release import admission
 
     if out:
         refuse_output_place(out, "--out", folder=False)
+        refuse_foreign_file(out, "--out", what="ClusterPolicy file", ours=lambda head: any(
+            k in head for k in (b"kind: ClusterPolicy", b'"kind": "ClusterPolicy"')))
     doc = admission.kyverno_policy(settings(), action=action)
     text = jsonlib.dumps(doc, indent=2) + "\n" if json else dump_yaml(doc)
     if out:
