@@ -218,6 +218,9 @@ class Runner:
         self.on_event, self.on_line = on_event, on_line
         self.kinds = {**{k: kind.run for k, kind in stages.KINDS.items()}, **(kinds or {})}
         self.lock = threading.Lock()
+        # set on Ctrl-C: a unit that fails after it failed because its containers were stopped
+        # (a trial: summary.md said "failed", "container exit 137", for an interrupted verify)
+        self.stopping = threading.Event()
 
     def save(self) -> Path:
         """Write summary.json (atomically) and summary.md; point ``latest`` at this run."""
@@ -280,6 +283,7 @@ class Runner:
             except KeyboardInterrupt:  # the stage's threads wait on containers: stop those
                 from paddlecd import engine  # the engine client only when a stage made one
 
+                self.stopping.set()
                 engine.remove_owned()
                 raise
         record = self.summary.stages[index]
@@ -316,7 +320,11 @@ class Runner:
                     self.on_line(sdef.name, variant, line)
             failure = {"error": f"{type(e).__name__}: {e}", "hint": "re-run with PADDLECD_DEBUG=1",
                        "error_type": type(e).__name__}
-        unit = VariantRun(status="failed" if failure else "succeeded",
+        if failure and self.stopping.is_set():
+            failure = {"error": "interrupted (Ctrl-C) while it ran", "hint": "continue it: invoke "
+                       f"pipeline.run {self.pdef.name} --resume", "error_type": "Interrupted"}
+        status = ("interrupted" if self.stopping.is_set() else "failed") if failure else "succeeded"
+        unit = VariantRun(status=status,
                           seconds=round(time.monotonic() - started, 3),
                           attempt=self.summary.attempts, outputs=dict(ctx.outputs), **failure)
         with self.lock:
