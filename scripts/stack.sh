@@ -169,7 +169,8 @@ gc_registry() {
   if [ -n "$pid" ]; then start_registry; fi
 }
 
-case "${1:-up}" in
+# an empty command is refused, never taken for the default "up" (a trial: stack.sh '' ran up)
+case "${1-up}" in
   up) install_packages; start_dockerd; make_venv; start_registry ;;
   engine) engine_tier ;;
   rgw) install_ceph ;;

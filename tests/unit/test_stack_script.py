@@ -212,3 +212,10 @@ def test_the_registry_daemon_holds_none_of_its_callers_descriptors(tmp_path):
         pid = (project / ".state" / "registry" / "pid").read_text().strip()
         subprocess.run(["kill", pid], check=False)
         lock.close()
+
+
+def test_an_empty_command_is_refused_not_taken_for_up():
+    """Trial 7: ``scripts/stack.sh ''`` ran ``up`` (apt, dockerd, the registry)."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "stack.sh"), ""], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 2 and done.stderr.startswith("usage: ") and done.stdout == ""
