@@ -640,6 +640,21 @@ def test_verify_models_refuses_a_bad_release_models_before_the_suite_runs(tmp_pa
         assert bad in run.stderr and "127.0.0.1:9" not in run.stderr
 
 
+def test_verify_models_refuses_a_model_not_in_the_store_before_the_suite_runs(tmp_path):
+    """Trial 7: ``PADDLECD_RELEASE_MODELS=nosuch@1.0.0 verify --models`` ran the whole smoke
+    suite (and rewrote .paddlecd/verify/…) before naming the missing model. It is looked up in
+    the store first; no registry runs on 127.0.0.1:9, and none is asked."""
+    (tmp_path / "store").mkdir()
+    for models in ("nosuch@1.0.0", "nosuch"):
+        run = invoke("verify", "--variant", "cpu", "--models", PADDLECD_RELEASE_MODELS=models,
+                     PADDLECD_STATE_DIR=str(tmp_path / "state"),
+                     PADDLECD_STORAGE_URL=f"file://{tmp_path / 'store'}",
+                     PADDLECD_REGISTRY_URL="127.0.0.1:9")
+        assert run.returncode == 8, run.stderr
+        assert "nosuch" in run.stderr and "127.0.0.1:9" not in run.stderr
+    assert not (tmp_path / "state" / "verify").exists()
+
+
 def test_promote_refuses_a_bad_release_models_as_verify_does(tmp_path):
     """Trial 4: promote's gate said "lin@latest: not checked in this image (run: invoke verify
     --models)", and that verify refused the setting; ``a,,b`` was taken by both."""

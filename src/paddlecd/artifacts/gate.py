@@ -13,9 +13,29 @@ from pathlib import Path
 
 from paddlecd.artifacts import check, storage, transfer
 from paddlecd.config import Settings
+from paddlecd.errors import StorageError
 from paddlecd.signing import keys
 from paddlecd.types import Echo
 from paddlecd.verify.models import ModelResult, wanted
+
+
+def check_stored(settings: Settings) -> None:
+    """Make sure every model of ``release.models`` is in the artifacts store (its manifest there,
+    or, without a version, one complete version), before verify runs its suite (a trial: a model
+    that was never uploaded was named only after the whole suite ran, exit 8).
+
+    Raises:
+        StorageError: a model or version is missing, or the store failed. ConfigError: a bad
+            ``release.models``.
+    """
+    store = storage.store_for(settings)
+    for name, version in wanted(settings):
+        if version is None:
+            check._latest(transfer.list_model(store, name), store.url, name)
+        elif transfer.read_manifest(store, f"{name}/{version}/") is None:
+            raise StorageError(f"release.models: {name}@{version} is not in {store.url} (no "
+                               "manifest.json)", f"upload it first (invoke upload --name {name} "
+                               f"--version {version} …), or fix release.models")
 
 
 def check_models(settings: Settings, reference: str, *,

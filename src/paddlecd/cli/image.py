@@ -300,10 +300,12 @@ def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
 
 def _models_gate(s):
     """The models gate's check verify runs (the artifacts room's loader); ConfigError when
-    ``release.models`` lists none, before the suite runs (config.load checked each entry)."""
+    ``release.models`` lists none, StorageError when one is not in the store, before the suite
+    runs (config.load checked each entry)."""
     from paddlecd.artifacts import gate
 
     if not s.release.models:
         raise ConfigError("--models: no models listed (release.models is not set)",
                           'set release.models: "name@version,name" (PADDLECD_RELEASE_MODELS)')
+    gate.check_stored(s)  # each in the store before the suite runs
     return gate.check_models
