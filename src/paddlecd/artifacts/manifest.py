@@ -141,7 +141,7 @@ def find_export(model_dir: Path) -> Export:
         if p.name not in names and p.suffix in (".pdiparams", ".pdmodel", ".json", ".onnx"):
             raise ConfigError(  # a FIFO, a socket, a folder: never an export's file
                 f"{p} is not a regular file ({_kind_of(p)})",
-                "point --model-dir at the folder paddle.jit.save wrote, with its files as files",
+                "give the folder paddle.jit.save wrote, with its files as files",
             )
     params = sorted(
         n[: -len(".pdiparams")] for n in names if n.endswith(".pdiparams") and n != ".pdiparams"
@@ -149,7 +149,7 @@ def find_export(model_dir: Path) -> Export:
     if len(params) > 1:
         raise ConfigError(
             f"{model_dir} holds several exports: {', '.join(params)}",
-            "point --model-dir at a folder holding one jit.save export",
+            "give a folder holding one jit.save export",
         )
     if params:
         return _export(model_dir, params[0], names)
