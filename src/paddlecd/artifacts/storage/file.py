@@ -53,7 +53,8 @@ class FileStore:
     def check(self) -> None:
         """Fail early when the root exists but is not a folder (it is created on first write)."""
         if self.root.exists() and not self.root.is_dir():
-            raise StorageError(f"store {self.url} is not a folder", "point storage.url at a folder")
+            raise StorageError(f"store {self.url} is not a folder",
+                               "point --to (or storage.url) at a folder")
 
     def quirks(self) -> list[Quirk]:
         """None: a folder is not an S3 implementation."""
