@@ -77,6 +77,10 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
         metrics=Path(metrics) if metrics else None, paddle_version=paddle_version,
         overwrite=overwrite, prepare=convert if onnx else None)
     store, plan, lines = planned.store, planned.plan, planned.lines()
+    for note in planned.notes:  # said on every output too (a trial: only in the collapsed plan)
+        if note.strip().startswith("warning: "):
+            common.warn(note.strip().removeprefix("warning: "),
+                        "drop --paddle-version to record the image's own label")
     if plan.export.extra:  # said on every output, not only in the plan's log
         n = len(plan.export.extra)
         common.warn(f"{plan.export.folder}: {n} {'entry' if n == 1 else 'entries'} not part of the "
