@@ -69,7 +69,7 @@ def test_upload_list_download_on_the_default_file_store(user_env, jit_exports, t
     assert r.returncode == 0 and "unchanged" in r.stdout and "(0 bytes moved)" in r.stdout
 
     r = _invoke(user_env, "artifacts.list", "ocr-det")
-    assert r.returncode == 0 and re.search(r"1\.4\.0 .* 2 ", r.stdout), r.stdout
+    assert r.returncode == 0 and re.search(r"1\.4\.0\t.*\t2\t", r.stdout), r.stdout  # tabs: a pipe
     r = _invoke(user_env, "artifacts.download", "ocr-det/1.4.0", str(tmp_path / "dl"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "dl" / "inference.pdiparams").read_bytes() == (

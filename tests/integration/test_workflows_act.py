@@ -65,7 +65,9 @@ def test_ci_lint_job_passes_and_fails_on_a_broken_workflow(runner):
     run = runner.act("pull_request", "-W", ".github/workflows/ci.yml", "-j", "lint")
     done = steps(run, "lint")
     assert run.returncode != 0 and done["ruff"] == "success", run.text()[-3000:]
-    assert done["actionlint"] == "failure" and "broken.yml" in run.text()
+    assert done["actionlint"] == "failure" and "broken.yml" in run.text(), (
+        [r.get("msg", "") for r in run.records if "actionlint" in str(r) or "broken" in str(r)],
+        run.stderr[-4000:])
 
 
 # ------------------------------------------------------------------------------- release.yml
