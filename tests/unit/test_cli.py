@@ -520,6 +520,17 @@ def test_check_numbers_are_refused_by_flag_name(tmp_path, flag, value, message):
     assert "Traceback" not in run.stderr
 
 
+def test_check_of_a_local_folder_refuses_store(tmp_path):
+    """Trial 7: ``artifacts.check --model <folder> --store URL`` checked the folder and dropped
+    --store without a word."""
+    (tmp_path / "m").mkdir()
+    run = invoke("artifacts.check", "--model", str(tmp_path / "m"), "--store",
+                 f"file://{tmp_path / 's'}", "--image", "1.0.0-cpu",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"), PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert run.returncode == 2 and "is a folder on this machine, not a model of a store" in \
+        run.stderr, run.stderr
+
+
 def test_check_help_lists_every_option_by_its_name():
     run = invoke("artifacts.check", "--help")
     options = run.stdout.split("Options:", 1)[1]

@@ -231,6 +231,10 @@ def check(
                              onnx=onnx, onnx_opset=onnx_opset, onnx_rtol=onnx_rtol,
                              onnx_atol=onnx_atol)
     if Path(model).exists():
+        if store:  # a trial: dropped without a word
+            raise ConfigError(f"--store {store[:80]}: {model} is a folder on this machine, not a "
+                              "model of a store", "drop --store, or name the stored model: "
+                              "<name>/<version> --store URL")
         record = model_check.check_folder(cfg, Path(model), **options)
     else:
         base, parts = _model_and_version(model, cfg)

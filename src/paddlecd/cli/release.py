@@ -363,7 +363,7 @@ def show(c, version):
     help={
         "out": "write the policy to this file (default: print it)",
         "action": "Enforce (default: refuse unverified Pods) or Audit (admit, report)",
-        "json": "the policy as JSON instead of YAML",
+        "json": "the policy as JSON instead of YAML (on stdout, or in the --out file)",
     }
 )
 @guarded
