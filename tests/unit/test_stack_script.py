@@ -95,7 +95,7 @@ def _engine_tier(tmp_path, present: tuple[str, ...], *, python: bool = False) ->
     ``start_dockerd`` and ``install_node`` that only record that they ran; returns the records in
     order."""
     body = (ROOT / "scripts" / "stack.sh").read_text()
-    functions = body[: body.index('\ncase "${1:-up}" in')]
+    functions = body[: body.index('\n# an empty command is refused')]
     functions = functions.replace("source scripts/terminal.sh\n", "")  # log() is replaced below
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
