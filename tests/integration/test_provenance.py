@@ -162,6 +162,36 @@ def test_a_provenance_by_an_untrusted_key_beside_a_trusted_one_is_shown_not_fata
     assert refused.returncode == 7 and "which is not in release.trusted_keys" in refused.stderr
 
 
+def test_a_push_with_the_trusted_key_attaches_its_own_beside_an_untrusted_one(project,
+                                                                               tmp_path):
+    """Trial 8: a push of one build with another key, then with the trusted one, reused the
+    first provenance (exit 0, "provenance: <the untrusted one>"): none by the trusted key was
+    ever attached, and evidence.show kept exiting 7. A provenance is this push's only when the
+    same key signed it."""
+    from paddlecd import config
+
+    from support import ROOT
+
+    digest = project.candidate()
+    reference = f"{project.settings.candidate_repo}@{digest}"
+    keys.keygen(tmp_path / "other")
+    other = config.load({**project.flags,
+                         "verify.signing_key": str(tmp_path / "other" / keys.PRIVATE_NAME)},
+                        root=ROOT)
+    theirs = provenance.attach(other, _build(project, digest), reference=reference, digest=digest)
+    mine = provenance.attach(project.settings, _build(project, digest), reference=reference,
+                             digest=digest)
+    assert mine != theirs
+    again = provenance.attach(project.settings, _build(project, digest), reference=reference,
+                              digest=digest)
+    assert again == mine  # the same key, the same build: found, not attached twice
+    found = provenance.find(project.client, project.settings.registry.repository, digest,
+                            keys.trusted(project.settings))
+    assert [p.location for p in found if p.problem is None] == [mine]
+    shown = _invoke(project, "evidence.show", reference)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+
+
 def test_a_verify_run_after_push_lists_only_verify_runs_in_the_att_tag(project):
     """A trial: verify after push appended push's provenance envelope to cosign's ``.att`` tag,
     under the verify predicate's ``predicateType`` annotation; evidence.show then printed a

@@ -98,13 +98,15 @@ def attach(settings: Settings, build: Mapping[str, Any], *, reference: str,
         SigningKeyError: no usable signing key. RegistryError: the registry refused.
     """
     doc = statement(build, reference=reference, digest=digest)
-    bundle = to_bundle(dsse.sign_statement(doc, keys.signer(settings)))
+    signed = dsse.sign_statement(doc, keys.signer(settings))
+    bundle = to_bundle(signed)
     ref = parse_reference(reference)
     client = client_for(settings, ref.registry)
     created = str(build.get("built", ""))
     for known in referrers.referrers(client, ref.repository, digest, BUNDLE_TYPE):
         if (known.annotations.get(cosign.BUNDLE_PREDICATE) == PREDICATE_TYPE
-                and known.annotations.get(cosign.CREATED) == created):
+                and known.annotations.get(cosign.CREATED) == created
+                and _signed_alike(client, ref.repository, known.digest, signed)):
             return f"{ref.name}@{known.digest}"  # this build's, from an earlier push of it
     subject = client.resolve(ref.repository, digest)
     pushed = referrers.push(
@@ -113,6 +115,19 @@ def attach(settings: Settings, build: Mapping[str, Any], *, reference: str,
         annotations=cosign.bundle_annotations(PREDICATE_TYPE, created),
     )
     return f"{ref.name}@{pushed.digest}"
+
+
+def _signed_alike(client: RegistryClient, repository: str, digest: str,
+                  signed: dsse.Attestation) -> bool:
+    """Whether the provenance referrer ``digest`` was signed by the key that signed ``signed``:
+    only then is it this push's (a trial: a push with the trusted key reused the provenance an
+    untrusted key had attached, exit 0, and no trusted one was ever attached). Unreadable: no."""
+    try:
+        layers = client.get_manifest(repository, digest).json().get("layers") or []
+        there = from_bundle(referrers.read_blob(client, repository, layers[0]["digest"]), digest)
+        return bool(there.keyids) and set(there.keyids) == set(signed.keyids)
+    except (AttestationError, LookupError, TypeError, AttributeError):
+        return False
 
 
 @dataclass(frozen=True)
