@@ -77,6 +77,7 @@ def test_good_urls(url, loc):
         ("s3://models/a//b", "has an empty segment"),  # a re-trial: kept as the key a//b/
         ("file:///srv/models//x", "has an empty segment"),  # trial 7: collapsed to /srv/models/x
         ("file:////srv/models", "has an empty segment"),
+        ("s3://models//paddle", "has an empty segment"),  # trial 8: got as far as credentials
     ],
 )
 def test_bad_urls(url, message):
@@ -268,3 +269,16 @@ def test_a_final_newline_is_not_part_of_a_valid_name_or_version():
     assert not DIGEST_REF_RE.match("r/p@sha256:" + "0" * 64 + "\n")
     assert not TAG_RE.match("3.0.0-cpu-bookworm\n")
     assert check_version("1.0.0") == "1.0.0" and check_name("m1") == "m1"
+
+
+@pytest.mark.parametrize("arg", ["file:///srv/store//m@1.0.0", "s3://models/p//m", "m//1.0.0"])
+def test_a_model_url_with_an_empty_segment_is_refused_by_the_reads_too(tmp_path, arg):
+    """Trial 8: artifacts.show and artifacts.list collapsed the '//' that upload refuses."""
+    from paddlecd import config
+    from paddlecd.artifacts.storage import split_model_url
+
+    from support import ROOT
+
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    with pytest.raises(ConfigError, match=r"has an empty segment \('//'\)"):
+        split_model_url(arg.split("@")[0], s, parts=2 if arg.startswith("m//") else 1)

@@ -88,7 +88,8 @@ def parse_url(url: str) -> Location:
         )
     _check_bucket(parsed.netloc, url)
     prefix = parsed.path.strip("/")
-    if "" in prefix.split("/") and prefix:  # S3 keeps "a//b" as it is: an unnamed folder
+    if "//" in parsed.path.rstrip("/"):  # S3 keeps "a//b" as it is: an unnamed folder (and
+        # "s3://b//p" was an unnamed folder p: a trial got as far as the credentials)
         raise ConfigError(f"store URL '{url}' has an empty segment ('//')",
                           "write the prefix with single slashes, e.g. s3://models/paddle")
     return Location("s3", parsed.netloc, prefix)
@@ -138,6 +139,10 @@ def split_model_url(arg: str, settings: Settings, *, parts: int) -> tuple[str, l
     Raises:
         ConfigError: too few segments, or a bad store URL.
     """
+    tail = arg.partition("://")[2].lstrip("/") if "://" in arg else arg
+    if "//" in tail.rstrip("/"):  # as parse_url: never collapsed
+        raise ConfigError(f"'{arg[:200]}' has an empty segment ('//')",  # (a trial: the reads
+                          "write it with single slashes, e.g. s3://models/paddle/<name>")  # did)
     base, rest = (default_store_url(settings), arg) if "://" not in arg else _split_full(arg, parts)
     segments = [s for s in rest.strip("/").split("/") if s]
     if len(segments) != parts:
