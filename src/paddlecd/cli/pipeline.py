@@ -97,7 +97,7 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
     given = tuple(common.variants_given(variant))
     if dry_run and resume:  # the run it would continue, refused as --resume refuses it
         _, summary, selection = pipeline.resume_of(s, pdef, given, options)
-        on_plan(pipeline.resume_lines(summary)
+        on_plan(pipeline.resume_lines(summary, s)
                 + pipeline.plan_lines(pdef, selection, s, summary.options))
         return say("dry run: nothing run, nothing written") if fmt == "text" else None
     if dry_run:

@@ -164,13 +164,20 @@ def resume_of(settings: Settings, pdef: PipelineDef, given: tuple[str, ...],
             Selection(summary.variants, f"resumed run {summary.run_id}"))
 
 
-def resume_lines(summary: Summary) -> list[str]:
+def resume_lines(summary: Summary, settings: Settings | None = None) -> list[str]:
     """What a resume of ``summary`` runs again: ``resume run <id> (interrupted): from stage
-    verify (stages before it reused)``."""
+    verify (stages before it reused)``; with ``settings``, a warning when the run was made at
+    another revision than the checkout's (its finished stages' results are reused)."""
     todo = [s.name for s in summary.stages if s.status != "succeeded"]
     first = f"from stage {todo[0]}" if todo else "no stage left"
-    return [f"resume run {summary.run_id} ({summary.status}): {first} "
-            f"({len(summary.stages) - len(todo)} succeeded stage(s) reused)"]
+    lines = [f"resume run {summary.run_id} ({summary.status}): {first} "
+             f"({len(summary.stages) - len(todo)} succeeded stage(s) reused)"]
+    now = git.revision(settings.root).full if settings else None
+    if now and summary.revision and summary.revision != now:
+        lines.append(f"warning: run {summary.run_id} was made at revision "
+                     f"{summary.revision[:12]}, the checkout is at {now[:12]}: what its "
+                     "finished stages built is reused, not rebuilt")
+    return lines
 
 
 def new_summary(
@@ -429,12 +436,7 @@ def run(
     if resume:
         folder, summary, selection = resume_of(settings, pdef, given, options)
         options = summary.options
-        notes += resume_lines(summary)
-        now = git.revision(settings.root).full
-        if summary.revision and summary.revision != now:  # its stages' results are reused
-            notes.append(f"warning: run {summary.run_id} was made at revision "
-                         f"{summary.revision[:12]}, the checkout is at {now[:12]}: what its "
-                         "finished stages built is reused, not rebuilt")
+        notes += resume_lines(summary, settings)  # --resume --dry-run says the same
     else:
         selection = select(settings, pdef, given, base_ref)
         summary = new_summary(pdef, selection, settings, options or {}, base_ref)
