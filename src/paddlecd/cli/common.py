@@ -59,20 +59,22 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
             _fail(e, *os_error_text(e), 2)
         except Interrupted as e:  # a stage runner's Ctrl-C, recorded (pipeline.run)
-            try:
-                _fail(e, e.cause, e.hint, e.exit_code)
-            finally:
-                _end_if_threads_hang(e.exit_code)
+            _interrupted(e, e.cause, e.hint)
         except PaddlecdError as e:
             _fail(e, e.cause, e.hint, e.exit_code)
         except KeyboardInterrupt as e:  # Ctrl-C in a task that records nothing: 128 + SIGINT
-            try:
-                _fail(e, "interrupted", "re-run the same command: it removes or completes what "
-                      "this run left", Interrupted.exit_code)
-            finally:
-                _end_if_threads_hang(Interrupted.exit_code)
+            _interrupted(e, "interrupted", "re-run the same command: it removes or completes "
+                         "what this run left")
 
     return wrapper
+
+
+def _interrupted(e: BaseException, cause: str, hint: str | None) -> None:
+    """A Ctrl-C printed as every error, exit 130, then the process ended if threads hang."""
+    try:
+        _fail(e, cause, hint, Interrupted.exit_code)
+    finally:
+        _end_if_threads_hang(Interrupted.exit_code)
 
 
 def _end_if_threads_hang(code: int, grace: float = 2.0) -> None:

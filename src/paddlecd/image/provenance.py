@@ -123,11 +123,25 @@ def _signed_alike(client: RegistryClient, repository: str, digest: str,
     only then is it this push's (a trial: a push with the trusted key reused the provenance an
     untrusted key had attached, exit 0, and no trusted one was ever attached). Unreadable: no."""
     try:
-        layers = client.get_manifest(repository, digest).json().get("layers") or []
-        there = from_bundle(referrers.read_blob(client, repository, layers[0]["digest"]), digest)
-        return bool(there.keyids) and set(there.keyids) == set(signed.keyids)
-    except (AttestationError, LookupError, TypeError, AttributeError):
+        there = _bundle_of(client, repository, digest, digest)
+    except AttestationError:
         return False
+    return bool(there.keyids) and set(there.keyids) == set(signed.keyids)
+
+
+def _bundle_of(client: RegistryClient, repository: str, digest: str,
+               where: str) -> dsse.Attestation:
+    """The one Sigstore bundle of the provenance referrer ``digest`` (not yet verified).
+
+    Raises:
+        AttestationError: the referrer holds other layers than one bundle, or no bundle.
+        RegistryError: the registry failed.
+    """
+    layers = client.get_manifest(repository, digest).json().get("layers") or []
+    if [x.get("mediaType") for x in layers] != [BUNDLE_TYPE]:
+        raise SubjectError(f"{where} has {len(layers)} layers, not one Sigstore bundle",
+                           "it was not written by paddlecd push")
+    return from_bundle(referrers.read_blob(client, repository, layers[0]["digest"]), where)
 
 
 @dataclass(frozen=True)
@@ -191,11 +205,7 @@ def find(client: RegistryClient, repository: str, digest: str,
     def one(c: RegistryClient, ref: referrers.Referrer) -> Provenance:
         where = f"{c.registry}/{repository}@{ref.digest}"
         try:
-            layers = c.get_manifest(repository, ref.digest).json().get("layers") or []
-            if [x.get("mediaType") for x in layers] != [BUNDLE_TYPE]:
-                raise SubjectError(f"{where} has {len(layers)} layers, not one Sigstore bundle",
-                                   "it was not written by paddlecd push")
-            att = from_bundle(referrers.read_blob(c, repository, layers[0]["digest"]), where)
+            att = _bundle_of(c, repository, ref.digest, where)
             done = dsse.check(att, trusted, digest, predicate_type=PREDICATE_TYPE,
                               other_type_hint="it was not written by paddlecd push")
         except AttestationError as e:
