@@ -82,7 +82,9 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
         close = difflib.get_close_matches(str(e.instance), options, n=1)
         raise error(
             f"{source}: unknown {key} '{e.instance}' at {at}",
-            (f"did you mean '{close[0]}'? " if close else "") + f"{key}s: " + ", ".join(options),
+            # "<key> is one of": the key + "s" made "statuss" (trial 8)
+            (f"did you mean '{close[0]}'? " if close else "")
+            + f"{key} is one of: " + ", ".join(options),
         )
     if messages and str(e.validator) in messages:
         raise error(f"{source}: {at}: {messages[str(e.validator)]}", see)

@@ -157,3 +157,7 @@ def test_no_pir_on_a_pir_program_is_refused_before_any_image_runs(tmp_path):
     with pytest.raises(ConfigError, match=r"--no-pir: .* holds a PIR program \(model\.json\)"):
         check.check_folder(s, tmp_path / "m", image="1.0.0-cpu", no_pir=True)
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["model.json", "model.pdiparams"]
+    # a stored model is named as such, not by the scratch folder it was downloaded to (trial 8)
+    with pytest.raises(ConfigError, match=r"^--no-pir: linear-demo 1\.0\.0 holds a PIR program"):
+        check.check_folder(s, tmp_path / "m", image="1.0.0-cpu", no_pir=True,
+                           name="linear-demo 1.0.0")

@@ -67,7 +67,7 @@ def test_repo_variants_load_with_gpu_versions_from_tags(tmp_path):
         (
             "variants: {a: {device: tpu, base: 'r/p:3.0.0', paddle: '3.0.0'}}",
             "unknown device 'tpu' at variants.a.device",
-            "devices: cpu, gpu",
+            "device is one of: cpu, gpu",
         ),
         (
             "variants: {a: {device: cpu, base: 'r/p:3.0.0'}}",

@@ -450,3 +450,27 @@ def test_a_stage_writing_an_undeclared_output_fails(settings):
     result = pipeline.run(settings, "pr", given=("cpu",), kinds=kinds)
     assert "stage 'build' (build) wrote undeclared outputs: secret_path" in result.error().cause
     assert "paddlecd.pipeline.stages.KINDS" in result.error().hint
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"push": {"digest": "sha256:" + "0" * 64}}, "records digest sha256:0000"),
+    ({"verify": {"digest": "sha256:" + "b" * 64}}, "but the push it took recorded sha256:aaaa"),
+])
+def test_a_resume_whose_recorded_digests_disagree_is_refused(settings, edit, words):
+    """Trial 8: push's ``outputs.digest`` edited in summary.json resumed as "succeeded", the
+    summary naming one digest for push and another for verify. Digests a resume reuses must agree
+    (a stage's reference and digest; verify and the push it took)."""
+    old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())
+    by_name = {s["name"]: s for s in old["stages"]}
+    for name, outputs in edit.items():
+        unit = by_name[name]["variants"]["cpu"]
+        unit["outputs"] = {**unit["outputs"], **outputs}
+        if name == "verify":
+            unit.update(status="succeeded", outputs={**unit["outputs"],
+                        "reference": "reg.example/ci/paddle@" + outputs["digest"]})
+    folder = _install_summary(settings, old)
+    before = (folder / "summary.json").read_bytes()
+    fakes = Fakes()
+    with pytest.raises(PipelineError, match=words):
+        run(settings, fakes, resume=True)
+    assert fakes.calls == [] and (folder / "summary.json").read_bytes() == before

@@ -229,6 +229,9 @@ def test_a_version_known_only_as_claimed_needs_the_history():
      "'cu126' is a variant"),
     (lambda s, plan: plan.plan_rollback(s, variant="cpu", to="0.3.2-cpu"),
      "--to 0.3.2-cpu: 'cpu' is a variant"),
+    # trial 8: the variant in capitals made the tag 1.0.0-CPU-cpu
+    (lambda s, plan: plan.plan_promotion(s, variant="cpu", version="1.0.0-CPU"),
+     "--version 1.0.0-CPU: 'cpu' is a variant, and 1.0.0-CPU the name of release 1.0.0 of it"),
 ])
 def test_a_release_name_given_as_a_version_is_refused_before_any_registry(tmp_path, call,
                                                                            fragment):

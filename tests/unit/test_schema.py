@@ -44,8 +44,8 @@ def test_enum_value_suggests_and_lists_the_options():
             schema=pipeline_schema(),
         )
     assert "unknown stage 'biuld' at stages[0].stage" in e.value.cause and e.value.hint.startswith(
-        "did you mean 'build'?"
-    )
+        "did you mean 'build'? stage is one of: lock-check, build,"
+    )  # not "stages: …" made from the key (a key "status" gave "statuss", trial 8)
 
 
 def test_other_violations_point_at_the_schema():

@@ -313,7 +313,7 @@ def check_folder(
     export = am.find_export(folder)
     if no_pir and export.format == "paddle-pir-json":  # a trial: run anyway, failed, and the
         raise ConfigError(                               # store recorded a good model as failed
-            f"--no-pir: {export.folder} holds a PIR program ({export.prefix}.json), which "
+            f"--no-pir: {name or export.folder} holds a PIR program ({export.prefix}.json), which "
             "loads only with PIR on", "drop --no-pir: it is for Paddle 2.x programs "
             f"({export.prefix}.pdmodel) in a 3.x runtime")
     specs = program.inputs_of(export.folder, export.prefix, export.format)

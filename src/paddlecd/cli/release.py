@@ -283,8 +283,9 @@ def compare(c, a=None, b=None, history=None, out=None, json=False):
         path, drawn = cmp.history_chart(s, history, Path(out) if out else None)
         if json:
             return json_result({"variant": history, "chart": str(path), "series": drawn})
-        result(f"wrote {path} ({len(drawn)} figures over "
-               f"{max(len(x['points']) for x in drawn.values())} releases)")
+        points = max(len(x['points']) for x in drawn.values())
+        result(f"wrote {path} ({len(drawn)} figure{'s' * (len(drawn) != 1)} over {points} "
+               f"release{'s' * (points != 1)})")
         return None
     if not (a and b):
         raise ConfigError("release.compare needs two releases or digests, or --history VARIANT",

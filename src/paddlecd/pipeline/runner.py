@@ -159,9 +159,44 @@ def resume_of(settings: Settings, pdef: PipelineDef, given: tuple[str, ...],
         raise PipelineError(f"run {summary.run_id} of '{name}' names variant "
                             f"{unknown[0][:80]!r}, which images/variants.yaml does not hold",
                             f"start a fresh run: invoke pipeline.run {name}")
+    _check_recorded_digests(pdef, summary)
     merged = {**summary.options, **{k: v for k, v in (options or {}).items() if v}}
     return (folder, dataclasses.replace(summary, options=merged),
             Selection(summary.variants, f"resumed run {summary.run_id}"))
+
+
+def _check_recorded_digests(pdef: PipelineDef, summary: Summary) -> None:
+    """The digests a resume reuses agree with each other: a succeeded stage's ``reference`` ends
+    in its ``digest``, and a succeeded stage that took a push stage's image (verify) recorded that
+    push's digest (trial 8: an edited ``outputs.digest`` of push resumed as "succeeded" with push
+    and verify naming two digests).
+
+    Raises:
+        PipelineError: naming the run, the stage, the variant and the two digests.
+    """
+    recorded = {s.name: s for s in summary.stages}
+    hint = f"start a fresh run: invoke pipeline.run {pdef.name}"
+    for sdef in pdef.stages:
+        stage = recorded.get(sdef.name)
+        for variant, unit in (stage.variants.items() if stage else ()):
+            out = unit.outputs or {}
+            if unit.status != "succeeded" or not isinstance(out.get("digest"), str):
+                continue
+            ref = out.get("reference")
+            if isinstance(ref, str) and "@" in ref and ref.rsplit("@", 1)[1] != out["digest"]:
+                raise PipelineError(
+                    f"run {summary.run_id}: stage '{sdef.name}' ({variant}) records digest "
+                    f"{out['digest'][:80]} but reference {ref[:160]}", hint)
+            kind = stages.KINDS[sdef.kind]
+            takes = "push" in kind.needs or "push" in kind.reads
+            source = pipeline_spec.supplier(pdef.stages, sdef, "push") if takes else None
+            pushed = recorded[source.name].variants.get(variant) if source and \
+                source.name in recorded else None
+            theirs = (pushed.outputs or {}).get("digest") if pushed else None
+            if pushed and pushed.status == "succeeded" and theirs != out["digest"]:
+                raise PipelineError(
+                    f"run {summary.run_id}: stage '{sdef.name}' ({variant}) records digest "
+                    f"{out['digest'][:80]}, but the push it took recorded {str(theirs)[:80]}", hint)
 
 
 def resume_lines(summary: Summary, settings: Settings | None = None) -> list[str]:

@@ -72,10 +72,10 @@ def check_not_a_release_name(version: semver.Version, names: Iterable[str], *,
     Raises:
         ConfigError: naming ``flag``, the variant and the version meant.
     """
-    pre = str(version.prerelease or "")
+    pre = str(version.prerelease or "").lower()  # 1.0.0-CPU too (trial 8: tag 1.0.0-CPU-cpu)
     for name in sorted(names, key=len, reverse=True):
-        if pre == name or pre.endswith("-" + name):
-            meant = str(version).removesuffix("-" + name)
+        if pre == name.lower() or pre.endswith("-" + name.lower()):
+            meant = str(version)[:-len(name) - 1]
             raise ConfigError(f"{flag} {version}: '{name}' is a variant, and {version} the name "
                               f"of release {meant} of it", f"give the version alone: {flag} "
                               f"{meant} --variant {name}")
