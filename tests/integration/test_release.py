@@ -216,6 +216,20 @@ def test_dry_run_writes_nothing(project):
     assert project.tag("1.4.0-cpu") is None and project.records() == []
 
 
+def test_a_plan_for_a_digest_released_before_says_so(project):
+    """Trial 9: a rebuild byte-identical to release 0.1.0 was planned as "release 1.0.0; new" with
+    no word that the digest is released already (allowed: a second name, not a new image)."""
+    digest = project.candidate()
+    project.promote("1.4.0")
+    lines: list[str] = []
+    out = project.promote("1.5.0", execute=False, report=lines.append)
+    assert out.plan.also == ("1.4.0",)
+    assert f"  note            {digest} is already release 1.4.0-cpu" in lines
+    first: list[str] = []
+    project.promote("2.0.0", execute=False, report=first.append, digest=project.candidate())
+    assert not any("is already release" in x for x in first), first
+
+
 def test_clobber_refused(project):
     first = project.candidate()
     project.promote("1.4.0")

@@ -86,6 +86,9 @@ class Plan:
     )  # by digest, for tag writes
     ledger_view: ledger.View | None = field(default=None, repr=False)  # the read it was made from
     comparison: gates.Comparison | None = None  # the upgrade gate (release/gates.py)
+    # other versions the ledger read knows as releases of this digest (a trial: a rebuilt
+    # candidate, byte-identical to release 0.1.0, planned as "release 1.0.0; new" and no more)
+    also: tuple[str, ...] = ()
 
     @property
     def noop(self) -> bool:
@@ -112,6 +115,9 @@ class Plan:
                 f"{was}{why})"
             )
         lines += [f"  keep            {k}" for k in self.kept]
+        if self.also:
+            lines.append(f"  note            {self.digest} is already release "
+                         + ", ".join(f"{v}-{self.variant}" for v in self.also))
         if self.attestation:  # what the promotion rests on, and who signed it
             a = self.attestation
             lines.append(
@@ -338,11 +344,14 @@ def plan_promotion(
     record = None if tags.done else _promote_record(
         tags, variant=variant, digest=d, source=str(src_ref), target=dst_ref.name,
         attestation=att, comparison=comparison, forced=forced, reason=reason)
+    also = {str(v) for v, dg in tags.old.releases.items() if dg == d} | {
+        r.version for r in tags.records if r.action == "promote" and r.digest == d}
     return Plan(action="promote", variant=variant, version=str(tags.version), digest=d,
                 source=str(src_ref), target=dst_ref.name, repository=dst_ref.repository,
                 writes=tags.writes, kept=tags.kept, record=record,
                 evidence_problem=refusal.cause if refusal else None, refusal=refusal,
-                attestation=att, src=src, dst=dst, ledger_view=tags.view, comparison=comparison)
+                attestation=att, src=src, dst=dst, ledger_view=tags.view, comparison=comparison,
+                also=tuple(sorted(also - {str(tags.version)}, key=_version_order)))
 
 
 @dataclass(frozen=True)
@@ -360,6 +369,14 @@ class _Tags:
     done: bool
     writes: list[TagWrite]
     kept: list[str]
+
+
+def _version_order(text: str) -> tuple[int, semver.Version | str]:
+    """Sort key of a recorded version: by semver precedence, any unparsable one last."""
+    try:
+        return 0, semver.Version.parse(text)
+    except ValueError:
+        return 1, text
 
 
 def _plan_tags(dst: RegistryClient, ref: Reference, *, variant: str, version: str | None,
