@@ -227,6 +227,49 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def kind_of(path: Path) -> str:
+    """What ``path`` is when it is not a regular file: ``a folder``, ``a named pipe``…"""
+    return ("a folder" if path.is_dir() else "a named pipe" if path.is_fifo()
+            else "a socket" if path.is_socket() else "a device" if path.is_block_device()
+            or path.is_char_device() else "missing" if not path.exists() else "not a file")
+
+
+def regular_file(path: Path, what: str, *, error: type[PaddlecdError] = ConfigError) -> bool:
+    """Whether ``path`` is a regular file (False when nothing is there).
+
+    ``Path.is_file()`` is False for a named pipe or a folder too, so a state key or record that
+    became one was taken for absent (a trial: signing silently stopped); and opening a named
+    pipe to read it waits for a writer forever (a trial: push, promote, release.list hung on a
+    FIFO key, config.json, kubeconfig or CA file).
+
+    Raises:
+        error: something other than a regular file is at ``path``, named with ``what``.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        return False
+    if not stat.S_ISREG(mode):
+        raise error(f"{what} {path} is {kind_of(path)}, not a regular file",
+                    f"put the {what} itself at {path}, or remove what is there")
+    return True
+
+
+def read_regular(path: Path, what: str, *, error: type[PaddlecdError] = ConfigError) -> bytes:
+    """The bytes of the regular file ``path``; never opens a named pipe or a device.
+
+    Raises:
+        FileNotFoundError: nothing at ``path`` (the caller names what is missing).
+        error: ``path`` is no regular file (:func:`regular_file`).
+        OSError: it cannot be read.
+    """
+    if not regular_file(path, what, error=error):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    return path.read_bytes()
+
+
 YAML_MAX_BYTES = 1 << 20  # the project's YAML files are a few kB; 1 MiB is no settings file
 
 

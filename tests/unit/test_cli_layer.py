@@ -532,3 +532,20 @@ def test_a_suite_that_wrote_no_report_says_so_in_one_line(tmp_path, monkeypatch)
                              + " (container exit 0; last line: '9 passed, 2 skipped in 20.1s')")
     assert e.value.hint == f"see {tmp_path / 'smoke.log'}"
     assert "9 passed" in (tmp_path / "smoke.log").read_text()
+
+
+def test_no_task_takes_invokes_own_short_flags():
+    """A trial: ``release.compare``'s help offered ``-h STRING, --history=STRING``; ``-h cpu``
+    printed the help (Invoke's -h), exit 0, and drew nothing. No flag gets -h or -V."""
+    seen = []
+    for name in ns.task_names:
+        task = ns[name]
+        saved = dict(task.help)  # get_arguments pops the help texts
+        try:
+            names = {n for a in task.get_arguments() for n in a.names}
+        finally:
+            task.help = saved
+        seen.append(name)
+        assert not names & {"h", "V"}, (name, sorted(names))
+    assert "release.compare" in seen
+    assert "-i STRING, --history=STRING" in invoke("--help", "release.compare").stdout

@@ -30,6 +30,7 @@ import semver
 from paddlecd import __version__, git
 from paddlecd import schema as validation
 from paddlecd.errors import ConfigError, PaddlecdError
+from paddlecd.files import kind_of
 from paddlecd.types import JsonSchema, ModelManifest
 
 MANIFEST = "manifest.json"
@@ -138,9 +139,13 @@ def find_export(model_dir: Path) -> Export:
     # a dangling link is listed too, so it is named as a link (check_links), not as "missing"
     names = {p.name for p in model_dir.iterdir() if p.is_file() or p.is_symlink()}
     for p in model_dir.iterdir():
-        if p.name not in names and p.suffix in (".pdiparams", ".pdmodel", ".json", ".onnx"):
-            raise ConfigError(  # a FIFO, a socket, a folder: never an export's file
-                f"{p} is not a regular file ({_kind_of(p)})",
+        # a FIFO, a socket, a device: never an export's file, nor one to leave out unsaid (a
+        # trial: a FIFO model.pdiparams.info or reference_outputs.npz was silently not stored);
+        # a folder is an export's file only by its name (sub-folders are warned as extras)
+        if p.name not in names and (not p.is_dir() or p.suffix in (
+                ".pdiparams", ".pdmodel", ".json", ".onnx", ".info", ".npz")):
+            raise ConfigError(
+                f"{p} is not a regular file ({kind_of(p)})",
                 "give the folder paddle.jit.save wrote, with its files as files",
             )
     params = sorted(
@@ -164,12 +169,6 @@ def find_export(model_dir: Path) -> Export:
         f"{model_dir} is not a paddle.jit.save export: no <prefix>.pdiparams file",
         "run paddle.jit.save(layer, 'DIR/inference', input_spec=[...]) and pass DIR",
     )
-
-
-def _kind_of(path: Path) -> str:
-    return ("a folder" if path.is_dir() else "a named pipe" if path.is_fifo()
-            else "a socket" if path.is_socket() else "a device" if path.is_block_device()
-            or path.is_char_device() else "not a file")
 
 
 def _export(folder: Path, prefix: str, names: set[str]) -> Export:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
-
 from paddlecd import files
 from paddlecd.cli import common, view
-from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings, warn
+from paddlecd.cli.common import bytes_bar, guarded, out, result, say, settings, task, warn
 from paddlecd.errors import ConfigError, StorageError
 
 STORE_HELP = (

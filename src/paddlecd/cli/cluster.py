@@ -7,10 +7,17 @@ wrote; with ``deploy --json``, one JSON document.
 
 from __future__ import annotations
 
-from invoke import task
-
 from paddlecd.cli import view
-from paddlecd.cli.common import VERBOSE_HELP, count, guarded, json_result, result, say, settings
+from paddlecd.cli.common import (
+    VERBOSE_HELP,
+    count,
+    guarded,
+    json_result,
+    result,
+    say,
+    settings,
+    task,
+)
 from paddlecd.errors import ConfigError
 
 DEPLOY_HELP = {

@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import invoke
 from invoke import Exit
 from rich.console import Console
 from rich.markup import escape
@@ -41,6 +42,20 @@ VERBOSE_HELP = ("stream every tool's output instead of the live view (also PADDL
                 "the full output is always in .paddlecd/logs/")
 LOG_FORMAT_HELP = ("text (default) or json: one JSON object per line, one event per "
                    "stage/variant/check (also PADDLECD_LOG_FORMAT=json)")
+
+
+class Task(invoke.Task):
+    """Invoke's task, whose automatic short flags leave out Invoke's own ``-h`` (--help) and
+    ``-V`` (--version): ``release.compare``'s help offered ``-h STRING, --history=STRING``, and
+    ``-h cpu`` printed the help, exit 0, drawing nothing (a trial)."""
+
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
+        return super().arg_opts(name, default, set(taken_names) | {"h", "V"})
+
+
+def task(*args: Any, **kwargs: Any) -> Any:
+    """``invoke.task`` making a :class:`Task` (every paddlecd task is declared with this)."""
+    return invoke.task(*args, klass=Task, **kwargs)
 
 
 BEFORE_ERROR: list[Callable[[], None]] = []  # run by the catch site before it prints an error

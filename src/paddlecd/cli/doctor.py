@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from invoke import task
-
 from paddlecd.cli import common
-from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, settings
+from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, settings, task
 from paddlecd.cli.common import log_format as pick_log_format
 
 

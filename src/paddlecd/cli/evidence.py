@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
-
-from paddlecd.cli.common import guarded, result, say, settings
+from paddlecd.cli.common import guarded, result, say, settings, task
 from paddlecd.errors import (
     AttestationError,
     AttestedFailureError,

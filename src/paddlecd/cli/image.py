@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
-
 from paddlecd.cli import common, view
-from paddlecd.cli.common import VARIANT_HELP, VERBOSE_HELP, count, guarded, result, say, settings
+from paddlecd.cli.common import (
+    VARIANT_HELP,
+    VERBOSE_HELP,
+    count,
+    guarded,
+    result,
+    say,
+    settings,
+    task,
+)
 from paddlecd.cli.common import variant as pick_variant
 from paddlecd.errors import ConfigError
 

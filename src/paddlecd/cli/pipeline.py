@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import os
 
-from invoke import task
-
 from paddlecd.cli import common, view
-from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, say, settings
+from paddlecd.cli.common import LOG_FORMAT_HELP, guarded, out, result, say, settings, task
 from paddlecd.cli.common import log_format as pick_log_format
 from paddlecd.errors import ConfigError
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
-
 from paddlecd.cli import view
 from paddlecd.cli.common import (
     JSON_HELP,
@@ -20,6 +18,7 @@ from paddlecd.cli.common import (
     result,
     say,
     settings,
+    task,
     variants_given,
 )
 from paddlecd.cli.common import variant as pick_variant

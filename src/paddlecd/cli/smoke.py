@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from invoke import task
-
-from paddlecd.cli.common import guarded, result, settings
+from paddlecd.cli.common import guarded, result, settings, task
 
 
 @task(help={"variant": "show the checks as they apply to this variant "

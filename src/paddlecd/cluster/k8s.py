@@ -27,6 +27,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from paddlecd.config import FORMATS, Settings
 from paddlecd.errors import ClusterError
+from paddlecd.files import read_regular
 from paddlecd.types import KubeObject
 
 PADDLEJOB = ("kubeflow.org", "v1", "paddlejobs")
@@ -165,8 +166,10 @@ def _shape_problem() -> ClusterError | None:
     None when every file has the right shape, or cannot be read as YAML (the client names that).
     """
     for path in _config_file().split(os.pathsep):
-        try:
-            doc = yaml.safe_load(Path(path).read_text())
+        try:  # a named pipe would block the client's read for good (a trial: cluster.render)
+            doc = yaml.safe_load(read_regular(Path(path), "kubeconfig", error=ClusterError))
+        except ClusterError as e:
+            return e
         except (OSError, ValueError, yaml.YAMLError):
             continue
         if doc is None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from paddlecd import engine, files, git, proc
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, EngineError, PaddlecdError
-from paddlecd.files import now_iso, write_json
+from paddlecd.files import now_iso, regular_file, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import answers
 from paddlecd.registry import auth as registry_auth
@@ -45,8 +45,23 @@ class Built:
 
 def ca_bundle(settings: Settings) -> str | None:
     """The CA bundle to hand to builds as a secret: settings.build.ca_bundle, $SSL_CERT_FILE,
-    $REQUESTS_CA_BUNDLE, or the distribution's default bundle; None if none exists."""
-    for cand in (settings.build.ca_bundle, os.environ.get("SSL_CERT_FILE"),
+    $REQUESTS_CA_BUNDLE, or the distribution's default bundle; None if none exists.
+
+    Raises:
+        ConfigError: ``build.ca_bundle`` is set but missing, no regular file, or holds no PEM
+            certificate (a trial: each was silently replaced by the next candidate).
+    """
+    given = settings.build.ca_bundle
+    if given:
+        hint = "point build.ca_bundle (PADDLECD_BUILD_CA_BUNDLE) at a PEM CA bundle, or unset it"
+        if not regular_file(Path(given), "CA bundle (build.ca_bundle)"):
+            raise ConfigError(f"CA bundle (build.ca_bundle) {given} does not exist", hint)
+        with open(given, "rb") as f:
+            if b"-----BEGIN CERTIFICATE-----" not in f.read(1 << 22):
+                raise ConfigError(f"CA bundle (build.ca_bundle) {given} holds no PEM "
+                                  "certificate (-----BEGIN CERTIFICATE-----)", hint)
+        return given
+    for cand in (os.environ.get("SSL_CERT_FILE"),
                  os.environ.get("REQUESTS_CA_BUNDLE"), *DEFAULT_CA_BUNDLES):
         if cand and Path(cand).is_file():
             return cand

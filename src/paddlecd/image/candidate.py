@@ -18,7 +18,7 @@ from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
-from paddlecd.files import now_iso, write_json
+from paddlecd.files import now_iso, regular_file, write_json
 from paddlecd.registry.reference import check_digest
 
 
@@ -80,7 +80,7 @@ def load_candidate(settings: Settings, variant: str) -> Candidate | None:
             configured, and a bad digest was "invalid digest" naming no file).
     """
     path = candidate_path(settings, variant)
-    if not path.exists():
+    if not regular_file(path, "candidate record"):  # a folder or a named pipe is named (a trial)
         return None
     try:
         data = json.loads(path.read_text())

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd.errors import ConfigError, RegistryAuthError
-from paddlecd.files import environ_value
+from paddlecd.files import environ_value, read_regular
 
 USERNAME_ENV = "PADDLECD_REGISTRY_USERNAME"
 PASSWORD_ENV = "PADDLECD_REGISTRY_PASSWORD"
@@ -202,7 +202,7 @@ def docker_config(path: Path | None = None) -> Any:
                           f"point DOCKER_CONFIG at the folder that holds config.json{example}, "
                           "or unset it")
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(read_regular(path, "Docker config"))  # never a named pipe: it blocks
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:  # ValueError: not JSON (UnicodeDecodeError included)

@@ -23,6 +23,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -36,6 +37,7 @@ from paddlecd.errors import (
     RegistryError,
     RegistryRateLimitError,
 )
+from paddlecd.files import regular_file
 from paddlecd.registry import answers, auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
@@ -159,6 +161,8 @@ class Transport:
         # Passed on every request: a session-level verify loses to $REQUESTS_CA_BUNDLE
         # (psf/requests#3829).
         self.verify: str | bool = ca_file or True
+        if ca_file and not insecure:  # ssl would open a named pipe and wait for good (a trial)
+            regular_file(Path(ca_file), "registry CA file")
         self.retries, self.timeout = max(1, retries), timeout
         self.settings_section = settings_section  # whose ca_file/insecure: tls_settings
         self.rate_limit_wait, self.on_progress = rate_limit_wait, on_progress

@@ -31,7 +31,7 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import SigningKeyError
-from paddlecd.files import environ_value
+from paddlecd.files import environ_value, read_regular, regular_file
 from paddlecd.types import Echo
 
 ENV_PEM = "PADDLECD_SIGNING_KEY"
@@ -178,7 +178,7 @@ def configured(settings: Settings) -> bool:
     """True when a signing key is configured (env PEM or ``verify.signing_key``) or the state
     folder holds its own pair (:func:`state_pair`)."""
     return bool(environ_value(ENV_PEM) or settings.verify.signing_key
-                or state_pair(settings)[0].is_file())
+                or regular_file(state_pair(settings)[0], _OWN_KEY, error=SigningKeyError))
 
 
 def signer(settings: Settings) -> CryptoSigner:
@@ -193,8 +193,8 @@ def signer(settings: Settings) -> CryptoSigner:
     if pem:
         return _signer(pem.encode(), f"${ENV_PEM}")
     own = state_pair(settings)[0]
-    if not settings.verify.signing_key and own.is_file():
-        return _signer(_read(own, "signing key (the state folder's pair)"), str(own))
+    if not settings.verify.signing_key and regular_file(own, _OWN_KEY, error=SigningKeyError):
+        return _signer(_read(own, _OWN_KEY), str(own))
     if not settings.verify.signing_key:
         raise SigningKeyError(
             "no signing key configured",
@@ -223,9 +223,12 @@ def load_signer(path: Path, what: str) -> CryptoSigner:
     return _signer(_read(path, f"signing key ({what})"), str(path))
 
 
+_OWN_KEY = "signing key (the state folder's pair)"
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
-        return path.read_bytes()
+        return read_regular(path, what, error=SigningKeyError)  # never blocks on a named pipe
     except FileNotFoundError as e:
         raise SigningKeyError(f"{what} {path} does not exist", _KEYGEN_HINT) from e
     except OSError as e:
@@ -259,7 +262,8 @@ def trusted(settings: Settings) -> list[TrustedKey]:
     """
     hint = "set release.trusted_keys to the committed public key(s) (files or a folder of *.pub)"
     own = state_pair(settings)[1]
-    if not settings.release.trusted_keys and own.is_file():
+    if not settings.release.trusted_keys and regular_file(
+            own, "public key (the state folder's pair)", error=SigningKeyError):
         public = _public(own)
         return [TrustedKey(named(public), str(own), SSlibKey.from_crypto(public))]
     if not settings.release.trusted_keys:
