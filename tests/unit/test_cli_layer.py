@@ -84,6 +84,22 @@ def test_shared_variant(line, expected):
     assert argv.shared_variant(line) == expected
 
 
+@pytest.mark.parametrize("line,expected", [
+    # a trial: -v, the short form every task's help shows, was not shared
+    (["invoke", "doctor", "release.list", "-v", "cpu"], "cpu"),
+    (["invoke", "lock", "--dry-run", "release.list", "-v", "cu126"], "cu126"),
+    (["invoke", "smoke.checks", "release.list", "--variant=cu118"], "cu118"),
+    (["invoke", "build", "-v", "cpu", "push"], "cpu"),
+    (["invoke", "doctor"], None),
+    (["invoke", "nosuchtask", "-v", "cpu"], None),  # refused by the catch site, not read here
+])
+def test_shared_variant_reads_the_line_as_invoke_does(line, expected):
+    assert argv.shared_variant(line, ns) == expected
+    names = {t: dict(ns[t].help) for t in ns.task_names}
+    argv.shared_variant(line + ["--json"], ns)  # a second parse leaves every task's help whole
+    assert {t: dict(ns[t].help) for t in ns.task_names} == names
+
+
 def test_help_after_a_task_is_rewritten_only_for_a_known_task():
     names = ns.task_names
     assert argv.help_argv(["/x/invoke", "artifacts.list", "--help"], names) == [
@@ -549,3 +565,18 @@ def test_no_task_takes_invokes_own_short_flags():
         assert not names & {"h", "V"}, (name, sorted(names))
     assert "release.compare" in seen
     assert "-i STRING, --history=STRING" in invoke("--help", "release.compare").stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("release.list", "--variant", "c\x1b[2Jpu"),
+    ("pipeline.run", "p\x1b[2Jr\u202e"),
+    ("upload", "--model-dir", "/tmp/paddlecd-nosuch-\x1b[2J", "--name", "m", "--version", "1.0.0",
+     "--to", "file:///tmp/paddlecd-nosuch-store"),
+])
+def test_control_characters_of_an_input_are_escaped_in_errors(args, tmp_path):
+    """A trial: an ESC in a variant, pipeline name or path was echoed raw by the error (on a
+    terminal ``\\x1b[2J`` clears the screen); a U+202E turns the rest of a line around."""
+    done = invoke(*args, PADDLECD_STATE_DIR=str(tmp_path))
+    assert done.returncode != 0 and "error:" in done.stderr
+    assert "\x1b" not in done.stderr and "\u202e" not in done.stderr, done.stderr
+    assert "\\x1b[2J" in done.stderr, done.stderr

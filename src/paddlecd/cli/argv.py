@@ -21,17 +21,60 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 
-def shared_variant(argv: Sequence[str]) -> str | None:
-    """The value of the first ``--variant X`` / ``--variant=X`` on the command line, or None.
+def shared_variant(argv: Sequence[str], collection: Any = None) -> str | None:
+    """The variant the first task that was given ``--variant`` (or its short form) got on the
+    command line, or None.
 
-    Only the long form: other tasks use ``-v`` for other flags.
+    With ``collection``, the line is read with Invoke's own parser, so ``-v cpu`` counts where
+    ``-v`` is that task's ``--variant`` (a trial: ``invoke doctor release.list -v cpu`` judged
+    every variant) and not where it is another flag. Without, or when the line does not parse
+    (the catch site names that), only the long form ``--variant X`` / ``--variant=X``.
     """
+    parsed = _parsed_tasks(tuple(argv), collection) if collection is not None else None
+    if parsed is not None:
+        for context in parsed:
+            given = context.args.get("variant")  # got_value: given, not a default
+            value = given.value if given is not None and given.got_value else None
+            if isinstance(value, list):
+                value = value[0] if value else None
+            if value:
+                return str(value)
+        return None
     for i, arg in enumerate(argv):
         if arg == "--variant" and i + 1 < len(argv):
             return argv[i + 1]
         if arg.startswith("--variant="):
             return arg.split("=", 1)[1]
     return None
+
+
+_PARSED: dict[tuple[str, ...], Any] = {}
+
+
+def _parsed_tasks(argv: tuple[str, ...], collection: Any) -> Any:
+    """The task contexts Invoke's parser makes of ``argv`` (core flags first, as
+    ``Program.parse_core_args``), or None when it refuses the line; each task's help texts are
+    put back (Invoke pops them while it builds the contexts). Kept per line."""
+    if argv in _PARSED:
+        return _PARSED[argv]
+    from invoke import Program
+    from invoke.exceptions import ParseError
+    from invoke.parser import Parser
+
+    tasks = [collection[name] for name in collection.task_names]
+    kept = [(t, dict(t.help)) for t in tasks]
+    initial = Program().initial_context
+    try:
+        core = Parser(initial=initial, ignore_unknown=True).parse_argv(list(argv[1:]))
+        result = Parser(initial=initial, contexts=collection.to_contexts()).parse_argv(
+            core.unparsed)
+    except ParseError:
+        result = None
+    finally:
+        for t, helps in kept:
+            t.help = helps
+    _PARSED[argv] = result
+    return result
 
 
 def help_argv(argv: Sequence[str], task_names: Iterable[str]) -> list[str] | None:

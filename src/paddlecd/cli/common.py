@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -138,10 +139,18 @@ def capped(text: str, cap: int = MESSAGE_CAP) -> str:
     return f"{text[:head]}… ({len(text) - head - tail} characters cut) …{text[-tail:]}"
 
 
+def shown(text: str) -> str:
+    """``text`` safe for a terminal: control and format characters (ESC, a bare CR, U+202E…) of
+    an input a message quotes are written as escapes (``\x1b``), newlines kept. A trial:
+    ``--variant $'c\x1b[2Jpu'`` cleared the screen of whoever read the error."""
+    return "".join(c if c == "\n" or unicodedata.category(c) not in ("Cc", "Cf")
+                   else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _fail(e: BaseException, cause: str, hint: str | None, code: int) -> None:
     # a hint may carry a log's last lines (a failed rank's): each line is capped, not the whole
-    cause = capped(cause)
-    hint = "\n".join(capped(line) for line in hint.split("\n")) if hint else hint
+    cause = shown(capped(cause))
+    hint = "\n".join(shown(capped(line)) for line in hint.split("\n")) if hint else hint
     for hook in BEFORE_ERROR:  # the view's summary table: the error and hint stay the last lines
         hook()
     if config.debug_requested():
@@ -174,9 +183,9 @@ def say(msg: str) -> None:
 
 def warn(msg: str, hint: str | None = None) -> None:
     """A warning for the user, on stderr: ``warning: <msg>``, then ``hint: <hint>``."""
-    err.print(f"[yellow]warning:[/] {escape(msg)}", markup=True, soft_wrap=True)
+    err.print(f"[yellow]warning:[/] {escape(shown(msg))}", markup=True, soft_wrap=True)
     if hint:
-        err.print(f"[yellow]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
+        err.print(f"[yellow]hint:[/] {escape(shown(hint))}", markup=True, soft_wrap=True)
 
 
 def result(msg: str) -> None:
@@ -234,7 +243,7 @@ def variant(value: str | None, *, required_by: str | None = None) -> str:
     Raises:
         ConfigError: ``required_by`` is set and no variant was given.
     """
-    chosen = value or argv.shared_variant(sys.argv)
+    chosen = value or argv.shared_variant(sys.argv, _collection())
     if chosen:
         return chosen
     if required_by:
@@ -250,8 +259,15 @@ def variants_given(value: list[str] | str | None) -> list[str]:
     release.list --variant cpu`` locked every variant), else none (the task's default)."""
     if value:
         return [value] if isinstance(value, str) else list(value)
-    shared = argv.shared_variant(sys.argv)
+    shared = argv.shared_variant(sys.argv, _collection())
     return [shared] if shared else []
+
+
+def _collection() -> Any:
+    """The task collection Invoke runs (imported here: the CLI package imports this module)."""
+    from paddlecd.cli import ns
+
+    return ns
 
 
 def count(flag: str, value: Any) -> int | None:
