@@ -523,7 +523,14 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
                 "registry.repository)",
             )
         port = host.rpartition(":")[2] if host and ":" in host.rpartition("]")[2] else None
-        if port is not None and not (_WHOLE.fullmatch(port) and 1 <= int(port) <= 65535):
+        name = host[:-len(port) - 1] if port is not None else host
+        if host and not _HOST.fullmatch(name):  # a trial: '127.0.0.1 :5397' reached urllib3,
+            # and '127.0.0.1?x=1' port 80, reported as a registry that is down
+            raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) is {_quoted(host)}: "
+                              "not host[:port]",
+                              "a DNS name, an IPv4 address or [IPv6], then an optional :port, "
+                              "e.g. registry.example.com:5000 (no spaces, '?' or '#')")
+        if port is not None and not (re.fullmatch("[0-9]{1,5}", port) and 1 <= int(port) <= 65535):
             raise ConfigError(f"setting '{key}' is {host[:80]!r}: the port is not 1..65535",
                               "give host[:port], e.g. registry.example.com:5000")
     attestation_layouts(settings)  # refused here, before any verify runs
@@ -546,6 +553,10 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
     return settings
 
 
+# distribution/reference's domain grammar (a DNS name of alphanumeric labels joined by '.',
+# inner '-'; or a bracketed IPv6 address) with an optional numeric port
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\]")
 _MODEL_NAME = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"  # an RFC 1123 label, as artifacts.manifest
 
 

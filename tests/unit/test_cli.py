@@ -441,7 +441,12 @@ def test_a_half_set_of_env_credentials_is_refused(tmp_path):
         (["upload", "--model-dir", "", "--name", "m", "--version", "1.0.0"],
          "--model-dir is empty"),
         (["promote", "--variant", "cpu", "--version", "1.2.3 ", "--digest", "sha256:" + "a" * 64,
-          "--dry-run"], "invalid version '1.2.3 ': it has spaces around it"),
+          "--dry-run"], "--version '1.2.3 ' has white space around it"),
+        # trial 9: a leading space in a reference was "has no digest"
+        (["upload", "--model-dir", "/tmp", "--name", "m", "--version", "1.0.0", "--image",
+          " 127.0.0.1:5000/paddlecd/release@sha256:" + "a" * 64],
+         "--image ' 127.0.0.1:5000/paddlecd/release@sha256:aaaa"),
+        (["release.list", "--variant", "cpu\t"], "--variant 'cpu\\t' has white space around it"),
     ],
 )
 def test_an_empty_or_padded_flag_is_refused_by_name_and_nothing_is_written(tmp_path, args,

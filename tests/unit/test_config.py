@@ -146,7 +146,18 @@ def test_registry_url_is_host_and_port_only(tmp_path, url):
     assert "give host[:port] only" in e.value.cause
 
 
-@pytest.mark.parametrize("url", ["127.0.0.1:99999", "reg.example:0", "reg.example:http"])
+@pytest.mark.parametrize("url", ["127.0.0.1 :5397", " 127.0.0.1:5397", "127.0.0.1:5397:5397",
+                                 "127.0.0.1?x=1", "127.0.0.1#frag:5397", "reg_x.example"])
+def test_registry_url_is_a_host_name(tmp_path, url):
+    """Trial 9: white space reached urllib3 ("Failed to parse", hint "check the path"), and
+    '127.0.0.1?x=1' was asked on port 80 and reported as a registry that is down."""
+    with pytest.raises(ConfigError, match="not host\\[:port\\]") as e:
+        config.load({"registry.url": url}, root=tmp_path, environ={})
+    assert e.value.cause.startswith("setting 'registry.url'")
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:99999", "reg.example:0", "reg.example:http",
+                                 "127.0.0.1:+5397"])
 def test_registry_port_is_a_port(tmp_path, url):
     """A re-trial: 127.0.0.1:99999 reached urllib3 ("Failed to parse", hint "check the path")."""
     with pytest.raises(ConfigError, match="the port is not 1..65535"):

@@ -110,20 +110,29 @@ def _end_if_threads_hang(code: int, grace: float = 2.0) -> None:
         os._exit(code)
 
 
+_FREE_TEXT = frozenset({"reason", "accept_regression"})  # recorded as written
+
+
 def _refuse_empty(flags: dict[str, Any]) -> None:
     """An empty flag is never its default: ``verify --image ''`` must not verify the variant's
     candidate, nor ``evidence.keygen --out ''`` write keys into the project root.
 
     Raises:
-        ConfigError: naming the first flag whose value is empty or only spaces.
+        ConfigError: naming the first flag whose value is empty or only spaces, or has white
+            space around it (but for the free texts ``--reason``, ``--accept-regression``).
     """
     for name, value in flags.items():
+        flag = f"-{name}" if len(name) == 1 else f"--{name.replace('_', '-')}"  # Invoke's
         if isinstance(value, str) and not value.strip():
-            flag = f"-{name}" if len(name) == 1 else f"--{name.replace('_', '-')}"  # Invoke's
             raise ConfigError(
                 f"{flag} is empty",
                 "give it a value, or leave the flag out for its default",
             )
+        # a name, a path, a reference or a number never starts or ends with white space (a
+        # trial: --image ' <ref>@sha256:…' was "has no digest"); the free texts may
+        if isinstance(value, str) and value != value.strip() and name not in _FREE_TEXT:
+            raise ConfigError(f"{flag} {capped(repr(value), 200)} has white space around it",
+                              f"drop the spaces: {flag} {value.strip()[:200]!r}")
 
 
 MESSAGE_CAP = 1000  # characters of a cause, or of one line of a hint; past it the middle is cut
