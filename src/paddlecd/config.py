@@ -545,8 +545,9 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
     for key, (low, high, why) in BOUNDS.items():
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
-        if not low <= value <= high:
-            raise ConfigError(f"setting '{key}' must be {low}..{high}, got {value}", why)
+        if value is not None and not low <= value <= high:
+            raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) must be {low}..{high}, "
+                              f"got {_quoted(value)}", why)
     for key in ("registry.repository", "release.repository"):  # the spec's rule, up front
         section, name = key.split(".")
         check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
@@ -619,6 +620,24 @@ BOUNDS = {
     "verify.cpu_ranks": (1, 64, "gloo ranks are processes on this machine (each imports Paddle)"),
     "verify.repeat": (1, 100, "each repetition re-runs the timed parts of the smoke suite"),
     "verify.busbw_fraction": (0, 1, "the share of the expected bus bandwidth a run must reach"),
+    # upper bounds on every count, size and duration (a trial: verify.timeout 99999999999 passed
+    # the "> 0" rule and ended in an OverflowError traceback from the socket timeout)
+    "verify.timeout": (1, 7 * 86400, "the whole smoke run's limit in seconds: a week at most"),
+    "verify.rendezvous_timeout": (1, 86400, "seconds the ranks wait for each other: a day at "
+                                            "most"),
+    "registry.push_retries": (1, 100, "attempts per request"),
+    "registry.rate_limit_wait": (0.001, 3600, "seconds to wait on a 429 at most: an hour"),
+    "release.evidence_max_age_hours": (0.001, 10 * 8760, "hours: ten years at most"),
+    # verify --nodes is 1..512 (train.schema.json nodes): a bigger rule no run can satisfy
+    "release.require_nodes": (1, 512, "the attested run's nodes: verify --nodes takes 1..512"),
+    "release.max_slowdown": (0.000001, 1000, "a fraction: 0.1 allows 10% slower"),
+    "retention.keep_days": (1, 36500, "days: a hundred years at most"),
+    "retention.keep_last": (1, 1_000_000, "candidates kept per variant"),
+    # S3's limits: 5 MiB..5 GiB a part, 5 TiB an object (AWS S3 User Guide, "Amazon S3 multipart
+    # upload limits")
+    "storage.multipart_chunk_mb": (1, 5 * 1024, "S3 takes parts of 5 MiB..5 GiB"),
+    "storage.multipart_threshold_mb": (1, 5 * 1024 * 1024, "S3 objects are 5 TiB at most"),
+    "storage.max_concurrency": (1, 64, "parallel part uploads"),
 }
 
 

@@ -44,7 +44,8 @@ def test_config_cascade_order(tmp_path):
     ("registry: {push_retries: 1.5}", {}, "push_retries): 1.5 is not an integer"),
     ("verify: {cpu_ranks: true}", {}, "({file}: verify.cpu_ranks): True is not an integer"),
     # a trial: 100000 ranks were accepted, the convergence checks skipped, the run "passed"
-    ("", {"PADDLECD_VERIFY_CPU_RANKS": "100000"}, "'verify.cpu_ranks' must be 1..64"),
+    ("", {"PADDLECD_VERIFY_CPU_RANKS": "100000"}, "'verify.cpu_ranks' (PADDLECD_VERIFY_CPU_RANKS) "
+                                                "must be 1..64"),
     # a trial: these reached docker (exit 4, "start the engine") or the manifests
     ("", {"PADDLECD_VERIFY_SHM_SIZE": "lots"}, "'verify.shm_size' (PADDLECD_VERIFY_SHM_SIZE) is "
                                                "'lots': not a Docker size"),
@@ -66,7 +67,17 @@ def test_config_cascade_order(tmp_path):
     ("", {"PADDLECD_VERIFY_TIMEOUT": "1_0"}, "'1_0' is not an integer"),
     ("", {"PADDLECD_RETENTION_KEEP_DAYS": " 5 "}, "' 5 ' is not an integer"),
     ("", {"PADDLECD_VERIFY_CPU_RANKS": "\uff12"}, "is not an integer"),
-    ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "5"}, "'verify.busbw_fraction' must be 0..1"),
+    ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "5"}, "'verify.busbw_fraction' "
+                                                  "(PADDLECD_VERIFY_BUSBW_FRACTION) must be 0..1"),
+    # trial 9: bounded only by "> 0", 99999999999 ended in an OverflowError traceback
+    ("", {"PADDLECD_VERIFY_TIMEOUT": "99999999999"}, "'verify.timeout' (PADDLECD_VERIFY_TIMEOUT) "
+                                                     "must be 1..604800, got 99999999999"),
+    ("", {"PADDLECD_VERIFY_RENDEZVOUS_TIMEOUT": "9300000000"}, "must be 1..86400"),
+    # trial 9: a rule no run can satisfy, whose hint was a command verify refuses
+    ("release: {require_nodes: 100000}", {}, "'release.require_nodes' ({file}: "
+                                             "release.require_nodes) must be 1..512"),
+    ("", {"PADDLECD_STORAGE_MULTIPART_CHUNK_MB": "999999"}, "must be 1..5120"),
+    ("", {"PADDLECD_REGISTRY_PUSH_RETRIES": "1000000000000"}, "must be 1..100"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)
