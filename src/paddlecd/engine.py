@@ -231,6 +231,16 @@ def image_exists(ref: str) -> bool:
     return True
 
 
+def volume_exists(name: str) -> bool:
+    """True when the engine holds the named volume ``name``."""
+    with _translated(f"looking up volume {name}"):
+        try:
+            client().volumes.get(name)
+        except docker.errors.NotFound:
+            return False
+    return True
+
+
 def repo_digests(ref: str) -> list[str]:
     """``repo@sha256:…`` names the engine recorded for ``ref`` after pushes/pulls, as Docker
     writes them (:func:`short_name`)."""

@@ -352,3 +352,26 @@ def test_ctrl_c_stops_the_ranks_at_once_and_removes_them(image_by_digest, tmp_pa
     assert "error: interrupted" in err and "final_loss" not in err
     job_id = re.search(r"deploy (pytest-train-[0-9a-f]{6}) on local", err).group(1)
     assert leftovers(job_id) == []
+
+
+def test_an_input_claim_that_names_no_volume_is_refused_at_the_plan(image_by_digest, settings,
+                                                                    tmp_path):
+    """Trial 9: ``data: {claim: nosuchvol}`` on --cluster local ran ("succeeded") on an empty
+    folder, and Docker left the volume it created. The plan (dry-run too) refuses it, making
+    nothing; a volume that exists is mounted as before."""
+    import uuid
+
+    name = f"paddlecd-test-{uuid.uuid4().hex[:8]}"
+    job = write_job(tmp_path, steps=5)
+    doc = yaml.safe_load(job.read_text())
+    job.write_text(yaml.safe_dump({**doc, "data": {"claim": name, "mountPath": "/data"}}))
+    docker = engine.client()
+    with pytest.raises(ConfigError, match=f"data.claim '{name}' names no volume of the engine"):
+        deployment.plan(settings, job=str(job), image=image_by_digest, cluster="local")
+    assert not engine.volume_exists(name)
+    docker.volumes.create(name)
+    try:
+        plan = deployment.plan(settings, job=str(job), image=image_by_digest, cluster="local")
+        assert plan.spec.data.claim == name
+    finally:
+        docker.volumes.get(name).remove()

@@ -203,6 +203,7 @@ def plan(
     )
     if cluster == "local":
         check_host_paths(spec)
+        check_claims(spec)
     job_id = spec.new_job_id()
     ns = _namespace(settings, cluster)
     manifests = render(spec, target, job_id=job_id, kind=kind, namespace=ns,
@@ -275,6 +276,28 @@ def check_host_paths(spec: jobfile.JobSpec) -> None:
             raise ConfigError(
                 f"{spec.source}: script {script} does not exist",
                 "fix command.script (relative to code.path)",
+            )
+
+
+def check_claims(spec: jobfile.JobSpec) -> None:
+    """A local run mounts a job file's ``claim`` as the engine's named volume of that name; an
+    input (``code``, ``data``) that names no volume is refused, dry-run too: Docker would create
+    it empty, the job would train on nothing and the volume stay (a trial: "succeeded"). An
+    output claim may be new (Docker creates it, as output.path's folder is created).
+
+    Raises:
+        ConfigError: naming the job file, the key and the volume.
+        EngineError: the engine cannot be asked.
+    """
+    from paddlecd import engine
+
+    for label, vol in (("code", spec.code), ("data", spec.data)):
+        if vol and vol.claim and not engine.volume_exists(vol.claim):
+            raise ConfigError(
+                f"{spec.source}: {label}.claim {vol.claim!r} names no volume of the engine "
+                "(--cluster local mounts it as a named volume)",
+                f"create and fill it first (docker volume create {vol.claim}), or give "
+                f"{label}.path, a folder on this machine",
             )
 
 
