@@ -79,3 +79,24 @@ def test_a_rank_that_cannot_reach_the_master_fails_fast_naming_it(settings, imag
     assert not dp.passed and dp.message.startswith("not run: ") and check.name in dp.message
     failed = (out / "logs" / "collective" / "rank-1.log").read_text()  # kept though it failed
     assert "rendezvous: rank 1 cannot reach the master no-such-master.invalid:36543" in failed
+
+
+def test_the_k8s_dry_run_refuses_cards_for_a_cpu_image_as_the_real_run(image_by_digest, registry,
+                                                                        tmp_path):
+    """Trial 9: ``verify --cluster k8s --gpus-per-node 1 --dry-run`` on a CPU image printed
+    manifests asking nvidia.com/gpu per pod, exit 0, while the real run refuses. The dry run reads
+    the image's labels from the registry as the real k8s run does (no API server runs here)."""
+    from support import invoke
+
+    env = {"PADDLECD_REGISTRY_URL": registry.host,
+           "PADDLECD_REGISTRY_CA_FILE": str(registry.ca_file),
+           "DOCKER_CONFIG": str(registry.docker_config_dir),
+           "PADDLECD_STATE_DIR": str(tmp_path / "state")}
+    run = invoke("verify", "--image", image_by_digest, "--nodes", "2", "--cluster", "k8s",
+                 "--gpus-per-node", "1", "--dry-run", **env)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "--gpus-per-node 1: " in run.stderr and "is not a GPU image" in run.stderr
+    assert "nvidia.com/gpu" not in run.stdout
+    ok = invoke("verify", "--image", image_by_digest, "--nodes", "2", "--cluster", "k8s",
+                "--dry-run", **env)
+    assert ok.returncode == 0 and "kind: Job" in ok.stdout, ok.stderr

@@ -121,3 +121,15 @@ def test_check_and_show_take_each_others_model_form(tmp_path):
     assert cli._model_and_version("linear@1.0.0", s)[1] == ["linear", "1.0.0"]
     assert cli._names_a_version(f"{store}/linear/1.0.0-rc1")
     assert not cli._names_a_version(f"{store}/linear") and not cli._names_a_version("linear")
+
+
+def test_a_version_holding_another_versions_manifest_is_listed_damaged(tmp_path):
+    """Trial 9: 1.0.0's manifest.json copied alone into 2.0.0/ was listed as a complete 2.0.0 of
+    5 files, exit 0, while show and download refused it ("is the manifest of … 1.0.0")."""
+    store = _stored(tmp_path, "1.4.0")
+    store.put_bytes((tmp_path / "store" / "ocr-det" / "1.4.0" / am.MANIFEST).read_bytes(),
+                    f"ocr-det/2.0.0/{am.MANIFEST}")
+    listed = {v["version"]: v for v in arts.list_versions(store, "ocr-det")}
+    assert listed["1.4.0"]["complete"] and not listed["1.4.0"]["damaged"]
+    assert not listed["2.0.0"]["complete"] and listed["2.0.0"]["damaged"]
+    assert "is the manifest of ocr-det 1.4.0" in listed["2.0.0"]["problem"]

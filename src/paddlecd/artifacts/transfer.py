@@ -610,6 +610,8 @@ def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
 def _listed(store: Store, name: str, version: str) -> dict[str, Any]:
     try:
         doc = read_manifest(store, f"{name}/{version}/")
+        if doc is not None:  # a trial: another version's manifest, copied in, listed complete
+            check_placed(doc, store, name, version)
     except InvalidManifestError as e:
         return _summary(version, None, problem=e.cause, damaged=True)
     summary = _summary(

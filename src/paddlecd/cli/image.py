@@ -297,6 +297,8 @@ def _verify_manifests(variant, image, nodes, gpus_per_node, kind, as_json):
 
     s = settings()
     reference = smoke.target(s, None if image else pick_variant(variant), image)
+    smoke.checked_labels(s, reference, variant=variant, on_k8s=True,
+                         gpus_per_node=int(gpus_per_node or 0))  # as the real run does
     docs = nodes_k8s.planned_manifests(s, reference, variant=variant or "image", nodes=nodes,
                                        gpus_per_node=int(gpus_per_node or 0), kind=kind)
     say("dry run: nothing created")

@@ -322,8 +322,8 @@ def verify(
         on_line(f"resolved {image} to {reference}")
     if keys.configured(settings):
         keys.signer(settings)  # a bad signing key fails now, not after the smoke suite ran
-    labels = _labels(settings, reference, pull=not on_k8s)
-    _check_labels(reference, labels, variant=variant, on_k8s=on_k8s, gpus_per_node=gpus_per_node)
+    labels = checked_labels(settings, reference, variant=variant, on_k8s=on_k8s,
+                            gpus_per_node=gpus_per_node)
     driver = _driver(reference, labels, on_k8s=on_k8s)
     out = _out_folder(settings, reference, labels, out_dir=out_dir, nodes=nodes)
     started = time.monotonic()
@@ -335,6 +335,20 @@ def verify(
     return _record(settings, reference, labels, out, nodes=nodes, ok=ok, checks=checks,
                    facts=facts, transports=transports, driver=driver,
                    seconds=time.monotonic() - started, models=checked)
+
+
+def checked_labels(settings: Settings, reference: str, *, variant: str | None, on_k8s: bool,
+                   gpus_per_node: int | None) -> dict[str, str]:
+    """The labels of ``reference`` (from the registry on k8s, else the pulled image), once the
+    options fit them (:func:`_check_labels`); ``verify --cluster k8s --dry-run`` asks this too (a
+    trial: it printed manifests asking cards for a CPU image, which the real run refuses).
+
+    Raises:
+        ConfigError: an option the labels contradict. RegistryError, EngineError: no labels.
+    """
+    labels = _labels(settings, reference, pull=not on_k8s)
+    _check_labels(reference, labels, variant=variant, on_k8s=on_k8s, gpus_per_node=gpus_per_node)
+    return labels
 
 
 def _check_labels(reference: str, labels: dict[str, str], *, variant: str | None,
