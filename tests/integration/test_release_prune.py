@@ -297,3 +297,21 @@ def test_a_candidate_also_tagged_by_hand_is_kept_with_its_tag(history):
     prune.prune(history.settings, the_plan)
     assert history.client.resolve(history.repo, "qa-approved").digest == old
     assert not history.exists(other)
+
+
+def test_the_variants_current_candidate_is_kept_whatever_its_created_time(history):
+    """Trial 9: BuildKit keeps a cached build's ``created``, so the candidate just pushed looked
+    40 days old; ``keep_last: 1`` deleted it (the newest by ``created`` kept), and verify then
+    failed with "manifest unknown". The digest in candidates/<variant>.json is always kept."""
+    from paddlecd.image import candidate as candidates
+
+    pushed, newer = history.candidates((40, True, False), (1, True, False))
+    candidates.save_candidate(history.settings, "cpu", digest=pushed, tag="cpu-test",
+                              reference=f"{history.settings.candidate_repo}@{pushed}")
+    the_plan = prune.plan(history.settings, "cpu", keep_days=30, keep_last=1)
+    verdicts = {c.digest: (c.delete, c.reason) for c in the_plan.candidates}
+    assert verdicts[pushed] == (False, "the variant's current candidate (what verify and "
+                                       "promote take)")
+    assert verdicts[newer] == (False, "newest 1")
+    prune.prune(history.settings, the_plan)
+    assert history.exists(pushed) and history.exists(newer)

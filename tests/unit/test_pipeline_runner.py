@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -474,3 +475,29 @@ def test_a_resume_whose_recorded_digests_disagree_is_refused(settings, edit, wor
     with pytest.raises(PipelineError, match=words):
         run(settings, fakes, resume=True)
     assert fakes.calls == [] and (folder / "summary.json").read_bytes() == before
+
+
+def test_ctrl_c_does_not_wait_for_a_unit_stuck_in_a_read(settings):
+    """Trial 9: with one unit's network read held (promote's registry PUT), Ctrl-C ended
+    pipeline.run after 243 s: the stage's thread pool waited for every thread at its exit. The
+    run is recorded interrupted at once; the catch site ends a process whose threads hang."""
+    release, started = threading.Event(), threading.Event()
+    kinds = Fakes().kinds()
+
+    def build(ctx):
+        if ctx.variant == "cu126":  # held, as a read that never returns
+            started.set()
+            release.wait(60)
+        else:
+            started.wait(20)
+            raise KeyboardInterrupt
+
+    kinds["build"] = build
+    begun = time.monotonic()
+    try:
+        with pytest.raises(Interrupted):
+            pipeline.run(settings, "pr", given=("cpu", "cu126"), kinds=kinds)
+        assert time.monotonic() - begun < 20
+    finally:
+        release.set()
+    assert pipeline.last_run(settings, "pr")[1].status == "interrupted"

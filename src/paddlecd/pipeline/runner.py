@@ -319,15 +319,20 @@ class Runner:
         self._event("stage.start", stage=sdef.name, kind=sdef.kind, variants=tuple(todo))
         started = time.monotonic()
         work = stages.groups(self.settings, sdef.kind, todo) if todo else []
-        with ThreadPoolExecutor(max_workers=max(1, min(sdef.parallel, len(work) or 1))) as pool:
-            try:
-                list(pool.map(lambda group: [self._unit(index, sdef, v) for v in group], work))
-            except KeyboardInterrupt:  # the stage's threads wait on containers: stop those
-                from paddlecd import engine  # the engine client only when a stage made one
+        # not ``with``: its exit waits for every thread, and one blocked in a network read (a
+        # held registry PUT of promote) kept a Ctrl-C'd run alive for 243 s (a trial); the
+        # catch site ends the process once the threads outlive a short grace
+        pool = ThreadPoolExecutor(max_workers=max(1, min(sdef.parallel, len(work) or 1)))
+        try:
+            list(pool.map(lambda group: [self._unit(index, sdef, v) for v in group], work))
+        except KeyboardInterrupt:  # the stage's threads wait on containers: stop those
+            from paddlecd import engine  # the engine client only when a stage made one
 
-                self.stopping.set()
-                engine.remove_owned()
-                raise
+            self.stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            engine.remove_owned()
+            raise
+        pool.shutdown(wait=True)
         record = self.summary.stages[index]
         ok = all(r.status == "succeeded" for r in record.variants.values())
         with self.lock:

@@ -25,7 +25,7 @@ from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, NotFoundError
-from paddlecd.image import variants
+from paddlecd.image import candidate, variants
 from paddlecd.registry import referrers
 from paddlecd.registry.client import Manifest, RegistryClient, client_for
 from paddlecd.release import ledger
@@ -139,7 +139,8 @@ class Outcome:
 
 
 def select(found: list[Found], protected: dict[str, str], *, keep_days: int, keep_last: int,
-           now: dt.datetime, tagged: dict[str, str] | None = None) -> list[Candidate]:
+           now: dt.datetime, tagged: dict[str, str] | None = None,
+           current: str | None = None) -> list[Candidate]:
     """The verdict on each candidate, newest first (no creation time: last).
 
     Args:
@@ -149,6 +150,9 @@ def select(found: list[Found], protected: dict[str, str], *, keep_days: int, kee
         tagged: {digest: tag} of tags in the candidate repository that are no candidate's nor
             an attachment's (``qa-approved``, by hand): a delete by digest would drop the tag
             too (a trial), so its candidate is kept.
+        current: the variant's current candidate (``candidates/<variant>.json``), always kept:
+            BuildKit keeps a cached build's ``created``, so the one just pushed can tie with or
+            predate older ones (a trial: ``keep_last: 1`` deleted it, and verify then failed).
 
     Returns:
         one :class:`Candidate` per entry of ``found`` (``attached`` empty).
@@ -159,6 +163,8 @@ def select(found: list[Found], protected: dict[str, str], *, keep_days: int, kee
     for rank, f in enumerate(ordered):
         if f.digest in protected:
             keep, why = True, f"released: {protected[f.digest]}"
+        elif f.digest == current:
+            keep, why = True, "the variant's current candidate (what verify and promote take)"
         elif f.digest in (tagged or {}):
             keep, why = True, f"also tagged {(tagged or {})[f.digest]} (no candidate tag)"
         elif rank < keep_last:
@@ -259,7 +265,8 @@ def plan(settings: Settings, variant: str, *, keep_days: int | None = None,
     found = _candidates(client, repo, tags, variant, names)
     chosen = select(found, protected, keep_days=days, keep_last=last,
                     now=now or dt.datetime.now(dt.timezone.utc),
-                    tagged=_tagged_by_hand(client, repo, tags, names))
+                    tagged=_tagged_by_hand(client, repo, tags, names),
+                    current=getattr(candidate.load_candidate(settings, variant), "digest", None))
     attached = dict(zip((c.digest for c in chosen),
                         client.each(lambda c, d: _attached(c, repo, d, tags),
                                     [c.digest for c in chosen])))
