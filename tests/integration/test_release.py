@@ -557,3 +557,25 @@ def test_upgrade_gate_refuses_a_slower_candidate_by_name_and_accepts_with_a_reas
     drawn = compare.series(compare.history(project.settings, "cpu"))
     values = [next(f.value for f in x.figures if f.name == "train.step_time") for x in (a, b)]
     assert drawn["train.step_time"]["points"] == [["1.0.0", values[0]], ["1.0.1", values[1]]]
+
+
+def test_a_bump_killed_after_its_record_is_completed_by_its_rerun_not_bumped_again(project):
+    """Trial 9: ``promote --bump patch --digest D`` killed during its tag writes, re-run, made a
+    second release (1.7.2) of the digest beside the unfinished 1.7.1. The re-run completes the
+    release the newest record promoted for that digest."""
+    project.candidate()
+    project.promote("1.7.0")
+    digest = project.candidate()
+
+    def kill_after_record(line: str) -> None:
+        if line.startswith("ledger record "):
+            raise RuntimeError("simulated kill")
+
+    with pytest.raises(PromotionError, match="phase 'write ledger' failed"):
+        project.promote(None, part="patch", digest=digest, report=kill_after_record)
+    out = project.promote(None, part="patch", digest=digest)
+    assert out.plan.version == "1.7.1" and out.plan.record is None
+    assert project.tag("1.7.1-cpu") == digest and project.tag("1.7.2-cpu") is None
+    assert [r.version for r in project.records()] == ["1.7.0", "1.7.1"]
+    again = project.promote(None, part="patch", digest=digest)
+    assert again.plan.noop and again.plan.version == "1.7.1"

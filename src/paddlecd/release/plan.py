@@ -386,7 +386,15 @@ def _plan_tags(dst: RegistryClient, ref: Reference, *, variant: str, version: st
     records = list(view.records)
     known = set(old.releases) | set(old.claimed) | {
         v for t in tags if (v := parse_release_tag(t, variant))}
-    v = parse_version(version) if version else bump(known, part or "patch")
+    newest = max(records, key=lambda r: r.id, default=None)
+    if not version and newest is not None and newest.action == "promote" and \
+            newest.digest == digest:
+        # --bump again for the digest the newest record promoted (a promotion killed after its
+        # record, re-run): that release is completed, not a second one made of the same digest
+        # (a trial: the re-run of a killed --bump patch made 1.7.2 beside the unfinished 1.7.1)
+        v = parse_version(newest.version)
+    else:
+        v = parse_version(version) if version else bump(known, part or "patch")
     check_tags(variant, v)
     ours = [release_tag(v, variant), *moving_tags(v, variant)]
     last = _last_other(records, v)  # a killed promotion's record is the newest (the head)
