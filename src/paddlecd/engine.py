@@ -860,6 +860,21 @@ def container(spec: ContainerSpec) -> Iterator[Container]:
                 raw.remove(force=True)
 
 
+def live_owners(labels: Mapping[str, str], *,
+                gone: Callable[[str], bool] = proc.owner_gone) -> list[str]:
+    """The :data:`OWNER` of each container carrying all of ``labels`` whose owner still runs
+    (another process's live run: never removed as a killed run's leftover).
+
+    Raises:
+        EngineError: the engine could not be asked.
+    """
+    wanted = [f"{k}={v}" for k, v in labels.items()]
+    with _translated("listing containers"):
+        found = client().containers.list(all=True, filters={"label": wanted})
+    owners = [(raw.attrs.get("Config", {}).get("Labels") or {}).get(OWNER, "") for raw in found]
+    return sorted(o for o in owners if o and not gone(o))
+
+
 def remove_containers(labels: Mapping[str, str]) -> list[str]:
     """Force-remove every container (running or exited) that carries all of ``labels``: what a
     run killed with SIGKILL left behind, found again by the labels it gave its container.

@@ -286,3 +286,28 @@ def test_an_images_config_env_is_read_as_the_toolkit_reads_it(tmp_path, docker_e
         assert drivers.check_image("12.6", env, r535).ok
     finally:
         engine.remove_image(ref)
+
+
+def test_a_second_verify_into_a_folder_refuses_while_the_first_runs(tiny_image, tmp_path):
+    """Trial 9: a second verify of one digest removed the first's live smoke container as "left
+    by a killed run"; the first then failed blaming the suite (exit 137). A live owner's smoke
+    container is named and kept; a dead owner's is removed as before."""
+    from paddlecd import config, proc
+    from paddlecd.errors import VerifyError
+    from paddlecd.verify import run as smoke
+
+    from support import ROOT
+
+    key = tmp_path / "verify" / "cpu-0123456789ab"
+    spec = engine.ContainerSpec(image=tiny_image, command=("sleep", "120"), name=_name(),
+                                labels={**smoke.out_label(key), engine.OWNER: proc.owner()},
+                                keep=True)
+    with engine.container(spec):
+        pass
+    settings = config.load({"state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
+    try:
+        with pytest.raises(VerifyError, match=f"another verify is writing into {key} now"):
+            smoke._one_container(settings, tiny_image, {}, tmp_path / "stage", None, key=key)
+        assert _exists(spec.name)
+    finally:
+        engine.client().containers.get(spec.name).remove(force=True)

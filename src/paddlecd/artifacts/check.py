@@ -25,7 +25,7 @@ from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import onnx as onnx_out
 from paddlecd.artifacts import program
 from paddlecd.errors import ConfigError, EngineError, ModelCheckError, NotFoundError
-from paddlecd.files import now_iso
+from paddlecd.files import free_space, now_iso
 from paddlecd.types import Echo
 
 CHECK_JSON, CHECK_JUNIT = am.CHECK_JSON, am.CHECK_JUNIT
@@ -456,8 +456,16 @@ def _run(spec: engine.ContainerSpec, timeout: float, on_line: Echo | None) -> di
             f"(exit {finished.exit_code}): {tail[:300]}",
             "run the image by hand: docker run --rm IMAGE python3 -c " "'import paddle'",
         )
-    doc = json.loads(result.read_text())
-    codes = {c.get("code") for c in doc["cases"]}
+    try:
+        doc = json.loads(result.read_text())
+        codes = {c.get("code") for c in doc["cases"]}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # a trial: a full state
+        # folder cut the loader's record (JSONDecodeError traceback)
+        raise ModelCheckError(
+            f"the model check's record {result} is cut or not a record "
+            f"({str(e).splitlines()[0][:120]}): is the state folder full?",
+            free_space(result.parent),
+        ) from e
     if "no-paddle" in codes:
         raise _no_paddle(spec.image, doc["cases"][0].get("message", ""))
     return doc

@@ -572,8 +572,12 @@ def _one_container(
 ) -> tuple[bool, list[evidence.Check]]:
     """The whole smoke suite in one container writing into ``out``: (exited 0, its checks from
     the JUnit XML). ``key``: the folder the run is for, whose label its container carries."""
-    for name in engine.remove_containers(out_label(key)):
-        (on_line or _quiet)(f"removed container {name}: left running into {key} by a killed run")
+    busy = engine.live_owners(out_label(key))
+    if busy:  # a trial: a second verify of the digest removed the first's live container
+        raise VerifyError(f"another verify is writing into {key} now (process {busy[0]})",
+                          "wait for it to end, or give this run its own --out folder")
+    for name in engine.remove_orphans(out_label(key)):
+        (on_line or _quiet)(f"removed {name}: left running into {key} by a killed run")
     spec = smoke_container(settings, reference, labels, out)
     with engine.container(dataclasses.replace(spec, labels={**spec.labels, **out_label(key)})) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
