@@ -133,3 +133,35 @@ def test_a_version_holding_another_versions_manifest_is_listed_damaged(tmp_path)
     assert listed["1.4.0"]["complete"] and not listed["1.4.0"]["damaged"]
     assert not listed["2.0.0"]["complete"] and listed["2.0.0"]["damaged"]
     assert "is the manifest of ocr-det 1.4.0" in listed["2.0.0"]["problem"]
+
+
+def test_a_check_whose_model_is_uploaded_again_meanwhile_stores_no_result(tmp_path,
+                                                                          monkeypatch):
+    """Trial 9: ``artifacts.check m/1.0.0`` racing ``upload --overwrite`` of m/1.0.0 stored
+    "passed" beside the new files, which do not load. The manifest is read again before the
+    result is stored; a changed one stores nothing and says so."""
+    from paddlecd import config
+    from paddlecd.artifacts import check
+    from paddlecd.signing import keys
+
+    from support import ROOT
+
+    store = _stored(tmp_path, "1.4.0")
+    settings = config.load({"state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
+    monkeypatch.setattr(keys, "trusted", lambda s: None)  # unsigned here: not what is tested
+
+    def checked_while_overwritten(settings, folder, **kw):
+        (folder / am.CHECK_JSON).write_text("{}")
+        (folder / am.CHECK_JUNIT).write_text("<testsuite/>")
+        other = tmp_path / "m-other"
+        shutil.copytree(tmp_path / "m-1.4.0", other)
+        (other / "inference.pdiparams").write_bytes(b"\1" * 40)
+        arts.upload(store, arts.plan_upload(store, other, name="ocr-det", version="1.4.0",
+                                            image=IMAGE, image_paddle="3.0.0", metrics=None,
+                                            overwrite=True))
+        return type("Passed", (), {"onnx": None, "passed": True})()
+
+    monkeypatch.setattr(check, "check_folder", checked_while_overwritten)
+    with pytest.raises(StorageError, match="changed during the check"):
+        check.check_stored(settings, store, "ocr-det", "1.4.0", image=IMAGE)
+    assert store.get_bytes(f"ocr-det/1.4.0/{am.CHECK_JSON}") is None

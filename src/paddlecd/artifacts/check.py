@@ -556,6 +556,14 @@ def check_stored(
             settings, tmp / "model", image=image, name=f"{name} {version}", **options
         )
         prefix = f"{name}/{version}/"
+        checked = (tmp / "model" / am.MANIFEST).read_bytes()
+        if store.get_bytes(prefix + am.MANIFEST) != checked:  # a trial: an --overwrite during
+            # the check, and its record said "passed" about a model that does not load
+            from paddlecd.errors import StorageError
+
+            raise StorageError(f"{store.url}/{prefix}{am.MANIFEST} changed during the check "
+                               "(uploaded again meanwhile): its result is not stored",
+                               f"check it again: invoke artifacts.check {name}/{version} …")
         if record.onnx is not None:
             store.put_file(tmp / "model" / record.onnx.path, prefix + record.onnx.path)
         for f in (CHECK_JSON, CHECK_JUNIT):
