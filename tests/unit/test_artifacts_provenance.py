@@ -188,3 +188,26 @@ def test_a_full_disk_names_the_download_folder_and_the_store_claim(tmp_path, mon
         arts.upload(store, _plan(tmp_path, folder, paddle_version="3.0.0", overwrite=True))
     assert e.value.cause.startswith(f"claiming {store.url}/ocr-det/1.4.0/: no space left on "
                                     f"the device ({tmp_path / 'store' / '.claims'}")
+
+
+@pytest.mark.parametrize("error, fatal", [("RegistryAuthError", True), ("NotFoundError", True),
+                                          ("RegistryError", False)])
+def test_an_image_the_registry_refuses_fails_the_upload_one_it_cannot_reach_is_noted(
+        monkeypatch, error, fatal):
+    """Trial 9: ``upload --image`` with rejected credentials went on, exit 0, and recorded
+    ``paddle_version: null``; every other task refuses them (exit 5). A registry that does not
+    answer is still a note (the upload records null and says why)."""
+    from paddlecd import errors
+    from paddlecd.artifacts import runtime
+
+    def refuse(settings, reference):
+        raise getattr(errors, error)("registry said no", "log in")
+
+    monkeypatch.setattr(runtime, "image_labels", refuse)
+    ref = "reg.example/p@sha256:" + "a" * 64
+    if fatal:
+        with pytest.raises(getattr(errors, error)):
+            runtime.declared_paddle(None, ref)
+    else:
+        assert runtime.declared_paddle(None, ref) == (None, f"{ref} not readable: "
+                                                             "registry said no")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paddlecd.errors import PaddlecdError
+from paddlecd.errors import NotFoundError, PaddlecdError, RegistryAuthError
 
 PADDLE_LABEL = "io.paddlecd.paddle.version"
 
@@ -53,13 +53,20 @@ def paddle_version(settings: Any, reference: str) -> str | None:
 
 def declared_paddle(settings: Any, reference: str | None) -> tuple[str | None, str | None]:
     """``(version, None)`` from the image's label, or ``(None, why)`` when ``reference`` is None,
-    carries no label, or cannot be read (the registry down or lacking it): the upload then records
+    carries no label, or cannot be read (the registry down): the upload then records
     ``paddle_version: null`` and its plan says why, rather than guessing from this host.
+
+    Raises:
+        RegistryAuthError, NotFoundError: the registry refused the credentials, or holds no such
+            image: the ``--image`` given is wrong or unreachable with these credentials, as
+            every other task says (a trial: upload went on, exit 0, and recorded null).
     """
     if not reference:
         return None, "no --image given"
     try:
         version = paddle_version(settings, reference)
+    except (RegistryAuthError, NotFoundError):
+        raise
     except PaddlecdError as e:
         return None, f"{reference} not readable: {e.cause}"
     return (version, None) if version else (None, f"{reference} has no {PADDLE_LABEL} label")
