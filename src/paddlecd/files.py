@@ -334,9 +334,10 @@ def write_json(path: Path, data: Any) -> Path:
     return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def write_text(path: Path, text: str) -> Path:
-    """Atomically write ``text`` to ``path`` (parents created): a temp file in the same folder,
-    then a rename, so a reader never sees half of it.
+def write_text(path: Path, text: str | bytes) -> Path:
+    """Atomically write ``text`` (or bytes) to ``path`` (parents created): a temp file in the
+    same folder, then a rename, so a reader never sees half of it, and a full disk leaves the
+    file as it was (a trial: a 0-byte PNG the re-run then refused as foreign).
 
     Raises:
         OSError: ``path`` is a folder, or its folder cannot be created or written (``path`` is
@@ -351,7 +352,7 @@ def write_text(path: Path, text: str) -> Path:
     except OSError as e:
         raise OSError(e.errno, e.strerror, str(path)) from e
     try:
-        with os.fdopen(fd, "w") as fh:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except OSError as e:

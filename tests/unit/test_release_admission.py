@@ -179,3 +179,36 @@ def test_the_policy_and_rendered_manifests_are_never_written_into_a_system_folde
 
     with pytest.raises(ConfigError, match=r"/proc/paddlecd-t21 is inside the system folder"):
         deploy.render_to(None, "/proc/paddlecd-t21")  # refused before the plan is read
+
+
+def test_render_to_a_full_disk_leaves_nothing_and_the_rerun_writes(tmp_path, monkeypatch):
+    """Trial 9: ``cluster.render`` on a full disk left a Job manifest cut at 4096 bytes (still a
+    valid Job to kubectl) and the re-run refused the folder as "not an empty folder". The files
+    are written beside ``--out``, which appears only whole."""
+    import errno
+    import types
+
+    import yaml
+
+    from paddlecd import deployment as deploy
+
+    plan = types.SimpleNamespace(manifests=[
+        {"kind": "Service", "metadata": {"name": "j"}},
+        {"kind": "Job", "metadata": {"name": "j"}, "spec": {"x": "y" * 5000}}])
+    real, calls = yaml.safe_dump, []
+
+    def full(doc, **kw):
+        calls.append(doc["kind"])
+        if doc["kind"] == "Job":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(doc, **kw)
+
+    monkeypatch.setattr(yaml, "safe_dump", full)
+    with pytest.raises(OSError):
+        deploy.render_to(plan, tmp_path / "r")
+    assert calls == ["Service", "Job"] and sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.setattr(yaml, "safe_dump", real)
+    paths = deploy.render_to(plan, tmp_path / "r")
+    assert [p.name for p in paths] == ["00-service-j.yaml", "01-job-j.yaml"]
+    assert yaml.safe_load(paths[1].read_text())["spec"]["x"] == "y" * 5000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]

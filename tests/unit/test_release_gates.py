@@ -238,7 +238,7 @@ def test_models_in_production_refuse_naming_the_model_and_the_cause(tmp_path):
     assert (accepted.status, accepted.reason) == ("accepted", "ranker retired next week")
 
 
-def test_compare_side_by_side_and_the_history_chart(tmp_path):
+def test_compare_side_by_side_and_the_history_chart(tmp_path, monkeypatch):
     from PIL import Image
 
     from paddlecd.release import compare
@@ -258,6 +258,19 @@ def test_compare_side_by_side_and_the_history_chart(tmp_path):
     charts.history_png(drawn, tmp_path / "h.png", title="cpu")
     with Image.open(tmp_path / "h.png") as png:  # read back by another library
         assert png.format == "PNG" and png.width >= 3 * 4.2 * 80 - 1
+    # trial 9: a full disk left a 0-byte h.png, which the re-run refused as no PNG of ours
+    import errno
+
+    from paddlecd import files
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    before = (tmp_path / "h.png").read_bytes()
+    monkeypatch.setattr(files, "write_text", full)
+    with pytest.raises(OSError):
+        charts.history_png(drawn, tmp_path / "h2.png", title="cpu")
+    assert not (tmp_path / "h2.png").exists() and (tmp_path / "h.png").read_bytes() == before
 
 
 def test_release_compare_needs_two_sides_or_a_history(monkeypatch, tmp_path, capsys):

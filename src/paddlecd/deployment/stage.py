@@ -9,6 +9,8 @@ which the upload stage takes from there.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -363,13 +365,24 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
             "give a new or empty folder: "
             "`kubectl apply -f` would also apply whatever else is there",
         )
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i, m in enumerate(p.manifests):
-        path = out / f"{i:02d}-{m['kind'].lower()}-{m['metadata']['name']}.yaml"
-        path.write_text(yaml.safe_dump(m, sort_keys=False))
-        paths.append(path)
-    return paths
+    # written into a folder of its own beside ``out``, which becomes ``out`` once every file is
+    # whole: a full disk left a Job manifest cut at 4096 bytes (still a valid Job to kubectl)
+    # that the re-run then refused as "not an empty folder" (a trial)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".render", dir=out.parent))
+    names = [f"{i:02d}-{m['kind'].lower()}-{m['metadata']['name']}.yaml"
+             for i, m in enumerate(p.manifests)]
+    try:
+        for name, m in zip(names, p.manifests):
+            (stage / name).write_text(yaml.safe_dump(m, sort_keys=False))
+        stage.chmod(0o755)
+        if out.exists():
+            out.rmdir()  # empty (checked above)
+        stage.rename(out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return [out / name for name in names]
 
 
 def run(

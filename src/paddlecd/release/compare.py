@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, NoAttestationError, SigningKeyError
 from paddlecd.release import query
@@ -168,7 +169,7 @@ def history_chart(settings: Settings, variant: str, out: Path | None = None,
                           "promote a candidate verified by this paddlecd (its figures are kept)")
     path = out or settings.state / "charts" / f"history-{variant}.png"
     charts.history_png(drawn, path, title=f"{variant}: figures per release")
-    path.with_suffix(".md").write_text("\n\n".join(
+    files.write_text(path.with_suffix(".md"), "\n\n".join(
         charts.xychart(name, x_title="release", x_labels=[p[0] for p in s["points"]],
                        y_title=s["unit"], values=[p[1] for p in s["points"]])
         for name, s in drawn.items()) + "\n")

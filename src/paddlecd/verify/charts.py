@@ -71,9 +71,12 @@ def history_png(series: dict[str, dict], path, *, title: str) -> None:
     """One PNG with a line chart per figure: ``series`` is ``{name: {"unit", "points": [[label,
     value], …]}}`` (a label per release, in order). Drawn with matplotlib's Agg backend (no
     display needed); the folder of ``path`` is made."""
+    import io
     from pathlib import Path
 
     import matplotlib
+
+    from paddlecd.files import write_text
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
@@ -93,6 +96,7 @@ def history_png(series: dict[str, dict], path, *, title: str) -> None:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=80)
     plt.close(fig)
+    write_text(Path(path), png.getvalue())  # whole or not at all
