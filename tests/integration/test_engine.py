@@ -311,3 +311,36 @@ def test_a_second_verify_into_a_folder_refuses_while_the_first_runs(tiny_image, 
         assert _exists(spec.name)
     finally:
         engine.client().containers.get(spec.name).remove(force=True)
+
+
+def test_what_a_killed_model_check_left_is_removed_by_the_next_check(tiny_image, tmp_path):
+    """Trial 9: kill -9 of artifacts.check left its exited loader container and its scratch
+    folder <state>/check/model-… for good. The next check removes those of a gone process and
+    keeps a live one's."""
+    from paddlecd import config, proc
+    from paddlecd.artifacts import check
+
+    from support import ROOT
+
+    dead = subprocess.Popen(["sleep", "60"])
+    gone_owner, gone_pid = proc.owner(dead.pid), dead.pid
+    dead.kill()
+    dead.wait()
+    settings = config.load({"state_dir": str(tmp_path / "state")}, root=ROOT, environ={})
+    names = {}
+    for who, owner in (("dead", gone_owner), ("live", proc.owner())):
+        spec = engine.ContainerSpec(image=tiny_image, command=("sh", "-c", "exit 0"),
+                                    name=_name(), keep=True,
+                                    labels={**check.CHECK_LABEL, engine.OWNER: owner})
+        with engine.container(spec):
+            pass
+        names[who] = spec.name
+    (settings.state / "check" / f"model-{gone_pid}-abc_12").mkdir(parents=True)
+    live = check.scratch(settings, "model")
+    try:
+        out = check.scratch(settings, "model")
+        assert not _exists(names["dead"]) and _exists(names["live"])
+        assert sorted(p.name for p in (settings.state / "check").iterdir()) == sorted(
+            [live.name, out.name])
+    finally:
+        engine.client().containers.get(names["live"]).remove(force=True)

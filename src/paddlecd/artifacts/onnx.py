@@ -145,12 +145,11 @@ def convert(settings: Any, export: Any, *, image: str, python: str, machine: str
         ModelCheckError: the converter did not run (no record). EngineError: as engine.container.
     """
     wheels = wheelhouse(settings, python, machine, on_line=on_line)
-    out = settings.state / "check"
-    out.mkdir(parents=True, exist_ok=True)
-    out = Path(tempfile.mkdtemp(prefix=f"{export.prefix}-onnx-", dir=out))
-    out.chmod(0o777)  # the converter runs as the image's non-root user
+    from paddlecd.artifacts import check
+
+    out = check.scratch(settings, f"{export.prefix}-onnx")  # the image's non-root user writes it
     spec = engine.ContainerSpec(
-        image=image, workdir="/tmp", keep=settings.runtime.keep,
+        image=image, workdir="/tmp", keep=settings.runtime.keep, labels=check.owned_labels(),
         command=("python3", CONVERTER, "/model", export.prefix, export.format, "/out",
                  str(opset), "/wheels", REQUIREMENT),
         env={"PYTHONDONTWRITEBYTECODE": "1", **env},
