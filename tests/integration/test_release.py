@@ -332,6 +332,11 @@ def test_force_needs_a_reason_and_is_recorded(project):
     [record] = project.records()
     assert record.forced and record.reason == "GPU runner down; verified by hand"
     assert project.tag("1.4.0-cpu") == digest
+    # trial 9: --force over passing evidence planned a "forced" record of an override of nothing
+    passing = project.candidate()
+    with pytest.raises(ConfigError, match=f"--force: the evidence of {passing} passes"):
+        project.promote("1.5.0", force=True, reason="habit", execute=False)
+    assert project.tag("1.5.0-cpu") is None and len(project.records()) == 1
 
 
 def test_interrupted_promotion_converges_on_rerun(project):

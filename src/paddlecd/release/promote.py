@@ -288,7 +288,12 @@ def _check_flags(*, version: str | None, part: str | None, force: bool, reason: 
 
 def _refuse(plan: Plan, outcome: Outcome, report: Echo, *, force: bool) -> None:
     """Raise the plan's evidence refusal (unless ``force``) or the upgrade gate's, each in its
-    phase."""
+    phase; ``force`` with evidence that passes is refused (ConfigError): the ledger would
+    record an override of nothing (a trial: ``"forced": true`` for a passing digest)."""
+    if force and plan.refusal is None:
+        raise ConfigError(f"--force: the evidence of {plan.digest} passes: there is nothing to "
+                          "force", "drop --force and --reason (a forced record says the evidence "
+                          "was overridden)")
     with outcome.phase("check evidence", report):
         if isinstance(plan.refusal, VariantMismatchError):  # --force or not (a trial: a CPU
             raise type(plan.refusal)(f"refused: {plan.refusal.cause}",  # image as cu126)
