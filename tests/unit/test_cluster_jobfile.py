@@ -204,6 +204,21 @@ def test_quantities_the_engine_or_the_api_cannot_take_are_refused(tmp_path, reso
             "output.mountPath /output/.. must",
         ),
         ({"data": {"claim": "d", "mountPath": "/"}}, "data.mountPath / must name a folder"),
+        # trial 9: Docker wrote hostname, hosts, resolv.conf into the host folder mounted at /etc
+        ({"output": {"path": "out", "mountPath": "/etc"}, "checkpoint": "/etc/ckpt"},
+         "output.mountPath /etc is over the image's /etc folder"),
+        ({"code": {"path": ".", "mountPath": "/usr"}, "command": {"script": "/usr/t.py"}},
+         "code.mountPath /usr is over the image's /usr folder"),
+        ({"data": {"claim": "d", "mountPath": "/usr/lib/x"}}, "over the image's /usr folder"),
+        ({"data": {"claim": "d", "mountPath": "/tmp"}}, "data.mountPath /tmp is over the "
+                                                        "image's /tmp folder"),
+        # trial 9: both ranks trained, then the export wrote /output.json beside the mount
+        ({"model": "."}, "model '.' names no file under output.mountPath"),
+        ({"model": "exports/"}, "model 'exports/' names no file"),
+        # trial 9: YAML .inf / 1e400 reached the process as the string "inf"
+        ({"command": {"script": "t.py", "args": [1, float("inf")]}},
+         "command.args[1] is inf, not a finite number"),
+        ({"env": {"NUM": float("nan")}}, "env NUM is nan, not a finite number"),
     ],
 )
 def test_paths_that_leave_their_mount_are_refused(tmp_path, change, message):

@@ -299,7 +299,7 @@ def test_a_kubeconfig_that_is_a_folder_is_a_cluster_error_naming_it(tmp_path, mo
     monkeypatch.setenv("KUBECONFIG", str(tmp_path))
     with pytest.raises(ClusterError) as e:
         call(config.load(root=tmp_path, environ={}))
-    assert e.value.cause == f"kubeconfig {tmp_path} cannot be read: Is a directory"
+    assert e.value.cause == f"kubeconfig {tmp_path} is a folder, not a regular file"
     assert "KUBECONFIG" in e.value.hint and e.value.exit_code == 9
 
 

@@ -177,7 +177,7 @@ def test_signing_key_problems(tmp_path, monkeypatch):
     with pytest.raises(SigningKeyError, match="does not exist"):
         keys.signer(_settings(tmp_path, **{"verify.signing_key": "nope.key"}))
     (tmp_path / "folder.key").mkdir()
-    with pytest.raises(SigningKeyError, match="cannot be read"):
+    with pytest.raises(SigningKeyError, match="folder.key is a folder, not a regular file"):
         keys.signer(_settings(tmp_path, **{"verify.signing_key": "folder.key"}))
     p384 = ec.generate_private_key(ec.SECP384R1())
     (tmp_path / "p384.key").write_bytes(

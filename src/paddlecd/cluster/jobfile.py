@@ -12,6 +12,7 @@ against the container's memory), checkpoints outside every writable mount.
 from __future__ import annotations
 
 import dataclasses
+import math
 import posixpath
 import secrets
 from dataclasses import dataclass
@@ -144,6 +145,7 @@ def load(path: str | Path | None) -> JobSpec:
 def parse(data: Any, *, source: str = "<memory>", base: Path | None = None) -> JobSpec:
     """Validate a job file already read (``dict``) into a :class:`JobSpec`. Raises ConfigError."""
     validate(data, source)
+    _refuse_non_finite(data, source)
     base = base or Path.cwd()
     res = {"cpu": "2", "memory": "4Gi", "gpus": 0, "shm": "1Gi", **data.get("resources", {})}
     output = _volume(data["output"], base)
@@ -204,6 +206,23 @@ def check_strings(spec: JobSpec) -> None:
                               f"{MAX_ARG_BYTES} Linux allows one argument or variable "
                               "(MAX_ARG_STRLEN)",
                               "pass large inputs as a file in the code or data folder")
+
+
+def _refuse_non_finite(data: dict[str, Any], source: str) -> None:
+    """Refuse a YAML ``.inf``/``.nan`` (or ``1e400``, read as inf) in ``command.args`` or ``env``:
+    the schema's "number" means JSON's, which has neither, and the process would get the string
+    ``inf`` (a trial).
+
+    Raises:
+        ConfigError: naming the file and the key.
+    """
+    named = [(f"command.args[{i}]", a) for i, a in enumerate(data["command"].get("args", ()))]
+    named += [(f"env {k}", v) for k, v in (data.get("env") or {}).items()]
+    for key, value in named:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{source}: {key} is {value}, not a finite number",
+                              "write the number out, or quote it if the text is meant: "
+                              f"\"{value}\"")
 
 
 def _own_env(env: dict[str, Any], source: str) -> dict[str, Any]:
@@ -271,6 +290,11 @@ def check_quantities(spec: JobSpec) -> None:
         )
 
 
+# top-level folders of an image a mount may not replace whole (its own files live there; the
+# launcher's working folder is /tmp); a folder below them (/mnt/data) is the user's to name
+_IMAGE_FOLDERS = ("/tmp", "/root", "/home", "/opt", "/var", "/srv", "/mnt", "/media")
+
+
 def check_paths(spec: JobSpec) -> None:
     """Refuse paths that leave their mount: a ``..`` in a mountPath, ``model``, ``checkpoint`` or a
     script relative to the code mount, a volume mounted on ``/``, and host folders that are ``/``,
@@ -286,6 +310,19 @@ def check_paths(spec: JobSpec) -> None:
                 "folder other than / without '..'",
                 f"e.g. mountPath: /{name}",
             )
+        # a mount over the image's own system folders (/etc, /usr…) hides what the image needs,
+        # and the engine writes hostname, hosts, resolv.conf into a host folder mounted at /etc
+        # (a trial: left in the user's output folder beside the model)
+        inside = posixpath.normpath(vol.mount_path)
+        system = next((f for f in files.SYSTEM_FOLDERS
+                       if inside == f or inside.startswith(f + "/")),
+                      inside if inside in _IMAGE_FOLDERS else None)
+        if system:
+            raise ConfigError(
+                f"{spec.source}: {name}.mountPath {vol.mount_path} is over the image's "
+                f"{system} folder",
+                f"mount it at a folder of its own, e.g. mountPath: /{name}",
+            )
     for name, vol in spec.volumes.items():
         if vol.path is not None:
             _check_host_folder(spec.source, name, vol)
@@ -296,6 +333,14 @@ def check_paths(spec: JobSpec) -> None:
                 f"{spec.source}: {key} {path} leaves its mount ('..')",
                 "give a path inside the mount, without '..'",
             )
+    # paddle.jit.save(path) writes <path>.json / .pdiparams: "." or "x/" name no file (a trial:
+    # both ranks trained, then the export failed writing /output.json beside the mount)
+    leaf = spec.model.rstrip("/").rsplit("/", 1)[-1]
+    if spec.model.endswith("/") or leaf in ("", "."):
+        raise ConfigError(
+            f"{spec.source}: model {spec.model!r} names no file under output.mountPath",
+            "give the export's file prefix, relative to output.mountPath, e.g. model: model",
+        )
 
 
 def _check_host_folder(source: str, name: str, vol: Volume) -> None:

@@ -169,7 +169,7 @@ def _shape_problem() -> ClusterError | None:
         try:  # a named pipe would block the client's read for good (a trial: cluster.render)
             doc = yaml.safe_load(read_regular(Path(path), "kubeconfig", error=ClusterError))
         except ClusterError as e:
-            return e
+            return ClusterError(e.cause, "point KUBECONFIG at the kubeconfig file, or unset it")
         except (OSError, ValueError, yaml.YAMLError):
             continue
         if doc is None:
