@@ -161,3 +161,11 @@ def test_metric_names_are_labels_and_the_file_a_file(tmp_path):
 def test_a_bare_digest_as_the_producing_image_is_named_as_one():
     with pytest.raises(ConfigError, match="is a digest without its repository"):
         am.parse_image("sha256:" + "a" * 64)
+
+
+def test_a_metric_given_twice_is_refused(tmp_path):
+    """Trial 9: ``{"a": 1, "a": 2}`` stored a = 2, the first value dropped unsaid."""
+    path = tmp_path / "m.json"
+    path.write_text('{"a": 1, "a": 2}')
+    with pytest.raises(ConfigError, match="the key 'a' is given twice"):
+        am.load_metrics(path)

@@ -28,3 +28,10 @@ def test_a_bad_label_is_refused_naming_it(item, words):
     with pytest.raises(ConfigError) as e:
         parse_labels([item], OWN)
     assert words in e.value.cause and repr(item) in e.value.cause and e.value.hint
+
+
+def test_a_label_key_given_twice_with_two_values_is_refused():
+    """Trial 9: ``--label k=v --label k=w`` built with k=w, the first value dropped unsaid."""
+    with pytest.raises(ConfigError, match="--label k is given twice \\('v' and 'w'\\)"):
+        parse_labels(["k=v", "k=w"], OWN)
+    assert parse_labels(["k=v", "k=v"], OWN) == {"k": "v"}  # the same twice: one label

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,13 @@ def test_limits_default_and_per_figure(tmp_path):
                       root=ROOT)
     with pytest.raises(ConfigError, match="not name=fraction"):  # nan disabled the gate
         gates.limits(nan)
+    # trial 9: an empty entry was skipped and a second limit for one pattern ignored, unsaid
+    for text, words in (("train.*=0.5,,x=1", "has an empty entry"),
+                        ("train.*=0.5,train.*=0.1", "gives 'train.*' twice")):
+        odd = config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": text},
+                          root=ROOT)
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            gates.limits(odd)
 
 
 def test_a_per_figure_limit_that_matches_no_figure_is_warned_in_the_plan():

@@ -260,6 +260,21 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
 METRICS_MAX_BYTES = 1 << 20  # a metrics file is a few names and numbers
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique (RFC 8259 §4: names SHOULD be unique; Python keeps the
+    last silently, a trial: ``{"a": 1, "a": 2}`` stored 2).
+
+    Raises:
+        ValueError: naming the first key given twice.
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key[:80]!r} is given twice")
+        out[key] = value
+    return out
+
+
 def load_metrics(path: Path | None) -> dict[str, float] | None:
     """Read a JSON object of metric name → number from ``path`` (None → None).
 
@@ -272,7 +287,7 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
     try:
         if not Path(path).is_file() or Path(path).stat().st_size > METRICS_MAX_BYTES:
             raise ValueError(f"not a regular file of at most {METRICS_MAX_BYTES} bytes")
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(), object_pairs_hook=_unique_keys)
     except (OSError, ValueError) as e:
         raise ConfigError(
             f"metrics file {path}: {e}", 'write a JSON object, e.g. {"hmean": 0.83}'

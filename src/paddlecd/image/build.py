@@ -213,7 +213,8 @@ def parse_labels(items: Iterable[str], own: Mapping[str, str]) -> dict[str, str]
     Raises:
         ConfigError: an item without ``=`` or with an empty key, a key with white space in it
             (the builder refuses it: docker/cli opts.ValidateLabel; a trial reached the builder,
-            exit 4, with its logs written), a NUL byte, or a key of ``own``.
+            exit 4, with its logs written), a NUL byte, a key of ``own``, or one key given
+            twice with two values.
     """
     out: dict[str, str] = {}
     for item in items:
@@ -227,6 +228,9 @@ def parse_labels(items: Iterable[str], own: Mapping[str, str]) -> dict[str, str]
         if key in own:
             raise ConfigError(f"invalid --label {item!r}: paddlecd sets {key} itself",
                               "use a key of your own namespace, e.g. org.example.<name>")
+        if key in out and out[key] != value:  # a trial: the first value dropped unsaid
+            raise ConfigError(f"--label {key} is given twice ({out[key][:80]!r} and "
+                              f"{value[:80]!r})", "give each key once")
         out[key] = value
     return out
 

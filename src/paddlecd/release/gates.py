@@ -236,7 +236,11 @@ def limits(settings: Settings) -> Limits:
             greater than 0.
     """
     text, pairs = settings.release.max_slowdown_figures or "", []
-    for item in (x.strip() for x in text.split(",") if x.strip()):
+    items = [x.strip() for x in text.split(",")] if text.strip() else []
+    if "" in items:  # as release.models (a trial: "a=0.5,,b=1" skipped the gap unsaid)
+        raise ConfigError(f"setting 'release.max_slowdown_figures' {text[:200]!r} has an empty "
+                          "entry", "drop the extra comma")
+    for item in items:
         name, _, value = item.partition("=")
         try:
             number = parse_number(value.strip(), whole=False)  # no nan, inf or 1_0
@@ -247,6 +251,10 @@ def limits(settings: Settings) -> Limits:
                 f"setting 'release.max_slowdown_figures': {item!r} is not name=fraction",
                 "e.g. release.max_slowdown_figures: \"train.*=0.2,allreduce.latency.*=0.5\"",
             ) from None
+        if any(name.strip() == seen for seen, _ in pairs):  # a trial: the second one was
+            raise ConfigError(                                # silently ignored
+                f"setting 'release.max_slowdown_figures' gives {name.strip()[:80]!r} twice",
+                "keep one limit per pattern")
         pairs.append((name.strip(), number))
     return Limits(settings.release.max_slowdown, tuple(pairs))
 
