@@ -580,3 +580,14 @@ def test_control_characters_of_an_input_are_escaped_in_errors(args, tmp_path):
     assert done.returncode != 0 and "error:" in done.stderr
     assert "\x1b" not in done.stderr and "\u202e" not in done.stderr, done.stderr
     assert "\\x1b[2J" in done.stderr, done.stderr
+
+
+def test_json_given_to_two_tasks_on_one_line_is_refused(tmp_path):
+    """Trial 9: ``push --dry-run --json promote … --json`` printed two JSON documents on stdout
+    (README: --json makes stdout exactly one). Refused before any task runs; one is fine."""
+    run = invoke("push", "--dry-run", "--json", "promote", "--version", "1.2.0", "--dry-run",
+                 "--json", "--variant", "cpu", PADDLECD_STATE_DIR=str(tmp_path))
+    assert run.returncode == 2 and run.stdout == "", run.stderr
+    assert "error: --json is given to 2 tasks on one command line (push, promote)" in run.stderr
+    assert argv.json_twice(["invoke", "push", "--dry-run", "--json", "promote", "--version",
+                            "1.2.0", "--dry-run"], ns) is None

@@ -77,6 +77,19 @@ def _parsed_tasks(argv: tuple[str, ...], collection: Any) -> Any:
     return result
 
 
+def json_twice(argv: Sequence[str], collection: Any) -> tuple[str, str] | None:
+    """``(cause, hint)`` when more than one task on the line is given ``--json``: stdout would
+    hold two JSON documents, which no JSON reader takes (README: ``--json`` makes stdout exactly
+    one; a trial: ``push --dry-run --json promote … --json``). None otherwise."""
+    parsed = _parsed_tasks(tuple(argv), collection)
+    given = [c.name for c in parsed or () if (a := c.args.get("json")) is not None and a.value]
+    if len(given) < 2:
+        return None
+    return (f"--json is given to {len(given)} tasks on one command line "
+            f"({', '.join(given)}): stdout would hold {len(given)} JSON documents",
+            "run each task that prints JSON as its own invoke command")
+
+
 def help_argv(argv: Sequence[str], task_names: Iterable[str]) -> list[str] | None:
     """``[argv[0], "--help", task]`` when ``argv`` asks ``<task> --help`` (or ``-h``) for a known
     task, else None (nothing to rewrite)."""

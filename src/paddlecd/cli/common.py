@@ -178,7 +178,7 @@ def refuse_unparseable(line: list[str], collection: Any) -> None:
     Raises:
         invoke.Exit: when the line is refused.
     """
-    problem = argv.parse_problem(line, collection)
+    problem = argv.parse_problem(line, collection) or argv.json_twice(line, collection)
     if problem:
         e = ConfigError(*problem)
         _fail(e, e.cause, e.hint, e.exit_code)
