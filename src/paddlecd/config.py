@@ -285,6 +285,11 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
         named = origins.get("state_dir", Origin("default", "")).text("state_dir")
         raise ConfigError(f"state_dir {settings.state} ({named}) {problem}",
                           "point state_dir at a folder of the project's or yours, e.g. .paddlecd")
+    for section in ("registry", "release"):  # a trial: a CA file for plain HTTP, unsaid
+        tls = getattr(settings, section)
+        if tls.ca_file and tls.insecure:
+            warnings.append(f"{section}.ca_file is set but {section}.insecure is true (plain "
+                            "HTTP): the CA file is not used")
     return dataclasses.replace(settings, warnings=tuple(warnings))
 
 

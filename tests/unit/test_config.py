@@ -349,3 +349,12 @@ def test_the_configuration_page_shows_every_setting():
              for key in (body if isinstance(body, dict) else [None])}
     missing = sorted(k for k in config._all_keys() if k not in shown)
     assert missing == [], missing
+
+
+def test_a_ca_file_for_a_plain_http_registry_is_warned(tmp_path):
+    """Trial 9: PADDLECD_REGISTRY_CA_FILE with insecure=true (plain HTTP) was ignored unsaid."""
+    s = config.load({"registry.ca_file": "/nosuch/ca.pem", "registry.insecure": True},
+                    root=tmp_path, environ={})
+    assert s.warnings == ("registry.ca_file is set but registry.insecure is true (plain HTTP): "
+                          "the CA file is not used",)
+    assert config.load({"registry.ca_file": "/x.pem"}, root=tmp_path, environ={}).warnings == ()
