@@ -130,6 +130,14 @@ def os_error_text(e: OSError) -> tuple[str, str]:
                                       "free space on the full disk (df -h lists them), then re-run")
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{e.strerror}{where}", "check the path and its permissions"
+    if e.filename and e.errno in (errno.EEXIST, errno.ENOTDIR):
+        # a folder was to be made where a file is, or below one: name the file (a trial: "File
+        # exists: /tmp/x/sub.yaml" for a sub.yaml that does not exist, /tmp/x being a file)
+        blocker = next((p for p in (Path(e.filename), *Path(e.filename).parents)
+                        if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            return (f"{blocker} is a file, not a folder (in the path {e.filename})",
+                    "give a path whose folders are folders, or move the file")
     return f"{e.strerror or e}{where}", "check the path"
 
 

@@ -168,3 +168,19 @@ def test_a_write_that_fails_names_the_path_asked_for_never_the_temp_file(tmp_pat
         files.write_text(Path("/proc/nope/policy.yaml"), "x")
     assert e.value.filename == "/proc/nope/policy.yaml"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]
+
+
+def test_a_file_where_a_folder_is_needed_is_named(tmp_path):
+    """Trial 9: ``artifacts.download … /tmp/f/sub``, ``release.policy --out /tmp/f/sub.yaml`` with
+    /tmp/f a file said "File exists: /tmp/f/sub.yaml" (which does not exist)."""
+    from paddlecd import files
+
+    (tmp_path / "f").write_text("x")
+    for target in (tmp_path / "f" / "sub", tmp_path / "f" / "sub" / "deeper.yaml"):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True) if target.suffix else \
+                target.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            cause, hint = files.os_error_text(e)
+        assert cause.startswith(f"{tmp_path / 'f'} is a file, not a folder"), cause
+        assert "folders are folders" in hint
