@@ -251,6 +251,9 @@ def test_file_url_for_a_file_is_refused(tmp_path):
 
     with pytest.raises(StorageError, match="is not a folder"):
         FileStore(Path(tmp_path / "f")).check()
+    # trial 9: a store below a file passed the dry run, and the upload then failed
+    with pytest.raises(StorageError, match=f"cannot be made: {tmp_path / 'f'} is a file"):
+        FileStore(Path(tmp_path / "f" / "store")).check()
 
 
 def test_a_final_newline_is_not_part_of_a_valid_name_or_version():

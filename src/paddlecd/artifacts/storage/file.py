@@ -55,6 +55,11 @@ class FileStore:
         if self.root.exists() and not self.root.is_dir():
             raise StorageError(f"store {self.url} is not a folder",
                                "point --to (or storage.url) at a folder")
+        # nor can it be made below a file (a trial: the dry run approved, the upload failed)
+        blocker = next((p for p in self.root.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise StorageError(f"store {self.url} cannot be made: {blocker} is a file, not a "
+                               "folder", "point --to (or storage.url) at a folder")
 
     def quirks(self) -> list[Quirk]:
         """None: a folder is not an S3 implementation."""
