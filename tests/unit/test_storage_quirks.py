@@ -32,6 +32,14 @@ def test_a_message_the_store_sent_is_kept():
     e = storage_error(_error("SlowDown", 503, "Please reduce your request rate."),
                       action="uploading", where="s3://models/a", endpoint="http://s3")
     assert e.cause == "uploading s3://models/a: SlowDown Please reduce your request rate."
+    # trial 9: a throttling answer with a message got "see the logs of http://s3"
+    assert e.hint.startswith("the store is throttling requests: wait a minute")
+    for code, status in (("TooManyRequests", 429), ("SlowDown", 503)):
+        e = storage_error(_error(code, status, "slow down"), action="uploading",
+                          where="s3://models/a", endpoint="http://s3")
+        assert "throttling" in e.hint, (code, e.hint)
+    e = storage_error(_error("InternalError", 500, "boom"), action="uploading",
+                      where="s3://models/a", endpoint="http://s3")
     assert e.hint == "see the logs of http://s3"
 
 

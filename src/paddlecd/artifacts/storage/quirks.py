@@ -69,8 +69,19 @@ def describe(code: str, message: str | None, status: int | None) -> str:
     return f"{code} ({': '.join(parts)})" if parts else code
 
 
+# S3's throttling answers (503 SlowDown; 429 TooManyRequests from MinIO and proxies): botocore's
+# standard retry mode already retried them, so what is left is to wait
+THROTTLE_CODES = {"SlowDown", "TooManyRequests", "429", "503", "RequestLimitExceeded",
+                  "Throttling", "ThrottlingException"}
+THROTTLE_HINT = ("the store is throttling requests: wait a minute and re-run the same command "
+                 "(it resumes), or lower storage.max_concurrency")
+
+
 def hint_for(code: str) -> str | None:
-    """The hint a code calls for beyond "see the store's logs", or None."""
+    """The hint a code calls for beyond "see the store's logs", or None (a trial: a SlowDown
+    with a <Message> got "see the logs of <endpoint>")."""
+    if code in THROTTLE_CODES:
+        return THROTTLE_HINT
     return CHECKSUM_HINT if code == "MissingContentLength" else None
 
 
