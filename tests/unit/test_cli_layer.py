@@ -591,3 +591,17 @@ def test_json_given_to_two_tasks_on_one_line_is_refused(tmp_path):
     assert "error: --json is given to 2 tasks on one command line (push, promote)" in run.stderr
     assert argv.json_twice(["invoke", "push", "--dry-run", "--json", "promote", "--version",
                             "1.2.0", "--dry-run"], ns) is None
+
+
+@pytest.mark.parametrize("proxy", ["http://bad proxy:3128", "http://127.0.0.1:1",
+                                   "socks5://127.0.0.1:1"])
+def test_a_proxy_that_fails_is_named_not_the_registry(tmp_path, proxy):
+    """Trial 9: a refused HTTP_PROXY read "registry … unreachable — is it running?", a malformed
+    one "Failed to parse … hint: check the path" (exit 2), a SOCKS one "Missing dependencies for
+    SOCKS support". The proxy and its variable are named, with NO_PROXY as the way around."""
+    run = invoke("release.list", "--variant", "cpu", HTTP_PROXY=proxy, NO_PROXY="",
+                 no_proxy="", PADDLECD_REGISTRY_URL="127.0.0.1:9",
+                 PADDLECD_REGISTRY_INSECURE="true", PADDLECD_STATE_DIR=str(tmp_path))
+    assert run.returncode == 5, run.stderr
+    assert f"the proxy {proxy} (HTTP_PROXY) failed" in run.stderr
+    assert "hint: fix or unset HTTP_PROXY, or add 127.0.0.1:9 to NO_PROXY" in run.stderr

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import functools
+import os
 import re
 import time
 from collections import Counter
@@ -62,6 +63,22 @@ def _check_ca(ca_file: str | bool, section: str | None = "registry") -> None:
     if b"-----BEGIN CERTIFICATE-----" not in head:
         raise ConfigError(f"registry CA file {ca_file} holds no PEM certificate "
                           "(-----BEGIN CERTIFICATE-----)", hint)
+
+def _proxy_for(url: str) -> tuple[str, str] | None:
+    """``(variable, proxy URL)`` requests takes from the environment for ``url`` (honouring
+    NO_PROXY), or None when it goes direct."""
+    import urllib.request
+
+    scheme = url.split(":", 1)[0]
+    if urllib.request.proxy_bypass(url.split("/")[2]):
+        return None
+    proxies = urllib.request.getproxies()
+    if scheme not in proxies:
+        return None
+    name = next((n for n in (f"{scheme}_proxy", f"{scheme.upper()}_PROXY", "all_proxy",
+                             "ALL_PROXY") if os.environ.get(n)), f"{scheme.upper()}_PROXY")
+    return name, proxies[scheme]
+
 
 class _Retryable(Exception):
     """An answer worth asking again (:func:`answers.retryable`); ``retry_after`` in seconds when the
@@ -236,6 +253,16 @@ class Transport:
                 f"set {ca} to the registry's CA; a plain-HTTP registry needs {plain}"
                 if self.settings_section else f"add the registry's CA to {ca}",
             ) from e
+        except (requests.exceptions.ProxyError, requests.exceptions.InvalidURL,
+                requests.exceptions.InvalidSchema) as e:
+            proxy = _proxy_for(self.base)
+            if not proxy:
+                raise RegistryError(f"{what}: {_short(e)}", "check registry.url") from e
+            # a trial: a refused or malformed HTTP(S)_PROXY read "registry … unreachable — is it
+            # running?" (it was), or "Failed to parse" with the hint "check the path"
+            raise RegistryError(
+                f"{what}: the proxy {proxy[1]} ({proxy[0]}) failed: {_short(e)}",
+                f"fix or unset {proxy[0]}, or add {self.host} to NO_PROXY") from e
         except (requests.ConnectionError, requests.Timeout) as e:
             hub = self.host.endswith("docker.io")
             raise RegistryError(
