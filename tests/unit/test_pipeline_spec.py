@@ -227,3 +227,12 @@ def test_a_pipeline_file_that_links_out_of_pipelines_is_refused_unread(tmp_path)
     with pytest.raises(PipelineError, match=r"x.yaml is a symlink to .*secret.txt, outside") as e:
         pipeline_spec.load(s, "x")
     assert "hash" not in e.value.cause + (e.value.hint or "")
+
+
+def test_a_name_no_file_can_have_is_an_unknown_pipeline(settings):
+    """Trial 9: a 100,000-character name was "File name too long" (exit 2, hint "check the
+    path"); every other unknown name is a PipelineError (exit 10)."""
+    with pytest.raises(PipelineError) as e:
+        pipeline_spec.load(settings, "p" * 100_000)
+    assert e.value.cause == (f"unknown pipeline '{'p' * 80}' (100000 characters: a pipeline "
+                             "name is at most 200)")

@@ -78,11 +78,15 @@ def load(settings: Settings, name: str) -> PipelineDef:
             ``needs`` on an unknown stage, or a cycle.
     """
     path = folder(settings) / f"{name}.yaml"
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) or not path.exists():  # a name, never a path
+    # a name, never a path, and one a file can have (a trial: 100000 p's: "File name too long",
+    # exit 2, where any other unknown name is exit 10)
+    named = re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,199}", name)
+    if not named or not path.exists():
         known = names(settings)
         close = difflib.get_close_matches(name, known, n=1)
-        why = (f"no {FOLDER}/{name}.yaml" if re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) else
-               "a pipeline is named by its file in pipelines/, without a path or .yaml")
+        why = (f"no {FOLDER}/{name}.yaml" if named else
+               f"{len(name)} characters: a pipeline name is at most 200" if len(name) > 200
+               else "a pipeline is named by its file in pipelines/, without a path or .yaml")
         raise PipelineError(  # a trial: "../images/variants" was "no pipelines/../…", which exists
             f"unknown pipeline '{name[:80]}' ({why})",
             (f"did you mean '{close[0]}'? " if close else "") + "known: " + ", ".join(known),
