@@ -165,3 +165,13 @@ def test_a_check_whose_model_is_uploaded_again_meanwhile_stores_no_result(tmp_pa
     with pytest.raises(StorageError, match="changed during the check"):
         check.check_stored(settings, store, "ocr-det", "1.4.0", image=IMAGE)
     assert store.get_bytes(f"ocr-det/1.4.0/{am.CHECK_JSON}") is None
+
+
+def test_an_unchanged_upload_reports_what_is_stored(tmp_path):
+    """Trial 9: ``upload --json`` of an unchanged version run without --image said
+    ``"image_digest": null`` while the stored manifest names the image."""
+    store = _stored(tmp_path, "1.4.0")
+    plan = arts.plan_upload(store, tmp_path / "m-1.4.0", name="ocr-det", version="1.4.0")
+    assert plan.action == "unchanged"
+    record = arts.uploaded(store, plan, executed=False)
+    assert record.image_digest == IMAGE.split("@")[1] and record.files >= 2

@@ -420,7 +420,10 @@ def uploaded(store: Store, plan: UploadPlan, *, executed: bool) -> Uploaded:
         if executed or plan.action == "unchanged"
         else None
     )
-    files = plan.manifest["files"]
+    # what is stored: an unchanged version keeps its manifest (a trial: "image_digest": null for
+    # a version stored with one, the re-run given no --image)
+    stored = json.loads(raw) if raw and plan.action == "unchanged" else plan.manifest
+    files = stored["files"]
     return Uploaded(
         url=plan.url,
         name=plan.manifest["name"],
@@ -431,7 +434,7 @@ def uploaded(store: Store, plan: UploadPlan, *, executed: bool) -> Uploaded:
         bytes=sum(f["size"] for f in files),
         bytes_moved=plan.bytes_to_move if executed else 0,
         manifest_digest=f"sha256:{hashlib.sha256(raw).hexdigest()}" if raw else None,
-        image_digest=(plan.manifest["image"] or {}).get("digest"),
+        image_digest=(stored.get("image") or {}).get("digest"),
     )
 
 
