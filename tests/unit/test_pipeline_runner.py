@@ -432,6 +432,11 @@ def test_a_broken_latest_pointer_is_named_not_called_no_run(settings, pointer):
     ({"run_id": "../../../../tmp/x"}, "not a pipeline summary: run_id:"),
     ({"pipeline": "release"}, "is the record of run '20261201T091911Z-e872' of pipeline "
                               "'release', not of run 20261201T091911Z-e872 of 'pr'"),
+    # trial 9: unknown options, an option pr refuses and a time that is none were resumed
+    ({"options": {"no_cache": "maybe", "evil": 1}}, "unknown key 'no_cache' at options"),
+    ({"options": {"digest": "sha256:" + "1" * 64}}, "records options that pipeline.run "
+                                                    "refuses: --digest: for the promote stage"),
+    ({"started": "yesterday"}, "not a pipeline summary: started:"),
 ])
 def test_a_summary_this_paddlecd_cannot_read_is_refused(settings, change, words):
     old = json.loads((ROOT / "tests" / "data" / "pipeline-summary-v1.json").read_text())

@@ -27,7 +27,7 @@ from typing import Any
 
 from paddlecd import files, git, proc
 from paddlecd.config import Settings
-from paddlecd.errors import Interrupted, PaddlecdError, PipelineError
+from paddlecd.errors import ConfigError, Interrupted, PaddlecdError, PipelineError
 from paddlecd.image import variants
 from paddlecd.pipeline import report, stages
 from paddlecd.pipeline import spec as pipeline_spec
@@ -160,6 +160,12 @@ def resume_of(settings: Settings, pdef: PipelineDef, given: tuple[str, ...],
                             f"{unknown[0][:80]!r}, which images/variants.yaml does not hold",
                             f"start a fresh run: invoke pipeline.run {name}")
     _check_recorded_digests(pdef, summary)
+    try:  # a trial: "options": {"no_cache": "maybe", "digest": "sha256:111…"} ran and was kept
+        pipeline_spec.check_options(summary.options or {}, pdef)
+    except ConfigError as e:
+        raise PipelineError(f"{folder / 'summary.json'}: run {summary.run_id} records options "
+                            f"that pipeline.run refuses: {e.cause}",
+                            f"start a fresh run: invoke pipeline.run {name} …") from e
     merged = {**summary.options, **{k: v for k, v in (options or {}).items() if v}}
     return (folder, dataclasses.replace(summary, options=merged),
             Selection(summary.variants, f"resumed run {summary.run_id}"))
