@@ -194,6 +194,13 @@ def test_corrupt_lock_file(tmp_path):
      "locked: t}}\n", "bases.cpu.digest 'sha256:" + "1" * 63 + "' is not a digest"),
     ("bases: {cpu: {base: 5, digest: 'sha256:" + "1" * 64 + "', media_type: m, locked: t}}\n",
      "bases.cpu is not a valid entry"),
+    # trial 9: these passed every check and reached the network
+    ("bases: {cpu: {base: 'b:1', digest: 'sha256:" + "1" * 64 + "', media_type: text/html, "
+     "locked: '2026-12-01T09:00:00Z'}}\n",
+     "bases.cpu.media_type 'text/html' is no image manifest or index type"),
+    ("bases: {cpu: {base: 'b:1', digest: 'sha256:" + "1" * 64 + "', media_type: "
+     "'application/vnd.oci.image.index.v1+json', locked: yesterday}}\n",
+     "bases.cpu.locked 'yesterday' is not a UTC time"),
 ])
 def test_a_broken_local_lock_file_is_one_line_naming_it(tmp_path, body, cause):
     """A third trial: a ``lock.local.yaml`` that is not YAML printed the parser's three-line

@@ -12,6 +12,7 @@ the index digest, which is what ``FROM base@digest`` and multi-arch pulls want);
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,13 @@ def _read_one(path: Path) -> dict[str, LockEntry]:
         except ConfigError as e:
             raise LockError(f"{path}: bases.{name}.digest {entry['digest'][:80]!r} is not a "
                             "digest", hint) from e
+        # a trial: media_type text/html and locked 'yesterday' passed every check
+        if entry["media_type"] not in registry.ACCEPT.split(", "):
+            raise LockError(f"{path}: bases.{name}.media_type {entry['media_type'][:80]!r} is no "
+                            "image manifest or index type", hint)
+        if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z", entry["locked"]):
+            raise LockError(f"{path}: bases.{name}.locked {entry['locked'][:80]!r} is not a UTC "
+                            "time (2026-12-01T09:00:00Z)", hint)
         out[str(name)] = LockEntry(variant=str(name), **entry)
     return out
 
