@@ -175,3 +175,25 @@ def test_an_unchanged_upload_reports_what_is_stored(tmp_path):
     assert plan.action == "unchanged"
     record = arts.uploaded(store, plan, executed=False)
     assert record.image_digest == IMAGE.split("@")[1] and record.files >= 2
+
+
+def test_a_download_removes_what_a_killed_download_left_beside_it(tmp_path):
+    """Trial 9: kill -9 of artifacts.download left ``.<dest>.XXXX/`` with a partial file next to
+    the destination, and no later run removed it. The temp folder carries its pid; the next
+    download into the same place removes a dead one's and keeps a live one's."""
+    import os
+    import subprocess
+
+    store = _stored(tmp_path, "1.4.0")
+    dead = subprocess.Popen(["sleep", "60"])
+    dead.kill()
+    dead.wait()
+    (tmp_path / "out").mkdir()
+    killed = tmp_path / "out" / f".dl.{dead.pid}.abc.download"
+    live = tmp_path / "out" / f".dl.{os.getpid()}.def.download"
+    for folder in (killed, live):
+        folder.mkdir()
+        (folder / "inference.pdiparams").write_bytes(b"\0" * 7)
+    arts.download(store, "ocr-det", "1.4.0", tmp_path / "out" / "dl")
+    assert not killed.exists() and live.exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(["dl", live.name])

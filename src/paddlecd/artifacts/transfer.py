@@ -12,6 +12,7 @@ act (STYLE.md §9): :func:`plan_upload` only reads; :func:`upload` carries a pla
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ from typing import Any
 
 import semver
 
+from paddlecd import proc
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import program
 from paddlecd.artifacts import signature as sig
@@ -544,7 +546,14 @@ def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
     """Fetch the files of ``doc`` into a temp folder beside ``dest``, verify them, and rename it
     into place only after every check passed."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    # the temp folder carries this pid: one a killed download left (a trial: .big.XXXX/ with a
+    # partial file, kept by every later run) is removed by the next download beside it
+    for old in dest.parent.glob(f".{glob.escape(dest.name)}.*.download"):
+        pid = old.name[len(dest.name) + 2:].split(".", 1)[0]
+        if old.is_dir() and pid.isdigit() and not proc.running(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.", suffix=".download",
+                                dir=dest.parent))
     try:
         _fetch_verified(store, prefix, doc, tmp, progress)
         (tmp / am.MANIFEST).write_bytes(am.manifest_bytes(doc))
