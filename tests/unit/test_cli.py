@@ -700,3 +700,16 @@ def test_every_task_helpline_is_a_whole_sentence():
     cut = [name for name, task in walk(ns)
            if not (helpline(task) or "").rstrip().endswith((".", ")"))]
     assert cut == []
+
+
+def test_download_takes_the_name_at_version_form_as_show_and_check(tmp_path):
+    """Trial 9: ``artifacts.download file:///s/big@1.0.0 DEST`` said "store URL 'file:///s' is
+    a top-level folder"; the @ form is read as artifacts.show and check read it."""
+    store = tmp_path / "store"
+    run = invoke("artifacts.download", f"file://{store}/big@1.0.0", str(tmp_path / "d"),
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode != 0 and "top-level folder" not in run.stderr, run.stderr
+    assert "no trusted keys configured" in run.stderr  # the form was read: the keys come next
+    run = invoke("artifacts.download", f"file://{store}/big", str(tmp_path / "d"),
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2 and f"error: 'file://{store}/big' names no version" in run.stderr

@@ -137,7 +137,8 @@ def _convert_for_upload(cfg, model_dir: Path, image: str | None, *, dry_run: boo
 
 @task(
     help={
-        "url": "<store-url>/<name>/<version>, or <name>/<version> on the configured store",
+        "url": "<store-url>/<name>/<version> (or <name>@<version>), or <name>/<version> on the "
+               "configured store",
         "dest": "folder to create (must be absent or empty)",
     }
 )
@@ -155,7 +156,14 @@ def download(c, url, dest):
     from paddlecd.signing import keys
 
     cfg = settings()
-    base, (name, version) = arts.split_model_url(url, cfg, parts=2)
+    # name/version or name@version, as artifacts.show and check take (a trial: the @ form of a
+    # file:// URL was "store URL 'file:///tmp' is a top-level folder")
+    base, parts = _model_and_version(url, cfg)
+    if len(parts) != 2:
+        raise ConfigError(f"'{url[:200]}' names no version",
+                          "e.g. invoke artifacts.download s3://models/paddle/ocr-det/1.4.0 "
+                          "./ocr-det (or ocr-det@1.4.0)")
+    name, version = parts
     files.refuse_output_place(dest, "--dest", folder=True)  # /proc, /etc: named, not its temp
     trusted = keys.trusted(cfg)
     bar, tid = bytes_bar()
