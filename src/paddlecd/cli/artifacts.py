@@ -317,10 +317,12 @@ def _model_and_version(model: str, cfg) -> tuple[str, list[str]]:
     head, at, tail = model.rpartition("@")
     if at and "/" not in tail:
         model = f"{head}/{tail}"
-    try:
-        return arts.split_model_url(model, cfg, parts=2)
-    except ConfigError:
-        return arts.split_model_url(model, cfg, parts=1)
+    if _names_a_version(model):  # …/<name>/<version>; else …/<name> (its newest version)
+        try:
+            return arts.split_model_url(model, cfg, parts=2)
+        except ConfigError:
+            pass
+    return arts.split_model_url(model, cfg, parts=1)
 
 
 def _names_a_version(where: str) -> bool:
