@@ -489,3 +489,42 @@ def test_ctrl_c_during_a_held_multipart_part_ends_at_once_with_130_and_aborts_th
     assert not any(k.endswith("manifest.json") or "/.claims/" in k for k in left), left
     again = _invoke({**env, "PADDLECD_STORAGE_ENDPOINT_URL": rgw_server.endpoint}, *up)
     assert again.returncode == 0 and "uploaded: " in again.stdout, again.stderr
+
+
+def test_ctrl_c_during_a_held_download_ends_at_once_with_130_and_leaves_no_temp(
+    user_env, rgw_server, jit_exports, tmp_path
+):
+    """Trial 9: Ctrl-C of ``artifacts.download`` with the body stalled exited after 300 s (the
+    transfer's threads waited out their read timeouts). Now it ends in seconds, exit 130, leaves
+    no destination and no temp folder, and the same command, re-run, downloads. Real Ceph RGW
+    behind a relay that holds the parameters' GETs."""
+    import signal
+
+    s3 = _s3(rgw_server)
+    bucket = f"models-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=bucket)
+    env = {**user_env, "AWS_ACCESS_KEY_ID": rgw_server.key,
+           "AWS_SECRET_ACCESS_KEY": rgw_server.secret, "AWS_DEFAULT_REGION": "us-east-1",
+           "PADDLECD_STORAGE_ENDPOINT_URL": rgw_server.endpoint}
+    up = _invoke(env, "upload", "--model-dir", str(jit_exports["big"]), "--name", "ocr-det",
+                 "--version", "1.4.0", "--to", f"s3://{bucket}/paddle")
+    assert up.returncode == 0, up.stderr
+    proxy = _HoldingProxy(rgw_server.endpoint, ".pdiparams")
+    dest = tmp_path / "out" / "model"
+    down = ["artifacts.download", f"s3://{bucket}/paddle/ocr-det/1.4.0", str(dest)]
+    run = subprocess.Popen([INVOKE, *down], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                           env={**env, "PADDLECD_STORAGE_ENDPOINT_URL": proxy.endpoint})
+    try:
+        assert proxy.seen.wait(120), "the download never asked for the parameters"
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=45)  # a download that waits runs past this
+    finally:
+        proxy.close()
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, err
+    assert "error: interrupted" in err and "Traceback" not in err
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+    again = _invoke(env, *down)
+    assert again.returncode == 0 and (dest / "manifest.json").is_file(), again.stderr

@@ -203,13 +203,27 @@ class S3Store:
             raise self._fail(e, "writing", key) from e
 
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
-        """Download ``key`` to ``dest`` (ranged GETs in parallel above the threshold)."""
+        """Download ``key`` to ``dest`` (ranged GETs in parallel above the threshold).
+
+        On Ctrl-C the transfer is cancelled and its threads are not waited for, as an upload's
+        (a trial: with a body stalled, an interrupted download exited after 300 s, the read
+        timeouts); the temp folder it wrote into is removed by the caller or the next run.
+        """
+        manager = create_transfer_manager(self.client, self.transfer)
+        interrupted = False
         try:
-            self.client.download_file(
-                self.bucket, self._key(key), str(dest), Config=self.transfer, Callback=progress
-            )
+            future = manager.download(self.bucket, self._key(key), str(dest), subscribers=(
+                [ProgressCallbackInvoker(progress)] if progress else None))
+            future.result()
+        except KeyboardInterrupt:
+            interrupted = True
+            future.cancel()
+            raise
         except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
             raise self._fail(e, "downloading", key) from e
+        finally:
+            if not interrupted:
+                manager.shutdown()
 
     def get_bytes(self, key: str) -> bytes | None:
         """The body of ``key``, or None when it does not exist."""
