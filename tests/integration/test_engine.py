@@ -318,7 +318,7 @@ def test_what_a_killed_model_check_left_is_removed_by_the_next_check(tiny_image,
     folder <state>/check/model-… for good. The next check removes those of a gone process and
     keeps a live one's."""
     from paddlecd import config, proc
-    from paddlecd.artifacts import check
+    from paddlecd.artifacts import scratch
 
     from support import ROOT
 
@@ -331,14 +331,14 @@ def test_what_a_killed_model_check_left_is_removed_by_the_next_check(tiny_image,
     for who, owner in (("dead", gone_owner), ("live", proc.owner())):
         spec = engine.ContainerSpec(image=tiny_image, command=("sh", "-c", "exit 0"),
                                     name=_name(), keep=True,
-                                    labels={**check.CHECK_LABEL, engine.OWNER: owner})
+                                    labels={**scratch.CHECK_LABEL, engine.OWNER: owner})
         with engine.container(spec):
             pass
         names[who] = spec.name
     (settings.state / "check" / f"model-{gone_pid}-abc_12").mkdir(parents=True)
-    live = check.scratch(settings, "model")
+    live = scratch.folder(settings, "model")
     try:
-        out = check.scratch(settings, "model")
+        out = scratch.folder(settings, "model")
         assert not _exists(names["dead"]) and _exists(names["live"])
         assert sorted(p.name for p in (settings.state / "check").iterdir()) == sorted(
             [live.name, out.name])

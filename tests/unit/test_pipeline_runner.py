@@ -232,8 +232,8 @@ def test_variants_on_one_base_build_in_one_group(settings, tmp_path):
             n: {
                 "base": f"b/{n}:1",
                 "digest": digest if n != "cu126" else "sha256:" + "2" * 64,
-                "media_type": "x",
-                "locked": "now",
+                "media_type": "application/vnd.oci.image.index.v1+json",
+                "locked": "2026-12-01T09:00:00Z",
             }
             for n in ("cpu", "cu118", "cu126")
         },

@@ -7,5 +7,6 @@ download, list), :mod:`.model_upload` (the one upload sequence of the task and t
 :mod:`.check` (the export loaded in the runtime image against its references), :mod:`.onnx`
 (paddle2onnx in the image, ONNX Runtime parity here), :mod:`.signature` (OpenSSF Model Signing,
 ``model.sig``), :mod:`.show` (one stored version for a person or a script), :mod:`.gate` (the
-models of ``release.models`` checked in a candidate image).
+models of ``release.models`` checked in a candidate image), :mod:`.scratch` (a check's
+containers and scratch folders, cleared of killed checks' leftovers).
 """

@@ -23,7 +23,7 @@ from typing import Any
 from paddlecd import engine
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import onnx as onnx_out
-from paddlecd.artifacts import program
+from paddlecd.artifacts import program, scratch
 from paddlecd.errors import ConfigError, EngineError, ModelCheckError, NotFoundError
 from paddlecd.files import free_space, now_iso
 from paddlecd.types import Echo
@@ -367,7 +367,7 @@ def _loader_spec(settings: Any, export: am.Export, reference: str, out: Path,
         image=reference,
         workdir="/tmp",
         keep=settings.runtime.keep,
-        labels=owned_labels(),
+        labels=scratch.owned_labels(),
         command=(
             "python3",
             LOADER,
@@ -429,47 +429,8 @@ def _pull(settings: Any, reference: str) -> None:
                         credentials=registry_auth.engine_credentials(settings, reference))
 
 
-# What a model check's containers carry, with their owner (engine.OWNER): a check killed with
-# kill -9 left its exited container and its scratch folder for good (a trial); the next check
-# removes those whose owner is gone.
-CHECK_LABEL = {"io.paddlecd.model-check": "1"}
-
-
-def owned_labels() -> dict[str, str]:
-    """The labels of a model check's container (:data:`CHECK_LABEL` and this process)."""
-    from paddlecd import proc
-
-    return {**CHECK_LABEL, engine.OWNER: proc.owner()}
-
-
-def scratch(settings: Any, prefix: str) -> Path:
-    """A new world-writable folder ``<state>/check/<prefix>-<pid>-<random>`` (the containers run
-    as the image's non-root user); the folders and containers of killed checks are removed
-    first (their pid is gone).
-
-    Raises:
-        EngineError: the engine cannot be asked.
-    """
-    import os
-    import re
-    import tempfile
-
-    from paddlecd import proc
-
-    base = settings.state / "check"
-    base.mkdir(parents=True, exist_ok=True)
-    engine.remove_orphans(CHECK_LABEL)
-    for old in base.iterdir():
-        pid = re.search(r"-([0-9]+)-[A-Za-z0-9_]+$", old.name)
-        if old.is_dir() and pid and not proc.running(int(pid.group(1))):
-            shutil.rmtree(old, ignore_errors=True)
-    out = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=base))
-    out.chmod(0o777)
-    return out
-
-
 def _out_dir(settings: Any, export: am.Export) -> Path:
-    return scratch(settings, export.prefix)
+    return scratch.folder(settings, export.prefix)
 
 
 def _run(spec: engine.ContainerSpec, timeout: float, on_line: Echo | None) -> dict[str, Any]:

@@ -145,11 +145,11 @@ def convert(settings: Any, export: Any, *, image: str, python: str, machine: str
         ModelCheckError: the converter did not run (no record). EngineError: as engine.container.
     """
     wheels = wheelhouse(settings, python, machine, on_line=on_line)
-    from paddlecd.artifacts import check
+    from paddlecd.artifacts import scratch
 
-    out = check.scratch(settings, f"{export.prefix}-onnx")  # the image's non-root user writes it
+    out = scratch.folder(settings, f"{export.prefix}-onnx")  # the image's non-root user writes it
     spec = engine.ContainerSpec(
-        image=image, workdir="/tmp", keep=settings.runtime.keep, labels=check.owned_labels(),
+        image=image, workdir="/tmp", keep=settings.runtime.keep, labels=scratch.owned_labels(),
         command=("python3", CONVERTER, "/model", export.prefix, export.format, "/out",
                  str(opset), "/wheels", REQUIREMENT),
         env={"PYTHONDONTWRITEBYTECODE": "1", **env},

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from paddlecd.cli import artifacts, cluster, doctor, evidence, pipeline, release, smoke
+from paddlecd.cli import artifacts, cluster, common, doctor, evidence, pipeline, release, smoke
 from paddlecd.cli import image as image_tasks
 
 NAMESPACES = (image_tasks, smoke, release, evidence, artifacts, cluster, pipeline)
@@ -34,5 +34,6 @@ def namespace() -> Collection:
 
 
 ns = namespace()
+common.COLLECTION[:] = [ns]  # the line's -v is read with it (argv.shared_variant)
 
 __all__ = ["SHORT_VERBS", "namespace", "ns"]

@@ -272,11 +272,13 @@ def variants_given(value: list[str] | str | None) -> list[str]:
     return [shared] if shared else []
 
 
-def _collection() -> Any:
-    """The task collection Invoke runs (imported here: the CLI package imports this module)."""
-    from paddlecd.cli import ns
+COLLECTION: list[Any] = []  # the task collection Invoke runs, set by paddlecd.cli (which
+# imports this module: never imported from here)
 
-    return ns
+
+def _collection() -> Any:
+    """The task collection Invoke runs (None before paddlecd.cli made it)."""
+    return COLLECTION[0] if COLLECTION else None
 
 
 def count(flag: str, value: Any) -> int | None:
