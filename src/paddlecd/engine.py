@@ -223,20 +223,20 @@ def image_id(ref: str) -> str:
 
 def image_exists(ref: str) -> bool:
     """True when ``ref`` is present in the local engine."""
-    with _translated(f"looking up image {ref}"):
-        try:
-            client().images.get(ref)
-        except docker.errors.ImageNotFound:
-            return False
-    return True
+    return _exists(f"looking up image {ref}", lambda: client().images.get(ref))
 
 
 def volume_exists(name: str) -> bool:
     """True when the engine holds the named volume ``name``."""
-    with _translated(f"looking up volume {name}"):
+    return _exists(f"looking up volume {name}", lambda: client().volumes.get(name))
+
+
+def _exists(doing: str, lookup: Callable[[], Any]) -> bool:
+    """Whether ``lookup`` finds its object (NotFound: False; other failures: _translated)."""
+    with _translated(doing):
         try:
-            client().volumes.get(name)
-        except docker.errors.NotFound:
+            lookup()
+        except docker.errors.NotFound:  # ImageNotFound too
             return False
     return True
 
