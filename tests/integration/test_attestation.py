@@ -351,7 +351,7 @@ def _bad_key(tmp_path: Path, kind: str) -> Path:
     "kind, words",
     [
         ("missing", "does not exist"),
-        ("unreadable", "cannot be read"),
+        ("unreadable", "is a folder, not a regular file"),  # trial 9: named, never opened
         ("wrong type", "RSAPrivateKey key, not ECDSA P-256"),
         ("public key", "not an unencrypted PEM private key"),
     ],
