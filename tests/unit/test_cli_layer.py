@@ -605,3 +605,14 @@ def test_a_proxy_that_fails_is_named_not_the_registry(tmp_path, proxy):
     assert run.returncode == 5, run.stderr
     assert f"the proxy {proxy} (HTTP_PROXY) failed" in run.stderr
     assert "hint: fix or unset HTTP_PROXY, or add 127.0.0.1:9 to NO_PROXY" in run.stderr
+
+
+def test_smoke_checks_takes_the_lines_shared_variant(tmp_path):
+    """Trial 10: ``smoke.checks release.list -v cu126`` showed the cpu view: smoke.checks had a
+    default of its own, so the shared variant was never asked."""
+    shared = invoke("smoke.checks", "release.list", "-v", "cu126", PADDLECD_STATE_DIR=str(tmp_path),
+                    PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    alone = invoke("smoke.checks", "--variant", "cu126", PADDLECD_STATE_DIR=str(tmp_path))
+    cpu = invoke("smoke.checks", PADDLECD_STATE_DIR=str(tmp_path))
+    assert "(GPU-only)" in alone.stdout and "skipped on this variant" in cpu.stdout
+    assert shared.stdout.startswith(alone.stdout), shared.stdout

@@ -65,7 +65,7 @@ def lock(c, variant=None, dry_run=False):
     }
 )
 @guarded
-def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False, verbose=False):
+def bootstrap(c, variant=None, force=False, lock=True, dry_run=False, verbose=False):
     """Build the CPU Paddle base locally (debootstrap + PyPI paddlepaddle) and push it.
 
     The air-gapped path: no image hub needed. Skipped when the registry already holds the base
@@ -75,6 +75,7 @@ def bootstrap(c, variant="cpu", force=False, lock=True, dry_run=False, verbose=F
     """
     from paddlecd.image import bootstrap as boot
 
+    variant = common.variant(variant)  # a --variant shared on the line counts; else cpu
     if dry_run:
         return say(boot.plan(settings(), variant, force=force))
     s = settings()
