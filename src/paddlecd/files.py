@@ -342,6 +342,24 @@ def write_json(path: Path, data: Any) -> Path:
     return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def sweep_killed(folder: Path, name: str) -> None:
+    """Remove the temp files and folders ``.<name>.<pid>.…`` beside ``folder/<name>`` whose
+    writer (``pid``) is gone: what a kill -9 between writing and renaming left (a trial: every
+    later run kept them, and ``kubectl apply -R`` would have applied a second Job)."""
+    import glob
+    import shutil
+
+    from paddlecd import proc
+
+    for old in folder.glob(f".{glob.escape(name)}.*"):
+        pid = old.name[len(name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not proc.running(int(pid)):
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
+
+
 def write_text(path: Path, text: str | bytes) -> Path:
     """Atomically write ``text`` (or bytes) to ``path`` (parents created): a temp file in the
     same folder, then a rename, so a reader never sees half of it, and a full disk leaves the
@@ -356,7 +374,8 @@ def write_text(path: Path, text: str | bytes) -> Path:
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        sweep_killed(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.")
     except OSError as e:
         raise OSError(e.errno, e.strerror, str(path)) from e
     try:

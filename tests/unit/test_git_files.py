@@ -184,3 +184,33 @@ def test_a_file_where_a_folder_is_needed_is_named(tmp_path):
             cause, hint = files.os_error_text(e)
         assert cause.startswith(f"{tmp_path / 'f'} is a file, not a folder"), cause
         assert "folders are folders" in hint
+
+
+def test_a_write_removes_the_temp_files_a_killed_writer_left(tmp_path):
+    """Trial 10: kill -9 between writing and renaming left ``.p.yaml.XXXX`` (release.policy),
+    ``.h.png.XXXX`` (release.compare) and ``.r.XXXX.render/`` (cluster.render) beside their
+    targets for good. The temp names carry the writer's pid; the next write removes a gone
+    writer's and keeps a live one's."""
+    import os
+    import subprocess
+
+    from paddlecd import files
+
+    dead = subprocess.Popen(["sleep", "60"])
+    dead.kill()
+    dead.wait()
+    killed = tmp_path / f".p.yaml.{dead.pid}.abc"
+    killed.write_text("half")
+    live = tmp_path / f".p.yaml.{os.getpid()}.def"
+    live.write_text("mine")
+    folder = tmp_path / f".r.{dead.pid}.ghi.render"
+    folder.mkdir()
+    (folder / "00-job-x.yaml").write_text("kind: Job\n")
+    other = tmp_path / ".p.yaml.md"  # no pid: not a temp of ours
+    other.write_text("x")
+    files.write_text(tmp_path / "p.yaml", "policy\n")
+    assert not killed.exists() and live.exists() and other.exists() and folder.exists()
+    files.sweep_killed(tmp_path, "r")
+    assert not folder.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["p.yaml", live.name, other.name])

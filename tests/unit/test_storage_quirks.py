@@ -38,9 +38,10 @@ def test_a_message_the_store_sent_is_kept():
         e = storage_error(_error(code, status, "slow down"), action="uploading",
                           where="s3://models/a", endpoint="http://s3")
         assert "throttling" in e.hint, (code, e.hint)
-    e = storage_error(_error("InternalError", 500, "boom"), action="uploading",
-                      where="s3://models/a", endpoint="http://s3")
-    assert e.hint == "see the logs of http://s3"
+    for code, status in (("InternalError", 500), ("503", 503)):  # trial 10: a gateway's page
+        e = storage_error(_error(code, status, None), action="uploading",
+                          where="s3://models/a", endpoint="http://s3")
+        assert e.hint == "see the logs of http://s3", (code, e.hint)
 
 
 @pytest.mark.parametrize(("code", "status", "text"), [
@@ -175,3 +176,13 @@ def test_a_401_of_an_authenticating_proxy_gets_the_credentials_hint(code):
                       endpoint="http://s3")
     assert e.cause == f"listing s3://models/a: access denied ({code})"
     assert e.hint.startswith("check the credentials of the AWS chain")
+
+
+def test_a_proxy_that_refuses_is_named_not_the_store():
+    """Trial 10: with HTTP_PROXY refusing, S3 tasks said "check the store at …", which was
+    fine; the registry side names the proxy and NO_PROXY."""
+    import botocore.exceptions as b
+
+    e = storage_error(b.ProxyConnectionError(proxy_url="http://127.0.0.1:1", error="refused"),
+                      action="listing", where="s3://models/a", endpoint="http://s3")
+    assert "http://127.0.0.1:1" in e.cause and "NO_PROXY" in e.hint

@@ -12,7 +12,6 @@ act (STYLE.md §9): :func:`plan_upload` only reads; :func:`upload` carries a pla
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -26,7 +25,6 @@ from typing import Any
 
 import semver
 
-from paddlecd import proc
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import program
 from paddlecd.artifacts import signature as sig
@@ -39,7 +37,7 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
 )
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, ModelSignatureError, StorageError
-from paddlecd.files import NO_SPACE, disk_full, free_space
+from paddlecd.files import NO_SPACE, disk_full, free_space, sweep_killed
 from paddlecd.signing.keys import TrustedKey
 from paddlecd.types import ModelManifest
 
@@ -548,10 +546,7 @@ def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
     dest.parent.mkdir(parents=True, exist_ok=True)
     # the temp folder carries this pid: one a killed download left (a trial: .big.XXXX/ with a
     # partial file, kept by every later run) is removed by the next download beside it
-    for old in dest.parent.glob(f".{glob.escape(dest.name)}.*.download"):
-        pid = old.name[len(dest.name) + 2:].split(".", 1)[0]
-        if old.is_dir() and pid.isdigit() and not proc.running(int(pid)):
-            shutil.rmtree(old, ignore_errors=True)
+    sweep_killed(dest.parent, dest.name)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.", suffix=".download",
                                 dir=dest.parent))
     try:

@@ -369,7 +369,9 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
     # whole: a full disk left a Job manifest cut at 4096 bytes (still a valid Job to kubectl)
     # that the re-run then refused as "not an empty folder" (a trial)
     out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".render", dir=out.parent))
+    files.sweep_killed(out.parent, out.name)  # a killed render's folder (a trial)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".render",
+                                  dir=out.parent))
     names = [f"{i:02d}-{m['kind'].lower()}-{m['metadata']['name']}.yaml"
              for i, m in enumerate(p.manifests)]
     try:

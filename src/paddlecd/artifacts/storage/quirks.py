@@ -71,7 +71,8 @@ def describe(code: str, message: str | None, status: int | None) -> str:
 
 # S3's throttling answers (503 SlowDown; 429 TooManyRequests from MinIO and proxies): botocore's
 # standard retry mode already retried them, so what is left is to wait
-THROTTLE_CODES = {"SlowDown", "TooManyRequests", "429", "503", "RequestLimitExceeded",
+# (not a bare 503: a gateway's HTML page is no S3 answer, and no sign of throttling, trial 10)
+THROTTLE_CODES = {"SlowDown", "TooManyRequests", "429", "RequestLimitExceeded",
                   "Throttling", "ThrottlingException"}
 THROTTLE_HINT = ("the store is throttling requests: wait a minute and re-run the same command "
                  "(it resumes), or lower storage.max_concurrency")

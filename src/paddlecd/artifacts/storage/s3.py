@@ -604,6 +604,11 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
             f"{action} {where}: no AWS credentials found",
             "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (the standard AWS chain)",
         )
+    if isinstance(root, botocore.exceptions.ProxyConnectionError):  # a trial: "check the
+        # store at …", which was fine; the proxy refused
+        return StorageError(f"{action} {where}: {str(root).splitlines()[0]}",
+                            "fix or unset HTTP_PROXY/HTTPS_PROXY, or add the store's host to "
+                            "NO_PROXY")
     if isinstance(root, EndpointConnectionError):
         return StorageError(
             f"{action} {where}: cannot reach endpoint {endpoint}",
