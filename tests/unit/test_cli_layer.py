@@ -604,7 +604,23 @@ def test_a_proxy_that_fails_is_named_not_the_registry(tmp_path, proxy):
                  PADDLECD_REGISTRY_INSECURE="true", PADDLECD_STATE_DIR=str(tmp_path))
     assert run.returncode == 5, run.stderr
     assert f"the proxy {proxy} (HTTP_PROXY) failed" in run.stderr
-    assert "hint: fix or unset HTTP_PROXY, or add 127.0.0.1:9 to NO_PROXY" in run.stderr
+    assert "hint: fix or unset HTTP_PROXY, or add 127.0.0.1 to NO_PROXY" in run.stderr
+
+
+def test_a_proxys_password_is_never_printed_and_requests_rules_name_it(tmp_path):
+    """Trial 10: a proxy's user:password was printed in the error; and a NO_PROXY entry
+    ``127.0.0.1:9`` (which requests does not match for an IP host) made the error blame the
+    registry ("check registry.url")."""
+    base = {"PADDLECD_REGISTRY_URL": "127.0.0.1:9", "PADDLECD_REGISTRY_INSECURE": "true",
+            "PADDLECD_STATE_DIR": str(tmp_path)}
+    run = invoke("release.list", "--variant", "cpu", NO_PROXY="", no_proxy="",
+                 HTTP_PROXY="http://user:s3cr3tpw@127.0.0.1:1", **base)
+    assert run.returncode == 5 and "s3cr3tpw" not in run.stdout + run.stderr, run.stderr
+    assert "the proxy http://***@127.0.0.1:1 (HTTP_PROXY) failed" in run.stderr
+    run = invoke("release.list", "--variant", "cpu", NO_PROXY="127.0.0.1:9", no_proxy="",
+                 HTTP_PROXY="http://127.0.0.1:1", **base)
+    assert "the proxy http://127.0.0.1:1 (HTTP_PROXY) failed" in run.stderr, run.stderr
+    assert "a host without its port" in run.stderr
 
 
 def test_smoke_checks_takes_the_lines_shared_variant(tmp_path):

@@ -146,3 +146,25 @@ def test_an_export_file_that_is_a_named_pipe_is_named_not_left_out(tmp_path, nam
     os.mkfifo(folder / name)
     with pytest.raises(ConfigError, match=f"{name} is not a regular file \\(a named pipe\\)"):
         manifest.find_export(folder)
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "model.sig", "check.json"])
+def test_a_named_pipe_inside_a_file_store_is_named_not_opened(tmp_path, name):
+    """Trial 10: a FIFO manifest.json, model.sig or check.json in a file:// store made
+    artifacts.list, show and download hang for good."""
+    from paddlecd.artifacts import transfer as arts
+    from paddlecd.artifacts.storage.file import FileStore
+    from paddlecd.errors import StorageError
+
+    folder = tmp_path / "store" / "m" / "1.0.0"
+    folder.mkdir(parents=True)
+    (folder / "model.pdiparams").write_bytes(b"\0")
+    os.mkfifo(folder / name)
+    store = FileStore(tmp_path / "store")
+    with pytest.raises(StorageError, match=f"m/1.0.0/{name} is a named pipe, not a stored file"):
+        store.get_bytes(f"m/1.0.0/{name}")
+    with pytest.raises(StorageError, match="is a named pipe"):
+        store.sha256(f"m/1.0.0/{name}")
+    if name == "manifest.json":
+        with pytest.raises(StorageError, match="is a named pipe"):
+            arts.list_versions(store, "m")

@@ -65,19 +65,19 @@ def _check_ca(ca_file: str | bool, section: str | None = "registry") -> None:
                           "(-----BEGIN CERTIFICATE-----)", hint)
 
 def _proxy_for(url: str) -> tuple[str, str] | None:
-    """``(variable, proxy URL)`` requests takes from the environment for ``url`` (honouring
-    NO_PROXY), or None when it goes direct."""
-    import urllib.request
-
+    """``(variable, proxy URL)`` of the proxy requests itself takes from the environment for
+    ``url`` (its own NO_PROXY rules: a trial's ``127.0.0.1:5597`` entry was honoured by urllib's
+    rules and not by requests'), the URL's user and password replaced by ``***`` (a secret
+    never printed); None when it goes direct."""
     scheme = url.split(":", 1)[0]
-    if urllib.request.proxy_bypass(url.split("/")[2]):
-        return None
-    proxies = urllib.request.getproxies()
-    if scheme not in proxies:
+    proxy = requests.utils.get_environ_proxies(url).get(scheme) or \
+        requests.utils.get_environ_proxies(url).get("all")
+    if not proxy:
         return None
     name = next((n for n in (f"{scheme}_proxy", f"{scheme.upper()}_PROXY", "all_proxy",
                              "ALL_PROXY") if os.environ.get(n)), f"{scheme.upper()}_PROXY")
-    return name, proxies[scheme]
+    shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1***@", proxy.strip())
+    return name, repr(shown)[1:-1]  # a newline in the variable is shown, not printed
 
 
 class _Retryable(Exception):
@@ -262,7 +262,8 @@ class Transport:
             # running?" (it was), or "Failed to parse" with the hint "check the path"
             raise RegistryError(
                 f"{what}: the proxy {proxy[1]} ({proxy[0]}) failed: {_short(e)}",
-                f"fix or unset {proxy[0]}, or add {self.host} to NO_PROXY") from e
+                f"fix or unset {proxy[0]}, or add {self.host.rpartition(':')[0] or self.host} "
+                "to NO_PROXY (a host without its port: requests matches no ip:port there)") from e
         except (requests.ConnectionError, requests.Timeout) as e:
             hub = self.host.endswith("docker.io")
             raise RegistryError(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from paddlecd.artifacts.storage.base import MIB, ConflictError, ObjectInfo, Progress, Quirk
 from paddlecd.errors import ConfigError, StorageError
-from paddlecd.files import NO_SPACE, disk_full, free_space
+from paddlecd.files import NO_SPACE, disk_full, free_space, kind_of
 
 CLAIMS = ".claims"  # under the root; never a model name (those are DNS labels)
 
@@ -83,13 +83,27 @@ class FileStore:
         with self._writing(key, exclusive=exclusive) as out:
             out.write(data)
 
+    def _readable(self, key: str) -> Path:
+        """:meth:`_path` of ``key`` to read: never a named pipe, socket or device, which an
+        open waits on for good (a trial: a FIFO manifest.json hung list, show and download).
+
+        Raises:
+            StorageError: something other than a file or folder is at ``key``.
+        """
+        path = self._path(key)
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise StorageError(f"{self.url}/{key} is {kind_of(path)}, not a stored file",
+                               "the store is damaged there: remove it, then upload the version "
+                               "again (--overwrite)")
+        return path
+
     def _writing(self, key: str, *, exclusive: bool = False) -> _AtomicWriter:
         return _AtomicWriter(self._path(key), self.url, exclusive=exclusive)
 
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
         """Copy ``key`` to ``dest``. Raises StorageError when it is missing or unreadable."""
         try:
-            src = open(self._path(key), "rb")  # noqa: SIM115 -- closed below; errors told apart
+            src = open(self._readable(key), "rb")  # noqa: SIM115 -- closed below; errors told apart
         except OSError as e:
             raise StorageError(
                 f"reading {self.url}/{key}: {e.strerror}", "check the store folder"
@@ -110,7 +124,7 @@ class FileStore:
     def get_bytes(self, key: str) -> bytes | None:
         """The content of ``key``, or None when it does not exist (or was removed meanwhile)."""
         try:
-            return self._path(key).read_bytes()
+            return self._readable(key).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
@@ -122,7 +136,7 @@ class FileStore:
         """
         digest = hashlib.sha256()
         try:
-            with self._path(key).open("rb") as f:
+            with self._readable(key).open("rb") as f:
                 for chunk in iter(lambda: f.read(MIB), b""):
                     digest.update(chunk)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

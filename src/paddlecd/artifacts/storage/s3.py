@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import socket
 import time
 import uuid
@@ -606,7 +607,9 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
         )
     if isinstance(root, botocore.exceptions.ProxyConnectionError):  # a trial: "check the
         # store at …", which was fine; the proxy refused
-        return StorageError(f"{action} {where}: {str(root).splitlines()[0]}",
+        text = re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"]*@", r"\1***@",  # no password
+                      str(root).splitlines()[0])
+        return StorageError(f"{action} {where}: {text}",
                             "fix or unset HTTP_PROXY/HTTPS_PROXY, or add the store's host to "
                             "NO_PROXY")
     if isinstance(root, EndpointConnectionError):
