@@ -561,8 +561,10 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
 
 # distribution/reference's domain grammar (a DNS name of alphanumeric labels joined by '.',
 # inner '-'; or a bracketed IPv6 address) with an optional numeric port
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\]")
+# (a label is 63 characters at most, a name 253: RFC 1035 section 2.3.4; a trial's 300-character
+# label ended in urllib3's LocationParseError traceback)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = re.compile(rf"(?=.{{1,253}}$)(?:{_LABEL}(?:\.{_LABEL})*)|\[[0-9A-Fa-f:.]+\]")
 _MODEL_NAME = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"  # an RFC 1123 label, as artifacts.manifest
 
 
@@ -672,8 +674,11 @@ FORMATS = {
                        "us-east-1 (letters, digits and '-')"),
     # docker run --shm-size: a number with a unit b, k, m or g, or none (docker/go-units RAMInBytes)
     # not 0: Docker takes a zero /dev/shm size as "its default" (64 MiB), silently (a trial)
-    "verify.shm_size": (r"0*[1-9][0-9]*[bkmgBKMG]?", "a Docker size above 0, such as 2g or 512m"),
-    "verify.gpu_shm_size": (r"0*[1-9][0-9]*[bkmgBKMG]?", "a Docker size above 0, such as 16g"),
+    # and at most 6 digits: 99999999999g overflowed Docker's int64 ShmSize (a trial)
+    "verify.shm_size": (r"0*[1-9][0-9]{0,5}[bkmgBKMG]?",
+                        "a Docker size above 0 of at most 6 digits, such as 2g or 512m"),
+    "verify.gpu_shm_size": (r"0*[1-9][0-9]{0,5}[bkmgBKMG]?",
+                            "a Docker size above 0 of at most 6 digits, such as 16g"),
     # botocore's request_checksum_calculation values (botocore/config.py), checked here for every
     # store, not only when an S3 client is made (a trial: `Always` passed on a file:// store)
     "storage.checksum_mode": (r"when_required|when_supported", "when_required or when_supported"),

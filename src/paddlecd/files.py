@@ -175,6 +175,9 @@ def refuse_foreign_file(path: str | Path, flag: str, *, ours: Callable[[bytes], 
         ConfigError: naming ``flag``, the path and ``what`` would be written there.
     """
     target = Path(path)
+    if target.exists() and not target.is_file() and not target.is_dir():  # a trial: a FIFO at
+        raise ConfigError(f"{flag} {target} is {kind_of(target)}, not a file",  # --out, replaced
+                          f"give another path: paddlecd replaces only a {what} it wrote before")
     if not target.is_file():
         return
     try:

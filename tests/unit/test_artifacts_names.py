@@ -285,3 +285,16 @@ def test_a_model_url_with_an_empty_segment_is_refused_by_the_reads_too(tmp_path,
     s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
     with pytest.raises(ConfigError, match=r"has an empty segment \('//'\)"):
         split_model_url(arg.split("@")[0], s, parts=2 if arg.startswith("m//") else 1)
+
+
+def test_a_store_that_is_a_file_is_named_by_list_and_download(tmp_path):
+    """Trial 10: ``PADDLECD_STORAGE_URL=file://<a file>`` made artifacts.list say "no model
+    named 't10m'" (download likewise); doctor said "is not a folder"."""
+    from paddlecd.errors import StorageError
+
+    (tmp_path / "f").write_text("x")
+    store = FileStore(tmp_path / "f")
+    with pytest.raises(StorageError, match="is not a folder"):
+        arts.list_model(store, "m")
+    with pytest.raises(StorageError, match="is not a folder"):
+        arts.download(store, "m", "1.0.0", tmp_path / "d")

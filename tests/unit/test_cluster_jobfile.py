@@ -334,3 +334,9 @@ def test_an_argument_no_process_can_take_is_refused_without_quoting_it(tmp_path,
         jobfile.load(write(tmp_path, **changes))
     assert cause in e.value.cause and len(e.value.cause) < 300
     assert jobfile.load(write(tmp_path, env={"OK": "y" * 1000})).env == (("OK", "y" * 1000),)
+
+
+def test_a_model_no_file_system_takes_is_refused(tmp_path):
+    """Trial 10: a 300-character ``model`` passed the dry run, trained, then failed to save."""
+    with pytest.raises(ConfigError, match=r"names no file under output.mountPath \(a file name"):
+        jobfile.load(write(tmp_path, model="m" * 300))

@@ -78,6 +78,10 @@ def test_config_cascade_order(tmp_path):
                                              "release.require_nodes) must be 1..512"),
     ("", {"PADDLECD_STORAGE_MULTIPART_CHUNK_MB": "999999"}, "must be 1..5120"),
     ("", {"PADDLECD_REGISTRY_PUSH_RETRIES": "1000000000000"}, "must be 1..100"),
+    # trial 10: Docker's int64 ShmSize overflowed ("cannot unmarshal number")
+    ("", {"PADDLECD_VERIFY_SHM_SIZE": "99999999999g"}, "not a Docker size above 0 of at most 6"),
+    # trial 10: a 300-character label ended in urllib3's LocationParseError traceback
+    ("", {"PADDLECD_REGISTRY_URL": "a" * 300 + ":5597"}, "not host[:port]"),
 ])
 def test_config_errors(tmp_path, yaml_text, environ, fragment):
     (tmp_path / "paddlecd.yaml").write_text(yaml_text)

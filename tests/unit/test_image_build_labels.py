@@ -35,3 +35,9 @@ def test_a_label_key_given_twice_with_two_values_is_refused():
     with pytest.raises(ConfigError, match="--label k is given twice \\('v' and 'w'\\)"):
         parse_labels(["k=v", "k=w"], OWN)
     assert parse_labels(["k=v", "k=v"], OWN) == {"k": "v"}  # the same twice: one label
+
+
+def test_a_control_character_in_a_label_key_is_refused():
+    """Trial 10: ``--label $'k\\x1b=v'`` built an image with the label key ``k\\u001b``."""
+    with pytest.raises(ConfigError, match="control character"):
+        parse_labels(["k\x1b=v"], OWN)

@@ -212,3 +212,16 @@ def test_render_to_a_full_disk_leaves_nothing_and_the_rerun_writes(tmp_path, mon
     assert [p.name for p in paths] == ["00-service-j.yaml", "01-job-j.yaml"]
     assert yaml.safe_load(paths[1].read_text())["spec"]["x"] == "y" * 5000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_a_named_pipe_at_out_is_refused_not_replaced(tmp_path):
+    """Trial 10: ``release.policy --out <a FIFO>`` replaced it, exit 0."""
+    import os
+
+    from paddlecd import files
+
+    os.mkfifo(tmp_path / "p.yaml")
+    with pytest.raises(ConfigError, match="p.yaml is a named pipe, not a file"):
+        files.refuse_foreign_file(tmp_path / "p.yaml", "--out", ours=lambda head: True,
+                                  what="ClusterPolicy file")
+    assert (tmp_path / "p.yaml").is_fifo()

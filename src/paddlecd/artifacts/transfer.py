@@ -530,6 +530,7 @@ def _stored_manifest(store: Store, name: str, version: str) -> ModelManifest:
     prefix = f"{name}/{version}/"
     doc = read_manifest(store, prefix)
     if doc is None:
+        store.check()  # a store that is a file is named so (a trial)
         raise StorageError(
             f"no model at {store.url}/{prefix} (no {am.MANIFEST})",
             f"invoke artifacts.list {store.url}/{name}",
@@ -651,6 +652,7 @@ def list_model(store: Store, name: str) -> list[dict[str, Any]]:
     """
     versions = list_versions(store, name)
     if not versions:
+        store.check()  # a store that is a file is named so, not "no model" (a trial)
         raise StorageError(
             f"no model named '{name}' in {store.url}",
             "check the name, or upload a version first (invoke upload …)",

@@ -78,16 +78,18 @@ def _parsed_tasks(argv: tuple[str, ...], collection: Any) -> Any:
 
 
 def json_twice(argv: Sequence[str], collection: Any) -> tuple[str, str] | None:
-    """``(cause, hint)`` when more than one task on the line is given ``--json``: stdout would
-    hold two JSON documents, which no JSON reader takes (README: ``--json`` makes stdout exactly
-    one; a trial: ``push --dry-run --json promote … --json``). None otherwise."""
-    parsed = _parsed_tasks(tuple(argv), collection)
-    given = [c.name for c in parsed or () if (a := c.args.get("json")) is not None and a.value]
-    if len(given) < 2:
+    """``(cause, hint)`` when a task given ``--json`` shares the line with another task: stdout
+    would hold more than one document, which no JSON reader takes (README: ``--json`` makes
+    stdout exactly one; a trial: ``push --dry-run --json promote … --json``). None otherwise."""
+    parsed = [c for c in _parsed_tasks(tuple(argv), collection) or () if c.name]  # tasks only
+    given = [c.name for c in parsed if (a := c.args.get("json")) is not None and a.value]
+    if not given or len(parsed) < 2:
         return None
-    return (f"--json is given to {len(given)} tasks on one command line "
-            f"({', '.join(given)}): stdout would hold {len(given)} JSON documents",
-            "run each task that prints JSON as its own invoke command")
+    # another task's lines on stdout break the one document too (trial 10: `release.list
+    # --json release.list` printed JSON, then text)
+    return (f"--json is given to {', '.join(given)} on a command line of {len(parsed)} tasks "
+            f"({', '.join(c.name for c in parsed)}): stdout would not be one JSON document",
+            "run the task that prints JSON as its own invoke command")
 
 
 def help_argv(argv: Sequence[str], task_names: Iterable[str]) -> list[str] | None:

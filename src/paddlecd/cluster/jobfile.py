@@ -336,9 +336,12 @@ def check_paths(spec: JobSpec) -> None:
     # paddle.jit.save(path) writes <path>.json / .pdiparams: "." or "x/" name no file (a trial:
     # both ranks trained, then the export failed writing /output.json beside the mount)
     leaf = spec.model.rstrip("/").rsplit("/", 1)[-1]
-    if spec.model.endswith("/") or leaf in ("", "."):
+    # …and one the file system takes with its longest suffix (NAME_MAX 255 less
+    # ".pdiparams.info": a trial's 300-character model trained, then failed to save)
+    if spec.model.endswith("/") or leaf in ("", ".") or len(leaf.encode()) > 200:
         raise ConfigError(
-            f"{spec.source}: model {spec.model!r} names no file under output.mountPath",
+            f"{spec.source}: model {spec.model[:80]!r} names no file under output.mountPath "
+            "(a file name of 1..200 bytes)",
             "give the export's file prefix, relative to output.mountPath, e.g. model: model",
         )
 

@@ -222,9 +222,10 @@ def parse_labels(items: Iterable[str], own: Mapping[str, str]) -> dict[str, str]
         if not sep or not key.strip() or key != key.strip():
             raise ConfigError(f"invalid --label {item[:200]!r}: not KEY=VALUE",
                               "e.g. --label org.example.ticket=REL-42")
-        if any(c.isspace() for c in key) or "\0" in item:
-            raise ConfigError(f"invalid --label {item[:200]!r}: the key holds white space or the "
-                              "label a NUL byte", "e.g. --label org.example.ticket=REL-42")
+        if any(c.isspace() or not c.isprintable() for c in key) or "\0" in item:  # ESC too
+            raise ConfigError(f"invalid --label {item[:200]!r}: the key holds white space or a "
+                              "control character, or the label a NUL byte",
+                              "e.g. --label org.example.ticket=REL-42")
         if key in own:
             raise ConfigError(f"invalid --label {item!r}: paddlecd sets {key} itself",
                               "use a key of your own namespace, e.g. org.example.<name>")
