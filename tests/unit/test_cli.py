@@ -713,3 +713,12 @@ def test_download_takes_the_name_at_version_form_as_show_and_check(tmp_path):
     run = invoke("artifacts.download", f"file://{store}/big", str(tmp_path / "d"),
                  PADDLECD_STATE_DIR=str(tmp_path / "state"))
     assert run.returncode == 2 and f"error: 'file://{store}/big' names no version" in run.stderr
+
+
+def test_check_of_a_missing_folder_names_the_folder(tmp_path):
+    """Trial 10: ``artifacts.check --model /tmp/nonexist`` said "does not end in <name>", as if
+    it named a stored model."""
+    run = invoke("artifacts.check", "--model", str(tmp_path / "nonexist"), "--image", "1.0.0-cpu",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2
+    assert f"error: model folder {tmp_path / 'nonexist'} does not exist" in run.stderr

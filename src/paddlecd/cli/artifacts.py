@@ -236,7 +236,12 @@ def check(
     options = _check_options(image=image, batch=batch, rtol=rtol, atol=atol, no_pir=no_pir,
                              onnx=onnx, onnx_opset=onnx_opset, onnx_rtol=onnx_rtol,
                              onnx_atol=onnx_atol)
-    if Path(model).exists():
+    local = Path(model).exists() or Path(f"{model}.pdiparams").is_file()  # a folder or a prefix
+    if not local and model.startswith(("/", "./", "../", "~")):  # a path, never a store's model
+        raise ConfigError(f"model folder {model[:200]} does not exist",  # (a trial: "does not
+                          "pass the folder (or the prefix) given to paddle.jit.save, or a "  # end
+                          "stored model as <name>/<version>")  # in <name>")
+    if local:
         if store:  # a trial: dropped without a word
             raise ConfigError(f"--store {store[:80]}: {model} is a folder on this machine, not a "
                               "model of a store", "drop --store, or name the stored model: "
