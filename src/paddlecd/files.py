@@ -13,6 +13,7 @@ import errno
 import getpass
 import json
 import os
+import re
 import socket
 import stat
 import tempfile
@@ -343,6 +344,15 @@ def write_json(path: Path, data: Any) -> Path:
             (the target file is left as it was in both cases).
     """
     return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']*@")
+
+
+def hide_userinfo(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it as ``***@`` (a proxy URL in an
+    error message: a trial printed its password)."""
+    return _URL_USERINFO.sub(r"\1***@", text)
 
 
 def sweep_killed(folder: Path, name: str) -> None:

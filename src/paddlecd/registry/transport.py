@@ -38,7 +38,7 @@ from paddlecd.errors import (
     RegistryError,
     RegistryRateLimitError,
 )
-from paddlecd.files import regular_file
+from paddlecd.files import hide_userinfo, regular_file
 from paddlecd.registry import answers, auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
@@ -70,14 +70,13 @@ def _proxy_for(url: str) -> tuple[str, str] | None:
     rules and not by requests'), the URL's user and password replaced by ``***`` (a secret
     never printed); None when it goes direct."""
     scheme = url.split(":", 1)[0]
-    proxy = requests.utils.get_environ_proxies(url).get(scheme) or \
-        requests.utils.get_environ_proxies(url).get("all")
+    proxies = requests.utils.get_environ_proxies(url)
+    proxy = proxies.get(scheme) or proxies.get("all")
     if not proxy:
         return None
     name = next((n for n in (f"{scheme}_proxy", f"{scheme.upper()}_PROXY", "all_proxy",
                              "ALL_PROXY") if os.environ.get(n)), f"{scheme.upper()}_PROXY")
-    shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1***@", proxy.strip())
-    return name, repr(shown)[1:-1]  # a newline in the variable is shown, not printed
+    return name, repr(hide_userinfo(proxy.strip()))[1:-1]  # a newline in it shown, not printed
 
 
 class _Retryable(Exception):

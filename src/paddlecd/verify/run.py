@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paddlecd import engine, git, proc
+from paddlecd import engine, files, git, proc
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.render import CLUSTERS, Target
 from paddlecd.config import Settings
@@ -505,10 +505,7 @@ def staging_folder(out: Path) -> Path:
     """A new, empty, world-writable folder beside ``out`` (the smoke suite runs as the image's
     non-root user) for one run into ``out``; those of runs that were killed are removed first."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    for old in out.parent.glob(f".{out.name}.*.run"):
-        pid = old.name[len(out.name) + 2:-len(".run")]
-        if pid.isdigit() and not proc.running(int(pid)):
-            shutil.rmtree(old, ignore_errors=True)
+    files.sweep_killed(out.parent, out.name)
     stage = out.parent / f".{out.name}.{os.getpid()}.run"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir()

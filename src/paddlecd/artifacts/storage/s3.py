@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import socket
 import time
 import uuid
@@ -46,6 +45,7 @@ from paddlecd.artifacts.storage.base import (
 )
 from paddlecd.config import StorageSettings
 from paddlecd.errors import ConfigError, StorageError
+from paddlecd.files import hide_userinfo
 
 T = TypeVar("T")
 
@@ -607,9 +607,7 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
         )
     if isinstance(root, botocore.exceptions.ProxyConnectionError):  # a trial: "check the
         # store at …", which was fine; the proxy refused
-        text = re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"]*@", r"\1***@",  # no password
-                      str(root).splitlines()[0])
-        return StorageError(f"{action} {where}: {text}",
+        return StorageError(f"{action} {where}: {hide_userinfo(str(root).splitlines()[0])}",
                             "fix or unset HTTP_PROXY/HTTPS_PROXY, or add the store's host to "
                             "NO_PROXY")
     if isinstance(root, EndpointConnectionError):
