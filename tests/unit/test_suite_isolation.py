@@ -17,13 +17,18 @@ from support import ROOT, sources
 SERVERS = {"RegistryServer", "ThreadedMotoServer"}
 
 
-def _pytest(folder, *args: str) -> subprocess.CompletedProcess:
+def _pytest(folder, basetemp, *args: str) -> subprocess.CompletedProcess:
+    """Run pytest on ``folder`` with its temporary folders under ``basetemp``: without its own
+    ``--basetemp`` the inner session numbers one in the shared ``/tmp/pytest-of-<user>`` and, at
+    exit, deletes the outer sessions' old ones there (GiBs of exports and build contexts), which
+    outlasted the timeout in CI once."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_ADDOPTS", None)  # the outer session's plugins are not on this one's path
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "support.guard", "-p", "no:cacheprovider",
-         "-p", "no:randomly", "--rootdir", str(folder), *args, str(folder)],
+         "-p", "no:randomly", "--rootdir", str(folder), "--basetemp", str(basetemp),
+         *args, str(folder)],
         cwd=folder, env=env, capture_output=True, text=True, timeout=120,
     )
 
@@ -31,14 +36,16 @@ def _pytest(folder, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("workers", [[], ["-n", "1"]])
 def test_the_guard_fails_a_session_that_wrote_into_its_checkout(tmp_path, workers):
     """Run by the controller (with or without xdist workers), it names what a test added."""
-    (tmp_path / "test_leak.py").write_text(textwrap.dedent("""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "test_leak.py").write_text(textwrap.dedent("""
         from pathlib import Path
         def test_writes_next_to_itself():
             (Path(__file__).parent / "leak.txt").write_text("x")
         def test_writes_under_tmp_path(tmp_path):
             (tmp_path / "fine.txt").write_text("x")
     """))
-    run = _pytest(tmp_path, *workers)
+    run = _pytest(checkout, tmp_path / "basetemp", *workers)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "2 passed" in run.stdout and "the tests wrote into" in run.stdout
     assert "  added leak.txt" in run.stdout and "fine.txt" not in run.stdout
