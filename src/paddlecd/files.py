@@ -373,6 +373,44 @@ def sweep_killed(folder: Path, name: str) -> None:
                 old.unlink(missing_ok=True)
 
 
+def staging_folder(target: Path, suffix: str) -> Path:
+    """A new empty folder ``.<name>.<pid>.XXXX<suffix>`` beside ``target`` that becomes
+    ``target`` once whole (:func:`publish_folder`); a killed writer's are swept first
+    (:func:`sweep_killed`). ``target``'s folder is created.
+
+    Raises:
+        OSError: the folder cannot be made; it names ``target`` (a trial: "Read-only file
+            system: /tmp/ro/.r.zbw3m48r.render" named the temp folder, not --out).
+    """
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        sweep_killed(target.parent, target.name)
+        return Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=suffix,
+                                     dir=target.parent))
+    except OSError as e:
+        e.filename = str(target)
+        raise
+
+
+def publish_folder(stage: Path, target: Path, flag: str) -> None:
+    """Rename the whole folder ``stage`` to ``target``, which is missing or an empty folder.
+
+    Raises:
+        ConfigError: ``target`` gained files meanwhile (another run wrote it: a trial's second of
+            two downloads into one folder printed "Directory not empty"), named with ``flag``.
+        OSError: the rename failed otherwise.
+    """
+    try:
+        if target.exists():
+            target.rmdir()
+        stage.rename(target)
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+            raise
+        raise ConfigError(f"{flag} {target} is not an empty folder any more: another run wrote "
+                          "it meanwhile", "pick a new folder, or remove that one") from None
+
+
 def write_text(path: Path, text: str | bytes) -> Path:
     """Atomically write ``text`` (or bytes) to ``path`` (parents created): a temp file in the
     same folder, then a rename, so a reader never sees half of it, and a full disk leaves the

@@ -266,3 +266,24 @@ def test_an_answer_that_breaks_off_is_retried_then_named_with_the_registry(serve
         client(server, retries=2).list_tags("ci/p")
     assert f"the answer from {server} broke off" in e.value.cause
     assert "proxy" in e.value.hint and not isinstance(e.value, OSError)
+
+
+@pytest.mark.parametrize("api", [404, 200, 401])
+def test_a_missing_digest_on_a_server_that_is_no_registry_is_named_so(server, api):
+    """A trial: promote against a web server (every path 404, a HEAD without a body) said
+    "digest … is not in …". GET /v2/ tells a registry (200, or 401 for a login) from another
+    server (404: "does not implement this specification", OCI distribution spec end-1)."""
+    from paddlecd.errors import PromotionError
+    from paddlecd.registry.reference import parse_reference as parse
+    from paddlecd.release.plan import _check_source
+
+    Scripted.script = [(404, {}, b""), (404, {}, b""), (api, {}, b"{}")]  # HEAD, GET, GET /v2/
+    ref = parse(f"{server}/ci/p@sha256:{'a' * 64}")
+    client = RegistryClient(server, insecure=True)
+    if api == 404:
+        with pytest.raises(RegistryError, match=f"{server} is no registry: GET /v2/ answered 404"):
+            _check_source(client, ref)
+    else:
+        with pytest.raises(PromotionError, match="digest sha256:a+ is not in"):
+            _check_source(client, ref)
+    assert Scripted.seen[-1][:2] == ("GET", "/v2/")

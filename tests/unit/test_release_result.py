@@ -105,3 +105,20 @@ def test_a_rerun_after_a_kill_names_the_release_the_registry_still_serves():
         ("1-cpu", b, "1.1.0"), ("latest-cpu", b, "1.1.0")}
     unknown, _ = _writes({**have, "latest-cpu": "sha256:" + "c" * 64}, folded, folded, v100, "cpu")
     assert [w.previous_version for w in unknown if w.tag == "latest-cpu"] == [None]
+
+
+def test_a_phase_that_fails_on_a_full_disk_names_the_path_and_the_df_hint():
+    """Trial 10: promote on a full state folder said ``OSError: [Errno 28] No space left on
+    device`` where every other task says "no space left on the device: PATH" and how to look."""
+    import errno
+
+    from paddlecd.errors import PromotionError
+    from paddlecd.release.promote import Outcome
+
+    with pytest.raises(PromotionError) as caught:
+        with Outcome().phase("write ledger", lambda line: None):
+            raise OSError(errno.ENOSPC, "No space left on device", "/s/ledger/pending-1.json")
+    assert caught.value.cause == ("phase 'write ledger' failed: no space left on the device: "
+                                  "/s/ledger/pending-1.json")
+    assert "df -h /s/ledger/pending-1.json" in caught.value.hint
+    assert "Errno" not in str(caught.value)

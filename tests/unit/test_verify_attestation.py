@@ -399,9 +399,10 @@ def test_keygen_on_a_full_disk_leaves_no_key_and_names_the_file(tmp_path, monkey
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", full)
-    folder = tmp_path / "keys"
+    (tmp_path / "there").mkdir()
+    folder = tmp_path / "there" / "new" / "keys"  # trial 10: the --out folder was left, empty
     with pytest.raises(OSError) as e:
         signing_keys.keygen(folder)
-    assert sorted(folder.iterdir()) == []
+    assert list((tmp_path / "there").iterdir()) == []
     name = signing_keys.PRIVATE_NAME if failing == "private" else signing_keys.PUBLIC_NAME
     assert os_error_text(e.value)[0] == f"no space left on the device: {folder / name}"

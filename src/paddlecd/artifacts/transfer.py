@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -37,7 +36,7 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
 )
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, ModelSignatureError, StorageError
-from paddlecd.files import NO_SPACE, disk_full, free_space, sweep_killed
+from paddlecd.files import NO_SPACE, disk_full, free_space, publish_folder, staging_folder
 from paddlecd.signing.keys import TrustedKey
 from paddlecd.types import ModelManifest
 
@@ -544,12 +543,9 @@ def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
           progress: Progress | None) -> None:
     """Fetch the files of ``doc`` into a temp folder beside ``dest``, verify them, and rename it
     into place only after every check passed."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
     # the temp folder carries this pid: one a killed download left (a trial: .big.XXXX/ with a
     # partial file, kept by every later run) is removed by the next download beside it
-    sweep_killed(dest.parent, dest.name)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.", suffix=".download",
-                                dir=dest.parent))
+    tmp = staging_folder(dest, ".download")
     try:
         _fetch_verified(store, prefix, doc, tmp, progress)
         (tmp / am.MANIFEST).write_bytes(am.manifest_bytes(doc))
@@ -557,12 +553,10 @@ def _land(store: Store, prefix: str, doc: ModelManifest, dest: Path, *,
             (tmp / sig.SIGNATURE).write_bytes(signature)
         if trusted is not None:
             sig.verify_folder(tmp, doc, trusted, where=where)
-        if dest.exists():
-            dest.rmdir()
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; the model folder gets the user's usual mode
-        tmp.rename(dest)
+        publish_folder(tmp, dest, "destination")
     except (OSError, StorageError) as e:  # a full disk names --dest, not the temp folder
         cause = e if isinstance(e, OSError) else e.__cause__
         if disk_full(cause):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -368,19 +367,14 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
     # written into a folder of its own beside ``out``, which becomes ``out`` once every file is
     # whole: a full disk left a Job manifest cut at 4096 bytes (still a valid Job to kubectl)
     # that the re-run then refused as "not an empty folder" (a trial)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    files.sweep_killed(out.parent, out.name)  # a killed render's folder (a trial)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".render",
-                                  dir=out.parent))
+    stage = files.staging_folder(out, ".render")
     names = [f"{i:02d}-{m['kind'].lower()}-{m['metadata']['name']}.yaml"
              for i, m in enumerate(p.manifests)]
     try:
         for name, m in zip(names, p.manifests):
             (stage / name).write_text(yaml.safe_dump(m, sort_keys=False))
         stage.chmod(0o755)
-        if out.exists():
-            out.rmdir()  # empty (checked above)
-        stage.rename(out)
+        files.publish_folder(stage, out, "--out")
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

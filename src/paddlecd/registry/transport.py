@@ -201,6 +201,24 @@ class Transport:
         """``registry/repository:tag`` or ``registry/repository@digest``, for messages."""
         return f"{self.registry}/{repository}{'@' if ':' in reference else ':'}{reference}"
 
+    def check_api(self) -> None:
+        """Check ``host`` serves the registry API: ``GET /v2/`` answers 200 (or 401, a login
+        wanted), as the OCI distribution spec's end-1 has every registry do; a 404 there means
+        "does not implement this specification". Used where a bare 404 (no body, as a HEAD
+        brings) would otherwise be read as "no such manifest" (a trial: promote against a web
+        server said "digest … is not in …").
+
+        Raises:
+            RegistryError: ``/v2/`` is not found; or ``host`` unreachable, TLS, other statuses.
+        """
+        what = f"checking {self.host} is a registry"
+        if self.request("GET", "", [], what, ok=(200, 401, 404), retry=False).status_code == 404:
+            raise RegistryError(
+                f"{self.host} is no registry: GET /v2/ answered 404 (the OCI distribution spec "
+                "has every registry answer 200 or 401 there)",
+                "check registry.url / release.registry (PADDLECD_*_URL): host and port of the "
+                "registry, not of another server")
+
     @property
     def credentials(self) -> Credentials | None:
         """Credentials for this registry, looked up once (env, then Docker's config.json)."""

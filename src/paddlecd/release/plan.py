@@ -514,6 +514,7 @@ def _check_source(client: RegistryClient, ref: Reference) -> None:
     try:
         client.resolve(ref.repository, ref.digest or "")
     except NotFoundError as e:
+        client.check_api()  # a 404 of a server that is no registry says nothing of the digest
         raise PromotionError(
             f"digest {ref.digest} is not in {ref.name}",
             "pass a digest that was pushed there (see invoke push output / the candidate record)",

@@ -97,6 +97,10 @@ class Outcome:
             yield
         except PaddlecdError as e:
             raise type(e)(f"phase '{name}' failed: {e.cause}", e.hint) from e
+        except OSError as e:  # the state folder's disk: its path and the usual hint (a trial:
+            cause, hint = files.os_error_text(e)  # "OSError: [Errno 28] No space left on device")
+            raise PromotionError(f"phase '{name}' failed: {cause}",
+                                 f"{hint}: promotion converges") from e
         except Exception as e:  # noqa: BLE001 - anything else is still reported with its phase
             raise PromotionError(
                 f"phase '{name}' failed: {type(e).__name__}: {e}",

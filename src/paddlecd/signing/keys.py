@@ -117,13 +117,17 @@ def keygen(folder: Path, *, note: Echo | None = None) -> tuple[Path, Path]:
         if note:
             note(f"{private} had no public key (an interrupted keygen): wrote its {PUBLIC_NAME}")
         return private, public
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
     folder.mkdir(parents=True, exist_ok=True)
     signer = CryptoSigner.generate_ecdsa()
-    _write_new(private, signer.private_bytes, 0o600)
     try:
+        _write_new(private, signer.private_bytes, 0o600)
         _write_new(public, public_pem(signer.public_key), 0o644)
-    except OSError:  # a pair or nothing: a full disk between the two removes the key again
-        private.unlink(missing_ok=True)
+    except OSError:  # a pair or nothing: a full disk removes the key and the folders it made
+        private.unlink(missing_ok=True)  # (a trial: an empty --out folder was left)
+        for created in made:
+            with contextlib.suppress(OSError):
+                created.rmdir()
         raise
     return private, public
 
