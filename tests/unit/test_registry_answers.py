@@ -287,3 +287,42 @@ def test_a_missing_digest_on_a_server_that_is_no_registry_is_named_so(server, ap
         with pytest.raises(PromotionError, match="digest sha256:a+ is not in"):
             _check_source(client, ref)
     assert Scripted.seen[-1][:2] == ("GET", "/v2/")
+
+
+@pytest.mark.parametrize("how", ["reset", "close"])
+def test_a_server_that_takes_the_connection_and_hangs_up_is_not_called_unreachable(how):
+    """A trial: a connection reset on every request read "registry … unreachable … — is it
+    running?" (it was: it took the connection). A refused port still reads "unreachable"."""
+    import socket
+    import struct
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def hang_up():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            if how == "reset":  # SO_LINGER 0: close() sends RST
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    try:
+        with pytest.raises(RegistryError, match="accepted the connection, then broke it off") as e:
+            RegistryClient(f"127.0.0.1:{port}", insecure=True, retries=1).list_tags("ci/p")
+        assert "is it running" not in str(e.value) and "proxy in between" in e.value.hint
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connections to it are refused
+    try:
+        with pytest.raises(RegistryError, match="unreachable.*is it running"):
+            RegistryClient(f"127.0.0.1:{closed.getsockname()[1]}", insecure=True,
+                           retries=1).list_tags("ci/p")
+    finally:
+        closed.close()

@@ -186,3 +186,28 @@ def test_a_proxy_that_refuses_is_named_not_the_store():
     e = storage_error(b.ProxyConnectionError(proxy_url="http://127.0.0.1:1", error="refused"),
                       action="listing", where="s3://models/a", endpoint="http://s3")
     assert "http://127.0.0.1:1" in e.cause and "NO_PROXY" in e.hint
+
+
+def test_a_failed_upload_names_its_own_failure_not_the_claims_release(monkeypatch):
+    """Trial 10: with every DELETE refused, ``upload --overwrite`` named the claim's clean-up
+    delete, not the refused delete of the old files that stopped it. Without a failure inside,
+    a refused release is still an error (the claim would stay)."""
+    from paddlecd.errors import StorageError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, _ = _stubbed_store()
+    held = {}
+    monkeypatch.setattr(store, "_take", lambda key, me, prefix, take_over: held.update(me))
+    monkeypatch.setattr(store, "_claim_of", lambda key: held)
+
+    def refused(keys):
+        raise StorageError(f"deleting {keys[0]}: access denied (AccessDenied)", "credentials")
+
+    monkeypatch.setattr(store, "delete", refused)
+    with pytest.raises(StorageError, match="deleting paddle/m/1.0.0/model.pdiparams"):
+        with store.claim("m/1.0.0/"):
+            refused(["paddle/m/1.0.0/model.pdiparams"])
+    with pytest.raises(StorageError, match=r"deleting \.claims/m/1\.0\.0\.json"):
+        with store.claim("m/1.0.0/"):
+            pass

@@ -282,6 +282,12 @@ class Transport:
                 f"fix or unset {proxy[0]}, or add {self.host.rpartition(':')[0] or self.host} "
                 "to NO_PROXY (a host without its port: requests matches no ip:port there)") from e
         except (requests.ConnectionError, requests.Timeout) as e:
+            if _hung_up(e):  # a trial: a reset read "unreachable … is it running?" (it was)
+                raise RegistryError(
+                    f"{what}: {self.host} accepted the connection, then broke it off: "
+                    f"{_short(e)}",
+                    "check the registry's logs and any proxy in between (is registry.url the "
+                    "registry's port?), then run the command again") from e
             hub = self.host.endswith("docker.io")
             raise RegistryError(
                 f"{what}: registry {self.host} unreachable: {_short(e)}"
@@ -480,6 +486,13 @@ def _read(resp: requests.Response) -> answers.Answer:
     return answers.read_answer(resp.status_code, resp.content or b"", ctype)
 
 
+def _hung_up(e: Exception) -> bool:
+    """Whether ``e`` is a connection the server took and then reset or closed without an answer
+    (urllib3's "Connection aborted." around ConnectionResetError or RemoteDisconnected), not
+    one that was refused, timed out or never resolved."""
+    return "Connection aborted." in str(e) and not isinstance(e, requests.Timeout)
+
+
 def _short(e: Exception) -> str:
     """The useful part of a requests/urllib3 exception text (they nest reprs several levels
     deep)."""
@@ -488,7 +501,8 @@ def _short(e: Exception) -> str:
     if errno:
         return f"{errno.group(2).strip().lower()} (errno {errno.group(1)})"
     for pattern in (r"certificate verify failed: [^'\"()\]]+", r"\[SSL: [A-Z_]+\][^'\"()]*",
-                    r"(?:Read|Connect) timed out", r"[Tt]imed out"):
+                    r"(?:Read|Connect) timed out", r"[Tt]imed out",
+                    r"Remote end closed connection without response"):
         found = re.search(pattern, text)
         if found:
             return found.group(0).strip()

@@ -345,9 +345,18 @@ class S3Store:
         self._take(key, me, prefix, take_over=take_over)
         try:
             yield
-        finally:
-            if (self._claim_of(key) or {}).get("id") == me["id"]:
-                self.delete([key])
+        except BaseException:
+            # the upload's own failure is the one to name: a store that refused its deletes
+            # refused the claim's too (a trial named only that); the next upload takes the
+            # claim of this gone process over
+            with contextlib.suppress(StorageError):
+                self._release(key, me["id"])
+            raise
+        self._release(key, me["id"])
+
+    def _release(self, key: str, claim_id: str) -> None:
+        if (self._claim_of(key) or {}).get("id") == claim_id:
+            self.delete([key])
 
     def _take(self, key: str, me: dict, prefix: str, *, take_over: bool) -> None:
         body = json.dumps(me).encode()
