@@ -191,7 +191,7 @@ def test_a_full_disk_names_the_download_folder_and_the_store_claim(tmp_path, mon
 
 
 @pytest.mark.parametrize("error, fatal", [("RegistryAuthError", True), ("NotFoundError", True),
-                                          ("RegistryError", False)])
+                                          ("ConfigError", True), ("RegistryError", False)])
 def test_an_image_the_registry_refuses_fails_the_upload_one_it_cannot_reach_is_noted(
         monkeypatch, error, fatal):
     """Trial 9: ``upload --image`` with rejected credentials went on, exit 0, and recorded
@@ -211,3 +211,33 @@ def test_an_image_the_registry_refuses_fails_the_upload_one_it_cannot_reach_is_n
     else:
         assert runtime.declared_paddle(None, ref) == (None, f"{ref} not readable: "
                                                              "registry said no")
+
+
+@pytest.mark.parametrize("broken", ["half", "file", "nocolon"])
+def test_upload_image_with_broken_credentials_is_refused_as_every_task_refuses_them(
+        tmp_path, monkeypatch, settings, broken):
+    """Trial 11: ``upload --image`` went on, exit 0, recording ``paddle_version: null``, with
+    only PADDLECD_REGISTRY_USERNAME set, DOCKER_CONFIG naming a file, or an ``auths`` entry
+    without a colon; push, promote and release.list refuse each (exit 2)."""
+    import base64
+    import json
+
+    from paddlecd.artifacts import runtime
+    from paddlecd.errors import ConfigError
+
+    monkeypatch.delenv("PADDLECD_REGISTRY_USERNAME", raising=False)
+    monkeypatch.delenv("PADDLECD_REGISTRY_PASSWORD", raising=False)
+    host = settings.registry.url  # the configured registry: the env pair is for it
+    config = tmp_path / "docker"
+    config.mkdir()
+    (config / "config.json").write_text("{}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    if broken == "half":
+        monkeypatch.setenv("PADDLECD_REGISTRY_USERNAME", "tester")
+    elif broken == "file":
+        monkeypatch.setenv("DOCKER_CONFIG", str(config / "config.json"))
+    else:
+        (config / "config.json").write_text(json.dumps(
+            {"auths": {host: {"auth": base64.b64encode(b"tester").decode()}}}))
+    with pytest.raises(ConfigError):
+        runtime.declared_paddle(settings, f"{host}/p@sha256:" + "a" * 64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paddlecd.errors import NotFoundError, PaddlecdError, RegistryAuthError
+from paddlecd.errors import ConfigError, NotFoundError, PaddlecdError, RegistryAuthError
 
 PADDLE_LABEL = "io.paddlecd.paddle.version"
 
@@ -60,12 +60,15 @@ def declared_paddle(settings: Any, reference: str | None) -> tuple[str | None, s
         RegistryAuthError, NotFoundError: the registry refused the credentials, or holds no such
             image: the ``--image`` given is wrong or unreachable with these credentials, as
             every other task says (a trial: upload went on, exit 0, and recorded null).
+        ConfigError: the credentials' own configuration is broken (a Docker config.json entry,
+            half of PADDLECD_REGISTRY_USERNAME/PASSWORD, DOCKER_CONFIG a file), which every
+            other task refuses (trial 11: upload went on, exit 0, and recorded null).
     """
     if not reference:
         return None, "no --image given"
     try:
         version = paddle_version(settings, reference)
-    except (RegistryAuthError, NotFoundError):
+    except (RegistryAuthError, NotFoundError, ConfigError):
         raise
     except PaddlecdError as e:
         return None, f"{reference} not readable: {e.cause}"
