@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,67 @@ def test_a_name_no_file_can_have_is_an_unknown_pipeline(settings):
         pipeline_spec.load(settings, "p" * 100_000)
     assert e.value.cause == (f"unknown pipeline '{'p' * 80}' (100000 characters: a pipeline "
                              "name is at most 200)")
+
+
+def _project(tmp_path, stage_list) -> config.Settings:
+    import shutil
+
+    import yaml
+
+    from support import ROOT
+
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "examples").mkdir()
+    shutil.copy(ROOT / "examples" / "train.yaml", tmp_path / "examples" / "train.yaml")
+    (tmp_path / "pipelines" / "t.yaml").write_text(yaml.safe_dump({"schema": 1,
+                                                                   "stages": stage_list}))
+    return config.load({}, root=tmp_path, environ={})
+
+
+RELEASE = [{"stage": "promote"}]
+DEPLOY = {"stage": "deploy", "with": {"job": "examples/train.yaml", "nodes": 2,
+                                      "cluster": "local"}}
+
+
+@pytest.mark.parametrize(("deploy", "upload", "fragment"), [
+    ({"job": ""}, None, "job"),  # schema: an empty path was the project's root folder
+    ({"job": "/etc/passwd"}, None, "stage 'deploy' (deploy): "),
+    ({"job": "../../../etc/passwd"}, None, "stage 'deploy' (deploy): "),
+    ({"job": "examples/absent.yaml"}, None, "stage 'deploy' (deploy): "),
+    ({"nodes": 99999}, None, "stage 'deploy' (deploy): --nodes 99999 is outside 1..512"),
+    ({"nodes": 65}, None, "--nodes 65: --cluster local starts one container per node"),
+    ({}, {"name": "../x"}, "stage 'upload' (upload): invalid model name '../x'"),
+    ({}, {"name": ""}, "name"),
+    ({}, {"name": "m", "to": "ftp://x/y"}, "stage 'upload' (upload): "),
+])
+def test_stage_parameters_are_checked_as_their_tasks_check_them_before_any_stage(
+        tmp_path, deploy, upload, fragment):
+    """Trial 11: ``job: ''``, ``job: /etc/passwd``, ``nodes: 99999`` and ``name: ../x`` passed
+    the pipeline's schema and its --dry-run (exit 0); the real run promoted first, then failed
+    at deploy naming the project's root folder. They are refused when the file is loaded."""
+    stage_list = [*RELEASE, {**DEPLOY, "with": {**DEPLOY["with"], **deploy}}]
+    if upload is not None:
+        stage_list.append({"stage": "upload", "with": upload})
+    s = _project(tmp_path, stage_list)
+    with pytest.raises(PipelineError, match=re.escape(fragment)) as e:
+        pipeline_spec.load(s, "t")
+    assert "pipelines/t.yaml" in e.value.cause
+
+
+def test_a_pipeline_with_good_stage_parameters_loads(tmp_path):
+    s = _project(tmp_path, [*RELEASE, DEPLOY, {"stage": "upload", "with": {"name": "m"}}])
+    assert [st.kind for st in pipeline_spec.load(s, "t").stages] == ["promote", "deploy", "upload"]
+
+
+def test_a_file_whose_name_is_no_pipeline_name_is_named_so(tmp_path):
+    """Trial 11: ``pipelines/Bad Name.yaml`` made pipeline.list say "unknown pipeline 'Bad Name'",
+    hint "did you mean 'Bad Name'?"."""
+    s = _project(tmp_path, RELEASE)
+    (tmp_path / "pipelines" / "Bad Name.yaml").write_text("schema: 1\nstages: []\n")
+    with pytest.raises(PipelineError) as e:
+        for name in pipeline_spec.names(s):
+            pipeline_spec.load(s, name)
+    assert e.value.cause.endswith("Bad Name.yaml: 'Bad Name' is no pipeline name (lowercase "
+                                  "letters, digits, - and _, at most 200, first a letter or "
+                                  "digit)")
+    assert e.value.hint == "rename the file, e.g. pipelines/bad-name.yaml"

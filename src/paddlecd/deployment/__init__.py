@@ -10,6 +10,7 @@ from paddlecd.deployment.stage import (
     CLUSTERS,
     Deployed,
     Plan,
+    check_job,
     deployed,
     plan,
     render_to,
@@ -17,4 +18,5 @@ from paddlecd.deployment.stage import (
     run,
 )
 
-__all__ = ["CLUSTERS", "Deployed", "Plan", "deployed", "plan", "render_to", "resolve", "run"]
+__all__ = ["CLUSTERS", "Deployed", "Plan", "check_job", "deployed", "plan", "render_to", "resolve",
+           "run"]

@@ -188,16 +188,8 @@ def plan(
             nodes on ``--cluster local`` (checked before any registry is asked).
     """
     cluster = cluster or settings.cluster.kind
-    _check_where(cluster, kind)
-    spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
-    if cluster == "local" and spec.nodes > LOCAL_NODES_MAX:
-        raise ConfigError(
-            f"--nodes {spec.nodes}: --cluster local starts one container per node on this machine,"
-            f" at most {LOCAL_NODES_MAX}",
-            "use --cluster k8s for a larger job, or fewer --nodes",
-        )
-    if cluster == "local":
-        check_host_cpus(spec)
+    spec = check_job(settings, job=job, nodes=nodes, gpus_per_node=gpus_per_node, kind=kind,
+                     cluster=cluster)
     target = resolve(settings, release=release, image=image, variant=variant)
     jobfile.check(
         spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant
@@ -218,6 +210,34 @@ def plan(
         namespace=ns,
         manifests=manifests,
     )
+
+
+def check_job(settings: Settings, *, job: str, nodes: int | None = None,
+              gpus_per_node: int | None = None, kind: str = "job",
+              cluster: str | None = None) -> JobSpec:
+    """What :func:`plan` checks before it asks any registry: the cluster and kind, the job file
+    with the overrides, the node bound of ``--cluster local`` and this machine's CPUs. A pipeline
+    checks its deploy stage with it before its first stage runs (a trial: a job that was no file
+    was found only after promote had run).
+
+    Returns:
+        the job's :class:`JobSpec` with the overrides.
+
+    Raises:
+        ConfigError: as :func:`plan`.
+    """
+    cluster = cluster or settings.cluster.kind
+    _check_where(cluster, kind)
+    spec = jobfile.load(job).with_overrides(nodes=nodes, gpus=gpus_per_node)
+    if cluster == "local" and spec.nodes > LOCAL_NODES_MAX:
+        raise ConfigError(
+            f"--nodes {spec.nodes}: --cluster local starts one container per node on this machine,"
+            f" at most {LOCAL_NODES_MAX}",
+            "use --cluster k8s for a larger job, or fewer --nodes",
+        )
+    if cluster == "local":
+        check_host_cpus(spec)
+    return spec
 
 
 def _check_where(cluster: str, kind: str) -> None:

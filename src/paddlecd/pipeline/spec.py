@@ -84,6 +84,11 @@ def load(settings: Settings, name: str) -> PipelineDef:
     if not named or not path.exists():
         known = names(settings)
         close = difflib.get_close_matches(name, known, n=1)
+        if not named and name in known:  # a trial: pipeline.list said "unknown pipeline
+            raise PipelineError(         # 'Bad Name'", did you mean 'Bad Name'
+                f"{path}: '{name[:80]}' is no pipeline name (lowercase letters, digits, - and _, "
+                "at most 200, first a letter or digit)",
+                f"rename the file, e.g. {FOLDER}/{_suggested(name)}.yaml")
         why = (f"no {FOLDER}/{name}.yaml" if named else
                f"{len(name)} characters: a pipeline name is at most 200" if len(name) > 200
                else "a pipeline is named by its file in pipelines/, without a path or .yaml")
@@ -97,7 +102,33 @@ def load(settings: Settings, name: str) -> PipelineDef:
             f"{path} is a symlink to {real}, outside {FOLDER}/",
             f"copy the pipeline file into {FOLDER}/: paddlecd never follows a link out of it",
         )
-    return parse(_read(path), path, name)
+    pdef = parse(_read(path), path, name)
+    check_params(settings, pdef)
+    return pdef
+
+
+def _suggested(name: str) -> str:
+    """``name`` as a pipeline name: lowercase, runs of other characters as one ``-``."""
+    return re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")[:200] or "pipeline"
+
+
+def check_params(settings: Settings, pdef: PipelineDef) -> None:
+    """Check every stage's ``with:`` as its kind's task would (:attr:`stages.Kind.check`), so a
+    bad parameter fails the run before its first stage, and ``--dry-run`` too (a trial: an
+    empty or foreign job file was found only after promote had run; the dry run said nothing).
+
+    Raises:
+        PipelineError: naming the file, the stage and the task's own cause.
+    """
+    for s in pdef.stages:
+        check = stages.KINDS[s.kind].check
+        if check is None:
+            continue
+        try:
+            check(settings, s.params)
+        except ConfigError as e:
+            raise PipelineError(f"{pdef.path}: stage '{s.name}' ({s.kind}): {e.cause}",
+                                e.hint) from e
 
 
 def parse(data: Any, path: Path, name: str) -> PipelineDef:

@@ -191,6 +191,26 @@ def upload(ctx: StageContext) -> None:
     ctx.outputs.update(url=plan.url, action=plan.action, bytes=plan.bytes_to_move)
 
 
+def check_deploy(settings: Settings, params: Mapping[str, Any]) -> None:
+    """The deploy stage's ``with:`` as ``invoke deploy`` checks it before any registry is asked
+    (:func:`paddlecd.deployment.check_job`): the job file, nodes, cards, kind and cluster."""
+    from paddlecd import deployment
+
+    deployment.check_job(settings, job=str(settings.path(params["job"])),
+                         nodes=params.get("nodes"), gpus_per_node=params.get("gpus_per_node"),
+                         kind=params.get("kind", "job"), cluster=params.get("cluster"))
+
+
+def check_upload(settings: Settings, params: Mapping[str, Any]) -> None:
+    """The upload stage's ``with:`` as ``invoke upload`` checks it: the model name (a DNS label)
+    and the store URL (nothing is asked of the store)."""
+    from paddlecd.artifacts import manifest as am
+    from paddlecd.artifacts.storage import store_for
+
+    am.check_name(params["name"])
+    store_for(settings, params.get("to"))
+
+
 def check(ctx: StageContext) -> None:
     """Check the uploaded model inside the promoted image (artifacts.check.check_stored); a
     model that does not load or match its references raises ModelCheckError."""
@@ -258,6 +278,8 @@ class Kind:
             whose outputs it uses when present. Both arrive in ``ctx.inputs``.
         params: JSON Schema of its ``with:`` parameters (merged into pipeline.schema.json on load).
         required_params: True when ``with:`` must be given. grouping: how variants share workers.
+        check: checks the ``with:`` parameters as the kind's own task would, when the pipeline is
+            loaded: before its first stage runs, and in ``--dry-run`` (ConfigError).
     """
 
     name: str
@@ -270,6 +292,7 @@ class Kind:
     params: Mapping[str, Any] = field(default_factory=lambda: NO_PARAMS)
     required_params: bool = False
     grouping: Grouping = one_each
+    check: Callable[[Settings, Mapping[str, Any]], None] | None = None
 
 
 def _params(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
@@ -349,6 +372,7 @@ KINDS: dict[str, Kind] = {
                 {
                     "job": {
                         "type": "string",
+                        "minLength": 1,
                         "description": "job file, relative to the project root",
                     },
                     "nodes": {"type": "integer", "minimum": 1},
@@ -361,6 +385,7 @@ KINDS: dict[str, Kind] = {
                 },
                 required=("job",),
             ),
+            check=check_deploy,
         ),
         Kind(
             name="upload",
@@ -374,13 +399,16 @@ KINDS: dict[str, Kind] = {
                 {
                     "name": {
                         "type": "string",
+                        "minLength": 1,
                         "description": "model name in the store (a DNS label)",
                     },
-                    "to": {"type": "string", "description": "store URL; default: storage.url"},
+                    "to": {"type": "string", "minLength": 1,
+                           "description": "store URL; default: storage.url"},
                     "overwrite": {"type": "boolean", "default": False},
                 },
                 required=("name",),
             ),
+            check=check_upload,
         ),
         Kind(
             name="check",
@@ -393,6 +421,7 @@ KINDS: dict[str, Kind] = {
                 {
                     "image": {
                         "type": "string",
+                        "minLength": 1,
                         "description": "runtime image; default: the promoted",
                     },
                     "batch": {"type": "integer", "minimum": 2, "default": 3},
