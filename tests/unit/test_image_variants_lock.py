@@ -246,3 +246,31 @@ def test_the_lock_task_says_which_file_each_pin_went_to_and_whether_it_changed(
     assert not (tmp_path / "lock.yaml").exists()
     image_tasks.lock.body(Context(), variant=["a"])
     assert capsys.readouterr().out.strip() == f"a: {DA} in {local}: unchanged (per machine)"
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("suite", "../../etc"), ("suite", ""), ("suite", "/tmp/x"),  # debootstrap: scripts/<suite>
+    ("wheel", ""), ("wheel", " "), ("wheel", "--index-url=http://evil/"), ("wheel", "a b"),
+    ("packages", ["libgomp1", ""]), ("packages", ["-y"]), ("packages", ["a b"]),
+    ("pip", ["--pre"]), ("pip", [""]),
+])
+def test_bootstrap_fields_are_names_not_paths_options_or_empty(tmp_path, field, value):
+    """Trial 11: ``bootstrap.suite: ../../etc`` reached debootstrap (which sources
+    scripts/<suite>) and came back as "a mirror that cannot be reached", exit 4; an empty suite
+    was an engine "invalid reference format"; ``wheel: ""`` planned a base, exit 0."""
+    import json
+
+    boot = {"suite": "bookworm", "wheel": "paddlepaddle==3.0.0", field: value}
+    body = ("variants: {cpu: {device: cpu, base: 'r/p:3.0.0-cpu', paddle: '3.0.0', "
+            f"bootstrap: {json.dumps(boot)}}}}}")
+    with pytest.raises(ConfigError) as e:
+        variants.load(settings_for(tmp_path, body))
+    assert f"variants.cpu.bootstrap.{field}" in e.value.cause, e.value.cause
+    rule = {"suite": "never a path", "packages": "Debian Policy"}.get(field, "leading '-'")
+    assert rule in e.value.hint  # the rule in words, not only the regex
+
+
+def test_image_packages_are_one_requirement_each(tmp_path):
+    body = "variants: {a: {device: cpu, base: 'r/p:3.0.0', paddle: '3.0.0', packages: ['-e .']}}"
+    with pytest.raises(ConfigError, match="variants.a.packages"):
+        variants.load(settings_for(tmp_path, body))
