@@ -654,3 +654,41 @@ def test_a_claim_of_a_killed_upload_of_this_machine_is_taken_over_by_the_re_run(
     with pytest.raises(arts.ConflictError, match=rf"another process \(here pid {os.getpid()}"):
         _upload(store, jit_exports["tiny2"], version="1.5.0")  # a live holder: refused
     assert [v["version"] for v in arts.list_versions(store, "ocr-det")] == ["1.4.0"]
+
+
+def test_the_claim_of_an_upload_killed_after_its_last_write_is_removed_by_the_re_run(
+    s3_env, bucket, jit_exports
+):
+    """Trial 11: an upload killed once its manifest had landed left its claim; the re-run found
+    the model unchanged, wrote nothing, and the claim stayed for good. The unchanged re-run
+    removes a claim whose process is gone, and keeps a live one."""
+    from paddlecd.artifacts.storage import s3 as s3_store
+
+    store, s3 = _store(s3_env, bucket), _client(s3_env)
+    _upload(store, jit_exports["tiny"])
+    _upload(store, jit_exports["tiny"], version="1.5.0")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    for version, pid in (("1.4.0", int(dead.stdout)), ("1.5.0", os.getpid())):
+        s3.put_object(Bucket=bucket, Key=f"paddle/.claims/ocr-det/{version}.json",
+                      Body=json.dumps({"id": "x", "holder": f"here pid {pid}", "pid": pid,
+                                       "started": time.time() - 60,
+                                       "process": s3_store._process_space()}).encode())
+    assert _upload(store, jit_exports["tiny"]).action == "unchanged"
+    assert _upload(store, jit_exports["tiny"], version="1.5.0").action == "unchanged"
+    left = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/.claims/")
+            .get("Contents", [])]
+    assert left == ["paddle/.claims/ocr-det/1.5.0.json"]  # the live holder's stays
+
+
+def test_the_claim_file_of_a_killed_upload_is_removed_by_the_unchanged_re_run(tmp_path,
+                                                                              jit_exports):
+    """The file store's claim is a flock on ``.claims/<name>/<version>.lock``: a kill -9 frees
+    the lock and leaves the file, which the unchanged re-run removes."""
+    store = open_store(f"file://{tmp_path / 'store'}", StorageSettings())
+    _upload(store, jit_exports["tiny"])
+    left = tmp_path / "store" / ".claims" / "ocr-det" / "1.4.0.lock"
+    left.parent.mkdir(parents=True, exist_ok=True)
+    left.write_text("vm pid 1 since then")
+    assert _upload(store, jit_exports["tiny"]).action == "unchanged"
+    assert not left.exists()

@@ -297,7 +297,8 @@ def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) 
     uploads), put the files, then the manifest (last), then release the claim.
 
     On overwrite the old manifest goes first, so a reader never sees it naming deleted or
-    half-replaced files. An unchanged model with no leftovers writes nothing (and claims nothing).
+    half-replaced files. An unchanged model with no leftovers writes nothing and claims nothing;
+    it only removes the claim a killed upload of it left (``Store.release_abandoned``).
 
     Raises:
         ConfigError: a file of the export became a symlink out of its folder since the plan.
@@ -306,6 +307,7 @@ def upload(store: Store, plan: UploadPlan, *, progress: Progress | None = None) 
         StorageError: a write failed; no manifest is written, and the next upload cleans up.
     """
     if plan.action == "unchanged" and not plan.stale:
+        store.release_abandoned(plan.prefix)  # the claim of a run killed after its last write
         return plan
     am.check_links(plan.export)  # again: a file may have become a link since the plan was made
     with store.claim(plan.prefix, take_over=plan.overwrite):

@@ -187,6 +187,18 @@ class FileStore:
         """Nothing to abort: an interrupted write leaves a temp file, which :meth:`list` shows."""
         return []
 
+    def release_abandoned(self, prefix: str) -> bool:
+        """Remove the claim file of ``prefix`` a killed upload left (its lock died with it);
+        True when there was one. A live holder's is kept."""
+        path = self.root / CLAIMS / f"{prefix.rstrip('/')}.lock"
+        if not path.is_file():
+            return False
+        try:
+            with self.claim(prefix):
+                return True
+        except ConflictError:
+            return False
+
     @contextlib.contextmanager
     def claim(self, prefix: str, *, take_over: bool = False) -> Iterator[None]:
         """Hold the exclusive right to write under ``prefix`` (``<name>/<version>/``).

@@ -354,6 +354,21 @@ class S3Store:
             raise
         self._release(key, me["id"])
 
+    def release_abandoned(self, prefix: str) -> bool:
+        """Remove the claim of ``prefix`` that a process of this machine which no longer runs
+        left (:func:`_holder_gone`: killed after its last write, so its re-run finds the model
+        unchanged and writes nothing; a trial: the claim stayed for good). It is taken over as
+        :meth:`claim` takes one (If-Match), then released: a live or foreign claim is kept.
+        True when one was removed."""
+        held = self._claim_of(f"{CLAIMS}/{prefix.rstrip('/')}.json")
+        if held is None or not _holder_gone(held):
+            return False
+        try:
+            with self.claim(prefix):
+                return True
+        except ConflictError:
+            return False
+
     def _release(self, key: str, claim_id: str) -> None:
         if (self._claim_of(key) or {}).get("id") == claim_id:
             self.delete([key])
