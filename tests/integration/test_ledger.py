@@ -766,3 +766,38 @@ def test_a_rerun_after_a_kill_between_record_and_head_writes_no_second_record(pr
     project.promote("1.2.0")  # the chain goes on from the adopted record
     head = ledger.read_head(client, repo, "cpu")
     assert head is not None and head.fold().moving == full_fold(client, repo).moving
+
+
+@pytest.mark.parametrize("dies", ["before", "after"])
+def test_a_first_promotion_killed_around_its_head_is_completed_by_the_rerun(project, monkeypatch,
+                                                                           dies):
+    """Trial 11: the first promotion of a repository killed with its record written and its head
+    not (``before``): the re-run read the tags, found the release recorded, wrote its tags, and
+    never wrote the head, so a read by name missed the record; the pending note stayed. Killed
+    just after the head (``after``): the note stayed for good. The re-run completes both."""
+    client, repo = project.client, project.settings.release.repository
+    digest = project.candidate()
+    real = RegistryClient.put_manifest
+
+    def die_at_the_head(self, repository, reference, *a, **k):
+        if reference == ledger.head_tag("cpu") and dies == "before":
+            raise KeyboardInterrupt  # as a SIGKILL there: nothing after it runs
+        out = real(self, repository, reference, *a, **k)
+        if reference == ledger.head_tag("cpu"):
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(RegistryClient, "put_manifest", die_at_the_head)
+    with pytest.raises(KeyboardInterrupt):
+        project.promote("1.0.0")
+    monkeypatch.setattr(RegistryClient, "put_manifest", real)
+    pending = list((project.settings.state / "ledger").glob("pending-*.json"))
+    assert len(pending) == 1
+    assert (ledger.head(client, repo, "cpu") is None) == (dies == "before")
+    ledger.clear_cache()
+    project.promote("1.0.0")
+    recorded = [r.id for r in read_each(client, repo, "cpu") if r.version == "1.0.0"]
+    assert len(recorded) == 1 and ledger.head(client, repo, "cpu").id == recorded[0]
+    assert project.tag("1.0.0-cpu") == digest and not pending[0].exists()
+    ledger.clear_cache()
+    assert ledger.read_by_name(client, repo, "cpu").records[-1].id == recorded[0]

@@ -337,6 +337,15 @@ def read_by_name(client: RegistryClient, repository: str, variant: str) -> View 
                 via="head")
 
 
+def head(client: RegistryClient, repository: str, variant: str) -> Record | None:
+    """The record ``variant``'s head points at; None when there is no head.
+
+    Raises:
+        RegistryError: the registry failed.
+    """
+    return _head(client, repository, variant)
+
+
 def _head(client: RegistryClient, repository: str, variant: str) -> Record | None:
     """The record ``variant``'s head points at; None when there is no head."""
     try:

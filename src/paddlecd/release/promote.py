@@ -316,6 +316,8 @@ def _execute(settings: Settings, variant: str, plan: Plan, outcome: Outcome,
              report: Echo) -> None:
     """Apply ``plan``, adopting the ledger record a killed run of the same promotion left."""
     pending = _pending_path(settings, variant)
+    if plan.record is None and plan.dst:
+        _finish_head(plan.dst, plan.repository, variant, pending, report)
     adopted = _adoptable(plan, pending)
     if adopted:
         report(f"ledger record {adopted.id} of a killed run of this promotion found: "
@@ -381,6 +383,32 @@ def _pending_path(settings: Settings, variant: str) -> Path:
     to append, kept until its head is written."""
     slug = re.sub(r"[^A-Za-z0-9._-]", "_", f"{settings.release_repo}-{variant}")
     return settings.state / "ledger" / f"pending-{slug}.json"
+
+
+def _finish_head(dst: RegistryClient, repository: str, variant: str, pending: Path,
+                 report: Echo) -> None:
+    """Complete what a promotion killed after its record landed, before its head moved, left:
+    its re-run finds the release recorded (no record to write, so no adoption), and nothing
+    pointed the head at the record, which every read by name (the head chain) then missed, nor
+    removed ``pending`` (trial 11). The head is pointed at the pending record when that record
+    is in the registry and the head is still its parent; ``pending`` goes either way."""
+    try:
+        mine = ledger.Record.from_json(json.loads(pending.read_text())["record"])
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, KeyError, TypeError):
+        mine = None  # a cut or foreign file: nothing to complete from it
+    if mine is not None and mine.variant == variant:
+        try:
+            there = ledger.fetch(dst, repository, mine.id)
+        except NotFoundError:
+            there = None
+        head = ledger.head(dst, repository, variant)
+        if there == mine and (head.id if head else "") == (mine.parent or ""):
+            ledger.point_head(dst, repository, mine)
+            report(f"ledger head → {mine.id}, the record of a killed run (its head was not "
+                   "written)")
+    pending.unlink(missing_ok=True)
 
 
 def _adoptable(plan: Plan, pending: Path) -> ledger.Record | None:
