@@ -298,3 +298,24 @@ def test_a_store_that_is_a_file_is_named_by_list_and_download(tmp_path):
         arts.list_model(store, "m")
     with pytest.raises(StorageError, match="is not a folder"):
         arts.download(store, "m", "1.0.0", tmp_path / "d")
+
+
+@pytest.mark.parametrize("url", ["s3://models/a\nb", "s3://models/a\x01b", "file:///tmp/st\tore",
+                                 "file:///tmp/st\rore", "s3://mod\nels/p"])
+def test_a_control_character_in_a_store_url_is_refused_not_dropped(url):
+    """Trial 11: urllib drops tabs, CR and LF (WHATWG), so ``file:///tmp/st\\tore`` uploaded to
+    /tmp/store, exit 0; a \\x01 reached the server, whose 500 was blamed."""
+    from paddlecd.artifacts.storage import split_model_url
+
+    with pytest.raises(ConfigError, match="holds the control character"):
+        parse_url(url)
+    with pytest.raises(ConfigError, match="holds the control character"):
+        split_model_url(url + "/m/1.0.0", None, parts=2)
+
+
+@pytest.mark.parametrize("url", ["s3://user:pw@bkt/p", "s3://pw@bkt", "file://u:pw@/tmp/x"])
+def test_a_store_url_with_a_password_is_refused_without_printing_it(url):
+    """Trial 11: ``--to s3://user:pw@bkt/p`` said "'user:pw@bkt' is not a valid bucket name"."""
+    with pytest.raises(ConfigError, match="carries a user or password") as e:
+        parse_url(url)
+    assert "pw" not in e.value.cause and "***@" in e.value.cause

@@ -9,6 +9,7 @@ URLs only). This module parses store URLs and opens the right store.
 from __future__ import annotations
 
 import os
+import unicodedata
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -34,6 +35,28 @@ __all__ = [
 ]
 
 
+def check_url_text(url: str) -> None:
+    """Refuse a store URL urllib would silently change or that carries a secret: a control
+    character (urllib drops tabs, CR and LF, WHATWG URL parsing, so ``file:///tmp/st\tore``
+    was the store /tmp/store; others reached the server) and a ``user:password@`` (S3 takes its
+    credentials from the AWS configuration; a trial printed the password in the error).
+
+    Raises:
+        ConfigError: naming the character, or the URL with its user and password hidden.
+    """
+    control = next((c for c in url if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise ConfigError(f"store URL '{files.hide_userinfo(url)[:200]}' holds the control "
+                          f"character {control!r}",
+                          "write the URL without it: a URL reader drops some of them, and the "
+                          "store named would be another")
+    if "@" in url.partition("://")[2].split("/", 1)[0]:
+        raise ConfigError(f"store URL '{files.hide_userinfo(url)[:200]}' carries a user or "
+                          "password before its bucket",
+                          "drop them from the URL: S3 credentials come from AWS_ACCESS_KEY_ID/"
+                          "AWS_SECRET_ACCESS_KEY or a profile (AWS_PROFILE)")
+
+
 def parse_url(url: str) -> Location:
     """Parse ``s3://bucket[/prefix]`` or ``file:///abs/path``.
 
@@ -44,6 +67,7 @@ def parse_url(url: str) -> Location:
             the key ``../x/``), an empty S3 segment, or a file path in (or linked to) a system
             folder.
     """
+    check_url_text(url)
     parsed = urlparse(url)
     for part, mark, text in (("a query", "?", parsed.query), ("a fragment", "#", parsed.fragment)):
         if mark in url:  # a trial: s3://bkt/p?versionId=1 went to s3://bkt/p, the rest unsaid
@@ -139,6 +163,7 @@ def split_model_url(arg: str, settings: Settings, *, parts: int) -> tuple[str, l
     Raises:
         ConfigError: too few segments, or a bad store URL.
     """
+    check_url_text(arg)
     tail = arg.partition("://")[2].lstrip("/") if "://" in arg else arg
     if "//" in tail.rstrip("/"):  # as parse_url: never collapsed
         raise ConfigError(f"'{arg[:200]}' has an empty segment ('//')",  # (a trial: the reads
