@@ -161,3 +161,22 @@ def test_no_pir_on_a_pir_program_is_refused_before_any_image_runs(tmp_path):
     with pytest.raises(ConfigError, match=r"^--no-pir: linear-demo 1\.0\.0 holds a PIR program"):
         check.check_folder(s, tmp_path / "m", image="1.0.0-cpu", no_pir=True,
                            name="linear-demo 1.0.0")
+
+
+def test_a_prefix_whose_parameters_are_gone_names_the_missing_file(tmp_path):
+    """Trial 11: with model.pdiparams removed, ``--model-dir <folder>/model`` said "model folder
+    … does not exist" (the folder and model.json were there)."""
+    _folder(tmp_path, "model.json")
+    with pytest.raises(ConfigError, match="incomplete jit.save export: missing model.pdiparams"):
+        find_export(tmp_path / "model")
+
+
+@pytest.mark.parametrize("empty", ["model.pdiparams", "model.json"])
+def test_an_empty_file_of_the_export_is_refused(tmp_path, empty):
+    """Trial 11: a 0-byte model.pdiparams was stored and signed (exit 0); the model check then
+    failed in the image ("Cannot read tensor desc size"). paddle.jit.save writes no .pdiparams
+    for a model without parameters (Paddle 3.0: "no variable in your model")."""
+    _folder(tmp_path, "model.json", "model.pdiparams")
+    (tmp_path / empty).write_bytes(b"")
+    with pytest.raises(ConfigError, match=rf"{empty} is empty \(0 bytes\)"):
+        find_export(tmp_path)

@@ -121,7 +121,10 @@ def find_export(model_dir: Path) -> Export:
         ConfigError: the folder is missing or a file, holds no export, holds an incomplete one
             (the error names the missing file), or holds several.
     """
-    if not model_dir.is_dir() and Path(f"{model_dir}.pdiparams").is_file():
+    # a prefix names its folder by any of its files (a trial: with .pdiparams gone, the prefix
+    # was "model folder … does not exist", its folder and model.json being there)
+    if not model_dir.is_dir() and any(Path(f"{model_dir}{s}").is_file()
+                                      for s in (".pdiparams", *PROGRAM_SUFFIXES)):
         model_dir = (
             model_dir.parent
         )  # a jit.save prefix (what deploy prints as `model:`): use its folder
@@ -194,6 +197,12 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
         extra=tuple(sorted((names - known) | folders)),
     )
     check_links(export)
+    for name in (prefix + ".pdiparams", *(prefix + s for s in programs)):
+        if (folder / name).stat().st_size == 0:  # a trial: an empty one was stored and signed
+            raise ConfigError(
+                f"{folder / name} is empty (0 bytes): not what paddle.jit.save writes (it writes "
+                "no .pdiparams at all for a model without parameters)",
+                "re-run paddle.jit.save into an empty folder")
     return export
 
 
