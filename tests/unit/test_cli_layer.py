@@ -635,3 +635,17 @@ def test_smoke_checks_takes_the_lines_shared_variant(tmp_path):
     cpu = invoke("smoke.checks", PADDLECD_STATE_DIR=str(tmp_path))
     assert "(GPU-only)" in alone.stdout and "skipped on this variant" in cpu.stdout
     assert shared.stdout.startswith(alone.stdout), shared.stdout
+
+
+@pytest.mark.parametrize(("flag", "value", "setting"), [
+    ("keep-days", "99999999999", "retention.keep_days"), ("keep-days", "36501",
+                                                          "retention.keep_days"),
+    ("keep-last", "99999999999", "retention.keep_last"), ("keep-days", "0", "retention.keep_days"),
+])
+def test_a_flag_that_overrides_a_setting_has_the_settings_bounds(flag, value, setting):
+    """Trial 11: ``release.prune --keep-days 99999999999 --dry-run`` planned (exit 0), where
+    PADDLECD_RETENTION_KEEP_DAYS=36501 is refused (1..36500)."""
+    with pytest.raises(ConfigError, match=rf"--{flag} {value} is outside 1\.\.") as e:
+        common.count(flag, value, bound=setting)
+    assert setting in e.value.hint
+    assert common.count(flag, "30", bound=setting) == 30

@@ -281,20 +281,28 @@ def _collection() -> Any:
     return COLLECTION[0] if COLLECTION else None
 
 
-def count(flag: str, value: Any) -> int | None:
-    """An optional whole-number flag (invoke passes strings when the default is None).
+def count(flag: str, value: Any, *, bound: str | None = None) -> int | None:
+    """An optional whole-number flag (invoke passes strings when the default is None), within
+    the bounds of the setting ``bound`` names (:data:`config.BOUNDS`) when the flag overrides
+    one (a trial: ``--keep-days 99999999999`` passed where the setting refuses 36501).
 
     Raises:
-        ConfigError: ``value`` is not a whole number.
+        ConfigError: ``value`` is not a whole number, or outside the setting's bounds.
     """
     if value is None:
         return None
     try:
-        return int(config.parse_number(value, whole=True))
+        number = int(config.parse_number(value, whole=True))
     except ValueError:
         _too_large(flag, value)
         raise ConfigError(f"--{flag} must be a whole number, got {str(value)[:80]!r}",
                           f"e.g. --{flag} 2") from None
+    if bound is not None:
+        low, high, why = config.BOUNDS[bound]
+        if not low <= number <= high:
+            raise ConfigError(f"--{flag} {number} is outside {low:g}..{high:g} ({why})",
+                              f"give --{flag} within {low:g}..{high:g}, as the setting {bound}")
+    return number
 
 
 def _too_large(flag: str, value: Any) -> None:

@@ -419,7 +419,8 @@ def prune(c, variant=None, keep_days=None, keep_last=None, dry_run=False, yes=Fa
     from paddlecd.release import prune as retention
 
     s, name = settings(), pick_variant(variant, required_by="release.prune")
-    days, last = count("keep-days", keep_days), count("keep-last", keep_last)
+    days = count("keep-days", keep_days, bound="retention.keep_days")
+    last = count("keep-last", keep_last, bound="retention.keep_last")
     the_plan = retention.plan(s, name, keep_days=days, keep_last=last)
     for line in the_plan.lines(view.human_bytes):
         say(line)

@@ -355,8 +355,9 @@ KINDS: dict[str, Kind] = {
             reads=("promote",),
             params=_params(
                 {
-                    "keep_days": {"type": "integer", "minimum": 1},
-                    "keep_last": {"type": "integer", "minimum": 1},
+                    # the bounds of the settings (config.BOUNDS retention.*)
+                    "keep_days": {"type": "integer", "minimum": 1, "maximum": 36500},
+                    "keep_last": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
                 }
             ),
         ),
