@@ -536,6 +536,15 @@ def test_check_of_a_local_folder_refuses_store(tmp_path):
         run.stderr, run.stderr
 
 
+def test_check_of_a_model_url_refuses_a_second_store(tmp_path):
+    """Trial 11: ``artifacts.check --model file:///a/m/1.0.2 --store file:///b`` looked in the
+    --store and said "no model at file:///b/m/1.0.2/", the store in --model dropped unsaid."""
+    run = invoke("artifacts.check", "--model", f"file://{tmp_path / 'a'}/m/1.0.2", "--store",
+                 f"file://{tmp_path / 'b'}", "--image", "1.0.0-cpu",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"), PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert run.returncode == 2 and "each name a store" in run.stderr, run.stderr
+
+
 def test_check_help_lists_every_option_by_its_name():
     run = invoke("artifacts.check", "--help")
     options = run.stdout.split("Options:", 1)[1]

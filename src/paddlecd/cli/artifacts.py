@@ -248,6 +248,10 @@ def check(
                               "<name>/<version> --store URL")
         record = model_check.check_folder(cfg, Path(model), **options)
     else:
+        if store and "://" in model:  # a trial: the store inside --model was dropped unsaid
+            raise ConfigError(f"--store {store[:80]} and --model {model[:200]} each name a store",
+                              "give the model as <name>/<version> with --store, or its whole "
+                              "URL without --store")
         base, parts = _model_and_version(model, cfg)
         record = model_check.check_stored(
             cfg,
