@@ -326,3 +326,21 @@ def test_a_server_that_takes_the_connection_and_hangs_up_is_not_called_unreachab
                            retries=1).list_tags("ci/p")
     finally:
         closed.close()
+
+
+def test_a_redirect_to_a_host_that_does_not_answer_names_that_host(server):
+    """Trial 11: a 307 to the registry's storage on a port nothing listens on read "registry
+    <the registry> unreachable … — is it running?" (it had answered)."""
+    import socket
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connections to it are refused
+    target = f"127.0.0.1:{closed.getsockname()[1]}"
+    try:
+        Scripted.script = [(307, {"Location": f"http://{target}/blob"}, b"")]
+        with pytest.raises(RegistryError) as e:
+            RegistryClient(server, insecure=True, retries=1).list_tags("ci/p")
+    finally:
+        closed.close()
+    assert f"{server} redirected the request to {target}, which failed" in e.value.cause
+    assert "is it running" not in e.value.cause and target in e.value.hint

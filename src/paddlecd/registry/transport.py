@@ -282,6 +282,14 @@ class Transport:
                 f"fix or unset {proxy[0]}, or add {self.host.rpartition(':')[0] or self.host} "
                 "to NO_PROXY (a host without its port: requests matches no ip:port there)") from e
         except (requests.ConnectionError, requests.Timeout) as e:
+            elsewhere = _redirected_to(e, self.host)
+            if elsewhere:  # a trial: "registry R unreachable — is it running?" (R answered)
+                raise RegistryError(
+                    f"{what}: {self.host} redirected the request to {elsewhere}, which failed: "
+                    f"{_short(e)}",
+                    f"{elsewhere} is where the registry sends clients (its storage's redirect): "
+                    "check that this machine reaches it, or the registry's storage redirect "
+                    "settings") from e
             if _hung_up(e):  # a trial: a reset read "unreachable … is it running?" (it was)
                 raise RegistryError(
                     f"{what}: {self.host} accepted the connection, then broke it off: "
@@ -484,6 +492,18 @@ def _read(resp: requests.Response) -> answers.Answer:
     """The error answer of ``resp`` (its body is read: error bodies are small)."""
     ctype = resp.headers.get("Content-Type", "")
     return answers.read_answer(resp.status_code, resp.content or b"", ctype)
+
+
+def _redirected_to(e: Exception, host: str) -> str | None:
+    """The ``host:port`` a failed request went to when it is not ``host``: a redirect the
+    registry answered with (distribution redirects blob reads to its storage), or None."""
+    from urllib.parse import urlsplit
+
+    url = getattr(getattr(e, "request", None), "url", None)
+    if not url:
+        return None
+    there = urlsplit(url).netloc.rpartition("@")[2]
+    return there if there and there != host else None
 
 
 def _hung_up(e: Exception) -> bool:
