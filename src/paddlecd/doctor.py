@@ -109,6 +109,23 @@ def check_registry(host: Host) -> Check:
     return Check(name="registry", status="ok", detail=f"{url} answers /v2/ ({who})")
 
 
+def check_release_registry(host: Host) -> Check:
+    """``GET /v2/`` on a separate release registry (``release.registry``) with the credentials
+    promote would use; ``skip`` when releases go to ``registry.url`` (a trial: a release
+    registry that was down or refused the credentials passed doctor, and the release pipeline
+    stopped at promote)."""
+    s = host.settings
+    url = s.release.registry
+    if not url or url == s.registry.url:
+        return Check(name="release registry", status="skip",
+                     detail="release.registry unset: releases go to registry.url")
+    client = registry.client_for(s, url)
+    client.request("GET", "", [], f"checking release registry {url}")
+    who = (f"logged in as {client.credentials.username}" if client.credentials
+           else "anonymous access allowed")
+    return Check(name="release registry", status="ok", detail=f"{url} answers /v2/ ({who})")
+
+
 def check_gpu_driver(host: Host) -> Check:
     """The host driver against the CUDA of every GPU variant in use (drivers.check)."""
     gpu = host.gpu_variants
@@ -282,7 +299,8 @@ def _public_of(signer: Any) -> Any:
 
 
 CHECKS: tuple[tuple[str, Callable[[Host], Check]], ...] = (
-    ("engine", check_engine), ("registry", check_registry), ("gpu driver", check_gpu_driver),
+    ("engine", check_engine), ("registry", check_registry),
+    ("release registry", check_release_registry), ("gpu driver", check_gpu_driver),
     ("nvidia runtime", check_nvidia_runtime), ("disk", check_disk), ("storage", check_storage),
     ("kubeconfig", check_kubeconfig), ("keys", check_keys),
 )

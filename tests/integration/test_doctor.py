@@ -31,6 +31,7 @@ def lines(run):
                 for n in (
                     "engine",
                     "registry",
+                    "release registry",
                     "gpu driver",
                     "nvidia runtime",
                     "disk",
@@ -51,6 +52,7 @@ def test_cpu_only_configuration_passes_and_says_there_is_no_gpu(registry, tmp_pa
     assert set(rows) == {
         "engine",
         "registry",
+        "release registry",
         "gpu driver",
         "nvidia runtime",
         "disk",
@@ -60,6 +62,7 @@ def test_cpu_only_configuration_passes_and_says_there_is_no_gpu(registry, tmp_pa
     }
     assert rows["engine"].startswith("OK") and "BuildKit" in rows["engine"]
     assert rows["registry"].startswith("OK") and f"logged in as {USER}" in rows["registry"]
+    assert rows["release registry"].startswith("SKIP")
     if not HAS_GPU:
         assert (
             rows["gpu driver"].startswith("OK")
@@ -97,6 +100,17 @@ def test_registry_down_fails(registry, tmp_path):
     run = invoke("doctor", "--variant", "cpu", env=cli_env(registry, tmp_path,
                                                             PADDLECD_REGISTRY_URL=f"127.0.0.1:{free_port()}"))
     assert run.returncode == 11 and "unreachable" in lines(run)["registry"]
+
+
+def test_a_separate_release_registry_is_checked_too(registry, tmp_path):
+    """Trial 11: with release.registry down, doctor passed (exit 0) and the release pipeline
+    stopped at promote."""
+    down = invoke("doctor", "--variant", "cpu", env=cli_env(
+        registry, tmp_path, PADDLECD_RELEASE_REGISTRY=f"127.0.0.1:{free_port()}"))
+    assert down.returncode == 11, down.stdout + down.stderr
+    assert lines(down)["release registry"].startswith("FAIL")
+    assert "unreachable" in lines(down)["release registry"]
+    assert lines(down)["registry"].startswith("OK")
 
 
 def test_s3_store_bucket_and_credentials(registry, s3_env, tmp_path):
