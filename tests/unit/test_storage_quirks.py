@@ -211,3 +211,16 @@ def test_a_failed_upload_names_its_own_failure_not_the_claims_release(monkeypatc
     with pytest.raises(StorageError, match=r"deleting \.claims/m/1\.0\.0\.json"):
         with store.claim("m/1.0.0/"):
             pass
+
+
+@pytest.mark.parametrize(("code", "status"), [("PermanentRedirect", 301), ("301", 301)])
+def test_a_bucket_in_another_region_points_at_the_region_setting(code, status):
+    """Trial 11: a 301 PermanentRedirect with ``x-amz-bucket-region: eu-west-1`` (list, show,
+    download) or a bare 301 (upload's HeadBucket) was hinted "see the logs of <endpoint>"."""
+    error = ClientError({"Error": {"Code": code, "Message": "must be addressed using the "
+                                   "specified endpoint"},
+                         "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {
+                             "x-amz-bucket-region": "eu-west-1"}}}, "ListObjectsV2")
+    e = storage_error(error, action="listing", where="s3://models/p", endpoint="http://s3")
+    assert e.cause.endswith("(the bucket is in eu-west-1)")
+    assert e.hint.startswith("set storage.region (PADDLECD_STORAGE_REGION) to eu-west-1")

@@ -666,6 +666,18 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
             )
         message = root.response.get("Error", {}).get("Message")
         status = root.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "301") or status == 301:
+            # the bucket is in another region (S3 answers 301 PermanentRedirect with
+            # x-amz-bucket-region; botocore follows it only when it can): a trial got "see the
+            # logs" for it
+            headers = root.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            region = headers.get("x-amz-bucket-region")
+            named = region or "the bucket's region"
+            return StorageError(
+                f"{action} {where}: {known.describe(code, message, status)}"
+                + (f" (the bucket is in {region})" if region else ""),
+                f"set storage.region (PADDLECD_STORAGE_REGION) to {named}, or "
+                "storage.endpoint_url to the endpoint of that region")
         return StorageError(
             f"{action} {where}: {known.describe(code, message, status)}",
             known.hint_for(code) or f"see the logs of {endpoint}",
