@@ -186,7 +186,9 @@ def test_upload_to_s3_json_names_the_stored_manifest(user_env, s3_server, jit_ex
         "AWS_DEFAULT_REGION": "us-east-1",
         "PADDLECD_STORAGE_ENDPOINT_URL": s3_server.endpoint,
     }
-    image = "127.0.0.1:5000/paddlecd/paddle@sha256:" + "d" * 64
+    # a registry nothing answers on (the image's label cannot be read: recorded as unknown),
+    # never :5000, where a developer's or the demo's registry may run and answer 404 (fatal)
+    image = f"127.0.0.1:{free_port()}/paddlecd/paddle@sha256:" + "d" * 64
     r = _invoke(
         env,
         "upload",

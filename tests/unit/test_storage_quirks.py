@@ -224,3 +224,20 @@ def test_a_bucket_in_another_region_points_at_the_region_setting(code, status):
     e = storage_error(error, action="listing", where="s3://models/p", endpoint="http://s3")
     assert e.cause.endswith("(the bucket is in eu-west-1)")
     assert e.hint.startswith("set storage.region (PADDLECD_STORAGE_REGION) to eu-west-1")
+
+
+def test_a_200_that_is_no_listing_is_refused_not_taken_for_an_empty_store(monkeypatch):
+    """Trial 11: a captive portal's HTML page (200, text/html) on ListObjectsV2 made
+    ``artifacts.list linear`` say "no model named 'linear'" (botocore parsed it as nothing)."""
+    from paddlecd.errors import StorageError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    stub.add_response("list_objects_v2", {"ResponseMetadata": {
+        "HTTPStatusCode": 200, "HTTPHeaders": {"content-type": "text/html"}}})
+    stub.add_response("list_objects_v2", {"Name": "models", "KeyCount": 0})
+    with stub:
+        with pytest.raises(StorageError, match=r"is no S3 listing \(HTTP 200, text/html\)"):
+            store.list("linear/")
+        assert store.list("linear/") == []  # a real empty listing names its bucket

@@ -286,10 +286,27 @@ class S3Store:
             for page in self.client.get_paginator("list_objects_v2").paginate(
                 Bucket=self.bucket, Prefix=self._key(prefix)
             ):
+                self._check_listing(page, "Name", "listing", prefix)
                 found += [ObjectInfo(o["Key"][strip:], o["Size"]) for o in page.get("Contents", [])]
         except (BotoCoreError, ClientError) as e:
             raise self._fail(e, "listing", prefix) from e
         return sorted(found, key=lambda o: o.key)
+
+    def _check_listing(self, page: Mapping[str, Any], field: str, action: str,
+                       prefix: str) -> None:
+        """Refuse a 200 answer that is no S3 listing: every ListObjectsV2 (and
+        ListMultipartUploads) result names its bucket (``Name``/``Bucket``, the S3 API
+        reference); botocore reads an HTML page as a listing with nothing in it (a trial: a
+        captive portal's sign-in page made "no model named 'linear'")."""
+        if page.get(field):
+            return
+        headers = page.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        kind = headers.get("content-type", "no content type")
+        raise StorageError(
+            f"{action} {self.url}/{prefix}: the answer of {self.client.meta.endpoint_url} is no "
+            "S3 listing "
+            f"(HTTP 200, {kind[:80]}): something other than the store answered",
+            "check storage.endpoint_url, and any proxy or portal in between (HTTP(S)_PROXY)")
 
     def delete(self, keys: Iterable[str]) -> None:
         """DeleteObject per key. Not DeleteObjects: that call must carry a checksum header, and
@@ -309,7 +326,9 @@ class S3Store:
             pages = self.client.get_paginator("list_multipart_uploads").paginate(
                 Bucket=self.bucket, Prefix=self._key(prefix)
             )
-            for upload in (u for page in pages for u in page.get("Uploads", [])):
+            checked = (self._check_listing(p, "Bucket", "listing unfinished uploads under",
+                                           prefix) or p for p in pages)
+            for upload in (u for page in checked for u in page.get("Uploads", [])):
                 self.client.abort_multipart_upload(
                     Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
                 )
