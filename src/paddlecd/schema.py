@@ -20,6 +20,19 @@ from paddlecd.errors import ConfigError, PaddlecdError
 from paddlecd.types import JsonSchema
 
 
+def _whole(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+# JSON Schema's "integer" takes 2.0 ("a number with a zero fractional part", draft 2020-12
+# validation §6.1.1), which YAML gives as a float: a trial's job file with `nodes: 2.0` ended in
+# a TypeError traceback, and `port: 29500.0` rendered a Service Kubernetes refuses (int32
+# fields) and a rendezvous address "…:29500.0". Every paddlecd file takes whole numbers only.
+VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole))
+
+
 def load_schema(name: str) -> JsonSchema:
     """The packaged schema ``src/paddlecd/schemas/<name>`` as a dict."""
     return json.loads(resources.files("paddlecd").joinpath(f"schemas/{name}").read_text())
@@ -54,7 +67,7 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
         error: the first (most specific) violation, as one line plus a hint.
     """
     doc = schema if schema is not None else load_schema(schema_name)
-    errors = list(jsonschema.Draft202012Validator(doc).iter_errors(data))
+    errors = list(VALIDATOR(doc).iter_errors(data))
     if not errors:
         return
     e = min(errors, key=_rank)

@@ -340,3 +340,16 @@ def test_a_model_no_file_system_takes_is_refused(tmp_path):
     """Trial 10: a 300-character ``model`` passed the dry run, trained, then failed to save."""
     with pytest.raises(ConfigError, match=r"names no file under output.mountPath \(a file name"):
         jobfile.load(write(tmp_path, model="m" * 300))
+
+
+@pytest.mark.parametrize("change, where", [
+    ({"nodes": 2.0}, "nodes"), ({"activeDeadlineSeconds": 1800.0}, "activeDeadlineSeconds"),
+    ({"port": 29500.0}, "port"), ({"backoffLimit": 0.0}, "backoffLimit"),
+    ({"runAsUser": 1000.0}, "runAsUser"),
+])
+def test_a_whole_number_written_as_a_float_is_refused(tmp_path, change, where):
+    """Trial 11: JSON Schema's "integer" takes 2.0, so ``nodes: 2.0`` ended in a TypeError
+    traceback at the dry run, and ``port: 29500.0`` rendered a Service Kubernetes refuses and a
+    rendezvous address ``…:29500.0``."""
+    with pytest.raises(ConfigError, match=rf"{where}: .* is not of type 'integer'"):
+        jobfile.load(write(tmp_path, **change))

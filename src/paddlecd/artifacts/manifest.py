@@ -381,7 +381,7 @@ def validate_manifest(
 ) -> ModelManifest:
     """``doc`` if it matches the schema, else ``error`` naming ``where`` and the first problem."""
     problem = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema()).iter_errors(doc)
+        validation.VALIDATOR(schema()).iter_errors(doc)
     )
     if problem is not None:
         at = "/".join(str(p) for p in problem.absolute_path) or "(top)"
