@@ -99,6 +99,11 @@ def test_manifest_bytes_are_canonical(export):
         (lambda d: d.update(extra=1), "(top)"),
         (lambda d: d.pop("created"), "(top)"),
         (lambda d: d.update(files=d["files"][:1]), "files"),
+        # trial 11: shown as 10**30 B, fetched twice, listed as "created yesterday"
+        (lambda d: d["files"][0].update(size=10**30), "files/0/size"),
+        (lambda d: d["files"].append(dict(d["files"][0])), "files"),
+        (lambda d: d.update(created="yesterday"), "created"),
+        (lambda d: d.update(created="2026-13-01"), "created"),
     ],
 )
 def test_schema_rejects_bad_manifests(export, change, where):

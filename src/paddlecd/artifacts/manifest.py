@@ -389,6 +389,11 @@ def validate_manifest(
             f"{where}: invalid manifest at {at}: {problem.message}",
             "see src/paddlecd/schemas/artifact-manifest.schema.json",
         )
+    paths = [f["path"] for f in doc["files"]]
+    twice = next((p for i, p in enumerate(paths) if p in paths[:i]), None)
+    if twice is not None:  # a trial: download fetched the entry twice, without a word
+        raise error(f"{where}: invalid manifest at files: {twice!r} is listed twice",
+                    "a manifest lists each file once: re-upload the model with --overwrite")
     return doc
 
 
