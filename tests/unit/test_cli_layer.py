@@ -489,6 +489,11 @@ def test_an_empty_one_letter_flag_is_named_as_invoke_spells_it():
      "name it with its flag; see: invoke --help release.show"),
     (["promote", "--variant", "cpu", "--variant", "cu126"], "promote: --variant is given twice",
      "give it once; see: invoke --help promote"),
+    # trial 11: the = form said "--variant takes no value (given 'cu126')"
+    (["release.list", "--variant=cpu", "--variant=cu126"],
+     "release.list: --variant is given twice", "give it once; see: invoke --help release.list"),
+    (["release.prune", "--dry-run", "--variant=cpu", "--variant", "cpu"],
+     "release.prune: --variant is given twice", "give it once; see: invoke --help release.prune"),
     (["--lsit"], "unknown option '--lsit'", "did you mean --list? see: invoke --help"),
 ])
 def test_a_command_line_invoke_refuses_is_named_with_a_hint(line, cause, hint):

@@ -180,7 +180,11 @@ def parse_problem(argv: Sequence[str], collection: Any) -> tuple[str, str] | Non
     bare = [a for a in argv if a.endswith(f"={token}") and a.startswith("--")]
     if bare:  # --dry-run=3: Invoke splits it and the value is left over
         flag = bare[0].split("=", 1)[0]
-        return (f"{task}: {flag} takes no value (given {token!r})",
+        arg = context.flags.get(flag)
+        times = sum(a == flag or a.startswith(flag + "=") for a in argv)
+        if times > 1 and (arg is None or arg.takes_value):  # a trial: --variant=a --variant=b
+            return f"{task}: {flag} is given twice", f"give it once; see: {helps}"  # was "takes
+        return (f"{task}: {flag} takes no value (given {token!r})",  # no value (given 'b')"
                 f"write {flag} alone; see: {helps}")
     line = list(argv)
     before = line[line.index(token) - 1] if token in line[1:] else ""
