@@ -41,3 +41,23 @@ def test_a_control_character_in_a_label_key_is_refused():
     """Trial 10: ``--label $'k\\x1b=v'`` built an image with the label key ``k\\u001b``."""
     with pytest.raises(ConfigError, match="control character"):
         parse_labels(["k\x1b=v"], OWN)
+
+
+@pytest.mark.parametrize("url", ["https://x-access-token:ghp_SECRET@github.com/o/r",
+                                 "https://ghp_SECRET@github.com/o/r"])
+def test_a_source_url_with_a_token_never_reaches_the_label(settings, monkeypatch, url):
+    """Trial 11: ``PADDLECD_SOURCE_URL=https://x-access-token:<token>@github.com/o/r`` went into
+    the image's org.opencontainers.image.source label as given (a push publishes it)."""
+    from paddlecd.image import lock, variants
+    from paddlecd.image.build import labels_for
+
+    v = variants.get(settings, "cpu")
+    entry = lock.LockEntry("cpu", v.base, "sha256:" + "a" * 64,
+                           "application/vnd.oci.image.manifest.v1+json", "2026-12-03T00:00:00Z")
+    monkeypatch.setenv("PADDLECD_SOURCE_URL", url)
+    with pytest.raises(ConfigError, match="carries a user or password") as e:
+        labels_for(settings, v, entry)
+    assert "SECRET" not in e.value.cause + e.value.hint
+    monkeypatch.setenv("PADDLECD_SOURCE_URL", "https://github.com/o/r")
+    assert labels_for(settings, v, entry)["org.opencontainers.image.source"] == \
+        "https://github.com/o/r"

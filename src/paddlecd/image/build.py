@@ -182,11 +182,19 @@ def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -
     """OCI annotations (image-spec annotations.md) plus paddle/cuda/cudnn/variant labels.
 
     Raises:
-        ConfigError: ``$PADDLECD_SOURCE_URL`` is set but empty.
+        ConfigError: ``$PADDLECD_SOURCE_URL`` is set but empty, or carries a user or password
+            (a trial: a GitHub token went into the label, which a push publishes; the origin
+            remote's is stripped by :func:`git.network_url`).
     """
     short, full, when = git.revision(settings.root)
-    source = (files.environ_value("PADDLECD_SOURCE_URL") or git.origin_url(settings.root)
-              or "unknown")
+    given = files.environ_value("PADDLECD_SOURCE_URL")
+    if given and files.hide_userinfo(given) != given:
+        raise ConfigError(f"PADDLECD_SOURCE_URL {files.hide_userinfo(given)[:200]} carries a user "
+                          "or password: it would be published in the image's "
+                          "org.opencontainers.image.source label",
+                          "drop them: the label names the repository, e.g. "
+                          "https://github.com/OWNER/REPO")
+    source = given or git.origin_url(settings.root) or "unknown"
     oci = "org.opencontainers.image"
     out = {
         f"{oci}.source": source,
