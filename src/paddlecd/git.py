@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
@@ -53,7 +54,12 @@ def output(root: Path, *args: str, what: str | None = None, hint: str | None = N
 @functools.lru_cache(maxsize=4)
 def revision(root: Path) -> Revision:
     """The :class:`Revision` of ``root``'s HEAD. The lock file does not make the tree dirty (it is
-    rewritten by ``lock`` itself, and the image built from the tree does not depend on it)."""
+    rewritten by ``lock`` itself, and the image built from the tree does not depend on it).
+    Outside a checkout (or one git cannot read) the revision is ``nogit``/``unknown``.
+
+    Raises:
+        ConfigError: git is not on PATH while ``root`` is in a git checkout.
+    """
     try:
         # hash and time in one git call (not rev-parse + show), and the dirty check beside it
         # rather than after it: each git call is 5-60 ms on the 2-core VM
@@ -64,6 +70,14 @@ def revision(root: Path) -> Revision:
             dirty = status.result().strip()
         full, _, when = head.strip().partition(" ")
     except ConfigError:
+        if shutil.which("git") is None and any((p / ".git").exists()
+                                               for p in (root, *root.parents)):
+            # a trial: git off PATH in a checkout built `cpu-nogit`, labelled "unknown", and
+            # uploads recorded no revision, all without a word
+            raise ConfigError(f"git is not on PATH, and {root} is a git checkout: its revision "
+                              "cannot be read (images and models would be recorded as built "
+                              "outside any checkout)",
+                              "install git (apt-get install git) or put it on PATH") from None
         return Revision("nogit", "unknown", files.now_iso())
     return Revision(full[:7] + ("-dirty" if dirty else ""), full, when)
 

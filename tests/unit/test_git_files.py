@@ -48,6 +48,23 @@ def test_revision_outside_git(tmp_path):
     assert (rev.short, rev.full, rev.known) == ("nogit", "unknown", False)
 
 
+def test_a_checkout_without_git_on_path_is_refused_not_taken_for_no_checkout(repo, tmp_path_factory,
+                                                                             monkeypatch):
+    """Trial 11: with git off PATH, a build in a checkout was tagged ``cpu-nogit`` and labelled
+    "unknown", and an upload recorded no revision, without a word."""
+    from paddlecd.errors import ConfigError
+
+    monkeypatch.setenv("PATH", str(tmp_path_factory.mktemp("empty-bin")))
+    git.revision.cache_clear()
+    (repo / "sub").mkdir()
+    for root in (repo, repo / "sub"):
+        with pytest.raises(ConfigError, match="git is not on PATH, and .* is a git checkout"):
+            git.revision(root)
+    outside = tmp_path_factory.mktemp("not-a-checkout")
+    assert git.revision(outside).short == "nogit"  # no checkout: nothing to read
+    git.revision.cache_clear()
+
+
 def test_origin_url_drops_credentials(repo, tmp_path_factory):
     assert git.origin_url(repo) == "https://git.example/team/paddlecd.git"
     assert git.origin_url(tmp_path_factory.mktemp("nogit")) is None
