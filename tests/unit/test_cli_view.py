@@ -264,3 +264,31 @@ def test_upload_bar_counts_the_bytes_moved(tmp_path, monkeypatch):
         pyte.ByteStream(term).feed(buf.getvalue().encode())
         assert any(x.startswith("  bytes") and "0.8/2.0 MB" in x for x in term.display), \
             term.display
+
+
+@pytest.mark.parametrize(("err", "hint"), [
+    (30, "check the path and its permissions; the stage goes on without its log"),  # EROFS
+    (28, "free space there (df -h {logs}); the stage goes on without its log"),  # ENOSPC
+])
+def test_a_log_that_cannot_be_written_gets_the_hint_of_its_cause(tmp_path, capsys, monkeypatch,
+                                                                  err, hint):
+    """Trial 11: a read-only state folder's stage log was hinted "free space there"."""
+    import builtins
+    import errno
+    import os
+
+    real = builtins.open
+
+    def refuse(path, *a, **k):
+        if str(path).startswith(str(tmp_path / "logs")):
+            raise OSError(err, os.strerror(err), str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(view, "mode", lambda **_: "plain")
+    monkeypatch.setattr(builtins, "open", refuse)
+    with view.stage("upload", "m", state=tmp_path) as st:
+        st.line("one")
+        st.done("ok")
+    out = capsys.readouterr().err
+    assert f"hint: {hint.format(logs=tmp_path / 'logs')}" in out, out
+    assert errno.errorcode[err]  # the two causes the hint tells apart

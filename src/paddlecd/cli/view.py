@@ -213,10 +213,11 @@ class Stage:
         self._file = _LOST
         if not self._log_lost:
             self._log_lost = True
-            cause, _ = files.os_error_text(e)
+            cause, hint = files.os_error_text(e)  # a trial: "free space" for a read-only one
+            if files.disk_full(e):
+                hint = f"free space there (df -h {self.log.parent})"
             common.warn(f"the stage log {self.log} cannot be written: {cause}",
-                        f"free space there (df -h {self.log.parent}); the stage goes on "
-                        "without its log")
+                        f"{hint}; the stage goes on without its log")
 
     @property
     def said_anything(self) -> bool:
