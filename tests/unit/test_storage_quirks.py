@@ -241,3 +241,34 @@ def test_a_200_that_is_no_listing_is_refused_not_taken_for_an_empty_store(monkey
         with pytest.raises(StorageError, match=r"is no S3 listing \(HTTP 200, text/html\)"):
             store.list("linear/")
         assert store.list("linear/") == []  # a real empty listing names its bucket
+
+
+def test_a_download_whose_body_breaks_off_every_time_is_named_not_a_traceback(tmp_path,
+                                                                              monkeypatch):
+    """Trial 11: a GET cut after 100 bytes on every attempt ended in s3transfer's
+    ``RetriesExceededError: Max Retries Exceeded`` traceback (exit 1)."""
+    import botocore.exceptions as b
+    import s3transfer.exceptions
+
+    from paddlecd.artifacts.storage import s3 as s3_store
+    from paddlecd.errors import StorageError
+
+    class Cut:
+        def result(self):
+            raise s3transfer.exceptions.RetriesExceededError(
+                b.IncompleteReadError(actual_bytes=100, expected_bytes=1_500_000))
+
+    class Manager:
+        def download(self, *a, **k):
+            return Cut()
+
+        def shutdown(self):
+            pass
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, _ = _stubbed_store()
+    monkeypatch.setattr(s3_store, "create_transfer_manager", lambda *a: Manager())
+    with pytest.raises(StorageError, match="broke off") as e:
+        store.get_file("linear/1.0.0/model.pdiparams", tmp_path / "x")
+    assert "linear/1.0.0/model.pdiparams" in e.value.cause

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import boto3
 import boto3.exceptions
 import botocore.exceptions
+import s3transfer.exceptions
 import botocore.session
 from boto3.s3.transfer import ProgressCallbackInvoker, TransferConfig, create_transfer_manager
 from botocore.config import Config
@@ -220,8 +221,9 @@ class S3Store:
             interrupted = True
             future.cancel()
             raise
-        except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
-            raise self._fail(e, "downloading", key) from e
+        except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error,
+                s3transfer.exceptions.RetriesExceededError) as e:  # a trial: a body cut every
+            raise self._fail(e, "downloading", key) from e     # time was a traceback
         finally:
             if not interrupted:
                 manager.shutdown()
@@ -583,7 +585,8 @@ def _code(e: ClientError) -> str:
 def _client_error(e: BaseException | None) -> BaseException | None:
     """The ClientError/BotoCoreError in boto3's wrappers (S3UploadFailedError has it as context)."""
     while e is not None and not isinstance(e, (ClientError, BotoCoreError)):
-        e = e.__cause__ or e.__context__
+        # s3transfer's RetriesExceededError keeps the last attempt's error as last_exception
+        e = getattr(e, "last_exception", None) or e.__cause__ or e.__context__
     return e
 
 
