@@ -23,6 +23,11 @@
 # output is in .paddlecd/logs/.
 # PADDLECD_VERBOSE=1 streams it instead.
 set -euo pipefail
+if [ $# -gt 0 ]; then  # a trial: `demo.sh --dry-run` ran the whole demo (it changes a registry)
+  echo "demo.sh takes no arguments (given: $*): it runs the whole demo; see README.md" >&2
+  echo "hint: for a plan, use a task's --dry-run, e.g. .venv/bin/invoke promote --variant cpu --version 1.0.0 --dry-run" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
 # without LINES: stdin's lines but those matching a LINES pattern (grep -v, which exits 1 when it
 # leaves none: not a failure here; pipefail keeps the exit code of the command before it)

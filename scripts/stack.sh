@@ -170,6 +170,10 @@ gc_registry() {
 }
 
 # an empty command is refused, never taken for the default "up" (a trial: stack.sh '' ran up)
+if [ $# -gt 1 ]; then  # a trial: `stack.sh up extra` ran `up`, the rest unsaid
+  echo "stack.sh takes one command, not '$*'; usage: $0 [up|engine|rgw|podman|venv|node|down|gc]" >&2
+  exit 2
+fi
 case "${1-up}" in
   up) install_packages; start_dockerd; make_venv; start_registry ;;
   engine) engine_tier ;;

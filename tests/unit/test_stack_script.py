@@ -219,3 +219,15 @@ def test_an_empty_command_is_refused_not_taken_for_up():
     done = subprocess.run(["bash", str(ROOT / "scripts" / "stack.sh"), ""], capture_output=True,
                           text=True, timeout=30)
     assert done.returncode == 2 and done.stderr.startswith("usage: ") and done.stdout == ""
+
+
+@pytest.mark.parametrize(("script", "args", "words"), [
+    ("stack.sh", ["up", "extra"], "stack.sh takes one command, not 'up extra'"),
+    ("demo.sh", ["--dry-run"], "demo.sh takes no arguments (given: --dry-run)"),
+])
+def test_a_script_refuses_arguments_it_does_not_take(script, args, words):
+    """Trial 11: ``demo.sh --dry-run`` ran the whole demo (a build, a push, releases on a fresh
+    registry); ``stack.sh up extra`` ran ``up``, the rest unsaid. Each exits 2 at once."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / script), *args], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 2 and done.stderr.startswith(words) and done.stdout == ""
