@@ -685,9 +685,14 @@ FORMATS = {
     # botocore's s3.addressing_style values (botocore/config.py; storage.s3.ADDRESSING_STYLES), the
     # same way, whatever the store (a file:// store never reads it)
     "storage.addressing_style": (r"path|virtual|auto", "path, virtual or auto"),
-    # an S3 endpoint is an http(s) URL (ftp:// reached botocore: exit 8, "not a valid URI")
-    "storage.endpoint_url": (r"https?://[^/\s]+(/\S*)?", "an http(s) URL such as "
-                             "http://minio:9000"),
+    # an S3 endpoint is an http(s) URL (ftp:// reached botocore: exit 8, "not a valid URI"):
+    # a host (a name, an IPv4 or a [bracketed IPv6]), a port 1..65535, a path; no query or
+    # fragment (a trial: "?x=1" and port 99999 reached botocore the same way)
+    "storage.endpoint_url": (r"https?://([^/\s:?#@\[\]]+|\[[0-9A-Fa-f:.]+\])"
+                             r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}"
+                             r"|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?(/[^\s?#]*)?",
+                             "an http(s) URL of a host and a port 1..65535 without a query, such "
+                             "as http://minio:9000"),
     # Kubernetes names: a namespace is an RFC 1123 label, a Secret's name a DNS subdomain
     # (kubernetes.io/docs/concepts/overview/working-with-objects/names)
     "cluster.namespace": (r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a namespace name (RFC 1123 "

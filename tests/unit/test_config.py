@@ -58,6 +58,9 @@ def test_config_cascade_order(tmp_path):
     # a trial: checked only when an S3 client was made; ftp:// reached botocore (exit 8)
     ("storage: {checksum_mode: Always}", {}, "not when_required or when_supported"),
     ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "ftp://127.0.0.1:1/"}, "not an http(s) URL"),
+    # trial 11: a query and port 99999 reached botocore ("not a valid URI", exit 8)
+    ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "http://127.0.0.1:56295?x=1"}, "not an http(s) URL"),
+    ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "http://127.0.0.1:99999"}, "a port 1..65535"),
     ("", {"PADDLECD_STORAGE_ADDRESSING_STYLE": "sideways"},
      "'sideways': not path, virtual or auto"),
     # a re-trial: Python's int()/float() took these, and nan disabled the upgrade gate

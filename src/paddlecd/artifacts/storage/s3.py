@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 import boto3
 import boto3.exceptions
 import botocore.exceptions
-import s3transfer.exceptions
 import botocore.session
+import s3transfer.exceptions
 from boto3.s3.transfer import ProgressCallbackInvoker, TransferConfig, create_transfer_manager
 from botocore.config import Config
 from botocore.exceptions import (
