@@ -59,3 +59,15 @@ def test_render_into_a_folder_another_render_filled_refuses_and_leaves_only_that
         deploy.render_to(plan, out)
     assert [p.name for p in tmp_path.iterdir()] == ["r"]
     assert [p.name for p in out.iterdir()] == ["00-job-other.yaml"]
+
+
+def test_render_onto_a_file_names_it_a_file_and_keeps_it(tmp_path):
+    """Trial 11: ``cluster.render --out <a file>`` said "is not an empty folder"."""
+    from paddlecd import deployment as deploy
+
+    out = tmp_path / "precious"
+    out.write_text("precious")
+    plan = types.SimpleNamespace(manifests=[{"kind": "Job", "metadata": {"name": "j"}}])
+    with pytest.raises(ConfigError, match=f"--out {out} is a file, not a folder"):
+        deploy.render_to(plan, out)
+    assert out.read_text() == "precious"

@@ -378,7 +378,11 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
     """Write the plan's manifests to ``folder`` as ``NN-<kind>-<name>.yaml``; returns the paths."""
     out = Path(folder)
     files.refuse_output_place(out, "--out", folder=True)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and not out.is_dir():  # a trial: a file was called "not an empty folder"
+        what = "a file" if out.is_file() else files.kind_of(out)
+        raise ConfigError(f"--out {out} is {what}, not a folder",
+                          "give a new or empty folder for the manifests")
+    if out.exists() and any(out.iterdir()):
         raise ConfigError(
             f"--out {out} is not an empty folder",
             "give a new or empty folder: "
