@@ -79,6 +79,11 @@ def default_host(kind: str = "auto") -> str:
     return PODMAN_ROOT_SOCKET
 
 
+# How long the engine's first answers (/_ping, /version) may take: an engine busy with builds
+# answers them in well under a second; one that takes the connection and says nothing is hung.
+PING_TIMEOUT_S = 30
+
+
 @functools.lru_cache(maxsize=1)
 def client() -> docker.DockerClient:
     """The one docker-py client, from the environment (``DOCKER_HOST``, else the socket of the
@@ -99,8 +104,20 @@ def client() -> docker.DockerClient:
         with _translated(f"connecting to the {name} ({host})"):
             c = docker.from_env(timeout=600, environment={**os.environ, "DOCKER_HOST": host})
             try:
-                c.ping()
-                answered = kind_of(c.version())
+                # the first two answers within PING_TIMEOUT_S, the transfers within 600 s (a
+                # trial: a socket that took the connection and never answered hung every task,
+                # silent, for 10 minutes, then hinted "start it")
+                c.api.timeout = PING_TIMEOUT_S
+                try:
+                    c.ping()
+                    answered = kind_of(c.version())
+                except requests.Timeout as e:
+                    raise EngineError(
+                        f"connecting to the {name} ({host}): it took the connection and gave no "
+                        f"answer within {PING_TIMEOUT_S} s", "the engine is hung or overloaded: "
+                        "check its log (journalctl -u docker, or dockerd's output) and "
+                        "DOCKER_HOST") from e
+                c.api.timeout = 600
             except BaseException:
                 c.close()
                 raise

@@ -107,6 +107,8 @@ def test_podmans_socket_is_the_default_host_of_kind_podman(monkeypatch):
 def test_a_kind_that_does_not_answer_is_one_line_naming_both(monkeypatch, tmp_path):
     """engine.kind podman, Docker on DOCKER_HOST: refused before anything runs."""
     class FakeClient:
+        api = SimpleNamespace(timeout=600)  # docker-py's APIClient, whose timeout client() sets
+
         def ping(self):
             return True
 
@@ -160,3 +162,33 @@ def test_podman_not_answering_says_how_to_start_podman(monkeypatch, tmp_path):
     finally:
         engine.select("auto")
         engine.client.cache_clear()
+
+
+def test_an_engine_that_takes_the_connection_and_never_answers_is_named_within_the_ping_limit(
+        tmp_path, monkeypatch):
+    """Trial 11: a socket that accepted and never answered left every task silent for 600 s
+    (docker-py's transfer timeout on the first ping), then hinted "start it"."""
+    import socket
+    import threading
+    import time
+
+    path = tmp_path / "hung.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(4)
+    held = []
+    threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(4)],
+                     daemon=True).start()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    monkeypatch.setattr(engine, "PING_TIMEOUT_S", 1)
+    monkeypatch.setattr(engine, "_wanted", "auto")
+    engine.reset_client()
+    start = time.monotonic()
+    try:
+        with pytest.raises(EngineError, match="took the connection and gave no answer within 1 s"
+                           ) as e:
+            engine.client()
+    finally:
+        server.close()
+        engine.reset_client()
+    assert time.monotonic() - start < 20 and "hung or overloaded" in e.value.hint

@@ -272,3 +272,26 @@ def test_a_download_whose_body_breaks_off_every_time_is_named_not_a_traceback(tm
     with pytest.raises(StorageError, match="broke off") as e:
         store.get_file("linear/1.0.0/model.pdiparams", tmp_path / "x")
     assert "linear/1.0.0/model.pdiparams" in e.value.cause
+
+
+def test_an_upload_past_s3s_key_length_is_refused_before_any_write(tmp_path, monkeypatch):
+    """Trial 11: a 1200-byte prefix failed at the first PUT with RGW's InvalidObjectName (HTTP
+    400) and the hint "see the logs". S3 keys are at most 1024 bytes."""
+    from paddlecd.artifacts import transfer
+    from paddlecd.artifacts.manifest import find_export
+    from paddlecd.artifacts.storage import open_store
+    from paddlecd.config import StorageSettings
+    from paddlecd.errors import ConfigError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    for name in ("model.json", "model.pdiparams", "model.pdiparams.info"):
+        (tmp_path / name).write_bytes(b"x")
+    export = find_export(tmp_path)
+    settings = StorageSettings(endpoint_url="http://127.0.0.1:9", region="us-east-1")
+    long = open_store("s3://models/" + "p/" * 500, settings)
+    with pytest.raises(ConfigError, match=r"would be 10\d\d bytes; S3 keys are at most 1024"):
+        transfer._check_key_lengths(long, "m/1.0.0/", export)
+    transfer._check_key_lengths(open_store("s3://models/p", settings), "m/1.0.0/", export)
+    transfer._check_key_lengths(open_store(f"file://{tmp_path / 's'}", settings), "m/1.0.0/",
+                                export)

@@ -153,8 +153,9 @@ def plan_upload(
     meta = _meta(export, image=image, metrics=metrics, git_revision=git_revision,
                  paddle_version=paddle_version, image_paddle=image_paddle)
     signer = signer() if callable(signer) else signer
-    store.check()
     prefix = f"{name}/{version}/"
+    _check_key_lengths(store, prefix, export)
+    store.check()
     old = _read_manifest_or_none(store, prefix)
     doc = am.build_manifest(export, _entries(export, hashed=old is not None), name=name,
                             version=version, **meta)
@@ -162,6 +163,26 @@ def plan_upload(
                       manifest=doc, action="create", deferred=old is None, overwrite=overwrite,
                       signer=signer)
     return _decide(plan, store, old, overwrite=overwrite)
+
+
+def _check_key_lengths(store: Store, prefix: str, export: am.Export) -> None:
+    """Refuse, before anything is written, an upload whose longest object key is past the
+    store's limit (S3: 1024 bytes): a trial's long prefix failed at the first PUT with the
+    store's InvalidObjectName and the hint "see the logs".
+
+    Raises:
+        ConfigError: naming the key's length, the limit and the store URL.
+    """
+    limit = getattr(store, "MAX_KEY_BYTES", None)
+    if limit is None:
+        return
+    names = (*export.files, am.MANIFEST, sig.SIGNATURE)
+    longest = max((store.object_key(prefix + n) for n in names), key=lambda k: len(k.encode()))
+    if len(longest.encode()) > limit:
+        raise ConfigError(f"{store.url}/{prefix}: the object key {longest[:60]}… would be "
+                          f"{len(longest.encode())} bytes; S3 keys are at most {limit}",
+                          "use a shorter store prefix (storage.url / --to), model name or "
+                          "version")
 
 
 def _meta(export: am.Export, *, image: str | None, metrics: Path | None,

@@ -131,8 +131,16 @@ class S3Store:
         self.transfer = transfer_config(settings)
         self.met: dict[str, Quirk] = {}  # quirks calls met so far, by name
 
+    # S3 object keys are at most 1024 bytes of UTF-8 (AWS S3 User Guide, "Naming Amazon S3
+    # objects"); Ceph RGW answers a longer one with 400 InvalidObjectName
+    MAX_KEY_BYTES = 1024
+
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    def object_key(self, key: str) -> str:
+        """The bucket's key of store key ``key`` (the store's prefix, then ``key``)."""
+        return self._key(key)
 
     def _fail(self, e: Exception, action: str, key: str = "") -> StorageError:
         where = f"s3://{self.bucket}/{self._key(key)}" if key else f"s3://{self.bucket}"
