@@ -344,3 +344,23 @@ def test_a_redirect_to_a_host_that_does_not_answer_names_that_host(server):
         closed.close()
     assert f"{server} redirected the request to {target}, which failed" in e.value.cause
     assert "is it running" not in e.value.cause and target in e.value.hint
+
+
+def test_a_digest_reference_is_never_resolved_to_the_digest_a_header_names(server):
+    """Trial 11: a HEAD by digest D answered with ``Docker-Content-Digest: <another>`` made
+    ``verify --image repo@D`` verify and sign that other image. The header must name D; else the
+    manifest is read and its bytes checked against D."""
+    import hashlib
+
+    body = json.dumps({"schemaVersion": 2, "config": {}, "layers": [],
+                       "mediaType": "application/vnd.oci.image.manifest.v1+json"}).encode()
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    decoy = "sha256:" + "d" * 64
+    oci = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    Scripted.script = [(200, {**oci, "Docker-Content-Digest": decoy}, b""), (200, oci, body)]
+    got = RegistryClient(server, insecure=True).resolve("ci/p", digest)
+    assert got.digest == digest and [m for m, _, _ in Scripted.seen] == ["HEAD", "GET"]
+    Scripted.script = [(200, {**oci, "Docker-Content-Digest": decoy}, b""),
+                       (200, oci, body.replace(b"[]", b"[ ]"))]  # bytes of another manifest
+    with pytest.raises(RegistryError, match="does not match"):
+        RegistryClient(server, insecure=True).resolve("ci/p", digest)
