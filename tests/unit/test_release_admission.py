@@ -204,8 +204,9 @@ def test_render_to_a_full_disk_leaves_nothing_and_the_rerun_writes(tmp_path, mon
         return real(doc, **kw)
 
     monkeypatch.setattr(yaml, "safe_dump", full)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as e:
         deploy.render_to(plan, tmp_path / "r")
+    assert e.value.filename == str(tmp_path / "r" / "01-job-j.yaml")  # the path, not none
     assert calls == ["Service", "Job"] and sorted(p.name for p in tmp_path.iterdir()) == []
     monkeypatch.setattr(yaml, "safe_dump", real)
     paths = deploy.render_to(plan, tmp_path / "r")

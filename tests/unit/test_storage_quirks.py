@@ -295,3 +295,22 @@ def test_an_upload_past_s3s_key_length_is_refused_before_any_write(tmp_path, mon
     transfer._check_key_lengths(open_store("s3://models/p", settings), "m/1.0.0/", export)
     transfer._check_key_lengths(open_store(f"file://{tmp_path / 's'}", settings), "m/1.0.0/",
                                 export)
+
+
+def test_a_skewed_clock_is_hinted_as_the_clock():
+    """Trial 11 (a note): RequestTimeTooSkewed got "see the logs of <endpoint>"."""
+    e = storage_error(_error("RequestTimeTooSkewed", 403, "The difference between the request "
+                             "time and the current time is too large."),
+                      action="listing", where="s3://models/a", endpoint="http://s3")
+    assert "clock" in e.hint and "15 minutes" in e.hint
+
+
+@pytest.mark.parametrize("name", ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"])
+def test_an_aws_variable_set_but_empty_is_named(monkeypatch, name):
+    """Trial 11 (a note): ``AWS_ACCESS_KEY_ID=`` (an unset CI secret) read "no AWS credentials
+    found", naming nothing."""
+    from paddlecd.errors import ConfigError
+
+    monkeypatch.setenv(name, "")
+    with pytest.raises(ConfigError, match=rf"\${name} is set but empty"):
+        _stubbed_store()

@@ -396,7 +396,12 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
              for i, m in enumerate(p.manifests)]
     try:
         for name, m in zip(names, p.manifests):
-            (stage / name).write_text(yaml.safe_dump(m, sort_keys=False))
+            try:
+                (stage / name).write_text(yaml.safe_dump(m, sort_keys=False))
+            except OSError as e:  # a write's error names no file (a trial: ENOSPC, no path)
+                if e.filename is None:
+                    e.filename = str(out / name)
+                raise
         stage.chmod(0o755)
         files.publish_folder(stage, out, "--out")
     except BaseException:

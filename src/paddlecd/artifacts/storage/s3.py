@@ -46,7 +46,7 @@ from paddlecd.artifacts.storage.base import (
 )
 from paddlecd.config import StorageSettings
 from paddlecd.errors import ConfigError, StorageError
-from paddlecd.files import hide_userinfo
+from paddlecd.files import environ_value, hide_userinfo
 
 T = TypeVar("T")
 
@@ -93,6 +93,11 @@ CLAIM_STALE_AFTER_S = 24 * 3600
 _CONFLICT_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 
 
+# The AWS variables of the credential chain that must not be set but empty (botocore takes an
+# empty one as unset and goes on down the chain: "no AWS credentials found", naming none)
+AWS_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+
+
 class S3Store:
     """An S3-compatible bucket (AWS, MinIO, Ceph RGW, BOS) under an optional key prefix.
 
@@ -108,6 +113,8 @@ class S3Store:
     def __init__(self, bucket: str, prefix: str, settings: StorageSettings):
         self.bucket, self.prefix = bucket, prefix
         self.url = Location("s3", bucket, prefix).url
+        for name in AWS_SECRETS:  # a trial: AWS_ACCESS_KEY_ID= read "no AWS credentials found"
+            environ_value(name)  # (an unset GitHub secret expands to "")
         try:
             core = botocore.session.Session()  # AWS_PROFILE, AWS_CONFIG_FILE: the standard chain
             config = client_config(settings, profile=core.get_scoped_config())
