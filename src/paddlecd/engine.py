@@ -102,21 +102,27 @@ def client() -> docker.DockerClient:
     name = "podman engine" if _wanted == "podman" else "Docker engine"
     try:
         with _translated(f"connecting to the {name} ({host})"):
-            c = docker.from_env(timeout=600, environment={**os.environ, "DOCKER_HOST": host})
+            # the first answers (docker-py's API version query, /_ping, /version) within
+            # PING_TIMEOUT_S, the transfers within 600 s (a trial: a socket that took the
+            # connection and never answered hung every task, silent, for 10 minutes, then hinted
+            # "start it")
+            hung = EngineError(
+                f"connecting to the {name} ({host}): it took the connection and gave no answer "
+                f"within {PING_TIMEOUT_S} s", "the engine is hung or overloaded: check its log "
+                "(journalctl -u docker, or dockerd's output) and DOCKER_HOST")
             try:
-                # the first two answers within PING_TIMEOUT_S, the transfers within 600 s (a
-                # trial: a socket that took the connection and never answered hung every task,
-                # silent, for 10 minutes, then hinted "start it")
-                c.api.timeout = PING_TIMEOUT_S
+                c = docker.from_env(timeout=PING_TIMEOUT_S,
+                                    environment={**os.environ, "DOCKER_HOST": host})
+            except docker.errors.DockerException as e:
+                if _timed_out(e):
+                    raise hung from e
+                raise
+            try:
                 try:
                     c.ping()
                     answered = kind_of(c.version())
                 except requests.Timeout as e:
-                    raise EngineError(
-                        f"connecting to the {name} ({host}): it took the connection and gave no "
-                        f"answer within {PING_TIMEOUT_S} s", "the engine is hung or overloaded: "
-                        "check its log (journalctl -u docker, or dockerd's output) and "
-                        "DOCKER_HOST") from e
+                    raise hung from e
                 c.api.timeout = 600
             except BaseException:
                 c.close()
@@ -132,6 +138,17 @@ def client() -> docker.DockerClient:
                           f"(PADDLECD_ENGINE_KIND) to {answered} or auto")
     _kinds[id(c)] = answered
     return c
+
+
+def _timed_out(e: BaseException) -> bool:
+    """Whether ``e`` (or an error it was raised from) is a request that timed out: docker-py
+    words its API version query's timeout as a DockerException around requests' ReadTimeout."""
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, requests.Timeout) or "timed out" in str(e).lower():
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
 
 
 _kinds: dict[int, str] = {}  # id(client) → the kind it answered as

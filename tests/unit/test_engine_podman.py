@@ -164,6 +164,7 @@ def test_podman_not_answering_says_how_to_start_podman(monkeypatch, tmp_path):
         engine.client.cache_clear()
 
 
+@pytest.mark.timeout(60)  # a regression waits docker-py's 600 s, then fails here
 def test_an_engine_that_takes_the_connection_and_never_answers_is_named_within_the_ping_limit(
         tmp_path, monkeypatch):
     """Trial 11: a socket that accepted and never answered left every task silent for 600 s
