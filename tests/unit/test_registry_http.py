@@ -64,6 +64,16 @@ class Stub(http.server.BaseHTTPRequestHandler):
         return self._send(200, json.dumps({"name": "ci/p", "tags": ["a"]}).encode())
 
 
+def _post(self):  # the OAuth2 refresh-token exchange of an identity token (docker login)
+    Stub.seen.append((self.path, "", "POST"))
+    status, body, ctype = Stub.token_answer or (200, json.dumps({"token": "T0K"}).encode(),
+                                                "application/json")
+    self._send(status, body, {"Content-Type": ctype})
+
+
+Stub.do_POST = _post
+
+
 @pytest.fixture
 def stub():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
@@ -251,3 +261,25 @@ def test_a_manifest_answer_that_is_no_json_object_is_named_exit_5(body, words):
         assert words in e.value.cause and e.value.exit_code == 5
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("token", ["SECRETTOKEN\r\nX-Evil: 1", "SECRETTOKEN\n", "SECRET TOKEN"])
+@pytest.mark.parametrize("creds", [Credentials("bot", "pw"), Credentials("<token>", "refresh")])
+def test_a_token_that_is_no_bearer_token_is_refused_unsent_and_unprinted(stub, token, creds):
+    """Trial 12: a token with CR LF (a header injection) or a final newline ended in a traceback
+    or an error that printed it ("Invalid header value b'Bearer SECRETTOKEN\\n'")."""
+    Stub.token_answer = (200, json.dumps({"token": token}).encode(), "application/json")
+    with pytest.raises(RegistryError, match="answered a token that is no bearer token") as e:
+        RegistryClient(stub, insecure=True, credentials=creds).list_tags("ci/p")
+    assert "SECRET" not in str(e.value) + e.value.hint
+    assert all("SECRET" not in auth for _, _, auth in Stub.seen)
+
+
+def test_a_refresh_token_the_service_calls_invalid_grant_asks_for_a_new_login(stub):
+    """Trial 12: an expired identity token (400 invalid_grant, RFC 6749 §5.2) read "answered
+    HTTP 400 without a token" / "check the registry's auth configuration"."""
+    Stub.token_answer = (400, b'{"error":"invalid_grant"}', "application/json")
+    with pytest.raises(RegistryAuthError, match="refused the stored login") as e:
+        RegistryClient(stub, insecure=True, credentials=Credentials("<token>", "refresh")
+                       ).list_tags("ci/p")
+    assert e.value.hint == f"log in again: docker login {stub}"

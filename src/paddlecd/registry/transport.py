@@ -435,8 +435,21 @@ class Transport:
                     auth=(creds.username, creds.password) if creds else None,
                 )
         except requests.RequestException as e:
+            from urllib.parse import urlsplit
+
+            elsewhere = _redirected_to(e, urlsplit(realm).netloc)
+            if elsewhere:  # a trial: named the token service, which had answered
+                raise RegistryError(f"token service {realm} for {self.host} redirected to "
+                                    f"{elsewhere}, which failed: {_short(e)}",
+                                    "check the registry's auth configuration and that this "
+                                    f"machine reaches {elsewhere}") from e
             raise RegistryError(f"token service {realm} for {self.host} unreachable: {_short(e)}",
                                 "check the network path to the registry's auth service") from e
+        if resp.status_code == 400 and creds and creds.identity_token and \
+                "invalid_grant" in resp.text[:2000]:  # RFC 6749 §5.2: the refresh token is dead
+            raise RegistryAuthError(
+                f"{self.host}: the token service refused the stored login (invalid_grant: an "
+                "expired or revoked refresh token)", f"log in again: docker login {self.registry}")
         if resp.status_code in (401, 403):
             raise RegistryAuthError(
                 f"{self.host}: the token service refused the credentials (HTTP {resp.status_code})",
@@ -451,7 +464,14 @@ class Transport:
                 f"{self.host}: the token service answered HTTP {resp.status_code} without a token",
                 "check the registry's auth configuration",
             )
-        return str(token)
+        if not isinstance(token, str) or not _B64TOKEN.fullmatch(token):
+            # a trial: a token with a CR LF or a final newline was a traceback (or an error)
+            # that printed it; never sent, never shown
+            raise RegistryError(
+                f"{self.host}: the token service {realm} answered a token that is no bearer "
+                f"token ({len(str(token))} characters; RFC 6750 b64token: letters, digits and "
+                "-._~+/ then =)", "check the registry's auth service (and any proxy before it)")
+        return token
 
     def _login_hint(self) -> str:
         creds = self.credentials
@@ -492,6 +512,10 @@ def _read(resp: requests.Response) -> answers.Answer:
     """The error answer of ``resp`` (its body is read: error bodies are small)."""
     ctype = resp.headers.get("Content-Type", "")
     return answers.read_answer(resp.status_code, resp.content or b"", ctype)
+
+
+# RFC 6750 §2.1: the token of an "Authorization: Bearer" header
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 def _redirected_to(e: Exception, host: str) -> str | None:
