@@ -314,3 +314,49 @@ def test_an_aws_variable_set_but_empty_is_named(monkeypatch, name):
     monkeypatch.setenv(name, "")
     with pytest.raises(ConfigError, match=rf"\${name} is set but empty"):
         _stubbed_store()
+
+
+@pytest.mark.parametrize("started", ['"abc"', "null", "1e400", "true"])
+def test_a_claim_whose_start_is_no_time_is_named_not_a_traceback(monkeypatch, started):
+    """Trial 12: a claim ``{"started": "abc"}`` (or null, or 1e400) ended in a ValueError,
+    TypeError or OverflowError traceback, with and without --overwrite."""
+    import io
+
+    from botocore.response import StreamingBody
+
+    from paddlecd.artifacts.storage.base import ConflictError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    body = f'{{"started": {started}, "holder": "x", "pid": true}}'.encode()
+    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
+    stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(body), len(body)),
+                                     "ETag": '"e"'})
+    with stub:
+        with pytest.raises(ConflictError, match=r"another process \(x since an unknown time\)"):
+            with store.claim("m/1.0.0/"):
+                pass
+
+
+def test_a_claim_read_back_that_is_no_claim_is_named_not_another_upload(monkeypatch):
+    """Trial 12: the claim read back as a login page (200 text/html) was "claimed by another
+    upload at the same time"; nobody else had claimed it."""
+    import io
+
+    from botocore.response import StreamingBody
+
+    from paddlecd.errors import StorageError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    page = b"<html>Sign in</html>"
+    stub.add_response("put_object", {"ETag": '"a"'})
+    stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(page), len(page)),
+                                     "ETag": '"a"'})
+    with stub:
+        with pytest.raises(StorageError, match="reading the claim back, the store answered no "
+                                               "claim"):
+            with store.claim("m/1.0.0/"):
+                pass

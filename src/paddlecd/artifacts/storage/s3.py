@@ -415,20 +415,30 @@ class S3Store:
             self.put_bytes(body, key, exclusive=True)
         except ConflictError:
             held = self._claim_of(key) or {}
-            age = time.time() - float(held.get("started", 0))
+            started = _started(held)  # None: a claim whose start is no time (a trial: tracebacks)
+            age = time.time() - started if started is not None else 0.0
             alive = _holder_state(held) is True  # --overwrite never takes a live one (a trial)
             if alive or not (take_over or age > CLAIM_STALE_AFTER_S or _holder_gone(held)):
-                since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held.get("started", 0)))
+                since = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+                         if started is not None else "an unknown time")
+                holder = held.get("holder")
+                holder = holder[:120] if isinstance(holder, str) else "holder unknown"
                 raise ConflictError(
                     f"{self.url}/{prefix} is being uploaded by another process "
-                    f"({held.get('holder', 'holder unknown')} since {since})",
+                    f"({holder} since {since})",
                     "wait for it to finish (its process runs on this machine: not even "
                     "--overwrite takes it over)" if alive else
                     "wait for it to finish; a killed upload of this machine is taken over by the "
                     "re-run itself, one of another machine by --overwrite once it is dead",
                 ) from None
             self._replace(body, key, held.get("_etag", ""))  # a second taker loses here
-        if (self._claim_of(key) or {}).get("id") != me["id"]:
+        mine = self._claim_of(key) or {}
+        if mine.get("_foreign"):  # a trial: a proxy's page read back was "claimed by another"
+            raise StorageError(f"claiming {self.url}/{prefix}: reading the claim back, the store "
+                               f"answered no claim ({mine['_foreign']})",
+                               "check the store and any proxy or portal in between; the re-run "
+                               "takes this claim over")
+        if mine.get("id") != me["id"]:
             raise ConflictError(
                 f"{self.url}/{prefix} was claimed by another upload at the same time",
                 "wait for it to finish, then re-run (the same model moves nothing)",
@@ -443,7 +453,7 @@ class S3Store:
         try:
             doc = json.loads(raw)
         except ValueError:
-            doc = {}
+            return {"_etag": etag, "_foreign": f"{len(raw)} bytes that are no JSON"}
         return {**doc, "_etag": etag} if isinstance(doc, dict) else {"_etag": etag}
 
     def _replace(self, body: bytes, key: str, etag: str) -> None:
@@ -615,6 +625,15 @@ def _process_space() -> str:
         return ""  # not Linux: no claim is judged by its pid
 
 
+def _started(held: Mapping[str, Any]) -> float | None:
+    """When claim ``held`` was taken (seconds since the epoch), or None when its ``started`` is
+    no finite time between 1970 and a day from now (a claim another tool wrote, or damaged)."""
+    value = held.get("started")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value <= time.time() + 86400 else None
+
+
 def _holder_gone(held: Mapping[str, Any]) -> bool:
     """Whether claim ``held`` was taken by a process of this boot and PID namespace that no longer
     runs (``kill -9`` mid-upload: the re-run takes the claim over rather than waiting out its
@@ -628,7 +647,8 @@ def _holder_state(held: Mapping[str, Any]) -> bool | None:
     longer runs; None: a claim of another machine or namespace, or without these fields (nothing
     here can tell)."""
     pid, space = held.get("pid"), held.get("process")
-    if not isinstance(pid, int) or not space or space != _process_space():
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0 or not space \
+            or space != _process_space():  # (true is an int: os.kill(True) asked pid 1)
         return None
     try:
         os.kill(pid, 0)
