@@ -360,3 +360,28 @@ def test_a_claim_read_back_that_is_no_claim_is_named_not_another_upload(monkeypa
                                                "claim"):
             with store.claim("m/1.0.0/"):
                 pass
+
+
+@pytest.mark.parametrize(("raised", "words"), [
+    (RecursionError("maximum recursion depth exceeded"), "redirects the request in a loop"),
+    (ValueError("invalid literal for int() with base 10: 'abc, 0'"), "cannot be read"),
+])
+def test_an_answer_botocore_cannot_read_is_named_not_a_traceback(monkeypatch, raised, words):
+    """Trial 12: HEAD of the bucket answered 301 without a region, 302 to itself or 307 to a
+    closed port ended in botocore's RecursionError (its region redirector); a HEAD with
+    ``Content-Length: abc`` in a ValueError. Both were tracebacks."""
+    from paddlecd.errors import StorageError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, _ = _stubbed_store()
+
+    def broken(**kw):
+        raise raised
+
+    monkeypatch.setattr(store.client, "head_bucket", broken)
+    monkeypatch.setattr(store.client, "head_object", broken)
+    with pytest.raises(StorageError, match=words):
+        store.check()
+    with pytest.raises(StorageError, match=words):
+        store.head("m/1.0.0/manifest.json")

@@ -93,6 +93,12 @@ CLAIM_STALE_AFTER_S = 24 * 3600
 _CONFLICT_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 
 
+# What botocore raises for an answer it cannot read, besides its own errors (trial 12): a
+# redirect loop (301/302/307 without a usable region: its S3 region redirector recurses until
+# RecursionError) and a header it cannot parse (a Content-Length of "abc, 0": int() ValueError)
+BROKEN_ANSWERS = (RecursionError, ValueError)
+
+
 # The AWS variables of the credential chain that must not be set but empty (botocore takes an
 # empty one as unset and goes on down the chain: "no AWS credentials found", naming none)
 AWS_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
@@ -157,7 +163,7 @@ class S3Store:
         """HeadBucket: fail early when the bucket is missing or the credentials are refused."""
         try:
             self.client.head_bucket(Bucket=self.bucket)
-        except (BotoCoreError, ClientError) as e:
+        except (BotoCoreError, ClientError, *BROKEN_ANSWERS) as e:
             raise self._fail(e, "opening") from e
 
     def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None:
@@ -185,7 +191,8 @@ class S3Store:
             with contextlib.suppress(StorageError):  # the re-run aborts what is left anyway
                 self.abort_uploads(key)
             raise
-        except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error) as e:
+        except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error,
+                *BROKEN_ANSWERS) as e:
             raise self._fail(e, "uploading", key) from e
         finally:
             if not interrupted:
@@ -216,7 +223,7 @@ class S3Store:
                     "see which model it holds: invoke artifacts.list",
                 ) from e
             raise self._fail(e, "writing", key) from e
-        except BotoCoreError as e:
+        except (BotoCoreError, *BROKEN_ANSWERS) as e:
             raise self._fail(e, "writing", key) from e
 
     def get_file(self, key: str, dest: Path, *, progress: Progress | None = None) -> None:
@@ -237,8 +244,8 @@ class S3Store:
             future.cancel()
             raise
         except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error,
-                s3transfer.exceptions.RetriesExceededError) as e:  # a trial: a body cut every
-            raise self._fail(e, "downloading", key) from e     # time was a traceback
+                s3transfer.exceptions.RetriesExceededError, *BROKEN_ANSWERS) as e:
+            raise self._fail(e, "downloading", key) from e  # (a trial: a body cut every time)
         finally:
             if not interrupted:
                 manager.shutdown()
@@ -278,7 +285,7 @@ class S3Store:
             if _code(e) in ("NoSuchKey", "404"):
                 return None
             raise self._fail(e, "reading", key) from e
-        except BotoCoreError as e:
+        except (BotoCoreError, *BROKEN_ANSWERS) as e:
             raise self._fail(e, "reading", key) from e
 
     def head(self, key: str) -> ObjectInfo | None:
@@ -292,7 +299,7 @@ class S3Store:
             if _code(e) in ("NoSuchKey", "404", "NotFound"):
                 return None
             raise self._fail(e, "reading", key) from e
-        except BotoCoreError as e:
+        except (BotoCoreError, *BROKEN_ANSWERS) as e:
             raise self._fail(e, "reading", key) from e
 
     def list(self, prefix: str) -> list[ObjectInfo]:
@@ -305,7 +312,7 @@ class S3Store:
             ):
                 self._check_listing(page, "Name", "listing", prefix)
                 found += [ObjectInfo(o["Key"][strip:], o["Size"]) for o in page.get("Contents", [])]
-        except (BotoCoreError, ClientError) as e:
+        except (BotoCoreError, ClientError, *BROKEN_ANSWERS) as e:
             raise self._fail(e, "listing", prefix) from e
         return sorted(found, key=lambda o: o.key)
 
@@ -332,7 +339,7 @@ class S3Store:
         for key in keys:
             try:
                 self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
-            except (BotoCoreError, ClientError) as e:
+            except (BotoCoreError, ClientError, *BROKEN_ANSWERS) as e:
                 raise self._fail(e, "deleting", key) from e
 
     def abort_uploads(self, prefix: str) -> list[str]:
@@ -350,7 +357,7 @@ class S3Store:
                     Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
                 )
                 aborted.append(upload["Key"][strip:])
-        except (BotoCoreError, ClientError) as e:
+        except (BotoCoreError, ClientError, *BROKEN_ANSWERS) as e:
             raise self._fail(e, "aborting unfinished uploads under", prefix) from e
         return aborted
 
@@ -480,7 +487,7 @@ class S3Store:
                     return
                 if _code(e) not in (*_CONFLICT_CODES, "NoSuchKey", "404"):  # 404: it went away
                     raise self._fail(e, "writing", key) from e
-            except BotoCoreError as e:
+            except (BotoCoreError, *BROKEN_ANSWERS) as e:
                 raise self._fail(e, "writing", key) from e
             if (self._claim_of(key) or {}).get("_etag") != etag:
                 break  # replaced or released by another upload
@@ -514,7 +521,7 @@ class S3Store:
             if _code(e) == "MissingContentLength":
                 mode = self.client.meta.config.request_checksum_calculation or "when_supported"
                 found[known.AWS_CHUNKED] = known.aws_chunked_refused(mode)
-        except BotoCoreError as e:
+        except (BotoCoreError, *BROKEN_ANSWERS) as e:
             raise self._fail(e, "probing") from e
         return list(found.values())
 
@@ -681,6 +688,15 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
     """
     root = _client_error(e) or e
     bucket = where.split("/")[2]
+    if isinstance(root, RecursionError):
+        return StorageError(f"{action} {where}: {endpoint} redirects the request in a loop "
+                            "(HTTP 301/302/307)",
+                            "check storage.endpoint_url and storage.region: the endpoint must be "
+                            "the one of the bucket's region, and no proxy may redirect it")
+    if isinstance(root, ValueError):
+        return StorageError(f"{action} {where}: the answer of {endpoint} cannot be read "
+                            f"({str(root).splitlines()[0][:120] if str(root) else 'ValueError'})",
+                            "check the store and any proxy in between")
     if isinstance(root, NoCredentialsError):
         return StorageError(
             f"{action} {where}: no AWS credentials found",
