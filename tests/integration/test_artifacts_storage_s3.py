@@ -692,3 +692,28 @@ def test_the_claim_file_of_a_killed_upload_is_removed_by_the_unchanged_re_run(tm
     left.write_text("vm pid 1 since then")
     assert _upload(store, jit_exports["tiny"]).action == "unchanged"
     assert not left.exists()
+
+
+def test_a_store_that_said_done_and_holds_nothing_gets_no_manifest(s3_env, bucket, jit_exports,
+                                                                   monkeypatch):
+    """Trial 12: a store answered CompleteMultipartUpload with success and stored nothing; the
+    manifest was written naming the missing file, exit 0. The files are listed before the
+    manifest: one the store does not hold stops the upload, and no manifest is written."""
+    from paddlecd.artifacts.storage import s3 as s3_store
+
+    store, s3 = _store(s3_env, bucket), _client(s3_env)
+    real = s3_store.S3Store.put_file
+
+    def lost(self, path, key, **kw):
+        if not key.endswith(".pdiparams"):
+            return real(self, path, key, **kw)  # the .pdiparams: "done", never stored
+
+    monkeypatch.setattr(s3_store.S3Store, "put_file", lost)
+    with pytest.raises(StorageError, match=r"inference.pdiparams: the store took the upload but "
+                                           r"holds no such object"):
+        _upload(store, jit_exports["tiny"])
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/ocr-det/")
+            .get("Contents", [])]
+    assert keys and not any(k.endswith("manifest.json") for k in keys)
+    monkeypatch.setattr(s3_store.S3Store, "put_file", real)
+    assert _upload(store, jit_exports["tiny"]).action in ("create", "repair")  # the re-run

@@ -379,8 +379,27 @@ def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
                 where=plan.url,
                 error=StorageError,
             )
+    _check_stored(store, plan)
     # exclusive: if anything wrote a manifest despite the claim (a claim taken over), it stays
     store.put_bytes(am.manifest_bytes(plan.manifest), plan.prefix + am.MANIFEST, exclusive=True)
+
+
+def _check_stored(store: Store, plan: UploadPlan) -> None:
+    """Before the manifest: every file it names is in the store with its size (one listing). A
+    trial's store answered CompleteMultipartUpload with success and stored nothing: the
+    manifest then named a file that was not there, exit 0.
+
+    Raises:
+        StorageError: naming the file, what the store holds, and that no manifest was written.
+    """
+    held = {o.key: o.size for o in store.list(plan.prefix)}
+    for f in plan.manifest["files"]:
+        size = held.get(plan.prefix + f["path"])
+        if size != f["size"]:
+            raise StorageError(
+                f"{plan.url}/{f['path']}: the store took the upload but holds "
+                + ("no such object" if size is None else f"{size} bytes, not {f['size']}"),
+                "no manifest was written: check the store (its multipart completion) and re-run")
 
 
 def _signed_as_planned(plan: UploadPlan, signed: sig.Signed) -> None:
