@@ -94,3 +94,61 @@ def test_a_registry_that_ignores_paging_gives_the_whole_list_in_one_request(clie
 
 def test_a_missing_repository_has_no_tags(client):
     assert client.list_tags_after("ci/none", "x") == ([], False)
+
+
+class Rogue(http.server.BaseHTTPRequestHandler):
+    """Tag pages whose ``Link`` is set by the test: to the same page, or to another host."""
+
+    link = ""
+    seen: list[tuple[str, str]] = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        Rogue.seen.append((self.path, self.headers.get("Authorization", "")))
+        body = json.dumps({"name": "ci/p", "tags": ["a"]}).encode()
+        self.send_response(200)
+        if Rogue.link:
+            self.send_header("Link", Rogue.link)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def rogue():
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Rogue) for _ in range(2)]
+    for s in servers:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    Rogue.seen = []
+    yield [f"127.0.0.1:{s.server_address[1]}" for s in servers]
+    for s in servers:
+        s.shutdown()
+
+
+def test_a_next_page_that_repeats_a_page_stops_the_listing(rogue):
+    """Trial 12: a registry whose next page was the same page was listed for ever, silent."""
+    from paddlecd.errors import RegistryError
+
+    Rogue.link = '</v2/ci/p/tags/list?n=1000&last=a>; rel="next"'
+    with pytest.raises(RegistryError, match="next page repeats a page already read"):
+        RegistryClient(rogue[0], insecure=True).list_tags("ci/p")
+    # paged by last=: the repeated tag reads as a registry that ignores last= (its whole list)
+    assert RegistryClient(rogue[0], insecure=True).list_tags_after("ci/p", "0") == (["a"], True)
+
+
+def test_a_next_page_on_another_host_gets_no_credentials(rogue):
+    """Trial 12: a Link to another host was followed with the registry's Basic password, and
+    that host's tags merged into the listing."""
+    from paddlecd.errors import RegistryError
+    from paddlecd.registry.auth import Credentials
+
+    Rogue.link = f'<http://{rogue[1]}/v2/ci/p/tags/list?last=a>; rel="next"'
+    client = RegistryClient(rogue[0], insecure=True, credentials=Credentials("bot", "pw"))
+    with pytest.raises(RegistryError, match="next page is on another host"):
+        client.list_tags("ci/p")
+    assert all(rogue[1] not in path for path, _ in Rogue.seen) and len(Rogue.seen) == 1
+    assert not client.same_origin(f"http://{rogue[1]}/v2/") and client.same_origin(
+        f"http://{rogue[0]}/v2/x")

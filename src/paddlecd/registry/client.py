@@ -311,17 +311,42 @@ class RegistryClient(Transport):
         yet."""
         tags: list[str] = []
         url: str | None = f"{repository}/tags/list?n=1000"
+        what = f"listing tags of {self.registry}/{repository}"
+        seen: set[str] = set()
         try:
             while url:
-                resp = self.request("GET", url, [_read(repository)],
-                                    f"listing tags of {self.registry}/{repository}")
-                tags += resp.json().get("tags") or []
-                url = (
-                    urljoin(self.base, resp.links["next"]["url"]) if "next" in resp.links else None
-                )
+                resp = self.request("GET", url, [_read(repository)], what)
+                page = _tags_of(resp, what, self.host)
+                tags += page
+                url = self._next_page(resp, what, seen) if page else None
         except NotFoundError:
             return []
         return tags
+
+    def _next_page(self, resp: Any, what: str, seen: set[str]) -> str | None:
+        """The ``Link: <…>; rel="next"`` URL of a tag page (OCI distribution-spec, "Listing
+        Tags"), or None on the last page.
+
+        Raises:
+            RegistryError: the next page is on another host (credentials are sent to this
+                registry only; a trial: its password went to the Link's host), or is a page
+                already read (a trial: a registry whose next page was the same page was listed
+                for ever, silent).
+        """
+        if "next" not in resp.links:
+            return None
+        url = urljoin(self.base, resp.links["next"]["url"])
+        if not self.same_origin(url):
+            raise RegistryError(f"{what}: the registry's next page is on another host "
+                                f"({url[:120]})", "paddlecd follows pages of the registry's own "
+                                "host only: check the registry and any proxy rewriting its Link "
+                                "headers")
+        if url in seen:
+            raise RegistryError(f"{what}: the registry's next page repeats a page already read "
+                                f"({url[:120]})", "the registry's tag pagination loops: check "
+                                "its version and logs")
+        seen.add(url)
+        return url
 
     def list_tags_after(self, repository: str, last: str, *, stop: str = "",
                         n: int = 100) -> tuple[list[str], bool]:
@@ -340,17 +365,18 @@ class RegistryClient(Transport):
         """
         tags: list[str] = []
         url: str | None = f"{repository}/tags/list?n={n}&last={quote(last, safe='')}"
+        what = f"listing tags of {self.registry}/{repository} after {last}"
+        seen: set[str] = set()
         try:
             while url:
-                resp = self.request("GET", url, [_read(repository)],
-                                    f"listing tags of {self.registry}/{repository} after {last}")
-                page = resp.json().get("tags") or []
+                resp = self.request("GET", url, [_read(repository)], what)
+                page = _tags_of(resp, what, self.host)
                 if len(page) > n or any(t <= last for t in page):
                     return page, True
                 tags += page
                 last = page[-1] if page else last
-                done = not page or "next" not in resp.links or (stop and last >= stop)
-                url = None if done else urljoin(self.base, resp.links["next"]["url"])
+                done = not page or (stop and last >= stop)
+                url = None if done else self._next_page(resp, what, seen)
         except NotFoundError:
             return [], False
         return tags, False
@@ -456,6 +482,23 @@ class RegistryClient(Transport):
             self.put_manifest(to_repo, digest, manifest.raw, manifest.descriptor.media_type)
             counts["copied"] += 1
         return counts
+
+
+def _tags_of(resp: Any, what: str, host: str) -> list[str]:
+    """The ``tags`` of a tag-list answer (a list of strings; null or absent: none).
+
+    Raises:
+        RegistryError: the answer is no tag list.
+    """
+    doc = resp.json()
+    tags = doc.get("tags") if isinstance(doc, dict) else None
+    if tags is None and isinstance(doc, dict):
+        return []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise RegistryError(f"{what}: the answer of {host} is no tag list",
+                            f"check {host} is the registry and nothing between rewrites its "
+                            "answers")
+    return tags
 
 
 def client_for(settings: Any, registry: str | None = None, *,

@@ -219,6 +219,13 @@ class Transport:
                 "check registry.url / release.registry (PADDLECD_*_URL): host and port of the "
                 "registry, not of another server")
 
+    def same_origin(self, url: str) -> bool:
+        """Whether ``url`` is on this registry's scheme, host and port (RFC 6454 origin)."""
+        from urllib.parse import urlsplit
+
+        mine, theirs = urlsplit(self.base), urlsplit(url)
+        return (mine.scheme, mine.netloc) == (theirs.scheme, theirs.netloc.rpartition("@")[2])
+
     @property
     def credentials(self) -> Credentials | None:
         """Credentials for this registry, looked up once (env, then Docker's config.json)."""
@@ -363,12 +370,17 @@ class Transport:
         self, method: str, path: str, scopes: list[str], kwargs: dict[str, Any]
     ) -> requests.Response:
         url = path if path.startswith(("http://", "https://")) else self.base + path
+        # credentials go to the registry's own origin only: a URL its answer named (a Location,
+        # a Link) on another host gets none (a trial: a Link to another host received the
+        # Basic password)
+        ours = self.same_origin(url)
         extra = dict(kwargs)
         headers = dict(extra.pop("headers", {}))
         self.stats["requests"] += 1
-        resp = self.session.request(method, url, headers={**headers, **self._auth(scopes)},
+        resp = self.session.request(method, url,
+                                    headers={**headers, **(self._auth(scopes) if ours else {})},
                                     timeout=self.timeout, verify=self.verify, **extra)
-        if resp.status_code == 401 and self._authenticate(resp, scopes):
+        if ours and resp.status_code == 401 and self._authenticate(resp, scopes):
             self.stats["requests"] += 1
             resp = self.session.request(method, url, headers={**headers, **self._auth(scopes)},
                                         timeout=self.timeout, verify=self.verify, **extra)
