@@ -364,3 +364,23 @@ def test_a_digest_reference_is_never_resolved_to_the_digest_a_header_names(serve
                        (200, oci, body.replace(b"[]", b"[ ]"))]  # bytes of another manifest
     with pytest.raises(RegistryError, match="does not match"):
         RegistryClient(server, insecure=True).resolve("ci/p", digest)
+
+
+@pytest.mark.parametrize("manifests", ['"abc"', '[1]', '[{"digest": "sha256:x", "size": 1}]',
+                                       '[{"digest": "sha256:' + 'a' * 64 + '", "size": "1"}]',
+                                       '[{"digest": "sha256:' + 'a' * 64 + '", "annotations": 1}]'])
+def test_an_index_whose_manifests_are_no_descriptors_is_named_not_a_traceback(manifests):
+    """Trial 12: a referrers answer whose ``manifests`` was a string ended in a TypeError
+    traceback in prune, compare and evidence.show."""
+    from paddlecd.registry.client import Descriptor, Manifest
+    from paddlecd.registry.referrers import index_entries
+
+    doc = json.loads(f'{{"schemaVersion": 2, "manifests": {manifests}}}')
+    with pytest.raises(RegistryError, match="no OCI descriptors"):
+        index_entries(doc, "listing referrers of r/p@sha256:…", "r")
+    raw = json.dumps({**doc, "mediaType": "application/vnd.oci.image.index.v1+json"}).encode()
+    index = Manifest(Descriptor("sha256:" + "b" * 64, "application/vnd.oci.image.index.v1+json",
+                                len(raw)), raw)
+    with pytest.raises(RegistryError, match="no OCI descriptors"):
+        index.children()
+    assert index_entries({"manifests": None}, "x", "r") == []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -84,16 +85,14 @@ class Manifest:
     def children(self) -> list[Descriptor]:
         """Child manifests of an index, else the config and layer blobs of an image manifest."""
         doc = self.json()
-        items = (
-            doc.get("manifests", [])
-            if self.is_index
-            else [doc.get("config"), *doc.get("layers", [])]
-        )
-        return [
-            Descriptor(d["digest"], d.get("mediaType", ""), int(d.get("size", 0)))
-            for d in items
-            if d
-        ]
+        what = f"manifest {self.descriptor.digest}"
+        if self.is_index:
+            items = descriptors(doc.get("manifests"), what)
+        else:
+            items = descriptors([doc["config"]] if doc.get("config") else [], what)
+            items += descriptors(doc.get("layers"), what)
+        return [Descriptor(d["digest"], str(d.get("mediaType", "")), d.get("size", 0))
+                for d in items]
 
 
 class RegistryClient(Transport):
@@ -242,10 +241,15 @@ class RegistryClient(Transport):
         Raises:
             NotFoundError, RegistryAuthError, RegistryError: as :meth:`get_manifest`.
         """
+        what = f"reading the config of {self.name(repository, digest)}"
         doc = self.get_manifest(repository, digest).json()
-        if doc.get("manifests"):
-            doc = self.get_manifest(repository, doc["manifests"][0]["digest"]).json()
-        config = check_digest(doc.get("config", {}).get("digest", ""))
+        children = descriptors(doc.get("manifests"), what)
+        if children:
+            doc = self.get_manifest(repository, children[0]["digest"]).json()
+        config = descriptors([doc.get("config")] if doc.get("config") else [], what)
+        if not config:
+            raise RegistryError(f"{what}: the manifest has no config", "check the image")
+        config = check_digest(config[0]["digest"])
         resp = self.request("GET", f"{repository}/blobs/{config}", [_read(repository)],
                             f"reading the config of {self.name(repository, digest)}")
         return dict(json.loads(resp.content))
@@ -482,6 +486,35 @@ class RegistryClient(Transport):
             self.put_manifest(to_repo, digest, manifest.raw, manifest.descriptor.media_type)
             counts["copied"] += 1
         return counts
+
+
+def descriptors(items: Any, what: str) -> list[dict[str, Any]]:
+    """``items`` checked to be OCI content descriptors (image-spec descriptor.md): objects with
+    a ``sha256:`` digest, a whole non-negative size, and when present a string media type and
+    artifact type and string annotations; None: none.
+
+    Raises:
+        RegistryError: naming ``what`` (a trial: an index whose ``manifests`` was a string was a
+            TypeError traceback in prune, compare and evidence.show).
+    """
+    if items is None:
+        return []
+
+    def ok(d: Any) -> bool:
+        if not isinstance(d, dict) or not isinstance(d.get("digest"), str):
+            return False
+        size, notes = d.get("size", 0), d.get("annotations") or {}
+        return (re.fullmatch(r"sha256:[0-9a-f]{64}", d["digest"]) is not None
+                and isinstance(size, int) and not isinstance(size, bool) and size >= 0
+                and isinstance(d.get("mediaType", ""), str)
+                and isinstance(d.get("artifactType", ""), str) and isinstance(notes, dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in notes.items()))
+
+    if not isinstance(items, list) or not all(ok(d) for d in items):
+        raise RegistryError(f"{what}: the registry's answer holds no OCI descriptors where it "
+                            "should", "check the registry and that nothing between rewrites its "
+                            "answers")
+    return items
 
 
 def _tags_of(resp: Any, what: str, host: str) -> list[str]:

@@ -36,7 +36,13 @@ import urllib3
 
 from paddlecd.errors import NotFoundError, RegistryAuthError, RegistryError
 from paddlecd.registry.auth import scope
-from paddlecd.registry.client import OCI_INDEX, OCI_MANIFEST, Descriptor, RegistryClient
+from paddlecd.registry.client import (
+    OCI_INDEX,
+    OCI_MANIFEST,
+    Descriptor,
+    RegistryClient,
+    descriptors,
+)
 from paddlecd.registry.reference import check_digest
 
 EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
@@ -224,7 +230,7 @@ def referrers(
     ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
     client.referrers_api = resp.status_code == 200 and ctype == OCI_INDEX
     if client.referrers_api:
-        found = [Referrer.from_json(e) for e in resp.json().get("manifests") or []]
+        found = [Referrer.from_json(e) for e in index_entries(resp.json(), what, client.host)]
     else:  # 404: the registry has no referrers API (distribution 2.8), so the tag schema
         found = _tag_schema(client, repository, digest)
     return [r for r in found if artifact_type is None or r.artifact_type == artifact_type]
@@ -266,9 +272,21 @@ def _referrer(client: RegistryClient, repository: str, reference: str) -> Referr
 
 def _tag_index(client: RegistryClient, repository: str, tag: str) -> list[dict[str, Any]]:
     try:
-        return client.get_manifest(repository, tag).json().get("manifests") or []
+        doc = client.get_manifest(repository, tag).json()
     except NotFoundError:
         return []
+    return index_entries(doc, f"reading the index {client.name(repository, tag)}", client.host)
+
+
+def index_entries(doc: Any, what: str, host: str) -> list[dict[str, Any]]:
+    """The ``manifests`` of an OCI image index (image-spec image-index.md), checked to be
+    descriptors (:func:`paddlecd.registry.client.descriptors`); null or absent: none.
+
+    Raises:
+        RegistryError: anything else, naming ``what`` and ``host``.
+    """
+    return descriptors(doc.get("manifests") if isinstance(doc, dict) else [],
+                       f"{what} (from {host})")
 
 
 def _add_to_tag_index(
