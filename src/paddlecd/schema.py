@@ -28,8 +28,25 @@ def _whole(checker: Any, instance: Any) -> bool:
 # validation §6.1.1), which YAML gives as a float: a trial's job file with `nodes: 2.0` ended in
 # a TypeError traceback, and `port: 29500.0` rendered a Service Kubernetes refuses (int32
 # fields) and a rendezvous address "…:29500.0". Every paddlecd file takes whole numbers only.
+def _ecma(pattern: str) -> str:
+    """``pattern`` with a final ``$`` anchor as ``\\Z``: in ECMA-262, whose regexes JSON
+    Schema's "pattern" means (draft 2020-12 validation §6.3.3), ``$`` ends the string; in Python
+    it also matches before a final newline (a trial: a job's ``name: "linear-demo\\n"``
+    rendered a Kubernetes name with a newline, ``memory: "2Gi\\n"`` ended in a traceback)."""
+    if not pattern.endswith("$"):
+        return pattern
+    body = pattern[:-1]
+    backslashes = len(body) - len(body.rstrip("\\"))
+    return body + r"\Z" if backslashes % 2 == 0 else pattern
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "string") and not re.search(_ecma(pattern), instance):
+        yield jsonschema.ValidationError(f"{instance[:200]!r} does not match {pattern!r}")
+
+
 VALIDATOR = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
+    jsonschema.Draft202012Validator, validators={"pattern": _pattern},
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole))
 
 

@@ -353,3 +353,17 @@ def test_a_whole_number_written_as_a_float_is_refused(tmp_path, change, where):
     rendezvous address ``…:29500.0``."""
     with pytest.raises(ConfigError, match=rf"{where}: .* is not of type 'integer'"):
         jobfile.load(write(tmp_path, **change))
+
+
+@pytest.mark.parametrize("change, where", [
+    ({"name": "linear-demo\n"}, "name"),
+    ({"resources": {"cpu": "1", "memory": "2Gi\n", "shm": "512Mi"}}, "resources.memory"),
+    ({"resources": {"cpu": "1\n", "memory": "2Gi", "shm": "512Mi"}}, "resources.cpu"),
+    ({"data": {"claim": "data\n", "mountPath": "/data"}}, "data.claim"),
+])
+def test_a_final_newline_does_not_pass_a_pattern(tmp_path, change, where):
+    """Trial 12: Python's ``$`` matches before a final newline, so ``name: "linear-demo\\n"``
+    rendered a Kubernetes name with a newline and ``memory: "2Gi\\n"`` ended in a ValueError
+    traceback; JSON Schema's patterns are ECMA-262, where ``$`` ends the string."""
+    with pytest.raises(ConfigError, match=rf"{re.escape(where)}: .* does not match"):
+        jobfile.load(write(tmp_path, **change))
