@@ -385,3 +385,11 @@ def test_an_answer_botocore_cannot_read_is_named_not_a_traceback(monkeypatch, ra
         store.check()
     with pytest.raises(StorageError, match=words):
         store.head("m/1.0.0/manifest.json")
+
+
+@pytest.mark.parametrize(("code", "status"), [("QuotaExceeded", 403), ("InsufficientStorage", 507)])
+def test_a_full_store_is_hinted_as_full(code, status):
+    """Trial 12: a 507 InsufficientStorage and RGW's 403 QuotaExceeded got "see the logs"."""
+    e = storage_error(_error(code, status), action="uploading", where="s3://models/a",
+                      endpoint="http://s3")
+    assert e.hint.startswith("the store is out of space")

@@ -83,6 +83,9 @@ def hint_for(code: str) -> str | None:
     with a <Message> got "see the logs of <endpoint>")."""
     if code in THROTTLE_CODES:
         return THROTTLE_HINT
+    if code in ("QuotaExceeded", "InsufficientStorage", "507"):  # a trial: "see the logs"
+        return ("the store is out of space (its quota, or its disks): free space or raise the "
+                "quota, then re-run (the upload completes what it left)")
     if code == "RequestTimeTooSkewed":  # SigV4 requests are valid 15 minutes around the
         # store's clock (AWS S3 API reference, error codes): a trial got "see the logs"
         return ("this machine's clock is off from the store's by more than 15 minutes: set it "

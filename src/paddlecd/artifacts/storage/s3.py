@@ -439,7 +439,11 @@ class S3Store:
                     "re-run itself, one of another machine by --overwrite once it is dead",
                 ) from None
             self._replace(body, key, held.get("_etag", ""))  # a second taker loses here
-        mine = self._claim_of(key) or {}
+        mine = self._claim_of(key)
+        if mine is None:  # a trial: a store that dropped the write was "claimed by another"
+            raise StorageError(f"claiming {self.url}/{prefix}: the store took the claim and then "
+                               "did not have it", "check the store (it drops writes) and any "
+                               "proxy in between; then re-run")
         if mine.get("_foreign"):  # a trial: a proxy's page read back was "claimed by another"
             raise StorageError(f"claiming {self.url}/{prefix}: reading the claim back, the store "
                                f"answered no claim ({mine['_foreign']})",
