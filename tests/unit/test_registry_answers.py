@@ -384,3 +384,22 @@ def test_an_index_whose_manifests_are_no_descriptors_is_named_not_a_traceback(ma
     with pytest.raises(RegistryError, match="no OCI descriptors"):
         index.children()
     assert index_entries({"manifests": None}, "x", "r") == []
+
+
+def test_a_config_blob_is_checked_against_its_digest_before_it_is_parsed(server):
+    """Trial 12: a config blob with its quotes stripped (release.prune --dry-run) was a
+    JSONDecodeError traceback: it was parsed before its digest was checked."""
+    import hashlib
+
+    config = b'{"created": "2026-12-03T00:00:00Z"}'
+    cdigest = "sha256:" + hashlib.sha256(config).hexdigest()
+    manifest = json.dumps({"schemaVersion": 2, "layers": [],
+                           "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"digest": cdigest, "size": len(config)}}).encode()
+    mdigest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    oci = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    Scripted.script = [(200, oci, manifest), (200, {}, config.replace(b'"', b""))]
+    with pytest.raises(RegistryError, match=f"blob {cdigest} arrived as sha256:"):
+        RegistryClient(server, insecure=True).image_config("ci/p", mdigest)
+    Scripted.script = [(200, oci, manifest), (200, {}, config)]
+    assert RegistryClient(server, insecure=True).image_config("ci/p", mdigest)["created"]

@@ -250,9 +250,16 @@ class RegistryClient(Transport):
         if not config:
             raise RegistryError(f"{what}: the manifest has no config", "check the image")
         config = check_digest(config[0]["digest"])
-        resp = self.request("GET", f"{repository}/blobs/{config}", [_read(repository)],
-                            f"reading the config of {self.name(repository, digest)}")
-        return dict(json.loads(resp.content))
+        resp = self.request("GET", f"{repository}/blobs/{config}", [_read(repository)], what)
+        got = "sha256:" + hashlib.sha256(resp.content).hexdigest()
+        if got != config:  # content-addressed: checked before it is parsed (a trial: a blob
+            raise RegistryError(f"{what}: blob {config} arrived as {got}",  # with its quotes
+                                "the registry is corrupt or something between rewrites its "
+                                "answers")  # stripped was a JSONDecodeError traceback)
+        doc = resp.json()
+        if not isinstance(doc, dict):
+            raise RegistryError(f"{what}: the config blob is no JSON object", "check the image")
+        return doc
 
     def _manifest_request(self, method: str, repository: str, reference: str, what: str,
                           ok: tuple[int, ...] = (200,)) -> Any:
