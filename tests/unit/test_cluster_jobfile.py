@@ -367,3 +367,25 @@ def test_a_final_newline_does_not_pass_a_pattern(tmp_path, change, where):
     traceback; JSON Schema's patterns are ECMA-262, where ``$`` ends the string."""
     with pytest.raises(ConfigError, match=rf"{re.escape(where)}: .* does not match"):
         jobfile.load(write(tmp_path, **change))
+
+
+def test_two_mounts_of_one_folder_written_two_ways_are_refused(tmp_path):
+    """Trial 12: ``code.mountPath: /out/x`` beside ``output.mountPath: /out/./x`` rendered, and
+    the real run failed in the engine ("Duplicate mount point") after creating its network."""
+    path = write(tmp_path, code={"path": ".", "mountPath": "/out/x"},
+                 output={"path": "out", "mountPath": "/out/./x"}, checkpoint="/out/./x/ck")
+    with pytest.raises(ConfigError, match="two volumes share one mountPath"):
+        jobfile.check(jobfile.load(path), gpu_variant=False, variant="cpu")
+
+
+@pytest.mark.parametrize("script", ["/", "./", "code/", ".", ".."])
+def test_a_script_that_names_a_folder_is_refused(tmp_path, script):
+    """Trial 12: ``command.script: /`` planned ``command / --steps 300``."""
+    with pytest.raises(ConfigError, match="names a folder, not a script"):
+        jobfile.load(write(tmp_path, command={"script": script}))
+
+
+def test_a_claim_name_past_253_characters_is_refused(tmp_path):
+    """Trial 12: a 300-character claim rendered (a PVC name is a DNS subdomain, <= 253)."""
+    with pytest.raises(ConfigError, match="data.claim"):
+        jobfile.load(write(tmp_path, data={"claim": "a" * 300, "mountPath": "/data"}))

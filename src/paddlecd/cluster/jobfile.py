@@ -394,7 +394,9 @@ def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
         raise ConfigError(
             f"{spec.source}: nodes must be at least 1 (got {spec.nodes})", "pass --nodes 1 or more"
         )
-    mounts = [v.mount_path.rstrip("/") for v in spec.volumes.values()]
+    # normalised: /out/./x and /out/x are one folder (a trial: rendered, then the engine's
+    # "Duplicate mount point" at the real run)
+    mounts = [posixpath.normpath(v.mount_path) for v in spec.volumes.values()]
     if len(set(mounts)) != len(mounts):
         raise ConfigError(
             f"{spec.source}: two volumes share one mountPath ({', '.join(mounts)})",
@@ -416,6 +418,10 @@ def _under(path: str, mount: str) -> bool:
 
 def _script(data: dict) -> str:
     script = data["command"]["script"]
+    leaf = script.rstrip("/").rsplit("/", 1)[-1]
+    if script.endswith("/") or leaf in ("", ".", ".."):  # a trial: "/" and "./" planned
+        raise ConfigError(f"command.script {script[:120]!r} names a folder, not a script",
+                          "give the script's file, e.g. script: train.py")
     if script.startswith("/"):
         return script
     if "code" not in data:
