@@ -489,6 +489,11 @@ def test_an_empty_one_letter_flag_is_named_as_invoke_spells_it():
      "name it with its flag; see: invoke --help release.show"),
     (["promote", "--variant", "cpu", "--variant", "cu126"], "promote: --variant is given twice",
      "give it once; see: invoke --help promote"),
+    # trial 12: Invoke took --out for the positional dest and the value was "unexpected"
+    (["artifacts.download", "m@1.0.0", "--out", "/tmp/d"], "artifacts.download: unknown flag "
+     "'--out'", "see: invoke --help artifacts.download"),
+    (["artifacts.download", "m@1.0.0", "--outdir=/tmp/d"], "artifacts.download: unknown flag "
+     "'--outdir'", "see: invoke --help artifacts.download"),
     # trial 11: the = form said "--variant takes no value (given 'cu126')"
     (["release.list", "--variant=cpu", "--variant=cu126"],
      "release.list: --variant is given twice", "give it once; see: invoke --help release.list"),

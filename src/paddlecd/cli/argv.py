@@ -177,6 +177,10 @@ def parse_problem(argv: Sequence[str], collection: Any) -> tuple[str, str] | Non
     if token.startswith("-"):
         name = token.split("=", 1)[0]
         return f"{task}: unknown flag {name!r}", f"{_nearest(name, context.flags)}see: {helps}"
+    stray = _unknown_flag(argv, task, context, collection)
+    if stray:  # a trial: `download X --out D` took --out for the positional dest and named D
+        return (f"{task}: unknown flag {stray!r}",
+                f"{_nearest(stray, context.flags)}see: {helps}")
     bare = [a for a in argv if a.endswith(f"={token}") and a.startswith("--")]
     if bare:  # --dry-run=3: Invoke splits it and the value is left over
         flag = bare[0].split("=", 1)[0]
@@ -194,6 +198,22 @@ def parse_problem(argv: Sequence[str], collection: Any) -> tuple[str, str] | Non
     what = ("it takes flags only" if not takes else f"it takes one argument: {takes[0]}"
             if len(takes) == 1 else f"its arguments: {', '.join(takes)}")
     return f"{task}: unexpected argument {token!r} ({what})", f"name it with its flag; see: {helps}"
+
+
+def _unknown_flag(argv: list[str], task: str, context: Any, collection: Any) -> str | None:
+    """The first ``--flag`` (or ``--flag=value``) among ``task``'s own tokens that the task does
+    not have: Invoke takes such a token for a positional argument's value when one is free."""
+    line = list(argv)
+    if task not in line:
+        return None
+    names = set(collection.task_names)
+    for token in line[line.index(task) + 1:]:
+        if token in names:
+            break
+        name = token.split("=", 1)[0]
+        if token.startswith("--") and len(token) > 2 and name not in context.flags:
+            return name
+    return None
 
 
 def _nearest(token: str, names: Iterable[str]) -> str:
