@@ -17,6 +17,7 @@ import re
 import socket
 import stat
 import tempfile
+import unicodedata
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -192,6 +193,21 @@ def refuse_foreign_file(path: str | Path, flag: str, *, ours: Callable[[bytes], 
                           "it wrote before")
 
 
+def refuse_control(path: str | Path, flag: str) -> None:
+    """Refuse an output path holding a control character (a trial: an ESC in --out made such a
+    file and reached the terminal of whoever listed it).
+
+    Raises:
+        ConfigError: naming ``flag`` and the character (escaped).
+    """
+    from paddlecd.errors import ConfigError
+
+    control = next((c for c in str(path) if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise ConfigError(f"{flag} holds the control character {control!r}",
+                          "name the output without control characters")
+
+
 def refuse_output_place(path: str | Path, flag: str, *, folder: bool,
                         example: str | None = None) -> None:
     """Refuse an output the user named (``--out``) that lands on ``/``, in a system folder
@@ -205,6 +221,7 @@ def refuse_output_place(path: str | Path, flag: str, *, folder: bool,
     """
     from paddlecd.errors import ConfigError
 
+    refuse_control(path, flag)
     resolved = Path(os.path.abspath(path)).resolve()
     where = resolved if folder else resolved.parent
     why = place_problem(str(where), writable=folder)

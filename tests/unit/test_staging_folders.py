@@ -71,3 +71,16 @@ def test_render_onto_a_file_names_it_a_file_and_keeps_it(tmp_path):
     with pytest.raises(ConfigError, match=f"--out {out} is a file, not a folder"):
         deploy.render_to(plan, out)
     assert out.read_text() == "precious"
+
+
+@pytest.mark.parametrize("name", ["r\x01x", "p\x1bx.yaml", "k\nx"])
+def test_an_output_path_with_a_control_character_is_refused(tmp_path, name):
+    """Trial 12: release.policy --out $'/tmp/p\\x1bx.yaml', evidence.keygen and cluster.render
+    made the file and printed the path raw (the ESC reached the terminal)."""
+    from paddlecd.signing import keys
+
+    with pytest.raises(ConfigError, match="holds the control character"):
+        files.refuse_output_place(tmp_path / name, "--out", folder=True)
+    with pytest.raises(ConfigError, match="holds the control character"):
+        keys.keygen(tmp_path / name)
+    assert list(tmp_path.iterdir()) == []

@@ -97,6 +97,7 @@ def keygen(folder: Path, *, note: Echo | None = None) -> tuple[Path, Path]:
             (:func:`files.place_problem`); the pair exists, or a lone public key, or a lone
             private key that is no P-256 key (never overwritten).
     """
+    files.refuse_control(folder, "--out")
     if folder.exists() and not folder.is_dir():
         raise SigningKeyError(f"--out {folder} is a file, not a folder",
                               "name a folder for the pair (it is created if missing)")
