@@ -350,6 +350,22 @@ def read_yaml(
         raise error(f"{path}: not valid YAML{where}: {problem}", "fix the syntax") from e
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique, as ``json.loads(…, object_pairs_hook=unique_keys)``
+    (RFC 8259 §4: names SHOULD be unique; Python keeps the last silently, a trial:
+    ``{"a": 1, "a": 2}`` stored 2, and a candidate record's second digest was promoted).
+
+    Raises:
+        ValueError: naming the first key given twice (a ValueError, as a JSON error is).
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key[:80]!r} is given twice")
+        out[key] = value
+    return out
+
+
 def write_json(path: Path, data: Any) -> Path:
     """Atomically write ``data`` as indented, key-sorted JSON to ``path`` (parents created).
 

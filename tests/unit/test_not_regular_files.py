@@ -168,3 +168,17 @@ def test_a_named_pipe_inside_a_file_store_is_named_not_opened(tmp_path, name):
     if name == "manifest.json":
         with pytest.raises(StorageError, match="is a named pipe"):
             arts.list_versions(store, "m")
+
+
+def test_a_candidate_record_with_a_key_given_twice_is_refused(tmp_path):
+    """Trial 12: candidates/cpu.json with a second "digest" key was promoted with the later one,
+    without a word (the artifact manifest and metrics refuse duplicate keys)."""
+    from paddlecd.image import candidate
+
+    s = project_settings(tmp_path / "state")
+    record = s.state / "candidates" / "cpu.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"digest": "sha256:' + "b" * 64 + '", "digest": "sha256:' + "a" * 64 +
+                      '"}')
+    with pytest.raises(ConfigError, match="the key 'digest' is given twice"):
+        candidate.load_candidate(s, "cpu")

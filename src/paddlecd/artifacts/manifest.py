@@ -27,7 +27,7 @@ from typing import Any
 import jsonschema
 import semver
 
-from paddlecd import __version__, git
+from paddlecd import __version__, files, git
 from paddlecd import schema as validation
 from paddlecd.errors import ConfigError, PaddlecdError
 from paddlecd.files import kind_of
@@ -269,19 +269,7 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
 METRICS_MAX_BYTES = 1 << 20  # a metrics file is a few names and numbers
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are unique (RFC 8259 §4: names SHOULD be unique; Python keeps the
-    last silently, a trial: ``{"a": 1, "a": 2}`` stored 2).
-
-    Raises:
-        ValueError: naming the first key given twice.
-    """
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key[:80]!r} is given twice")
-        out[key] = value
-    return out
+_unique_keys = files.unique_keys  # the one duplicate-key refusal (files.py)
 
 
 def load_metrics(path: Path | None) -> dict[str, float] | None:

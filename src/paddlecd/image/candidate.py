@@ -18,7 +18,7 @@ from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
-from paddlecd.files import now_iso, regular_file, write_json
+from paddlecd.files import now_iso, regular_file, unique_keys, write_json
 from paddlecd.registry.reference import check_digest
 
 
@@ -83,7 +83,7 @@ def load_candidate(settings: Settings, variant: str) -> Candidate | None:
     if not regular_file(path, "candidate record"):  # a folder or a named pipe is named (a trial)
         return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), object_pairs_hook=unique_keys)
     except ValueError as e:
         raise ConfigError(
             f"{path}: not valid JSON ({e})", f"push again: invoke push --variant {variant}"

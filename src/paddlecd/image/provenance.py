@@ -24,7 +24,7 @@ from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import AttestationError, ConfigError, SubjectError
-from paddlecd.files import read_regular
+from paddlecd.files import read_regular, unique_keys
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient, client_for
 from paddlecd.registry.reference import parse_reference
@@ -228,7 +228,7 @@ def read_build(settings: Settings, variant: str) -> dict[str, Any]:
     path = settings.state / "builds" / f"{variant}.json"
     again = f"build again: invoke build --variant {variant}"
     try:  # a folder or a named pipe is named, never opened (a trial: push hung on a FIFO)
-        doc = json.loads(read_regular(path, "build record"))
+        doc = json.loads(read_regular(path, "build record"), object_pairs_hook=unique_keys)
     except ValueError as e:
         raise ConfigError(f"{path}: not valid JSON ({str(e).splitlines()[0][:120]})", again) from e
     if not isinstance(doc, dict):

@@ -84,7 +84,7 @@ def last_run(settings: Settings, name: str) -> tuple[Path, Summary]:
             (f"write the newest run's id into it ({found[-1]}), or " if found else "")
             + f"start a fresh run: invoke pipeline.run {name}")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), object_pairs_hook=files.unique_keys)
     except ValueError as e:
         raise PipelineError(f"{path}: not valid JSON ({e})",
                             f"start a fresh run: invoke pipeline.run {name}") from e

@@ -35,7 +35,7 @@ from typing import Any
 from paddlecd import schema as validation
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError
-from paddlecd.files import write_json
+from paddlecd.files import unique_keys, write_json
 
 SCHEMA = 1
 
@@ -211,7 +211,7 @@ def load(settings: Settings, digest: str) -> Evidence | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), object_pairs_hook=unique_keys)
     except ValueError as e:
         raise VerifyError(
             f"{path}: not valid JSON ({e})", "re-run verify to write a new record"
