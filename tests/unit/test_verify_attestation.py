@@ -406,3 +406,14 @@ def test_keygen_on_a_full_disk_leaves_no_key_and_names_the_file(tmp_path, monkey
     assert list((tmp_path / "there").iterdir()) == []
     name = signing_keys.PRIVATE_NAME if failing == "private" else signing_keys.PUBLIC_NAME
     assert os_error_text(e.value)[0] == f"no space left on the device: {folder / name}"
+
+
+def test_a_trusted_key_file_holding_two_keys_is_refused(tmp_path):
+    """Trial 12: a .pub holding another key first and the right one second was read as the
+    first, the second dropped: promote's "none of the attestations verifies" named no file."""
+    _, first = keys.keygen(tmp_path / "a")
+    _, second = keys.keygen(tmp_path / "b")
+    both = tmp_path / "both.pub"
+    both.write_bytes(first.read_bytes() + second.read_bytes())
+    with pytest.raises(SigningKeyError, match=r"both.pub holds 2 PEM blocks"):
+        keys.trusted(_settings(tmp_path, **{"release.trusted_keys": str(both)}))

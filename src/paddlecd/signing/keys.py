@@ -300,6 +300,11 @@ def trusted(settings: Settings) -> list[TrustedKey]:
 
 def _public(path: Path) -> ec.EllipticCurvePublicKey:
     pem = _read(path, "trusted key (release.trusted_keys)")
+    blocks = pem.count(b"-----BEGIN ")
+    if blocks > 1:  # a trial: the first of two was read, the second dropped without a word
+        raise SigningKeyError(f"trusted key {path} holds {blocks} PEM blocks; a key file holds "
+                              "one key", "put each key in a file of its own and list each in "
+                              "release.trusted_keys")
     try:
         public = serialization.load_pem_public_key(pem)
     except (ValueError, TypeError) as e:
