@@ -301,3 +301,21 @@ def test_a_file_whose_name_is_no_pipeline_name_is_named_so(tmp_path):
                                   "letters, digits, - and _, at most 200, first a letter or "
                                   "digit)")
     assert e.value.hint == "rename the file, e.g. pipelines/bad-name.yaml"
+
+
+def test_a_deploy_stage_is_checked_against_each_selected_variant(tmp_path):
+    """Trial 12: ``gpus_per_node: 1`` in a deploy stage planned for cpu (dry run exit 0), where
+    ``invoke deploy --gpus-per-node 1`` on cpu is refused."""
+    import shutil
+
+    from support import ROOT
+
+    s = _project(tmp_path, [*RELEASE, {**DEPLOY, "with": {**DEPLOY["with"],
+                                                          "cluster": "k8s", "gpus_per_node": 1}}])
+    (tmp_path / "images").mkdir()
+    shutil.copy(ROOT / "images" / "variants.yaml", tmp_path / "images" / "variants.yaml")
+    pdef = pipeline_spec.load(s, "t")
+    with pytest.raises(PipelineError, match=r"stage 'deploy' \(deploy\) for cpu: .*1 GPUs per "
+                                            r"node requested on the CPU variant 'cpu'"):
+        pipeline_spec.plan_lines(pdef, pipeline_spec.Selection(("cpu",), "--variant"), s)
+    assert pipeline_spec.plan_lines(pdef, pipeline_spec.Selection(("cu126",), "--variant"), s)

@@ -320,10 +320,44 @@ def check_options(options: Mapping[str, Any], pdef: PipelineDef | None = None) -
     return given
 
 
+def check_selected(settings: Settings, pdef: PipelineDef, selection: Selection) -> None:
+    """Each deploy stage's job checked against each selected variant as ``invoke deploy`` checks
+    it (cards on a CPU variant, /dev/shm past the memory, mounts): a trial's
+    ``gpus_per_node: 1`` on cpu passed the dry run, which the task refuses.
+
+    Raises:
+        PipelineError: naming the file, the stage, the variant and the task's cause.
+    """
+    from paddlecd import deployment
+    from paddlecd.cluster import jobfile
+
+    for s in pdef.stages:
+        if s.kind != "deploy":
+            continue
+        for name in selection.variants:
+            try:
+                job = deployment.check_job(
+                    settings, job=str(settings.path(s.params["job"])),
+                    nodes=s.params.get("nodes"), gpus_per_node=s.params.get("gpus_per_node"),
+                    kind=s.params.get("kind", "job"), cluster=s.params.get("cluster"))
+                jobfile.check(job, gpu_variant=variants.get(settings, name).is_gpu,
+                              variant=name)
+            except ConfigError as e:
+                raise PipelineError(f"{pdef.path}: stage '{s.name}' (deploy) for {name}: "
+                                    f"{e.cause}", e.hint) from e
+
+
 def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings,
                options: Mapping[str, Any] | None = None) -> list[str]:
     """The run plan as lines (printed before anything runs; all of ``--dry-run``); ``options``
-    (version, bump, digest) are shown on the promote stage."""
+    (version, bump, digest) are shown on the promote stage. The selected variants' deploy jobs
+    are checked first (:func:`check_selected`), so a plan is never shown for a run its deploy
+    would refuse.
+
+    Raises:
+        PipelineError: as :func:`check_selected`.
+    """
+    check_selected(settings, pdef, selection)
     where = {
         "registry": f"registry {settings.registry.url}",
         "cluster": f"cluster ({settings.cluster.kind} default)",
