@@ -339,3 +339,26 @@ def test_a_current_context_the_kubeconfig_lacks_is_named(tmp_path, monkeypatch, 
         call(config.load(root=tmp_path, environ={}))
     assert e.value.cause == f"kubeconfig {kubeconfig}: no context named 'ghost' in it"
     assert "use-context" in e.value.hint and e.value.exit_code == 9
+
+
+@pytest.mark.parametrize("call", [k8s.connect, k8s.namespace])
+def test_a_stale_current_context_is_no_matter_when_cluster_context_names_another(
+        tmp_path, monkeypatch, call):
+    """Trial 12: with ``current-context: nope`` and ``cluster.context: other`` (a context the
+    file has), render and the dry run said "no context named 'nope'" / "set cluster.context",
+    which was set; kubectl --context other reads such a file."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "nope",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "other", "context": {"cluster": "c", "user": "u",
+                                                   "namespace": "team"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    settings = config.load(root=tmp_path, environ={"PADDLECD_CLUSTER_CONTEXT": "other"})
+    if call is k8s.namespace:
+        assert call(settings) == "team"
+        return
+    with pytest.raises(ClusterError) as e:  # nothing answers on 127.0.0.1:1: the context is read
+        call(settings)
+    assert "nope" not in e.value.cause and "127.0.0.1:1" in e.value.cause

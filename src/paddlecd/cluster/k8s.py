@@ -86,9 +86,14 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
         raise _not_kubeconfig() from e
     except ConfigException as e:
         missing = _names_missing(e)
-        if missing:  # a trial: current-context: ghost planned into namespace "default", exit 0
+        if missing and settings.cluster.context:
+            # the stale current-context is not the one asked for: kubectl --context reads such a
+            # file (a trial: refused, its hint "set cluster.context", which was set)
+            contexts, current = _contexts(), None
+        elif missing:  # a trial: current-context: ghost planned into namespace "default", exit 0
             raise missing from e
-        return _no_kubeconfig(service_account_namespace)
+        else:
+            return _no_kubeconfig(service_account_namespace)
     except FileNotFoundError:
         return _no_kubeconfig(service_account_namespace)
     except OSError as e:  # a folder, unreadable: not "no kubeconfig"
@@ -106,6 +111,18 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
                            "fix it (kubectl config set-context --current --namespace=NAME), or "
                            "set cluster.namespace")
     return found
+
+
+def _contexts() -> list[dict[str, Any]]:
+    """The ``contexts`` entries of the kubeconfig file (shape-checked by :func:`_shape_problem`),
+    read without the client's current-context check."""
+    out: list[dict[str, Any]] = []
+    for name in _config_file().split(os.pathsep):  # $KUBECONFIG lists files, merged in order
+        path = Path(name)
+        doc = yaml.safe_load(path.read_text()) if path.is_file() else None
+        found = doc.get("contexts") if isinstance(doc, dict) else None
+        out += [c for c in found or [] if isinstance(c, dict)]
+    return out
 
 
 def _names_missing(e: ConfigException) -> ClusterError | None:
