@@ -634,15 +634,11 @@ def test_rgw_answers_as_measured(rgw_server, rgw_https):
         chunked.put_object(Bucket=rgw_https, Key="c", Body=b"c")
 
 
-def test_a_claim_of_a_killed_upload_of_this_machine_is_taken_over_by_the_re_run(
-    s3_env, bucket, jit_exports
-):
-    """A trial (issue 21): an upload killed with -9 left its claim, and the same command re-run
-    was refused for a day. A claim names its pid and its process space (boot id and PID
-    namespace): one whose process is gone is taken over; one whose process runs is not."""
+def _plant_claims(s3, bucket: str) -> None:
+    """Claims of ocr-det 1.4.0 by a process of this machine that is gone, and of 1.5.0 by this
+    one (alive), as an upload writes them."""
     from paddlecd.artifacts.storage import s3 as s3_store
 
-    store, s3 = _store(s3_env, bucket), _client(s3_env)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     for version, pid in (("1.4.0", int(dead.stdout)), ("1.5.0", os.getpid())):
@@ -650,6 +646,17 @@ def test_a_claim_of_a_killed_upload_of_this_machine_is_taken_over_by_the_re_run(
                       Body=json.dumps({"id": "x", "holder": f"here pid {pid}", "pid": pid,
                                        "started": time.time() - 60,
                                        "process": s3_store._process_space()}).encode())
+
+
+def test_a_claim_of_a_killed_upload_of_this_machine_is_taken_over_by_the_re_run(
+    s3_env, bucket, jit_exports
+):
+    """A trial (issue 21): an upload killed with -9 left its claim, and the same command re-run
+    was refused for a day. A claim names its pid and its process space (boot id and PID
+    namespace): one whose process is gone is taken over; one whose process runs is not."""
+
+    store, s3 = _store(s3_env, bucket), _client(s3_env)
+    _plant_claims(s3, bucket)
     assert _upload(store, jit_exports["tiny"]).action == "create"  # the dead one's: taken over
     with pytest.raises(arts.ConflictError, match=rf"another process \(here pid {os.getpid()}"):
         _upload(store, jit_exports["tiny2"], version="1.5.0")  # a live holder: refused
@@ -662,18 +669,11 @@ def test_the_claim_of_an_upload_killed_after_its_last_write_is_removed_by_the_re
     """Trial 11: an upload killed once its manifest had landed left its claim; the re-run found
     the model unchanged, wrote nothing, and the claim stayed for good. The unchanged re-run
     removes a claim whose process is gone, and keeps a live one."""
-    from paddlecd.artifacts.storage import s3 as s3_store
 
     store, s3 = _store(s3_env, bucket), _client(s3_env)
     _upload(store, jit_exports["tiny"])
     _upload(store, jit_exports["tiny"], version="1.5.0")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
-    for version, pid in (("1.4.0", int(dead.stdout)), ("1.5.0", os.getpid())):
-        s3.put_object(Bucket=bucket, Key=f"paddle/.claims/ocr-det/{version}.json",
-                      Body=json.dumps({"id": "x", "holder": f"here pid {pid}", "pid": pid,
-                                       "started": time.time() - 60,
-                                       "process": s3_store._process_space()}).encode())
+    _plant_claims(s3, bucket)
     assert _upload(store, jit_exports["tiny"]).action == "unchanged"
     assert _upload(store, jit_exports["tiny"], version="1.5.0").action == "unchanged"
     left = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="paddle/.claims/")

@@ -90,3 +90,14 @@ class Location:
         if self.scheme == "file":
             return f"file://{self.prefix}"
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+
+def released_if_free(store: Store, prefix: str) -> bool:
+    """Take ``prefix``'s claim and let it go at once: True when that was possible, False when a
+    live holder keeps it (ConflictError). What ``release_abandoned`` does once a left-over claim
+    is found."""
+    try:
+        with store.claim(prefix):
+            return True
+    except ConflictError:
+        return False

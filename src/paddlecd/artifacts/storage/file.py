@@ -19,7 +19,14 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from paddlecd.artifacts.storage.base import MIB, ConflictError, ObjectInfo, Progress, Quirk
+from paddlecd.artifacts.storage.base import (
+    MIB,
+    ConflictError,
+    ObjectInfo,
+    Progress,
+    Quirk,
+    released_if_free,
+)
 from paddlecd.errors import ConfigError, StorageError
 from paddlecd.files import NO_SPACE, disk_full, free_space, kind_of
 
@@ -193,11 +200,7 @@ class FileStore:
         path = self.root / CLAIMS / f"{prefix.rstrip('/')}.lock"
         if not path.is_file():
             return False
-        try:
-            with self.claim(prefix):
-                return True
-        except ConflictError:
-            return False
+        return released_if_free(self, prefix)
 
     @contextlib.contextmanager
     def claim(self, prefix: str, *, take_over: bool = False) -> Iterator[None]:

@@ -43,6 +43,7 @@ from paddlecd.artifacts.storage.base import (
     ObjectInfo,
     Progress,
     Quirk,
+    released_if_free,
 )
 from paddlecd.config import StorageSettings
 from paddlecd.errors import ConfigError, StorageError
@@ -406,11 +407,7 @@ class S3Store:
         held = self._claim_of(f"{CLAIMS}/{prefix.rstrip('/')}.json")
         if held is None or not _holder_gone(held):
             return False
-        try:
-            with self.claim(prefix):
-                return True
-        except ConflictError:
-            return False
+        return released_if_free(self, prefix)
 
     def _release(self, key: str, claim_id: str) -> None:
         if (self._claim_of(key) or {}).get("id") == claim_id:
