@@ -269,9 +269,6 @@ def parse_image(reference: str | None) -> dict[str, str] | None:
 METRICS_MAX_BYTES = 1 << 20  # a metrics file is a few names and numbers
 
 
-_unique_keys = files.unique_keys  # the one duplicate-key refusal (files.py)
-
-
 def load_metrics(path: Path | None) -> dict[str, float] | None:
     """Read a JSON object of metric name → number from ``path`` (None → None).
 
@@ -284,7 +281,7 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
     try:
         if not Path(path).is_file() or Path(path).stat().st_size > METRICS_MAX_BYTES:
             raise ValueError(f"not a regular file of at most {METRICS_MAX_BYTES} bytes")
-        data = json.loads(Path(path).read_text(), object_pairs_hook=_unique_keys)
+        data = json.loads(Path(path).read_text(), object_pairs_hook=files.unique_keys)
     except (OSError, ValueError) as e:
         raise ConfigError(
             f"metrics file {path}: {e}", 'write a JSON object, e.g. {"hmean": 0.83}'
