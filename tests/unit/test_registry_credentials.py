@@ -273,3 +273,53 @@ def test_a_pull_names_a_missing_helper_as_the_registry_client_does(docker_home, 
         engine_credentials(s, "127.0.0.1:5084/paddlecd/paddle@sha256:" + "a" * 64)
     assert "docker-credential-nothere" in e.value.cause and "127.0.0.1:5084" in e.value.cause
     assert e.value.exit_code == 5
+
+
+HANGS = 'echo $$ > "$(dirname "$0")/../hung.pid"; exec sleep 600'
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+def test_a_helper_that_never_answers_is_killed_and_named(docker_home, monkeypatch):
+    """Trial 12: a helper waiting on a locked keyring hung every registry task without a word
+    (docker-py and the Docker CLI wait for ever). It is killed at the limit and named."""
+    import time
+
+    from paddlecd.registry import auth
+
+    monkeypatch.setattr(auth, "HELPER_TIMEOUT_S", 1.0)
+    helper(docker_home, "locked", HANGS)
+    config(docker_home, {"credHelpers": {"reg.example": "locked"}})
+    started = time.monotonic()
+    with pytest.raises(RegistryAuthError) as info:
+        find_credentials("reg.example")
+    assert time.monotonic() - started < 30
+    assert "docker-credential-locked" in info.value.cause and "reg.example" in info.value.cause
+    assert "within 1s" in info.value.cause
+    assert "echo reg.example | docker-credential-locked get" in info.value.hint
+    assert _gone(int((docker_home / "hung.pid").read_text()))
+
+
+def test_the_engine_clients_own_helper_calls_have_the_limit_too(docker_home, monkeypatch):
+    """docker-py's APIClient runs the helper itself for a push or pull without auth_config and
+    for a build's X-Registry-Config; after paddlecd has read config.json (engine.client does it
+    before it makes a client) those calls are limited as well. No engine is needed: the client is
+    never asked to connect."""
+    import docker
+    from docker import auth as docker_auth
+
+    from paddlecd.registry import auth
+
+    monkeypatch.setattr(auth, "HELPER_TIMEOUT_S", 1.0)
+    helper(docker_home, "locked", HANGS)
+    config(docker_home, {"credsStore": "locked"})
+    auth.docker_config()
+    api = docker.APIClient(base_url="unix:///nonexistent.sock", version="1.43")
+    with pytest.raises(RegistryAuthError, match="docker-credential-locked .*within 1s"):
+        docker_auth.get_config_header(api, "reg.example")

@@ -36,6 +36,11 @@ from paddlecd.files import environ_value, read_regular
 
 USERNAME_ENV = "PADDLECD_REGISTRY_USERNAME"
 PASSWORD_ENV = "PADDLECD_REGISTRY_PASSWORD"
+HELPER_TIMEOUT_S = 60.0
+"""How long one ``docker-credential-<name>`` call may take before it is killed and named. docker-py
+(``docker/credentials/store.py`` ``_execute``) and the Docker CLI wait for ever; a helper that waits
+on a locked keyring or a prompt with no terminal hung every registry task without a word (trial 12).
+Cloud helpers (ecr-login, gcloud) that fetch a token answer in seconds."""
 _PARAM = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))')
 
 
@@ -215,6 +220,7 @@ def docker_config(path: Path | None = None) -> Any:
     from docker import errors as docker_errors
 
     _check_shape(raw, path)
+    _limit_helpers()
     try:
         return docker_auth.AuthConfig.load_config(None, raw)
     except (docker_errors.InvalidConfigFile, ValueError) as e:  # binascii.Error: not base64
@@ -222,6 +228,52 @@ def docker_config(path: Path | None = None) -> Any:
         why = e if isinstance(e, docker_errors.InvalidConfigFile) else (
             f"an 'auths' entry is not base64 of user:password ({e})")
         raise ConfigError(f"Docker config {path}: {why}", hint) from e
+
+
+def _limit_helpers() -> None:
+    """Give every credential helper docker-py runs (our lookups and the engine client's pushes,
+    pulls and builds alike) a time limit of :data:`HELPER_TIMEOUT_S`, by replacing
+    ``docker.credentials.Store`` (looked up by ``docker.auth`` at each use) with a subclass that
+    runs the helper through :func:`paddlecd.proc.run`. docker-py 7.1.0 (pinned) has no option for
+    it. Idempotent."""
+    from docker import credentials as docker_credentials
+
+    if docker_credentials.Store.__name__ != "_TimedStore":
+        docker_credentials.Store = _timed_store(docker_credentials.Store)
+
+
+def _timed_store(base: type) -> type:
+    """``base`` (docker-py's ``Store``) with ``_execute`` run under a time limit; a non-zero exit
+    keeps docker-py's meaning (``process_store_error``: "credentials not found" is no entry)."""
+    import subprocess
+
+    from docker.credentials import errors as store_errors
+
+    from paddlecd import proc
+
+    class _TimedStore(base):  # type: ignore[misc, valid-type]
+        def _execute(self, subcmd: str, data_input: bytes) -> bytes:
+            if self.exe is None:
+                raise store_errors.StoreError(f"{self.program} not installed or not available "
+                                              "in PATH")
+            server = data_input.decode("utf-8", "replace")[:200]
+            try:
+                result = proc.run([self.exe, subcmd], stdin=data_input, env=self.environment,
+                                  stdout_only=True, check=False, timeout=HELPER_TIMEOUT_S,
+                                  error=RegistryAuthError,
+                                  what=f"credential helper {self.program} (asked for {server})")
+            except RegistryAuthError as e:  # killed at the limit: no exit status
+                raise RegistryAuthError(
+                    e.cause, f"check it with: echo {server} | {self.program} {subcmd} (it must "
+                    "answer without a prompt: unlock its keyring or log in), or remove it from "
+                    f"credHelpers/credsStore in {docker_config_path()}") from e
+            if result.returncode != 0:
+                failed = subprocess.CalledProcessError(result.returncode, [self.exe, subcmd],
+                                                       output=result.stdout.encode())
+                raise store_errors.process_store_error(failed, self.program) from failed
+            return result.stdout.encode()
+
+    return _TimedStore
 
 
 def _check_shape(raw: Any, path: Path) -> None:
