@@ -69,8 +69,37 @@ def pytest_configure(config: pytest.Config) -> None:
     from paddlecd.registry.embedded import RegistryServer, free_port
 
     root = Path(tempfile.mkdtemp(prefix="paddlecd-base-seed-"))
-    config.stash[_SEED] = (RegistryServer(root, port=free_port()).start(), root)
-    os.environ[SEED_ENV] = config.stash[_SEED][0].host
+    server = RegistryServer(root, port=free_port()).start()
+    config.stash[_SEED] = (server, root)
+    os.environ[SEED_ENV] = server.host
+    _reap_with_session(os.getpid(), server.process.pid, root)
+
+
+# A session killed by `timeout`, Ctrl-C twice or kill -9 never reaches pytest_unconfigure, and the
+# seed registry (its own process group) ran on (five found after one afternoon's partial runs).
+# A watcher outside the session stops it and removes its storage when the session's pid is gone.
+_WATCHER = """
+import os, shutil, signal, sys, time
+if os.fork():
+    os._exit(0)  # the session waits for this parent only; the watcher runs on, detached
+session, registry, root = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+while os.path.exists(f"/proc/{session}") and os.path.exists(f"/proc/{registry}"):
+    time.sleep(2)
+if os.path.exists(f"/proc/{registry}"):
+    os.killpg(registry, signal.SIGKILL)
+    shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+def _reap_with_session(session_pid: int, registry_pid: int, root: Path) -> None:
+    """Start the watcher of :data:`_WATCHER`: when ``session_pid`` is gone it kills the process
+    group of ``registry_pid`` and removes ``root``; it exits with the registry."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", _WATCHER, str(session_pid), str(registry_pid),
+                    str(root)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, start_new_session=True, check=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

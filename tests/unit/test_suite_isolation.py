@@ -119,3 +119,32 @@ def test_work_units_go_out_in_collection_order_with_groups_kept_whole():
     # two units each to start: one test, one test, then the next test and the whole group
     assert first_sent(CollectionOrder) == [[collection[0], collection[2]],
                                            [collection[1], *collection[3:]]]
+
+
+def test_a_killed_session_takes_its_seed_registry_with_it(tmp_path):
+    """A session killed with kill -9 never reaches pytest_unconfigure; the seed registry of
+    support/base.py (its own process group) ran on after each. The watcher stops it and removes
+    its storage. Stand-ins: ``sleep`` for the session and for the registry."""
+    import time
+
+    from support.base import _reap_with_session
+
+    session = subprocess.Popen(["sleep", "60"])
+    registry = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    root = tmp_path / "seed"
+    root.mkdir()
+    try:
+        _reap_with_session(session.pid, registry.pid, root)
+        time.sleep(3)
+        assert registry.poll() is None and root.exists()  # the session lives: left alone
+        session.kill()
+        session.wait()
+        registry.wait(timeout=15)
+        assert registry.returncode == -9
+        deadline = time.monotonic() + 5
+        while root.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not root.exists()
+    finally:
+        session.kill()
+        registry.kill()
