@@ -9,7 +9,8 @@ beats the store ``docker push`` uses. The lookup itself is docker-py's ``docker.
 which runs ``docker-credential-<name> get`` (docker/docker-credential-helpers protocol) and parses
 its stdout only: a helper's warnings on stderr go to the terminal, never into the JSON. This module
 is the one place besides :mod:`paddlecd.engine` that imports docker-py, and only ``docker.auth``
-(a config-file and helper reader, no engine client) and the ``docker.errors`` it raises.
+(a config-file and helper reader, no engine client), the ``docker.errors`` it raises and
+``docker.credentials``, whose helper runner it gives a time limit (:data:`HELPER_TIMEOUT_S`).
 
 Token auth follows the distribution token specification
 (distribution.github.io/distribution/spec/auth/token/): a 401 carries
@@ -242,11 +243,19 @@ def _limit_helpers() -> None:
         docker_credentials.Store = _timed_store(docker_credentials.Store)
 
 
+class _HelperExit(Exception):
+    """A helper's non-zero exit, shaped as docker-py's ``process_store_error`` and
+    :func:`_helper_error` read subprocess's ``CalledProcessError``: ``returncode`` and ``output``
+    (its stdout, bytes)."""
+
+    def __init__(self, returncode: int, output: bytes):
+        super().__init__(f"exit {returncode}")
+        self.returncode, self.output = returncode, output
+
+
 def _timed_store(base: type) -> type:
     """``base`` (docker-py's ``Store``) with ``_execute`` run under a time limit; a non-zero exit
     keeps docker-py's meaning (``process_store_error``: "credentials not found" is no entry)."""
-    import subprocess
-
     from docker.credentials import errors as store_errors
 
     from paddlecd import proc
@@ -268,8 +277,7 @@ def _timed_store(base: type) -> type:
                     "answer without a prompt: unlock its keyring or log in), or remove it from "
                     f"credHelpers/credsStore in {docker_config_path()}") from e
             if result.returncode != 0:
-                failed = subprocess.CalledProcessError(result.returncode, [self.exe, subcmd],
-                                                       output=result.stdout.encode())
+                failed = _HelperExit(result.returncode, result.stdout.encode())
                 raise store_errors.process_store_error(failed, self.program) from failed
             return result.stdout.encode()
 
