@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from importlib import resources
@@ -24,10 +25,19 @@ def _whole(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _finite(checker: Any, instance: Any) -> bool:
+    if isinstance(instance, bool):
+        return False
+    return isinstance(instance, int) or (isinstance(instance, float) and math.isfinite(instance))
+
+
 # JSON Schema's "integer" takes 2.0 ("a number with a zero fractional part", draft 2020-12
 # validation §6.1.1), which YAML gives as a float: a trial's job file with `nodes: 2.0` ended in
 # a TypeError traceback, and `port: 29500.0` rendered a Service Kubernetes refuses (int32
 # fields) and a rendezvous address "…:29500.0". Every paddlecd file takes whole numbers only.
+# A "number" is finite: JSON has no NaN or Infinity (RFC 8259 §6), which YAML's .nan/.inf and
+# Python's json give; NaN passes every "minimum" (a trial: a pipeline check with rtol: .nan, a
+# tolerance no comparison fails).
 def _ecma(pattern: str) -> str:
     """``pattern`` with a final ``$`` anchor as ``\\Z``: in ECMA-262, whose regexes JSON
     Schema's "pattern" means (draft 2020-12 validation §6.3.3), ``$`` ends the string; in Python
@@ -47,7 +57,8 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
 
 VALIDATOR = jsonschema.validators.extend(
     jsonschema.Draft202012Validator, validators={"pattern": _pattern},
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole))
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _whole, "number": _finite}))
 
 
 def load_schema(name: str) -> JsonSchema:

@@ -207,7 +207,8 @@ def test_upload_refuses_an_onnx_whose_parity_failed(tmp_path):
     folder = _folder_with_onnx(tmp_path, None)
     sha = am.hash_file(folder / "inference.onnx").sha256
     (folder / am.CHECK_JSON).write_text(
-        json.dumps({"onnx": _output(sha256=sha, parity="failed", max_abs_err=0.1).to_json()}))
+        json.dumps({"onnx": _output(sha256=sha, size=4, parity="failed",
+                                    max_abs_err=0.1).to_json()}))
     with pytest.raises(ConfigError, match="failed its ONNX Runtime parity check"):
         _plan(tmp_path, folder)
 
@@ -277,3 +278,52 @@ def test_a_check_record_of_the_wrong_shape_is_named_as_check_json(tmp_path):
         _plan(tmp_path, folder)
     assert e.value.cause.startswith(f"{folder / am.CHECK_JSON} (its onnx record)")
     assert "parity" in e.value.cause and "manifest of" not in e.value.cause
+
+
+@pytest.mark.parametrize(("check_json", "fragment"), [
+    ('{"onnx": "x"}', "(its onnx record): (top level): 'x' is not of type 'object'"),
+    ('{"onnx": [1]}', "is not of type 'object'"),
+    ('{"onnx": {}, "onnx": {}}', "not a check record (the key 'onnx' is given twice)"),
+    ("{not json", "not a check record"),
+])
+def test_a_broken_check_json_is_named_not_a_traceback(tmp_path, check_json, fragment):
+    """Trial 13: ``{"onnx": "x"}`` ended in AttributeError; ``onnx`` given twice (a failed
+    record, then a passed one) took the last without a word."""
+    folder = _folder_with_onnx(tmp_path, None)
+    (folder / am.CHECK_JSON).write_text(check_json)
+    with pytest.raises(ConfigError) as e:
+        _plan(tmp_path, folder)
+    assert str(folder / am.CHECK_JSON) in e.value.cause and fragment in e.value.cause
+    assert list(tmp_path.rglob(am.MANIFEST)) == []
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    ({"size": 999}, "size differs"),
+    ({"paddle2onnx": ""}, "paddle2onnx"),
+    ({"onnxruntime": "x; rm -rf"}, "onnxruntime"),
+    ({"image": "not an image"}, "image"),
+    ({"opset": 10 ** 30}, "opset"),
+    ({"batches": []}, "batches"),
+    ({"batches": [10 ** 9]}, "batches"),
+    ({"rtol": float("nan")}, "rtol"),
+    ({"max_abs_err": -1.0}, "max_abs_err"),
+    ({"paddle_version": "3.0.0\n"}, "paddle_version"),
+])
+def test_an_onnx_record_that_is_not_the_files_is_refused(tmp_path, change, fragment):
+    """Trial 13: a record with ``size: 999`` for a 4-byte file, an empty paddle2onnx, an image
+    that is no reference and an opset of 10**30 were stored, signed and shown by
+    artifacts.show."""
+    folder = _folder_with_onnx(tmp_path, None)
+    sha = am.hash_file(folder / "inference.onnx").sha256
+    record = {**_output(sha256=sha, size=4).to_json(), **change}
+    (folder / am.CHECK_JSON).write_text(json.dumps({"onnx": record}))
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        _plan(tmp_path, folder)
+    assert list(tmp_path.rglob(am.MANIFEST)) == []
+
+
+def test_the_schemas_highest_opset_is_the_pinned_onnxs():
+    schema = json.loads((Path(am.__file__).parent.parent / "schemas"
+                         / "artifact-manifest.schema.json").read_text())
+    assert schema["properties"]["onnx"]["properties"]["opset"]["maximum"] == \
+        onnx.defs.onnx_opset_version()

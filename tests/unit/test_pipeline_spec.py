@@ -269,6 +269,15 @@ DEPLOY = {"stage": "deploy", "with": {"job": "examples/train.yaml", "nodes": 2,
     ({}, {"name": "../x"}, "stage 'upload' (upload): invalid model name '../x'"),
     ({}, {"name": ""}, "name"),
     ({}, {"name": "m", "to": "ftp://x/y"}, "stage 'upload' (upload): "),
+    # trial 13: each passed the dry run; artifacts.check refuses each flag
+    ({}, {"name": "m", "check": {"batch": 1000000000}}, "batch"),
+    ({}, {"name": "m", "check": {"rtol": float("nan")}}, "rtol"),
+    ({}, {"name": "m", "check": {"atol": float("inf")}}, "atol"),
+    ({}, {"name": "m", "check": {"onnx_opset": 13}},
+     "stage 'check' (check): with.onnx_opset is for onnx: true"),
+    ({}, {"name": "m", "check": {"image": "not an image!"}}, "stage 'check' (check): with.image"),
+    ({}, {"name": "m", "check": {"image": "repo@sha256:abc"}}, "stage 'check' (check): "),
+    ({}, {"name": "m", "check": {"image": "reg:5000/Bad/Repo:1"}}, "stage 'check' (check): "),
 ])
 def test_stage_parameters_are_checked_as_their_tasks_check_them_before_any_stage(
         tmp_path, deploy, upload, fragment):
@@ -277,7 +286,10 @@ def test_stage_parameters_are_checked_as_their_tasks_check_them_before_any_stage
     at deploy naming the project's root folder. They are refused when the file is loaded."""
     stage_list = [*RELEASE, {**DEPLOY, "with": {**DEPLOY["with"], **deploy}}]
     if upload is not None:
+        check = upload.pop("check", None)
         stage_list.append({"stage": "upload", "with": upload})
+        if check is not None:
+            stage_list.append({"stage": "check", "with": check})
     s = _project(tmp_path, stage_list)
     with pytest.raises(PipelineError, match=re.escape(fragment)) as e:
         pipeline_spec.load(s, "t")
@@ -287,6 +299,17 @@ def test_stage_parameters_are_checked_as_their_tasks_check_them_before_any_stage
 def test_a_pipeline_with_good_stage_parameters_loads(tmp_path):
     s = _project(tmp_path, [*RELEASE, DEPLOY, {"stage": "upload", "with": {"name": "m"}}])
     assert [st.kind for st in pipeline_spec.load(s, "t").stages] == ["promote", "deploy", "upload"]
+
+
+@pytest.mark.parametrize("check", [
+    {"image": "1.4.0-cpu", "batch": 4096, "rtol": 0.001},
+    {"image": "reg:5000/app:1"},
+    {"image": "reg:5000/app@sha256:" + "a" * 64, "onnx": True, "onnx_opset": 17},
+])
+def test_a_check_stage_with_what_artifacts_check_takes_loads(tmp_path, check):
+    stage_list = [*RELEASE, DEPLOY, {"stage": "upload", "with": {"name": "m"}},
+                  {"stage": "check", "with": check}]
+    assert pipeline_spec.load(_project(tmp_path, stage_list), "t").stages[-1].params == check
 
 
 def test_a_file_whose_name_is_no_pipeline_name_is_named_so(tmp_path):

@@ -60,3 +60,13 @@ def test_valid_document_passes():
         "variants.schema.json",
         source="v.yaml",
     )
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), True])
+def test_a_number_is_finite_as_json_has_it(value):
+    """RFC 8259 §6 has no NaN or Infinity; YAML's .nan and Python's json give them, and NaN
+    passes every minimum (trial 13: a check stage's rtol: .nan loaded)."""
+    schema = {"type": "object", "properties": {"rtol": {"type": "number", "minimum": 0}}}
+    with pytest.raises(ConfigError, match="rtol"):
+        validation.check({"rtol": value}, "t.json", schema=schema, source="t.yaml")
+    validation.check({"rtol": 10 ** 400}, "t.json", schema=schema, source="t.yaml")

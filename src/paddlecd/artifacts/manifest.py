@@ -406,22 +406,32 @@ def onnx_record(export: Export) -> dict[str, Any] | None:
     name = f"{export.prefix}.onnx"
     if name not in export.files:
         return None
-    try:
-        record = json.loads((export.folder / CHECK_JSON).read_text()).get("onnx")
-    except (OSError, ValueError, AttributeError):
-        record = None
-    have = hash_file(export.folder / name).sha256
-    if not record or record.get("sha256") != have or record.get("path") != name:
-        raise ConfigError(
-            f"{export.folder / name} has no conversion record: check.json "
-            + ("lists no ONNX output" if not record else "names another file (sha256 differs)"),
-            f"run invoke artifacts.check {export.folder} --image IMAGE --onnx, or delete {name}",
-        )
+    rerun = f"run invoke artifacts.check {export.folder} --image IMAGE --onnx, or delete {name}"
+    path = export.folder / CHECK_JSON
+    try:  # a trial: {"onnx": "x"} ended in AttributeError, "onnx" given twice took the last
+        doc = json.loads(files.read_regular(path, "check record"),
+                         object_pairs_hook=files.unique_keys)
+    except FileNotFoundError:
+        doc = None
+    except (OSError, ValueError) as e:  # ValueError: not JSON, a key twice, not UTF-8
+        raise ConfigError(f"{path}: " + (e.strerror if isinstance(e, OSError) and e.strerror
+                                         else f"not a check record ({e})"), rerun) from e
+    record = doc.get("onnx") if isinstance(doc, dict) else None
+    if record is None:
+        raise ConfigError(f"{export.folder / name} has no conversion record: check.json "
+                          "lists no ONNX output", rerun)
     # the record's shape, named as check.json's (a trial: named as the manifest's, not written
     # yet): the manifest schema's own "onnx" part
     onnx_schema = validation.load_schema("artifact-manifest.schema.json")["properties"]["onnx"]
     validation.check(record, "artifact-manifest.schema.json", schema=onnx_schema,
-                     source=f"{export.folder / CHECK_JSON} (its onnx record)")
+                     source=f"{path} (its onnx record)")
+    have = hash_file(export.folder / name)
+    if (record["path"], record["sha256"], record["size"]) != (name, have.sha256, have.size):
+        # a trial: a record whose size was not the file's was stored and signed
+        raise ConfigError(f"{export.folder / name} has no conversion record: check.json names "
+                          "another file (" + ("name" if record["path"] != name else "sha256"
+                                             if record["sha256"] != have.sha256 else "size")
+                          + " differs)", rerun)
     return record
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd.config import Settings
-from paddlecd.errors import PipelineError
+from paddlecd.errors import ConfigError, PipelineError
 from paddlecd.image import lock, variants
 from paddlecd.types import Echo
 
@@ -209,6 +209,28 @@ def check_upload(settings: Settings, params: Mapping[str, Any]) -> None:
 
     am.check_name(params["name"])
     store_for(settings, params.get("to"))
+
+
+def check_check(settings: Settings, params: Mapping[str, Any]) -> None:
+    """The check stage's ``with:`` as ``invoke artifacts.check`` reads its flags before anything
+    runs (a trial: ``onnx_opset`` without ``onnx`` was dropped unsaid, ``image: "not an
+    image!"`` passed the dry run): the image's form (a release such as ``1.4.0-cpu``, a
+    ``host/repo:tag``, or ``repo@sha256:…``; nothing is asked of a registry), and ONNX
+    parameters only with ``onnx: true``. The numbers' ranges are the schema's."""
+    from paddlecd.artifacts import manifest as am
+    from paddlecd.registry.reference import check_tag, parse_reference
+
+    image = params.get("image")
+    if image is not None:
+        if "@" in image:
+            am.parse_image(image)
+        elif "/" in image:
+            parse_reference(image)
+        else:
+            check_tag(image, what="with.image (a release such as 1.4.0-cpu, or repo@sha256:…)")
+    if "onnx_opset" in params and not params.get("onnx"):
+        raise ConfigError("with.onnx_opset is for onnx: true",
+                          "add 'onnx: true' to the stage's with:, or drop onnx_opset")
 
 
 def check(ctx: StageContext) -> None:
@@ -425,7 +447,8 @@ KINDS: dict[str, Kind] = {
                         "minLength": 1,
                         "description": "runtime image; default: the promoted",
                     },
-                    "batch": {"type": "integer", "minimum": 2, "default": 3},
+                    # artifacts.check --batch's range (cli/artifacts.py)
+                    "batch": {"type": "integer", "minimum": 2, "maximum": 4096, "default": 3},
                     "rtol": {"type": "number", "minimum": 0},
                     "atol": {"type": "number", "minimum": 0},
                     "no_pir": {"type": "boolean", "default": False},
@@ -438,6 +461,7 @@ KINDS: dict[str, Kind] = {
                     "onnx_opset": {"type": "integer", "minimum": 7, "maximum": 19},
                 }
             ),
+            check=check_check,
         ),
     )
 }
