@@ -11,6 +11,8 @@ Service is removed again), a PaddleJob, a missing CRD, a missing kubeconfig.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
@@ -362,3 +364,49 @@ def test_a_stale_current_context_is_no_matter_when_cluster_context_names_another
     with pytest.raises(ClusterError) as e:  # nothing answers on 127.0.0.1:1: the context is read
         call(settings)
     assert "nope" not in e.value.cause and "127.0.0.1:1" in e.value.cause
+
+
+def _kubeconfig_file(path, current, server, namespace):
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": current,
+        "clusters": [{"name": f"c-{current}", "cluster": {"server": server}}],
+        "users": [{"name": f"u-{current}", "user": {}}],
+        "contexts": [{"name": current, "context": {"cluster": f"c-{current}",
+                                                   "user": f"u-{current}",
+                                                   "namespace": namespace}}]}))
+    return path
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_a_kubeconfig_list_takes_the_first_files_current_context_as_kubectl(
+        tmp_path, monkeypatch, first):
+    """Trial 13: with ``KUBECONFIG=a:b`` (each file its own current-context) kubectl uses a's
+    (client-go: the first file to set a value wins); the client library took b's, so a deploy
+    went to another cluster than ``kubectl config current-context`` named. Nothing answers on
+    127.0.0.1:1 or 127.0.0.2:2: the server connect names is the one it chose."""
+    files = {"a": _kubeconfig_file(tmp_path / "a", "a", "https://127.0.0.1:1", "team-a"),
+             "b": _kubeconfig_file(tmp_path / "b", "b", "https://127.0.0.2:2", "team-b")}
+    second = "b" if first == "a" else "a"
+    monkeypatch.setenv("KUBECONFIG", f"{files[first]}{os.pathsep}{files[second]}")
+    settings = config.load(root=tmp_path, environ={})
+    assert k8s.namespace(settings) == f"team-{first}"
+    with pytest.raises(ClusterError) as e:
+        k8s.connect(settings)
+    server = {"a": "127.0.0.1:1", "b": "127.0.0.2:2"}
+    assert server[first] in e.value.cause and server[second] not in e.value.cause
+
+
+@pytest.mark.parametrize("key", ["contexts", "clusters", "users"])
+def test_a_kubeconfig_with_two_entries_of_one_name_is_named(tmp_path, monkeypatch, key):
+    """Trial 13: two contexts named ``a`` in one file were read (the first taken); kubectl
+    refuses the file (``duplicate name "a" in list``)."""
+    path = _kubeconfig_file(tmp_path / "k", "a", "https://127.0.0.1:1", "team")
+    doc = yaml.safe_load(path.read_text())
+    doc[key].append(doc[key][0])
+    path.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    for call in (k8s.namespace, k8s.connect):
+        with pytest.raises(ClusterError) as e:
+            call(config.load(root=tmp_path, environ={}))
+        assert e.value.cause.startswith(f"kubeconfig {path} is not a kubeconfig: two {key} are "
+                                        "named")

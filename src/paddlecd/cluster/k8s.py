@@ -78,18 +78,22 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
     wrong = _shape_problem()
     if wrong:
         raise wrong
+    current = _current_context()
     try:
-        contexts, current = kubernetes.config.list_kube_config_contexts(config_file=_config_file())
+        contexts, _ = kubernetes.config.list_kube_config_contexts(config_file=_config_file())
     except yaml.YAMLError as e:
         raise _not_yaml(e) from e
     except TypeError as e:  # YAML, but a list or a scalar: the client indexes it as a mapping
         raise _not_kubeconfig() from e
     except ConfigException as e:
         missing = _names_missing(e)
-        if missing and settings.cluster.context:
-            # the stale current-context is not the one asked for: kubectl --context reads such a
-            # file (a trial: refused, its hint "set cluster.context", which was set)
-            contexts, current = _contexts(), None
+        wanted = settings.cluster.context or (current[1] if current else None)
+        stale = re.search(r"Expected object with name (.*) in .*/contexts list", str(e))
+        if missing and wanted and stale and stale.group(1) != wanted:
+            # the client's (last file's) stale current-context is not the one used: kubectl
+            # --context reads such a file (a trial: refused, its hint "set cluster.context",
+            # which was set)
+            contexts = _contexts()
         elif missing:  # a trial: current-context: ghost planned into namespace "default", exit 0
             raise missing from e
         else:
@@ -98,11 +102,15 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
         return _no_kubeconfig(service_account_namespace)
     except OSError as e:  # a folder, unreadable: not "no kubeconfig"
         raise _unreadable(e) from e
-    wanted = settings.cluster.context
-    chosen = next((c for c in contexts if c["name"] == wanted), None) if wanted else current
-    if wanted and chosen is None:
+    wanted = settings.cluster.context or (current[1] if current else None)
+    chosen = next((c for c in contexts if c["name"] == wanted), None) if wanted else None
+    if wanted and chosen is None and settings.cluster.context:
         raise ClusterError(f"kubeconfig {_config_file()}: no context named {wanted[:80]!r} "
                            "(cluster.context)", "kubectl config get-contexts lists them")
+    if wanted and chosen is None and current:  # as the client names it (_names_missing)
+        raise ClusterError(f"kubeconfig {current[0]}: no context named {wanted[:80]!r} in it",
+                           "kubectl config get-contexts lists them; kubectl config use-context "
+                           "NAME, or set cluster.context")
     found = ((chosen or {}).get("context") or {}).get("namespace") or "default"
     label, what = FORMATS["cluster.namespace"]  # the setting's own rule, RFC 1123
     if not isinstance(found, str) or not re.fullmatch(label, found):
@@ -111,6 +119,24 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
                            "fix it (kubectl config set-context --current --namespace=NAME), or "
                            "set cluster.namespace")
     return found
+
+
+def _current_context() -> tuple[str, str] | None:
+    """``(file, name)`` of the current-context kubectl uses: with a ``$KUBECONFIG`` list, the
+    first file's that sets one (client-go clientcmd ``ClientConfigLoadingRules.Load``: "the first
+    file to set a particular value wins"). The client library takes the last file's
+    (kubernetes-client/python ``KubeConfigMerger.load_config``): a trial's deploy went to
+    another cluster than ``kubectl config current-context`` named. None when no file sets one.
+    Files that cannot be read are left to the client (it names them)."""
+    for name in _config_file().split(os.pathsep):
+        try:
+            doc = yaml.safe_load(read_regular(Path(name), "kubeconfig", error=ClusterError))
+        except (ClusterError, OSError, ValueError, yaml.YAMLError):
+            continue
+        value = doc.get("current-context") if isinstance(doc, dict) else None
+        if value and isinstance(value, str):
+            return name, value
+    return None
 
 
 def _contexts() -> list[dict[str, Any]]:
@@ -197,6 +223,10 @@ def _shape_problem() -> ClusterError | None:
             entries = doc.get(key) or []
             if not isinstance(entries, list) or not all(isinstance(x, dict) for x in entries):
                 return _wrong_shape(path, f"'{key}' is not a list of mappings")
+            names = [entry.get("name") for entry in entries]
+            twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+            if twice is not None:  # kubectl: error loading config file: duplicate name in list
+                return _wrong_shape(path, f"two {key} are named {str(twice)[:80]!r}")
             for entry in entries:
                 body = entry.get(inner) or {}
                 name = str(entry.get("name"))[:80]
@@ -228,11 +258,12 @@ def connect(settings: Settings) -> Api:
         ClusterError: no kubeconfig and not inside a cluster, a kubeconfig that is not YAML or
             of the wrong shape (:func:`_shape_problem`), or an unknown context.
     """
-    context = settings.cluster.context
     config_file = _config_file()
     wrong = _shape_problem()
     if wrong:
         raise wrong
+    current = _current_context()  # kubectl's, not the client's (the last file's)
+    context = settings.cluster.context or (current[1] if current else None)
     try:
         client = kubernetes.config.new_client_from_config(config_file=config_file, context=context)
     except yaml.YAMLError as e:
