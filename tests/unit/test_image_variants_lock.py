@@ -274,3 +274,41 @@ def test_image_packages_are_one_requirement_each(tmp_path):
     body = "variants: {a: {device: cpu, base: 'r/p:3.0.0', paddle: '3.0.0', packages: ['-e .']}}"
     with pytest.raises(ConfigError, match="variants.a.packages"):
         variants.load(settings_for(tmp_path, body))
+
+
+@pytest.mark.parametrize("value", ["../../etc/passwd", "/etc/passwd", "", "Dockerfile\n",
+                                   "gpu/../../x", "a\\b"])
+def test_a_dockerfile_outside_images_is_refused_at_load(tmp_path, value):
+    """Trial 13: ``dockerfile: ../../etc/passwd`` and ``/etc/passwd`` reached BuildKit (exit 4,
+    /etc/passwd read as a Dockerfile); ``""`` and a final newline gave the engine's words."""
+    import json
+
+    body = ("variants: {cpu: {device: cpu, base: 'r/p:3.0.0-cpu', paddle: '3.0.0', "
+            f"dockerfile: {json.dumps(value)}}}}}")
+    with pytest.raises(ConfigError) as e:
+        variants.load(settings_for(tmp_path, body))
+    assert "variants.cpu.dockerfile" in e.value.cause and "inside images/" in e.value.hint
+
+
+def test_a_dockerfile_that_links_out_of_images_or_is_missing_is_named(tmp_path):
+    """What the schema cannot see: a link under images/ that leads out, a missing file."""
+    from paddlecd.image import build
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "Dockerfile").symlink_to("/etc/passwd")
+    (tmp_path / "images" / "folder").mkdir()
+    s = config.load({"state_dir": str(tmp_path / "state")}, root=tmp_path, environ={})
+
+    def variant(dockerfile):
+        return variants.Variant(name="cpu", device="cpu", base="r/p:3.0.0-cpu", paddle="3.0.0",
+                                dockerfile=dockerfile)
+
+    with pytest.raises(ConfigError, match=r"variant 'cpu' dockerfile 'Dockerfile' leads out of "
+                                          r"images/ \(to /etc/passwd\)"):
+        build.dockerfile_of(s, variant("Dockerfile"))
+    with pytest.raises(ConfigError, match="'absent': no such file"):
+        build.dockerfile_of(s, variant("absent"))
+    with pytest.raises(ConfigError, match="'folder': not a regular file"):
+        build.dockerfile_of(s, variant("folder"))
+    (tmp_path / "images" / "Dockerfile.cpu").write_text("FROM scratch\n")
+    assert build.dockerfile_of(s, variant("Dockerfile.cpu")) == tmp_path / "images/Dockerfile.cpu"

@@ -94,6 +94,29 @@ def secret_args(settings: Settings) -> Iterator[list[str]]:
         yield [x for i, f in found.items() for x in ("--secret", f"id={i},src={f}")]
 
 
+def dockerfile_of(settings: Settings, v: variants.Variant) -> Path:
+    """The Dockerfile of variant ``v``: ``images/<dockerfile>``, a regular file inside
+    ``images/`` (the build context) even after symlinks are followed. The schema refuses
+    ``..``, absolute paths and control characters; this names what it cannot see (a trial:
+    ``../../etc/passwd`` and ``/etc/passwd`` reached the engine, exit 4, with its own words).
+
+    Raises:
+        ConfigError: missing, not a regular file, or a link that leaves ``images/``.
+    """
+    images = settings.root / "images"
+    path = images / v.dockerfile
+    where = f"{settings.variants_file}: variant '{v.name}' dockerfile {v.dockerfile[:80]!r}"
+    resolved = path.resolve()
+    if not resolved.is_relative_to(images.resolve()):
+        raise ConfigError(f"{where} leads out of images/ (to {str(resolved)[:200]})",
+                          "keep the Dockerfile inside images/ (the build context)")
+    if not resolved.is_file():
+        raise ConfigError(f"{where}: " + ("not a regular file" if resolved.exists()
+                                          else f"no such file ({path})"),
+                          "name a Dockerfile under images/, e.g. dockerfile: Dockerfile")
+    return path
+
+
 def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: str,
                    build_args: Mapping[str, str], labels: Mapping[str, str], log_name: str,
                    on_line: Echo | None = None, no_cache: bool = False) -> tuple[str, Path]:
@@ -300,6 +323,7 @@ def build(
         pool.submit(git.revision, settings.root)  # the tag and labels wait for these two
         pool.submit(git.origin_url, settings.root)
         v = variants.get(settings, variant_name)
+        dockerfile = dockerfile_of(settings, v)
         entry = lock.check(settings, v)
         tag = candidate_tag(settings, v.name)
         labels = labels_for(settings, v, entry)
@@ -311,7 +335,7 @@ def build(
     builder, log = buildkit_build(
         settings,
         context=images,
-        dockerfile=images / v.dockerfile,
+        dockerfile=dockerfile,
         tag=tag,
         build_args=args,
         labels=labels,
