@@ -447,6 +447,13 @@ def test_a_half_set_of_env_credentials_is_refused(tmp_path):
           " 127.0.0.1:5000/paddlecd/release@sha256:" + "a" * 64],
          "--image ' 127.0.0.1:5000/paddlecd/release@sha256:aaaa"),
         (["release.list", "--variant", "cpu\t"], "--variant 'cpu\\t' has white space around it"),
+        # trial 13: recorded in the ledger and printed by release.show, 133 KB, two lines
+        (["promote", "--variant", "cpu", "--version", "1.0.0", "--accept-regression", "a\nb",
+          "--dry-run"], "--accept-regression holds the control character '\\n'"),
+        (["promote", "--variant", "cpu", "--version", "1.0.0", "--accept-regression", "x" * 501,
+          "--dry-run"], "--accept-regression is 501 characters long (at most 500)"),
+        (["promote", "--variant", "cpu", "--version", "1.0.0", "--force", "--reason",
+          "GPU down\x1b[31m", "--dry-run"], "--reason holds the control character '\\x1b'"),
     ],
 )
 def test_an_empty_or_padded_flag_is_refused_by_name_and_nothing_is_written(tmp_path, args,

@@ -111,6 +111,10 @@ def _end_if_threads_hang(code: int, grace: float = 2.0) -> None:
 
 
 _FREE_TEXT = frozenset({"reason", "accept_regression"})  # recorded as written
+# A free text is one line a person writes: the ledger record keeps it and release.show and
+# release.list print it (a trial: a 130 KB --accept-regression with a newline was recorded, and
+# release.show printed 133 KB, its comparison line broken in two).
+FREE_TEXT_MAX = 500
 
 
 def _refuse_empty(flags: dict[str, Any]) -> None:
@@ -133,6 +137,24 @@ def _refuse_empty(flags: dict[str, Any]) -> None:
         if isinstance(value, str) and value != value.strip() and name not in _FREE_TEXT:
             raise ConfigError(f"{flag} {capped(repr(value), 200)} has white space around it",
                               f"drop the spaces: {flag} {value.strip()[:200]!r}")
+        if isinstance(value, str) and name in _FREE_TEXT:
+            _check_free_text(flag, value)
+
+
+def _check_free_text(flag: str, value: str) -> None:
+    """One line of at most :data:`FREE_TEXT_MAX` characters, no control characters.
+
+    Raises:
+        ConfigError: naming ``flag`` and the character or the length.
+    """
+    control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise ConfigError(f"{flag} holds the control character {control!r}",
+                          "write it on one line, without tabs or escapes: it is recorded and "
+                          "printed as one line")
+    if len(value) > FREE_TEXT_MAX:
+        raise ConfigError(f"{flag} is {len(value)} characters long (at most {FREE_TEXT_MAX})",
+                          "shorten it: the ledger record keeps it, release.show prints it")
 
 
 MESSAGE_CAP = 1000  # characters of a cause, or of one line of a hint; past it the middle is cut
