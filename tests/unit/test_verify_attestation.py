@@ -417,3 +417,19 @@ def test_a_trusted_key_file_holding_two_keys_is_refused(tmp_path):
     both.write_bytes(first.read_bytes() + second.read_bytes())
     with pytest.raises(SigningKeyError, match=r"both.pub holds 2 PEM blocks"):
         keys.trusted(_settings(tmp_path, **{"release.trusted_keys": str(both)}))
+
+
+def test_a_signing_key_holding_two_keys_is_refused(tmp_path, monkeypatch):
+    """Trial 13: PADDLECD_SIGNING_KEY (or a key file) holding two private keys signed with the
+    first and dropped the second without a word; the trusted side refuses two keys already."""
+    first, _ = keys.keygen(tmp_path / "a")
+    second, _ = keys.keygen(tmp_path / "b")
+    both = tmp_path / "both.key"
+    both.write_bytes(first.read_bytes() + second.read_bytes())
+    with pytest.raises(SigningKeyError, match=r"both.key holds 2 PEM blocks; a signing key is "
+                                              r"one private key"):
+        keys.load_signer(both, "artifacts.signing_key")
+    monkeypatch.setenv(keys.ENV_PEM, both.read_text())
+    with pytest.raises(SigningKeyError, match=r"\$PADDLECD_SIGNING_KEY holds 2 PEM blocks") as e:
+        keys.signer(_settings(tmp_path))
+    assert "BEGIN" not in e.value.cause + e.value.hint  # the key itself is never quoted

@@ -243,6 +243,11 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def _signer(pem: bytes, source: str) -> CryptoSigner:
+    blocks = pem.count(b"-----BEGIN ")
+    if blocks > 1:  # a trial: two keys in $PADDLECD_SIGNING_KEY signed with the first, unsaid
+        raise SigningKeyError(f"{source} holds {blocks} PEM blocks; a signing key is one "
+                              "private key", f"give the one .key file you sign with; "
+                              f"{_KEYGEN_HINT}")
     try:
         private = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as e:  # not PEM, encrypted, or a public key
