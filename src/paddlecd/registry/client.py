@@ -25,6 +25,7 @@ from urllib.parse import quote, urljoin
 from paddlecd.errors import (
     ConfigError,
     NotFoundError,
+    PaddlecdError,
     RegistryAuthError,
     RegistryError,
     RegistryRateLimitError,
@@ -271,9 +272,24 @@ class RegistryClient(Transport):
         except (RegistryAuthError, RegistryRateLimitError):
             raise
         except RegistryError:
-            if reference.startswith("sha256:") and self.blob_exists(repository, reference):
+            if reference.startswith("sha256:") and self._is_config_blob(repository, reference):
                 raise image_id_error(f"{self.registry}/{repository}", reference) from None
             raise
+
+    def _is_config_blob(self, repository: str, digest: str) -> bool:
+        """Whether ``repository`` serves blob ``digest`` as an image config (a JSON object with
+        ``rootfs``, OCI image-spec config.md), read up to 1 MiB: configs are a few KiB. A HEAD
+        is not enough (a trial: a registry that answers 200 to every blob HEAD had each failed
+        manifest read called an image ID). Any error reading it is a no."""
+        try:
+            resp = self.request("GET", f"{repository}/blobs/{digest}", [_read(repository)],
+                                f"reading blob {self.name(repository, digest)}", stream=True)
+            with resp:
+                head = resp.raw.read(1 << 20, decode_content=True)
+            doc = json.loads(head)
+        except (PaddlecdError, OSError, ValueError):
+            return False
+        return isinstance(doc, dict) and "rootfs" in doc
 
     def put_manifest(
         self, repository: str, reference: str, raw: bytes, media_type: str
@@ -425,6 +441,11 @@ class RegistryClient(Transport):
         start = self.request(
             "POST", f"{repository}/blobs/uploads/", [scope(repository)], what, ok=(202,)
         )
+        if not start.headers.get("Location"):  # a trial: KeyError: 'location' as the message
+            raise RegistryError(f"{what}: {self.registry} answered 202 without the Location of "
+                                "the upload (OCI distribution spec, \"Pushing blobs\")",
+                                "the registry, or a proxy in front of it, dropped the header: "
+                                "check what answers at " + self.base)
         location = urljoin(self.base, start.headers["Location"])
         body = data if isinstance(data, bytes) else Sized(data, size)
         self.request(

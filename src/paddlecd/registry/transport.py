@@ -29,6 +29,7 @@ from typing import Any
 
 import requests
 import tenacity
+import urllib3
 from requests.structures import CaseInsensitiveDict
 
 from paddlecd import __version__
@@ -323,6 +324,17 @@ class Transport:
                 f"{_short(e)}",
                 "check the registry and any proxy in between, then run the command again",
             ) from e
+        except requests.TooManyRedirects as e:
+            raise RegistryError(f"{what}: {self.host} redirected the request round and round "
+                                f"({_short(e)})", "check the registry's and any proxy's "
+                                "redirects (registry.url the registry itself?)") from e
+        except (urllib3.exceptions.HTTPError, requests.RequestException) as e:
+            # a trial: two unequal Content-Length headers were "phase 'copy' failed: Content-
+            # Length contained multiple unmatching values", hint "check the path"
+            raise RegistryError(f"{what}: {self.host} sent an answer that is not valid HTTP: "
+                                f"{_short(e)}",
+                                "the answer is broken, not the request: check the registry and "
+                                "any proxy in between") from e
         except OSError:  # requests: "Could not find a suitable TLS CA certificate bundle"
             _check_ca(self.verify, self.settings_section)
             raise
