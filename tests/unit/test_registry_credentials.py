@@ -323,3 +323,20 @@ def test_the_engine_clients_own_helper_calls_have_the_limit_too(docker_home, mon
     api = docker.APIClient(base_url="unix:///nonexistent.sock", version="1.43")
     with pytest.raises(RegistryAuthError, match="docker-credential-locked .*within 1s"):
         docker_auth.get_config_header(api, "reg.example")
+
+
+def test_an_auths_entry_of_plain_username_and_password_is_read_as_docker_reads_it(docker_home):
+    """Trial 13: ``auths: {host: {username, password}}`` (no ``auth``): the Docker CLI sends
+    the pair (docker/cli configfile decodes ``auth`` only when set); docker-py dropped it and
+    every task said "no credentials for host: run docker login"."""
+    from types import SimpleNamespace
+
+    from paddlecd.registry.auth import engine_credentials
+
+    config(docker_home, {"auths": {"reg.example:5000": {"username": "ci", "password": "pw"},
+                                   "other.example": {"username": "only-a-user"}}})
+    assert find_credentials("reg.example:5000") == Credentials("ci", "pw")
+    assert find_credentials("other.example") is None
+    settings = SimpleNamespace(registry=SimpleNamespace(url="127.0.0.1:5000"),
+                               release=SimpleNamespace(registry=None))
+    assert engine_credentials(settings, "reg.example:5000/app:1") == Credentials("ci", "pw")

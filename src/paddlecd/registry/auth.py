@@ -117,9 +117,11 @@ def env_credentials(environ: Mapping[str, str] | None = None) -> Credentials | N
 def engine_credentials(settings: Any, reference: str) -> Credentials | None:
     """The credentials to hand the engine API when it pulls ``reference``: the
     ``PADDLECD_REGISTRY_*`` pair when the reference's registry is a configured one
-    (``registry.url``, ``release.registry``), else None, and docker-py then reads config.json and
-    its helpers as the Docker CLI does. Every pull (build's base, verify, artifacts.check, local
-    deploy) takes this one rule; the registry client applies the same (client_for).
+    (``registry.url``, ``release.registry``); else, when config.json names no helper for the
+    host, its ``auths`` entry as :func:`find_credentials` reads it (plain username/password
+    fields too, which docker-py's reader drops); else None, and docker-py runs the helper.
+    Every pull (build's base, verify, artifacts.check, local deploy) takes this one rule; the
+    registry client applies the same (client_for).
 
     Raises:
         ConfigError: half of the environment pair is set, or ``reference`` is malformed.
@@ -134,6 +136,11 @@ def engine_credentials(settings: Any, reference: str) -> Credentials | None:
     if creds and host in (settings.registry.url, settings.release.registry):
         return creds
     check_helper(host)
+    cfg = docker_config()
+    if cfg is not None and not cfg.get_credential_store(host):
+        # an auths entry, handed over as the registry client reads it: docker-py's own reader
+        # drops one written as plain username/password fields (_with_plain_fields)
+        return _from_config(cfg, host, docker_config_path())
     return None
 
 
@@ -155,8 +162,12 @@ def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> 
         return from_env
     path = docker_config_path()
     cfg = docker_config(path)
-    if cfg is None:
-        return None
+    return None if cfg is None else _from_config(cfg, host, path)
+
+
+def _from_config(cfg: Any, host: str, path: Path) -> Credentials | None:
+    """``host``'s credentials in the loaded config.json ``cfg`` (its helper's, else its
+    ``auths`` entry's), as :func:`find_credentials` reads them."""
     from docker import auth as docker_auth
     from docker import errors as docker_errors
 
@@ -223,12 +234,30 @@ def docker_config(path: Path | None = None) -> Any:
     _check_shape(raw, path)
     _limit_helpers()
     try:
-        return docker_auth.AuthConfig.load_config(None, raw)
+        return docker_auth.AuthConfig.load_config(None, _with_plain_fields(raw))
     except (docker_errors.InvalidConfigFile, ValueError) as e:  # binascii.Error: not base64
         hint = "fix or remove the entry (docker login rewrites it)"
         why = e if isinstance(e, docker_errors.InvalidConfigFile) else (
             f"an 'auths' entry is not base64 of user:password ({e})")
         raise ConfigError(f"Docker config {path}: {why}", hint) from e
+
+
+def _with_plain_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with each ``auths`` entry that holds ``username`` and ``password`` but no ``auth``
+    given the ``auth`` they make (base64 of ``user:password``). The Docker CLI reads such an
+    entry (docker/cli ``configfile``: ``AuthConfig`` has ``username``/``password`` fields, and
+    ``auth`` is decoded only when set); docker-py drops it (a trial: "no credentials for …: run
+    docker login", with the pair in the file)."""
+    import base64
+
+    auths = raw.get("auths") or {}
+    plain = {host: {**entry, "auth": base64.b64encode(
+                 f"{entry['username']}:{entry['password']}".encode()).decode()}
+             for host, entry in auths.items()
+             if not entry.get("auth") and isinstance(entry.get("username"), str)
+             and isinstance(entry.get("password"), str) and entry["username"]
+             and entry["password"] and not entry.get("identitytoken")}
+    return {**raw, "auths": {**auths, **plain}} if plain else raw
 
 
 def _limit_helpers() -> None:
