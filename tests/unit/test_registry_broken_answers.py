@@ -81,3 +81,45 @@ def test_a_blob_head_that_says_yes_to_everything_makes_no_image_id(client):
     with pytest.raises(RegistryError) as e:
         client.get_manifest("r", DIGEST)
     assert not isinstance(e.value, ConfigError) and "image ID" not in e.value.cause
+
+
+class BadDigestHeader(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    manifest = json.dumps({"schemaVersion": 2, "mediaType":
+                           "application/vnd.oci.image.manifest.v1+json", "config": {
+                               "mediaType": "application/vnd.oci.image.config.v1+json",
+                               "digest": DIGEST, "size": 2}, "layers": []}).encode()
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, body: bool):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        self.send_header("Docker-Content-Digest", "sha256:xyz")
+        self.send_header("Content-Length", str(len(self.manifest)))
+        self.end_headers()
+        if body:
+            self.wfile.write(self.manifest)
+
+    def do_HEAD(self):
+        self._send(False)
+
+    def do_GET(self):
+        self._send(True)
+
+
+def test_a_digest_header_that_is_no_digest_is_not_taken():
+    """Trial 13: a HEAD answered ``Docker-Content-Digest: sha256:xyz``; lock wrote it into
+    lock.local.yaml and every later task refused the file. The manifest's own bytes decide."""
+    import hashlib
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BadDigestHeader)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = RegistryClient(f"127.0.0.1:{server.server_address[1]}", insecure=True,
+                                retries=1)
+        found = client.resolve("r", "1.0.0-cpu")
+    finally:
+        server.shutdown()
+    assert found.digest == "sha256:" + hashlib.sha256(BadDigestHeader.manifest).hexdigest()

@@ -182,7 +182,10 @@ class RegistryClient(Transport):
         # lying registry) is never taken; the GET checks the bytes against the reference (a
         # trial: verify --image repo@D verified and signed the image the header named)
         same = not reference.startswith("sha256:") or digest == reference
-        if resp.status_code == 200 and digest and ctype and same:
+        # a header that is no digest is never taken either (a trial: lock wrote "sha256:xyz"
+        # from it, then refused its own file; render said "invalid digest" as if typed)
+        well_formed = bool(digest) and re.fullmatch(r"sha256:[0-9a-f]{64}", digest) is not None
+        if resp.status_code == 200 and well_formed and ctype and same:
             return Descriptor(
                 digest, ctype.split(";")[0].strip(), int(resp.headers.get("Content-Length", 0))
             )
