@@ -152,3 +152,17 @@ def test_a_next_page_on_another_host_gets_no_credentials(rogue):
     assert all(rogue[1] not in path for path, _ in Rogue.seen) and len(Rogue.seen) == 1
     assert not client.same_origin(f"http://{rogue[1]}/v2/") and client.same_origin(
         f"http://{rogue[0]}/v2/x")
+
+
+@pytest.mark.parametrize("listing", ["list_tags", "list_tags_after"])
+def test_a_next_page_of_another_repository_is_refused(rogue, listing):
+    """Trial 13: a Link to another repository's tag list on the same registry was followed, and
+    its tags read as this repository's (its ledger records taken for ours)."""
+    from paddlecd.errors import RegistryError
+
+    Rogue.link = '</v2/ci/other/tags/list?n=1000&last=a>; rel="next"'
+    client = RegistryClient(rogue[0], insecure=True)
+    args = ("ci/p", "0") if listing == "list_tags_after" else ("ci/p",)
+    with pytest.raises(RegistryError, match="next page lists another repository"):
+        getattr(client, listing)(*args, **({"n": 1} if listing == "list_tags_after" else {}))
+    assert all("/ci/other/" not in path for path, _ in Rogue.seen)

@@ -348,21 +348,24 @@ class RegistryClient(Transport):
                 resp = self.request("GET", url, [_read(repository)], what)
                 page = _tags_of(resp, what, self.host)
                 tags += page
-                url = self._next_page(resp, what, seen) if page else None
+                url = self._next_page(resp, what, seen, repository) if page else None
         except NotFoundError:
             return []
         return tags
 
-    def _next_page(self, resp: Any, what: str, seen: set[str]) -> str | None:
-        """The ``Link: <…>; rel="next"`` URL of a tag page (OCI distribution-spec, "Listing
-        Tags"), or None on the last page.
+    def _next_page(self, resp: Any, what: str, seen: set[str], repository: str) -> str | None:
+        """The ``Link: <…>; rel="next"`` URL of a tag page of ``repository`` (OCI
+        distribution-spec, "Listing Tags"), or None on the last page.
 
         Raises:
             RegistryError: the next page is on another host (credentials are sent to this
-                registry only; a trial: its password went to the Link's host), or is a page
-                already read (a trial: a registry whose next page was the same page was listed
-                for ever, silent).
+                registry only; a trial: its password went to the Link's host), or of another
+                repository (a trial: another repository's tags were read as this one's ledger
+                records), or is a page already read (a trial: a registry whose next page was
+                the same page was listed for ever, silent).
         """
+        from urllib.parse import urlsplit
+
         if "next" not in resp.links:
             return None
         url = urljoin(self.base, resp.links["next"]["url"])
@@ -371,6 +374,10 @@ class RegistryClient(Transport):
                                 f"({url[:120]})", "paddlecd follows pages of the registry's own "
                                 "host only: check the registry and any proxy rewriting its Link "
                                 "headers")
+        if urlsplit(url).path != urlsplit(urljoin(self.base, f"{repository}/tags/list")).path:
+            raise RegistryError(f"{what}: the registry's next page lists another repository "
+                                f"({url[:120]})", "check the registry and any proxy rewriting "
+                                "its Link headers")
         if url in seen:
             raise RegistryError(f"{what}: the registry's next page repeats a page already read "
                                 f"({url[:120]})", "the registry's tag pagination loops: check "
@@ -406,7 +413,7 @@ class RegistryClient(Transport):
                 tags += page
                 last = page[-1] if page else last
                 done = not page or (stop and last >= stop)
-                url = None if done else self._next_page(resp, what, seen)
+                url = None if done else self._next_page(resp, what, seen, repository)
         except NotFoundError:
             return [], False
         return tags, False
