@@ -56,7 +56,9 @@ def test_docker_hub_api_host_and_by_digest():
 
 
 @pytest.mark.parametrize("bad", ["", "UPPER/case", "repo:bad tag", "repo@sha256:short", "a//b",
-                                 "reg:5000/repo:" + "t" * 200, "repo@md5:" + "a" * 32, "-lead/x"])
+                                 "reg:5000/repo:" + "t" * 200, "repo@md5:" + "a" * 32, "-lead/x",
+                                 # trial 13: an unset $DIGEST after @ was read as repo:latest
+                                 "127.0.0.1:6097/t/paddle@", "a/b@"])
 def test_parse_reference_rejects_malformed(bad):
     with pytest.raises(ConfigError, match="invalid"):
         parse_reference(bad)

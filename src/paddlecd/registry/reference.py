@@ -144,7 +144,10 @@ def parse_reference(ref: str, *, default_tag: str | None = "latest") -> Referenc
     if re.fullmatch(r"sha256:[0-9a-fA-F]*", text):  # would parse as repository "sha256", a tag
         raise ConfigError(f"image reference {ref!r} is a digest without its repository",
                           "give host/repository@sha256:<digest>, as push prints it")
-    rest, _, digest = text.partition("@")
+    rest, at, digest = text.partition("@")
+    if at and not digest:  # a trial: "repo@" (an unset $DIGEST) was read as repo:latest
+        raise ConfigError(f"invalid image reference {ref[:200]!r}: nothing after '@'",
+                          "give host/repository@sha256:<digest>, as push prints it")
     if digest:
         check_digest(digest)
     registry, path = _split_registry(rest, ref)
