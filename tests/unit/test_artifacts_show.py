@@ -53,12 +53,21 @@ def test_show_prints_the_manifest_and_says_what_is_missing(tmp_path):
     assert "check       - (never checked" in text
 
 
+def _check_record(**change) -> dict:
+    from paddlecd.artifacts import check as model_check
+
+    cases = (model_check.Case("load", True),
+             model_check.Case("onnxruntime/batch-3", False, "onnx-mismatch", "max abs error 1"))
+    record = model_check.CheckResult(
+        model="ocr-det 1.4.0", image=IMAGE, paddle_version="3.0.0", format="paddle-pir-json",
+        pir_api=True, passed=False, limited=False, rtol=1e-5, atol=1e-6, batches=(3,),
+        inputs=(), cases=cases, created="2026-12-03T00:00:00Z", duration_s=1.0)
+    return {**record.to_json(), **change}
+
+
 def test_show_lists_the_onnx_output_and_the_stored_check(tmp_path):
     store = _stored(tmp_path, onnx=True)
-    check = {"status": "failed", "image": IMAGE, "paddle_version": "3.0.0", "created": "t",
-             "cases": [{"name": "load", "passed": True, "code": None},
-                       {"name": "onnxruntime/batch-3", "passed": False, "code": "onnx-mismatch"}]}
-    store.put_bytes(json.dumps(check).encode(), f"ocr-det/1.4.0/{am.CHECK_JSON}")
+    store.put_bytes(json.dumps(_check_record()).encode(), f"ocr-det/1.4.0/{am.CHECK_JSON}")
     record = shown.show(store, "ocr-det")  # no version: the highest complete one
     text = "\n".join(record.lines())
     assert ("onnx        inference.onnx  opset 13, paddle2onnx 2.1.0 in " + IMAGE) in text
@@ -77,8 +86,33 @@ def test_show_takes_the_highest_version_and_an_unreadable_check_says_so(tmp_path
     arts.upload(store, plan)
     store.put_bytes(b"not json", f"ocr-det/1.10.0/{am.CHECK_JSON}")
     record = shown.show(store, "ocr-det")
-    assert record.version == "1.10.0" and record.check == {"status": "invalid"}
+    assert record.version == "1.10.0" and record.check["status"] == "invalid"
     assert "invalid check.json" in record.lines()[-1]
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (None, "not a check record (no 'model')"),  # {"status": "passed"}: was KeyError traceback
+    ({"status": "passed"}, "status 'passed' and passed False, but 1 of 2 cases failed"),
+    ({"passed": True, "status": "passed"}, "but 1 of 2 cases failed"),
+    ("twice", "the key 'status' is given twice"),
+])
+def test_a_stored_check_record_that_contradicts_itself_is_invalid_not_a_traceback(
+        tmp_path, change, why):
+    """Trial 13: check.json ``{"status": "passed"}`` was a KeyError traceback in artifacts.show;
+    a record whose case failed but whose status said passed was shown as passed; a second
+    ``status`` key was taken unsaid. Each is shown (and listed) as invalid, naming why."""
+    store = _stored(tmp_path)
+    if change is None:
+        raw = b'{"status": "passed"}'
+    elif change == "twice":
+        raw = json.dumps(_check_record()).encode()[:-1] + b', "status": "passed"}'
+    else:
+        raw = json.dumps(_check_record(**change)).encode()
+    store.put_bytes(raw, f"ocr-det/1.4.0/{am.CHECK_JSON}")
+    record = shown.show(store, "ocr-det", "1.4.0")
+    assert record.check["status"] == "invalid" and why in record.check["why"]
+    assert why in record.lines()[-1]
+    assert arts.list_model(store, "ocr-det")[0]["check"]["status"] == "invalid"
 
 
 @pytest.mark.parametrize(("arg", "want"), [

@@ -9,7 +9,6 @@ model's signature (``model.sig``) checked against the trusted keys and the manif
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -91,7 +90,7 @@ def _check(c: dict[str, Any] | None) -> str:
     if c is None:
         return "- (never checked: invoke artifacts.check NAME --image IMAGE)"
     if c.get("status") == "invalid":
-        return "invalid check.json (re-run artifacts.check)"
+        return f"invalid check.json (re-run artifacts.check): {c.get('why', '')}".rstrip(": ")
     cases = c.get("cases") or []
     bad = [f"{x['name']} ({x['code']})" for x in cases if not x["passed"]]
     return (f"{c['status']} in {c['image']} (Paddle {c['paddle_version']}, {c['created']}): "
@@ -147,8 +146,10 @@ def _check_record(store: Any, prefix: str) -> dict[str, Any] | None:
     raw = store.get_bytes(prefix + am.CHECK_JSON)
     if raw is None:
         return None
+    from paddlecd.artifacts import check as model_check
+    from paddlecd.errors import ConfigError
+
     try:
-        doc = json.loads(raw)
-        return doc if isinstance(doc, dict) and "status" in doc else {"status": "invalid"}
-    except ValueError:
-        return {"status": "invalid"}
+        return model_check.load(raw, where=prefix + am.CHECK_JSON).to_json()
+    except ConfigError as e:
+        return {"status": "invalid", "why": e.cause}

@@ -672,10 +672,12 @@ def _check_of(store: Store, prefix: str) -> dict[str, Any] | None:
     raw = store.get_bytes(prefix + am.CHECK_JSON)
     if raw is None:
         return None
+    from paddlecd.artifacts import check as model_check
+
     try:
-        doc = json.loads(raw)
+        doc = model_check.load(raw, where=prefix + am.CHECK_JSON).to_json()
         return {k: doc[k] for k in ("status", "image", "paddle_version", "created")}
-    except (ValueError, KeyError, TypeError):
+    except ConfigError:
         return {"status": "invalid", "image": None, "paddle_version": None, "created": None}
 
 
