@@ -124,3 +124,25 @@ def test_unknown_base_ref_is_a_clear_error(repo):
     with pytest.raises(ConfigError) as e:
         affected.select(s, "origin/nope")
     assert "base ref 'origin/nope'" in e.value.cause and "fetch-depth: 0" in e.value.hint
+
+
+@pytest.mark.parametrize("ref", ["--independent", "--octopus", "--upload-pack=touch /tmp/x",
+                                 "-q"])
+def test_an_option_shaped_base_ref_never_reaches_git_as_an_option(repo, ref):
+    """Trial 13: ``--base-ref=--independent`` made merge-base print HEAD, so a PR pipeline
+    diffed the change against itself, ran nothing and passed; ``--upload-pack=…`` reached git
+    as an option (git printed its usage)."""
+    s = config.load({}, root=repo, environ={})
+    with pytest.raises(ConfigError) as e:
+        affected.select(s, ref)
+    assert "starts with '-': no git ref can" in e.value.cause and "--base-ref" in e.value.hint
+
+
+def test_a_base_ref_that_names_no_commit_is_refused(repo):
+    """A tree or a blob names no commit to fork from (rev-parse ^{commit})."""
+    s = config.load({}, root=repo, environ={})
+    with pytest.raises(ConfigError, match="base ref 'main:images'"):
+        affected.select(s, "main:images")
+    assert affected.merge_base(s, "main") == subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "main"], capture_output=True, text=True,
+        check=True).stdout.strip()

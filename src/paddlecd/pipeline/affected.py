@@ -80,18 +80,38 @@ def changed_files(settings: Settings, base_ref: str) -> list[str]:
         ConfigError: ``base_ref`` is not a known ref (a shallow CI checkout needs
             ``fetch-depth: 0``).
     """
-    base = _git(settings, "merge-base", base_ref, "HEAD", what=f"base ref '{base_ref}'")
+    base = merge_base(settings, base_ref)
     out = _git(
-        settings, "diff", "--name-only", base.strip(), "--", what=f"diff against '{base_ref}'"
+        settings, "diff", "--name-only", base, "--", what=f"diff against '{base_ref}'"
     )
     untracked = _git(settings, "ls-files", "--others", "--exclude-standard", what="untracked files")
     return sorted({*out.split(), *untracked.split()})
 
 
+def merge_base(settings: Settings, base_ref: str) -> str:
+    """The commit (full hex) where ``HEAD`` forked from ``base_ref``.
+
+    ``base_ref`` is read as a revision only: one that starts with ``-`` is refused (no ref can,
+    git-check-ref-format(1)), and it is resolved with ``rev-parse --verify --end-of-options``
+    before ``merge-base`` sees it (a trial: ``--base-ref=--independent`` made merge-base print
+    HEAD, and a PR pipeline diffed against itself checked nothing and passed; ``--upload-pack=…``
+    reached git as an option).
+
+    Raises:
+        ConfigError: an option-shaped ref, or one git does not know (naming it).
+    """
+    if base_ref.startswith("-"):
+        raise ConfigError(f"--base-ref {base_ref[:80]!r} starts with '-': no git ref can",
+                          "give a branch, tag or commit, e.g. --base-ref origin/main")
+    commit = _git(settings, "rev-parse", "--verify", "--quiet", "--end-of-options",
+                  f"{base_ref}^{{commit}}", what=f"base ref '{base_ref[:80]}'").strip()
+    return _git(settings, "merge-base", commit, "HEAD", what=f"base ref '{base_ref[:80]}'").strip()
+
+
 def _at_ref(settings: Settings, base_ref: str, rel: str, key: str) -> dict[str, Any]:
     """The ``key`` mapping of YAML file ``rel`` as it was at the merge base of ``base_ref`` ({} if
     absent)."""
-    base = _git(settings, "merge-base", base_ref, "HEAD", what=f"base ref '{base_ref}'").strip()
+    base = merge_base(settings, base_ref)
     text = git.show(settings.root, base, rel)
     return (files.load_yaml(text) or {}).get(key) or {} if text is not None else {}
 
