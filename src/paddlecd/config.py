@@ -545,8 +545,9 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
         if value is not None and not re.fullmatch(pattern, str(value)):
-            raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) is "
-                              f"{str(value)[:80]!r}: not {why}", f"fix {origin(key).text(key)}")
+            shown = "" if key in SECRET_FORMATS else f"{str(value)[:80]!r}: "
+            raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) is {shown}not {why}",
+                              f"fix {origin(key).text(key)}")
     for key, (low, high, why) in BOUNDS.items():
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
@@ -693,6 +694,14 @@ FORMATS = {
                              r"|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?(/[^\s?#]*)?",
                              "an http(s) URL of a host and a port 1..65535 without a query, such "
                              "as http://minio:9000"),
+    # handed to debootstrap as its MIRROR argument and to pip as --index-url: a URL, never an
+    # option (a trial: '--include=evil' and 'ftp://x y' were planned for debootstrap, and
+    # '--trusted-host=evil' passed for pip). debootstrap(8) takes http(s) and file: mirrors;
+    # pip(1) an http(s) or file: index. The pip URL may hold a token: never quoted (SECRET_FORMATS)
+    "build.debian_mirror": (r"(https?|file):/{1,3}[^\s\x00-\x1f\x7f'\"\\]+",
+                            "an http(s) or file: URL such as http://deb.debian.org/debian"),
+    "build.pip_index_url": (r"(https?|file):/{1,3}[^\s\x00-\x1f\x7f'\"\\]+",
+                            "an http(s) or file: URL such as https://pypi.org/simple"),
     # Kubernetes names: a namespace is an RFC 1123 label, a Secret's name a DNS subdomain
     # (kubernetes.io/docs/concepts/overview/working-with-objects/names)
     "cluster.namespace": (r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a namespace name (RFC 1123 "
@@ -701,6 +710,11 @@ FORMATS = {
                                   r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
                                   "a Secret name (DNS subdomain: a-z, 0-9, '-' and '.')"),
 }
+
+
+# FORMATS whose values may carry a secret (a pip index URL with a token): their errors never
+# quote the value.
+SECRET_FORMATS = frozenset({"build.pip_index_url"})
 
 
 def _quoted(value: Any) -> str:

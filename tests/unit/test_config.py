@@ -61,6 +61,12 @@ def test_config_cascade_order(tmp_path):
     # trial 11: a query and port 99999 reached botocore ("not a valid URI", exit 8)
     ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "http://127.0.0.1:56295?x=1"}, "not an http(s) URL"),
     ("", {"PADDLECD_STORAGE_ENDPOINT_URL": "http://127.0.0.1:99999"}, "a port 1..65535"),
+    # trial 13: planned for debootstrap and pip as options
+    ("", {"PADDLECD_BUILD_DEBIAN_MIRROR": "--include=evil"},
+     "'build.debian_mirror' (PADDLECD_BUILD_DEBIAN_MIRROR) is '--include=evil': not an http(s)"),
+    ("", {"PADDLECD_BUILD_DEBIAN_MIRROR": "ftp://x y"}, "is 'ftp://x y': not an http(s) or file:"),
+    ("", {"PADDLECD_BUILD_PIP_INDEX_URL": "--trusted-host=evil"},
+     "'build.pip_index_url' (PADDLECD_BUILD_PIP_INDEX_URL) is not an http(s) or file: URL"),
     ("", {"PADDLECD_STORAGE_ADDRESSING_STYLE": "sideways"},
      "'sideways': not path, virtual or auto"),
     # a re-trial: Python's int()/float() took these, and nan disabled the upgrade gate
@@ -365,3 +371,14 @@ def test_a_ca_file_for_a_plain_http_registry_is_warned(tmp_path):
     assert s.warnings == ("registry.ca_file is set but registry.insecure is true (plain HTTP): "
                           "the CA file is not used",)
     assert config.load({"registry.ca_file": "/x.pem"}, root=tmp_path, environ={}).warnings == ()
+
+
+def test_a_pip_index_url_with_a_token_is_taken_and_a_bad_one_is_never_quoted(tmp_path):
+    """The pip index URL is a build secret (it may carry a token): a good one with userinfo
+    loads; a bad one is refused without its value."""
+    good = "https://ci:tok-pw123@pypi.internal.example/simple"
+    assert config.load(root=tmp_path, environ={"PADDLECD_BUILD_PIP_INDEX_URL": good}
+                       ).build.pip_index_url == good
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={"PADDLECD_BUILD_PIP_INDEX_URL": "ci:tok-pw123@x"})
+    assert "pw123" not in e.value.cause + e.value.hint
