@@ -129,6 +129,10 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
         )
     if messages and str(e.validator) in messages:
         raise error(f"{source}: {at}: {messages[str(e.validator)]}", see)
+    if (e.validator == "type" and isinstance(e.instance, float)
+            and not math.isfinite(e.instance)):  # YAML's .inf/.nan: JSON has neither
+        raise error(f"{source}: {at} is {e.instance}, not a finite number",
+                    f"write a number such as 1.5 ({see})")
     if e.validator == "pattern" and isinstance(e.schema, Mapping) and e.schema.get("description"):
         # the rule in words beside the regex (a trial: "'' does not match '^[A-Za-z0-9]…'")
         raise error(f"{source}: {at}: {e.message}", f"{e.schema['description']} ({see})")

@@ -218,7 +218,7 @@ def test_quantities_the_engine_or_the_api_cannot_take_are_refused(tmp_path, reso
         # trial 9: YAML .inf / 1e400 reached the process as the string "inf"
         ({"command": {"script": "t.py", "args": [1, float("inf")]}},
          "command.args[1] is inf, not a finite number"),
-        ({"env": {"NUM": float("nan")}}, "env NUM is nan, not a finite number"),
+        ({"env": {"NUM": float("nan")}}, "env.NUM is nan, not a finite number"),
     ],
 )
 def test_paths_that_leave_their_mount_are_refused(tmp_path, change, message):
@@ -365,6 +365,21 @@ def test_a_final_newline_does_not_pass_a_pattern(tmp_path, change, where):
     """Trial 12: Python's ``$`` matches before a final newline, so ``name: "linear-demo\\n"``
     rendered a Kubernetes name with a newline and ``memory: "2Gi\\n"`` ended in a ValueError
     traceback; JSON Schema's patterns are ECMA-262, where ``$`` ends the string."""
+    with pytest.raises(ConfigError, match=rf"{re.escape(where)}: .* does not match"):
+        jobfile.load(write(tmp_path, **change))
+
+
+@pytest.mark.parametrize("change, where", [
+    ({"output": {"path": "out", "mountPath": "/out\tput"}, "checkpoint": "/out\tput/ck"},
+     "output.mountPath"),
+    ({"command": {"script": "train_linear.py\n"}}, "command.script"),
+    ({"model": "m\0"}, "model"),
+    ({"checkpoint": "/output/ck\x1b"}, "checkpoint"),
+    ({"data": {"path": "da\nta", "mountPath": "/data"}}, "data.path"),
+])
+def test_a_control_character_in_a_path_of_the_job_is_refused(tmp_path, change, where):
+    """Trial 13: a tab in a mountPath and a newline in the script rendered; a NUL in the model
+    prefix reached the engine after the network was made (exit 4, "check the run options")."""
     with pytest.raises(ConfigError, match=rf"{re.escape(where)}: .* does not match"):
         jobfile.load(write(tmp_path, **change))
 

@@ -435,6 +435,47 @@ def onnx_record(export: Export) -> dict[str, Any] | None:
     return record
 
 
+def read_check_record(raw: bytes, *, where: str) -> dict[str, Any]:
+    """A stored ``check.json`` (artifacts.check's record) as a dict whose fields agree with one
+    another: ``passed`` is whether every case passed, and ``status`` what
+    :attr:`paddlecd.artifacts.check.CheckResult.status` makes of ``passed`` and ``limited``.
+
+    Raises:
+        ConfigError: not JSON, a key given twice, a field missing or of the wrong type, or
+            fields that contradict each other (naming ``where``; a trial: ``{"status":
+            "passed"}`` was a KeyError traceback in artifacts.show, a record whose case failed
+            but whose status said passed was shown as passed, a second ``status`` taken).
+    """
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"{where}: not a check record ({why[:200]})", "re-run artifacts.check")
+
+    try:
+        doc = json.loads(raw, object_pairs_hook=files.unique_keys)
+    except ValueError as e:
+        raise bad(str(e)) from e
+    if not isinstance(doc, dict):
+        raise bad("not a JSON object")
+    missing = next((k for k in ("model", "image", "passed", "limited", "status", "cases",
+                                "created") if k not in doc), None)
+    if missing:
+        raise bad(f"no {missing!r}")
+    cases = doc["cases"]
+    if not isinstance(cases, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str)
+            and isinstance(c.get("passed"), bool) for c in cases):
+        raise bad("'cases' is not a list of {name, passed}")
+    if not isinstance(doc["passed"], bool) or not isinstance(doc["limited"], bool):
+        raise bad("'passed' and 'limited' are not true or false")
+    failed = sum(not c["passed"] for c in cases)
+    passed = bool(cases) and not failed
+    status = "failed" if not passed else ("passed (load + shapes only)" if doc["limited"]
+                                          else "passed")
+    if doc["passed"] != passed or doc["status"] != status:
+        raise bad(f"status {str(doc['status'])[:40]!r} and passed {doc['passed']!r}, but "
+                  f"{failed} of {len(cases)} cases failed")
+    return doc
+
+
 def entries_of(doc: ModelManifest) -> dict[str, FileEntry]:
     """The manifest's files as ``{path: FileEntry}``."""
     return {f["path"]: FileEntry(f["path"], f["size"], f["sha256"]) for f in doc["files"]}

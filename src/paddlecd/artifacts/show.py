@@ -92,8 +92,8 @@ def _check(c: dict[str, Any] | None) -> str:
     if c.get("status") == "invalid":
         return f"invalid check.json (re-run artifacts.check): {c.get('why', '')}".rstrip(": ")
     cases = c.get("cases") or []
-    bad = [f"{x['name']} ({x['code']})" for x in cases if not x["passed"]]
-    return (f"{c['status']} in {c['image']} (Paddle {c['paddle_version']}, {c['created']}): "
+    bad = [f"{x['name']} ({x.get('code')})" for x in cases if not x["passed"]]
+    return (f"{c['status']} in {c['image']} (Paddle {c.get('paddle_version')}, {c['created']}): "
             f"{len(cases) - len(bad)}/{len(cases)} cases passed"
             + (f"; failed: {', '.join(bad)}" if bad else ""))
 
@@ -146,10 +146,9 @@ def _check_record(store: Any, prefix: str) -> dict[str, Any] | None:
     raw = store.get_bytes(prefix + am.CHECK_JSON)
     if raw is None:
         return None
-    from paddlecd.artifacts import check as model_check
     from paddlecd.errors import ConfigError
 
     try:
-        return model_check.load(raw, where=prefix + am.CHECK_JSON).to_json()
+        return am.read_check_record(raw, where=prefix + am.CHECK_JSON)
     except ConfigError as e:
         return {"status": "invalid", "why": e.cause}

@@ -672,10 +672,8 @@ def _check_of(store: Store, prefix: str) -> dict[str, Any] | None:
     raw = store.get_bytes(prefix + am.CHECK_JSON)
     if raw is None:
         return None
-    from paddlecd.artifacts import check as model_check
-
     try:
-        doc = model_check.load(raw, where=prefix + am.CHECK_JSON).to_json()
+        doc = am.read_check_record(raw, where=prefix + am.CHECK_JSON)
         return {k: doc[k] for k in ("status", "image", "paddle_version", "created")}
     except ConfigError:
         return {"status": "invalid", "image": None, "paddle_version": None, "created": None}
