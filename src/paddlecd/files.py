@@ -257,7 +257,10 @@ def who() -> str:
 
 
 def kind_of(path: Path) -> str:
-    """What ``path`` is when it is not a regular file: ``a folder``, ``a named pipe``…"""
+    """What ``path`` is when it is not a regular file: ``a symbolic link (to …)``, ``a folder``,
+    ``a named pipe``…"""
+    if path.is_symlink():
+        return f"a symbolic link (to {str(os.readlink(path))[:200]})"
     return ("a folder" if path.is_dir() else "a named pipe" if path.is_fifo()
             else "a socket" if path.is_socket() else "a device" if path.is_block_device()
             or path.is_char_device() else "missing" if not path.exists() else "not a file")

@@ -199,6 +199,12 @@ def _locked(settings: Settings, variant: str, timeout: float = 600) -> Iterator[
     slug = re.sub(r"[^A-Za-z0-9._-]", "_", f"{settings.release_repo}-{variant}")
     path = settings.state / "locks" / f"release-{slug}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        # filelock opens it O_TRUNC, following a link (a trial: a link to a file outside the
+        # state folder emptied that file on the next rollback)
+        raise PromotionError(f"the promotion lock {path} is {files.kind_of(path)}, not a plain "
+                             "file of the state folder", "remove it (no promotion may run); "
+                             "the next promotion makes it again")
     try:
         with filelock.FileLock(str(path), timeout=timeout):
             yield
