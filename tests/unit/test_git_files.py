@@ -231,3 +231,19 @@ def test_a_write_removes_the_temp_files_a_killed_writer_left(tmp_path):
     assert not folder.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["p.yaml", live.name, other.name])
+
+
+def test_write_text_replaces_a_link_and_never_writes_through_it(tmp_path):
+    """Every state file paddlecd writes (summary.md, latest, smoke.log, check.json, the job
+    manifests, rank logs) goes through files.write_text: a link put in its place is replaced,
+    its target left alone (trial 13: `latest` and summary.md were written through links)."""
+    from paddlecd import files
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("victim data")
+    link = tmp_path / "state" / "summary.md"
+    link.parent.mkdir()
+    link.symlink_to(victim)
+    files.write_text(link, "# run\n")
+    assert victim.read_text() == "victim data"
+    assert not link.is_symlink() and link.read_text() == "# run\n"

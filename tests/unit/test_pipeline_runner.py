@@ -506,3 +506,17 @@ def test_ctrl_c_does_not_wait_for_a_unit_stuck_in_a_read(settings):
     finally:
         release.set()
     assert pipeline.last_run(settings, "pr")[1].status == "interrupted"
+
+
+def test_a_latest_pointer_that_links_out_is_replaced_not_written_through(settings, tmp_path):
+    """Trial 13: ``pipelines/<name>/latest`` replaced by a link to a file outside the state
+    folder: the run wrote its id into that file (summary.md the same way)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("victim data")
+    folder = settings.state / "pipelines" / "pr"
+    folder.mkdir(parents=True)
+    (folder / "latest").symlink_to(victim)
+    result = run(settings, Fakes(), given=("cpu",))
+    assert victim.read_text() == "victim data"
+    latest = folder / "latest"
+    assert not latest.is_symlink() and latest.read_text().strip() == result.summary.run_id

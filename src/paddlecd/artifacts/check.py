@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paddlecd import engine
+from paddlecd import engine, files
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import onnx as onnx_out
 from paddlecd.artifacts import program, scratch
@@ -519,8 +519,9 @@ def _record(
 
 def save(record: CheckResult, folder: Path) -> None:
     """Write ``check.json`` (the record) and ``check.junit.xml`` into ``folder``."""
-    (folder / CHECK_JSON).write_text(json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n")
-    (folder / CHECK_JUNIT).write_bytes(record.junit())
+    files.write_text(folder / CHECK_JSON,
+                     json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n")
+    files.write_text(folder / CHECK_JUNIT, record.junit())
 
 
 def check_stored(

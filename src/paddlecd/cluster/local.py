@@ -19,7 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from paddlecd import engine, proc
+from paddlecd import engine, files, proc
 from paddlecd.cluster.jobfile import JobSpec, Volume
 from paddlecd.cluster.quantity import parse_quantity
 from paddlecd.cluster.render import (
@@ -162,7 +162,7 @@ def save_logs(ranks: list[engine.Container], folder: Path) -> None:
     per-process logs from :data:`~paddlecd.cluster.render.LAUNCH_LOG_DIR`, ``workerlog.<n>``)."""
     folder.mkdir(parents=True, exist_ok=True)
     for i, c in enumerate(ranks):
-        (folder / f"rank-{i}.log").write_text(c.logs())
+        files.write_text(folder / f"rank-{i}.log", c.logs())
         c.copy_out(LAUNCH_LOG_DIR, folder / f"rank-{i}")
 
 

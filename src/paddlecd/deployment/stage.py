@@ -397,7 +397,7 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
     try:
         for name, m in zip(names, p.manifests):
             try:
-                (stage / name).write_text(yaml.safe_dump(m, sort_keys=False))
+                files.write_text(stage / name, yaml.safe_dump(m, sort_keys=False))
             except OSError as e:  # a write's error names no file (a trial: ENOSPC, no path)
                 if e.filename is None:
                     e.filename = str(out / name)

@@ -128,7 +128,7 @@ def close_killed(settings: Settings, name: str) -> str | None:
                             "wait for it to end, or stop it (Ctrl-C records it as interrupted)")
     closed = interrupted(summary)
     files.write_json(folder / "summary.json", closed.to_json())
-    (folder / "summary.md").write_text(report.markdown(closed))
+    files.write_text(folder / "summary.md", report.markdown(closed))
     return summary.run_id
 
 
@@ -273,8 +273,10 @@ class Runner:
     def save(self) -> Path:
         """Write summary.json (atomically) and summary.md; point ``latest`` at this run."""
         path = files.write_json(self.folder / "summary.json", self.summary.to_json())
-        (self.folder / "summary.md").write_text(report.markdown(self.summary))
-        (self.folder.parent / "latest").write_text(self.summary.run_id + "\n")
+        files.write_text(self.folder / "summary.md", report.markdown(self.summary))
+        # replaced, never written through a link (a trial: `latest` linked out of the
+        # state folder had the run id written into its target)
+        files.write_text(self.folder.parent / "latest", self.summary.run_id + "\n")
         return path
 
     def _update(self, **changes: Any) -> None:

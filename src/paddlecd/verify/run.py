@@ -220,7 +220,7 @@ def write_junit(checks: list[evidence.Check], path: Path, *, suite: str) -> Path
             ET.SubElement(case, "skipped", message=c.message)
         elif not c.passed:
             ET.SubElement(case, "failure", message=c.message).text = c.message
-    path.write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
+    files.write_text(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))
     return path
 
 
@@ -438,7 +438,7 @@ def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: 
         gpus = 0 if not driver else gpus_per_node or drivers.host_gpus()[1] // nodes  # GPU-only
         ran = multinode.run_local(settings, run_on, nodes=nodes, gpus_per_node=gpus, out=out,
                                   on_line=on_line)
-    (out / "smoke.log").write_text("\n".join(ran.lines) + "\n")
+    files.write_text(out / "smoke.log", "\n".join(ran.lines) + "\n")
     return True, list(ran.checks), ran.facts, ran.transports
 
 
@@ -578,7 +578,7 @@ def _one_container(
     spec = smoke_container(settings, reference, labels, out)
     with engine.container(dataclasses.replace(spec, labels={**spec.labels, **out_label(key)})) as c:
         finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
-    (out / "smoke.log").write_text(finished.logs)
+    files.write_text(out / "smoke.log", finished.logs)
     if not (out / "junit.xml").exists():  # the log holds the output; the hint stays one line
         last = next((line for line in reversed(finished.logs.splitlines()) if line.strip()), "")
         raise VerifyError(
@@ -633,7 +633,7 @@ def write_summary(record: evidence.Evidence, out: Path, *, attestation: str | No
         image = f"{attestation.split('@')[0].split(':sha256-')[0]}@{record.digest}"
         lines += ["", f"attestation: `{attestation}` (`invoke evidence.show {image}`)"]
     text = "\n".join(lines) + "\n"
-    (out / "summary.md").write_text(text)
+    files.write_text(out / "summary.md", text)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as fh:
             fh.write(text)
