@@ -319,3 +319,21 @@ def test_a_store_url_with_a_password_is_refused_without_printing_it(url):
     with pytest.raises(ConfigError, match="carries a user or password") as e:
         parse_url(url)
     assert "pw" not in e.value.cause and "***@" in e.value.cause
+
+
+def test_a_manifest_with_a_key_twice_or_a_web_page_is_named_so(tmp_path):
+    """Trial 13: a manifest.json with ``"name"`` twice (the last one right) was shown and
+    downloaded as verified; a sign-in portal's page in its place was "not JSON", with the hint
+    to overwrite a healthy model."""
+    from paddlecd.artifacts.transfer import InvalidManifestError
+    from paddlecd.errors import StorageError
+
+    store = FileStore(tmp_path / "store")
+    store.put_bytes(b'{"name": "other", "name": "m"}', "m/1.0.0/manifest.json")
+    with pytest.raises(InvalidManifestError, match="the key 'name' is given twice"):
+        arts.read_manifest(store, "m/1.0.0/")
+    store.put_bytes(b"<html><body>Sign in</body></html>", "m/1.1.0/manifest.json")
+    with pytest.raises(StorageError) as e:
+        arts.read_manifest(store, "m/1.1.0/")
+    assert not isinstance(e.value, InvalidManifestError)  # not "damaged": nothing was read
+    assert "answered a web page" in e.value.cause and "--overwrite" not in e.value.hint

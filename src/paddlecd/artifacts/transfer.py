@@ -36,7 +36,14 @@ from paddlecd.artifacts.storage import (  # noqa: F401 (re-exported)
 )
 from paddlecd.artifacts.storage.base import ConflictError  # noqa: F401 (re-exported)
 from paddlecd.errors import ConfigError, ModelSignatureError, StorageError
-from paddlecd.files import NO_SPACE, disk_full, free_space, publish_folder, staging_folder
+from paddlecd.files import (
+    NO_SPACE,
+    disk_full,
+    free_space,
+    publish_folder,
+    staging_folder,
+    unique_keys,
+)
 from paddlecd.signing.keys import TrustedKey
 from paddlecd.types import ModelManifest
 
@@ -490,11 +497,16 @@ def read_manifest(store: Store, prefix: str) -> ModelManifest | None:
     if raw is None:
         return None
     where = f"{store.url}/{prefix}{am.MANIFEST}"
-    try:
-        doc = json.loads(raw)
+    if raw.lstrip()[:1] == b"<":  # a trial: a sign-in portal's page was "not JSON", with the
+        # hint to overwrite a healthy model
+        raise StorageError(f"{where}: the store answered a web page (HTML), not the file",
+                           "something other than the store answered: check "
+                           "storage.endpoint_url and any proxy in between (HTTP(S)_PROXY)")
+    try:  # a key given twice (a trial: "name" twice, the last one right) is not a manifest
+        doc = json.loads(raw, object_pairs_hook=unique_keys)
     except ValueError as e:
         raise InvalidManifestError(
-            f"{where}: not JSON ({e})", "re-upload the model with --overwrite"
+            f"{where}: not JSON ({str(e)[:200]})", "re-upload the model with --overwrite"
         ) from e
     return am.validate_manifest(doc, where=where, error=InvalidManifestError)
 
