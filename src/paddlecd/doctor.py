@@ -24,7 +24,7 @@ from typing import Any
 from paddlecd import engine
 from paddlecd.artifacts import storage
 from paddlecd.config import Settings
-from paddlecd.errors import DoctorError, PaddlecdError
+from paddlecd.errors import DoctorError, PaddlecdError, RegistryError
 from paddlecd.image import lock, variants
 from paddlecd.registry import client as registry
 from paddlecd.verify import drivers
@@ -99,14 +99,24 @@ def check_engine(host: Host) -> Check:
 def check_registry(host: Host) -> Check:
     """``GET /v2/`` on the candidate registry with the credentials push would use."""
     url = host.settings.registry.url
-    client = registry.client_for(host.settings)
-    client.request("GET", "", [], f"checking registry {url}")
-    who = (
-        f"logged in as {client.credentials.username}"
-        if client.credentials
-        else "anonymous access allowed"
-    )
-    return Check(name="registry", status="ok", detail=f"{url} answers /v2/ ({who})")
+    return _registry_api(registry.client_for(host.settings), url, "registry")
+
+
+def _registry_api(client: Any, url: str, name: str) -> Check:
+    """``GET /v2/`` answered by the registry API (distribution spec end-1): a 200 that is a web
+    page (``text/html`` without ``Docker-Distribution-API-Version``) is a server in front of
+    it, not the registry (a trial: nginx's welcome page passed as "OK registry … (logged in
+    as …)"); "logged in" only when the registry asked for the credentials and took them."""
+    resp = client.request("GET", "", [], f"checking {name} {url}")
+    page = (resp.headers.get("Content-Type", "").startswith("text/html")
+            or resp.content.lstrip()[:1] == b"<")
+    if page and "Docker-Distribution-API-Version" not in resp.headers:
+        raise RegistryError(f"{url} answered GET /v2/ with a web page (HTML), not the registry "
+                            "API", "check registry.url / release.registry (PADDLECD_*_URL): host "
+                            "and port of the registry, not of a web server or proxy page")
+    who = (f"logged in as {client.credentials.username}" if client.authenticated
+           else "anonymous access allowed")
+    return Check(name=name, status="ok", detail=f"{url} answers /v2/ ({who})")
 
 
 def check_release_registry(host: Host) -> Check:
@@ -119,11 +129,7 @@ def check_release_registry(host: Host) -> Check:
     if not url or url == s.registry.url:
         return Check(name="release registry", status="skip",
                      detail="release.registry unset: releases go to registry.url")
-    client = registry.client_for(s, url)
-    client.request("GET", "", [], f"checking release registry {url}")
-    who = (f"logged in as {client.credentials.username}" if client.credentials
-           else "anonymous access allowed")
-    return Check(name="release registry", status="ok", detail=f"{url} answers /v2/ ({who})")
+    return _registry_api(registry.client_for(s, url), url, "release registry")
 
 
 def check_gpu_driver(host: Host) -> Check:

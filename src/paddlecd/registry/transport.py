@@ -228,6 +228,12 @@ class Transport:
         return (mine.scheme, mine.netloc) == (theirs.scheme, theirs.netloc.rpartition("@")[2])
 
     @property
+    def authenticated(self) -> bool:
+        """Whether a request of this client has been answered after a login (Basic credentials
+        sent on a challenge, or a token fetched): a registry that never asked saw none."""
+        return self._basic or bool(self._tokens)
+
+    @property
     def credentials(self) -> Credentials | None:
         """Credentials for this registry, looked up once (env, then Docker's config.json)."""
         if not self._looked_up:

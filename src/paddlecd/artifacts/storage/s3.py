@@ -163,9 +163,15 @@ class S3Store:
     def check(self) -> None:
         """HeadBucket: fail early when the bucket is missing or the credentials are refused."""
         try:
-            self.client.head_bucket(Bucket=self.bucket)
+            answer = self.client.head_bucket(Bucket=self.bucket)
         except (BotoCoreError, ClientError, *BROKEN_ANSWERS) as e:
             raise self._fail(e, "opening") from e
+        kind = (answer.get("ResponseMetadata", {}).get("HTTPHeaders") or {}).get("content-type")
+        if str(kind or "").startswith("text/html"):  # a trial: a sign-in portal's 200 passed
+            raise StorageError(f"opening {self.url}: the endpoint answered HeadBucket with a web "
+                               "page (HTML), not S3", "something other than the store answered: "
+                               "check storage.endpoint_url and any proxy in between "
+                               "(HTTP(S)_PROXY)")
 
     def put_file(self, path: Path, key: str, *, progress: Progress | None = None) -> None:
         """Upload ``path``; multipart above the threshold with the configured part
