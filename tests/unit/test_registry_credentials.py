@@ -334,9 +334,11 @@ def test_an_auths_entry_of_plain_username_and_password_is_read_as_docker_reads_i
     from paddlecd.registry.auth import engine_credentials
 
     config(docker_home, {"auths": {"reg.example:5000": {"username": "ci", "password": "pw"},
-                                   "other.example": {"username": "only-a-user"}}})
+                                   "other.example": {"username": "only-a-user"},
+                                   "empty.example": {"auth": ""}}})
     assert find_credentials("reg.example:5000") == Credentials("ci", "pw")
     assert find_credentials("other.example") is None
+    assert find_credentials("empty.example") is None  # no credentials, as the Docker CLI reads it
     settings = SimpleNamespace(registry=SimpleNamespace(url="127.0.0.1:5000"),
                                release=SimpleNamespace(registry=None))
     assert engine_credentials(settings, "reg.example:5000/app:1") == Credentials("ci", "pw")

@@ -257,7 +257,11 @@ def _with_plain_fields(raw: dict[str, Any]) -> dict[str, Any]:
              if not entry.get("auth") and isinstance(entry.get("username"), str)
              and isinstance(entry.get("password"), str) and entry["username"]
              and entry["password"] and not entry.get("identitytoken")}
-    return {**raw, "auths": {**auths, **plain}} if plain else raw
+    # an empty "auth" is no credentials to the Docker CLI; docker-py failed to split it (a
+    # trial: "an 'auths' entry is not base64 of user:password" where docker pull worked)
+    empty = {host: {k: v for k, v in entry.items() if k != "auth"}
+             for host, entry in auths.items() if entry.get("auth") == "" and host not in plain}
+    return {**raw, "auths": {**auths, **plain, **empty}} if plain or empty else raw
 
 
 def _limit_helpers() -> None:
