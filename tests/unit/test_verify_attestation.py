@@ -433,3 +433,11 @@ def test_a_signing_key_holding_two_keys_is_refused(tmp_path, monkeypatch):
     with pytest.raises(SigningKeyError, match=r"\$PADDLECD_SIGNING_KEY holds 2 PEM blocks") as e:
         keys.signer(_settings(tmp_path))
     assert "BEGIN" not in e.value.cause + e.value.hint  # the key itself is never quoted
+
+
+@pytest.mark.parametrize("value", ["{a},", "{a},,{a}", ",{a}"])
+def test_an_empty_entry_in_the_trusted_keys_is_refused(tmp_path, value):
+    """Trial 13: ``b.pub,,c.pub`` (and a trailing comma) skipped the empty entry unsaid."""
+    _, public = keys.keygen(tmp_path / "a")
+    with pytest.raises(SigningKeyError, match="release.trusted_keys has an empty entry"):
+        keys.trusted(_settings(tmp_path, **{"release.trusted_keys": value.format(a=public)}))

@@ -281,7 +281,12 @@ def trusted(settings: Settings) -> list[TrustedKey]:
             "no trusted keys configured (release.trusted_keys): no signature can be checked", hint
         )
     keys: list[TrustedKey] = []
-    for item in filter(None, (p.strip() for p in settings.release.trusted_keys.split(","))):
+    for item in (p.strip() for p in settings.release.trusted_keys.split(",")):
+        if not item:  # a trial: "b.pub,,c.pub" skipped the empty entry unsaid (release.models
+            # refuses one): a key meant for it may be missing
+            raise SigningKeyError(f"release.trusted_keys has an empty entry: "
+                                  f"{settings.release.trusted_keys[:200]!r}",
+                                  "list the key files or folders separated by one comma")
         path = settings.path(item)
         files = sorted(path.glob("*.pub")) if path.is_dir() else [path]
         if not files:  # e.g. the workflows' default .github/attestation-keys before a key is added
