@@ -223,6 +223,9 @@ def refuse_output_place(path: str | Path, flag: str, *, folder: bool,
 
     refuse_control(path, flag)
     resolved = Path(os.path.abspath(path)).resolve()
+    if not folder and resolved.is_dir():  # a trial: --out /tmp said "/ is the root folder"
+        raise ConfigError(f"{flag} {path} is a folder, not a file",
+                          "name the file to write, e.g. " + (example or "./policy.yaml"))
     where = resolved if folder else resolved.parent
     why = place_problem(str(where), writable=folder)
     if why:

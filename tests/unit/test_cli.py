@@ -614,14 +614,16 @@ def test_verify_and_compare_outputs_in_a_system_folder_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("out", "why"), [("h.txt", "does not end in .png"),
-                                        ("h", "does not end in .png"), (".", "is a folder")])
+                                        ("h", "does not end in .png"),
+                                        (".", "is a folder, not a file")])
 def test_compare_out_is_a_png_path_checked_before_the_ledger(tmp_path, out, why):
     """Trial 7: ``--out h.txt`` was matplotlib's traceback; ``--out <folder>`` said "wrote
     <folder>" and wrote <folder>.png beside it; ``--out h`` wrote h.png and said h. No registry
     runs on 127.0.0.1:9: the refusal comes first."""
     run = invoke("release.compare", "--history", "cpu", "--out", str(tmp_path / out),
                  PADDLECD_STATE_DIR=str(tmp_path / "state"), PADDLECD_REGISTRY_URL="127.0.0.1:9")
-    assert run.returncode == 2 and f"{why}\nhint: give the PNG's path" in run.stderr, run.stderr
+    assert run.returncode == 2 and f"{why}\nhint: " in run.stderr, run.stderr
+    assert ".png" in run.stderr.split("hint: ")[1]
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

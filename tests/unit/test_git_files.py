@@ -247,3 +247,13 @@ def test_write_text_replaces_a_link_and_never_writes_through_it(tmp_path):
     files.write_text(link, "# run\n")
     assert victim.read_text() == "victim data"
     assert not link.is_symlink() and link.read_text() == "# run\n"
+
+
+@pytest.mark.parametrize("folder", ["/tmp", "/"])
+def test_an_output_file_named_as_an_existing_folder_is_called_a_folder(folder):
+    """Trial 13: ``release.policy --out /tmp`` said "/ is the root folder" (the folder it
+    would go in), not that /tmp is a folder."""
+    from paddlecd.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"--out {folder} is a folder, not a file"):
+        files.refuse_output_place(folder, "--out", folder=False)
