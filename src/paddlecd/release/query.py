@@ -202,7 +202,7 @@ def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[regist
         try:  # the name alone: a broken Docker config met while resolving it is no naming slip
             split_release_tag(settings, target)
         except ConfigError as e:  # what else the target may be, where a digest or image will do
-            raise ConfigError(e.cause, f"{e.hint}; or an image: sha256:…, host/repo@sha256:… or "
-                              "host/repo:tag") from e
+            raise ConfigError(e.cause, f"{e.hint}; or an image: host/repo@sha256:… or "  # never
+                              "host/repo:tag") from e  # a bare sha256:… (a trial: refused)
         ref = parse_reference(find(settings, target).reference)
     return ref, registry_store.lookup(settings, ref)
