@@ -740,3 +740,18 @@ def test_check_of_a_missing_folder_names_the_folder(tmp_path):
                  PADDLECD_STATE_DIR=str(tmp_path / "state"))
     assert run.returncode == 2
     assert f"error: model folder {tmp_path / 'nonexist'} does not exist" in run.stderr
+
+
+@pytest.mark.parametrize("task", [
+    ["promote", "--variant", "cpu", "--version", "1.0.0"],
+    ["release.rollback", "--variant", "cpu", "--to", "1.0.0"],
+    ["release.repair", "--variant", "cpu"],
+    ["release.prune", "--variant", "cpu"],
+])
+def test_dry_run_and_yes_together_are_refused_before_any_registry(tmp_path, task):
+    """Trial 13: ``--dry-run --yes`` printed the plan and "nothing written", the --yes dropped
+    unsaid. No registry runs on 127.0.0.1:9: the refusal comes first."""
+    run = invoke(*task, "--dry-run", "--yes", PADDLECD_STATE_DIR=str(tmp_path / "state"),
+                 PADDLECD_REGISTRY_URL="127.0.0.1:9")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "error: --dry-run and --yes contradict each other" in run.stderr

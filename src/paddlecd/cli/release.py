@@ -27,6 +27,18 @@ from paddlecd.errors import ConfigError
 CONFIRM_HINT = "nothing was written: re-run with --yes to write this plan (--dry-run only shows it)"
 
 
+def _one_of(dry_run: bool, yes: bool) -> None:
+    """``--dry-run`` writes nothing and ``--yes`` writes the plan: never both (a trial: the
+    --yes was dropped unsaid in promote, rollback, repair and prune).
+
+    Raises:
+        ConfigError: both given.
+    """
+    if dry_run and yes:
+        raise ConfigError("--dry-run and --yes contradict each other: --dry-run writes nothing, "
+                          "--yes writes the plan", "drop one of them")
+
+
 def _confirmed(outcome, dry_run: bool, yes: bool, what: str) -> None:
     """After a plan-only run: return for --dry-run or a no-op, else refuse without --yes."""
     if dry_run or outcome.plan.noop:
@@ -109,6 +121,7 @@ def promote(
     """
     from paddlecd.release import promote as release
 
+    _one_of(dry_run, yes)
     s, name = settings(), pick_variant(variant, required_by="promote")
     todo = dict(variant=name, version=version, part=bump, digest=digest, force=force,
                 reason=reason, accept_regression=accept_regression)
@@ -158,6 +171,7 @@ def rollback(c, variant=None, to=None, dry_run=False, yes=False):
         raise ConfigError(
             "release.rollback needs --to X.Y.Z", "see: invoke release.list --variant V"
         )
+    _one_of(dry_run, yes)
     name = pick_variant(variant, required_by="release.rollback")
     outcome = release.rollback(settings(), variant=name, to=to, execute=yes and not dry_run,
                            report=_plan_lines())
@@ -190,6 +204,7 @@ def repair(c, variant=None, dry_run=False, yes=False, json=False):
     from paddlecd.errors import PromotionError
     from paddlecd.release import promote as rel
 
+    _one_of(dry_run, yes)
     name = pick_variant(variant, required_by="release.repair")
     done = rel.repair(settings(), variant=name, execute=yes and not dry_run,
                       report=_plan_lines())
@@ -418,6 +433,7 @@ def prune(c, variant=None, keep_days=None, keep_last=None, dry_run=False, yes=Fa
     """
     from paddlecd.release import prune as retention
 
+    _one_of(dry_run, yes)
     s, name = settings(), pick_variant(variant, required_by="release.prune")
     days = count("keep-days", keep_days, bound="retention.keep_days")
     last = count("keep-last", keep_last, bound="retention.keep_last")
