@@ -61,3 +61,17 @@ def test_a_source_url_with_a_token_never_reaches_the_label(settings, monkeypatch
     monkeypatch.setenv("PADDLECD_SOURCE_URL", "https://github.com/o/r")
     assert labels_for(settings, v, entry)["org.opencontainers.image.source"] == \
         "https://github.com/o/r"
+
+
+@pytest.mark.parametrize("url", ["not a url", "https://github.com/x/y\nz", "github.com/x/y"])
+def test_a_source_url_that_is_no_url_never_reaches_the_label(settings, monkeypatch, url):
+    """Trial 13: 'not a url' and a URL with a newline became the image's source label."""
+    from paddlecd.image import lock, variants
+    from paddlecd.image.build import labels_for
+
+    v = variants.get(settings, "cpu")
+    entry = lock.LockEntry("cpu", v.base, "sha256:" + "a" * 64,
+                           "application/vnd.oci.image.manifest.v1+json", "2026-12-03T00:00:00Z")
+    monkeypatch.setenv("PADDLECD_SOURCE_URL", url)
+    with pytest.raises(ConfigError, match="PADDLECD_SOURCE_URL .* is not a URL"):
+        labels_for(settings, v, entry)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -217,6 +218,11 @@ def labels_for(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -
                           "org.opencontainers.image.source label",
                           "drop them: the label names the repository, e.g. "
                           "https://github.com/OWNER/REPO")
+    if given and not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\x00-\x1f\x7f]+", given):
+        # a trial: 'not a url' and a URL with a newline went into the label
+        raise ConfigError(f"PADDLECD_SOURCE_URL {given[:200]!r} is not a URL",
+                          "give the repository's URL, e.g. https://github.com/OWNER/REPO (the "
+                          "org.opencontainers.image.source label: OCI image-spec annotations)")
     source = given or git.origin_url(settings.root) or "unknown"
     oci = "org.opencontainers.image"
     out = {
