@@ -89,3 +89,18 @@ def test_listing_while_another_upload_renames_its_temp_files(tmp_path, monkeypat
 
     monkeypatch.setattr(Path, "is_file", is_file_then_renamed)
     assert [o.key for o in store.list("m/")] == ["m/1.0.0/kept"]
+
+
+def test_a_claims_folder_linked_out_of_the_store_is_refused(tmp_path):
+    """Trial 13: a file store whose ``.claims`` linked to a folder outside it had the upload's
+    claim made there (rc 0); a model folder that links out is refused already."""
+    from paddlecd.errors import ConfigError
+
+    (tmp_path / "store").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "store" / file_store.CLAIMS).symlink_to(tmp_path / "outside")
+    store = FileStore(tmp_path / "store")
+    with pytest.raises(ConfigError, match="outside the store"):
+        with store.claim("m/1.0.0/"):
+            pass
+    assert list((tmp_path / "outside").iterdir()) == []

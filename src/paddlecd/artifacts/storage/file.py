@@ -194,10 +194,19 @@ class FileStore:
         """Nothing to abort: an interrupted write leaves a temp file, which :meth:`list` shows."""
         return []
 
+    def _claim_path(self, prefix: str) -> Path:
+        """``<root>/.claims/<prefix>.lock``, inside the store even after links are followed (a
+        trial: ``.claims`` linked out of the store had the claims made there).
+
+        Raises:
+            ConfigError: it resolves outside the root (:meth:`_path`).
+        """
+        return self._path(f"{CLAIMS}/{prefix.rstrip('/')}.lock")
+
     def release_abandoned(self, prefix: str) -> bool:
         """Remove the claim file of ``prefix`` a killed upload left (its lock died with it);
         True when there was one. A live holder's is kept."""
-        path = self.root / CLAIMS / f"{prefix.rstrip('/')}.lock"
+        path = self._claim_path(prefix)
         if not path.is_file():
             return False
         return released_if_free(self, prefix)
@@ -212,7 +221,7 @@ class FileStore:
             ConflictError: another process holds it (its host, pid and start time are named).
             StorageError: the claim file cannot be created.
         """
-        path = self.root / CLAIMS / f"{prefix.rstrip('/')}.lock"
+        path = self._claim_path(prefix)
         fd = _lock(path, self.url, prefix)
         try:
             try:
