@@ -123,3 +123,52 @@ def test_a_digest_header_that_is_no_digest_is_not_taken():
     finally:
         server.shutdown()
     assert found.digest == "sha256:" + hashlib.sha256(BadDigestHeader.manifest).hexdigest()
+
+
+class Forgetful(http.server.BaseHTTPRequestHandler):
+    """Answers every manifest PUT 201 with the right digest, and keeps nothing."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_PUT(self):
+        import hashlib
+
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(201)
+        self.send_header("Docker-Content-Digest", "sha256:" + hashlib.sha256(body).hexdigest())
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_HEAD(self):
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self):
+        body = json.dumps({"errors": [{"code": "MANIFEST_UNKNOWN", "message": "unknown"}]}).encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_a_manifest_write_answered_201_but_not_kept_is_named():
+    """Trial 13: a registry that answered 201 to a tag write and kept nothing had promote say
+    "tags kept changing under this promotion" (another promotion blamed), repair and verify
+    say done. The write is read back and named."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forgetful)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = RegistryClient(f"127.0.0.1:{server.server_address[1]}", insecure=True,
+                                retries=1)
+        with pytest.raises(RegistryError) as e:
+            client.put_manifest("r", "1.0.0-cpu", b"{}",
+                                "application/vnd.oci.image.manifest.v1+json")
+    finally:
+        server.shutdown()
+    assert "answered 201 but serves nothing under it (expected sha256:" in e.value.cause
+    assert "did not keep the write" in e.value.hint

@@ -47,16 +47,18 @@ _CODES: dict[str, tuple[type[RegistryError], str]] = {
     "BLOB_UPLOAD_UNKNOWN": (RegistryError, "the upload session was lost (behind a load balancer: "
                                            "sticky sessions or shared storage); re-run"),
     "BLOB_UPLOAD_INVALID": (RegistryError, "the upload session was lost or broken; re-run"),
-    "UNSUPPORTED": (RegistryError, "the registry does not support this operation (deletes "
-                                   "disabled? storage.delete.enabled in distribution)"),
+    "UNSUPPORTED": (RegistryError, "the registry does not support this operation here: a "
+                                   "read-only registry or pull-through mirror refuses writes; a "
+                                   "delete needs storage.delete.enabled in distribution"),
     "PAGINATION_NUMBER_INVALID": (RegistryError, "the registry refused the page size"),
     "TOOMANYREQUESTS": (RegistryRateLimitError, RATE_LIMIT_HINT),
     "UNAVAILABLE": (RegistryError, "the registry is unavailable: re-run when it is back"),
 }
 _STATUSES: dict[int, tuple[type[RegistryError], str]] = {
     404: (NotFoundError, "check the repository, tag or digest"),
-    405: (RegistryError, "the registry does not allow this method here (read-only mode, or "
-                         "deletes disabled)"),
+    405: (RegistryError, "the registry does not allow this method here: a read-only registry "
+                         "or pull-through mirror refuses writes; a delete needs deletes "
+                         "enabled"),
     429: (RegistryRateLimitError, RATE_LIMIT_HINT),
     500: (RegistryError, "the registry failed internally: check its logs (storage backend: free "
                          "space, permissions)"),

@@ -315,7 +315,28 @@ class RegistryClient(Transport):
                 "the registry rewrote the manifest",
             )
         self.stats["manifest_puts"] += 1
+        self._read_back(repository, reference, expected, what)
         return Descriptor(expected, media_type, len(raw))
+
+    def _read_back(self, repository: str, reference: str, expected: str, what: str) -> None:
+        """The registry serves ``reference`` right after its 201: a write it answered but did
+        not keep is named here, not later as another cause (a trial: "tags kept changing under
+        this promotion", "claimed first by None", a verify that said done). One HEAD (the GET
+        when HEAD names no digest). A tag served as another digest is no error here: another
+        writer may have moved it since (a moving tag, the ledger head); the promotion's own
+        check of its tags decides.
+
+        Raises:
+            RegistryError: nothing is served under ``reference``.
+        """
+        try:
+            self.resolve(repository, reference)
+        except NotFoundError:
+            raise RegistryError(
+                f"{what}: {self.registry} answered 201 but serves nothing under it "
+                f"(expected {expected})",
+                "the registry (or a proxy or cache in front of it) did not keep the write: check "
+                "its storage and logs, then re-run the same command") from None
 
     def delete_manifest(self, repository: str, digest: str) -> None:
         """DELETE a manifest by digest; distribution also removes every tag naming it. Its blobs

@@ -113,7 +113,7 @@ def check_tag(tag: str, *, what: str = "tag") -> str:
     if _TAG.fullmatch(tag or ""):
         return tag
     why = f" ({len(tag)} characters)" if len(tag or "") > 128 else ""
-    raise ConfigError(f"{what} {(tag or '')[:80]!r} is not a valid image tag{why}", TAG_RULE)
+    raise ConfigError(f"{what} {tag!r} is not a valid image tag{why}", TAG_RULE)
 
 
 def check_digest(digest: str) -> str:
