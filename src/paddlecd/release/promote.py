@@ -623,6 +623,14 @@ def _reconcile(plan: Plan, outcome: Outcome, report: Echo, rounds: int = 8) -> l
         for tag, digest in drift.items():
             outcome.written.append(tag)
             report(f"reconciled {plan.target}:{tag} → {digest}")
+        if plan.action == "promote" and state.releases.get(version) is None:
+            # a trial: "claimed first by None" blamed a concurrent promotion when the registry
+            # had dropped the record, or its tag list did not show it
+            raise PromotionError(
+                f"the ledger of {plan.variant} in {plan.target} shows no record of "
+                f"{plan.version}-{plan.variant} after this promotion wrote one",
+                "the registry did not keep the record, or its tag list does not show it: check "
+                "it (GET /v2/<repository>/tags/list), then re-run the same command")
         if (
             plan.action == "promote" and state.releases.get(version) != plan.digest
         ):  # tags restored above
