@@ -241,3 +241,18 @@ def test_upload_image_with_broken_credentials_is_refused_as_every_task_refuses_t
             {"auths": {host: {"auth": base64.b64encode(b"tester").decode()}}}))
     with pytest.raises(ConfigError):
         runtime.declared_paddle(settings, f"{host}/p@sha256:" + "a" * 64)
+
+
+def test_a_store_that_takes_the_manifest_and_keeps_none_fails_the_upload(tmp_path):
+    """Trial 13: an S3 store answered 200 to the manifest PUT and stored nothing; upload said
+    "uploaded" and the version was invisible ("no model at …"). The manifest is read back.
+    A file store that drops that one write stands in for the proxy here."""
+    from paddlecd.errors import StorageError
+
+    class Forgetful(FileStore):
+        def put_bytes(self, data, key, *, exclusive=False):
+            if not key.endswith("manifest.json"):
+                super().put_bytes(data, key, exclusive=exclusive)
+
+    with pytest.raises(StorageError, match="took the manifest but does not serve it"):
+        arts.upload(Forgetful(tmp_path / "store"), _plan(tmp_path, _export(tmp_path / "m")))

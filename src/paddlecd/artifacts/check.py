@@ -563,7 +563,15 @@ def check_stored(
         if record.onnx is not None:
             store.put_file(tmp / "model" / record.onnx.path, prefix + record.onnx.path)
         for f in (CHECK_JSON, CHECK_JUNIT):
-            store.put_bytes((tmp / "model" / f).read_bytes(), prefix + f)
+            body = (tmp / "model" / f).read_bytes()
+            store.put_bytes(body, prefix + f)
+            if store.get_bytes(prefix + f) != body:  # a trial: answered 200, kept nothing
+                from paddlecd.errors import StorageError
+
+                raise StorageError(f"{store.url}/{prefix}{f}: the store took the check's record "
+                                   "but does not serve it", "check the store (and any proxy in "
+                                   f"front of it), then check again: invoke artifacts.check "
+                                   f"{name}/{version} …")
         if record.onnx is not None:  # last: a reader that finds the entry finds the file
             doc = json.loads((tmp / "model" / am.MANIFEST).read_text())
             doc = am.with_onnx(doc, record.onnx.to_json(), where=f"{store.url}/{prefix}")

@@ -388,7 +388,12 @@ def _write(store: Store, plan: UploadPlan, progress: Progress | None) -> None:
             )
     _check_stored(store, plan)
     # exclusive: if anything wrote a manifest despite the claim (a claim taken over), it stays
-    store.put_bytes(am.manifest_bytes(plan.manifest), plan.prefix + am.MANIFEST, exclusive=True)
+    body = am.manifest_bytes(plan.manifest)
+    store.put_bytes(body, plan.prefix + am.MANIFEST, exclusive=True)
+    if store.get_bytes(plan.prefix + am.MANIFEST) != body:  # a trial: answered 200, kept none
+        raise StorageError(f"{plan.url}/{am.MANIFEST}: the store took the manifest but does not "
+                           "serve it", "the version is not visible: check the store (and any "
+                           "proxy in front of it), then re-run the same upload")
 
 
 def _check_stored(store: Store, plan: UploadPlan) -> None:
