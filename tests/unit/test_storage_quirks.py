@@ -393,3 +393,28 @@ def test_a_full_store_is_hinted_as_full(code, status):
     e = storage_error(_error(code, status), action="uploading", where="s3://models/a",
                       endpoint="http://s3")
     assert e.hint.startswith("the store is out of space")
+
+
+def test_an_unfinished_upload_already_gone_counts_as_aborted(monkeypatch):
+    """Trial 13: an unfinished multipart upload listed, then gone before its abort (a lifecycle
+    rule, another clean-up): NoSuchUpload stopped the upload, exit 8; it is what the abort
+    wants. Another error still fails."""
+    from paddlecd.errors import StorageError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    listing = {"Bucket": "models", "Uploads": [
+        {"Key": "paddle/m/1.0.0/a.bin", "UploadId": "u1"},
+        {"Key": "paddle/m/1.0.0/b.bin", "UploadId": "u2"}]}
+    stub.add_response("list_multipart_uploads", listing,
+                      {"Bucket": "models", "Prefix": "paddle/m/1.0.0/"})
+    stub.add_client_error("abort_multipart_upload", "NoSuchUpload", http_status_code=404)
+    stub.add_response("abort_multipart_upload", {})
+    with stub:
+        assert store.abort_uploads("m/1.0.0/") == ["m/1.0.0/b.bin"]
+    stub.add_response("list_multipart_uploads", listing,
+                      {"Bucket": "models", "Prefix": "paddle/m/1.0.0/"})
+    stub.add_client_error("abort_multipart_upload", "AccessDenied", http_status_code=403)
+    with stub, pytest.raises(StorageError):
+        store.abort_uploads("m/1.0.0/")
