@@ -418,3 +418,43 @@ def test_an_unfinished_upload_already_gone_counts_as_aborted(monkeypatch):
     stub.add_client_error("abort_multipart_upload", "AccessDenied", http_status_code=403)
     with stub, pytest.raises(StorageError):
         store.abort_uploads("m/1.0.0/")
+
+
+def test_a_412_claim_with_no_claim_there_is_tried_again_then_named(monkeypatch):
+    """Trial 13: the claim PUT answered 412 with no claim object there said "being uploaded by
+    another process (holder unknown since an unknown time)". It is tried once more (the holder
+    may have just finished); refused again with none there, the store is named."""
+    from paddlecd.errors import StorageError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    for _ in range(2):
+        stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
+        stub.add_client_error("get_object", "NoSuchKey", http_status_code=404)
+    with stub, pytest.raises(StorageError) as e:
+        with store.claim("m/1.0.0/"):
+            pass
+    assert "refused the claim as existing (412 PreconditionFailed) but holds none" in e.value.cause
+    stub.assert_no_pending_responses()
+
+
+def test_a_claim_read_without_its_etag_is_not_taken_over(monkeypatch):
+    """Trial 13: a stale claim whose GET came back without an ETag (a proxy stripping headers)
+    was taken over with If-Match: "" and the 412 blamed "another upload at the same time"."""
+    import io
+
+    from botocore.response import StreamingBody
+
+    from paddlecd.errors import StorageError
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    store, stub = _stubbed_store()
+    body = b'{"started": 0, "holder": "gone", "pid": 1, "id": "old"}'
+    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
+    stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(body), len(body))})
+    with stub, pytest.raises(StorageError) as e:
+        with store.claim("m/1.0.0/", take_over=True):
+            pass
+    assert "carries no ETag, so it cannot be taken over safely" in e.value.cause

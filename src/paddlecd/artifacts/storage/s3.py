@@ -429,24 +429,9 @@ class S3Store:
         try:
             self.put_bytes(body, key, exclusive=True)
         except ConflictError:
-            held = self._claim_of(key) or {}
-            started = _started(held)  # None: a claim whose start is no time (a trial: tracebacks)
-            age = time.time() - started if started is not None else 0.0
-            alive = _holder_state(held) is True  # --overwrite never takes a live one (a trial)
-            if alive or not (take_over or age > CLAIM_STALE_AFTER_S or _holder_gone(held)):
-                since = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
-                         if started is not None else "an unknown time")
-                holder = held.get("holder")
-                holder = holder[:120] if isinstance(holder, str) else "holder unknown"
-                raise ConflictError(
-                    f"{self.url}/{prefix} is being uploaded by another process "
-                    f"({holder} since {since})",
-                    "wait for it to finish (its process runs on this machine: not even "
-                    "--overwrite takes it over)" if alive else
-                    "wait for it to finish; a killed upload of this machine is taken over by the "
-                    "re-run itself, one of another machine by --overwrite once it is dead",
-                ) from None
-            self._replace(body, key, held.get("_etag", ""))  # a second taker loses here
+            held = self._claim_of(key) or self._claim_again(key, body, prefix)
+            if held is not None:
+                self._take_over(key, body, held, prefix, take_over=take_over)
         mine = self._claim_of(key)
         if mine is None:  # a trial: a store that dropped the write was "claimed by another"
             raise StorageError(f"claiming {self.url}/{prefix}: the store took the claim and then "
@@ -462,6 +447,59 @@ class S3Store:
                 f"{self.url}/{prefix} was claimed by another upload at the same time",
                 "wait for it to finish, then re-run (the same model moves nothing)",
             )
+
+
+    def _claim_again(self, key: str, body: bytes, prefix: str) -> dict | None:
+        """A claim refused as existing (412) when none is there: the holder finished meanwhile,
+        so it is tried once more. Returns the claim then found in the way (None: taken).
+
+        Raises:
+            StorageError: refused again with still none there (a trial: "being uploaded by
+                another process (holder unknown since an unknown time)" for a store that
+                answers conditional writes wrongly).
+        """
+        try:
+            self.put_bytes(body, key, exclusive=True)
+            return None
+        except ConflictError:
+            held = self._claim_of(key)
+        if held is None:
+            raise StorageError(f"claiming {self.url}/{prefix}: the store refused the claim as "
+                               "existing (412 PreconditionFailed) but holds none",
+                               "the store (or a proxy in front of it) answers conditional writes "
+                               "wrongly: check it (If-None-Match: * on PutObject)")
+        return held
+
+    def _take_over(self, key: str, body: bytes, held: dict, prefix: str, *,
+                   take_over: bool) -> None:
+        """Replace the claim ``held`` when it is stale, its holder gone, or ``take_over``; else
+        raise ConflictError naming its holder.
+
+        Raises:
+            ConflictError: it is live (or not stale and not asked to be taken over), or another
+                upload took it over first. StorageError: it carries no ETag to replace it by.
+        """
+        if not held.get("_etag"):  # a trial: If-Match: "" was sent, "another upload" blamed
+            raise StorageError(f"claiming {self.url}/{prefix}: the store's answer for the claim "
+                               "carries no ETag, so it cannot be taken over safely",
+                               "a proxy in front of the store strips headers: check it")
+        started = _started(held)  # None: a claim whose start is no time (a trial: tracebacks)
+        age = time.time() - started if started is not None else 0.0
+        alive = _holder_state(held) is True  # --overwrite never takes a live one (a trial)
+        if alive or not (take_over or age > CLAIM_STALE_AFTER_S or _holder_gone(held)):
+            since = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+                     if started is not None else "an unknown time")
+            holder = held.get("holder")
+            holder = holder[:120] if isinstance(holder, str) else "holder unknown"
+            raise ConflictError(
+                f"{self.url}/{prefix} is being uploaded by another process "
+                f"({holder} since {since})",
+                "wait for it to finish (its process runs on this machine: not even "
+                "--overwrite takes it over)" if alive else
+                "wait for it to finish; a killed upload of this machine is taken over by the "
+                "re-run itself, one of another machine by --overwrite once it is dead",
+            ) from None
+        self._replace(body, key, held.get("_etag", ""))  # a second taker loses here
 
     def _claim_of(self, key: str) -> dict | None:
         """The claim's JSON with its ETag under ``_etag``; None when there is none."""
