@@ -283,3 +283,15 @@ def test_a_refresh_token_the_service_calls_invalid_grant_asks_for_a_new_login(st
         RegistryClient(stub, insecure=True, credentials=Credentials("<token>", "refresh")
                        ).list_tags("ci/p")
     assert e.value.hint == f"log in again: docker login {stub}"
+
+
+def test_a_rate_limited_token_service_is_named_a_rate_limit(stub):
+    """Trial 13: the token service's 429 (Docker Hub's auth service limits too) was "answered
+    HTTP 429 without a token" with the hint to check the registry's auth configuration."""
+    from paddlecd.errors import RegistryRateLimitError
+
+    Stub.token_answer = (429, b'{"errors": []}', "application/json")
+    c = RegistryClient(stub, insecure=True, credentials=Credentials("bot", "pw"))
+    with pytest.raises(RegistryRateLimitError, match="token service .* is rate-limiting") as e:
+        c.list_tags("ci/p")
+    assert "auth configuration" not in e.value.hint

@@ -458,3 +458,11 @@ def test_a_claim_read_without_its_etag_is_not_taken_over(monkeypatch):
         with store.claim("m/1.0.0/", take_over=True):
             pass
     assert "carries no ETag, so it cannot be taken over safely" in e.value.cause
+
+
+def test_a_proxy_that_wants_a_login_is_named_not_the_store():
+    """Trial 13: HTTP 407 from the HTTP(S)_PROXY got "see the logs of <store>"."""
+    e = storage_error(_error("407", 407, "Proxy Authentication Required"),
+                      action="listing", where="s3://models/a", endpoint="http://s3")
+    assert "Proxy Authentication Required" in e.cause and "HTTP(S)_PROXY" in e.hint
+    assert "logs" not in e.hint

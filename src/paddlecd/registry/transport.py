@@ -485,6 +485,12 @@ class Transport:
                 f"{self.host}: the token service refused the credentials (HTTP {resp.status_code})",
                 self._login_hint(),
             )
+        if resp.status_code == 429:  # a trial: named an auth misconfiguration, not retried
+            wait = resp.headers.get("Retry-After")
+            raise RegistryRateLimitError(
+                f"{self.host}: the token service {realm[:120]} is rate-limiting this machine "
+                f"(HTTP 429{', Retry-After ' + wait[:40] if wait else ''})",
+                answers.RATE_LIMIT_HINT)
         # a trial: a 200 with an SSO page was "Expecting value: line 1 column 1", exit 2 or 7
         body = _json_of(resp, f"token service {realm}", self.host) if resp.status_code == 200 \
             else {}

@@ -789,6 +789,12 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
             )
         message = root.response.get("Error", {}).get("Message")
         status = root.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 407 or code == "407":  # a trial: "see the logs of <store>" for a proxy's
+            return StorageError(  # login (the store never saw the request)
+                f"{action} {where}: HTTP 407 Proxy Authentication Required: the proxy between "
+                "this machine and the store wants a login",
+                "give the proxy's credentials in HTTP(S)_PROXY (http://user:password@proxy:port), "
+                f"or add the store's host to NO_PROXY if {endpoint} needs no proxy")
         if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "301") or status == 301:
             # the bucket is in another region (S3 answers 301 PermanentRedirect with
             # x-amz-bucket-region; botocore follows it only when it can): a trial got "see the
