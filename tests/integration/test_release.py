@@ -396,6 +396,33 @@ def test_a_promotion_killed_after_its_record_is_completed_by_the_next_one_or_rep
     assert release.repair(project.settings, variant="cpu").writes == ()
 
 
+def test_a_repair_the_registry_does_not_keep_is_not_called_done(project, monkeypatch):
+    """Trial 13: a registry (a cache in front of it) that answered 201 to the repair's tag
+    writes and kept the old tags had release.repair say "repaired". The writes are read back
+    under the lock. The forgetting is this client's (its PUTs of moving tags skipped); the
+    registry is the real one."""
+    from paddlecd.errors import RegistryError
+    from paddlecd.registry.client import Descriptor, RegistryClient
+
+    _killed_after_its_record(project, "1.4.0")
+    second = _killed_after_its_record(project, "2.0.0")
+    real = RegistryClient.put_manifest
+
+    def forgetful(self, repository, reference, raw, media_type):
+        if reference in ("latest-cpu", "2-cpu"):  # 201, nothing kept
+            import hashlib
+            return Descriptor("sha256:" + hashlib.sha256(raw).hexdigest(), media_type, len(raw))
+        return real(self, repository, reference, raw, media_type)
+
+    monkeypatch.setattr(RegistryClient, "put_manifest", forgetful)
+    with pytest.raises(RegistryError, match="answered 201 for .* but still serves another "
+                                            "digest there"):
+        release.repair(project.settings, variant="cpu", execute=True)
+    monkeypatch.setattr(RegistryClient, "put_manifest", real)
+    assert release.repair(project.settings, variant="cpu", execute=True).writes  # completes
+    assert project.tag("latest-cpu") == second
+
+
 def test_concurrent_promotions_keep_every_record_and_end_on_highest(project, tmp_path):
     """Two promoters with separate state folders (no shared lock file, as on two runners)."""
     states = [project.with_state(tmp_path / f"runner{i}") for i in range(2)]

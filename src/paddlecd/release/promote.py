@@ -48,6 +48,7 @@ from paddlecd.errors import (
     NotFoundError,
     PaddlecdError,
     PromotionError,
+    RegistryError,
     VariantMismatchError,
 )
 from paddlecd.image import variants
@@ -376,11 +377,21 @@ def repair(settings: Settings, *, variant: str, execute: bool = False,
                    f"{'was ' + str(have[tag]) if have[tag] else 'missing'})")
         for name in lost:
             report(f"  lost  {name}: recorded in the ledger, its image is not in {ref.name}")
-        if execute:
+        if execute and todo:
             for tag, digest, _ in todo:
                 manifest = dst.get_manifest(ref.repository, digest)
                 dst.put_manifest(ref.repository, tag, manifest.raw,
                                  manifest.descriptor.media_type)
+            # read back under the lock (a trial: a registry that answered 201 and kept the old
+            # tag had the repair say "repaired"; the next dry run planned the same write)
+            after = planning.currents(dst, ref.repository, [t for t, _, _ in todo])
+            kept = [t for t, d, _ in todo if after[t] != d]
+            if kept:
+                raise RegistryError(
+                    f"repairing {ref.name}: the registry answered 201 for {', '.join(kept[:5])} "
+                    "but still serves another digest there",
+                    "the registry (or a proxy or cache in front of it) did not keep the writes: "
+                    "check it, then re-run release.repair")
     return Repair(tuple(todo), lost)
 
 
