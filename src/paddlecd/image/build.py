@@ -97,18 +97,20 @@ def secret_args(settings: Settings) -> Iterator[list[str]]:
 
 def dockerfile_of(settings: Settings, v: variants.Variant) -> Path:
     """The Dockerfile of variant ``v``: ``images/<dockerfile>``, a regular file inside
-    ``images/`` (the build context) even after symlinks are followed. The schema refuses
-    ``..``, absolute paths and control characters; this names what it cannot see (a trial:
-    ``../../etc/passwd`` and ``/etc/passwd`` reached the engine, exit 4, with its own words).
+    ``images/`` (the build context) even after symlinks are followed; or the absolute path the
+    variants file names (a Dockerfile kept elsewhere on purpose). The schema refuses ``..``, an
+    empty name and control characters; this names what it cannot see (a trial:
+    ``../../etc/passwd`` reached the engine, exit 4, with its own words; ``/etc/passwd`` was
+    read as a Dockerfile: an absolute path must name a Dockerfile, a regular file).
 
     Raises:
-        ConfigError: missing, not a regular file, or a link that leaves ``images/``.
+        ConfigError: missing, not a regular file, or a relative one that leaves ``images/``.
     """
     images = settings.root / "images"
     path = images / v.dockerfile
     where = f"{settings.variants_file}: variant '{v.name}' dockerfile {v.dockerfile[:80]!r}"
     resolved = path.resolve()
-    if not resolved.is_relative_to(images.resolve()):
+    if not Path(v.dockerfile).is_absolute() and not resolved.is_relative_to(images.resolve()):
         raise ConfigError(f"{where} leads out of images/ (to {str(resolved)[:200]})",
                           "keep the Dockerfile inside images/ (the build context)")
     if not resolved.is_file():
