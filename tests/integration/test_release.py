@@ -396,6 +396,22 @@ def test_a_promotion_killed_after_its_record_is_completed_by_the_next_one_or_rep
     assert release.repair(project.settings, variant="cpu").writes == ()
 
 
+def test_a_ledger_that_shows_no_record_after_the_write_is_named_not_a_concurrent_claim(
+        project, monkeypatch):
+    """Trial 13: a registry whose tag list did not show the promotion's own record (or that
+    dropped it) had promote say "1.0.0-cpu was claimed first by None" / "a concurrent promotion
+    took this version". The record's write is skipped here (this client's), the registry real;
+    the re-run without the fault completes the promotion."""
+    project.candidate()
+    with monkeypatch.context() as fault, pytest.raises(PromotionError) as e:
+        fault.setattr(ledger, "append", lambda *a, **k: None)
+        project.promote("1.4.0")
+    assert "shows no record of 1.4.0-cpu after this promotion wrote one" in e.value.cause
+    assert "None" not in e.value.cause and "concurrent" not in e.value.hint
+    assert project.promote("1.4.0").plan.version == "1.4.0"
+    assert [r.version for r in project.records()] == ["1.4.0"]
+
+
 def test_a_repair_the_registry_does_not_keep_is_not_called_done(project, monkeypatch):
     """Trial 13: a registry (a cache in front of it) that answered 201 to the repair's tag
     writes and kept the old tags had release.repair say "repaired". The writes are read back
