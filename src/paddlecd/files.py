@@ -223,6 +223,9 @@ def refuse_output_place(path: str | Path, flag: str, *, folder: bool,
 
     refuse_control(path, flag)
     resolved = Path(os.path.abspath(path)).resolve()
+    if not folder and str(path).endswith(("/", "/.")):  # a trial: --out /tmp/new/ wrote a
+        raise ConfigError(f"{flag} {path} names a folder (it ends in '/'), not a file",  # file
+                          "name the file to write, e.g. " + (example or "./policy.yaml"))
     if not folder and resolved.is_dir():  # a trial: --out /tmp said "/ is the root folder"
         raise ConfigError(f"{flag} {path} is a folder, not a file",
                           "name the file to write, e.g. " + (example or "./policy.yaml"))

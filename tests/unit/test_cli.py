@@ -755,3 +755,13 @@ def test_dry_run_and_yes_together_are_refused_before_any_registry(tmp_path, task
                  PADDLECD_REGISTRY_URL="127.0.0.1:9")
     assert run.returncode == 2, run.stdout + run.stderr
     assert "error: --dry-run and --yes contradict each other" in run.stderr
+
+
+def test_a_variant_given_twice_is_refused(tmp_path):
+    """Trial 14: ``pipeline.run pr --variant cpu --variant cpu`` planned "cpu, cpu", and a real
+    run wrote a summary whose --resume it then refused (non-unique variants)."""
+    run = invoke("pipeline.run", "pr", "--variant", "cpu", "--variant", "cpu", "--dry-run",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "error: --variant cpu is given twice" in run.stderr
+    assert not (tmp_path / "state" / "pipelines").exists()

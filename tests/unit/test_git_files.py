@@ -257,3 +257,13 @@ def test_an_output_file_named_as_an_existing_folder_is_called_a_folder(folder):
 
     with pytest.raises(ConfigError, match=rf"--out {folder} is a folder, not a file"):
         files.refuse_output_place(folder, "--out", folder=False)
+
+
+def test_an_output_file_named_with_a_final_slash_is_called_a_folder(tmp_path):
+    """Trial 14: ``release.policy --out /tmp/new/`` (no such folder) wrote a file /tmp/new and
+    said "wrote /tmp/new/"."""
+    from paddlecd.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="names a folder \\(it ends in '/'\\), not a file"):
+        files.refuse_output_place(f"{tmp_path}/new/", "--out", folder=False)
+    assert not (tmp_path / "new").exists()

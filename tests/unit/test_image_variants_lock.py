@@ -312,3 +312,12 @@ def test_a_dockerfile_that_links_out_of_images_or_is_missing_is_named(tmp_path):
         build.dockerfile_of(s, variant("folder"))
     (tmp_path / "images" / "Dockerfile.cpu").write_text("FROM scratch\n")
     assert build.dockerfile_of(s, variant("Dockerfile.cpu")) == tmp_path / "images/Dockerfile.cpu"
+
+
+def test_a_base_with_a_newline_is_named_by_file_and_key(tmp_path):
+    """Trial 14: a final newline in ``base:`` split the refusal in two ("base tag '…⏎' is not a
+    Paddle tag") naming neither the file nor the key."""
+    body = "variants: {cpu: {device: cpu, base: \"r/p:3.0.0-cpu\\n\", paddle: '3.0.0'}}"
+    with pytest.raises(ConfigError) as e:
+        variants.load(settings_for(tmp_path, body))
+    assert "variants.cpu.base" in e.value.cause and "variants.yaml" in e.value.cause

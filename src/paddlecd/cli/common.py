@@ -289,7 +289,12 @@ def variants_given(value: list[str] | str | None) -> list[str]:
     (README: given once, it applies to every task there; a trial: ``invoke lock --dry-run
     release.list --variant cpu`` locked every variant), else none (the task's default)."""
     if value:
-        return [value] if isinstance(value, str) else list(value)
+        given = [value] if isinstance(value, str) else list(value)
+        twice = next((v for i, v in enumerate(given) if v in given[:i]), None)
+        if twice is not None:  # a trial: a run of "cpu, cpu" wrote a summary its resume refused
+            raise ConfigError(f"--variant {twice[:80]} is given twice",
+                              "give each variant once")
+        return given
     shared = argv.shared_variant(sys.argv, _collection())
     return [shared] if shared else []
 
