@@ -342,3 +342,14 @@ def test_an_auths_entry_of_plain_username_and_password_is_read_as_docker_reads_i
     settings = SimpleNamespace(registry=SimpleNamespace(url="127.0.0.1:5000"),
                                release=SimpleNamespace(registry=None))
     assert engine_credentials(settings, "reg.example:5000/app:1") == Credentials("ci", "pw")
+
+
+def test_a_failing_helper_that_printed_its_credentials_has_them_withheld(docker_home):
+    """Trial 14: a helper that printed its JSON answer and then exited 3 had the password
+    quoted in every task's error (release.list, lock)."""
+    helper(docker_home, "leaky", answers("tester", "T14b-S3cr3t-77") + "; exit 3")
+    config(docker_home, {"credHelpers": {"reg.example": "leaky"}})
+    with pytest.raises(RegistryAuthError) as info:
+        find_credentials("reg.example")
+    assert "exited 3" in info.value.cause and "withheld" in info.value.cause
+    assert "S3cr3t" not in info.value.cause + info.value.hint
