@@ -365,7 +365,7 @@ def _helper_error(helper: str, host: str, path: Path, e: Exception) -> RegistryA
         said = (failed.output or b"").decode("utf-8", "replace").strip().splitlines()
         # stdout is where a helper writes credentials: a line that may hold them is withheld
         # (a trial: a helper that printed its JSON answer, then exited 3, had the password shown)
-        secretive = said and ("{" in said[0] or re.search(r"secret|passw|token", said[0], re.I))
+        secretive = said and ("{" in said[0] or re.search(r"secret|passw", said[0], re.I))
         why = f"exited {failed.returncode}" + (
             ": (its output withheld: it may hold credentials)" if secretive
             else f": {said[0][:160]}" if said else "")
