@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +30,12 @@ from paddlecd.errors import (
     RegistryRateLimitError,
 )
 from paddlecd.registry.auth import check_helper, docker_config, env_credentials, scope
-from paddlecd.registry.reference import Reference, check_digest, parse_reference
+from paddlecd.registry.reference import (
+    SHA256_DIGEST,
+    Reference,
+    check_digest,
+    parse_reference,
+)
 from paddlecd.registry.transport import Sized, Transport
 from paddlecd.types import Echo, OciDocument
 
@@ -184,7 +188,7 @@ class RegistryClient(Transport):
         same = not reference.startswith("sha256:") or digest == reference
         # a header that is no digest is never taken either (a trial: lock wrote "sha256:xyz"
         # from it, then refused its own file; render said "invalid digest" as if typed)
-        well_formed = bool(digest) and re.fullmatch(r"sha256:[0-9a-f]{64}", digest) is not None
+        well_formed = bool(digest) and SHA256_DIGEST.fullmatch(digest) is not None
         if resp.status_code == 200 and well_formed and ctype and same:
             return Descriptor(
                 digest, ctype.split(";")[0].strip(), int(resp.headers.get("Content-Length", 0))
@@ -563,7 +567,7 @@ def descriptors(items: Any, what: str) -> list[dict[str, Any]]:
         if not isinstance(d, dict) or not isinstance(d.get("digest"), str):
             return False
         size, notes = d.get("size", 0), d.get("annotations") or {}
-        return (re.fullmatch(r"sha256:[0-9a-f]{64}", d["digest"]) is not None
+        return (SHA256_DIGEST.fullmatch(d["digest"]) is not None
                 and isinstance(size, int) and not isinstance(size, bool) and size >= 0
                 and isinstance(d.get("mediaType", ""), str)
                 and isinstance(d.get("artifactType", ""), str) and isinstance(notes, dict)

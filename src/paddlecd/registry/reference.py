@@ -24,6 +24,7 @@ _DOMAIN = re.compile(
 )
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")  # \w would also admit non-ASCII letters
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
+SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")  # what paddlecd itself writes and reads back
 REPOSITORY_RULE = ("repository names are lower-case components [a-z0-9]+ joined by '.', '_', "
                    "'__' or '-'s, separated by '/' (distribution-spec name grammar), 255 "
                    "characters at most")
