@@ -162,9 +162,7 @@ class CheckResult:
     @property
     def status(self) -> str:
         """``passed``, ``passed (load + shapes only)`` or ``failed``, as ``artifacts.list`` says."""
-        if not self.passed:
-            return "failed"
-        return "passed (load + shapes only)" if self.limited else "passed"
+        return am.check_status(self.passed, self.limited)
 
     def error(self, *, onnx_only: bool = False) -> ModelCheckError | None:
         """The first failure as one error: its cause, the case, the loader's message; the fix as

@@ -435,10 +435,18 @@ def onnx_record(export: Export) -> dict[str, Any] | None:
     return record
 
 
+def check_status(passed: bool, limited: bool) -> str:
+    """A model check's ``status``: ``failed``, ``passed (load + shapes only)`` (no reference
+    outputs) or ``passed``, as ``artifacts.list`` shows it and ``check.json`` stores it."""
+    if not passed:
+        return "failed"
+    return "passed (load + shapes only)" if limited else "passed"
+
+
 def read_check_record(raw: bytes, *, where: str) -> dict[str, Any]:
     """A stored ``check.json`` (artifacts.check's record) as a dict whose fields agree with one
     another: ``passed`` is whether every case passed, and ``status`` what
-    :attr:`paddlecd.artifacts.check.CheckResult.status` makes of ``passed`` and ``limited``.
+    :func:`check_status` makes of ``passed`` and ``limited``.
 
     Raises:
         ConfigError: not JSON, a key given twice, a field missing or of the wrong type, or
@@ -468,9 +476,7 @@ def read_check_record(raw: bytes, *, where: str) -> dict[str, Any]:
         raise bad("'passed' and 'limited' are not true or false")
     failed = sum(not c["passed"] for c in cases)
     passed = bool(cases) and not failed
-    status = "failed" if not passed else ("passed (load + shapes only)" if doc["limited"]
-                                          else "passed")
-    if doc["passed"] != passed or doc["status"] != status:
+    if doc["passed"] != passed or doc["status"] != check_status(passed, doc["limited"]):
         raise bad(f"status {str(doc['status'])[:40]!r} and passed {doc['passed']!r}, but "
                   f"{failed} of {len(cases)} cases failed")
     return doc
