@@ -102,10 +102,20 @@ def dump_yaml(doc: Any) -> str:
 
 
 # Folders of the operating system (FHS 3.0) and the engines' state: nothing paddlecd mounts into a
-# container (which runs as root inside) or writes into as a store may be in them.
+# container (which runs as root inside) or writes into as a store may be in them. /var's own
+# (FHS 3.0 ch. 5): logs, spools (cron, mail), backups, and the package managers', init
+# system's and container runtimes' state in /var/lib (a trial: output.path /var/log and
+# /var/spool/cron were accepted; /var/lib as a whole is below, other /var/lib/<program> folders
+# are programs' own, as /var/cache/<program> is: Jenkins workspaces live in /var/lib/jenkins).
 SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
-                  "/run", "/sbin", "/sys", "/usr", "/var/run", "/var/lib/docker",
-                  "/var/lib/containers")
+                  "/run", "/sbin", "/sys", "/usr", "/var/run", "/var/lock", "/var/log",
+                  "/var/spool", "/var/mail", "/var/backups", "/var/lib/docker",
+                  "/var/lib/containers", "/var/lib/containerd", "/var/lib/kubelet",
+                  "/var/lib/dpkg", "/var/lib/apt", "/var/lib/systemd")
+
+# Folders of system state whose subfolders belong to programs: refused as a whole (a trial:
+# output.path /var/lib wrote the model beside every program's state), fine below.
+STATE_FOLDERS = ("/var", "/var/lib")
 
 
 NO_SPACE = "no space left on the device"  # ENOSPC or EDQUOT, never worded as a permissions problem
@@ -147,20 +157,48 @@ def os_error_text(e: OSError) -> tuple[str, str]:
 # folder as a whole, read-only or not (a trial: code.path: /root handed every rank root's keys).
 HOME_FOLDERS = ("/root", "/home")
 
+# The credential folders of a home (OpenSSH, GnuPG, the Docker CLI, the AWS CLI, kubectl, the
+# Azure CLI, gcloud): never a job's folder, a store or a state folder, nor anything inside them
+# (a trial: output.path /root/.ssh, file:///root/.docker/m and PADDLECD_STATE_DIR=/root/.ssh
+# were accepted).
+CREDENTIAL_FOLDERS = (".ssh", ".gnupg", ".docker", ".aws", ".kube", ".azure", ".config/gcloud")
+
+
+def _credential_folder(path: PurePosixPath) -> str | None:
+    """The credential folder of a home that ``path`` is or is inside (``/root/.ssh``,
+    ``/home/ada/.aws``), or None."""
+    parts = path.parts
+    homes = [PurePosixPath(*parts[:2])] if parts[1:2] == ("root",) else []
+    if parts[1:2] == ("home",) and len(parts) > 2:
+        homes.append(PurePosixPath(*parts[:3]))
+    for home in homes:
+        for name in CREDENTIAL_FOLDERS:
+            if path.is_relative_to(home / name):
+                return str(home / name)
+    return None
+
 
 def place_problem(path: str, *, writable: bool) -> str | None:
     """Why absolute ``path`` is no place for a job's folder or a store, or None when it is fine:
-    ``/`` itself, a system folder (:data:`SYSTEM_FOLDERS`) or one inside it, a home folder as a
-    whole (:data:`HOME_FOLDERS`), and when paddlecd writes there (``writable``) any top-level
+    ``/`` itself, a system folder (:data:`SYSTEM_FOLDERS`) or one inside it, ``/var`` or
+    ``/var/lib`` as a whole (:data:`STATE_FOLDERS`), a home folder as a whole
+    (:data:`HOME_FOLDERS`), a home's credential folder or one inside it
+    (:data:`CREDENTIAL_FOLDERS`), and when paddlecd writes there (``writable``) any top-level
     folder as a whole (``/tmp``, ``/srv``)."""
-    parts = PurePosixPath(path).parts
-    system = next((f for f in SYSTEM_FOLDERS if PurePosixPath(path).is_relative_to(f)), None)
+    pure = PurePosixPath(path)
+    parts = pure.parts
+    system = next((f for f in SYSTEM_FOLDERS if pure.is_relative_to(f)), None)
     if len(parts) < 2:
         return "is the root folder"
     if system:
         return f"is inside the system folder {system}"
-    if str(PurePosixPath(path)) in HOME_FOLDERS:
+    if str(pure) in STATE_FOLDERS:
+        return "is a folder of system state as a whole (other programs' files)"
+    if str(pure) in HOME_FOLDERS:
         return "is a home folder as a whole (users' keys and credentials)"
+    credentials = _credential_folder(pure)
+    if credentials:
+        return f"is inside the credential folder {credentials}"
     if writable and len(parts) < 3:
         return "is a top-level folder"
     return None

@@ -74,6 +74,11 @@ def test_good_urls(url, loc):
         ("file:///etc", "is inside the system folder /etc"),
         ("file:///usr/share/models", "is inside the system folder /usr"),
         ("file:///tmp", "is a top-level folder"),
+        # trial 15: planned "create" (a store in the logs, in root's Docker or AWS credentials)
+        ("file:///var/lib", "is a folder of system state as a whole"),
+        ("file:///var/log/m", "is inside the system folder /var/log"),
+        ("file:///root/.docker/m", "is inside the credential folder /root/.docker"),
+        ("file:///home/x/.aws", "is inside the credential folder /home/x/.aws"),
         ("s3://models/a//b", "has an empty segment"),  # a re-trial: kept as the key a//b/
         ("file:///srv/models//x", "has an empty segment"),  # trial 7: collapsed to /srv/models/x
         ("file:////srv/models", "has an empty segment"),

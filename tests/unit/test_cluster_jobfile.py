@@ -248,12 +248,34 @@ def test_paths_that_leave_their_mount_are_refused(tmp_path, change, message):
          "code.path resolves to /root, which is a home folder as a whole"),
         ({"data": {"path": "/home/", "mountPath": "/data"}},
          "data.path resolves to /home, which is a home folder as a whole"),
+        # trial 15: accepted at --dry-run (the model would have gone beside every program's state,
+        # into the logs, the cron spool, root's SSH keys)
+        ({"output": {"path": "../../../../../../../../var/lib", "mountPath": "/output"}},
+         "output.path resolves to /var/lib, which is a folder of system state as a whole"),
+        ({"output": {"path": "/var/log", "mountPath": "/output"}},
+         "output.path resolves to /var/log, which is inside the system folder /var/log"),
+        ({"output": {"path": "/var/spool/cron", "mountPath": "/output"}},
+         "output.path resolves to /var/spool/cron, which is inside the system folder /var/spool"),
+        ({"output": {"path": "/root/.ssh", "mountPath": "/output"}},
+         "output.path resolves to /root/.ssh, which is inside the credential folder /root/.ssh"),
+        ({"data": {"path": "/home/ada/.aws/x", "mountPath": "/data"}},
+         "data.path resolves to /home/ada/.aws/x, which is inside the credential folder "
+         "/home/ada/.aws"),
     ],
 )
 def test_host_folders_that_are_system_folders_are_refused(tmp_path, change, message):
     """What a trial found accepted at --dry-run: output at /etc, or ../../../../etc."""
     with pytest.raises(ConfigError, match=re.escape(message)):
         jobfile.load(write(tmp_path, **change))
+
+
+@pytest.mark.parametrize("path", ["/var/lib/jenkins/workspace/out", "/home/ada/models",
+                                  "/root/.sshkeys-not/out", "/var/tmp/out"])
+def test_a_program_s_own_folder_in_var_lib_and_a_home_s_subfolder_are_fine(tmp_path, path):
+    """Jenkins workspaces are in /var/lib/jenkins: only /var/lib as a whole, and the system's own
+    folders in it, are refused; in a home only its credential folders are."""
+    spec = jobfile.load(write(tmp_path, output={"path": path, "mountPath": "/output"}))
+    assert str(spec.volumes["output"].path) == path
 
 
 def test_a_read_only_top_level_folder_and_a_deep_output_are_fine(tmp_path):

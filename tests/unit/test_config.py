@@ -142,6 +142,9 @@ def test_a_state_dir_that_is_a_file_is_refused_by_name(tmp_path):
 @pytest.mark.parametrize(("value", "why"), [
     ("/usr/local/t4a-state", "is inside the system folder /usr"), ("/", "is the root folder"),
     ("/root", "is a home folder as a whole (users' keys and credentials)"),
+    # trial 15: release.list took these
+    ("/root/.ssh", "is inside the credential folder /root/.ssh"),
+    ("/var/lib", "is a folder of system state as a whole (other programs' files)"),
 ])
 def test_a_state_dir_in_a_system_folder_is_refused_by_the_setting_s_name(tmp_path, value, why):
     """A trial: ``PADDLECD_STATE_DIR=/usr/local/x`` was refused by keygen as "--out …/keys" and
