@@ -38,12 +38,24 @@ def kind(method: str, path: str) -> str:
 
 @dataclass(frozen=True)
 class Wire:
-    """What crossed the relay: ``requests``, bytes ``up`` (to the registry) and ``down``."""
+    """What crossed the relay: ``requests``, bytes ``up`` (to the registry) and ``down``.
+
+    ``server_errors`` counts the registry's own 5xx answers among ``requests``: distribution
+    answers 500 now and then to a HEAD of a tag while another request writes the same manifest
+    under another tag of the repository (tests/integration/test_ledger.py: 4 runs in 32 of
+    a promotion's parallel moving-tag writes), and a client retries it; ``client_requests`` is
+    what the client asked for, without those retried answers."""
 
     requests: int
     up: int
     down: int
     kinds: dict[str, tuple[int, int]] = field(default_factory=dict)
+    server_errors: int = 0  # of ``requests``: answered 5xx by the registry (clients retry those)
+
+    @property
+    def client_requests(self) -> int:
+        """``requests`` less the registry's 5xx answers (each retried by the client)."""
+        return self.requests - self.server_errors
 
     def by_kind(self) -> str:
         """``kinds`` as one line, most requests first: ``GET manifests 12 (9.1 KiB), …``."""
@@ -92,10 +104,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _forward(self) -> None:
+        relay = self.server.relay
+        relay.begin()
         try:
             self._relay()
         except (BrokenPipeError, ConnectionResetError):  # the client went away (or was killed)
             self.close_connection = True
+        finally:
+            relay.end()
 
     def _relay(self) -> None:
         relay = self.server.relay
@@ -105,6 +121,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
         resp = self._send_upstream(headers, body)
         data = resp.read()
+        if resp.status >= 500:
+            relay.add("server_errors", 1)
         extra: dict[str, str] = {}
         if relay.pages and self.command == "GET" and resp.status == 200 and (
             urlsplit(self.path).path.endswith("/tags/list")
@@ -192,7 +210,9 @@ class Relay:
     def __init__(self, target_port: int, delay: float = 0.0, *, pages: int = 0):
         self.target_port, self.delay, self.pages = target_port, delay, pages
         self._lock = threading.Lock()
-        self._counts = {"requests": 0, "up": 0, "down": 0}
+        self._idle = threading.Condition(self._lock)
+        self._inflight = 0  # requests received whose handler has not counted their kind yet
+        self._counts = {"requests": 0, "up": 0, "down": 0, "server_errors": 0}
         self._kinds: dict[str, tuple[int, int]] = {}
         self._local = threading.local()
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -200,11 +220,22 @@ class Relay:
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
+    def begin(self) -> None:
+        """A request arrived (its handler counts it, then its kind when the answer is sent)."""
+        with self._lock:
+            self._inflight += 1
+
+    def end(self) -> None:
+        """A request's handler is done with it."""
+        with self._lock:
+            self._inflight -= 1
+            self._idle.notify_all()
+
     def add(self, what: str, n: int) -> None:
-        """Count ``n`` more of ``what`` (``requests``, ``up``, ``down``)."""
+        """Count ``n`` more of ``what`` (``requests``, ``up``, ``down``, ``server_errors``)."""
         with self._lock:
             self._counts[what] += n
-        if what != "requests":  # this handler thread's own bytes, for the per-kind count
+        if what in ("up", "down"):  # this handler thread's own bytes, for the per-kind count
             self._local.bytes = getattr(self._local, "bytes", 0) + n
 
     def add_kind(self, name: str) -> None:
@@ -217,8 +248,13 @@ class Relay:
         self._local.bytes = 0
 
     def reset(self) -> Wire:
-        """What crossed since the last reset; the counters restart from zero."""
+        """What crossed since the last reset; the counters restart from zero.
+
+        Waits (≤ 5 s) for the handlers of requests already answered: the client has its answer
+        before the handler counts the request's kind, so a reset right after the client's last
+        answer lost that kind (a run: 66 requests, 65 by kind)."""
         with self._lock:
+            self._idle.wait_for(lambda: self._inflight == 0, timeout=5)
             out = Wire(**self._counts, kinds=dict(self._kinds))
             self._counts = dict.fromkeys(self._counts, 0)
             self._kinds = {}

@@ -124,8 +124,12 @@ def test_promotion_cost_does_not_grow_with_history(relay, tmp_path):
         out = p.promote("1.1.0")
         counts[n] = relay.reset()
         assert out.checkpoint is None and "write checkpoint" not in dict(out.phases)
-    assert counts[10].requests == counts[40].requests, (counts[10].by_kind(),
-                                                        counts[40].by_kind())
+    # the registry's own 500s (retried) are not the promotion's cost: distribution answers one
+    # now and then to the read-back of a moving tag written beside another (benchmarks/relay.py).
+    # A string, not a tuple: pytest cuts a tuple's repr in the middle, where the kinds differ.
+    assert counts[10].client_requests == counts[40].client_requests, (
+        f"into 10: {counts[10].by_kind()} ({counts[10].server_errors} answered 5xx)\n"
+        f"into 40: {counts[40].by_kind()} ({counts[40].server_errors} answered 5xx)")
     # bytes grow only with the tag list (distribution returns it whole: ~100 bytes a tag per
     # listing, two listings a promotion) and the checkpoint blob (gzip'd): not with a GET a record
     assert abs(counts[10].down - counts[40].down) < 4096 + 2 * 100 * 30, counts
