@@ -292,3 +292,49 @@ def test_a_log_that_cannot_be_written_gets_the_hint_of_its_cause(tmp_path, capsy
     out = capsys.readouterr().err
     assert f"hint: {hint.format(logs=tmp_path / 'logs')}" in out, out
     assert errno.errorcode[err]  # the two causes the hint tells apart
+
+
+def _refuse_logs(monkeypatch, logs: Path) -> None:
+    """``open`` refuses files under ``logs``, as a read-only mount does (EROFS)."""
+    import builtins
+    import errno
+    import os
+
+    real = builtins.open
+
+    def refuse(path, *a, **k):
+        if str(path).startswith(str(logs)):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", refuse)
+
+
+@pytest.mark.parametrize("how", ["plain", "live"])
+def test_a_failed_stage_whose_log_was_lost_raises_its_own_error(tmp_path, capsys, monkeypatch,
+                                                                 how):
+    """Trial 15: with a read-only logs folder an upload to a read-only store failed with "No
+    such file or directory: <state>/logs/upload-….log", "check the path": the failure's tail read
+    the log it could not make, and that error replaced the store's."""
+    monkeypatch.setattr(view, "mode", lambda **_: how)
+    _refuse_logs(monkeypatch, tmp_path / "logs")
+    with pytest.raises(PermissionError, match="the store"), view.stage(
+            "upload", "m", state=tmp_path) as st:
+        st.line("one")
+        raise PermissionError("the store is read-only")
+    err = capsys.readouterr().err
+    assert "cannot be written: Read-only file system" in err and "last " not in err, err
+
+
+def test_a_pipeline_unit_whose_log_cannot_be_written_goes_on(tmp_path, capsys, monkeypatch):
+    """The same for pipeline.run's units: said once, the unit's lines still shown."""
+    monkeypatch.setattr(view, "mode", lambda **_: "plain")
+    _refuse_logs(monkeypatch, tmp_path / "logs")
+    logs = view.UnitLogs(tmp_path)
+    for i in range(3):
+        logs.line("deploy", "cpu", f"rank 0: step {i}")
+    logs.failed("deploy", "cpu")
+    logs.close()
+    err = capsys.readouterr().err
+    assert err.count("cannot be written: Read-only file system") == 1, err
+    assert "  cpu| rank 0: step 2" in err and "full log" not in err

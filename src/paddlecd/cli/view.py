@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from rich import filesize
 from rich.console import Group
@@ -114,8 +114,71 @@ class _Process:
 _proc = _Process()
 
 
-# The log of a stage that could not be written (Stage._lost): lines go to the view only.
-_LOST: Any = object()
+class LogFile:
+    """A stage's (or a pipeline unit's) full log, opened by its first line: bad input leaves no
+    file. A log that cannot be written (a full disk, a read-only state folder) is said once, and
+    the work goes on without it: it never becomes the command's error (a trial: an upload to a
+    read-only store said "No such file or directory: <state>/logs/upload-….log", "check the path",
+    for the log it could not make, hiding the store's own error).
+
+    Attributes:
+        path: where the log goes. lost: it could not be written.
+    """
+
+    def __init__(self, path: Path):
+        self.path, self.lost = path, False
+        self._fh: IO[str] | None = None
+
+    @property
+    def opened(self) -> bool:
+        """Whether any line came (written or not)."""
+        return self._fh is not None or self.lost
+
+    def write(self, text: str) -> None:
+        """Append one line (``text`` without its newline)."""
+        if self.lost:
+            return
+        try:
+            if self._fh is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - see close()
+            self._fh.write(text + "\n")
+            self._fh.flush()
+        except OSError as e:
+            self._lose(e)
+
+    def tail(self, n: int) -> list[str]:
+        """The last ``n`` lines that are not blank ([] for a lost log)."""
+        self.close()
+        if self.lost or not self.path.is_file():
+            return []
+        try:
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+        return [x for x in lines if x.strip()][-n:]
+
+    def close(self) -> None:
+        """Close the file (writing its last buffered lines may still fail: said as lost)."""
+        if self._fh is not None:
+            fh, self._fh = self._fh, None
+            try:
+                fh.close()
+            except OSError as e:
+                self._lose(e)
+
+    def _lose(self, e: OSError) -> None:
+        if self._fh is not None:
+            with contextlib.suppress(OSError):
+                self._fh.close()
+            self._fh = None
+        if not self.lost:
+            self.lost = True
+            cause, hint = files.os_error_text(e)  # a trial: "free space" for a read-only one
+            if files.disk_full(e):
+                hint = f"free space there (df -h {self.path.parent})"
+            common.warn(f"the stage log {self.path} cannot be written: {cause}",
+                        f"{hint}; the stage goes on without its log")
 
 
 class Stage:
@@ -130,8 +193,7 @@ class Stage:
         self.figure = ""
         self.started = time.monotonic()
         self.tail: deque[str] = deque(maxlen=TAIL_LIVE)
-        self._file: IO[str] | None = None  # opened by the first line: bad input leaves no file
-        self._log_lost = False  # the log could not be written (said once: _lost)
+        self._log = LogFile(log)
         self._layers: dict[str, tuple[str, int, int]] = {}
         self._shown: dict[str, tuple[str, float]] = {}  # layer -> (status, when printed)
         self._told: dict[str, tuple[int, float]] = {}  # Transfer -> (bytes, when printed)
@@ -188,49 +250,20 @@ class Stage:
             common.say(f"  {msg}")
 
     def _write(self, text: str) -> None:
-        if self._file is None:  # the stage's first output: its log, and its header in plain mode
-            if self.how != "live":
-                common.say(f"::group::{self.title}" if self.gha else f"▸ {self.title}")
-            self._file = _LOST
-            try:
-                self.log.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.log, "w", encoding="utf-8")  # noqa: SIM115 - see close()
-            except OSError as e:
-                self._lost(e)
-        if self._file is not _LOST:
-            try:
-                self._file.write(text + "\n")
-            except OSError as e:
-                self._lost(e)
-
-    def _lost(self, e: OSError) -> None:
-        """The log cannot be written (a full disk, most often): said once, and the stage goes on
-        without it. A trial: a finished upload failed at the log's close with "no space left",
-        its hint pointing at the working folder."""
-        if self._file not in (None, _LOST):
-            with contextlib.suppress(OSError):
-                self._file.close()
-        self._file = _LOST
-        if not self._log_lost:
-            self._log_lost = True
-            cause, hint = files.os_error_text(e)  # a trial: "free space" for a read-only one
-            if files.disk_full(e):
-                hint = f"free space there (df -h {self.log.parent})"
-            common.warn(f"the stage log {self.log} cannot be written: {cause}",
-                        f"{hint}; the stage goes on without its log")
+        if not self._log.opened and self.how != "live":  # the stage's first output: its header
+            common.say(f"::group::{self.title}" if self.gha else f"▸ {self.title}")
+        self._log.write(text)
 
     @property
     def said_anything(self) -> bool:
         """Whether any tool output came (else a failure is only its error line: bad input)."""
-        return self._file is not None
+        return self._log.opened
 
     def close(self) -> None:
-        """Close the log file (``stage`` does)."""
-        if self._file not in (None, _LOST):
-            try:
-                self._file.close()
-            except OSError as e:
-                self._lost(e)
+        """Close the log file (``stage`` does). A trial: a finished upload failed at the log's
+        close with "no space left", its hint pointing at the working folder: a log that cannot
+        be written is said once (:class:`LogFile`) and the stage goes on."""
+        self._log.close()
 
     def _changed(self, msg: str, parsed) -> bool:
         layer, status = (parsed[0], parsed[1]) if parsed else (msg, msg)
@@ -363,9 +396,9 @@ def _end(st: Stage, result: str) -> None:
 
 
 def _failure(st: Stage) -> None:
-    st.close()
-    lines = st.log.read_text(encoding="utf-8", errors="replace").splitlines()
-    last = [x for x in lines if x.strip()][-TAIL_ON_FAILURE:]
+    last = st._log.tail(TAIL_ON_FAILURE)
+    if not last:  # a lost log was said when it was lost; the error follows
+        return
     common.say(f"  last {len(last)} lines of {st.log}:")
     for x in last:
         common.say(f"  │ {x}")
@@ -421,7 +454,7 @@ class UnitLogs:
 
     def __init__(self, state: Path):
         self.state, self.how = state, mode()
-        self._files: dict[tuple[str, str], tuple[Path, IO[str]]] = {}
+        self._files: dict[tuple[str, str], LogFile] = {}
         self._running: dict[str, Stage] = {}  # variant -> its row while the unit runs
         self._live: Live | None = None
         self._lock = threading.RLock()
@@ -472,11 +505,9 @@ class UnitLogs:
         key = (stage, variant)
         if key not in self._files:
             safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{stage}-{variant}")
-            path = self.state / "logs" / f"{safe}-{time.strftime('%Y%m%dT%H%M%S')}.log"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._files[key] = (path, open(path, "w", encoding="utf-8"))  # noqa: SIM115
-        self._files[key][1].write(text + "\n")
-        self._files[key][1].flush()
+            self._files[key] = LogFile(
+                self.state / "logs" / f"{safe}-{time.strftime('%Y%m%dT%H%M%S')}.log")
+        self._files[key].write(text)
         if self.how != "live":
             common.say(f"  {variant}| {text}")
         elif text.strip() and variant in self._running:
@@ -485,24 +516,24 @@ class UnitLogs:
     def failed(self, stage: str, variant: str) -> None:
         """After a unit failed: its log's path and last lines (on a live terminal; elsewhere
         they were printed as they came)."""
-        if (stage, variant) not in self._files:
+        log = self._files.get((stage, variant))
+        if log is None or log.lost:
             return
-        path = self._files[(stage, variant)][0]
         if self.how == "live":
-            lines = [x for x in path.read_text().splitlines() if x.strip()][-TAIL_ON_FAILURE:]
-            common.say(f"  last {len(lines)} lines of {path}:")
+            lines = log.tail(TAIL_ON_FAILURE)
+            common.say(f"  last {len(lines)} lines of {log.path}:")
             for x in lines:
                 common.say(f"  │ {x}")
         else:
-            common.say(f"  full log: {path}")
+            common.say(f"  full log: {log.path}")
 
     def close(self) -> None:
         """Stop the live view; close every unit's log file."""
         with self._lock:
             self._running = {}
             self._hide()
-        for _, fh in self._files.values():
-            fh.close()
+        for log in self._files.values():
+            log.close()
 
 
 class _Rows:
