@@ -285,6 +285,15 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
         named = origins.get("state_dir", Origin("default", "")).text("state_dir")
         raise ConfigError(f"state_dir {settings.state} ({named}) {problem}",
                           "point state_dir at a folder of the project's or yours, e.g. .paddlecd")
+    # a trial: lock_file naming a folder was "not a regular file (a lock file)", hint "delete it
+    # and run: invoke lock" (a folder the user had not meant), exit 3; variants_file the same way
+    for key, default in (("variants_file", "images/variants.yaml"),
+                         ("lock_file", "images/lock.yaml")):
+        path = settings.path(getattr(settings, key))
+        if path.exists() and not path.is_file():
+            named = origins.get(key, Origin("default", "")).text(key)
+            raise ConfigError(f"{key} {path} ({named}) is {files.kind_of(path)}, not a file",
+                              f"point {key} at the file itself (default {default})")
     for section in ("registry", "release"):  # a trial: a CA file for plain HTTP, unsaid
         tls = getattr(settings, section)
         if tls.ca_file and tls.insecure:

@@ -385,3 +385,21 @@ def test_a_pip_index_url_with_a_token_is_taken_and_a_bad_one_is_never_quoted(tmp
     with pytest.raises(ConfigError) as e:
         config.load(root=tmp_path, environ={"PADDLECD_BUILD_PIP_INDEX_URL": "ci:tok-pw123@x"})
     assert "pw123" not in e.value.cause + e.value.hint
+
+
+@pytest.mark.parametrize("key", ["lock_file", "variants_file"])
+def test_a_lock_or_variants_file_that_is_a_folder_or_pipe_is_refused_by_the_setting(tmp_path,
+                                                                                     key):
+    """Trial 15: PADDLECD_LOCK_FILE=<a folder> (or a FIFO) was "not a regular file (a lock
+    file)", hint "delete it and run: invoke lock", exit 3: the user's folder, not a lock."""
+    import os
+
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    env = f"PADDLECD_{key.upper()}"
+    for name, kind in (("folder", "a folder"), ("pipe", "a named pipe")):
+        with pytest.raises(ConfigError) as e:
+            config.load(root=tmp_path, environ={env: str(tmp_path / name)})
+        assert e.value.cause == f"{key} {tmp_path / name} ({env}) is {kind}, not a file"
+        assert e.value.hint.startswith(f"point {key} at the file itself")
+    assert (tmp_path / "folder").is_dir() and not any((tmp_path / "folder").iterdir())
