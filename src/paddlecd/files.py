@@ -56,6 +56,36 @@ class _YAML_LOADER(_YAML_BASE):  # noqa: N801 (a loader class, named as the cons
                 )
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """A whole number written in decimal; YAML 1.1's other forms are refused (a trial: job
+        args ``[0x1F, 1_0, 017, 12:30:00]`` reached the process as ``31 10 15 45000``): YAML 1.2
+        reads ``017`` as 17 and the rest as text, PyYAML as hex, octal, base 60."""
+        _decimal_only(node, _DECIMAL_INT, "whole number")
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        """A decimal number (or ``.inf``/``.nan``); YAML 1.1's ``1_000.5`` and ``1:30.5`` are
+        refused as :meth:`construct_yaml_int` says."""
+        _decimal_only(node, _DECIMAL_FLOAT, "number")
+        return super().construct_yaml_float(node)
+
+
+_DECIMAL_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+_DECIMAL_FLOAT = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)"
+                            r"|\.(nan|NaN|NAN)")
+
+
+def _decimal_only(node: yaml.ScalarNode, form: re.Pattern[str], what: str) -> None:
+    if not form.fullmatch(node.value):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.value[:40]!r} is a {what} in YAML 1.1's hex, octal, base-60 or "
+            "'_' form, which tools read differently: write it in decimal, or quote it for the "
+            "text", node.start_mark)
+
+
+_YAML_LOADER.add_constructor("tag:yaml.org,2002:int", _YAML_LOADER.construct_yaml_int)
+_YAML_LOADER.add_constructor("tag:yaml.org,2002:float", _YAML_LOADER.construct_yaml_float)
+
 
 def expanded_size(doc: Any, cap: int) -> int:
     """About how many bytes ``doc`` takes written out with every alias expanded (each scalar's

@@ -426,3 +426,24 @@ def test_a_claim_name_past_253_characters_is_refused(tmp_path):
     """Trial 12: a 300-character claim rendered (a PVC name is a DNS subdomain, <= 253)."""
     with pytest.raises(ConfigError, match="data.claim"):
         jobfile.load(write(tmp_path, data={"claim": "a" * 300, "mountPath": "/data"}))
+
+
+@pytest.mark.parametrize("arg", ["0x1F", "1_0", "017", "12:30:00", "1:30.5"])
+def test_yaml_1_1_number_forms_in_args_are_refused_not_converted(tmp_path, arg):
+    """Trial 15: ``args: [0x1F, 1_0, 017, 12:30:00]`` reached the process as ``31 10 15 45000``
+    (PyYAML's YAML 1.1 hex, '_', octal and base 60); quoted, the text passes as written."""
+    path = tmp_path / "train.yaml"
+    text = yaml.safe_dump({**BASE, "command": {"script": "t.py", "args": ["--x", "ARG"]}})
+    path.write_text(text.replace("ARG", arg).replace(f"'{arg}'", arg))
+    with pytest.raises(ConfigError) as e:
+        jobfile.load(path)
+    assert f"{arg!r} is a" in e.value.cause and "write it in decimal, or quote it" in e.value.cause
+    path.write_text(text.replace("ARG", f'"{arg}"').replace(f"'\"{arg}\"'", f'"{arg}"'))
+    assert jobfile.load(path).args == ("--x", arg)
+
+
+def test_decimal_numbers_in_args_still_read(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "command": {"script": "t.py",
+                                                        "args": [3, -2, 0.5, 1.0e+5, 0]}}))
+    assert jobfile.load(path).args == ("3", "-2", "0.5", "100000.0", "0")
