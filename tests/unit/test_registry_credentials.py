@@ -353,3 +353,21 @@ def test_a_failing_helper_that_printed_its_credentials_has_them_withheld(docker_
         find_credentials("reg.example")
     assert "exited 3" in info.value.cause and "withheld" in info.value.cause
     assert "S3cr3t" not in info.value.cause + info.value.hint
+
+
+def test_a_helper_on_path_that_is_not_executable_is_named_so(docker_home, tmp_path, monkeypatch):
+    """Trial 15: a helper file on PATH without its execute bit was "is not on PATH"."""
+    from paddlecd import config as project_config
+    from paddlecd.registry.client import client_for
+
+    bin_dir = tmp_path / "t15bin"
+    bin_dir.mkdir()
+    helper = bin_dir / "docker-credential-t15plain"
+    helper.write_text("#!/bin/sh\necho '{}'\n")
+    helper.chmod(0o644)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    (docker_home / "config.json").write_text(json.dumps({"credsStore": "t15plain"}))
+    settings = project_config.load({"registry.url": "127.0.0.1:1"}, root=tmp_path, environ={})
+    with pytest.raises(RegistryAuthError) as e:
+        client_for(settings)
+    assert e.value.cause.endswith(f"is at {helper} but not executable (chmod +x {helper})")

@@ -356,6 +356,16 @@ def _credentials(found: Mapping[str, Any], source: str) -> Credentials | None:
     return Credentials(user, password, source) if user and password else None
 
 
+def _not_found(exe: str) -> str:
+    """Why ``exe`` (which ``shutil.which`` did not find) cannot run: a file of that name on PATH
+    that is not executable (a trial: that was "is not on PATH"), or none at all."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = Path(folder or ".") / exe
+        if candidate.is_file():
+            return f"is at {candidate} but not executable (chmod +x {candidate})"
+    return "is not on PATH"
+
+
 def _helper_error(helper: str, host: str, path: Path, e: Exception) -> RegistryAuthError:
     """One line naming the helper and why it failed: not on PATH, or its exit status and output."""
     exe = f"docker-credential-{helper}"
@@ -370,7 +380,7 @@ def _helper_error(helper: str, host: str, path: Path, e: Exception) -> RegistryA
             ": (its output withheld: it may hold credentials)" if secretive
             else f": {said[0][:160]}" if said else "")
     elif not shutil.which(exe):
-        why = "is not on PATH"
+        why = _not_found(exe)
     else:
         why = f"answered something other than the helper protocol's JSON ({type(e).__name__})"
     return RegistryAuthError(
