@@ -148,6 +148,19 @@ def test_a_broken_candidate_names_the_field(settings):
     with pytest.raises(ConfigError) as e:
         candidate.load_candidate(settings, "cpu")
     assert e.value.cause == f"{path}: 'digest' is missing or not a string"
+    assert e.value.hint == "push again to rewrite it: invoke push --variant cpu"
+
+
+def test_a_candidate_that_is_no_json_object_is_named_so(settings):
+    """Trial 15: a record that was a JSON list said "'variant' is missing or not a string", its
+    hint "invoke push --variant …" with the dots printed."""
+    path = candidate.candidate_path(settings, "cpu")
+    path.parent.mkdir(parents=True)
+    path.write_text('["cpu"]')
+    with pytest.raises(ConfigError) as e:
+        candidate.load_candidate(settings, "cpu")
+    assert e.value.cause == f"{path}: not a JSON object but an array"
+    assert e.value.hint == "push again to rewrite it: invoke push --variant cpu"
 
 
 def test_the_tally_says_what_pytest_said():

@@ -38,18 +38,23 @@ class Candidate:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: Any, *, source: str = "candidate") -> Candidate:
-        """Parse a stored candidate record.
+    def from_json(cls, data: Any, *, source: str = "candidate",
+                  variant: str | None = None) -> Candidate:
+        """Parse a stored candidate record (of ``variant``, when the caller knows it: the hint
+        names it).
 
         Raises:
-            ConfigError: a field missing or not a string (the cause names it).
+            ConfigError: not a JSON object, or a field missing or not a string (the cause names
+                it).
         """
+        again = f"push again to rewrite it: invoke push --variant {variant or '<variant>'}"
+        if not isinstance(data, dict):  # a trial: a list was "'variant' is missing"
+            kind = {list: "an array", str: "a string", bool: "true or false",
+                    type(None): "null"}.get(type(data), "a number")
+            raise ConfigError(f"{source}: not a JSON object but {kind}", again)
         for name in cls.__dataclass_fields__:
-            if not isinstance(data, dict) or not isinstance(data.get(name), str):
-                raise ConfigError(
-                    f"{source}: '{name}' is missing or not a string",
-                    "push again to rewrite it: invoke push --variant …",
-                )
+            if not isinstance(data.get(name), str):
+                raise ConfigError(f"{source}: '{name}' is missing or not a string", again)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
 
@@ -88,7 +93,7 @@ def load_candidate(settings: Settings, variant: str) -> Candidate | None:
         raise ConfigError(
             f"{path}: not valid JSON ({e})", f"push again: invoke push --variant {variant}"
         ) from e
-    cand = Candidate.from_json(data, source=str(path))
+    cand = Candidate.from_json(data, source=str(path), variant=variant)
     again = f"push again: invoke push --variant {variant}"
     try:
         check_digest(cand.digest)
