@@ -71,8 +71,8 @@ class _YAML_LOADER(_YAML_BASE):  # noqa: N801 (a loader class, named as the cons
 
 
 _DECIMAL_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
-_DECIMAL_FLOAT = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)"
-                            r"|\.(nan|NaN|NAN)")
+_DECIMAL_FLOAT = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?"
+                            r"|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
 
 
 def _decimal_only(node: yaml.ScalarNode, form: re.Pattern[str], what: str) -> None:
