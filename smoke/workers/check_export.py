@@ -14,7 +14,8 @@ The feeds of each batch are saved next to OUT_JSON (``feeds-<batch>.npz``, and
 ``expected-<batch>.npz`` with references) and named in its ``feeds``: the host's ONNX Runtime
 parity check reads them, so both engines are fed the same arrays by one rule.
 Each case gets a ``code`` the caller turns into a cause and a fix: ``no-paddle``,
-``legacy-in-pir``, ``pir-in-legacy``, ``missing-params``, ``fixed-dim``, ``mismatch``, ``error``.
+``legacy-in-pir``, ``pir-in-legacy``, ``unreadable``, ``missing-params``, ``fixed-dim``,
+``mismatch``, ``error``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ def run(result: dict, folder: str, prefix: str, fmt: str, spec: list | None, out
     result.update(paddle=paddle.__version__, pir_api=pir_on and major >= 3)
     base = os.path.join(folder, prefix)
     program = base + (".json" if fmt == "paddle-pir-json" else ".pdmodel")
+    # the image's user may not read a folder or file of mode 700/600 (a trial: "the export has no
+    # <prefix>.pdiparams" for files that were there, owned by root on the host)
+    unreadable = folder if not os.access(folder, os.R_OK | os.X_OK) else next(
+        (p for p in (program, base + ".pdiparams")
+         if os.path.lexists(p) and not os.access(p, os.R_OK)), None)
+    if unreadable is not None:
+        return case(result, "load", "unreadable",
+                    f"{unreadable} is not readable by the image's user (uid {os.getuid()})")
     if not os.path.isfile(base + ".pdiparams"):
         return case(result, "load", "missing-params", f"{base}.pdiparams not found")
     if fmt == "paddle-pir-json" and (major < 3 and major != 0):  # 0.0.0: a develop build

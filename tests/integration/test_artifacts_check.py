@@ -162,6 +162,28 @@ def test_without_references_the_check_is_load_and_shapes_only(env, runtime, expo
     assert _record(exports["norefs"])["limited"] is True
 
 
+@pytest.mark.parametrize("mode", ["folder", "params"])
+def test_an_export_the_image_s_user_cannot_read_is_named_so(env, runtime, exports, tmp_path,
+                                                            mode):
+    """Trial 15: an export folder of mode 700 (or files of 600) owned by root on the host was
+    "the export has no <prefix>.pdiparams", hint "upload the whole folder": the image runs as
+    its own user, who cannot read them."""
+    import shutil
+
+    folder = tmp_path / "private"
+    shutil.copytree(exports["pir"], folder)
+    (folder / "check.json").unlink(missing_ok=True)
+    (folder if mode == "folder" else folder / "inference.pdiparams").chmod(0o700 if mode ==
+                                                                           "folder" else 0o600)
+    r = _check(env, str(folder), "--image", runtime)
+    assert r.returncode == 6, r.stderr[-3000:]
+    _, hint = _one_line_error(r, "not readable by the image's user")
+    assert "chmod -R a+rX" in hint
+    (case,) = [c for c in _record(folder)["cases"] if not c["passed"]]
+    shown = "/model" if mode == "folder" else "/model/inference.pdiparams"
+    assert case["code"] == "unreadable" and case["message"].startswith(f"{shown} is not readable")
+
+
 def test_not_an_export_changes_nothing(env, runtime, tmp_path):
     (tmp_path / "weights.bin").write_bytes(b"x")
     r = _check(env, str(tmp_path), "--image", runtime)

@@ -45,6 +45,10 @@ CAUSES: dict[str, tuple[str, str]] = {
         "a Paddle 3.x PIR program (.json) in a Paddle 2.x runtime, which cannot " "read it",
         "serve it from a Paddle 3.x image, or re-export under 2.x",
     ),
+    "unreadable": (
+        "the export's folder or files are not readable by the image's user (it is not root)",
+        "make them readable to all: chmod -R a+rX <the export folder>",
+    ),
     "missing-params": (
         "the export has no <prefix>.pdiparams",
         "upload the whole paddle.jit.save folder",
