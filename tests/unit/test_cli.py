@@ -595,6 +595,12 @@ def test_download_into_a_system_folder_is_named(tmp_path):
     assert run.returncode == 2, run.stderr
     assert "error: --dest /proc/t21x: /proc/t21x is inside the system folder /proc" in run.stderr
     assert "e.g. ./out" in run.stderr  # a folder, not ./policy.yaml
+    # trial 15: --dest /root/.ssh/m wrote the model's 6 files into root's SSH folder
+    run = invoke("artifacts.download", "--url", "m/1.0.0", "--dest", "/root/.ssh/t15m",
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    assert run.returncode == 2, run.stderr
+    assert "/root/.ssh/t15m is inside the credential folder /root/.ssh" in run.stderr
+    assert not Path("/root/.ssh/t15m").exists()
 
 
 def test_verify_and_compare_outputs_in_a_system_folder_are_refused(tmp_path):
