@@ -342,3 +342,15 @@ def test_a_manifest_with_a_key_twice_or_a_web_page_is_named_so(tmp_path):
         arts.read_manifest(store, "m/1.1.0/")
     assert not isinstance(e.value, InvalidManifestError)  # not "damaged": nothing was read
     assert "answered a web page" in e.value.cause and "--overwrite" not in e.value.hint
+
+
+def test_a_version_longer_than_a_folder_name_holds_is_refused_by_its_length():
+    """Trial 15: ``upload --version 1.0.0-<300 r>`` passed --dry-run, then failed on "File name
+    too long: <state>/logs/upload-….log", hint "check the path"."""
+    long = "1.0.0-" + "r" * 300
+    with pytest.raises(ConfigError) as e:
+        check_version(long)
+    assert e.value.cause == "invalid model version '1.0.0-rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr'… " \
+        "(306 characters): at most 128"
+    edge = "1.0.0-" + "r" * 122
+    assert check_version(edge) == edge

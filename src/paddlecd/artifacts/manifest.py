@@ -80,9 +80,21 @@ def check_name(name: str) -> str:
     return name
 
 
+# The longest model version: a folder name of the store and part of a log file's name, both
+# within Linux's 255-byte NAME_MAX beside a 63-character model name (a trial: a 306-character
+# version passed --dry-run, then failed on "File name too long" for the upload's log); the
+# distribution spec's tag length, which a release version meets too.
+MAX_VERSION = 128
+
+
 def check_version(version: str) -> str:
-    """``version`` if it is Semantic Versioning 2.0.0 (parsed by ``semver``), else ConfigError.
-    ``semver``'s pattern ends in ``$``, which takes a final newline: white space is refused."""
+    """``version`` if it is Semantic Versioning 2.0.0 (parsed by ``semver``) of at most
+    :data:`MAX_VERSION` characters, else ConfigError. ``semver``'s pattern ends in ``$``, which
+    takes a final newline: white space is refused."""
+    if len(version or "") > MAX_VERSION:
+        raise ConfigError(
+            f"invalid model version {version[:40]!r}… ({len(version)} characters): at most "
+            f"{MAX_VERSION}", "use a shorter pre-release or build part, e.g. 1.4.0-rc.1")
     try:
         if any(ch.isspace() for ch in version or ""):
             raise ValueError("white space")
