@@ -41,6 +41,9 @@ class _YAML_LOADER(_YAML_BASE):  # noqa: N801 (a loader class, named as the cons
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:bool" and not _YAML_12_BOOL.fullmatch(
+                    key_node.value):  # a key `on:` is text, as YAML 1.2 (and GitHub) read it
+                key_node.tag = "tag:yaml.org,2002:str"
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then overrides: allowed
                 continue
             key = self.construct_object(key_node, deep=deep)
@@ -63,6 +66,16 @@ class _YAML_LOADER(_YAML_BASE):  # noqa: N801 (a loader class, named as the cons
         _decimal_only(node, _DECIMAL_INT, "whole number")
         return super().construct_yaml_int(node)
 
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
+        """``true`` or ``false``; YAML 1.1's ``yes``/``no``/``on``/``off`` as a value are refused
+        (a trial: job env ``FLAG: yes`` reached the process as ``true``); as a key they are
+        text (:meth:`construct_mapping`)."""
+        if not _YAML_12_BOOL.fullmatch(node.value):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value[:40]!r} is true or false in YAML 1.1, which tools read "
+                "differently: write true or false, or quote it for the text", node.start_mark)
+        return super().construct_yaml_bool(node)
+
     def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
         """A decimal number (or ``.inf``/``.nan``); YAML 1.1's ``1_000.5`` and ``1:30.5`` are
         refused as :meth:`construct_yaml_int` says."""
@@ -70,6 +83,7 @@ class _YAML_LOADER(_YAML_BASE):  # noqa: N801 (a loader class, named as the cons
         return super().construct_yaml_float(node)
 
 
+_YAML_12_BOOL = re.compile(r"true|True|TRUE|false|False|FALSE")
 _DECIMAL_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
 _DECIMAL_FLOAT = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?"
                             r"|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
@@ -85,6 +99,7 @@ def _decimal_only(node: yaml.ScalarNode, form: re.Pattern[str], what: str) -> No
 
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:int", _YAML_LOADER.construct_yaml_int)
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:float", _YAML_LOADER.construct_yaml_float)
+_YAML_LOADER.add_constructor("tag:yaml.org,2002:bool", _YAML_LOADER.construct_yaml_bool)
 
 
 def expanded_size(doc: Any, cap: int) -> int:

@@ -447,3 +447,18 @@ def test_decimal_numbers_in_args_still_read(tmp_path):
     path.write_text(yaml.safe_dump({**BASE, "command": {"script": "t.py",
                                                         "args": [3, -2, 0.5, 1.0e+5, 0]}}))
     assert jobfile.load(path).args == ("3", "-2", "0.5", "100000.0", "0")
+
+
+def test_yaml_1_1_booleans_in_env_are_refused_and_an_on_key_stays_text(tmp_path):
+    """Trial 15: job env ``FLAG: yes`` reached the process as ``true`` (YAML 1.1); a key ``on:``
+    (a GitHub workflow's) is the text ``on``, as YAML 1.2 reads it."""
+    path = tmp_path / "train.yaml"
+    text = yaml.safe_dump({**BASE, "env": {"FLAG": "VALUE"}})
+    path.write_text(text.replace("VALUE", "yes"))
+    with pytest.raises(ConfigError, match=r"'yes' is true or false in YAML 1\.1.*quote it"):
+        jobfile.load(path)
+    path.write_text(text.replace("VALUE", '"yes"'))
+    assert dict(jobfile.load(path).env) == {"FLAG": "yes"}
+    from paddlecd import files
+
+    assert files.load_yaml("on: [push]\nx: true\n") == {"on": ["push"], "x": True}
