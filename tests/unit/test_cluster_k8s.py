@@ -282,6 +282,26 @@ def test_a_missing_kubeconfig_is_a_clear_cluster_error(tmp_path, monkeypatch):
     assert "KUBECONFIG" in info.value.hint and info.value.exit_code == 9
 
 
+def test_a_file_the_kubeconfig_names_that_is_missing_is_named_with_its_entry(tmp_path,
+                                                                            monkeypatch):
+    """Trial 15: a kubeconfig whose cluster's certificate-authority was missing gave "no usable
+    kubeconfig (File does not exist: …)", hint "set KUBECONFIG", though KUBECONFIG was set."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "
+        "'https://127.0.0.1:1', certificate-authority: /nonexistent/ca.pem}}]\n"
+        "users: [{name: u, user: {token: s3cr3tTOKEN}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ClusterError) as e:
+        k8s.connect(config.load(root=tmp_path, environ={}))
+    assert e.value.cause == (f"kubeconfig {kubeconfig}: cluster 'c' certificate-authority names "
+                             "/nonexistent/ca.pem, which does not exist")
+    assert e.value.hint.startswith("fix that path in the kubeconfig")
+    assert "s3cr3t" not in str(e.value.cause) + e.value.hint and e.value.exit_code == 9
+
+
 @pytest.mark.parametrize("call", [k8s.connect, k8s.namespace])
 def test_a_kubeconfig_that_is_not_yaml_is_named_with_its_line(tmp_path, monkeypatch, call):
     """A trial: yaml.ParserError in deploy, doctor and verify --cluster k8s."""

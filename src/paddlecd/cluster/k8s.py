@@ -25,6 +25,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from paddlecd import files
 from paddlecd.config import FORMATS, Settings
 from paddlecd.errors import ClusterError
 from paddlecd.files import read_regular
@@ -163,6 +164,37 @@ def _names_missing(e: ConfigException) -> ClusterError | None:
                         "NAME, or set cluster.context")
 
 
+def _names_missing_file(e: ConfigException, context: str | None) -> ClusterError | None:
+    """The client's "File does not exist: X" for a file the kubeconfig names (a cluster's
+    ``certificate-authority``, a user's ``client-certificate``/``client-key``/``tokenFile``) as
+    one line naming the kubeconfig and the entry, else None (a trial: "no usable kubeconfig",
+    hint "set KUBECONFIG", for a KUBECONFIG that was set and right but for one path)."""
+    missing = re.fullmatch(r"File does not exist: (.*)", str(e).strip())
+    if not missing:
+        return None
+    named = missing.group(1)
+    where = ""
+    for path in filter(None, _config_file().split(os.pathsep)):
+        with contextlib.suppress(OSError, yaml.YAMLError):
+            doc = files.load_yaml(Path(path).read_text()) or {}
+            for key, inner in (("clusters", "cluster"), ("users", "user")):
+                for entry in doc.get(key) or []:
+                    body = (entry or {}).get(inner) or {}
+                    field = next((f for f, v in body.items() if v == named), None)
+                    if field:
+                        where = f"kubeconfig {path}: {inner} {str(entry.get('name'))[:80]!r} " \
+                                f"{field}"
+                        break
+                if where:
+                    break
+        if where:
+            break
+    where = where or f"kubeconfig {_config_file()} (context {context or '(current)'})"
+    return ClusterError(f"{where} names {named[:200]}, which does not exist",
+                        "fix that path in the kubeconfig, or embed the file as its *-data field "
+                        "(kubectl config view --raw shows them)")
+
+
 def _no_kubeconfig(service_account_namespace: Path) -> str:
     """The namespace with no kubeconfig: the in-cluster service account's, else ``default``."""
     with contextlib.suppress(OSError):
@@ -271,7 +303,8 @@ def connect(settings: Settings) -> Api:
     except TypeError as e:
         raise _not_kubeconfig() from e
     except (ConfigException, FileNotFoundError) as e:
-        missing = _names_missing(e) if isinstance(e, ConfigException) else None
+        missing = (_names_missing(e) or _names_missing_file(e, context)
+                   if isinstance(e, ConfigException) else None)
         if missing:
             raise missing from e
         try:
