@@ -66,16 +66,6 @@ class _YAML_LOADER(_YAML_BASE):  # noqa: N801 (a loader class, named as the cons
         _decimal_only(node, _DECIMAL_INT, "whole number")
         return super().construct_yaml_int(node)
 
-    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
-        """``true`` or ``false``; YAML 1.1's ``yes``/``no``/``on``/``off`` as a value are refused
-        (a trial: job env ``FLAG: yes`` reached the process as ``true``); as a key they are
-        text (:meth:`construct_mapping`)."""
-        if not _YAML_12_BOOL.fullmatch(node.value):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{node.value[:40]!r} is true or false in YAML 1.1, which tools read "
-                "differently: write true or false, or quote it for the text", node.start_mark)
-        return super().construct_yaml_bool(node)
-
     def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
         """A decimal number (or ``.inf``/``.nan``); YAML 1.1's ``1_000.5`` and ``1:30.5`` are
         refused as :meth:`construct_yaml_int` says."""
@@ -99,7 +89,24 @@ def _decimal_only(node: yaml.ScalarNode, form: re.Pattern[str], what: str) -> No
 
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:int", _YAML_LOADER.construct_yaml_int)
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:float", _YAML_LOADER.construct_yaml_float)
-_YAML_LOADER.add_constructor("tag:yaml.org,2002:bool", _YAML_LOADER.construct_yaml_bool)
+
+
+class _TEXT_LOADER(_YAML_LOADER):  # noqa: N801 (as _YAML_LOADER)
+    """:class:`_YAML_LOADER` for files whose values become text (a job file's ``env`` and
+    ``args``): YAML 1.1's ``yes``/``no``/``on``/``off`` as a value are refused (a trial: job env
+    ``FLAG: yes`` reached the process as ``true``). Settings keep them: ``keep: yes`` is a
+    switch, meant as one."""
+
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
+        """``true`` or ``false``; ``yes``, ``on``… refused as the class says."""
+        if not _YAML_12_BOOL.fullmatch(node.value):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value[:40]!r} is true or false in YAML 1.1, which tools read "
+                "differently: write true or false, or quote it for the text", node.start_mark)
+        return super().construct_yaml_bool(node)
+
+
+_TEXT_LOADER.add_constructor("tag:yaml.org,2002:bool", _TEXT_LOADER.construct_yaml_bool)
 
 
 def expanded_size(doc: Any, cap: int) -> int:
@@ -123,13 +130,14 @@ def expanded_size(doc: Any, cap: int) -> int:
     return total
 
 
-def load_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)`` through libyaml when available (see ``_YAML_LOADER``).
+def load_yaml(text: str, *, text_values: bool = False) -> Any:
+    """``yaml.safe_load(text)`` through libyaml when available (see ``_YAML_LOADER``); with
+    ``text_values`` YAML 1.1's ``yes``/``on``… are refused too (``_TEXT_LOADER``).
 
     Raises:
         yaml.YAMLError: as ``yaml.safe_load`` (``MarkedYAMLError`` carries ``problem_mark``).
     """
-    return yaml.load(text, Loader=_YAML_LOADER)
+    return yaml.load(text, Loader=_TEXT_LOADER if text_values else _YAML_LOADER)
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -400,8 +408,10 @@ def read_yaml(
     error: type[PaddlecdError] = ConfigError,
     what: str = "file",
     missing_hint: str | None = None,
+    text_values: bool = False,
 ) -> Any:
-    """The YAML document in ``path`` (``None`` for an empty file), parsed by :func:`load_yaml`.
+    """The YAML document in ``path`` (``None`` for an empty file), parsed by :func:`load_yaml`
+    (``text_values`` passed on).
 
     Args:
         path: the file (variants file, job file, pipeline file, project settings).
@@ -423,7 +433,7 @@ def read_yaml(
         if info.st_size > YAML_MAX_BYTES:
             raise error(f"{path}: {info.st_size} bytes, more than a {what} holds "
                         f"({YAML_MAX_BYTES} at most)", f"check that {path} is the {what}")
-        doc = load_yaml(path.read_text())
+        doc = load_yaml(path.read_text(), text_values=text_values)
         if expanded_size(doc, YAML_MAX_BYTES) > YAML_MAX_BYTES:  # what the file cap cannot see
             raise error(f"{path}: expands to more than {YAML_MAX_BYTES} bytes through its YAML "
                         f"aliases (*name repeats what &name marks)",

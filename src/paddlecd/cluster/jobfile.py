@@ -138,6 +138,7 @@ def load(path: str | Path | None) -> JobSpec:
         p,
         what="job file",
         missing_hint="pass --job path/to/train.yaml (example: examples/train.yaml)",
+        text_values=True,  # env and args become the process's text: `yes` is no `true` there
     )
     return parse(data, source=str(p), base=p.resolve().parent)
 
