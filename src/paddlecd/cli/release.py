@@ -73,7 +73,8 @@ def _plan_lines(verbose: bool = False):
         "bump": "instead of --version: major, minor or patch, " "from the highest existing release",
         "digest": "promote this sha256:… from the candidate repository "
         "instead of the last candidate",
-        "dry_run": "show the plan (and check evidence), write nothing, exit 0",
+        "dry_run": "show the plan (and check evidence and the upgrade gate), write nothing: exit "
+                   "0, or 7 when the promotion would be refused",
         "yes": "write the plan (required: CI has no prompt)",
         "force": "promote despite missing, failing or stale evidence " "(needs --reason; recorded)",
         "reason": "why --force is needed; stored in the ledger record",
