@@ -652,8 +652,10 @@ BOUNDS = {
     "retention.keep_last": (1, 1_000_000, "candidates kept per variant"),
     # S3's limits: 5 MiB..5 GiB a part, 5 TiB an object (AWS S3 User Guide, "Amazon S3 multipart
     # upload limits")
-    "storage.multipart_chunk_mb": (1, 5 * 1024, "S3 takes parts of 5 MiB..5 GiB"),
-    "storage.multipart_threshold_mb": (1, 5 * 1024 * 1024, "S3 objects are 5 TiB at most"),
+    # (a trial: 4 passed loading and was refused only by upload, naming no file)
+    "storage.multipart_chunk_mb": (5, 5 * 1024, "S3 takes parts of 5 MiB..5 GiB"),
+    "storage.multipart_threshold_mb": (5, 5 * 1024 * 1024,
+                                       "S3 parts are 5 MiB at least, objects 5 TiB at most"),
     "storage.max_concurrency": (1, 64, "parallel part uploads"),
 }
 

@@ -85,7 +85,10 @@ def test_config_cascade_order(tmp_path):
     # trial 9: a rule no run can satisfy, whose hint was a command verify refuses
     ("release: {require_nodes: 100000}", {}, "'release.require_nodes' ({file}: "
                                              "release.require_nodes) must be 1..512"),
-    ("", {"PADDLECD_STORAGE_MULTIPART_CHUNK_MB": "999999"}, "must be 1..5120"),
+    ("", {"PADDLECD_STORAGE_MULTIPART_CHUNK_MB": "999999"}, "must be 5..5120"),
+    # trial 15: 4 passed loading; upload refused it naming no file
+    ("storage: {multipart_chunk_mb: 4}\n", {},
+     "paddlecd.yaml: storage.multipart_chunk_mb) must be 5..5120"),
     ("", {"PADDLECD_REGISTRY_PUSH_RETRIES": "1000000000000"}, "must be 1..100"),
     # trial 10: Docker's int64 ShmSize overflowed ("cannot unmarshal number")
     ("", {"PADDLECD_VERIFY_SHM_SIZE": "99999999999g"}, "not a Docker size above 0 of at most 6"),
