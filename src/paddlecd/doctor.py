@@ -3,7 +3,8 @@
 Checks: the engine and a BuildKit builder; the registry (reachable, credentials accepted); the host
 NVIDIA driver against every GPU variant in use (the ``NVIDIA_REQUIRE_CUDA`` of its locked base when
 that image is on this engine, else NVIDIA's table in :mod:`paddlecd.verify.drivers`);
-the NVIDIA container runtime; free disk under the engine's root folder; the artifact store (S3
+the NVIDIA container runtime; free disk under the engine's root folder; the state folder
+(writable, with room); the artifact store (S3
 credentials and bucket); the kubeconfig context when the cluster is Kubernetes; the signing and
 trusted keys (they load, and the signing keys are trusted).
 
@@ -223,6 +224,32 @@ def check_disk(host: Host) -> Check:
     )
 
 
+# What a run keeps in the state folder at the least: logs, evidence, records (a verify's evidence
+# with its JUnit and rank logs is under 1 MB; the file store's models are more).
+STATE_MIN_MIB = 100
+
+
+def check_state(host: Host) -> Check:
+    """The state folder (``state_dir``) can be written: the folder, or the nearest one above it
+    that exists (it is made on first use), is writable (``access(2)``: a read-only mount says
+    ``EROFS``) and has :data:`STATE_MIN_MIB` free (a trial: doctor said all was well for a
+    read-only state folder that every task then failed to write)."""
+    state = host.settings.state
+    existing = next(p for p in (state, *state.parents) if p.exists())
+    where = state if existing == state else f"{state} (to be made in {existing})"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return Check(name="state", status="fail", detail=f"{where} cannot be written (a read-only "
+                     "mount, or its permissions)",
+                     hint="point state_dir (PADDLECD_STATE_DIR) at a writable folder, or remount "
+                     "it read-write")
+    free = shutil.disk_usage(existing).free
+    if free < STATE_MIN_MIB * 1024**2:
+        return Check(name="state", status="fail",
+                     detail=f"{where}: {free / 1024**2:.0f} MiB free, under {STATE_MIN_MIB} MiB",
+                     hint=f"free space there (df -h {existing}), or point state_dir elsewhere")
+    return Check(name="state", status="ok", detail=f"{where} writable, {free / GIB:.0f} GiB free")
+
+
 def check_storage(host: Host) -> Check:
     """The artifact store opens: HeadBucket with the AWS credential chain for s3://, a folder for
     file://; the store's quirks are named (``fail`` for one that makes uploads fail with these
@@ -307,7 +334,8 @@ def _public_of(signer: Any) -> Any:
 CHECKS: tuple[tuple[str, Callable[[Host], Check]], ...] = (
     ("engine", check_engine), ("registry", check_registry),
     ("release registry", check_release_registry), ("gpu driver", check_gpu_driver),
-    ("nvidia runtime", check_nvidia_runtime), ("disk", check_disk), ("storage", check_storage),
+    ("nvidia runtime", check_nvidia_runtime), ("disk", check_disk), ("state", check_state),
+    ("storage", check_storage),
     ("kubeconfig", check_kubeconfig), ("keys", check_keys),
 )
 

@@ -35,6 +35,7 @@ def lines(run):
                     "gpu driver",
                     "nvidia runtime",
                     "disk",
+                    "state",
                     "storage",
                     "kubeconfig",
                     "keys",
@@ -56,6 +57,7 @@ def test_cpu_only_configuration_passes_and_says_there_is_no_gpu(registry, tmp_pa
         "gpu driver",
         "nvidia runtime",
         "disk",
+        "state",
         "storage",
         "kubeconfig",
         "keys",
@@ -63,6 +65,7 @@ def test_cpu_only_configuration_passes_and_says_there_is_no_gpu(registry, tmp_pa
     assert rows["engine"].startswith("OK") and "BuildKit" in rows["engine"]
     assert rows["registry"].startswith("OK") and f"logged in as {USER}" in rows["registry"]
     assert rows["release registry"].startswith("SKIP")
+    assert rows["state"].startswith("OK") and "writable" in rows["state"]
     if not HAS_GPU:
         assert (
             rows["gpu driver"].startswith("OK")

@@ -193,3 +193,19 @@ def test_keys_are_loaded_named_by_their_id_and_matched(tmp_path, monkeypatch):
         row(**{"verify.signing_key": str(mine), "release.trusted_keys": str(mine_pub),
                "artifacts.signing_key": str(mine_pub)})  # a public key where the private goes
 
+
+
+def test_a_state_folder_that_cannot_be_written_fails_its_row(settings, monkeypatch):
+    """Trial 15: doctor said all was well for a read-only state folder that every task then failed
+    to write. ``access(2)`` answers EROFS for a read-only mount; here the kernel's answer is
+    given (a read-only mount needs root: trial 15 made one by hand, and the row said OK)."""
+    import os
+
+    ok = doctor.check_state(host(settings, ["cpu"]))
+    assert ok.status == "ok" and "writable" in ok.detail
+    real = os.access
+    monkeypatch.setattr(doctor.os, "access",
+                        lambda p, mode: False if mode & os.W_OK else real(p, mode))
+    row = doctor.check_state(host(settings, ["cpu"]))
+    assert row.status == "fail" and "cannot be written (a read-only mount" in row.detail
+    assert row.detail.startswith(str(settings.state)) and "PADDLECD_STATE_DIR" in row.hint
