@@ -110,7 +110,7 @@ def test_a_failing_helper_is_a_clear_error_naming_it(docker_home):
         find_credentials("reg.example")
     cause = info.value.cause
     assert "docker-credential-locked" in cause and "exited 3" in cause
-    assert "keychain is locked" in cause
+    assert "its output withheld" in cause  # its words may hold a secret (trial 16)
     assert "docker-credential-locked get" in info.value.hint
 
 
@@ -371,3 +371,28 @@ def test_a_helper_on_path_that_is_not_executable_is_named_so(docker_home, tmp_pa
     with pytest.raises(RegistryAuthError) as e:
         client_for(settings)
     assert e.value.cause.endswith(f"is at {helper} but not executable (chmod +x {helper})")
+
+
+@pytest.mark.parametrize("answer", ["echo null", "echo '[1, 2]'", "echo '\"a string\"'"])
+def test_a_helper_answering_json_that_is_no_object_is_named(docker_home, answer):
+    """Trial 16: a helper answering JSON null or a list ended in docker-py's TypeError
+    traceback."""
+    helper(docker_home, "odd", answer)
+    config(docker_home, {"credsStore": "odd"})
+    with pytest.raises(RegistryAuthError, match="docker-credential-odd .*helper protocol's JSON"):
+        find_credentials("reg.example")
+
+
+def test_a_failing_helper_s_own_words_are_withheld_but_the_protocol_s_are_quoted(docker_home):
+    """Trial 16: a helper that exited 1 with the secret inside its error text had it printed."""
+    helper(docker_home, "talks", "echo 'cannot refresh OutLeak-S3cret-77'; exit 1")
+    config(docker_home, {"credsStore": "talks"})
+    with pytest.raises(RegistryAuthError) as info:
+        find_credentials("reg.example")
+    assert "withheld" in info.value.cause and "S3cret" not in info.value.cause + info.value.hint
+    helper(docker_home, "talks", "echo 'no credentials server URL'; exit 1")
+    with pytest.raises(RegistryAuthError, match="exited 1: no credentials server URL$"):
+        find_credentials("reg.example")
+    # the protocol's "not found" is no error: no entry, as docker-py and the Docker CLI read it
+    helper(docker_home, "talks", "echo 'credentials not found in native keychain'; exit 1")
+    assert find_credentials("reg.example") is None

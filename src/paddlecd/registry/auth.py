@@ -176,7 +176,9 @@ def _from_config(cfg: Any, host: str, path: Path) -> Credentials | None:
         with warnings.catch_warnings():  # docker-py warns about a missing helper; we raise instead
             warnings.simplefilter("ignore")
             found = docker_auth.resolve_authconfig(cfg, host)
-    except (docker_errors.DockerException, ValueError, KeyError) as e:  # ValueError: not JSON
+    # ValueError: not JSON; TypeError, AttributeError: JSON that is no object (a trial: a helper
+    # answering null or a list ended in docker-py's TypeError traceback)
+    except (docker_errors.DockerException, ValueError, KeyError, TypeError, AttributeError) as e:
         raise _helper_error(str(helper), host, path, e) from e
     # A store's answer carries ServerAddress (docker.auth); an auths entry does not.
     source = f"docker-credential-{helper}" if found and "ServerAddress" in found else str(path)
@@ -356,6 +358,12 @@ def _credentials(found: Mapping[str, Any], source: str) -> Credentials | None:
     return Credentials(user, password, source) if user and password else None
 
 
+# The error lines of the credential helper protocol (docker/docker-credential-helpers,
+# credentials/error.go), the only helper output an error quotes.
+_HELPER_ERRORS = frozenset({"credentials not found in native keychain",
+                            "no credentials server URL", "no credentials username"})
+
+
 def _not_found(exe: str) -> str:
     """Why ``exe`` (which ``shutil.which`` did not find) cannot run: a file of that name on PATH
     that is not executable (a trial: that was "is not on PATH"), or none at all."""
@@ -373,12 +381,14 @@ def _helper_error(helper: str, host: str, path: Path, e: Exception) -> RegistryA
     failed = e.__cause__.__cause__ if e.__cause__ else None
     if failed is not None and hasattr(failed, "returncode"):
         said = (failed.output or b"").decode("utf-8", "replace").strip().splitlines()
-        # stdout is where a helper writes credentials: a line that may hold them is withheld
-        # (a trial: a helper that printed its JSON answer, then exited 3, had the password shown)
-        secretive = said and ("{" in said[0] or re.search(r"secret|passw", said[0], re.I))
+        # stdout is where a helper writes credentials: only the protocol's own error lines are
+        # quoted, anything else is withheld (trials: a helper that printed its JSON answer, then
+        # exited 3, had the password shown; one whose error text held the secret, the same)
+        known = said and said[0].strip() in _HELPER_ERRORS
         why = f"exited {failed.returncode}" + (
-            ": (its output withheld: it may hold credentials)" if secretive
-            else f": {said[0][:160]}" if said else "")
+            f": {said[0].strip()}" if known
+            else ": (its output withheld: a helper's output may hold credentials; run the check "
+                 "below to see it)" if said else "")
     elif not shutil.which(exe):
         why = _not_found(exe)
     else:
