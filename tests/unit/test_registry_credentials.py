@@ -396,3 +396,14 @@ def test_a_failing_helper_s_own_words_are_withheld_but_the_protocol_s_are_quoted
     # the protocol's "not found" is no error: no entry, as docker-py and the Docker CLI read it
     helper(docker_home, "talks", "echo 'credentials not found in native keychain'; exit 1")
     assert find_credentials("reg.example") is None
+
+
+def test_a_helper_answering_an_empty_username_is_named(docker_home):
+    """Trial 16: a helper answering ``Username: ""`` with a Secret got a 401 hinted "no
+    credentials … run docker login", though a helper had answered."""
+    helper(docker_home, "half", answers(""))
+    config(docker_home, {"credsStore": "half"})
+    with pytest.raises(RegistryAuthError) as info:
+        find_credentials("reg.example")
+    assert info.value.cause.endswith("answered without a Username")
+    assert "s3cret" not in info.value.cause + info.value.hint

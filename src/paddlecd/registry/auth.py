@@ -182,7 +182,16 @@ def _from_config(cfg: Any, host: str, path: Path) -> Credentials | None:
         raise _helper_error(str(helper), host, path, e) from e
     # A store's answer carries ServerAddress (docker.auth); an auths entry does not.
     source = f"docker-credential-{helper}" if found and "ServerAddress" in found else str(path)
-    return _credentials(found or {}, source)
+    creds = _credentials(found or {}, source)
+    if creds is None and found and "ServerAddress" in found and not found.get("IdentityToken"):
+        user = found.get("Username") or found.get("username")
+        secret = found.get("Password") or found.get("password")
+        if user or secret:  # a trial: Username "" with a Secret was "no credentials: docker login"
+            raise RegistryAuthError(
+                f"credential helper {source} (for {host}, from {path}) answered without a "
+                f"{'Secret' if user else 'Username'}",
+                f"check it with: echo {host} | {source} get; or log in again with it")
+    return creds
 
 
 def check_helper(host: str) -> None:
