@@ -153,6 +153,15 @@ def test_error_code_decides_type_and_hint(server, status, code, kind, hint):
     assert len(Scripted.seen) == 1  # a client error is never retried
 
 
+def test_431_names_the_credentials_sent_as_the_likely_cause(server):
+    """Trial 16: a helper's 1.6 MB secret drew HTTP 431, hinted "check the registry's logs"."""
+    Scripted.script = [(431, {"Content-Type": "text/plain"}, b"Request Header Fields Too Large")]
+    with pytest.raises(RegistryError, match="HTTP 431") as info:
+        client(server).list_tags("ci/p")
+    assert "headers are too large" in info.value.hint and "credentials" in info.value.hint
+    assert len(Scripted.seen) == 1
+
+
 def test_internal_error_and_501_are_told_apart(server):
     Scripted.script = [oci(500, "UNKNOWN", "x")] * 2
     with pytest.raises(RegistryError, match="HTTP 500") as info:

@@ -60,6 +60,11 @@ _STATUSES: dict[int, tuple[type[RegistryError], str]] = {
                          "or pull-through mirror refuses writes; a delete needs deletes "
                          "enabled"),
     429: (RegistryRateLimitError, RATE_LIMIT_HINT),
+    # RFC 6585 §5; a trial: a credential helper's 1.6 MB secret in the Authorization header was
+    # "check the registry's logs"
+    431: (RegistryError, "the request's headers are too large for the registry (or a proxy): "
+                         "most often the credentials sent, a token or password from the helper "
+                         "or PADDLECD_REGISTRY_PASSWORD, is far longer than a registry takes"),
     500: (RegistryError, "the registry failed internally: check its logs (storage backend: free "
                          "space, permissions)"),
     502: (RegistryError, "the registry behind the gateway is down or slow: check it"),
@@ -168,6 +173,9 @@ def to_error(answer: Answer, *, what: str, host: str,
             "body size",
             "lift the proxy's cap for the registry (nginx: client_max_body_size 0; "
             "ingress-nginx: nginx.ingress.kubernetes.io/proxy-body-size: \"0\")")
+    if answer.status == 431:  # whoever answered (a proxy's page, too): the request's headers
+        return RegistryError(f"{what}: HTTP 431 Request Header Fields Too Large",
+                             _STATUSES[431][1])
     if answer.plain_to_tls:
         return RegistryError(
             f"{what}: {host} speaks HTTPS, and this request was plain HTTP",
