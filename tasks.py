@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent / "src"))  # works from a plain che
 
 from paddlecd.cli import argv, common, ns  # noqa: E402
 
+common.quiet_broken_pipe()
 argv.help_after_positional(sys.argv, ns.task_names)
 common.refuse_unparseable(sys.argv, ns)
 

@@ -771,3 +771,23 @@ def test_a_variant_given_twice_is_refused(tmp_path):
     assert run.returncode == 2, run.stdout + run.stderr
     assert "error: --variant cpu is given twice" in run.stderr
     assert not (tmp_path / "state" / "pipelines").exists()
+
+
+@pytest.mark.parametrize("args", [("smoke.checks",), ("--list",)])
+def test_a_closed_stdout_ends_quietly_with_141(args):
+    """Trial 16: ``invoke release.show 0.1.1 | head -1`` said "error: Broken pipe", hint "check
+    the path", exit 2; Invoke's own ``--list`` into a closed pipe ended in a traceback. Both end
+    as a shell tool killed by SIGPIPE: 141, nothing on stderr."""
+    import os
+    import subprocess
+
+    from support.cli import INVOKE
+
+    read, write = os.pipe()
+    os.close(read)  # the reader left before the first line: every write is EPIPE
+    try:
+        run = subprocess.run([INVOKE, *args], cwd=ROOT, stdout=write, stderr=subprocess.PIPE,
+                             text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (run.returncode, run.stderr) == (141, ""), run.stderr

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import json
 import os
+import select
 import sys
 import threading
 import time
@@ -72,6 +73,13 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             _refuse_empty(kwargs)
             return fn(c, *args, **kwargs)
+        except BrokenPipeError as e:
+            if not _stdout_gone():
+                _fail(e, *os_error_text(e), 2)
+            # the reader of stdout left (`invoke release.show 1.0 | head -1`): no error line, as
+            # a shell tool killed by SIGPIPE prints none; 128 + SIGPIPE (a trial: "error: Broken
+            # pipe", hint "check the path", exit 2)
+            raise Exit(code=141) from None
         except OSError as e:  # a path the user gave cannot be read or written: one line, exit 2
             _fail(e, *os_error_text(e), 2)
         except Interrupted as e:  # a stage runner's Ctrl-C, recorded (pipeline.run)
@@ -83,6 +91,42 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                          "what this run left")
 
     return wrapper
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout's reader has gone (its pipe is broken); if so stdout is pointed at
+    /dev/null, so that Python's flush at exit does not fail on it once more (the Python docs'
+    recipe, "Note on SIGPIPE" in the signal module)."""
+    try:
+        sys.stdout.flush()
+        fd = sys.stdout.fileno()
+        # nothing buffered: a pipe whose reader closed polls as POLLERR on its write end
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        if not any(ev & select.POLLERR for _, ev in poll.poll(0)):
+            return False
+    except BrokenPipeError:
+        pass
+    except (OSError, ValueError):  # no stdout to ask
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return True
+
+
+def quiet_broken_pipe() -> None:
+    """Make a broken stdout outside any task (Invoke's own ``--help`` or ``--list`` piped into
+    ``head``) end the process with 141 and no traceback, as :func:`guarded` does inside one
+    (``sys.excepthook``; the process keeps ignoring SIGPIPE, so a closed socket stays an error
+    a task can name). Called once by ``tasks.py``."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if issubclass(kind, BrokenPipeError) and _stdout_gone():
+            os._exit(141)
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
 
 
 def _interrupted(e: BaseException, cause: str, hint: str | None) -> None:
