@@ -462,3 +462,17 @@ def test_yaml_1_1_booleans_in_env_are_refused_and_an_on_key_stays_text(tmp_path)
     from paddlecd import files
 
     assert files.load_yaml("on: [push]\nx: true\n") == {"on": ["push"], "x": True}
+
+
+def test_less_cpu_than_docker_gives_a_container_is_refused_for_local_at_planning(tmp_path):
+    """Trial 16: ``cpu: 1m`` passed ``deploy --cluster local --dry-run``, then runc failed on the
+    cgroup write ("check the run options"), naming no resources.cpu."""
+    from paddlecd.deployment import stage as deploy
+
+    job = write(tmp_path, resources={**BASE["resources"], "cpu": "1m"})
+    with pytest.raises(ConfigError, match=r"resources.cpu 1m is less than the 10m \(0.01 CPU\)"):
+        deploy.check_host_cpus(jobfile.load(job), host_cpus=2)
+    fits = tmp_path / "fits"
+    fits.mkdir()
+    deploy.check_host_cpus(jobfile.load(write(fits, resources={**BASE["resources"], "cpu": "10m"})),
+                           host_cpus=2)

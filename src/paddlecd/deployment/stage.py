@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -145,17 +146,29 @@ def deployed(p: Plan, *, executed: bool) -> Deployed:
     )
 
 
+# Docker's smallest CPU limit: 0.01 CPU (moby daemon/daemon_unix.go verifyContainerResources,
+# "Range of CPUs is from 0.01 to N")
+LOCAL_CPU_MIN = Decimal("0.01")
+
+
 def check_host_cpus(spec: JobSpec, host_cpus: int | None = None) -> None:
     """Refuse a per-node ``resources.cpu`` this machine cannot give one container
-    (``--cluster local``), at planning, dry-run too: Docker refuses ``NanoCpus`` past the host's
-    CPUs at create time ("range of CPUs is from 0.01 to N.00", moby daemon/daemon_unix.go
-    verifyContainerResources), so a dry-run that says nothing would mislead.
+    (``--cluster local``): under :data:`LOCAL_CPU_MIN` or over its CPUs, at planning, dry-run
+    too: Docker refuses ``NanoCpus`` past the host's CPUs at create time ("range of CPUs is
+    from 0.01 to N.00", moby daemon/daemon_unix.go verifyContainerResources), so a dry-run that
+    says nothing would mislead.
 
     Raises:
         ConfigError: naming the job file, the value and the host's CPU count.
     """
     most = host_cpus or os.cpu_count() or 1
-    if jobfile.parse_quantity(spec.resources.cpu) > most:  # the quantity parser jobfile uses
+    cpu = jobfile.parse_quantity(spec.resources.cpu)  # the quantity parser jobfile uses
+    if cpu < LOCAL_CPU_MIN:  # a trial: cpu 1m passed the dry-run, then runc failed on the cgroup
+        raise ConfigError(
+            f"{spec.source}: resources.cpu {spec.resources.cpu} is less than the 10m (0.01 CPU) "
+            "Docker gives a container at the least (--cluster local)",
+            "give each node at least cpu: 10m (Kubernetes takes 1m: --cluster k8s)")
+    if cpu > most:
         raise ConfigError(
             f"{spec.source}: resources.cpu {spec.resources.cpu} is more than this machine's "
             f"{most} CPUs (--cluster local runs every node here)",
