@@ -69,3 +69,16 @@ def test_a_bare_digest_is_named_as_one_without_its_repository(text):
 
     with pytest.raises(ConfigError, match="is a digest without its repository"):
         parse_reference(text)
+
+
+def test_a_huge_repository_or_tag_is_quoted_by_its_head_and_length():
+    """Trial 16: a 200,000-character registry.repository was quoted for 936 characters."""
+    from paddlecd.errors import ConfigError
+
+    for check, value in ((check_repository, "A" * 200_000), (check_tag, "t" * 200_000)):
+        try:
+            check(value)
+        except ConfigError as e:
+            assert len(e.cause) < 260 and "(200000 characters)" in e.cause, e.cause
+        else:
+            raise AssertionError(f"{check.__name__} took it")

@@ -85,6 +85,13 @@ class Reference:
         return replace(self, tag=check_tag(tag), digest=None)
 
 
+def _named(value: str, cap: int = 80) -> str:
+    """``value`` quoted for a message: whole up to ``cap`` characters, else its head and its
+    length (a trial: a 200,000-character registry.repository was quoted for 936 of them)."""
+    value = value or ""
+    return repr(value) if len(value) <= cap else f"{value[:cap]!r}… ({len(value)} characters)"
+
+
 def check_repository(name: str, *, what: str = "repository") -> str:
     r"""Return repository ``name`` (``ml/paddle``) if the distribution spec allows it, else raise.
 
@@ -102,7 +109,8 @@ def check_repository(name: str, *, what: str = "repository") -> str:
     if _REPOSITORY.fullmatch(name or "") and len(name) <= 255:
         return name
     why = " (capitals are not allowed)" if name != name.lower() else ""
-    raise ConfigError(f"{what} {name!r} is not a valid repository name{why}", REPOSITORY_RULE)
+    raise ConfigError(f"{what} {_named(name)} is not a valid repository name{why}",
+                      REPOSITORY_RULE)
 
 
 def check_tag(tag: str, *, what: str = "tag") -> str:
@@ -113,8 +121,8 @@ def check_tag(tag: str, *, what: str = "tag") -> str:
     """
     if _TAG.fullmatch(tag or ""):
         return tag
-    why = f" ({len(tag)} characters)" if len(tag or "") > 128 else ""
-    raise ConfigError(f"{what} {tag!r} is not a valid image tag{why}", TAG_RULE)
+    why = f" ({len(tag)} characters)" if 128 < len(tag or "") <= 160 else ""
+    raise ConfigError(f"{what} {_named(tag, 160)} is not a valid image tag{why}", TAG_RULE)
 
 
 def check_digest(digest: str) -> str:
@@ -122,7 +130,8 @@ def check_digest(digest: str) -> str:
     ConfigError."""
     if not _DIGEST.fullmatch(digest or ""):
         raise ConfigError(
-            f"invalid digest {digest!r}", "a digest is sha256: followed by 64 lowercase hex digits"
+            f"invalid digest {_named(digest)}",
+            "a digest is sha256: followed by 64 lowercase hex digits"
         )
     return digest
 
