@@ -659,3 +659,15 @@ def test_a_flag_that_overrides_a_setting_has_the_settings_bounds(flag, value, se
         common.count(flag, value, bound=setting)
     assert setting in e.value.hint
     assert common.count(flag, "30", bound=setting) == 30
+
+
+def test_a_ctrl_c_while_a_pool_starts_a_thread_ends_without_a_traceback(monkeypatch):
+    """Trial 16: 1 Ctrl-C of upload in 9 printed its one line, then a traceback "cannot join
+    thread before it is started": the pool's thread was listed (threading's limbo) unstarted."""
+    import threading
+
+    from paddlecd.cli import common
+
+    unstarted = threading.Thread(target=lambda: None)
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.main_thread(), unstarted])
+    common._end_if_threads_hang(130, grace=0.1)  # returns: nothing left running

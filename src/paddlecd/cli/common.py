@@ -8,6 +8,7 @@ it takes these as callbacks.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -145,8 +146,12 @@ def _end_if_threads_hang(code: int, grace: float = 2.0) -> None:
     it, which the same command, re-run, completes."""
     deadline = time.monotonic() + grace
     for t in threading.enumerate():
-        if t is not threading.main_thread() and not t.daemon:
-            t.join(max(0.0, deadline - time.monotonic()))
+        if t is not threading.main_thread() and not t.daemon and t.is_alive():
+            # a thread the interrupted pool was starting is listed before it runs, and join()
+            # raises on it (a trial: "cannot join thread before it is started" after the one
+            # line, 1 Ctrl-C in 9)
+            with contextlib.suppress(RuntimeError):
+                t.join(max(0.0, deadline - time.monotonic()))
     if any(t.is_alive() and not t.daemon and t is not threading.main_thread()
            for t in threading.enumerate()):
         sys.stdout.flush()
