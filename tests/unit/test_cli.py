@@ -110,8 +110,10 @@ def test_push_dry_run_refuses_what_the_push_would(tmp_path, monkeypatch, env, na
     s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
     (tmp_path / "builds").mkdir()
     (tmp_path / "builds" / "cpu.json").write_text(
-        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1"}))
+        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1",
+                    "image_id": "sha256:" + "1" * 64}))
     monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
+    monkeypatch.setattr(publish.engine, "image_id", lambda tag: "sha256:" + "1" * 64)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(PaddlecdError) as e:
@@ -130,11 +132,32 @@ def test_push_dry_run_json_prints_the_plan_as_one_document(tmp_path, monkeypatch
     s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
     (tmp_path / "builds").mkdir()
     (tmp_path / "builds" / "cpu.json").write_text(
-        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1"}))
+        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1",
+                    "image_id": "sha256:" + "1" * 64}))
     monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
+    monkeypatch.setattr(publish.engine, "image_id", lambda tag: "sha256:" + "1" * 64)
     image_cli.push(Context(), variant="cpu", dry_run=True, json=True)
     doc = json.loads(capsys.readouterr().out)
     assert doc["executed"] is False and doc["tag"] == f"{s.candidate_repo}:cpu-abc1234"
+
+
+def test_a_build_tag_moved_to_another_image_is_not_pushed(tmp_path, monkeypatch):
+    """Trial 16: ``docker tag <the base> <the build's tag>`` then ``push`` pushed the base as the
+    cpu candidate and signed a provenance saying it was built FROM itself. The engine's image
+    here is given (tests/integration/test_build_push_verify.py pushes real builds)."""
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "builds" / "cpu.json").write_text(
+        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1",
+                    "image_id": "sha256:" + "1" * 64}))
+    monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
+    monkeypatch.setattr(publish.engine, "image_id", lambda tag: "sha256:" + "2" * 64)
+    with pytest.raises(ConfigError) as e:
+        publish.preflight(s, "cpu")
+    assert e.value.cause == (f"{s.candidate_repo}:cpu-abc1234 now names image sha256:222222222222…"
+                             ", not the last build of 'cpu' (sha256:111111111111…): the tag was "
+                             "moved since the build")
+    assert not (tmp_path / "candidates").exists()
 
 
 def test_an_empty_project_root_variable_is_refused(monkeypatch):

@@ -151,6 +151,15 @@ def preflight(settings: Settings, variant_name: str) -> tuple[str, bool]:
     if not engine.image_exists(tag):
         raise RegistryError(f"image {tag} from the last build is gone from the engine",
                             f"run: invoke build --variant {variant_name}")
+    from paddlecd.image import provenance
+
+    built, now = provenance.read_build(settings, variant_name).get("image_id"), engine.image_id(tag)
+    if built != now:  # a trial: the tag re-pointed at the base was pushed, its provenance signed
+        raise ConfigError(
+            f"{tag} now names image {str(now)[:19]}…, not the last build of '{variant_name}' "
+            f"({str(built)[:19]}…): the tag was moved since the build",
+            f"build again (invoke build --variant {variant_name}); paddlecd pushes and signs only "
+            "the image it built")
     registry_auth.find_credentials(registry.parse_reference(tag).registry)
     signing = keys.configured(settings)
     if signing:
