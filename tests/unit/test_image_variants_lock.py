@@ -321,3 +321,28 @@ def test_a_base_with_a_newline_is_named_by_file_and_key(tmp_path):
     with pytest.raises(ConfigError) as e:
         variants.load(settings_for(tmp_path, body))
     assert "variants.cpu.base" in e.value.cause and "variants.yaml" in e.value.cause
+
+
+def test_a_build_failing_on_a_locked_base_the_registry_lacks_names_the_lock_file(tmp_path,
+                                                                                 monkeypatch):
+    """Trial 16: a pin to a digest the registry lacks was BuildKit's "…@sha256:…: not found",
+    exit 4, hint "full build log", the lock file unnamed. The engine's failure is given here
+    (BuildKit's words); the build itself runs in tests/integration/test_build_push_verify.py."""
+    from paddlecd.errors import EngineError
+    from paddlecd.image import build
+
+    s = settings_for(tmp_path, BODY)
+    client = FakeClient({"p/base:3.0.0": DA, "p/gpu:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5": DB})
+    monkeypatch.setattr(lock.registry, "client_for", lambda settings, reg=None: client)
+    lock.lock(s, ["a"])
+    entry = lock.check(s, variants.get(s, "a"))
+    failed = EngineError(f"ERROR: failed to solve: {entry.pinned}: not found",
+                         "full build log: /x/builder-a.log")
+    missing = build._missing_base(s, "a", entry, failed)
+    assert isinstance(missing, LockError) and missing.exit_code == 3
+    assert missing.cause == (f"the locked base of 'a', {entry.pinned} (in "
+                             f"{lock.paths(s)[0]}), is not in its registry")
+    assert missing.hint.startswith("lock it again: invoke lock --variant a")
+    other = EngineError("ERROR: failed to solve: process \"/bin/sh -c pip install x\" did not "
+                        "complete successfully: exit code: 1", "full build log: /x/b.log")
+    assert build._missing_base(s, "a", entry, other) is None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from paddlecd import engine, files, git, proc
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, EngineError, PaddlecdError
+from paddlecd.errors import ConfigError, EngineError, LockError, PaddlecdError
 from paddlecd.files import now_iso, regular_file, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import answers
@@ -340,17 +340,23 @@ def build(
     started, started_on = time.monotonic(), now_iso()
     images = settings.root / "images"
     args = build_args(settings, v, entry)
-    builder, log = buildkit_build(
-        settings,
-        context=images,
-        dockerfile=dockerfile,
-        tag=tag,
-        build_args=args,
-        labels=labels,
-        log_name=f"builder-{v.name}",  # the stage log of `invoke build` is build-<variant>-…
-        on_line=on_line,
-        no_cache=no_cache,
-    )
+    try:
+        builder, log = buildkit_build(
+            settings,
+            context=images,
+            dockerfile=dockerfile,
+            tag=tag,
+            build_args=args,
+            labels=labels,
+            log_name=f"builder-{v.name}",  # the stage log of `invoke build` is build-<variant>-…
+            on_line=on_line,
+            no_cache=no_cache,
+        )
+    except EngineError as e:
+        missing = _missing_base(settings, v.name, entry, e)
+        if missing is None:
+            raise
+        raise missing from e
     built = Built(variant=v.name, tag=tag, image_id=engine.image_id(tag), builder=builder, log=log,
                   seconds=time.monotonic() - started)
     revision = git.revision(settings.root)
@@ -366,6 +372,22 @@ def build(
                 "revision": revision.full, "dirty": revision.short.endswith("-dirty"),
                 "source": labels.get("org.opencontainers.image.source")})
     return built
+
+
+def _missing_base(settings: Settings, variant: str, entry: lock.LockEntry,
+                  e: EngineError) -> LockError | None:
+    """A build that failed because the locked base digest is not in its registry, as the lock
+    problem it is (exit 3, naming the lock file that pins it), else None. A trial: a pin to a
+    digest the registry lacks was BuildKit's "…@sha256:…: not found", exit 4, "full build log",
+    while the pipeline's lock-check had said it succeeded."""
+    if entry.pinned not in e.cause or "not found" not in e.cause.lower():
+        return None
+    shared, local = lock.paths(settings)
+    where = local if variant in lock.read_file(local) else shared
+    return LockError(
+        f"the locked base of '{variant}', {entry.pinned} (in {where}), is not in its registry",
+        f"lock it again: invoke lock --variant {variant} (a bootstrapped base: invoke "
+        f"image.bootstrap --variant {variant}); the build log: {e.hint}")
 
 
 def _has_secret(settings: Settings, secret_id: str) -> bool:

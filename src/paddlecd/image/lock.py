@@ -120,6 +120,15 @@ def _read_one(path: Path) -> dict[str, LockEntry]:
     return out
 
 
+def read_file(path: Path) -> dict[str, LockEntry]:
+    """The entries of the one lock file ``path`` ({} when it does not exist).
+
+    Raises:
+        LockError: as :func:`read`.
+    """
+    return _read_one(path)
+
+
 def read(settings: Settings) -> dict[str, LockEntry]:
     """All pins as ``{variant: LockEntry}``: the shared lock file, then the machine-local one on
     top.
