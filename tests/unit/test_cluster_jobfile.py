@@ -476,3 +476,24 @@ def test_less_cpu_than_docker_gives_a_container_is_refused_for_local_at_planning
     fits.mkdir()
     deploy.check_host_cpus(jobfile.load(write(fits, resources={**BASE["resources"], "cpu": "10m"})),
                            host_cpus=2)
+
+
+@pytest.mark.parametrize("where", ["keys", "keys/sub", "."])
+def test_a_job_folder_at_paddlecd_s_keys_or_whole_state_folder_is_refused(tmp_path, where):
+    """Trial 16: output.path and data.path at ``.paddlecd/keys`` (the signing key) passed the
+    dry run, and the run's hint said to chown the folder to the training user."""
+    from paddlecd import config
+    from paddlecd.deployment import stage as deploy
+
+    s = config.load({"state_dir": str(tmp_path / "state")}, root=tmp_path, environ={})
+    (s.state / "keys").mkdir(parents=True)
+    target = (s.state / where).resolve()
+    for key in ("output", "data"):
+        job = tmp_path / key
+        job.mkdir(exist_ok=True)
+        spec = jobfile.load(write(job, **{key: {"path": str(target), "mountPath": f"/{key}"}}))
+        with pytest.raises(ConfigError, match=rf"{key}\.path {target} is paddlecd's "):
+            deploy.check_state_paths(s, spec)
+    fine = jobfile.load(write(tmp_path, output={"path": str(s.state / "train-output"),
+                                                "mountPath": "/output"}))
+    deploy.check_state_paths(s, fine)  # the example job's output folder

@@ -207,6 +207,7 @@ def plan(
     jobfile.check(
         spec, gpu_variant=variants.get(settings, target.variant).is_gpu, variant=target.variant
     )
+    check_state_paths(settings, spec)
     if cluster == "local":
         check_host_paths(spec)
         check_claims(spec)
@@ -281,6 +282,30 @@ def _namespace(settings: Settings, cluster: str) -> str:
     from paddlecd.cluster import k8s  # the kubernetes client loads only for k8s deployments
 
     return k8s.namespace(settings)
+
+
+def check_state_paths(settings: Settings, spec: jobfile.JobSpec) -> None:
+    """Refuse a job folder (code, data, output) that is paddlecd's state folder as a whole, or
+    its keys folder or a folder inside it (a trial: output.path and data.path at
+    ``.paddlecd/keys``, which holds the signing key, passed the dry run and the hint said to
+    chown it to the training user). Folders below the state folder stay fine: the example job
+    writes to ``.paddlecd/train-output``.
+
+    Raises:
+        ConfigError: naming the key, the path and what the folder holds.
+    """
+    state = settings.state.resolve()
+    keys = state / "keys"
+    for label, vol in (("code", spec.code), ("data", spec.data), ("output", spec.output)):
+        if not vol or not vol.path:
+            continue
+        path = Path(vol.path).resolve()
+        if path == state or path.is_relative_to(keys):
+            what = "the signing keys" if path.is_relative_to(keys) else "its keys and records"
+            raise ConfigError(
+                f"{spec.source}: {label}.path {vol.path} is paddlecd's "
+                f"{'keys folder' if path.is_relative_to(keys) else 'state folder'} ({what})",
+                f"point {label}.path at a folder of its own, e.g. {state / 'train-output'}")
 
 
 def check_host_paths(spec: jobfile.JobSpec) -> None:
