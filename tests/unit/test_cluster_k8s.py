@@ -302,6 +302,19 @@ def test_a_file_the_kubeconfig_names_that_is_missing_is_named_with_its_entry(tmp
     assert "s3cr3t" not in str(e.value.cause) + e.value.hint and e.value.exit_code == 9
 
 
+def test_a_kubeconfig_without_a_current_context_is_named(tmp_path, monkeypatch):
+    """Trial 16: ``clusters: {}`` and no current-context gave "no usable kubeconfig", hint "set
+    KUBECONFIG", though KUBECONFIG was set."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: {}\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ClusterError) as e:
+        k8s.connect(config.load(root=tmp_path, environ={}))
+    assert e.value.cause == f"kubeconfig {kubeconfig} has no current-context"
+    assert "kubectl config use-context" in e.value.hint and e.value.exit_code == 9
+
+
 @pytest.mark.parametrize("call", [k8s.connect, k8s.namespace])
 def test_a_kubeconfig_that_is_not_yaml_is_named_with_its_line(tmp_path, monkeypatch, call):
     """A trial: yaml.ParserError in deploy, doctor and verify --cluster k8s."""

@@ -164,6 +164,18 @@ def _names_missing(e: ConfigException) -> ClusterError | None:
                         "NAME, or set cluster.context")
 
 
+def _names_no_context(e: ConfigException) -> ClusterError | None:
+    """The client's "Expected key current-context in <file>" (a kubeconfig with no current
+    context, and none chosen) as one line naming the file, else None (a trial: "no usable
+    kubeconfig", hint "set KUBECONFIG", for a KUBECONFIG that was set)."""
+    missing = re.search(r"Expected key current-context in (.*)", str(e))
+    if not missing:
+        return None
+    return ClusterError(f"kubeconfig {missing.group(1).strip()[:300]} has no current-context",
+                        "pick one: kubectl config use-context NAME, or set cluster.context "
+                        "(PADDLECD_CLUSTER_CONTEXT); kubectl config get-contexts lists them")
+
+
 def _names_missing_file(e: ConfigException, context: str | None) -> ClusterError | None:
     """The client's "File does not exist: X" for a file the kubeconfig names (a cluster's
     ``certificate-authority``, a user's ``client-certificate``/``client-key``/``tokenFile``) as
@@ -303,7 +315,7 @@ def connect(settings: Settings) -> Api:
     except TypeError as e:
         raise _not_kubeconfig() from e
     except (ConfigException, FileNotFoundError) as e:
-        missing = (_names_missing(e) or _names_missing_file(e, context)
+        missing = (_names_missing(e) or _names_no_context(e) or _names_missing_file(e, context)
                    if isinstance(e, ConfigException) else None)
         if missing:
             raise missing from e
