@@ -196,6 +196,12 @@ def signer(settings: Settings) -> CryptoSigner:
     """
     pem = environ_value(ENV_PEM)
     if pem:
+        if "-----BEGIN " not in pem and len(pem) < 4096 and "\n" not in pem.strip() and (
+                os.path.lexists(pem.strip())):  # a trial: a path was "holds no PEM block"
+            raise SigningKeyError(
+                f"${ENV_PEM} holds a path ({pem.strip()[:200]}), not the PEM key itself",
+                f"export {ENV_PEM}=\"$(cat {pem.strip()[:200]})\", or set verify.signing_key "
+                "to the path")
         return _signer(pem.encode(), f"${ENV_PEM}")
     own = state_pair(settings)[0]
     if not settings.verify.signing_key and regular_file(own, _OWN_KEY, error=SigningKeyError):
