@@ -620,12 +620,18 @@ def attestation_layouts(settings: Settings) -> tuple[str, ...]:
     Raises:
         ConfigError: empty, or a name other than ``bundle`` and ``att``.
     """
-    given = [x.strip() for x in settings.verify.attestation_layouts.split(",") if x.strip()]
-    unknown = [x for x in given if x not in ATTESTATION_LAYOUTS]
-    if unknown or not given:
+    written = [x.strip() for x in settings.verify.attestation_layouts.split(",")]
+    given = [x for x in written if x]
+    unknown = [x[:40] for x in given if x not in ATTESTATION_LAYOUTS]
+    # an empty item ("bundle,,att", "att,") is refused as release.trusted_keys refuses one (a
+    # trial: it was dropped without a word)
+    empty = given and len(given) != len(written)
+    if unknown or not given or empty:
         raise ConfigError(
-            f"setting 'verify.attestation_layouts' is {settings.verify.attestation_layouts!r}: "
-            f"{'unknown ' + ', '.join(unknown) if unknown else 'no layout'}",
+            f"setting 'verify.attestation_layouts' is "
+            f"{settings.verify.attestation_layouts[:80]!r}: "
+            + ("unknown " + ", ".join(unknown) if unknown else "an empty item" if empty
+               else "no layout"),
             "give bundle, att or both (bundle,att: the default)",
         )
     return tuple(x for x in ATTESTATION_LAYOUTS if x in given)

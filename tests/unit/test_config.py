@@ -406,3 +406,15 @@ def test_a_lock_or_variants_file_that_is_a_folder_or_pipe_is_refused_by_the_sett
         assert e.value.cause == f"{key} {tmp_path / name} ({env}) is {kind}, not a file"
         assert e.value.hint.startswith(f"point {key} at the file itself")
     assert (tmp_path / "folder").is_dir() and not any((tmp_path / "folder").iterdir())
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("bundle,,att", "an empty item"), ("att,", "an empty item"), (",", "no layout"),
+    ("bundle,cosign", "unknown cosign")])
+def test_attestation_layouts_refuse_empty_items_as_trusted_keys_do(tmp_path, value, why):
+    """Trial 16: "bundle,,att" and "att," dropped the empty item without a word."""
+    with pytest.raises(ConfigError) as e:  # where settings are read, before any verify runs
+        config.load(root=tmp_path, environ={"PADDLECD_VERIFY_ATTESTATION_LAYOUTS": value})
+    assert e.value.cause.endswith(why)
+    ok = config.load(root=tmp_path, environ={"PADDLECD_VERIFY_ATTESTATION_LAYOUTS": " att "})
+    assert config.attestation_layouts(ok) == ("att",)
