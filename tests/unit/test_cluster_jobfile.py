@@ -497,3 +497,14 @@ def test_a_job_folder_at_paddlecd_s_keys_or_whole_state_folder_is_refused(tmp_pa
     fine = jobfile.load(write(tmp_path, output={"path": str(s.state / "train-output"),
                                                 "mountPath": "/output"}))
     deploy.check_state_paths(s, fine)  # the example job's output folder
+
+
+@pytest.mark.parametrize("key", ["memory", "shm"])
+def test_a_zero_size_gets_a_size_hint_not_the_milli_one(tmp_path, key):
+    """Trial 16: ``memory: 0`` was hinted "'m' means 1/1000: write Mi or Gi"."""
+    with pytest.raises(ConfigError) as e:
+        jobfile.load(write(tmp_path, resources={**BASE["resources"], key: "0"}))
+    assert e.value.hint == "give a size above 0, e.g. 512Mi or 4Gi"
+    with pytest.raises(ConfigError) as e:
+        jobfile.load(write(tmp_path, resources={**BASE["resources"], key: "100m"}))
+    assert e.value.hint.startswith("'m' means 1/1000")

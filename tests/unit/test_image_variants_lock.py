@@ -93,6 +93,14 @@ def test_repo_variants_load_with_gpu_versions_from_tags(tmp_path):
             "declares paddle=3.0.0",
             None,
         ),
+        # trial 16: "its base tag 3.0.0-cpu-bookworm says None", hint "pick the base tag that
+        # carries cuda 11.8" for a cpu variant
+        (
+            "variants: {a: {device: cpu, base: 'r/p:3.0.0-cpu-bookworm', paddle: '3.0.0', "
+            "cuda: '11.8'}}",
+            "declares cuda=11.8 but its base tag 3.0.0-cpu-bookworm names no cuda",
+            "drop 'cuda' from variant 'a' (a cpu variant has no CUDA stack)",
+        ),
     ],
 )
 def test_bad_variants_files(tmp_path, body, fragment, hint):

@@ -282,7 +282,8 @@ def check_quantities(spec: JobSpec) -> None:
             raise ConfigError(
                 f"{where}: resources.{key} {text} is not a whole number of bytes "
                 "between 1 and 2^63-1",
-                "'m' means 1/1000: write Mi or Gi, e.g. 512Mi",
+                "'m' means 1/1000: write Mi or Gi, e.g. 512Mi" if "m" in str(text) else
+                "give a size above 0, e.g. 512Mi or 4Gi",  # a trial: the 'm' hint for a zero
             )
     if parse_quantity(r.memory) < MIN_MEMORY:
         raise ConfigError(

@@ -191,6 +191,13 @@ def _cross_check(v: Variant, path: Path) -> None:
     ]
     for key, declared, parsed in checks:
         if declared != parsed:
+            if parsed is None:  # a trial: "its base tag 3.0.0-cpu-bookworm says None"
+                raise ConfigError(
+                    f"{path}: variant '{v.name}' declares {key}={declared} but its base tag "
+                    f"{v.base_tag} names no {key}",
+                    f"drop '{key}' from variant '{v.name}'" + (
+                        " (a cpu variant has no CUDA stack)" if v.device == "cpu" else
+                        f", or pick the base tag that carries {key} {declared}"))
             raise ConfigError(
                 f"{path}: variant '{v.name}' declares {key}={declared} but its base tag "
                 f"{v.base_tag} says {parsed}",
