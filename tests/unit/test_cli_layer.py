@@ -560,6 +560,36 @@ def test_a_suite_that_wrote_no_report_says_so_in_one_line(tmp_path, monkeypatch)
     assert "9 passed" in (tmp_path / "smoke.log").read_text()
 
 
+def test_a_failed_run_s_smoke_log_is_kept_where_its_hint_points(tmp_path, monkeypatch):
+    """Trial 16: the hint said "see <state>/verify/.image-….run/smoke.log", a folder removed
+    with the failed run; the log now goes to <state>/logs and the hint names it there. The
+    engine is replaced as above; the previous run's folder stays whole."""
+    import contextlib
+    import types
+
+    from paddlecd import engine
+    from paddlecd.errors import VerifyError
+
+    monkeypatch.setattr(engine, "remove_containers", lambda labels: [])
+    monkeypatch.setattr(engine, "live_owners", lambda labels: [])
+    monkeypatch.setattr(engine, "remove_orphans", lambda labels: [])
+    monkeypatch.setattr(engine, "container", lambda spec: contextlib.nullcontext(None))
+    monkeypatch.setattr(engine, "wait", lambda c, **kw: types.SimpleNamespace(
+        exit_code=1, logs="/opt/paddle/bin/python3: No module named pytest\n"))
+    s = config.load({"state_dir": str(tmp_path / "s")}, root=ROOT, environ={})
+    out = s.state / "verify" / "image-aaaaaaaaaaaa"
+    out.mkdir(parents=True)
+    (out / "junit.xml").write_text("<testsuite/>")  # the previous run's
+    with pytest.raises(VerifyError) as e:
+        smoke._run_staged(s, "r@sha256:" + "a" * 64, {}, out, nodes=1, cluster_k8s=False,
+                          gpus_per_node=None, kind="job", driver=None, on_line=None,
+                          on_event=None)
+    kept = Path(e.value.hint.removeprefix("see "))
+    assert kept.parent == s.state / "logs" and "No module named pytest" in kept.read_text()
+    assert (out / "junit.xml").read_text() == "<testsuite/>"
+    assert [p.name for p in out.parent.iterdir()] == [out.name]  # no staging folder left
+
+
 def test_no_task_takes_invokes_own_short_flags():
     """A trial: ``release.compare``'s help offered ``-h STRING, --history=STRING``; ``-h cpu``
     printed the help (Invoke's -h), exit 0, and drew nothing. No flag gets -h or -V."""

@@ -404,11 +404,34 @@ def _run_staged(settings: Settings, reference: str, labels: dict[str, str], out:
     stage = staging_folder(out)
     try:
         result = _run_suite(settings, reference, labels, stage, key=out, **options)
+    except VerifyError as e:
+        kept = _keep_smoke_log(settings, stage, out)
+        shutil.rmtree(stage, ignore_errors=True)
+        if kept is None:
+            raise
+        raise VerifyError(e.cause, (e.hint or "").replace(str(stage / "smoke.log"), str(kept))
+                          ) from e
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     replace_folder(out, stage)
     return result
+
+
+def _keep_smoke_log(settings: Settings, stage: Path, out: Path) -> Path | None:
+    """The smoke log of a run that failed before its folder replaced ``out``, moved to
+    ``<state>/logs`` (the staging folder goes; a trial: the hint named its smoke.log, deleted by
+    then), or None when there is none or it cannot be kept."""
+    log = stage / "smoke.log"
+    if not log.is_file():
+        return None
+    kept = settings.state / "logs" / f"smoke-{out.name}-{time.strftime('%Y%m%dT%H%M%S')}.log"
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(log), kept)
+    except OSError:
+        return None
+    return kept
 
 
 def _run_suite(settings: Settings, reference: str, labels: dict[str, str], out: Path, *,
