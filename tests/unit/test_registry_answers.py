@@ -412,3 +412,22 @@ def test_a_config_blob_is_checked_against_its_digest_before_it_is_parsed(server)
         RegistryClient(server, insecure=True).image_config("ci/p", mdigest)
     Scripted.script = [(200, oci, manifest), (200, {}, config)]
     assert RegistryClient(server, insecure=True).image_config("ci/p", mdigest)["created"]
+
+
+def test_a_registry_that_answers_too_slowly_is_not_called_unreachable():
+    """Trial 16: a registry whose manifest answers took 100 s was "unreachable: Read timed out —
+    is it running?", hint "start it". A socket that accepts and never answers stands in."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # connections are accepted by the kernel; nothing ever answers
+    host = f"127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with pytest.raises(RegistryError) as info:
+            client(host, retries=1, timeout=0.5).list_tags("ci/p")
+    finally:
+        listener.close()
+    cause = info.value.cause
+    assert "accepted the connection but did not answer within 0.5 s (1 attempt(s))" in cause
+    assert "is it running" not in cause and "overloaded or stuck" in info.value.hint

@@ -304,6 +304,13 @@ class Transport:
                     f"{elsewhere} is where the registry sends clients (its storage's redirect): "
                     "check that this machine reaches it, or the registry's storage redirect "
                     "settings") from e
+            if isinstance(e, requests.exceptions.ReadTimeout):  # a trial: a registry that
+                # answered slowly was "unreachable — is it running? start it"
+                raise RegistryError(
+                    f"{what}: {self.host} accepted the connection but did not answer within "
+                    f"{self.timeout} s ({attempts} attempt(s)): {_short(e)}",
+                    "the registry (or a proxy in front of it) is overloaded or stuck: check its "
+                    "logs, then re-run the same command") from e
             if _hung_up(e):  # a trial: a reset read "unreachable … is it running?" (it was)
                 raise RegistryError(
                     f"{what}: {self.host} accepted the connection, then broke it off: "
@@ -322,7 +329,7 @@ class Transport:
                 "or mirror the base into your registry"
                 if hub
                 else "start it (scripts/stack.sh up) or check registry.url / release.registry "
-                "(PADDLECD_*_URL)",
+                "(PADDLECD_REGISTRY_URL / PADDLECD_RELEASE_REGISTRY)",
             ) from e
         except _BrokenOff as e:
             raise RegistryError(
