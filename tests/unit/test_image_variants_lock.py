@@ -354,3 +354,18 @@ def test_a_build_failing_on_a_locked_base_the_registry_lacks_names_the_lock_file
     other = EngineError("ERROR: failed to solve: process \"/bin/sh -c pip install x\" did not "
                         "complete successfully: exit code: 1", "full build log: /x/b.log")
     assert build._missing_base(s, "a", entry, other) is None
+
+
+def test_a_build_log_on_a_full_disk_names_its_file():
+    """Trial 16: a full state folder during build ended in "no space left on the device",
+    naming no file (a file object's write error carries none). /dev/full answers every write
+    with ENOSPC, as a full disk does."""
+    import errno
+
+    from paddlecd.image import build
+
+    with pytest.raises(OSError) as e:
+        with build._build_log(Path("/dev/full")) as write:
+            for _ in range(2000):  # past the file object's buffer
+                write("#5 [2/4] RUN pip install …")
+    assert (e.value.errno, e.value.filename) == (errno.ENOSPC, "/dev/full")

@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +138,7 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
                             build_args=build_args, labels=labels, log_path=log_path,
                             on_line=on_line, no_cache=no_cache), log_path
     builder = engine.pick_builder(settings.build.docker_cli)
-    with secret_args(settings) as secrets, open(log_path, "w") as log:
+    with secret_args(settings) as secrets, _build_log(log_path) as write:
         argv = [*builder.argv, "--progress", "plain", "-f", str(dockerfile), "-t", tag, *secrets]
         argv += [x for k, v in build_args.items() for x in ("--build-arg", f"{k}={v}")]
         argv += [x for k, v in sorted(labels.items()) for x in ("--label", f"{k}={v}")]
@@ -147,7 +147,7 @@ def buildkit_build(settings: Settings, *, context: Path, dockerfile: Path, tag: 
             on_line(f"builder: {builder.description}")
 
         def line(text: str) -> None:
-            log.write(text + "\n")
+            write(text)
             if on_line:
                 on_line(text)
 
@@ -177,9 +177,9 @@ def podman_build(settings: Settings, *, context: Path, dockerfile: Path, tag: st
     """
     version = engine.info().get("ServerVersion", "")
     description = f"podman {version} (buildah, engine API)".replace("  ", " ")
-    with secret_files(settings) as secrets, open(log_path, "w") as log:
+    with secret_files(settings) as secrets, _build_log(log_path) as write:
         def line(text: str) -> None:
-            log.write(text + "\n")
+            write(text)
             if on_line:
                 on_line(text)
 
@@ -189,9 +189,40 @@ def podman_build(settings: Settings, *, context: Path, dockerfile: Path, tag: st
                              build_args=build_args, labels=labels, secrets=secrets,
                              no_cache=no_cache, on_line=line)
         except PaddlecdError as e:
-            log.write(f"error: {e.cause}\n")
+            write(f"error: {e.cause}")
             raise type(e)(e.cause, f"{e.hint}; full build log: {log_path}") from e
     return description
+
+
+@contextlib.contextmanager
+def _build_log(path: Path) -> Iterator[Callable[[str], None]]:
+    """The build's own log at ``path``, as a function writing one line; a write, open or close
+    that fails names ``path`` (a trial: a full state folder ended in "no space left on the
+    device" naming no file: a file object's write error carries none)."""
+    def named(e: OSError) -> OSError:
+        return OSError(e.errno, e.strerror, str(path))
+
+    try:
+        fh = open(path, "w")  # noqa: SIM115 - closed below, its error named
+    except OSError as e:
+        raise named(e) from e
+
+    def write(text: str) -> None:
+        try:
+            fh.write(text + "\n")
+        except OSError as e:
+            raise named(e) from e
+
+    try:
+        yield write
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fh.close()
+        raise
+    try:
+        fh.close()
+    except OSError as e:
+        raise named(e) from e
 
 
 def build_args(settings: Settings, v: variants.Variant, entry: lock.LockEntry) -> dict[str, str]:
