@@ -812,6 +812,14 @@ def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
             return number
         return str(value)
     except (TypeError, ValueError) as e:
+        digits = str(value).strip().lstrip("+-")
+        if base in (int, float) and len(digits) > 100 and digits.isdigit():
+            # a trial: 5,000 nines were "not an integer" (past Python's 4,300-digit limit for
+            # reading one), while 100 nines were "must be 1..64"
+            raise ConfigError(
+                f"setting '{key}' ({origin.text(key)}): {_quoted(value)} is a number of "
+                f"{len(digits)} digits, far past any bound of the setting",
+                "give a number within its bound (docs/configuration.md lists them)") from e
         raise ConfigError(
             f"setting '{key}' ({origin.text(key)}): {_quoted(value)} is not "
             f"{'an integer' if base is int else 'a ' + base.__name__}",

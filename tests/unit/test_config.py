@@ -418,3 +418,12 @@ def test_attestation_layouts_refuse_empty_items_as_trusted_keys_do(tmp_path, val
     assert e.value.cause.endswith(why)
     ok = config.load(root=tmp_path, environ={"PADDLECD_VERIFY_ATTESTATION_LAYOUTS": " att "})
     assert config.attestation_layouts(ok) == ("att",)
+
+
+def test_a_number_of_thousands_of_digits_is_named_by_its_length(tmp_path):
+    """Trial 16: 5,000 nines in PADDLECD_STORAGE_MAX_CONCURRENCY were "not an integer" (Python
+    reads at most 4,300 digits), while 100 nines were "must be 1..64"."""
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={"PADDLECD_STORAGE_MAX_CONCURRENCY": "9" * 5000})
+    assert "is a number of 5000 digits, far past any bound" in e.value.cause
+    assert len(e.value.cause) < 300
