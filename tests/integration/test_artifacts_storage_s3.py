@@ -137,6 +137,21 @@ def test_reupload_of_same_model_moves_no_bytes(s3_env, bucket, jit_exports):
     assert store.sha256("ocr-det/1.4.0/absent") is None
 
 
+def test_the_same_model_over_a_damaged_manifest_is_named_by_the_manifest(s3_env, bucket,
+                                                                         jit_exports):
+    """Trial 16: re-uploading the very files onto a version whose manifest.json was damaged said
+    "already holds a different model (differs in" every file)."""
+    store = _store(s3_env, bucket)
+    _upload(store, jit_exports["tiny"])
+    _client(s3_env).put_object(Bucket=bucket, Key="paddle/ocr-det/1.4.0/manifest.json",
+                               Body=b'{"schema": 1, "files": ')
+    with pytest.raises(StorageError, match=r"already holds a different model \(its "
+                       r"manifest.json does not read: ") as e:
+        _upload(store, jit_exports["tiny"])
+    assert "differs in" not in e.value.cause and "--overwrite" in e.value.hint
+    assert _upload(store, jit_exports["tiny"], overwrite=True).action == "overwrite"
+
+
 def test_different_model_refused_then_overwritten(s3_env, bucket, jit_exports, tmp_path):
     store = _store(s3_env, bucket)
     _upload(store, jit_exports["tiny"])

@@ -290,8 +290,11 @@ def _read_manifest_or_none(store: Store, prefix: str) -> ModelManifest | None:
     """The stored manifest; an unreadable one counts as another model (``--overwrite`` fixes it)."""
     try:
         return read_manifest(store, prefix)
-    except InvalidManifestError:
-        return {"files": []}
+    except InvalidManifestError as e:
+        return {"files": [], _UNREADABLE: e.cause}
+
+
+_UNREADABLE = "_unreadable"  # what a stored manifest that does not read stands for (its cause)
 
 
 PROVENANCE = ("image", "paddle_version", "metrics")  # what upload's flags put in a manifest
@@ -313,6 +316,8 @@ def _shown(value: Any) -> str:
 
 
 def _difference(old: ModelManifest, new: dict[str, am.FileEntry]) -> str:
+    if old.get(_UNREADABLE):  # a trial: "differs in" every file, the same bytes as stored
+        return f"its {am.MANIFEST} does not read: {str(old[_UNREADABLE])[:200]}"
     before = am.entries_of(old) if old.get("files") else {}
     changed = sorted(
         set(before) ^ set(new) | {p for p in set(before) & set(new) if before[p] != new[p]}
