@@ -187,14 +187,15 @@ class S3Store:
             StorageError: the store refused or failed the upload (named with ``key``).
         """
         manager = create_transfer_manager(self.client, self.transfer)
-        interrupted = False
+        interrupted, future = False, None  # a Ctrl-C may land before the transfer is made
         try:
             future = manager.upload(str(path), self.bucket, self._key(key), subscribers=(
                 [ProgressCallbackInvoker(progress)] if progress else None))
             future.result()
         except KeyboardInterrupt:
             interrupted = True
-            future.cancel()
+            if future is not None:
+                future.cancel()
             with contextlib.suppress(StorageError):  # the re-run aborts what is left anyway
                 self.abort_uploads(key)
             raise
@@ -241,14 +242,15 @@ class S3Store:
         timeouts); the temp folder it wrote into is removed by the caller or the next run.
         """
         manager = create_transfer_manager(self.client, self.transfer)
-        interrupted = False
+        interrupted, future = False, None  # a Ctrl-C may land before the transfer is made
         try:
             future = manager.download(self.bucket, self._key(key), str(dest), subscribers=(
                 [ProgressCallbackInvoker(progress)] if progress else None))
             future.result()
         except KeyboardInterrupt:
             interrupted = True
-            future.cancel()
+            if future is not None:
+                future.cancel()
             raise
         except (BotoCoreError, ClientError, boto3.exceptions.Boto3Error,
                 s3transfer.exceptions.RetriesExceededError, *BROKEN_ANSWERS) as e:
