@@ -94,6 +94,19 @@ def test_push_names_a_broken_build_record(tmp_path, text, why):
     assert e.value.hint == "build again: invoke build --variant cpu"
 
 
+def _built(tmp_path, monkeypatch, *, now: str = "sha256:" + "1" * 64):
+    """Settings whose state folder records a build of cpu (image sha256:11…); the engine's image
+    under its tag is ``now`` (given: no engine runs in the unit suite)."""
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "builds" / "cpu.json").write_text(
+        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1",
+                    "image_id": "sha256:" + "1" * 64}))
+    monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
+    monkeypatch.setattr(publish.engine, "image_id", lambda tag: now)
+    return s
+
+
 @pytest.mark.parametrize(("env", "named"), [
     ({"PADDLECD_REGISTRY_USERNAME": "u", "PADDLECD_REGISTRY_PASSWORD": ""},
      "$PADDLECD_REGISTRY_PASSWORD is set but empty"),
@@ -107,13 +120,7 @@ def test_push_dry_run_refuses_what_the_push_would(tmp_path, monkeypatch, env, na
     """Trial 7: ``push --dry-run`` said "would push" with half a credential pair and with a
     garbage key, which the push then refused; an empty key or pair (an unset CI secret) was
     taken as none, and the state folder's pair or config.json was used without a word."""
-    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
-    (tmp_path / "builds").mkdir()
-    (tmp_path / "builds" / "cpu.json").write_text(
-        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1",
-                    "image_id": "sha256:" + "1" * 64}))
-    monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
-    monkeypatch.setattr(publish.engine, "image_id", lambda tag: "sha256:" + "1" * 64)
+    s = _built(tmp_path, monkeypatch)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(PaddlecdError) as e:
@@ -129,13 +136,7 @@ def test_push_dry_run_json_prints_the_plan_as_one_document(tmp_path, monkeypatch
     from paddlecd.cli import image as image_cli
 
     monkeypatch.setenv("PADDLECD_STATE_DIR", str(tmp_path))
-    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
-    (tmp_path / "builds").mkdir()
-    (tmp_path / "builds" / "cpu.json").write_text(
-        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1",
-                    "image_id": "sha256:" + "1" * 64}))
-    monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
-    monkeypatch.setattr(publish.engine, "image_id", lambda tag: "sha256:" + "1" * 64)
+    s = _built(tmp_path, monkeypatch)
     image_cli.push(Context(), variant="cpu", dry_run=True, json=True)
     doc = json.loads(capsys.readouterr().out)
     assert doc["executed"] is False and doc["tag"] == f"{s.candidate_repo}:cpu-abc1234"
@@ -145,13 +146,7 @@ def test_a_build_tag_moved_to_another_image_is_not_pushed(tmp_path, monkeypatch)
     """Trial 16: ``docker tag <the base> <the build's tag>`` then ``push`` pushed the base as the
     cpu candidate and signed a provenance saying it was built FROM itself. The engine's image
     here is given (tests/integration/test_build_push_verify.py pushes real builds)."""
-    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
-    (tmp_path / "builds").mkdir()
-    (tmp_path / "builds" / "cpu.json").write_text(
-        json.dumps({"tag": f"{s.candidate_repo}:cpu-abc1234", "base": "b@sha256:1",
-                    "image_id": "sha256:" + "1" * 64}))
-    monkeypatch.setattr(publish.engine, "image_exists", lambda tag: True)
-    monkeypatch.setattr(publish.engine, "image_id", lambda tag: "sha256:" + "2" * 64)
+    s = _built(tmp_path, monkeypatch, now="sha256:" + "2" * 64)
     with pytest.raises(ConfigError) as e:
         publish.preflight(s, "cpu")
     assert e.value.cause == (f"{s.candidate_repo}:cpu-abc1234 now names image sha256:222222222222…"
