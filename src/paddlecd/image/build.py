@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,7 +195,7 @@ def podman_build(settings: Settings, *, context: Path, dockerfile: Path, tag: st
 
 
 @contextlib.contextmanager
-def _build_log(path: Path) -> Iterator[Callable[[str], None]]:
+def _build_log(path: Path) -> Iterator[Echo]:
     """The build's own log at ``path``, as a function writing one line; a write, open or close
     that fails names ``path`` (a trial: a full state folder ended in "no space left on the
     device" naming no file: a file object's write error carries none)."""

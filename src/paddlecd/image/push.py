@@ -154,7 +154,7 @@ def preflight(settings: Settings, variant_name: str) -> tuple[str, bool]:
     from paddlecd.image import provenance
 
     built, now = provenance.read_build(settings, variant_name).get("image_id"), engine.image_id(tag)
-    if built != now:  # a trial: the tag re-pointed at the base was pushed, its provenance signed
+    if built and built != now:  # a trial: the tag re-pointed at the base was pushed, signed
         raise ConfigError(
             f"{tag} now names image {str(now)[:19]}…, not the last build of '{variant_name}' "
             f"({str(built)[:19]}…): the tag was moved since the build",
