@@ -8,6 +8,7 @@ checkout (support/guard.py). Tests run unit tier first, the ones that need the b
 last (support/base.py).
 """
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,14 @@ from paddlecd import config
 from support import ROOT, base, project_settings
 from support.base import pytest_configure, pytest_unconfigure  # noqa: F401 (hooks: seed registry)
 from support.guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401 (hooks)
+
+# A suite started in the background of a shell without job control (`(scripts/test.sh &)`, a CI
+# step's `cmd &`) inherits SIGINT ignored, and every process it starts keeps it ignored across
+# exec: the Ctrl-C tests' `invoke` then never saw their SIGINT and timed out (3 tests, in two
+# runs started that way; the same runs in the foreground passed). Each test process handles
+# SIGINT as Python does by default, so what it starts gets SIGINT's default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(trylast=True)  # after tests/integration's hook has marked its tests
