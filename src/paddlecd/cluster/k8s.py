@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,26 +186,25 @@ def _names_missing_file(e: ConfigException, context: str | None) -> ClusterError
     if not missing:
         return None
     named = missing.group(1)
-    where = ""
-    for path in filter(None, _config_file().split(os.pathsep)):
-        with contextlib.suppress(OSError, yaml.YAMLError):
-            doc = files.load_yaml(Path(path).read_text()) or {}
-            for key, inner in (("clusters", "cluster"), ("users", "user")):
-                for entry in doc.get(key) or []:
-                    body = (entry or {}).get(inner) or {}
-                    field = next((f for f, v in body.items() if v == named), None)
-                    if field:
-                        where = f"kubeconfig {path}: {inner} {str(entry.get('name'))[:80]!r} " \
-                                f"{field}"
-                        break
-                if where:
-                    break
-        if where:
-            break
+    where = next((f"kubeconfig {path}: {inner} {str(entry.get('name'))[:80]!r} {field}"
+                  for path, doc in _documents()
+                  for key, inner in (("clusters", "cluster"), ("users", "user"))
+                  for entry in doc.get(key) or [] if isinstance(entry, dict)
+                  for field, value in (entry.get(inner) or {}).items() if value == named), "")
     where = where or f"kubeconfig {_config_file()} (context {context or '(current)'})"
     return ClusterError(f"{where} names {named[:200]}, which does not exist",
                         "fix that path in the kubeconfig, or embed the file as its *-data field "
                         "(kubectl config view --raw shows them)")
+
+
+def _documents() -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(path, document)`` of each kubeconfig file that reads as a YAML mapping (the others are
+    named by :func:`_shape_problem` or the client)."""
+    for path in filter(None, _config_file().split(os.pathsep)):
+        with contextlib.suppress(ClusterError, OSError, ValueError, yaml.YAMLError):
+            doc = files.load_yaml(read_regular(Path(path), "kubeconfig", error=ClusterError))
+            if isinstance(doc, dict):
+                yield path, doc
 
 
 def _no_kubeconfig(service_account_namespace: Path) -> str:
