@@ -30,7 +30,7 @@ from typing import Any
 import semver
 
 from paddlecd import files
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, quoted
 from paddlecd.registry.reference import check_repository
 
 PROJECT_FILE = "paddlecd.yaml"
@@ -515,7 +515,7 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
     if log_format not in LOG_FORMATS:
         where = origin("runtime.log_format")
         raise ConfigError(f"setting 'runtime.log_format' ({where.text('runtime.log_format')}) "
-                          f"must be text or json, got {settings.runtime.log_format[:80]!r}",
+                          f"must be text or json, got {quoted(settings.runtime.log_format)}",
                           "e.g. " + where.example("runtime.log_format", "json"))
     settings = dataclasses.replace(
         settings, runtime=dataclasses.replace(settings.runtime, log_format=log_format))
@@ -540,12 +540,12 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
         name = host[:-len(port) - 1] if port is not None else host
         if host and not _HOST.fullmatch(name):  # a trial: '127.0.0.1 :5397' reached urllib3,
             # and '127.0.0.1?x=1' port 80, reported as a registry that is down
-            raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) is {_quoted(host)}: "
+            raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) is {quoted(host)}: "
                               "not host[:port]",
                               "a DNS name, an IPv4 address or [IPv6], then an optional :port, "
                               "e.g. registry.example.com:5000 (no spaces, '?' or '#')")
         if port is not None and not (re.fullmatch("[0-9]{1,5}", port) and 1 <= int(port) <= 65535):
-            raise ConfigError(f"setting '{key}' is {host[:80]!r}: the port is not 1..65535",
+            raise ConfigError(f"setting '{key}' is {quoted(host)}: the port is not 1..65535",
                               "give host[:port], e.g. registry.example.com:5000")
     attestation_layouts(settings)  # refused here, before any verify runs
     # refused here, not after a whole verify run or in promote's gate (a trial)
@@ -554,7 +554,7 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
         section, name = key.split(".")
         value = getattr(getattr(settings, section), name)
         if value is not None and not re.fullmatch(pattern, str(value)):
-            shown = "" if key in SECRET_FORMATS else f"{str(value)[:80]!r}: "
+            shown = "" if key in SECRET_FORMATS else f"{quoted(str(value))}: "
             raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) is {shown}not {why}",
                               f"fix {origin(key).text(key)}")
     for key, (low, high, why) in BOUNDS.items():
@@ -562,7 +562,7 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
         value = getattr(getattr(settings, section), name)
         if value is not None and not low <= value <= high:
             raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) must be {low}..{high}, "
-                              f"got {_quoted(value)}", why)
+                              f"got {quoted(value)}", why)
     for key in ("registry.repository", "release.repository"):  # the spec's rule, up front
         section, name = key.split(".")
         check_repository(getattr(getattr(settings, section), name), what=f"setting '{key}'")
@@ -598,7 +598,7 @@ def release_models(settings: Settings, *, named: str = "release.models"
                               f"{raw[:200]!r}", f"list models separated by one comma; {example}")
         if not re.fullmatch(_MODEL_NAME, name):
             raise ConfigError(f"setting 'release.models' ({named}): invalid model name "
-                              f"{name[:80]!r}", "use lowercase letters, digits and '-' (at most "
+                              f"{quoted(name)}", "use lowercase letters, digits and '-' (at most "
                               f"63); {example}")
         if at:
             try:
@@ -607,7 +607,7 @@ def release_models(settings: Settings, *, named: str = "release.models"
                 semver.Version.parse(version)
             except ValueError:
                 raise ConfigError(f"setting 'release.models' ({named}): invalid model version "
-                                  f"{version[:80]!r} of {name}: not semver",
+                                  f"{quoted(version)} of {name}: not semver",
                                   f"write name@MAJOR.MINOR.PATCH, or the name alone for its "
                                   f"newest version; {example}") from None
         out.append((name, version or None))
@@ -629,7 +629,7 @@ def attestation_layouts(settings: Settings) -> tuple[str, ...]:
     if unknown or not given or empty:
         raise ConfigError(
             f"setting 'verify.attestation_layouts' is "
-            f"{settings.verify.attestation_layouts[:80]!r}: "
+            f"{quoted(settings.verify.attestation_layouts)}: "
             + ("unknown " + ", ".join(unknown) if unknown else "an empty item" if empty
                else "no layout"),
             "give bundle, att or both (bundle,att: the default)",
@@ -734,13 +734,6 @@ FORMATS = {
 SECRET_FORMATS = frozenset({"build.pip_index_url"})
 
 
-def _quoted(value: Any) -> str:
-    """``value``'s repr as a message quotes it: at most 80 characters of it (a 1 MB value is
-    never echoed whole)."""
-    shown = repr(value)
-    return shown if len(shown) <= 80 else repr(str(value)[:80]) + "…"
-
-
 # ASCII digits only, nothing around them: Python's int()/float() also take "1_0" (10), " 5 ",
 # fullwidth "２" and "nan"/"inf", none of which anyone means as a count or a tolerance.
 _WHOLE = re.compile(r"[+-]?[0-9]+")
@@ -806,7 +799,7 @@ def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
             if number <= 0:  # every numeric setting is a count, a size or a duration
                 raise ConfigError(
                     f"setting '{key}' ({origin.text(key)}) must be greater than 0, got "
-                    f"{_quoted(value)}",
+                    f"{quoted(value)}",
                     "use a positive number",
                 )
             return number
@@ -817,11 +810,11 @@ def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
             # a trial: 5,000 nines were "not an integer" (past Python's 4,300-digit limit for
             # reading one), while 100 nines were "must be 1..64"
             raise ConfigError(
-                f"setting '{key}' ({origin.text(key)}): {_quoted(value)} is a number of "
+                f"setting '{key}' ({origin.text(key)}): {quoted(value)} is a number of "
                 f"{len(digits)} digits, far past any bound of the setting",
                 "give a number within its bound (docs/configuration.md lists them)") from e
         raise ConfigError(
-            f"setting '{key}' ({origin.text(key)}): {_quoted(value)} is not "
+            f"setting '{key}' ({origin.text(key)}): {quoted(value)} is not "
             f"{'an integer' if base is int else 'a ' + base.__name__}",
             "use true or false (also 1/0, yes/no, on/off)" if base is bool
             else f"give a number, e.g. {origin.example(key, 3 if base is int else 1.5)}",

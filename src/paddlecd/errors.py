@@ -25,6 +25,19 @@ code  meaning
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def quoted(value: Any, cap: int = 80) -> str:
+    """``value`` as a message quotes it: its repr whole up to ``cap`` characters, else the repr
+    of its first ``cap`` characters, ``…`` and its length. A trial: a 200,000-character
+    ``registry.repository`` was quoted for 936 of them, and a 1 MB setting was echoed whole."""
+    shown = repr(value)
+    if len(shown) <= cap:
+        return shown
+    text = value if isinstance(value, str) else str(value)
+    return f"{text[:cap]!r}… ({len(text)} characters)"
+
 
 class PaddlecdError(Exception):
     """Root of all paddlecd errors.

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
-from paddlecd.errors import ConfigError, PaddlecdError
+from paddlecd.errors import ConfigError, PaddlecdError, quoted
 
 Timespec = Literal["seconds", "milliseconds"]
 
@@ -463,7 +463,7 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"the key {key[:80]!r} is given twice")
+            raise ValueError(f"the key {quoted(key)} is given twice")
         out[key] = value
     return out
 

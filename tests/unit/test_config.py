@@ -427,3 +427,11 @@ def test_a_number_of_thousands_of_digits_is_named_by_its_length(tmp_path):
         config.load(root=tmp_path, environ={"PADDLECD_STORAGE_MAX_CONCURRENCY": "9" * 5000})
     assert "is a number of 5000 digits, far past any bound" in e.value.cause
     assert len(e.value.cause) < 300
+
+
+def test_a_huge_setting_is_quoted_by_its_head_and_length(tmp_path):
+    """A 1 MB namespace was echoed whole in its error (issue 21, class 3): a setting's error quotes
+    at most 80 characters of it and says how long it is, as a repository name's does."""
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={"PADDLECD_CLUSTER_NAMESPACE": "a" * 1_000_000})
+    assert "(1000000 characters)" in e.value.cause and len(e.value.cause) < 300, e.value.cause[:400]

@@ -29,7 +29,7 @@ import semver
 
 from paddlecd import __version__, files, git
 from paddlecd import schema as validation
-from paddlecd.errors import ConfigError, PaddlecdError
+from paddlecd.errors import ConfigError, PaddlecdError, quoted
 from paddlecd.files import kind_of
 from paddlecd.types import JsonSchema, ModelManifest
 
@@ -116,11 +116,11 @@ def check_paddle_version(version: str | None, *, flag: str = "--paddle-version")
     """``version`` if it reads as a Paddle release (:data:`PADDLE_VERSION_RE`); None stays None.
 
     Raises:
-        ConfigError: naming ``flag`` and the value (cut to 80 characters).
+        ConfigError: naming ``flag`` and the value (:func:`paddlecd.errors.quoted`).
     """
     if version is not None and not PADDLE_VERSION_RE.match(version):
         raise ConfigError(
-            f"{flag} {version[:80]!r} is not a Paddle version",
+            f"{flag} {quoted(version)} is not a Paddle version",
             "give the version paddle.__version__ prints, e.g. 3.0.0 or 2.6.1.post117",
         )
     return version

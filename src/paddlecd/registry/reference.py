@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, quoted
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
@@ -85,13 +85,6 @@ class Reference:
         return replace(self, tag=check_tag(tag), digest=None)
 
 
-def _named(value: str, cap: int = 80) -> str:
-    """``value`` quoted for a message: whole up to ``cap`` characters, else its head and its
-    length (a trial: a 200,000-character registry.repository was quoted for 936 of them)."""
-    value = value or ""
-    return repr(value) if len(value) <= cap else f"{value[:cap]!r}… ({len(value)} characters)"
-
-
 def check_repository(name: str, *, what: str = "repository") -> str:
     r"""Return repository ``name`` (``ml/paddle``) if the distribution spec allows it, else raise.
 
@@ -109,7 +102,7 @@ def check_repository(name: str, *, what: str = "repository") -> str:
     if _REPOSITORY.fullmatch(name or "") and len(name) <= 255:
         return name
     why = " (capitals are not allowed)" if name != name.lower() else ""
-    raise ConfigError(f"{what} {_named(name)} is not a valid repository name{why}",
+    raise ConfigError(f"{what} {quoted(name)} is not a valid repository name{why}",
                       REPOSITORY_RULE)
 
 
@@ -122,7 +115,7 @@ def check_tag(tag: str, *, what: str = "tag") -> str:
     if _TAG.fullmatch(tag or ""):
         return tag
     why = f" ({len(tag)} characters)" if 128 < len(tag or "") <= 160 else ""
-    raise ConfigError(f"{what} {_named(tag, 160)} is not a valid image tag{why}", TAG_RULE)
+    raise ConfigError(f"{what} {quoted(tag, 160)} is not a valid image tag{why}", TAG_RULE)
 
 
 def check_digest(digest: str) -> str:
@@ -130,7 +123,7 @@ def check_digest(digest: str) -> str:
     ConfigError."""
     if not _DIGEST.fullmatch(digest or ""):
         raise ConfigError(
-            f"invalid digest {_named(digest)}",
+            f"invalid digest {quoted(digest)}",
             "a digest is sha256: followed by 64 lowercase hex digits"
         )
     return digest
