@@ -443,3 +443,22 @@ def test_a_kubeconfig_with_two_entries_of_one_name_is_named(tmp_path, monkeypatc
             call(config.load(root=tmp_path, environ={}))
         assert e.value.cause.startswith(f"kubeconfig {path} is not a kubeconfig: two {key} are "
                                         "named")
+
+
+def test_a_dry_run_namespace_without_a_current_context_fails_as_the_deploy_does(tmp_path,
+                                                                               monkeypatch):
+    """A dry run's namespace of a kubeconfig with no current-context was "default" (exit 0), and
+    the deploy itself then refused it; with ``cluster.context`` the context's own namespace was
+    ignored for "default". No API server is needed: the namespace is read from the file."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u, namespace: team-a}}]\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ClusterError) as e:
+        k8s.namespace(config.load(root=tmp_path, environ={}))
+    assert e.value.cause == f"kubeconfig {kubeconfig} has no current-context"
+    chosen = config.load(root=tmp_path, environ={"PADDLECD_CLUSTER_CONTEXT": "x"})
+    assert k8s.namespace(chosen) == "team-a"

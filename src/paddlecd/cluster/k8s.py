@@ -73,7 +73,8 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
             mapping, or of the wrong shape (:func:`_shape_problem`: a ``*-data`` field that is
             no base64); its current-context (or ``cluster.context``) names no context of it, or a
             context names a missing cluster or user (kubectl: ``context "x" does not exist``);
-            the context's namespace is no Kubernetes name (an RFC 1123 label).
+            no current-context and no ``cluster.context`` (the deploy's :func:`connect` refuses
+            that too); the context's namespace is no Kubernetes name (an RFC 1123 label).
     """
     if settings.cluster.namespace:
         return settings.cluster.namespace
@@ -98,6 +99,10 @@ def namespace(settings: Settings, *, service_account_namespace: Path = SA_NAMESP
             contexts = _contexts()
         elif missing:  # a trial: current-context: ghost planned into namespace "default", exit 0
             raise missing from e
+        elif _names_no_context(e) and wanted:  # the client needs one to list; kubectl --context
+            contexts = _contexts()            # does not
+        elif _names_no_context(e):  # a dry run planned into "default", the deploy then refused
+            raise _names_no_context(e) from e
         else:
             return _no_kubeconfig(service_account_namespace)
     except FileNotFoundError:
