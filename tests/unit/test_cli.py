@@ -71,7 +71,7 @@ def test_push_refuses_a_build_tagged_for_another_registry(tmp_path):
         json.dumps({"tag": "127.0.0.1:5000/paddlecd/paddle:cpu-abc1234", "base": "b@sha256:1"})
     )
     with pytest.raises(ConfigError) as e:
-        publish.last_build_tag(s, "cpu")
+        publish.last_build(s, "cpu")
     assert (
         "not for registry.example:5000/paddlecd/paddle" in e.value.cause
         and "invoke build push" in e.value.hint
@@ -89,7 +89,7 @@ def test_push_names_a_broken_build_record(tmp_path, text, why):
     (tmp_path / "builds").mkdir()
     (tmp_path / "builds" / "cpu.json").write_text(text)
     with pytest.raises(ConfigError) as e:
-        publish.last_build_tag(s, "cpu")
+        publish.last_build(s, "cpu")
     assert e.value.cause.startswith(f"{tmp_path / 'builds' / 'cpu.json'}: {why}")
     assert e.value.hint == "build again: invoke build --variant cpu"
 
@@ -809,3 +809,33 @@ def test_a_closed_stdout_ends_quietly_with_141(args):
     finally:
         os.close(write)
     assert (run.returncode, run.stderr) == (141, ""), run.stderr
+
+
+def test_push_signs_the_provenance_of_the_build_it_pushed(tmp_path, monkeypatch):
+    """Push read the build record three times: a build finishing during the upload rewrote it,
+    and the provenance of that other image was signed for the pushed digest. The record is read
+    once (the engine and registry are stood in for: what is checked is which record is signed)."""
+    from paddlecd.image import provenance
+
+    s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+    (tmp_path / "builds").mkdir()
+    record = tmp_path / "builds" / "cpu.json"
+    tag = f"{s.candidate_repo}:cpu-aaaaaaa"
+    record.write_text(json.dumps({"tag": tag, "base": "b@sha256:1", "image_id": "sha256:a"}))
+    monkeypatch.setattr(publish.engine, "image_exists", lambda t: True)
+    monkeypatch.setattr(publish.engine, "image_id", lambda t: "sha256:a")
+    monkeypatch.setattr(publish.registry_auth, "find_credentials", lambda host: None)
+    monkeypatch.setattr(keys, "configured", lambda settings: True)
+    monkeypatch.setattr(keys, "signer", lambda settings: None)
+
+    def pushed_while_a_build_ends(settings, pushed_tag, on_progress=None):
+        record.write_text(json.dumps({"tag": f"{s.candidate_repo}:cpu-bbbbbbb",
+                                      "base": "b@sha256:2", "image_id": "sha256:b"}))
+        return "sha256:" + "c" * 64
+
+    signed = []
+    monkeypatch.setattr(publish, "push_reference", pushed_while_a_build_ends)
+    monkeypatch.setattr(provenance, "attach",
+                        lambda settings, build, **kw: signed.append(build) or "attached")
+    pushed = publish.push(s, "cpu")
+    assert pushed.tag == tag and [b["image_id"] for b in signed] == ["sha256:a"]

@@ -161,7 +161,8 @@ def push(c, variant=None, dry_run=False, json=False, verbose=False):
 
     s, name = settings(), pick_variant(variant)
     if dry_run:
-        tag, signing = publish.preflight(s, name)
+        build, signing = publish.preflight(s, name)
+        tag = build["tag"]
         say(f"dry run: would push {tag} and read its digest back from {s.registry.url}"
             + (", then attach its signed SLSA provenance" if signing else ""))
         if json:  # the plan, as every --json --dry-run (a trial: stdout was empty)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tenacity
 
@@ -93,12 +94,15 @@ def push_reference(settings: Settings, tag: str, *, on_progress: Echo | None = N
     return digest
 
 
-def last_build_tag(settings: Settings, variant_name: str) -> str:
-    """The tag of the variant's last build, checked against the configured candidate repository.
+def last_build(settings: Settings, variant_name: str) -> dict[str, Any]:
+    """The record of the variant's last build (:func:`paddlecd.image.provenance.read_build`), its
+    tag checked against the configured candidate repository. Push reads it once: what it pushes
+    and the provenance it signs come from the same record, even if a build rewrites it meanwhile.
 
     Raises:
-        ConfigError: unknown variant, or the build was tagged for another registry/repository than
-            ``registry.url``/``registry.repository`` say now (pushing it would go elsewhere).
+        ConfigError: unknown variant, a broken record, or the build was tagged for another
+            registry/repository than ``registry.url``/``registry.repository`` say now (pushing it
+            would go elsewhere).
         RegistryError: no build recorded for the variant.
     """
     variants.get(settings, variant_name)
@@ -108,14 +112,15 @@ def last_build_tag(settings: Settings, variant_name: str) -> str:
                             f"run: invoke build --variant {variant_name}")
     from paddlecd.image import provenance  # its signing imports only when a push is asked
 
-    tag = provenance.read_build(settings, variant_name)["tag"]
+    build = provenance.read_build(settings, variant_name)
+    tag = build["tag"]
     if tag.rsplit(":", 1)[0] != settings.candidate_repo:
         raise ConfigError(
             f"the last build of '{variant_name}' is tagged {tag}, not for "
             f"{settings.candidate_repo}",
             f"rebuild for the configured registry: invoke build push --variant {variant_name}",
         )
-    return tag
+    return build
 
 
 def check_writable(folder: Path) -> None:
@@ -134,26 +139,26 @@ def check_writable(folder: Path) -> None:
                           "(PADDLECD_STATE_DIR) to a writable folder") from e
 
 
-def preflight(settings: Settings, variant_name: str) -> tuple[str, bool]:
+def preflight(settings: Settings, variant_name: str) -> tuple[dict[str, Any], bool]:
     """What :func:`push` checks before it writes anything, and ``push --dry-run`` checks too (a
     trial: a dry run approved a half credential pair and a garbage key the push then refused):
     the last build, its image in the engine, the registry's credentials, the signing key.
 
     Returns:
-        (the local tag to push, whether a signed provenance will be attached).
+        (the last build's record, :func:`last_build`, whose ``tag`` is pushed; whether a signed
+        provenance will be attached).
 
     Raises:
         ConfigError, RegistryError, RegistryAuthError, SigningKeyError: as :func:`push`.
     """
     from paddlecd.signing import keys
 
-    tag = last_build_tag(settings, variant_name)
+    build = last_build(settings, variant_name)
+    tag = build["tag"]
     if not engine.image_exists(tag):
         raise RegistryError(f"image {tag} from the last build is gone from the engine",
                             f"run: invoke build --variant {variant_name}")
-    from paddlecd.image import provenance
-
-    built, now = provenance.read_build(settings, variant_name).get("image_id"), engine.image_id(tag)
+    built, now = build.get("image_id"), engine.image_id(tag)
     if built and built != now:  # a trial: the tag re-pointed at the base was pushed, signed
         raise ConfigError(
             f"{tag} now names image {str(now)[:19]}…, not the last build of '{variant_name}' "
@@ -164,7 +169,7 @@ def preflight(settings: Settings, variant_name: str) -> tuple[str, bool]:
     signing = keys.configured(settings)
     if signing:
         keys.signer(settings)  # a broken key is named before anything is pushed
-    return tag, signing
+    return build, signing
 
 
 def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = None) -> Pushed:
@@ -181,15 +186,16 @@ def push(settings: Settings, variant_name: str, *, on_progress: Echo | None = No
         RegistryError: no build recorded for the variant, or the push failed (see
             :func:`push_reference`).
     """
-    from paddlecd.image import provenance
+    from paddlecd.image import provenance  # its signing imports only when a push is asked
 
-    tag, signing = preflight(settings, variant_name)
+    build, signing = preflight(settings, variant_name)
+    tag = build["tag"]
     check_writable(settings.state / "candidates")
     digest = push_reference(settings, tag, on_progress=on_progress)
     repo = tag.rsplit(":", 1)[0]
     reference = f"{repo}@{digest}"
-    attached = provenance.attach(settings, provenance.read_build(settings, variant_name),
-                                 reference=reference, digest=digest) if signing else None
+    attached = provenance.attach(settings, build, reference=reference,
+                                 digest=digest) if signing else None
     pushed = Pushed(variant=variant_name, tag=tag, digest=digest, reference=reference,
                     provenance=attached)
     save_candidate(
