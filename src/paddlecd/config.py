@@ -548,6 +548,7 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
             raise ConfigError(f"setting '{key}' is {quoted(host)}: the port is not 1..65535",
                               "give host[:port], e.g. registry.example.com:5000")
     attestation_layouts(settings)  # refused here, before any verify runs
+    slowdown_figures(settings)  # and here, before a verify's comparison or a promote's gate
     # refused here, not after a whole verify run or in promote's gate (a trial)
     release_models(settings, named=origin("release.models").text("release.models"))
     for key, (pattern, why) in FORMATS.items():
@@ -635,6 +636,44 @@ def attestation_layouts(settings: Settings) -> tuple[str, ...]:
             "give bundle, att or both (bundle,att: the default)",
         )
     return tuple(x for x in ATTESTATION_LAYOUTS if x in given)
+
+
+def slowdown_figures(settings: Settings) -> tuple[tuple[str, float], ...]:
+    """``release.max_slowdown_figures`` (``"train.*=0.2,allreduce.latency.*=0.5"``) as
+    ``((pattern, fraction), …)`` in the order written; each fraction bounded as
+    ``release.max_slowdown`` is (:data:`BOUNDS`).
+
+    Raises:
+        ConfigError: an empty entry, an entry that is not ``name=fraction``, a fraction outside
+            the bounds (a trial: ``train.*=5000`` passed as "limit 5e+03x as slow" where
+            ``release.max_slowdown: 5000`` is refused), a pattern given twice.
+    """
+    text, pairs = settings.release.max_slowdown_figures or "", []
+    items = [x.strip() for x in text.split(",")] if text.strip() else []
+    if "" in items:  # as release.models (a trial: "a=0.5,,b=1" skipped the gap unsaid)
+        raise ConfigError(f"setting 'release.max_slowdown_figures' {quoted(text)} has an empty "
+                          "entry", "drop the extra comma")
+    low, high, why = BOUNDS["release.max_slowdown"]
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            number = parse_number(value.strip(), whole=False)  # no nan, inf or 1_0
+            if not name.strip() or number <= 0:
+                raise ValueError(item)
+        except ValueError:
+            raise ConfigError(
+                f"setting 'release.max_slowdown_figures': {quoted(item)} is not name=fraction",
+                "e.g. release.max_slowdown_figures: \"train.*=0.2,allreduce.latency.*=0.5\"",
+            ) from None
+        if not low <= number <= high:
+            raise ConfigError(f"setting 'release.max_slowdown_figures': {quoted(item)}: the "
+                              f"fraction must be {low}..{high}, as release.max_slowdown's", why)
+        if any(name.strip() == seen for seen, _ in pairs):  # a trial: the second one was
+            raise ConfigError(                                # silently ignored
+                f"setting 'release.max_slowdown_figures' gives {quoted(name.strip())} twice",
+                "keep one limit per pattern")
+        pairs.append((name.strip(), number))
+    return tuple(pairs)
 
 
 # Numeric settings with an upper bound besides "greater than 0", and why (the S3 transfer knobs

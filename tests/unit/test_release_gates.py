@@ -129,21 +129,21 @@ def test_limits_default_and_per_figure(tmp_path):
     lim = gates.limits(s)
     assert (lim.of("export.save_time"), lim.of("allreduce.busbw.4096B"),
             lim.of("train.step_time")) == (0.2, 0.5, 0.05)
-    bad = config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": "train=x"},
-                      root=ROOT)
-    with pytest.raises(ConfigError, match="not name=fraction"):
-        gates.limits(bad)
-    nan = config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": "train=nan"},
-                      root=ROOT)
-    with pytest.raises(ConfigError, match="not name=fraction"):  # nan disabled the gate
-        gates.limits(nan)
-    # trial 9: an empty entry was skipped and a second limit for one pattern ignored, unsaid
-    for text, words in (("train.*=0.5,,x=1", "has an empty entry"),
-                        ("train.*=0.5,train.*=0.1", "gives 'train.*' twice")):
-        odd = config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": text},
-                          root=ROOT)
+    # refused where the settings are read, before a verify compares or a promote gates
+    for text, words in (("train=x", "is not name=fraction"),
+                        ("train=nan", "is not name=fraction"),  # nan disabled the gate
+                        # trial 9: an empty entry was skipped and a second limit ignored, unsaid
+                        ("train.*=0.5,,x=1", "has an empty entry"),
+                        ("train.*=0.5,train.*=0.1", "gives 'train.*' twice"),
+                        # trial 17: 5000 was "limit 5e+03x as slow"; max_slowdown's 1000 is refused
+                        ("train.*=5000", "'train.*=5000': the fraction must be 1e-06..1000"),
+                        ("train.*=1e9", "the fraction must be 1e-06..1000")):
         with pytest.raises(ConfigError, match=re.escape(words)):
-            gates.limits(odd)
+            config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": text},
+                        root=ROOT)
+    edge = config.load({"state_dir": str(tmp_path), "release.max_slowdown_figures": "a=1000"},
+                       root=ROOT)
+    assert gates.limits(edge).of("a") == 1000
 
 
 def test_a_per_figure_limit_that_matches_no_figure_is_warned_in_the_plan():

@@ -24,7 +24,7 @@ from typing import Any
 import semver
 
 from paddlecd import files
-from paddlecd.config import Settings, parse_number
+from paddlecd.config import Settings, slowdown_figures
 from paddlecd.errors import ConfigError, NotFoundError, SigningKeyError
 from paddlecd.registry.client import RegistryClient
 from paddlecd.release import ledger
@@ -229,34 +229,13 @@ class Limits:
 
 
 def limits(settings: Settings) -> Limits:
-    """The limits the settings give.
+    """The limits the settings give (``release.max_slowdown`` and, per figure,
+    :func:`paddlecd.config.slowdown_figures`).
 
     Raises:
-        ConfigError: ``release.max_slowdown_figures`` is not ``name=fraction,…`` with fractions
-            greater than 0.
+        ConfigError: as :func:`paddlecd.config.slowdown_figures`.
     """
-    text, pairs = settings.release.max_slowdown_figures or "", []
-    items = [x.strip() for x in text.split(",")] if text.strip() else []
-    if "" in items:  # as release.models (a trial: "a=0.5,,b=1" skipped the gap unsaid)
-        raise ConfigError(f"setting 'release.max_slowdown_figures' {text[:200]!r} has an empty "
-                          "entry", "drop the extra comma")
-    for item in items:
-        name, _, value = item.partition("=")
-        try:
-            number = parse_number(value.strip(), whole=False)  # no nan, inf or 1_0
-            if not name.strip() or number <= 0:
-                raise ValueError(item)
-        except ValueError:
-            raise ConfigError(
-                f"setting 'release.max_slowdown_figures': {item!r} is not name=fraction",
-                "e.g. release.max_slowdown_figures: \"train.*=0.2,allreduce.latency.*=0.5\"",
-            ) from None
-        if any(name.strip() == seen for seen, _ in pairs):  # a trial: the second one was
-            raise ConfigError(                                # silently ignored
-                f"setting 'release.max_slowdown_figures' gives {name.strip()[:80]!r} twice",
-                "keep one limit per pattern")
-        pairs.append((name.strip(), number))
-    return Limits(settings.release.max_slowdown, tuple(pairs))
+    return Limits(settings.release.max_slowdown, slowdown_figures(settings))
 
 
 def judge(new: Figure, base: Figure | None, limit: float) -> Verdict:
