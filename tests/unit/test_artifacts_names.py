@@ -354,3 +354,12 @@ def test_a_version_longer_than_a_folder_name_holds_is_refused_by_its_length():
         "(306 characters): at most 128"
     edge = "1.0.0-" + "r" * 122
     assert check_version(edge) == edge
+
+
+@pytest.mark.parametrize("length", [300, 5000])
+def test_a_long_model_name_is_quoted_by_its_head_and_length(length):
+    """Trial 17: ``upload --name`` of 300 or 5,000 characters was quoted for ~1,000 of them, where
+    a long version is named by its head and length."""
+    with pytest.raises(ConfigError) as e:
+        check_name("m" * length)
+    assert e.value.cause == f"invalid model name {'m' * 80!r}… ({length} characters)"

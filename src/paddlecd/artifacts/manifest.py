@@ -74,7 +74,7 @@ def check_name(name: str) -> str:
     """Return ``name`` if it is a lowercase DNS label (RFC 1123), else raise ConfigError."""
     if not NAME_RE.match(name or ""):
         raise ConfigError(
-            f"invalid model name {name!r}",
+            f"invalid model name {quoted(name)}",
             "use lowercase letters, digits and '-' (at most 63, e.g. ocr-det)",
         )
     return name
@@ -93,7 +93,7 @@ def check_version(version: str) -> str:
     takes a final newline: white space is refused."""
     if len(version or "") > MAX_VERSION:
         raise ConfigError(
-            f"invalid model version {version[:40]!r}… ({len(version)} characters): at most "
+            f"invalid model version {quoted(version, 40)}: at most "
             f"{MAX_VERSION}", "use a shorter pre-release or build part, e.g. 1.4.0-rc.1")
     try:
         if any(ch.isspace() for ch in version or ""):
@@ -101,7 +101,7 @@ def check_version(version: str) -> str:
         semver.Version.parse(version or "")
     except ValueError as e:
         raise ConfigError(
-            f"invalid model version {version!r}: not semver",
+            f"invalid model version {quoted(version)}: not semver",
             "use MAJOR.MINOR.PATCH[-prerelease][+build], e.g. 1.4.0",
         ) from e
     return version

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from paddlecd import engine, files, git, proc
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, EngineError, LockError, PaddlecdError
+from paddlecd.errors import ConfigError, EngineError, LockError, PaddlecdError, quoted
 from paddlecd.files import now_iso, regular_file, write_json
 from paddlecd.image import lock, variants
 from paddlecd.registry import answers
@@ -297,7 +297,7 @@ def parse_labels(items: Iterable[str], own: Mapping[str, str]) -> dict[str, str]
                               "control character, or the label a NUL byte",
                               "e.g. --label org.example.ticket=REL-42")
         if key in own:
-            raise ConfigError(f"invalid --label {item!r}: paddlecd sets {key} itself",
+            raise ConfigError(f"invalid --label {quoted(item)}: paddlecd sets {key} itself",
                               "use a key of your own namespace, e.g. org.example.<name>")
         if key in out and out[key] != value:  # a trial: the first value dropped unsaid
             raise ConfigError(f"--label {key} is given twice ({out[key][:80]!r} and "

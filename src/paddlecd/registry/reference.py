@@ -145,7 +145,7 @@ def parse_reference(ref: str, *, default_tag: str | None = "latest") -> Referenc
     """
     text = (ref or "").strip()
     if re.fullmatch(r"sha256:[0-9a-fA-F]*", text):  # would parse as repository "sha256", a tag
-        raise ConfigError(f"image reference {ref!r} is a digest without its repository",
+        raise ConfigError(f"image reference {quoted(ref)} is a digest without its repository",
                           "give host/repository@sha256:<digest>, as push prints it")
     rest, at, digest = text.partition("@")
     if at and not digest:  # a trial: "repo@" (an unset $DIGEST) was read as repo:latest
@@ -157,8 +157,8 @@ def parse_reference(ref: str, *, default_tag: str | None = "latest") -> Referenc
     path, tag = _split_tag(path, ref)
     if not _REPOSITORY.fullmatch(path) or len(f"{registry}/{path}") > 255:
         caps = " (capitals are not allowed)" if path != path.lower() else ""
-        raise ConfigError(f"invalid image reference {ref!r}: bad repository {path!r}{caps}",
-                          REPOSITORY_RULE)
+        raise ConfigError(f"invalid image reference {quoted(ref)}: bad repository "
+                          f"{quoted(path)}{caps}", REPOSITORY_RULE)
     if registry == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"
     return Reference(registry, path, tag or (None if digest else default_tag), digest or None)
@@ -168,11 +168,12 @@ def _split_registry(rest: str, ref: str) -> tuple[str, str]:
     first, slash, path = rest.partition("/")
     if slash and ("." in first or ":" in first or first == "localhost"):
         if not _DOMAIN.fullmatch(first):
-            raise ConfigError(f"invalid image reference {ref!r}: bad registry {first!r}", _HINT)
+            raise ConfigError(f"invalid image reference {quoted(ref)}: bad registry "
+                              f"{quoted(first)}", _HINT)
         registry = DOCKER_HUB if first in ("index.docker.io", DOCKER_HUB_API) else first
         return registry, path
     if not rest:
-        raise ConfigError(f"invalid image reference {ref!r}: empty", _HINT)
+        raise ConfigError(f"invalid image reference {quoted(ref)}: empty", _HINT)
     return DOCKER_HUB, rest
 
 
@@ -181,5 +182,5 @@ def _split_tag(path: str, ref: str) -> tuple[str, str | None]:
     if not colon or "/" in tag:
         return path, None
     if not _TAG.fullmatch(tag):
-        raise ConfigError(f"invalid image reference {ref!r}: bad tag {tag!r}", TAG_RULE)
+        raise ConfigError(f"invalid image reference {quoted(ref)}: bad tag {quoted(tag)}", TAG_RULE)
     return name, tag

@@ -13,7 +13,7 @@ kyverno.io_clusterpolicies.yaml`` at 111e07bb; the tests validate against it.
 from __future__ import annotations
 
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, quoted
 from paddlecd.signing import keys
 from paddlecd.types import KubeObject
 from paddlecd.verify.attestation import PREDICATE_TYPE
@@ -47,7 +47,7 @@ def kyverno_policy(settings: Settings, *, action: str = "Enforce",
             pair), or one that cannot be read: a policy without a key would admit nothing.
     """
     if action not in ACTIONS:
-        raise ConfigError(f"--action {action!r}: not Enforce or Audit",
+        raise ConfigError(f"--action {quoted(action)}: not Enforce or Audit",
                           "Enforce refuses unverified Pods; Audit only reports them")
     trusted = keys.trusted(settings)
     entries = [{"keys": {"publicKeys": keys.public_pem(k.key).decode().strip(),

@@ -28,7 +28,7 @@ from typing import Literal
 
 import semver
 
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, quoted
 
 Part = Literal["major", "minor", "patch"]
 _FORMAT = "use X.Y.Z (Semantic Versioning 2.0.0), e.g. 1.4.0 or 1.5.0-rc.1"
@@ -44,17 +44,18 @@ def parse_version(text: str) -> semver.Version:
     """
     text = text or ""
     if text != text.strip():  # "1.2.3 " is a typo or a script's stray newline, never 1.2.3
-        raise ConfigError(f"invalid version {text!r}: it has spaces around it",
+        raise ConfigError(f"invalid version {quoted(text)}: it has spaces around it",
                           f"{_FORMAT}, with nothing around it")
     if text[:1] in ("v", "V"):
         rest = text[1:]
         fixed = rest if re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", rest) else None
-        raise ConfigError(f"invalid version {text!r}: no 'v' prefix in release versions",
+        raise ConfigError(f"invalid version {quoted(text)}: no 'v' prefix in release versions",
                           f"{_FORMAT}" + (f": {fixed}" if fixed else ""))
     try:
         version = semver.Version.parse(text)
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"invalid version {text!r}: {_why_not_semver(text)}", _FORMAT) from e
+        raise ConfigError(f"invalid version {quoted(text)}: {_why_not_semver(text)}",
+                          _FORMAT) from e
     if version.build:
         raise ConfigError(
             f"invalid version {text!r}: build metadata ('+{version.build}') cannot be in a tag",
@@ -138,7 +139,7 @@ def bump(releases: Iterable[semver.Version], part: Part) -> semver.Version:
         ConfigError: ``part`` is not major, minor or patch.
     """
     if part not in ("major", "minor", "patch"):
-        raise ConfigError(f"invalid --bump {part!r}", "use --bump major, minor or patch")
+        raise ConfigError(f"invalid --bump {quoted(part)}", "use --bump major, minor or patch")
     finals = [v for v in releases if not v.prerelease]
     return max(finals, default=semver.Version(0, 0, 0)).next_version(part)
 

@@ -50,6 +50,7 @@ from paddlecd.errors import (
     PromotionError,
     RegistryError,
     VariantMismatchError,
+    quoted,
 )
 from paddlecd.image import variants
 from paddlecd.registry.client import RegistryClient
@@ -293,7 +294,7 @@ def _check_flags(*, version: str | None, part: str | None, force: bool, reason: 
     if version:
         parse_version(version)  # bad input is refused before any registry is asked
     if part and part not in ("major", "minor", "patch"):  # …never "no candidate" for a typo
-        raise ConfigError(f"--bump {part!r} is not major, minor or patch",
+        raise ConfigError(f"--bump {quoted(part)} is not major, minor or patch",
                           "e.g. --bump minor")
 
 

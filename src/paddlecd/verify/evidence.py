@@ -34,7 +34,7 @@ from typing import Any
 
 from paddlecd import schema as validation
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, VerifyError
+from paddlecd.errors import ConfigError, VerifyError, quoted
 from paddlecd.files import unique_keys, write_json
 
 SCHEMA = 1
@@ -187,7 +187,8 @@ def _parse_time(text: str, *, source: str = "evidence") -> dt.datetime:
 def _hex(digest: str) -> str:
     algo, _, hexpart = digest.partition(":")
     if algo != "sha256" or len(hexpart) != 64:
-        raise ConfigError(f"not a sha256 digest: {digest!r}", "pass sha256:<64 hex characters>")
+        raise ConfigError(f"not a sha256 digest: {quoted(digest)}",
+                          "pass sha256:<64 hex characters>")
     return hexpart
 
 
