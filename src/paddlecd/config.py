@@ -538,8 +538,9 @@ def _checked(settings: Settings, origin: Callable[[str], Origin]) -> Settings:
             )
         port = host.rpartition(":")[2] if host and ":" in host.rpartition("]")[2] else None
         name = host[:-len(port) - 1] if port is not None else host
-        if host and not _HOST.fullmatch(name):  # a trial: '127.0.0.1 :5397' reached urllib3,
-            # and '127.0.0.1?x=1' port 80, reported as a registry that is down
+        if host and (not _HOST.fullmatch(name) or any(c.isspace() for c in host)):
+            # a trial: '127.0.0.1 :5397' reached urllib3, and '127.0.0.1?x=1' port 80, reported
+            # as a registry that is down; '127.0.0.1:5000 ' was "the port is not 1..65535"
             raise ConfigError(f"setting '{key}' ({origin(key).text(key)}) is {quoted(host)}: "
                               "not host[:port]",
                               "a DNS name, an IPv4 address or [IPv6], then an optional :port, "

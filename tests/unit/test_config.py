@@ -177,10 +177,12 @@ def test_registry_url_is_host_and_port_only(tmp_path, url):
 
 
 @pytest.mark.parametrize("url", ["127.0.0.1 :5397", " 127.0.0.1:5397", "127.0.0.1:5397:5397",
-                                 "127.0.0.1?x=1", "127.0.0.1#frag:5397", "reg_x.example"])
+                                 "127.0.0.1?x=1", "127.0.0.1#frag:5397", "reg_x.example",
+                                 "127.0.0.1:5000 ", "127.0.0.1:6279 x", "127.0.0.1:\t5000"])
 def test_registry_url_is_a_host_name(tmp_path, url):
     """Trial 9: white space reached urllib3 ("Failed to parse", hint "check the path"), and
-    '127.0.0.1?x=1' was asked on port 80 and reported as a registry that is down."""
+    '127.0.0.1?x=1' was asked on port 80 and reported as a registry that is down. Trial 17: a
+    space after the port was "the port is not 1..65535"."""
     with pytest.raises(ConfigError, match="not host\\[:port\\]") as e:
         config.load({"registry.url": url}, root=tmp_path, environ={})
     assert e.value.cause.startswith("setting 'registry.url'")
