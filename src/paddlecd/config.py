@@ -855,7 +855,9 @@ def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
                 "give a number within its bound (docs/configuration.md lists them)") from e
         raise ConfigError(
             f"setting '{key}' ({origin.text(key)}): {quoted(value)} is not "
-            f"{'an integer' if base is int else 'a ' + base.__name__}",
+            f"{'a whole number' if base is int else 'a ' + base.__name__}",
             "use true or false (also 1/0, yes/no, on/off)" if base is bool
-            else f"give a number, e.g. {origin.example(key, 3 if base is int else 1.5)}",
+            # a trial: verify.timeout 1.5 was "not an integer", hint "give a number"
+            else f"give a whole number, e.g. {origin.example(key, 3)}" if base is int
+            else f"give a number, e.g. {origin.example(key, 1.5)}",
         ) from e

@@ -28,7 +28,7 @@ def test_config_cascade_order(tmp_path):
 @pytest.mark.parametrize("yaml_text,environ,fragment", [
     ("registry: {urll: x}", {}, "did you mean 'registry.url'"),
     ("", {"PADDLECD_REGISTRY_INSECURE": "maybe"}, "is not a bool"),
-    ("", {"PADDLECD_VERIFY_CPU_RANKS": "two"}, "is not an integer"),
+    ("", {"PADDLECD_VERIFY_CPU_RANKS": "two"}, "is not a whole number"),
     ("", {"PADDLECD_VERIFY_TIMEOUT": "-5"}, "must be greater than 0"),
     ("registry: [1]", {}, "must be a mapping"),
     ("registry: {url: [unclosed", {}, "not valid YAML"),
@@ -41,8 +41,8 @@ def test_config_cascade_order(tmp_path):
     # values are typed where they are read
     ("state_dir: [1, 2]", {}, "setting 'state_dir' ({file}: state_dir) must be a single value, "
                               "got a list"),
-    ("registry: {push_retries: 1.5}", {}, "push_retries): 1.5 is not an integer"),
-    ("verify: {cpu_ranks: true}", {}, "({file}: verify.cpu_ranks): True is not an integer"),
+    ("registry: {push_retries: 1.5}", {}, "push_retries): 1.5 is not a whole number"),
+    ("verify: {cpu_ranks: true}", {}, "({file}: verify.cpu_ranks): True is not a whole number"),
     # a trial: 100000 ranks were accepted, the convergence checks skipped, the run "passed"
     ("", {"PADDLECD_VERIFY_CPU_RANKS": "100000"}, "'verify.cpu_ranks' (PADDLECD_VERIFY_CPU_RANKS) "
                                                 "must be 1..64"),
@@ -73,9 +73,10 @@ def test_config_cascade_order(tmp_path):
     ("", {"PADDLECD_RELEASE_MAX_SLOWDOWN": "nan"}, "'nan' is not a float"),
     ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "inf"}, "'inf' is not a float"),
     ("release: {max_slowdown: .inf}", {}, "inf is not a float"),
-    ("", {"PADDLECD_VERIFY_TIMEOUT": "1_0"}, "'1_0' is not an integer"),
-    ("", {"PADDLECD_RETENTION_KEEP_DAYS": " 5 "}, "' 5 ' is not an integer"),
-    ("", {"PADDLECD_VERIFY_CPU_RANKS": "\uff12"}, "is not an integer"),
+    ("", {"PADDLECD_VERIFY_TIMEOUT": "1_0"}, "'1_0' is not a whole number"),
+    ("", {"PADDLECD_VERIFY_TIMEOUT": "1.5"}, "'1.5' is not a whole number"),  # trial 17
+    ("", {"PADDLECD_RETENTION_KEEP_DAYS": " 5 "}, "' 5 ' is not a whole number"),
+    ("", {"PADDLECD_VERIFY_CPU_RANKS": "\uff12"}, "is not a whole number"),
     ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "5"}, "'verify.busbw_fraction' "
                                                   "(PADDLECD_VERIFY_BUSBW_FRACTION) must be 0..1"),
     # trial 9: bounded only by "> 0", 99999999999 ended in an OverflowError traceback
@@ -316,8 +317,8 @@ def test_null_still_means_none_for_an_optional_setting(tmp_path):
 
 @pytest.mark.parametrize("yaml_text, cause, hint", [
     ("registry: {push_retries: abc}",
-     "setting 'registry.push_retries' ({file}: registry.push_retries): 'abc' is not an integer",
-     "give a number, e.g. 'registry: {{push_retries: 3}}' in {file}"),
+     "setting 'registry.push_retries' ({file}: registry.push_retries): 'abc' is not a whole number",
+     "give a whole number, e.g. 'registry: {{push_retries: 3}}' in {file}"),
     ("verify: {shm_size: lots}",
      "setting 'verify.shm_size' ({file}: verify.shm_size) is 'lots': not a Docker size",
      "fix {file}: verify.shm_size"),
