@@ -197,6 +197,9 @@ def test_corrupt_lock_file(tmp_path):
     # trial 4: a list was taken as no entries ("has no entry", hint: bootstrap a 1 GB base), a
     # newer schema as a missing entry, a cut digest as "invalid digest" naming no file
     ("schema: 1\nbases: []\n", "not a valid lock file (expected bases:"),
+    # trial 17: a 0-byte lock file (a killed writer) built without a word
+    ("", "the lock file is empty"), ("# only a comment\n", "the lock file is empty"),
+    ("schema: 1\n", "not a valid lock file (expected bases:"),
     ("schema: 2\nbases: {}\n", "schema '2': this paddlecd reads schema 1"),
     ("bases: {cpu: {base: 'b:1', digest: 'sha256:" + "1" * 63 + "', media_type: m, "
      "locked: t}}\n", "bases.cpu.digest 'sha256:" + "1" * 63 + "' is not a digest"),

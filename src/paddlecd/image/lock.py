@@ -79,20 +79,24 @@ def _read_one(path: Path) -> dict[str, LockEntry]:
     """The entries of one lock file ({} when it does not exist).
 
     Raises:
-        LockError: not YAML, another ``schema`` than :data:`SCHEMA`, ``bases`` not a mapping of
-            ``{base, digest, media_type, locked}`` strings, or a digest that is not one; each
-            names the file (and the variant's key).
+        LockError: empty, not YAML, no ``bases`` key, another ``schema`` than :data:`SCHEMA`,
+            ``bases`` not a mapping of ``{base, digest, media_type, locked}`` strings, or a
+            digest that is not one; each names the file (and the variant's key).
     """
     if not path.exists():
         return {}
     hint = "delete it and run: invoke lock"
     try:  # one line: the YAML problem and its line, not the parser's three-line mark
-        data = files.read_yaml(path, error=LockError, what="lock file") or {}
+        data = files.read_yaml(path, error=LockError, what="lock file")
     except LockError as e:
         raise LockError(f"{e.cause} (a lock file)", hint) from e
+    if data is None:  # a trial: a 0-byte lock file (a killed writer, a full disk) built unsaid
+        raise LockError(f"{path}: the lock file is empty", hint)
     shape = "expected bases: {variant: {base, digest, media_type, locked}}"
     bases = data.get("bases") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or not isinstance({} if bases is None else bases, dict):
+    # every lock file paddlecd writes has its bases key ({} when none is pinned)
+    if not isinstance(data, dict) or "bases" not in data or not isinstance(
+            {} if bases is None else bases, dict):
         raise LockError(f"{path}: not a valid lock file ({shape})", hint)  # [] is no mapping
     if data.get("schema", SCHEMA) != SCHEMA:  # a newer paddlecd's file, or a hand edit
         raise LockError(f"{path}: schema {str(data['schema'])[:40]!r}: this paddlecd reads "
