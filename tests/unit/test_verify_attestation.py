@@ -205,13 +205,16 @@ def test_a_path_in_the_signing_key_variable_is_named_as_a_path(tmp_path, monkeyp
     """Trial 16: ``PADDLECD_SIGNING_KEY=<a .pub file>`` (or a folder) said "holds no PEM block":
     the variable holds the PEM itself, and a path there is said to be one."""
     private, public = keys.keygen(tmp_path / "k")
-    for given in (public, tmp_path / "k"):
+    folder = Path(public).parent
+    for given, what in ((public, ""), (folder, ", a folder")):
         monkeypatch.setenv(keys.ENV_PEM, str(given))
         with pytest.raises(SigningKeyError) as e:
             keys.signer(_settings(tmp_path))
-        assert e.value.cause == f"$PADDLECD_SIGNING_KEY holds a path ({given}), not the PEM key " \
-            "itself"
+        assert e.value.cause == f"$PADDLECD_SIGNING_KEY holds a path ({given}{what}), not the " \
+            "PEM key itself"
         assert "verify.signing_key" in e.value.hint
+        # trial 17: a folder's hint said export PADDLECD_SIGNING_KEY="$(cat <the folder>)"
+        assert ("$(cat " in e.value.hint) is (what == "")
     monkeypatch.setenv(keys.ENV_PEM, Path(private).read_text())
     assert keys.signer(_settings(tmp_path))
 

@@ -31,7 +31,7 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 from paddlecd import files
 from paddlecd.config import Settings
 from paddlecd.errors import SigningKeyError
-from paddlecd.files import environ_value, read_regular, regular_file
+from paddlecd.files import environ_value, kind_of, read_regular, regular_file
 from paddlecd.types import Echo
 
 ENV_PEM = "PADDLECD_SIGNING_KEY"
@@ -198,9 +198,15 @@ def signer(settings: Settings) -> CryptoSigner:
     if pem:
         if "-----BEGIN " not in pem and len(pem) < 4096 and "\n" not in pem.strip() and (
                 os.path.lexists(pem.strip())):  # a trial: a path was "holds no PEM block"
+            path = pem.strip()
+            if not os.path.isfile(path):  # a trial: the hint said to cat a folder
+                raise SigningKeyError(
+                    f"${ENV_PEM} holds a path ({path[:200]}, {kind_of(Path(path))}), not the "
+                    "PEM key itself", f"give {ENV_PEM} the PEM text of the key file itself, or "
+                    "set verify.signing_key to the key file's path")
             raise SigningKeyError(
-                f"${ENV_PEM} holds a path ({pem.strip()[:200]}), not the PEM key itself",
-                f"export {ENV_PEM}=\"$(cat {pem.strip()[:200]})\", or set verify.signing_key "
+                f"${ENV_PEM} holds a path ({path[:200]}), not the PEM key itself",
+                f"export {ENV_PEM}=\"$(cat {path[:200]})\", or set verify.signing_key "
                 "to the path")
         return _signer(pem.encode(), f"${ENV_PEM}")
     own = state_pair(settings)[0]
