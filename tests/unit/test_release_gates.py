@@ -350,9 +350,11 @@ def test_the_gate_is_a_table_of_judged_figures_and_a_line_of_notes():
         f"{step.slowdown:.0%}", "slower", "REGRESSION"]
     assert "1,094,480 samples/s" in rows["train.throughput"]  # thousands grouped
     hidden = len(result.verdicts) - len(judged)
-    assert lines[-1] == ("    (limit 10% slower; noise: slower than the limit, within the runs' "
+    # trial 17: the note said a bare "invoke release.show", which is refused for its version
+    named = result.describe(shown_by="invoke release.show 1.1.0-cpu")
+    assert named[-1] == ("    (limit 10% slower; noise: slower than the limit, within the runs' "
                          f"noise; {hidden} more figures, too few timed samples to judge: "
-                         "invoke release.show)")
+                         "invoke release.show 1.1.0-cpu)")
     every = result.describe(every=True)
     assert len(every) == 2 + len(result.verdicts) + 1 and "too few samples" in every[2]
     loose = run(figures("cpu-3.0.0.json"), figures("cpu-3.0.0.json"), limits=gates.Limits(49))
@@ -382,7 +384,8 @@ def test_promote_prints_the_gate_once_on_stderr_and_json_stays_one_document(
                            digest=NEW)
 
     def promoted(settings, *, report, **_):
-        for line in ["promote 1.0.1-cpu: c → r", *comparison.describe(), "  ledger record new"]:
+        planned = comparison.describe(shown_by="invoke release.show 1.0.1-cpu, once promoted")
+        for line in ["promote 1.0.1-cpu: c → r", *planned, "  ledger record new"]:
             report(line)
         return SimpleNamespace(plan=plan, bytes_uploaded=0, phases=[])
 
@@ -395,7 +398,9 @@ def test_promote_prints_the_gate_once_on_stderr_and_json_stays_one_document(
     tasks.promote.body(Context(), variant="cpu", version="1.0.1", digest=NEW, yes=True, json=True)
     out, err = capsys.readouterr()
     assert json.loads(out)["release"] == "1.0.1-cpu" and len(out.splitlines()) == 1
-    table = comparison.describe()
+    # the plan names the release to come; under the result line, the release made
+    table = comparison.describe(shown_by="invoke release.show 1.0.1-cpu"
+                                + ("" if how == "live" else ", once promoted"))
     assert err.count(table[0]) == 1 and all(x in err.splitlines() for x in table), err
     if how == "live":  # after the stage's result line
         assert err.index("✔ promote cpu") < err.index(table[0])

@@ -136,7 +136,8 @@ def promote(
                     + ("already released" if outcome.plan.noop
                        else f"{view.human_bytes(outcome.bytes_uploaded)} uploaded"))
         if st.how == "live" and outcome.plan.comparison:  # else printed in the plan, as it came
-            for line in outcome.plan.comparison.describe():  # the gate, under its result line
+            for line in outcome.plan.comparison.describe(  # the gate, under its result line
+                    shown_by=f"invoke release.show {outcome.plan.version}-{name}"):
                 say(line)
     if not yes or dry_run:
         _confirmed(outcome, dry_run, yes, "promotion")  # raises unless there is nothing to write

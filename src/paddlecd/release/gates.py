@@ -131,10 +131,12 @@ class Comparison:
                          f"(candidate {self.digest}, baseline {self.baseline_digest})")
         return "; ".join(parts)
 
-    def describe(self, *, every: bool = False) -> list[str]:
+    def describe(self, *, every: bool = False, shown_by: str = "invoke release.show VERSION"
+                 ) -> list[str]:
         """Lines for a person: the verdict, then the figures' table (:func:`table`; ``every``:
-        the figures too few timed samples judged as rows too, not counted in its notes), then
-        one line per model problem."""
+        the figures too few timed samples judged as rows too, not counted in its notes;
+        ``shown_by``: the command its notes name for those rows), then one line per model
+        problem."""
         models = [f"    model {m}" for m in self.models]
         if self.status == "not compared" or (self.note and not self.verdicts):
             state = {"refused": "REFUSED, ", "accepted": f"accepted by {self.who}: "
@@ -146,7 +148,8 @@ class Comparison:
                  f"{(self.baseline_digest or '?')[:19]}…) on {self.hardware}"]
         unmatched = [f"    warning: release.max_slowdown_figures pattern {p[:80]!r} matches no "
                      "figure of the candidate: it limits nothing" for p in self.unmatched]
-        return (lines + [f"    {x}" for x in table(self.verdicts, every=every)] + models
+        return (lines + [f"    {x}" for x in table(self.verdicts, every=every,
+                                                      shown_by=shown_by)] + models
                 + unmatched)
 
     def to_json(self) -> dict[str, Any]:
@@ -168,11 +171,14 @@ class Comparison:
 JUDGED = ("ok", "noise", "regression")  # the statuses a figure with enough samples gets
 
 
-def table(verdicts: Sequence[Verdict], *, every: bool = False) -> list[str]:
+def table(verdicts: Sequence[Verdict], *, every: bool = False,
+          shown_by: str = "invoke release.show VERSION") -> list[str]:
     """The verdicts as a table for a person: a header (figure, baseline, candidate, change,
     verdict), one row per judged figure (``every``: per figure), then one line of notes in
     parentheses: the limit when the judged figures share one (else it is in each verdict), and
-    how many figures are not shown (too few timed samples, or none in the baseline).
+    how many figures are not shown (too few timed samples, or none in the baseline) and
+    ``shown_by``, the command that shows them (a trial: a bare ``invoke release.show`` was
+    refused for its missing version).
 
     ``train.step_time   0.9486 ms   1.91 ms   101% slower   ok``; values are medians, the
     change is the candidate's slowdown (:attr:`Verdict.slowdown`)."""
@@ -199,7 +205,7 @@ def table(verdicts: Sequence[Verdict], *, every: bool = False) -> list[str]:
         notes.append(", ".join(
             ([f"{few} more figure{'s' * (few > 1)}, too few timed samples to judge"] if few
              else []) + ([f"{new} new (none in the baseline)"] if new else []))
-            + ": invoke release.show")
+            + f": {shown_by}")
     return lines + ([f"({'; '.join(notes)})"] if notes else [])
 
 

@@ -125,7 +125,9 @@ class Plan:
             )
         elif self.refusal:
             lines.append(f"  evidence        REFUSED: {self.refusal.cause}")
-        lines += self.comparison.describe() if self.comparison else []
+        lines += self.comparison.describe(shown_by=f"invoke release.show {self.version}-"
+                                          f"{self.variant}, once promoted"
+                                          ) if self.comparison else []
         lines.append(f"  ledger record   new {self.action} record in {self.target}" if self.record
                      else "  ledger          already recorded")
         return lines
