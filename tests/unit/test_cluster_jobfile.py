@@ -478,10 +478,12 @@ def test_less_cpu_than_docker_gives_a_container_is_refused_for_local_at_planning
                            host_cpus=2)
 
 
-@pytest.mark.parametrize("where", ["keys", "keys/sub", "."])
+@pytest.mark.parametrize("where", ["keys", "keys/sub", ".", "registry", "evidence", "ledger",
+                                   "artifacts/m", "builds", "candidates", "logs"])
 def test_a_job_folder_at_paddlecd_s_keys_or_whole_state_folder_is_refused(tmp_path, where):
     """Trial 16: output.path and data.path at ``.paddlecd/keys`` (the signing key) passed the
-    dry run, and the run's hint said to chown the folder to the training user."""
+    dry run, and the run's hint said to chown the folder to the training user. Trial 17: the
+    embedded registry's storage, the evidence, the ledger and the model store passed too."""
     from paddlecd import config
     from paddlecd.deployment import stage as deploy
 
@@ -497,6 +499,27 @@ def test_a_job_folder_at_paddlecd_s_keys_or_whole_state_folder_is_refused(tmp_pa
     fine = jobfile.load(write(tmp_path, output={"path": str(s.state / "train-output"),
                                                 "mountPath": "/output"}))
     deploy.check_state_paths(s, fine)  # the example job's output folder
+
+
+def test_an_output_folder_holding_the_state_folder_or_the_model_store_is_refused(tmp_path):
+    """An output folder above the state folder (the project's root) lets the job write into the
+    keys and records; one in a file:// model store lets it rewrite stored models."""
+    from paddlecd import config
+    from paddlecd.deployment import stage as deploy
+
+    store = tmp_path / "store"
+    s = config.load({"state_dir": str(tmp_path / "project" / ".paddlecd"),
+                     "storage.url": f"file://{store}"}, root=tmp_path, environ={})
+    for out, words in ((tmp_path / "project", "holds paddlecd's state folder"),
+                       (store / "m", "is in (or holds) the model store"),
+                       (tmp_path, "holds paddlecd's state folder")):
+        spec = jobfile.load(write(tmp_path, output={"path": str(out), "mountPath": "/output"}))
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            deploy.check_state_paths(s, spec)
+    data = jobfile.load(write(tmp_path, output={"path": str(tmp_path / "out"),
+                                                "mountPath": "/output"},
+                              data={"path": str(tmp_path / "project"), "mountPath": "/data"}))
+    deploy.check_state_paths(s, data)  # read-only data above the state folder stays allowed
 
 
 @pytest.mark.parametrize("key", ["memory", "shm"])

@@ -284,28 +284,65 @@ def _namespace(settings: Settings, cluster: str) -> str:
     return k8s.namespace(settings)
 
 
+# The folders of the state folder that hold paddlecd's own keys, records and servers' data (what
+# writes each: its module); a job folder there could read the signing key or rewrite the
+# records and blobs that releases rest on. Other folders below the state folder stay a job's
+# (the example job writes to .paddlecd/train-output).
+OWN_FOLDERS = {
+    "keys": "the signing keys", "registry": "the embedded registry's storage",
+    "evidence": "the verify runs' evidence", "ledger": "the release ledger's cache",
+    "artifacts": "the default model store", "builds": "the build records",
+    "candidates": "the candidate records", "logs": "the logs", "pipelines": "the pipeline runs",
+    "locks": "the run locks", "bootstrap": "the base bootstrap's files",
+    "charts": "the rendered charts", "check": "the model checks' files",
+    "verify": "the verify runs' files", "wheels": "the cached wheels",
+    "node": "the Sigstore reader's packages",
+}
+
+
 def check_state_paths(settings: Settings, spec: jobfile.JobSpec) -> None:
-    """Refuse a job folder (code, data, output) that is paddlecd's state folder as a whole, or
-    its keys folder or a folder inside it (a trial: output.path and data.path at
-    ``.paddlecd/keys``, which holds the signing key, passed the dry run and the hint said to
-    chown it to the training user). Folders below the state folder stay fine: the example job
-    writes to ``.paddlecd/train-output``.
+    """Refuse a job folder (code, data, output) that is paddlecd's state folder as a whole or
+    one of its own folders (:data:`OWN_FOLDERS`) or inside one (trial 16: output.path and
+    data.path at ``.paddlecd/keys``, which holds the signing key, passed the dry run and the hint
+    said to chown it to the training user; trial 17: ``.paddlecd/registry``, ``evidence``,
+    ``ledger`` and ``artifacts`` passed), an output folder that holds the state folder, and an
+    output folder in (or holding) the ``file://`` model store.
 
     Raises:
         ConfigError: naming the key, the path and what the folder holds.
     """
+    from paddlecd.artifacts.storage import default_store_url, parse_url
+
     state = settings.state.resolve()
-    keys = state / "keys"
+    store = default_store_url(settings)
+    try:  # a broken storage.url is upload's to name, not a deploy's
+        store_root = Path(parse_url(store).prefix).resolve() if store.startswith("file://") \
+            else None
+    except ConfigError:
+        store_root = None
     for label, vol in (("code", spec.code), ("data", spec.data), ("output", spec.output)):
         if not vol or not vol.path:
             continue
         path = Path(vol.path).resolve()
-        if path == state or path.is_relative_to(keys):
-            what = "the signing keys" if path.is_relative_to(keys) else "its keys and records"
+        own = next((n for n in OWN_FOLDERS if path.is_relative_to(state / n)), None)
+        if path == state or own:
             raise ConfigError(
                 f"{spec.source}: {label}.path {vol.path} is paddlecd's "
-                f"{'keys folder' if path.is_relative_to(keys) else 'state folder'} ({what})",
+                + (f"{own} folder ({OWN_FOLDERS[own]})" if own
+                   else "state folder (its keys and records)"),
                 f"point {label}.path at a folder of its own, e.g. {state / 'train-output'}")
+        if label != "output":
+            continue
+        if state.is_relative_to(path):
+            raise ConfigError(
+                f"{spec.source}: output.path {vol.path} holds paddlecd's state folder {state} "
+                "(its keys and records): the job could write there",
+                f"point output.path at a folder of its own, e.g. {state / 'train-output'}")
+        if store_root and (path.is_relative_to(store_root) or store_root.is_relative_to(path)):
+            raise ConfigError(
+                f"{spec.source}: output.path {vol.path} is in (or holds) the model store {store}: "
+                "the job could rewrite stored models", "point output.path at a folder of its "
+                f"own (invoke upload stores the export), e.g. {state / 'train-output'}")
 
 
 def check_host_paths(spec: jobfile.JobSpec) -> None:
