@@ -94,8 +94,9 @@ _YAML_LOADER.add_constructor("tag:yaml.org,2002:float", _YAML_LOADER.construct_y
 class _TEXT_LOADER(_YAML_LOADER):  # noqa: N801 (as _YAML_LOADER)
     """:class:`_YAML_LOADER` for files whose values become text (a job file's ``env`` and
     ``args``): YAML 1.1's ``yes``/``no``/``on``/``off`` as a value are refused (a trial: job env
-    ``FLAG: yes`` reached the process as ``true``). Settings keep them: ``keep: yes`` is a
-    switch, meant as one."""
+    ``FLAG: yes`` reached the process as ``true``), and a number's ``str()`` is its text as
+    written (``0.10`` stays ``0.10``). Settings keep ``yes``: ``keep: yes`` is a switch, meant
+    as one."""
 
     def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
         """``true`` or ``false``; ``yes``, ``on``… refused as the class says."""
@@ -106,7 +107,46 @@ class _TEXT_LOADER(_YAML_LOADER):  # noqa: N801 (as _YAML_LOADER)
         return super().construct_yaml_bool(node)
 
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """A whole number whose ``str()`` is the text as written (``+5`` stays ``+5``)."""
+        return _written(super().construct_yaml_int(node), node.value, _WrittenInt)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        """A number whose ``str()`` is the text as written (a trial: job args ``[--lr, 0.10]``
+        and ``1.0e-3`` reached the script as ``0.1`` and ``0.001``)."""
+        return _written(super().construct_yaml_float(node), node.value, _WrittenFloat)
+
+
+class _WrittenInt(int):
+    """An int read from a job file, printed as the file wrote it (``str``); a number otherwise."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _WrittenFloat(float):
+    """A float read from a job file, printed as the file wrote it (``str``); a number otherwise."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _written(number: Any, text: str, kind: type) -> Any:
+    """``number`` as is when ``str()`` already gives ``text``, else as ``kind`` remembering it."""
+    if str(number) == text:
+        return number
+    out = kind(number)
+    out.text = text
+    return out
+
+
 _TEXT_LOADER.add_constructor("tag:yaml.org,2002:bool", _TEXT_LOADER.construct_yaml_bool)
+_TEXT_LOADER.add_constructor("tag:yaml.org,2002:int", _TEXT_LOADER.construct_yaml_int)
+_TEXT_LOADER.add_constructor("tag:yaml.org,2002:float", _TEXT_LOADER.construct_yaml_float)
 
 
 def expanded_size(doc: Any, cap: int) -> int:

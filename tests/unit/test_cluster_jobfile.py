@@ -217,8 +217,8 @@ def test_quantities_the_engine_or_the_api_cannot_take_are_refused(tmp_path, reso
         ({"model": "exports/"}, "model 'exports/' names no file"),
         # trial 9: YAML .inf / 1e400 reached the process as the string "inf"
         ({"command": {"script": "t.py", "args": [1, float("inf")]}},
-         "command.args[1] is inf, not a finite number"),
-        ({"env": {"NUM": float("nan")}}, "env.NUM is nan, not a finite number"),
+         "command.args[1] is .inf, not a finite number"),
+        ({"env": {"NUM": float("nan")}}, "env.NUM is .nan, not a finite number"),
     ],
 )
 def test_paths_that_leave_their_mount_are_refused(tmp_path, change, message):
@@ -447,6 +447,18 @@ def test_decimal_numbers_in_args_still_read(tmp_path):
     path.write_text(yaml.safe_dump({**BASE, "command": {"script": "t.py",
                                                         "args": [3, -2, 0.5, 1.0e+5, 0]}}))
     assert jobfile.load(path).args == ("3", "-2", "0.5", "100000.0", "0")
+
+
+def test_numbers_in_args_and_env_reach_the_process_as_written(tmp_path):
+    """Trial 17: ``args: [--lr, 0.10]`` and ``1.0e-3`` reached the script as ``0.1`` and
+    ``0.001``; the docs say args and env become the process's text."""
+    path = tmp_path / "train.yaml"
+    path.write_text("name: demo\ncommand: {script: train.py, args: [--lr, 0.10, 1.0e-3, +5, 2.50]}"
+                    "\ncode: {path: ., mountPath: /code}\noutput: {path: out, mountPath: /output}"
+                    "\nenv: {LR: 0.100}\n")
+    spec = jobfile.load(path)
+    assert spec.args == ("--lr", "0.10", "1.0e-3", "+5", "2.50")
+    assert dict(spec.env)["LR"] == "0.100"
 
 
 def test_yaml_1_1_booleans_in_env_are_refused_and_an_on_key_stays_text(tmp_path):
