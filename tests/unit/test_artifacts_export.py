@@ -180,3 +180,12 @@ def test_an_empty_file_of_the_export_is_refused(tmp_path, empty):
     (tmp_path / empty).write_bytes(b"")
     with pytest.raises(ConfigError, match=rf"{empty} is empty \(0 bytes\)"):
         find_export(tmp_path)
+
+
+def test_an_export_with_both_program_forms_is_refused(tmp_path):
+    """Trial 17: model.json and model.pdmodel beside one model.pdiparams were both stored as a
+    paddle-pir-json export, the .pdmodel never checked."""
+    with pytest.raises(ConfigError) as e:
+        find_export(_folder(tmp_path, "model.json", "model.pdmodel", "model.pdiparams"))
+    assert e.value.cause == (f"{tmp_path} holds both model.json (Paddle 3.x) and model.pdmodel "
+                             "(Paddle 2.x): one jit.save writes one of them")

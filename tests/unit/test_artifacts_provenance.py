@@ -1,6 +1,8 @@
 """Truthful manifests: the InputSpec is read from the export's program, the Paddle
 version is the producing image's (or given), never the uploading host's. The PIR programs in
-tests/data/artifacts were written by paddle.jit.save (Paddle 3.0.0, InputSpec([None, 4]))."""
+tests/data/artifacts were written by paddle.jit.save (Paddle 3.0.0, InputSpec([None, 4])), and
+legacy-linear.pdmodel by the same with FLAGS_enable_pir_api=0 (the ProgramDesc of a
+paddle.nn.Linear(4, 2)), in the suite's CPU image."""
 
 from __future__ import annotations
 
@@ -20,11 +22,28 @@ DATA = Path(__file__).parents[1] / "data" / "artifacts"
 def _export(folder: Path, program_file: str | None = "pir-linear.json", *, legacy=False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     if legacy:
-        (folder / "inference.pdmodel").write_bytes(b"\x0a\x02legacy-protobuf")
+        shutil.copy(DATA / "legacy-linear.pdmodel", folder / "inference.pdmodel")
     else:
         shutil.copy(DATA / program_file, folder / "inference.json")
     (folder / "inference.pdiparams").write_bytes(b"\0" * 40)
     return folder
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"garbage", "not protobuf of one"), (b"\x0a\x00", "a block lacks its idx or parent_idx"),
+    (b"\x0a\x04\x08\x01\x10\x00", "its first block is not the global block (idx 0)"),
+    (b"\x32\x01x", "it has no block"), (b'{"base_code": {"magic": "pir"}}', "not protobuf")])
+def test_a_pdmodel_that_is_no_program_desc_is_refused_before_it_is_stored(tmp_path, data, why):
+    """Trial 17: a 7-byte "garbage" model.pdmodel was planned, stored and signed (a broken
+    model.json is refused), and artifacts.check then crashed on it with a segmentation fault
+    inside the image. A Paddle-written ProgramDesc passes (tests/data/artifacts)."""
+    folder = _export(tmp_path / "m", legacy=True)
+    assert program.inputs_of(folder, "inference", "paddle-program") is None
+    (folder / "inference.pdmodel").write_bytes(data)
+    with pytest.raises(ConfigError) as e:
+        program.inputs_of(folder, "inference", "paddle-program")
+    assert e.value.cause.startswith(f"{folder / 'inference.pdmodel'} is not a Paddle program "
+                                    f"(ProgramDesc): {why}")
 
 
 def test_pir_inputs_are_read_from_the_program():
@@ -256,3 +275,32 @@ def test_a_store_that_takes_the_manifest_and_keeps_none_fails_the_upload(tmp_pat
 
     with pytest.raises(StorageError, match="took the manifest but does not serve it"):
         arts.upload(Forgetful(tmp_path / "store"), _plan(tmp_path, _export(tmp_path / "m")))
+
+
+@pytest.mark.xdist_group("paddle")  # one worker imports paddle (~2.5 s of CPU), not both
+def test_the_program_desc_outline_agrees_with_paddle_s_own_reader(tmp_path):
+    """The outline paddlecd reads a .pdmodel with (no Paddle on the uploading host) is checked
+    against Paddle's own compiled framework.proto (paddle.base.proto.framework_pb2, of the
+    paddlepaddle wheel the tests install): each input is a program for both or for neither."""
+    from google.protobuf.message import DecodeError
+    from paddle.base.proto import framework_pb2
+
+    real = (DATA / "legacy-linear.pdmodel").read_bytes()
+    cases = [real, real[:-1], real[: len(real) // 2], b"garbage", b"\x0a\x00",
+             b"\x0a\x04\x08\x00\x10\x7f", b"\x0a\x02\x08\x00", real + b"\x0a\x00"]
+    for i, data in enumerate(cases):
+        path = tmp_path / f"{i}.pdmodel"
+        path.write_bytes(data)
+        theirs = framework_pb2.ProgramDesc()
+        try:
+            theirs.ParseFromString(data)
+            paddle_reads = theirs.IsInitialized() and len(theirs.blocks) > 0
+        except DecodeError:
+            paddle_reads = False
+        try:
+            program.check_program_desc(path)
+            ours = True
+        except ConfigError:
+            ours = False
+        assert ours == paddle_reads, (i, data[:20], ours, paddle_reads)
+    assert program.check_program_desc(tmp_path / "0.pdmodel") is None  # the real one passes

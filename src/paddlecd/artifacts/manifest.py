@@ -196,6 +196,13 @@ def _export(folder: Path, prefix: str, names: set[str]) -> Export:
             f"{folder} is an incomplete jit.save export: missing {' and '.join(missing)}",
             "re-run paddle.jit.save into an empty folder",
         )
+    if len(programs) > 1:  # a trial: both were stored, the .pdmodel never checked
+        raise ConfigError(
+            f"{folder} holds both {prefix}.json (Paddle 3.x) and {prefix}.pdmodel (Paddle 2.x): "
+            "one jit.save writes one of them",
+            "re-run paddle.jit.save into an empty folder, or remove the program that is not "
+            "this export's",
+        )
     files = [prefix + s for s in programs] + [prefix + ".pdiparams"]
     files += [prefix + ".pdiparams.info"] if prefix + ".pdiparams.info" in names else []
     files += [n for n in REFERENCE_FILES if n in names]
