@@ -407,3 +407,19 @@ def test_a_helper_answering_an_empty_username_is_named(docker_home):
         find_credentials("reg.example")
     assert info.value.cause.endswith("answered without a Username")
     assert "s3cret" not in info.value.cause + info.value.hint
+
+
+@pytest.mark.parametrize(("fields", "what"), [
+    ('"Username":{"a":1},"Secret":"s3cretObj"', "a Username that is not text (a JSON object)"),
+    ('"Username":"u","Secret":[1]', "a Secret that is not text (a JSON array)"),
+    ('"Username":7,"Secret":"s3cretObj"', "a Username that is not text (a JSON number)")])
+def test_a_helper_answering_a_username_or_secret_that_is_not_text_is_named(docker_home, fields,
+                                                                          what):
+    """Trial 17: a helper answering ``Username: {"a": 1}`` was used without a word, and the
+    registry's 401 was blamed on the credentials."""
+    helper(docker_home, "odd", f"echo '{{\"ServerURL\":\"'$server'\",{fields}}}'")
+    config(docker_home, {"credsStore": "odd"})
+    with pytest.raises(RegistryAuthError) as info:
+        find_credentials("reg.example")
+    assert info.value.cause.endswith(f"answered {what}"), info.value.cause
+    assert "s3cret" not in info.value.cause + info.value.hint

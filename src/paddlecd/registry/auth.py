@@ -182,6 +182,17 @@ def _from_config(cfg: Any, host: str, path: Path) -> Credentials | None:
         raise _helper_error(str(helper), host, path, e) from e
     # A store's answer carries ServerAddress (docker.auth); an auths entry does not.
     source = f"docker-credential-{helper}" if found and "ServerAddress" in found else str(path)
+    if found and "ServerAddress" in found:
+        # docker.auth maps the helper's Username and Secret to these keys as they came
+        odd = next((k for k in ("Username", "Password", "IdentityToken")
+                    if found.get(k) is not None and not isinstance(found[k], str)), None)
+        if odd:  # a trial: Username {"a": 1} was sent on, and the 401 blamed the credentials
+            field = "Secret" if odd in ("Password", "IdentityToken") else odd
+            raise RegistryAuthError(
+                f"credential helper {source} (for {host}, from {path}) answered a {field} that "
+                f"is not text (a JSON {_json_kind(found[odd])})",
+                f"check it with: echo {host} | {source} get; the helper protocol's Username "
+                "and Secret are strings")
     creds = _credentials(found or {}, source)
     if creds is None and found and "ServerAddress" in found and not found.get("IdentityToken"):
         user = found.get("Username") or found.get("username")
@@ -356,6 +367,12 @@ def _check_shape(raw: Any, path: Path) -> None:
     helpers = raw.get("credHelpers", {})
     if not isinstance(helpers, dict) or not all(isinstance(v, str) for v in helpers.values()):
         raise bad("'credHelpers'", "an object of registry -> helper name")
+
+
+def _json_kind(value: Any) -> str:
+    """What JSON calls ``value``'s type: ``object``, ``array``, ``number``, ``boolean``…"""
+    return {dict: "object", list: "array", bool: "boolean", int: "number",
+            float: "number"}.get(type(value), type(value).__name__)
 
 
 def _credentials(found: Mapping[str, Any], source: str) -> Credentials | None:
