@@ -67,6 +67,13 @@ HTML_413 = ('error parsing HTTP 413 response body: invalid character \'<\' looki
         ('error parsing HTTP 502 response body: invalid character \'<\': "<html><title>502 Bad '
          'Gateway</title></html>"', RegistryError, "HTTP 502 with a HTML (502 Bad Gateway) body",
          "registry behind the proxy is down"),
+        # trial 17: a cut JSON error body was "a HTML body — not the registry's answer"
+        ('error parsing HTTP 400 response body: unexpected end of JSON input: "{\\"errors\\":'
+         '[{\\"code\\":\\"UNAUTHO"', RegistryError,
+         "HTTP 400 with a cut or malformed JSON body — the answer from reg:5000 was cut short",
+         "proxy or network"),
+        ('error parsing HTTP 502 response body: invalid character \'B\': "Bad gateway"',
+         RegistryError, "HTTP 502 with a non-JSON text body", "registry behind the proxy"),
         ("manifest invalid: manifest invalid", RegistryError, "MANIFEST_INVALID", "media type"),
         ("name unknown: repository name not known to registry", NotFoundError,
          "not found (NAME_UNKNOWN", "does not exist there"),

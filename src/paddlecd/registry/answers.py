@@ -107,6 +107,9 @@ def read_answer(status: int, body: bytes, content_type: str = "") -> Answer:
     return Answer(status=status, codes=codes, detail=detail, content_type=ctype)
 
 
+# An error body that starts as JSON and does not parse: the spec's answer cut short, or garbled.
+CUT_JSON = "cut or malformed JSON"
+
 # Go's net/http answers a plain-HTTP request on a TLS port with this 400 (net/http/server.go)
 _PLAIN_TO_TLS = b"Client sent an HTTP request to an HTTPS server"
 _HTML_BODY = re.compile(r"error parsing HTTP (\d{3}) response body: .*?:\s*\"(.*)\"", re.S)
@@ -123,9 +126,13 @@ def from_engine_text(text: str) -> Answer | None:
     (the engine's own failure)."""
     html = _HTML_BODY.search(text)
     if html:
-        title = _TITLE.search(html.group(2))
+        body = html.group(2).replace('\\"', '"').lstrip()
+        if body.startswith(("{", "[")):  # a trial: a cut JSON error was called "a HTML body"
+            return Answer(int(html.group(1)), foreign=True, content_type=CUT_JSON)
+        title = _TITLE.search(body)
         return Answer(int(html.group(1)), foreign=True,
-                      content_type="HTML" + (f" ({title.group(1)[:80]})" if title else ""))
+                      content_type="HTML" + (f" ({title.group(1)[:80]})" if title else "")
+                      if body.startswith("<") else "non-JSON text")
     words = text.split(":", 1)[0].strip().upper().replace(" ", "_")
     status = _STATUS.search(text)
     if words in _CODES or words in ("UNAUTHORIZED", "DENIED"):
@@ -197,6 +204,11 @@ def to_error(answer: Answer, *, what: str, host: str,
 
 def _proxy_error(answer: Answer, *, what: str, host: str,
                  login_hint: Callable[[], str]) -> RegistryError:
+    if answer.content_type == CUT_JSON:  # maybe the registry's, broken off on its way
+        return RegistryError(
+            f"{what}: HTTP {answer.status} with a {CUT_JSON} body — the answer from {host} was "
+            "cut short or garbled on its way", "check the proxy or network between this "
+            "machine and the registry, and the registry's logs for this request")
     cause = (f"{what}: HTTP {answer.status} with a {answer.content_type} body — not the "
              f"registry's answer: a proxy or load balancer in front of {host} answered")
     if answer.status in (401, 403, 407):
