@@ -466,3 +466,56 @@ def test_a_proxy_that_wants_a_login_is_named_not_the_store():
                       action="listing", where="s3://models/a", endpoint="http://s3")
     assert "Proxy Authentication Required" in e.cause and "HTTP(S)_PROXY" in e.hint
     assert "logs" not in e.hint
+
+
+NGINX_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 "
+             b"Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
+
+
+@pytest.mark.parametrize(("body", "length", "what"), [
+    (NGINX_502, None, f"text/html, {len(NGINX_502)} bytes"),  # <hr>: no XML, as nginx's
+    (b"<?xml version='1.0'?><ListBucketResult><Name>models</Na", 400,
+     "application/xml, 55 of its 400 bytes"),
+    (b"", 0, "an empty answer")])
+def test_a_200_botocore_cannot_read_is_named_not_a_500(monkeypatch, body, length, what):
+    """Trial 17: a ListObjects answered 200 with an HTML page, or with its XML cut short, was
+    "500 Internal Server Error", hint "see the logs of" the store: botocore turns a 200 it
+    cannot parse into a 500 (handlers._handle_200_error). A real HTTP server answers here, as a
+    proxy would, so botocore's own handlers run."""
+    import http.server
+    import threading
+
+    from paddlecd.artifacts.storage import open_store
+    from paddlecd.config import StorageSettings
+    from paddlecd.errors import StorageError
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            kind = "text/html" if body.startswith(b"<html") else "application/xml"
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body) if length is None else length))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    try:
+        store = open_store("s3://models/paddle", StorageSettings(
+            endpoint_url=f"http://127.0.0.1:{server.server_address[1]}", region="us-east-1"))
+        with pytest.raises(StorageError) as e:
+            store.list("m1/")
+    finally:
+        server.shutdown()
+    assert "500" not in e.value.cause, e.value.cause
+    # (a one-attempt client sees the 200 page itself: "is no S3 listing (HTTP 200, text/html)")
+    assert f"is not S3's ({what})" in e.value.cause or "is no S3 listing" in e.value.cause, \
+        e.value.cause
+    assert "see the logs" not in e.value.hint

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+from xml.etree import ElementTree
 
 import boto3
 import boto3.exceptions
@@ -128,6 +129,7 @@ class S3Store:
             self.client = boto3.session.Session(botocore_session=core).client(
                 "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
             )
+            self.client.meta.events.register("before-parse.s3.*", _mark_unreadable)
         except botocore.exceptions.ProfileNotFound as e:
             raise ConfigError(
                 f"AWS profile not found: {e}",
@@ -662,6 +664,35 @@ def transfer_config(settings: StorageSettings) -> TransferConfig:
     )
 
 
+# The header paddlecd adds to an answer botocore could not read as S3's XML (_mark_unreadable).
+UNREADABLE = "x-paddlecd-unreadable"
+
+
+def _mark_unreadable(response_dict: dict[str, Any], **_: Any) -> None:
+    """``before-parse`` handler, after botocore's own: an answer botocore will report as a bare
+    HTTP 5xx whose body is no S3 ``<Error>`` XML gets a header saying what it was. botocore turns
+    a 200 whose body does not parse (an HTML page, an XML document cut short) into a 500
+    (handlers._handle_200_error: "treat these cases as 500 Service Errors and try again"), and a
+    trial's proxy page and cut-off listing were reported as "500 Internal Server Error", hint
+    "see the logs of" a store that never said 500."""
+    status, body = response_dict.get("status_code"), response_dict.get("body") or b""
+    if not isinstance(status, int) or status < 500 or not isinstance(body, bytes):
+        return
+    try:
+        if ElementTree.fromstring(body).tag == "Error":
+            return  # S3's own error answer: botocore names its code
+    except ElementTree.ParseError:
+        pass
+    headers = response_dict.get("headers") or {}
+    kind = str(headers.get("content-type") or "no content type").split(";")[0][:60]
+    size = headers.get("content-length")
+    cut = f", {len(body)} of its {size} bytes" if str(size).isdigit() and int(size) != len(
+        body) else f", {len(body)} bytes"
+    what = "an empty answer" if not body else f"{kind}{cut}"
+    with contextlib.suppress(TypeError, AttributeError):
+        headers[UNREADABLE] = what
+
+
 def _code(e: ClientError) -> str:
     return str(e.response.get("Error", {}).get("Code", ""))
 
@@ -778,6 +809,13 @@ def storage_error(e: Exception, *, action: str, where: str, endpoint: str) -> St
         )
     if isinstance(root, ClientError):
         code = _code(root)
+        unreadable = root.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get(
+            UNREADABLE)
+        if unreadable:
+            return StorageError(
+                f"{action} {where}: the answer from {endpoint} is not S3's ({unreadable}): a "
+                "proxy or load balancer answered, or the answer was cut short",
+                "check the store and any proxy in between, then run the command again")
         if code == "NoSuchBucket" or (code in ("404", "NotFound") and where.count("/") == 2):
             return StorageError(
                 f"{action} {where}: bucket '{bucket}' does not exist at {endpoint}",
