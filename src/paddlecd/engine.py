@@ -38,7 +38,13 @@ import docker.types
 import requests
 
 from paddlecd import files, proc
-from paddlecd.errors import EngineError, PaddlecdError, RegistryAuthError, RegistryError
+from paddlecd.errors import (
+    ContainerTimeout,
+    EngineError,
+    PaddlecdError,
+    RegistryAuthError,
+    RegistryError,
+)
 from paddlecd.types import Echo, EngineInfo
 
 if TYPE_CHECKING:
@@ -990,8 +996,9 @@ def wait(c: Container, *, timeout: float, on_line: Echo | None = None) -> Finish
         timeout: seconds to wait for the exit.
 
     Raises:
-        EngineError: it did not exit within ``timeout`` seconds (it is killed), or the engine
-            failed.
+        ContainerTimeout: it did not exit within ``timeout`` seconds (it is killed; the error
+            carries its logs so far).
+        EngineError: the engine failed.
     """
     lines: list[str] = []
     raw = c._raw
@@ -1017,9 +1024,11 @@ def wait(c: Container, *, timeout: float, on_line: Echo | None = None) -> Finish
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
             # docker-py 7.1 raises a wait timeout as ConnectionError("… Read timed out")
             c.kill()
-            raise EngineError(f"container {c.name} did not finish within {timeout:.0f}s",
-                              "raise the timeout (verify.timeout / PADDLECD_VERIFY_TIMEOUT for "
-                              "verify) or check the logs") from e
+            t.join(timeout=10)
+            raise ContainerTimeout(f"container {c.name} did not finish within {timeout:.0f}s",
+                                   "raise the timeout (verify.timeout / PADDLECD_VERIFY_TIMEOUT "
+                                   "for verify) or check the logs",
+                                   logs="\n".join(lines)) from e
     t.join(timeout=10)
     return Finished(c.name, int(status.get("StatusCode", -1)), "\n".join(lines))
 

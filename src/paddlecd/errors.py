@@ -76,6 +76,15 @@ class EngineError(PaddlecdError):
     exit_code = 4
 
 
+class ContainerTimeout(EngineError):
+    """A container did not exit in its time and was killed; ``logs`` holds what it printed until
+    then (a caller that owns the run names it as its own failure)."""
+
+    def __init__(self, cause: str, hint: str | None = None, *, logs: str = ""):
+        super().__init__(cause, hint)
+        self.logs = logs
+
+
 class RegistryError(PaddlecdError):
     """The registry failed or refused: unreachable, auth, missing manifest, push error."""
 

@@ -19,7 +19,7 @@ import docker.errors
 import pytest
 
 from paddlecd import engine
-from paddlecd.errors import EngineError, RegistryError
+from paddlecd.errors import ContainerTimeout, EngineError, RegistryError
 
 from support import WORKER
 
@@ -127,7 +127,7 @@ def test_a_container_past_its_timeout_is_killed_and_named(tiny_image):
             engine.wait(c, timeout=2)
         state = engine.client().containers.get(c.name).attrs["State"]
     assert e.value.cause == f"container {c.name} did not finish within 2s"
-    assert state["Running"] is False
+    assert state["Running"] is False and isinstance(e.value, ContainerTimeout)
 
 
 def test_a_refused_container_is_translated_with_its_cause():

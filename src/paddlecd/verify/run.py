@@ -23,7 +23,7 @@ from paddlecd import engine, files, git, proc
 from paddlecd.cluster import jobfile
 from paddlecd.cluster.render import CLUSTERS, Target
 from paddlecd.config import Settings
-from paddlecd.errors import ConfigError, VerifyError
+from paddlecd.errors import ConfigError, ContainerTimeout, VerifyError
 from paddlecd.files import now_iso, write_json
 from paddlecd.image import candidate, variants
 from paddlecd.registry import auth as registry_auth
@@ -600,7 +600,16 @@ def _one_container(
         (on_line or _quiet)(f"removed {name}: left running into {key} by a killed run")
     spec = smoke_container(settings, reference, labels, out)
     with engine.container(dataclasses.replace(spec, labels={**spec.labels, **out_label(key)})) as c:
-        finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
+        try:
+            finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
+        except ContainerTimeout as e:  # a trial: "container blissful_solomon did not finish
+            # within 10s", exit 4, no log: the smoke suite's own failure, with its output
+            files.write_text(out / "smoke.log", e.logs + "\n")
+            raise VerifyError(
+                f"the smoke suite in {reference} did not finish within "
+                f"{settings.verify.timeout}s (verify.timeout); its container was stopped",
+                f"raise verify.timeout (PADDLECD_VERIFY_TIMEOUT); its output until then: "
+                f"{out / 'smoke.log'}") from e
     files.write_text(out / "smoke.log", finished.logs)
     if not (out / "junit.xml").exists():  # the log holds the output; the hint stays one line
         last = next((line for line in reversed(finished.logs.splitlines()) if line.strip()), "")
