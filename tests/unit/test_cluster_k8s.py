@@ -57,6 +57,15 @@ def cluster_api(tmp_path, monkeypatch):
         s.close()
 
 
+def _kubeconfig(tmp_path, monkeypatch, text: str):
+    """``text`` as the only kubeconfig (``$KUBECONFIG``), outside any cluster; its path."""
+    path = tmp_path / "config"
+    path.write_text(text)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    return path
+
+
 def manifests(kind: str = "job") -> list[dict]:
     spec = jobfile.load(DATA / "jobs" / "gpu-eight.yaml").with_overrides(nodes=2)
     target = Target(
@@ -286,14 +295,12 @@ def test_a_file_the_kubeconfig_names_that_is_missing_is_named_with_its_entry(tmp
                                                                             monkeypatch):
     """Trial 15: a kubeconfig whose cluster's certificate-authority was missing gave "no usable
     kubeconfig (File does not exist: …)", hint "set KUBECONFIG", though KUBECONFIG was set."""
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(
+    kubeconfig = _kubeconfig(
+        tmp_path, monkeypatch,
         "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "
         "'https://127.0.0.1:1', certificate-authority: /nonexistent/ca.pem}}]\n"
         "users: [{name: u, user: {token: s3cr3tTOKEN}}]\n"
         "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(ClusterError) as e:
         k8s.connect(config.load(root=tmp_path, environ={}))
     assert e.value.cause == (f"kubeconfig {kubeconfig}: cluster 'c' certificate-authority names "
@@ -305,10 +312,7 @@ def test_a_file_the_kubeconfig_names_that_is_missing_is_named_with_its_entry(tmp
 def test_a_kubeconfig_without_a_current_context_is_named(tmp_path, monkeypatch):
     """Trial 16: ``clusters: {}`` and no current-context gave "no usable kubeconfig", hint "set
     KUBECONFIG", though KUBECONFIG was set."""
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: {}\n")
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    kubeconfig = _kubeconfig(tmp_path, monkeypatch, "apiVersion: v1\nkind: Config\nclusters: {}\n")
     with pytest.raises(ClusterError) as e:
         k8s.connect(config.load(root=tmp_path, environ={}))
     assert e.value.cause == f"kubeconfig {kubeconfig} has no current-context"
@@ -450,13 +454,11 @@ def test_a_dry_run_namespace_without_a_current_context_fails_as_the_deploy_does(
     """A dry run's namespace of a kubeconfig with no current-context was "default" (exit 0), and
     the deploy itself then refused it; with ``cluster.context`` the context's own namespace was
     ignored for "default". No API server is needed: the namespace is read from the file."""
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
+    kubeconfig = _kubeconfig(
+        tmp_path, monkeypatch,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "
+        "'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: x, context: {cluster: c, user: u, namespace: team-a}}]\n")
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(ClusterError) as e:
         k8s.namespace(config.load(root=tmp_path, environ={}))
     assert e.value.cause == f"kubeconfig {kubeconfig} has no current-context"
