@@ -90,6 +90,39 @@ def test_show_takes_the_highest_version_and_an_unreadable_check_says_so(tmp_path
     assert "invalid check.json" in record.lines()[-1]
 
 
+def test_versions_of_equal_precedence_are_listed_in_one_order_and_none_is_picked_as_highest(
+        tmp_path):
+    """Trial 18: 1.0.0, 1.0.0+b1 and 1.0.0+b2 are of equal SemVer precedence (§10); the
+    "highest" version artifacts.show and artifacts.check took was whichever a set gave last,
+    a different one from run to run. The list is ordered by build identifiers (numeric ones
+    numerically), and a default that would pick among equals is refused, naming them."""
+    from paddlecd.artifacts import check as model_check
+
+    store = _stored(tmp_path, "1.0.0")
+    folder = tmp_path / "m-1.0.0"
+    for version in ("1.0.0+b10", "1.0.0+b2", "1.0.0+7", "0.9.0+z"):
+        arts.upload(store, arts.plan_upload(store, folder, name="ocr-det", version=version))
+    listed = [v["version"] for v in arts.list_model(store, "ocr-det")]
+    assert listed == ["0.9.0+z", "1.0.0", "1.0.0+7", "1.0.0+b10", "1.0.0+b2"]
+    for pick in (lambda: shown.show(store, "ocr-det"),
+                 lambda: model_check._latest(arts.list_model(store, "ocr-det"),
+                                             store.url, "ocr-det")):
+        with pytest.raises(ConfigError) as e:
+            pick()
+        assert "no single highest version: 1.0.0, 1.0.0+7, 1.0.0+b10 and 1 more" in e.value.cause
+        assert e.value.hint == "name one: ocr-det@1.0.0+b2"
+    assert shown.show(store, "ocr-det", "1.0.0+b2").version == "1.0.0+b2"
+    arts.upload(store, arts.plan_upload(store, folder, name="ocr-det", version="1.0.1"))
+    assert shown.show(store, "ocr-det").version == "1.0.1"  # equal ones below the top: no matter
+
+
+def test_version_order_is_semver_precedence_then_build_identifiers():
+    ordered = ["1.0.0-rc.1", "1.0.0-rc.1+b", "1.0.0", "1.0.0+1", "1.0.0+2", "1.0.0+10",
+               "1.0.0+10.a", "1.0.0+a", "1.0.0+a.1", "1.0.1"]
+    assert sorted(reversed(ordered), key=am.version_order) == ordered
+    assert am.highest(["1.0.0+b", "1.0.1-rc.1", "0.1.0"], where="s/m") == "1.0.1-rc.1"
+
+
 @pytest.mark.parametrize(("change", "why"), [
     (None, "not a check record (no 'model')"),  # {"status": "passed"}: was KeyError traceback
     ({"status": "passed"}, "status 'passed' and passed False, but 1 of 2 cases failed"),

@@ -537,7 +537,9 @@ def check_stored(
     paddle2onnx, parity).
 
     Raises:
-        as :func:`check_folder`; StorageError: no such model, or the store failed.
+        as :func:`check_folder`; ConfigError: no version given and the highest complete ones
+            differ only in build metadata (:func:`~paddlecd.artifacts.manifest.highest`);
+            StorageError: no such model, or the store failed.
     """
     import shutil
     import tempfile
@@ -594,7 +596,7 @@ def _latest(versions: list[dict[str, Any]], url: str, name: str) -> str:
         from paddlecd.errors import StorageError
 
         raise StorageError(f"{url}/{name} has no complete version", "upload one first")
-    return complete[-1]
+    return am.highest(complete, where=f"{url}/{name}")
 
 
 def load(raw: bytes, *, where: str) -> CheckResult:

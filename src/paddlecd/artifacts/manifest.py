@@ -107,6 +107,45 @@ def check_version(version: str) -> str:
     return version
 
 
+def version_order(version: str) -> tuple[Any, ...]:
+    """A sort key for model versions (checked by :func:`check_version`): Semantic Versioning
+    2.0.0 precedence (§11), then, as a tie-break of paddlecd's own, the build metadata, whose
+    identifiers are compared as §11.4 compares pre-release ones (numeric ones numerically and
+    below alphanumeric ones; a version without build metadata first). §10 says build metadata is
+    ignored in precedence, so 1.0.0, 1.0.0+b1 and 1.0.0+b2 are of equal precedence: without the
+    tie-break their order, and so the "highest" version, came out of a set's order (trial 18).
+    A text that is no version sorts after every version, by its text.
+    """
+    try:
+        parsed = semver.Version.parse(version)
+    except ValueError:
+        return (1, version)
+    build = tuple((0, int(p), "") if p.isdigit() else (1, 0, p)
+                  for p in (parsed.build or "").split(".") if p)
+    return (0, parsed, build)
+
+
+def highest(versions: list[str], *, where: str) -> str:
+    """The highest of ``versions`` (complete model versions of ``where``, any order) by Semantic
+    Versioning precedence.
+
+    Raises:
+        ConfigError: two or more versions share the highest precedence, differing only in build
+            metadata (SemVer 2.0.0 §10): which is "highest" is no rule's answer, so none is
+            picked; the message names them and the hint how to name one.
+    """
+    top = max(versions, key=version_order)
+    ties = sorted((v for v in versions
+                   if semver.Version.parse(v).compare(top) == 0), key=version_order)
+    if len(ties) > 1:
+        shown = ", ".join(ties[:3]) + (f" and {len(ties) - 3} more" if len(ties) > 3 else "")
+        raise ConfigError(
+            f"{where}: no single highest version: {shown} differ only in build metadata, "
+            "which Semantic Versioning leaves out of precedence",
+            f"name one: {where.rsplit('/', 1)[-1]}@{ties[-1]}")
+    return top
+
+
 # A Paddle release as its wheels name it (PEP 440 as Paddle uses it): 3.0.0, 2.6.1.post117,
 # 3.0.0rc1, 3.1.0.dev20250101, 3.0.0+cu126.
 PADDLE_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}([.+-]?[A-Za-z0-9]+){0,4}\Z")
@@ -292,15 +331,23 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
     """Read a JSON object of metric name → number from ``path`` (None → None).
 
     Raises:
-        ConfigError: unreadable, not a regular file of at most :data:`METRICS_MAX_BYTES`, not
-            JSON, not an object of numbers, or a name not 1..128 printable characters.
+        ConfigError: missing, not a regular file, more than :data:`METRICS_MAX_BYTES`, unreadable,
+            not JSON, not an object of numbers, or a name not 1..128 printable characters.
     """
     if path is None:
         return None
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():  # trial 18: was "not a regular file of …"
+        raise ConfigError(f"metrics file {path} does not exist",
+                          "check --metrics: a path from the folder you run in, or absolute")
+    if not path.is_file() or path.is_symlink() and not path.resolve().is_file():
+        raise ConfigError(f"metrics file {path} is {kind_of(path)}, not a regular file",
+                          "give --metrics a JSON file")  # a folder, a pipe: named, never opened
     try:
-        if not Path(path).is_file() or Path(path).stat().st_size > METRICS_MAX_BYTES:
-            raise ValueError(f"not a regular file of at most {METRICS_MAX_BYTES} bytes")
-        data = json.loads(Path(path).read_text(), object_pairs_hook=files.unique_keys)
+        if (size := path.stat().st_size) > METRICS_MAX_BYTES:
+            raise ValueError(f"{size} bytes, more than the {METRICS_MAX_BYTES} a metrics file "
+                             "may hold")
+        data = json.loads(path.read_text(), object_pairs_hook=files.unique_keys)
     except (OSError, ValueError) as e:
         raise ConfigError(
             f"metrics file {path}: {e}", 'write a JSON object, e.g. {"hmean": 0.83}'

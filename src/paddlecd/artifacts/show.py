@@ -118,8 +118,10 @@ def show(store: Any, name: str, version: str | None = None, *,
     ``trusted`` (the tasks always pass it) its ``model.sig`` is checked.
 
     Raises:
-        ConfigError: bad name or version. StorageError: no such model or version (or it is an
-            unfinished upload), the store failed. InvalidManifestError: the manifest is invalid.
+        ConfigError: bad name or version; no version given and the highest complete ones differ
+            only in build metadata (:func:`~paddlecd.artifacts.manifest.highest`).
+        StorageError: no such model or version (or it is an unfinished upload), the store failed.
+        InvalidManifestError: the manifest is invalid.
         ModelSignatureError: with ``trusted``: the signature is missing, empty, by no trusted key
             or not of the manifest's files.
     """
@@ -127,7 +129,7 @@ def show(store: Any, name: str, version: str | None = None, *,
         complete = [v["version"] for v in arts.list_model(store, name) if v["complete"]]
         if not complete:
             raise StorageError(f"{store.url}/{name} has no complete version", "upload one first")
-        version = complete[-1]
+        version = am.highest(complete, where=f"{store.url}/{name}")
     am.check_name(name)
     prefix = f"{name}/{version}/"
     doc = arts.read_manifest(store, prefix)

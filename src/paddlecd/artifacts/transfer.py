@@ -22,8 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import semver
-
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import program
 from paddlecd.artifacts import signature as sig
@@ -650,7 +648,8 @@ def _fetch_verified(
 
 
 def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
-    """Versions of ``name``, semver-ascending, each a summary with the same keys: ``version``,
+    """Versions of ``name``, ascending by :func:`~paddlecd.artifacts.manifest.version_order`
+    (semver precedence, then build metadata), each a summary with the same keys: ``version``,
     ``complete`` (has a valid manifest), ``damaged`` (has a manifest that is not valid: not JSON,
     or not the schema), ``problem`` (why not complete, or None), and from the manifest
     ``created``, ``files``, ``bytes``, ``format``, ``image_digest``, ``metrics``,
@@ -668,7 +667,7 @@ def list_versions(store: Store, name: str) -> list[dict[str, Any]]:
     versions = sorted(
         {v for o in store.list(f"{name}/") if o.key.count("/") >= 2
          and _is_version(v := o.key.split("/")[1])},
-        key=_semver_key,
+        key=am.version_order,
     )
     return [_listed(store, name, v) for v in versions]
 
@@ -724,13 +723,6 @@ def _is_version(v: str) -> bool:
     except ConfigError:
         return False
     return True
-
-
-def _semver_key(v: str) -> tuple[int, Any]:
-    try:
-        return (0, semver.Version.parse(v))
-    except ValueError:
-        return (1, v)
 
 
 _SUMMARY_KEYS = (
