@@ -177,8 +177,19 @@ def test_signing_key_problems(tmp_path, monkeypatch):
     with pytest.raises(SigningKeyError, match="does not exist"):
         keys.signer(_settings(tmp_path, **{"verify.signing_key": "nope.key"}))
     (tmp_path / "folder.key").mkdir()
-    with pytest.raises(SigningKeyError, match="folder.key is a folder, not a regular file"):
+    with pytest.raises(SigningKeyError, match="folder.key is a folder, not a key file") as e:
         keys.signer(_settings(tmp_path, **{"verify.signing_key": "folder.key"}))
+    assert e.value.hint == f"name the key file itself, e.g. {tmp_path}/folder.key/<name>.key"
+    # trial 18: a folder the key is in (artifacts.signing_key: keys/) was told to "put the key
+    # itself there, or remove what is there"; the hint names the key file in it
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "models.key").write_text("x")
+    (tmp_path / "keys" / "models.pub").write_text("x")
+    with pytest.raises(SigningKeyError) as e:
+        keys.load_signer(tmp_path / "keys", "artifacts.signing_key")
+    assert e.value.cause == f"signing key (artifacts.signing_key) {tmp_path}/keys is a folder, " \
+        "not a key file"
+    assert e.value.hint == f"name the key file itself, e.g. {tmp_path}/keys/models.key"
     p384 = ec.generate_private_key(ec.SECP384R1())
     (tmp_path / "p384.key").write_bytes(
         p384.private_bytes(

@@ -244,6 +244,12 @@ _OWN_KEY = "signing key (the state folder's pair)"
 
 
 def _read(path: Path, what: str) -> bytes:
+    if path.is_dir() and not path.is_symlink():  # trial 18: the hint said "remove what is there"
+        suffix = ".pub" if what.startswith("trusted") else ".key"
+        keys = sorted(p.name for p in path.glob(f"*{suffix}"))[:1]
+        example = f"{path / keys[0]}" if keys else f"{path}/<name>{suffix}"
+        raise SigningKeyError(f"{what} {path} is a folder, not a key file",
+                              f"name the key file itself, e.g. {example}")
     try:
         return read_regular(path, what, error=SigningKeyError)  # never blocks on a named pipe
     except FileNotFoundError as e:
