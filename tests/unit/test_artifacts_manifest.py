@@ -134,8 +134,19 @@ def test_metrics_file(tmp_path):
         good.write_text(bad)
         with pytest.raises(ConfigError, match=f"metrics file {good}"):
             am.load_metrics(good)
-    with pytest.raises(ConfigError, match="metrics file"):
+    # trial 18: a missing file was "not a regular file of at most 1048576 bytes"
+    with pytest.raises(ConfigError) as e:
         am.load_metrics(tmp_path / "missing.json")
+    assert e.value.cause == f"metrics file {tmp_path}/missing.json does not exist"
+    with pytest.raises(ConfigError) as e:
+        am.load_metrics(tmp_path)
+    assert e.value.cause == f"metrics file {tmp_path} is a folder, not a regular file"
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "gone")
+    with pytest.raises(ConfigError, match="is a symbolic link .*, not a regular file"):
+        am.load_metrics(tmp_path / "dangling.json")
+    good.write_bytes(b" " * (am.METRICS_MAX_BYTES + 1))
+    with pytest.raises(ConfigError, match=r"1048577 bytes, more than the 1048576"):
+        am.load_metrics(good)
 
 
 def test_git_revision_outside_a_checkout_is_none(tmp_path, project_root):

@@ -90,6 +90,14 @@ def test_bad_urls(url, message):
         parse_url(url)
 
 
+def test_a_file_url_with_a_host_is_told_the_absolute_url_of_that_folder(tmp_path, monkeypatch):
+    """Trial 18: file://relative/x was told to write file:///x, the 'relative' dropped."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        parse_url("file://relative/x")
+    assert e.value.hint.startswith(f"write file://{tmp_path}/relative/x for that folder")
+
+
 def test_a_store_linked_to_a_system_folder_is_refused(tmp_path):
     """A re-trial: file://<link to /etc> planned "create <link>/<name>/<version>" (in /etc)."""
     (tmp_path / "store").symlink_to("/etc")

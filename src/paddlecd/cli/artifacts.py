@@ -82,7 +82,8 @@ def upload(c, model_dir=None, name=None, version=None, to=None, image=None, metr
     if plan.export.extra:  # said on every output, not only in the plan's log
         n = len(plan.export.extra)
         common.warn(f"{plan.export.folder}: {n} {'entry' if n == 1 else 'entries'} not part of the "
-                    f"jit.save export are not uploaded: {_listed(plan.export.extra)}",
+                    f"jit.save export {'is' if n == 1 else 'are'} not uploaded: "
+                    f"{_listed(plan.export.extra)}",
                     "only the export's files are stored (see the plan's skip lines); move the "
                     "others out of --model-dir, or store them under another --name")
     if dry_run:

@@ -82,8 +82,9 @@ def parse_url(url: str) -> Location:
     if parsed.scheme == "file":
         if parsed.netloc:  # file://host/path: a host, not a relative path
             raise ConfigError(f"store URL '{url}': file URLs take no host ('{parsed.netloc}')",
-                              f"write file://{parsed.path or '/path'} for a folder on this "
-                              "machine (three slashes), or s3:// for a server")
+                              f"write file://{os.path.abspath(parsed.netloc + parsed.path)} "
+                              "for that folder on this machine (three slashes: an absolute "
+                              "path), or s3:// for a server")  # trial 18: dropped the host
         if not parsed.path.startswith("/"):
             raise ConfigError(
                 f"store URL '{url}': file URLs need an absolute path",
