@@ -177,7 +177,7 @@ def test_signing_key_problems(tmp_path, monkeypatch):
     with pytest.raises(SigningKeyError, match="does not exist"):
         keys.signer(_settings(tmp_path, **{"verify.signing_key": "nope.key"}))
     (tmp_path / "folder.key").mkdir()
-    with pytest.raises(SigningKeyError, match="folder.key is a folder, not a key file") as e:
+    with pytest.raises(SigningKeyError, match="folder.key is a folder, not a regular file") as e:
         keys.signer(_settings(tmp_path, **{"verify.signing_key": "folder.key"}))
     assert e.value.hint == f"name the key file itself, e.g. {tmp_path}/folder.key/<name>.key"
     # trial 18: a folder the key is in (artifacts.signing_key: keys/) was told to "put the key
@@ -188,7 +188,7 @@ def test_signing_key_problems(tmp_path, monkeypatch):
     with pytest.raises(SigningKeyError) as e:
         keys.load_signer(tmp_path / "keys", "artifacts.signing_key")
     assert e.value.cause == f"signing key (artifacts.signing_key) {tmp_path}/keys is a folder, " \
-        "not a key file"
+        "not a regular file"
     assert e.value.hint == f"name the key file itself, e.g. {tmp_path}/keys/models.key"
     p384 = ec.generate_private_key(ec.SECP384R1())
     (tmp_path / "p384.key").write_bytes(

@@ -248,7 +248,7 @@ def _read(path: Path, what: str) -> bytes:
         suffix = ".pub" if what.startswith("trusted") else ".key"
         keys = sorted(p.name for p in path.glob(f"*{suffix}"))[:1]
         example = f"{path / keys[0]}" if keys else f"{path}/<name>{suffix}"
-        raise SigningKeyError(f"{what} {path} is a folder, not a key file",
+        raise SigningKeyError(f"{what} {path} is a folder, not a regular file",
                               f"name the key file itself, e.g. {example}")
     try:
         return read_regular(path, what, error=SigningKeyError)  # never blocks on a named pipe
