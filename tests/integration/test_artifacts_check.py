@@ -125,6 +125,21 @@ def test_a_pir_export_passes_at_two_batch_sizes(env, runtime, exports):
     assert list((Path(env["PADDLECD_STATE_DIR"]) / "check").glob("inference-*")) == []
 
 
+def test_a_check_past_verify_timeout_is_the_checks_failure_not_the_engines(
+        env, runtime, exports):
+    """A check stopped at verify.timeout was the engine's "container … did not finish within
+    1s" (exit 4) with nothing of its output; it is the model check's failure (exit 6), naming
+    the setting, and no check record is written. (1 s: a container importing Paddle takes more.)
+    """
+    before = {p.name: p.read_bytes() for p in exports["norefs"].iterdir()}
+    r = _check({**env, "PADDLECD_VERIFY_TIMEOUT": "1"}, str(exports["norefs"]), "--image", runtime)
+    assert r.returncode == 6, r.stderr[-3000:]
+    cause, hint = _one_line_error(r, f"the model check in {runtime} did not finish within 1s "
+                                     "(verify.timeout); its container was stopped")
+    assert hint == "hint: raise verify.timeout (PADDLECD_VERIFY_TIMEOUT), or check a smaller model"
+    assert {p.name: p.read_bytes() for p in exports["norefs"].iterdir()} == before
+
+
 def test_a_legacy_export_fails_under_pir_unless_the_flag_is_set(env, runtime, exports):
     assert (exports["legacy"] / "inference.pdmodel").is_file()
     r = _check(env, str(exports["legacy"]), "--image", runtime)

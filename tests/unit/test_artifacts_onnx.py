@@ -327,3 +327,45 @@ def test_the_schemas_highest_opset_is_the_pinned_onnxs():
                          / "artifact-manifest.schema.json").read_text())
     assert schema["properties"]["onnx"]["properties"]["opset"]["maximum"] == \
         onnx.defs.onnx_opset_version()
+
+
+@pytest.mark.parametrize("fault", ["timeout", "cut record"])
+def test_a_conversion_past_its_time_or_with_a_cut_record_fails_the_check_by_name(
+        tmp_path, monkeypatch, fault):
+    """A conversion stopped at verify.timeout was the engine's "did not finish" (exit 4), and
+    a cut onnx.json a JSONDecodeError traceback. Without an engine: the container is a stand-in
+    (the real conversion: tests/integration/test_artifacts_onnx_in_image.py)."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from paddlecd import engine
+    from paddlecd.artifacts import scratch
+    from paddlecd.errors import ContainerTimeout, ModelCheckError
+
+    from support.project import project_settings
+
+    settings = project_settings(tmp_path / "state", **{"verify.timeout": "7"})
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(onnx_out, "wheelhouse", lambda *a, **k: tmp_path)
+    monkeypatch.setattr(scratch, "folder", lambda *a: out)
+    monkeypatch.setattr(engine, "container", lambda spec: contextlib.nullcontext(object()))
+
+    def wait(c, *, timeout, on_line):
+        if fault == "timeout":
+            raise ContainerTimeout(f"container x did not finish within {timeout}s",
+                                   logs="converting\nstill converting\n")
+        (out / "onnx.json").write_text('{"opset": 1')
+        return SimpleNamespace(exit_code=0, logs="")
+
+    monkeypatch.setattr(engine, "wait", wait)
+    export = SimpleNamespace(prefix="inference", format="paddle-pir-json", folder=tmp_path)
+    with pytest.raises(ModelCheckError) as e:
+        onnx_out.convert(settings, export, image="reg/x@sha256:" + "a" * 64, python="3.10",
+                         machine="x86_64", opset=13, env={})
+    if fault == "timeout":
+        assert e.value.cause == (f"the ONNX conversion in reg/x@sha256:{'a' * 64} did not "
+                                 "finish within 7s (verify.timeout); its container was stopped; "
+                                 "its last lines: converting | still converting")
+    else:
+        assert e.value.cause.startswith(f"the ONNX conversion's record {out}/onnx.json is cut")

@@ -24,7 +24,13 @@ from paddlecd import engine, files
 from paddlecd.artifacts import manifest as am
 from paddlecd.artifacts import onnx as onnx_out
 from paddlecd.artifacts import program, scratch
-from paddlecd.errors import ConfigError, EngineError, ModelCheckError, NotFoundError
+from paddlecd.errors import (
+    ConfigError,
+    ContainerTimeout,
+    EngineError,
+    ModelCheckError,
+    NotFoundError,
+)
 from paddlecd.files import free_space, now_iso
 from paddlecd.types import Echo
 
@@ -431,6 +437,16 @@ def _pull(settings: Any, reference: str) -> None:
                         credentials=registry_auth.engine_credentials(settings, reference))
 
 
+def timed_out(what: str, image: str, timeout: float, e: ContainerTimeout) -> ModelCheckError:
+    """``what`` in ``image`` stopped past ``verify.timeout`` (``timeout`` seconds): a
+    ModelCheckError whose cause ends in the last lines it printed (at most 300 characters)."""
+    tail = " | ".join(e.logs.strip().splitlines()[-3:])[-300:]
+    return ModelCheckError(
+        f"{what} in {image} did not finish within {timeout:g}s (verify.timeout); its container "
+        f"was stopped" + (f"; its last lines: {tail}" if tail else ""),
+        "raise verify.timeout (PADDLECD_VERIFY_TIMEOUT), or check a smaller model")
+
+
 def _out_dir(settings: Any, export: am.Export) -> Path:
     return scratch.folder(settings, export.prefix)
 
@@ -439,6 +455,8 @@ def _run(spec: engine.ContainerSpec, timeout: float, on_line: Echo | None) -> di
     try:
         with engine.container(spec) as c:
             finished = engine.wait(c, timeout=timeout, on_line=on_line)
+    except ContainerTimeout as e:  # the check's own failure (as verify's smoke run), not exit 4
+        raise timed_out("the model check", spec.image, timeout, e) from e
     except EngineError as e:
         if "executable file not found" in e.cause or "no such file" in e.cause.lower():
             raise _no_paddle(spec.image, "no python3") from e

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd import engine, proc
-from paddlecd.errors import ConfigError, ModelCheckError
+from paddlecd.errors import ConfigError, ContainerTimeout, ModelCheckError
+from paddlecd.files import free_space
 from paddlecd.types import Echo
 
 # Pinned; pyproject.toml's `paddle2onnx` and `onnx` extras name the same versions (unit-tested).
@@ -157,15 +158,27 @@ def convert(settings: Any, export: Any, *, image: str, python: str, machine: str
                 engine.Mount(str(export.folder.resolve()), "/model", read_only=True),
                 engine.Mount(str(wheels.resolve()), "/wheels", read_only=True),
                 engine.Mount(str(out), "/out")))
-    with engine.container(spec) as c:
-        finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
+    try:
+        with engine.container(spec) as c:
+            finished = engine.wait(c, timeout=settings.verify.timeout, on_line=on_line)
+    except ContainerTimeout as e:
+        from paddlecd.artifacts.check import timed_out
+
+        raise timed_out("the ONNX conversion", image, settings.verify.timeout, e) from e
     record = out / "onnx.json"
     if not record.is_file():
         tail = " | ".join(finished.logs.strip().splitlines()[-3:])
         raise ModelCheckError(f"the ONNX conversion did not run in {image} "
                               f"(exit {finished.exit_code}): {tail[:300]}",
                               "run it by hand: docker run --rm IMAGE python3 -c 'import paddle'")
-    doc = json.loads(record.read_text())
+    try:
+        doc = json.loads(record.read_text())
+        if not isinstance(doc, dict):
+            raise ValueError(f"a JSON {type(doc).__name__}, not an object")
+    except ValueError as e:  # cut by a full disk, or not the converter's record
+        raise ModelCheckError(f"the ONNX conversion's record {record} is cut or not a record "
+                              f"({str(e).splitlines()[0][:120]}): is the state folder full?",
+                              free_space(record.parent)) from e
     return (None if doc.get("code") else out / f"{export.prefix}.onnx"), doc
 
 
