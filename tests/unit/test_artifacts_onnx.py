@@ -359,10 +359,12 @@ def test_a_conversion_past_its_time_or_with_a_cut_record_fails_the_check_by_name
         return SimpleNamespace(exit_code=0, logs="")
 
     monkeypatch.setattr(engine, "wait", wait)
-    export = SimpleNamespace(prefix="inference", format="paddle-pir-json", folder=tmp_path)
+    export = SimpleNamespace(prefix="inference", format="paddle-pir-json", folder=tmp_path / "m")
+    export.folder.mkdir()
     with pytest.raises(ModelCheckError) as e:
-        onnx_out.convert(settings, export, image="reg/x@sha256:" + "a" * 64, python="3.10",
-                         machine="x86_64", opset=13, env={})
+        model_check._onnx(settings, export, {"python": "3.10"}, tmp_path / "fed",
+                          image="reg/x@sha256:" + "a" * 64, opset=13, env={}, rtol=1e-4,
+                          atol=1e-5, on_line=None)
     if fault == "timeout":
         assert e.value.cause == (f"the ONNX conversion in reg/x@sha256:{'a' * 64} did not "
                                  "finish within 7s (verify.timeout); its container was stopped; "

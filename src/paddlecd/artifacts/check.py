@@ -413,9 +413,12 @@ def _onnx(
     """Convert in the runtime image, check parity here on the feeds the loader saved in ``fed``;
     the loader's cases gain ``onnx/*``."""
     (export.folder / f"{export.prefix}.onnx").unlink(missing_ok=True)  # never a stale one
-    path, converter = onnx_out.convert(
-        settings, export, image=image, python=loader.get("python") or "3.11",
-        machine=loader.get("machine") or "x86_64", opset=opset, env=env, on_line=on_line)
+    try:
+        path, converter = onnx_out.convert(
+            settings, export, image=image, python=loader.get("python") or "3.11",
+            machine=loader.get("machine") or "x86_64", opset=opset, env=env, on_line=on_line)
+    except ContainerTimeout as e:
+        raise timed_out("the ONNX conversion", image, settings.verify.timeout, e) from e
     if path is None:
         return None, [{"name": "onnx/convert", "passed": False, "code": converter["code"],
                        "message": converter.get("message", "")}]
