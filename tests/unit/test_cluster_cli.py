@@ -58,7 +58,7 @@ def job_file(tmp_path: Path, **changes) -> str:
     [
         (
             ["--image", IMAGE, "--gpus-per-node", "8"],
-            "8 GPUs per node requested on the CPU variant 'cpu'",
+            "--gpus-per-node 8: GPUs per node requested on the CPU variant 'cpu'",
         ),
         (["--image", "registry.example.com/paddlecd/release:1.4.0-cpu"], "is a tag, not a digest"),
         (["--release", "1.4-cpu"], "is a moving tag, not a release"),

@@ -102,11 +102,19 @@ def test_schema_violations_name_the_key(tmp_path, change, message):
         jobfile.load(write(tmp_path, **change))
 
 
-def test_gpus_on_a_cpu_variant_are_impossible(tmp_path):
+def test_gpus_on_a_cpu_variant_are_impossible_and_named_where_they_came_from(tmp_path):
+    """Trial 19: ``--gpus-per-node 1`` over a file of ``gpus: 0`` named the job file."""
     spec = jobfile.load(write(tmp_path)).with_overrides(gpus=8)
-    with pytest.raises(ConfigError, match="8 GPUs per node requested on the CPU variant 'cpu'"):
+    with pytest.raises(ConfigError) as e:
         jobfile.check(spec, gpu_variant=False, variant="cpu")
+    assert e.value.cause == "--gpus-per-node 8: GPUs per node requested on the CPU variant 'cpu'"
+    assert e.value.hint.startswith("drop --gpus-per-node")
     jobfile.check(spec, gpu_variant=True, variant="cu126")
+    in_file = jobfile.load(write(tmp_path, resources={"gpus": 2})).with_overrides(nodes=2)
+    with pytest.raises(ConfigError) as e:
+        jobfile.check(in_file, gpu_variant=False, variant="cpu")
+    assert e.value.cause == (f"{in_file.source}: 2 GPUs per node requested on the CPU variant "
+                             "'cpu'") and e.value.hint.startswith("set resources.gpus to 0")
 
 
 def test_shm_larger_than_memory_is_impossible(tmp_path):

@@ -338,7 +338,9 @@ def test_a_deploy_stage_is_checked_against_each_selected_variant(tmp_path):
     (tmp_path / "images").mkdir()
     shutil.copy(ROOT / "images" / "variants.yaml", tmp_path / "images" / "variants.yaml")
     pdef = pipeline_spec.load(s, "t")
-    with pytest.raises(PipelineError, match=r"stage 'deploy' \(deploy\) for cpu: .*1 GPUs per "
-                                            r"node requested on the CPU variant 'cpu'"):
+    with pytest.raises(PipelineError, match=r"stage 'deploy' \(deploy\) for cpu: "
+                       r"with.gpus_per_node 1: GPUs per node requested on the CPU variant 'cpu'"
+                       ) as e:  # trial 19: named as the stage's parameter, not the task's flag
         pipeline_spec.plan_lines(pdef, pipeline_spec.Selection(("cpu",), "--variant"), s)
+    assert e.value.hint.startswith("drop with.gpus_per_node, or deploy a GPU release")
     assert pipeline_spec.plan_lines(pdef, pipeline_spec.Selection(("cu126",), "--variant"), s)

@@ -87,6 +87,7 @@ class JobSpec:
     run_as_user: int = 1000
     env: tuple[tuple[str, str], ...] = ()
     source: str = "<memory>"
+    flags: tuple[str, ...] = ()  # the flags whose values replaced the file's (with_overrides)
 
     def with_overrides(self, *, nodes: int | None = None, gpus: int | None = None) -> JobSpec:
         """A copy with ``--nodes`` / ``--gpus-per-node`` applied (``None`` keeps the file's value).
@@ -97,8 +98,11 @@ class JobSpec:
         within_schema("--nodes", nodes, "nodes")
         within_schema("--gpus-per-node", gpus, "resources", "gpus")
         res = self.resources if gpus is None else dataclasses.replace(self.resources, gpus=gpus)
+        given = tuple(f for f, v in (("--nodes", nodes), ("--gpus-per-node", gpus))
+                      if v is not None)
         return dataclasses.replace(
-            self, nodes=self.nodes if nodes is None else nodes, resources=res
+            self, nodes=self.nodes if nodes is None else nodes, resources=res,
+            flags=tuple(dict.fromkeys(self.flags + given)),
         )
 
     def new_job_id(self) -> str:
@@ -382,9 +386,13 @@ def check(spec: JobSpec, *, gpu_variant: bool, variant: str) -> None:
     """
     r = spec.resources
     if r.gpus and not gpu_variant:
+        if "--gpus-per-node" in spec.flags:  # trial 19: the job file (gpus: 0) was named
+            raise ConfigError(
+                f"--gpus-per-node {r.gpus}: GPUs per node requested on the CPU variant "
+                f"'{variant}'", "drop --gpus-per-node, or deploy a GPU release (e.g. 1.4.0-cu126)")
         raise ConfigError(
             f"{spec.source}: {r.gpus} GPUs per node requested on the CPU variant '{variant}'",
-            "set resources.gpus / --gpus-per-node to 0, or deploy a GPU release (e.g. 1.4.0-cu126)",
+            "set resources.gpus to 0, or deploy a GPU release (e.g. 1.4.0-cu126)",
         )
     if parse_quantity(r.shm) > parse_quantity(r.memory):
         raise ConfigError(

@@ -344,7 +344,16 @@ def check_selected(settings: Settings, pdef: PipelineDef, selection: Selection) 
                               variant=name)
             except ConfigError as e:
                 raise PipelineError(f"{pdef.path}: stage '{s.name}' (deploy) for {name}: "
-                                    f"{e.cause}", e.hint) from e
+                                    f"{_as_params(e.cause, s.params)}",
+                                    e.hint and _as_params(e.hint, s.params)) from e
+
+
+def _as_params(text: str, params: dict[str, Any]) -> str:
+    """``text`` of a task's error with each of its ``--flag-name`` that a stage's ``with:`` gave
+    as ``flag_name`` named as that key (the task's flags are the stage's parameters)."""
+    for key in params:
+        text = re.sub(rf"--{re.escape(key.replace('_', '-'))}\b", f"with.{key}", text)
+    return text
 
 
 def plan_lines(pdef: PipelineDef, selection: Selection, settings: Settings,
