@@ -482,6 +482,9 @@ def test_an_empty_or_padded_flag_is_refused_by_name_and_nothing_is_written(tmp_p
     assert run.returncode == 2, run.stdout + run.stderr
     assert f"error: {message}" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "state").exists()
+    if message.endswith(" is empty"):  # trial 19: "leave the flag out for its default" (--out)
+        assert "hint: give it a value (the task's --help says what leaving it out does)" \
+            in run.stderr
 
 
 def test_upload_refuses_a_paddle_version_that_is_not_one(tmp_path):

@@ -179,7 +179,8 @@ def _refuse_empty(flags: dict[str, Any]) -> None:
         if isinstance(value, str) and not value.strip():
             raise ConfigError(
                 f"{flag} is empty",
-                "give it a value, or leave the flag out for its default",
+                # trial 19: "or leave the flag out for its default" to --out, which has none
+                "give it a value (the task's --help says what leaving it out does)",
             )
         # a name, a path, a reference or a number never starts or ends with white space (a
         # trial: --image ' <ref>@sha256:…' was "has no digest"); the free texts may
