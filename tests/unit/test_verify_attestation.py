@@ -309,8 +309,12 @@ def test_a_keygen_killed_between_its_two_files_is_completed_by_the_next(tmp_path
         keys.keygen(tmp_path / "k")
     public.unlink()
     private.write_bytes(b"not a key")
-    with pytest.raises(SigningKeyError, match="no .* beside it.*not an unencrypted PEM"):
+    with pytest.raises(SigningKeyError, match="no .* beside it.*not an unencrypted PEM") as e:
         keys.keygen(tmp_path / "k")
+    # trial 19: the hint was "create a pair with: invoke evidence.keygen --out <folder>"
+    assert e.value.hint == ("keygen never overwrites a key: use another --out folder, or "
+                            f"remove {private} on purpose")
+    assert private.read_bytes() == b"not a key"
 
 
 def test_the_pem_secret_is_no_setting(tmp_path):

@@ -113,7 +113,12 @@ def keygen(folder: Path, *, note: Echo | None = None) -> tuple[Path, Path]:
         raise SigningKeyError(f"{public} exists already ({what}); keys are never overwritten",
                               "use another --out folder, or remove the old pair on purpose")
     if private.exists():  # an interrupted keygen: its key was linked whole, the .pub never was
-        signer = _signer(_read(private, "private key"), f"{private} (no {PUBLIC_NAME} beside it)")
+        try:
+            signer = _signer(_read(private, "private key"),
+                             f"{private} (no {PUBLIC_NAME} beside it)")
+        except SigningKeyError as e:  # trial 19: the hint was this very command
+            raise SigningKeyError(e.cause, "keygen never overwrites a key: use another --out "
+                                  f"folder, or remove {private} on purpose") from e
         _write_new(public, public_pem(signer.public_key), 0o644)
         if note:
             note(f"{private} had no public key (an interrupted keygen): wrote its {PUBLIC_NAME}")
