@@ -246,9 +246,13 @@ class ManifestStub(BlobStub):
         self.wfile.write(self.body)
 
 
-@pytest.mark.parametrize("body, words", [(b"{not json", "is not valid JSON"),
-                                         (b"[1, 2]", "is not a manifest (JSON list")])
-def test_a_manifest_answer_that_is_no_json_object_is_named_exit_5(body, words):
+@pytest.mark.parametrize("body, words, reference", [
+    (b"{not json", "is not valid JSON", "ledger"),
+    (b"[1, 2]", "is not a manifest (JSON list", "ledger"),
+    # trial 19: a sign-in page asked for by digest was "content digest … does not match"
+    (b"<!DOCTYPE html><title>Sign in</title>", "is not valid JSON", "sha256:" + "1" * 64),
+])
+def test_a_manifest_answer_that_is_no_json_object_is_named_exit_5(body, words, reference):
     """Trial 5: a 200 with a manifest media type and "{not json" was a JSONDecodeError traceback
     in release.list (the same garbage on tags/list was named)."""
     ManifestStub.body = body
@@ -257,7 +261,7 @@ def test_a_manifest_answer_that_is_no_json_object_is_named_exit_5(body, words):
     try:
         c = RegistryClient(f"127.0.0.1:{server.server_address[1]}", insecure=True, retries=1)
         with pytest.raises(RegistryError) as e:
-            c.get_manifest("ci/p", "ledger")
+            c.get_manifest("ci/p", reference)
         assert words in e.value.cause and e.value.exit_code == 5
     finally:
         server.shutdown()

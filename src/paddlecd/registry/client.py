@@ -213,13 +213,15 @@ class RegistryClient(Transport):
         resp = self._manifest_request("GET", repository, reference, what)
         raw = resp.content
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        # the transport's reader: a body that is no JSON is named (exit 5), before the digest
+        # (trial 19: a proxy's sign-in page, HTTP 200, was "content digest … does not match")
+        doc = resp.json()
         if by_digest and reference != digest:
             raise RegistryError(
                 f"{what}: content digest {digest} does not match",
                 "the registry is corrupt or lying",
             )
         ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
-        doc = resp.json()  # the transport's reader: a body that is no JSON is named (exit 5)
         if not isinstance(doc, dict):  # a trial: "{not json" was a JSONDecodeError traceback
             raise RegistryError(f"{what}: HTTP {resp.status_code} from {self.host} is not a "
                                 f"manifest (JSON {type(doc).__name__}, not an object)",
