@@ -85,7 +85,9 @@ def _read_one(path: Path) -> dict[str, LockEntry]:
     """
     if not path.exists():
         return {}
-    hint = "delete it and run: invoke lock"
+    # trial 19: "invoke lock" alone resolves every variant's base, and failed on a machine
+    # without Docker Hub for the cu* ones while the cpu pin it was to repair was one command away
+    hint = "delete it and run: invoke lock --variant <variant> for the variants you build"
     try:  # one line: the YAML problem and its line, not the parser's three-line mark
         data = files.read_yaml(path, error=LockError, what="lock file")
     except LockError as e:
