@@ -330,6 +330,10 @@ def switch_requested(name: str, environ: Mapping[str, str] | None = None, *,
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    if path.exists() and not path.is_file():  # trial 19: hint "pass the file itself" (no flag)
+        raise ConfigError(f"{path}: not a regular file ({files.kind_of(path)})",
+                          f"the project's settings are read from {path}: make it a YAML file "
+                          "of settings, or remove it")
     data = files.read_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(

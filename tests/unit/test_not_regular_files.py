@@ -182,3 +182,16 @@ def test_a_candidate_record_with_a_key_given_twice_is_refused(tmp_path):
                       '"}')
     with pytest.raises(ConfigError, match="the key 'digest' is given twice"):
         candidate.load_candidate(s, "cpu")
+
+
+def test_a_project_settings_file_that_is_no_file_is_named_with_its_fixed_place(tmp_path, odd):
+    """Trial 19: a folder or named pipe at paddlecd.yaml was "not a regular file", hint "pass
+    the file itself": no flag passes it; it is read from the project root."""
+    from paddlecd import config
+
+    kind, make = odd
+    make(tmp_path / config.PROJECT_FILE)
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    assert e.value.cause == f"{tmp_path / config.PROJECT_FILE}: not a regular file ({kind})"
+    assert e.value.hint.startswith(f"the project's settings are read from {tmp_path}")
