@@ -268,6 +268,14 @@ def test_upload_takes_the_model_prefix_deploy_prints(tmp_path):
         "model.pdiparams",
         "model.sig",
     ]
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "x").write_text("mine")
+    run = invoke("artifacts.download", "--url", f"file://{store}/demo/1.0.0", "--dest", str(busy),
+                 PADDLECD_STATE_DIR=str(tmp_path / "state"))
+    # trial 19: off a terminal the progress bar wrote an empty line before the error
+    assert run.returncode == 2 and run.stderr.startswith(
+        f"error: destination {busy} exists and is not an empty folder\n"), repr(run.stderr)
 
 
 def _export_leaking(tmp_path: Path) -> tuple[Path, Path]:

@@ -457,6 +457,11 @@ def bytes_bar(total: int | None = None) -> tuple[Any, Any]:
 
     cols = (progress.BarColumn(), progress.DownloadColumn(), progress.TransferSpeedColumn(),
             progress.TimeRemainingColumn())
-    bar = progress.Progress("[progress.description]{task.description}", *cols, console=err,
-                            transient=True)
+    class Bar(progress.Progress):
+        def stop(self) -> None:  # rich 13 prints an empty line at stop off a terminal, even
+            if not self.disable:  # for a disabled bar (trial 19: before a download's error)
+                super().stop()
+
+    bar = Bar("[progress.description]{task.description}", *cols, console=err, transient=True,
+              disable=not err.is_interactive)  # off a terminal there is nothing to redraw
     return bar, bar.add_task("bytes", total=total)
