@@ -492,6 +492,22 @@ def read_yaml(
         raise error(f"{path}: not valid YAML{where}: {problem}", "fix the syntax") from e
 
 
+def json_problem(e: ValueError) -> str:
+    """What is wrong with a file ``json.loads`` refused, in paddlecd's words rather than the
+    library's: ``empty``, ``not UTF-8 text (byte N)``, ``not JSON: <what> at line L, column C``
+    (``json.JSONDecodeError``'s own parts), or the first line of another ValueError (a key given
+    twice: :func:`unique_keys`). Trial 19: "Expecting value: line 1 column 1 (char 0)" for an
+    empty metrics file, "'utf-8' codec can't decode byte 0xe0 in position 0" for a manifest.
+    """
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {e.start})"
+    if isinstance(e, json.JSONDecodeError):
+        if not e.doc.strip():
+            return "empty"
+        return f"not JSON: {e.msg.lower()} at line {e.lineno}, column {e.colno}"
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+
+
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose keys are unique, as ``json.loads(…, object_pairs_hook=unique_keys)``
     (RFC 8259 §4: names SHOULD be unique; Python keeps the last silently, a trial:

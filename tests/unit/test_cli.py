@@ -79,7 +79,8 @@ def test_push_refuses_a_build_tagged_for_another_registry(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "why"), [
-    ('{"a":', "not valid JSON"), ("[1]", "not a build record (a JSON object)"),
+    ('{"a":', "not JSON: expecting value at line 1, column 6"),
+    ("", "empty"), ("[1]", "not a build record (a JSON object)"),
     ("{}", "'tag' is missing or not a string"),
     ('{"tag": "r:t", "base": 5}', "'base' is missing or not a string")])
 def test_push_names_a_broken_build_record(tmp_path, text, why):

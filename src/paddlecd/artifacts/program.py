@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from paddlecd.errors import ConfigError
+from paddlecd.files import json_problem
 
 # Op name of a feed in the PIR JSON serialisation (paddle/fluid/pir/serialize_deserialize).
 PIR_DATA_OPS = ("1.data", "pd_op.data")
@@ -59,7 +60,8 @@ def pir_inputs(program: Path) -> tuple[InputSpec, ...]:
     try:
         doc = json.loads(program.read_text())
     except (OSError, ValueError) as e:
-        raise ConfigError(f"{program} is not a PIR program: {e}",
+        why = e.strerror if isinstance(e, OSError) else json_problem(e)
+        raise ConfigError(f"{program} is not a PIR program: {why}",
                           "re-export with paddle.jit.save under Paddle 3.x") from e
     if not isinstance(doc, dict) or (doc.get("base_code") or {}).get("magic") != "pir":
         raise ConfigError(f"{program} is not a PIR program (no base_code.magic 'pir')",

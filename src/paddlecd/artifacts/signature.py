@@ -38,6 +38,7 @@ from securesystemslib.signer import SSlibKey
 
 from paddlecd.artifacts import manifest as am
 from paddlecd.errors import ModelSignatureError
+from paddlecd.files import json_problem
 from paddlecd.signing.bundle import BUNDLE_TYPE
 from paddlecd.signing.keys import TrustedKey
 
@@ -175,7 +176,9 @@ def _statement(data: bytes, *, where: str) -> dict[str, Any]:
         if not isinstance(statement, dict):
             raise ValueError("the payload is no JSON object")
     except (ValueError, KeyError, TypeError) as e:
-        raise ModelSignatureError(f"{where} is no model-signing bundle ({e})", _RESIGN) from e
+        why = (json_problem(e) if isinstance(e, ValueError)
+               else f"no {e}" if isinstance(e, KeyError) else str(e)[:200])
+        raise ModelSignatureError(f"{where} is no model-signing bundle ({why})", _RESIGN) from e
     return statement
 
 

@@ -38,6 +38,7 @@ from paddlecd.files import (
     NO_SPACE,
     disk_full,
     free_space,
+    json_problem,
     publish_folder,
     staging_folder,
     unique_keys,
@@ -513,8 +514,8 @@ def read_manifest(store: Store, prefix: str) -> ModelManifest | None:
     try:  # a key given twice (a trial: "name" twice, the last one right) is not a manifest
         doc = json.loads(raw, object_pairs_hook=unique_keys)
     except ValueError as e:
-        raise InvalidManifestError(
-            f"{where}: not JSON ({str(e)[:200]})", "re-upload the model with --overwrite"
+        raise InvalidManifestError(  # "not JSON: …", "not UTF-8 text (byte 0)", "empty"
+            f"{where}: {json_problem(e)}", "re-upload the model with --overwrite"
         ) from e
     return am.validate_manifest(doc, where=where, error=InvalidManifestError)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError
-from paddlecd.files import now_iso, regular_file, unique_keys, write_json
+from paddlecd.files import json_problem, now_iso, regular_file, unique_keys, write_json
 from paddlecd.registry.reference import check_digest
 
 
@@ -91,7 +91,7 @@ def load_candidate(settings: Settings, variant: str) -> Candidate | None:
         data = json.loads(path.read_text(), object_pairs_hook=unique_keys)
     except ValueError as e:
         raise ConfigError(
-            f"{path}: not valid JSON ({e})", f"push again: invoke push --variant {variant}"
+            f"{path}: {json_problem(e)}", f"push again: invoke push --variant {variant}"
         ) from e
     cand = Candidate.from_json(data, source=str(path), variant=variant)
     again = f"push again: invoke push --variant {variant}"

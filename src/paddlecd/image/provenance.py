@@ -24,7 +24,7 @@ from typing import Any
 
 from paddlecd.config import Settings
 from paddlecd.errors import AttestationError, ConfigError, SubjectError
-from paddlecd.files import read_regular, unique_keys
+from paddlecd.files import json_problem, read_regular, unique_keys
 from paddlecd.registry import cosign, referrers
 from paddlecd.registry.client import RegistryClient, client_for
 from paddlecd.registry.reference import parse_reference
@@ -230,7 +230,7 @@ def read_build(settings: Settings, variant: str) -> dict[str, Any]:
     try:  # a folder or a named pipe is named, never opened (a trial: push hung on a FIFO)
         doc = json.loads(read_regular(path, "build record"), object_pairs_hook=unique_keys)
     except ValueError as e:
-        raise ConfigError(f"{path}: not valid JSON ({str(e).splitlines()[0][:120]})", again) from e
+        raise ConfigError(f"{path}: {json_problem(e)}", again) from e
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: not a build record (a JSON object)", again)
     for key in ("tag", "base"):

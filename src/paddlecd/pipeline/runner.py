@@ -86,7 +86,7 @@ def last_run(settings: Settings, name: str) -> tuple[Path, Summary]:
     try:
         data = json.loads(path.read_text(), object_pairs_hook=files.unique_keys)
     except ValueError as e:
-        raise PipelineError(f"{path}: not valid JSON ({e})",
+        raise PipelineError(f"{path}: {files.json_problem(e)}",
                             f"start a fresh run: invoke pipeline.run {name}") from e
     summary = Summary.from_json(data, source=str(path))
     if (summary.pipeline, summary.run_id) != (name, run_id):  # edited, or copied from elsewhere

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd.errors import ConfigError, RegistryAuthError
-from paddlecd.files import environ_value, read_regular
+from paddlecd.files import environ_value, json_problem, read_regular
 
 USERNAME_ENV = "PADDLECD_REGISTRY_USERNAME"
 PASSWORD_ENV = "PADDLECD_REGISTRY_PASSWORD"
@@ -245,7 +245,7 @@ def docker_config(path: Path | None = None) -> Any:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:  # ValueError: not JSON (UnicodeDecodeError included)
-        why = e.strerror if isinstance(e, OSError) else f"not JSON ({e})"
+        why = e.strerror if isinstance(e, OSError) else json_problem(e)
         raise ConfigError(f"Docker config {path}: {why}",
                           "fix the file, or remove it and run docker login again") from e
     # imported here: loading docker-py's package costs ~0.1 s and importing paddlecd.cluster or

@@ -35,7 +35,7 @@ from typing import Any
 from paddlecd import schema as validation
 from paddlecd.config import Settings
 from paddlecd.errors import ConfigError, VerifyError, quoted
-from paddlecd.files import unique_keys, write_json
+from paddlecd.files import json_problem, unique_keys, write_json
 
 SCHEMA = 1
 
@@ -215,6 +215,6 @@ def load(settings: Settings, digest: str) -> Evidence | None:
         data = json.loads(path.read_text(), object_pairs_hook=unique_keys)
     except ValueError as e:
         raise VerifyError(
-            f"{path}: not valid JSON ({e})", "re-run verify to write a new record"
+            f"{path}: {json_problem(e)}", "re-run verify to write a new record"
         ) from e
     return Evidence.from_json(data, source=str(path))
