@@ -144,6 +144,16 @@ def test_metrics_file(tmp_path):
     (tmp_path / "dangling.json").symlink_to(tmp_path / "gone")
     with pytest.raises(ConfigError, match="is a symbolic link .*, not a regular file"):
         am.load_metrics(tmp_path / "dangling.json")
+    # trial 19: Python's json text for an empty file, and {} recorded as no metrics
+    for body, cause in [(b"", "empty"), (b"\xe0{}", "not UTF-8 text (byte 0)"),
+                        (b'{"a": 1,}', "not JSON: expecting property name enclosed in double "
+                                       "quotes at line 1, column 9"),
+                        (b"{}", None)]:
+        good.write_bytes(body)
+        with pytest.raises(ConfigError) as e:
+            am.load_metrics(good)
+        assert e.value.cause == (f"metrics file {good}: {cause}" if cause
+                                 else f"metrics file {good} holds no metric ({{}})")
     good.write_bytes(b" " * (am.METRICS_MAX_BYTES + 1))
     with pytest.raises(ConfigError, match=r"1048577 bytes, more than the 1048576"):
         am.load_metrics(good)

@@ -352,6 +352,30 @@ def test_a_manifest_with_a_key_twice_or_a_web_page_is_named_so(tmp_path):
     assert "answered a web page" in e.value.cause and "--overwrite" not in e.value.hint
 
 
+def test_a_manifest_of_garbage_or_a_folder_in_its_place_is_named_as_damage(tmp_path):
+    """Trial 19: random bytes as manifest.json were "not JSON ('utf-8' codec can't decode byte
+    0xe0 in position 0: …)"; a folder named manifest.json was "no model at … (no
+    manifest.json)" in show and download, and an unfinished upload in artifacts.list (exit 0)."""
+    from paddlecd.artifacts.transfer import InvalidManifestError
+    from paddlecd.errors import StorageError
+
+    store = FileStore(tmp_path / "store")
+    store.put_bytes(b"\xe0\x80garbage", "m/1.0.0/manifest.json")
+    with pytest.raises(InvalidManifestError) as e:
+        arts.read_manifest(store, "m/1.0.0/")
+    assert e.value.cause == f"{store.url}/m/1.0.0/manifest.json: not UTF-8 text (byte 0)"
+    store.put_bytes(b"", "m/1.1.0/manifest.json")
+    with pytest.raises(InvalidManifestError, match="manifest.json: empty$"):
+        arts.read_manifest(store, "m/1.1.0/")
+    (tmp_path / "store" / "m" / "1.2.0" / "manifest.json").mkdir(parents=True)
+    with pytest.raises(StorageError) as e:
+        arts.read_manifest(store, "m/1.2.0/")
+    assert e.value.cause == f"{store.url}/m/1.2.0/manifest.json is a folder, not a stored file"
+    store.put_bytes(b"{}", "m/1.2.0/model.json")
+    with pytest.raises(StorageError, match="is a folder, not a stored file"):  # not incomplete
+        arts.list_versions(store, "m")
+
+
 def test_a_version_longer_than_a_folder_name_holds_is_refused_by_its_length():
     """Trial 15: ``upload --version 1.0.0-<300 r>`` passed --dry-run, then failed on "File name
     too long: <state>/logs/upload-….log", hint "check the path"."""

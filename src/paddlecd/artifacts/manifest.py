@@ -347,15 +347,19 @@ def load_metrics(path: Path | None) -> dict[str, float] | None:
         if (size := path.stat().st_size) > METRICS_MAX_BYTES:
             raise ValueError(f"{size} bytes, more than the {METRICS_MAX_BYTES} a metrics file "
                              "may hold")
-        data = json.loads(path.read_text(), object_pairs_hook=files.unique_keys)
-    except (OSError, ValueError) as e:
+        data = json.loads(path.read_bytes(), object_pairs_hook=files.unique_keys)
+    except (OSError, ValueError) as e:  # trial 19: "Expecting value: line 1 column 1 (char 0)"
+        why = (e.strerror or str(e)) if isinstance(e, OSError) else files.json_problem(e)
         raise ConfigError(
-            f"metrics file {path}: {e}", 'write a JSON object, e.g. {"hmean": 0.83}'
+            f"metrics file {path}: {why}", 'write a JSON object, e.g. {"hmean": 0.83}'
         ) from e
     ok = isinstance(data, dict) and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         for v in data.values()
     )
+    if ok and not data:  # trial 19: {} was stored as if --metrics had not been given
+        raise ConfigError(f"metrics file {path} holds no metric ({{}})",
+                          'give at least one, e.g. {"hmean": 0.83}, or drop --metrics')
     if not ok:  # NaN and Infinity parse in Python but are not JSON (RFC 8259 §6): the manifest
         raise ConfigError(  # would not be either
             f"metrics file {path}: expected a JSON object of finite numbers",
@@ -526,7 +530,7 @@ def read_check_record(raw: bytes, *, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw, object_pairs_hook=files.unique_keys)
     except ValueError as e:
-        raise bad(str(e)) from e
+        raise bad(files.json_problem(e)) from e
     if not isinstance(doc, dict):
         raise bad("not a JSON object")
     missing = next((k for k in ("model", "image", "passed", "limited", "status", "cases",

@@ -95,10 +95,11 @@ class FileStore:
         open waits on for good (a trial: a FIFO manifest.json hung list, show and download).
 
         Raises:
-            StorageError: something other than a file or folder is at ``key``.
+            StorageError: something other than a file is at ``key`` (a key names a file: a
+                folder there was "no manifest.json", an upload still running, trial 19).
         """
         path = self._path(key)
-        if path.exists() and not path.is_dir() and not path.is_file():
+        if path.exists() and not path.is_file():
             raise StorageError(f"{self.url}/{key} is {kind_of(path)}, not a stored file",
                                "the store is damaged there: remove it, then upload the version "
                                "again (--overwrite)")
