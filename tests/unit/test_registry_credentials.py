@@ -178,6 +178,14 @@ def test_no_helper_runs_until_the_registry_asks_for_credentials(docker_home):
          "auths['reg.example:5000'].identitytoken is not a string"),
         (json.dumps({"credsStore": 5}), "'credsStore' is not a helper name"),
         (json.dumps([1]), "the top level is not a JSON object"),
+        # trial 19: base64 of the password alone was "(not enough values to unpack (expected 2,
+        # got 1))", the registry unnamed; the password itself is never printed
+        (json.dumps({"auths": {"reg.example:5000": {"auth": "UzNjcjN0LXQxOWItUHch"}}}),
+         "an 'auths' entry is not base64 of user:password: auths['reg.example:5000'].auth "
+         "decodes to no user:password (no ':' in it)"),
+        (json.dumps({"auths": {"reg.example:5000": {"auth": "%%%not-base64"}}}),
+         "an 'auths' entry is not base64 of user:password: auths['reg.example:5000'].auth is "
+         "not base64"),
     ],
 )
 def test_a_broken_config_json_is_named_not_ignored(docker_home, text, why):
@@ -189,7 +197,19 @@ def test_a_broken_config_json_is_named_not_ignored(docker_home, text, why):
     with pytest.raises(ConfigError) as e:
         find_credentials("reg.example:5000")
     assert e.value.cause.startswith(f"Docker config {docker_home / 'config.json'}: {why}")
-    assert "docker login" in e.value.hint
+    assert "docker login" in e.value.hint and "S3cr3t" not in e.value.cause
+
+
+def test_a_dangling_config_json_link_is_named_not_read_as_absent(docker_home):
+    """Trial 19: config.json linking to an unmounted CI secret was read as no config, and the
+    registry's 401 said "run docker login"."""
+    from paddlecd.errors import ConfigError
+
+    (docker_home / "config.json").symlink_to("/nonexistent/t19b.json")
+    with pytest.raises(ConfigError) as e:
+        find_credentials("reg.example:5000")
+    assert e.value.cause == (f"Docker config {docker_home / 'config.json'} is a symbolic link "
+                             "(to /nonexistent/t19b.json), which does not exist")
 
 
 def test_docker_config_naming_a_file_is_named_as_the_variable(docker_home, monkeypatch):

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecd.errors import ConfigError, RegistryAuthError
-from paddlecd.files import environ_value, json_problem, read_regular
+from paddlecd.files import environ_value, json_problem, kind_of, read_regular
 
 USERNAME_ENV = "PADDLECD_REGISTRY_USERNAME"
 PASSWORD_ENV = "PADDLECD_REGISTRY_PASSWORD"
@@ -240,6 +240,9 @@ def docker_config(path: Path | None = None) -> Any:
         raise ConfigError(f"DOCKER_CONFIG {folder} is a file, not a folder",
                           f"point DOCKER_CONFIG at the folder that holds config.json{example}, "
                           "or unset it")
+    if path.is_symlink() and not path.exists():  # trial 19: read as absent, then a 401
+        raise ConfigError(f"Docker config {path} is {kind_of(path)}, which does not exist",
+                          "mount or create the file it names, or remove the link")
     try:
         raw = json.loads(read_regular(path, "Docker config"))  # never a named pipe: it blocks
     except FileNotFoundError:
@@ -362,11 +365,36 @@ def _check_shape(raw: Any, path: Path) -> None:
         for key in ("auth", "identitytoken"):  # a trial: a number as identitytoken was said
             if not isinstance(entry.get(key, ""), str):  # to be the auth
                 raise bad(f"auths[{host[:80]!r}].{key}", "a string")
+        if entry.get("auth"):  # as docker-py decodes it (auth.decode_auth), never printed
+            why = _auth_problem(entry["auth"])
+            if why:  # trial 19: "(not enough values to unpack (expected 2, got 1))", no host
+                raise ConfigError(f"Docker config {path}: an 'auths' entry is not base64 of "
+                                  f"user:password: auths[{host[:80]!r}].auth {why}",
+                                  "fix or remove the entry (docker login rewrites it)")
     if not isinstance(raw.get("credsStore", ""), str):
         raise bad("'credsStore'", "a helper name (a string)")
     helpers = raw.get("credHelpers", {})
     if not isinstance(helpers, dict) or not all(isinstance(v, str) for v in helpers.values()):
         raise bad("'credHelpers'", "an object of registry -> helper name")
+
+
+def _auth_problem(auth: str) -> str | None:
+    """What keeps ``auth`` (an ``auths`` entry's) from being base64 of ``user:password`` as
+    docker-py reads it (``base64.b64decode``, split at the first ``:``, UTF-8), or None."""
+    import base64
+    import binascii
+
+    try:
+        decoded = base64.b64decode(auth)
+    except (binascii.Error, ValueError):
+        return "is not base64"
+    if b":" not in decoded:
+        return "decodes to no user:password (no ':' in it)"
+    try:
+        decoded.decode("utf-8")
+    except UnicodeDecodeError:
+        return "decodes to no UTF-8 text"
+    return None
 
 
 def _json_kind(value: Any) -> str:
