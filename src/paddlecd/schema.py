@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from paddlecd.errors import ConfigError, PaddlecdError
+from paddlecd.errors import ConfigError, PaddlecdError, quoted
 from paddlecd.types import JsonSchema
 
 
@@ -78,6 +78,30 @@ def _rank(e: jsonschema.ValidationError) -> tuple[int, int, list[str]]:
     return order.get(str(e.validator), 3), -len(e.absolute_path), [str(p) for p in e.absolute_path]
 
 
+# JSON Schema's type names in the words of the YAML and JSON a person writes
+_KINDS = {"object": "a mapping (an object)", "array": "a list", "string": "text (a string)",
+          "integer": "a whole number", "number": "a number", "boolean": "true or false",
+          "null": "null"}
+
+
+def _described(value: Any) -> str:
+    """``value`` as the YAML/JSON it was written as (``null``, ``true``, ``a list of 2 items``,
+    ``the text 'x'``), never Python's repr (``None``, ``True``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the text {quoted(value, 40)}"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if isinstance(value, dict):
+        return "a mapping (an object)"
+    return type(value).__name__
+
+
 def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError] = ConfigError,
           messages: Mapping[str, str] | None = None,
           schema: Mapping[str, Any] | None = None) -> None:
@@ -133,6 +157,10 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
             and not math.isfinite(e.instance)):  # YAML's .inf/.nan: JSON has neither
         raise error(f"{source}: {at} is {e.instance}, not a finite number",
                     f"write a number such as 1.5 ({see})")
+    if e.validator == "type":  # trial 19: "variants: None is not of type 'object'" for null
+        wanted = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+        raise error(f"{source}: {at} is {_described(e.instance)}, not "
+                    + " or ".join(_KINDS.get(str(w), str(w)) for w in wanted), see)
     if e.validator == "pattern" and isinstance(e.schema, Mapping) and e.schema.get("description"):
         # the rule in words beside the regex (a trial: "'' does not match '^[A-Za-z0-9]…'")
         raise error(f"{source}: {at}: {e.message}", f"{e.schema['description']} ({see})")

@@ -281,8 +281,8 @@ def test_a_check_record_of_the_wrong_shape_is_named_as_check_json(tmp_path):
 
 
 @pytest.mark.parametrize(("check_json", "fragment"), [
-    ('{"onnx": "x"}', "(its onnx record): (top level): 'x' is not of type 'object'"),
-    ('{"onnx": [1]}', "is not of type 'object'"),
+    ('{"onnx": "x"}', "(its onnx record): (top level) is the text 'x', not a mapping"),
+    ('{"onnx": [1]}', "(top level) is a list of 1 item, not a mapping (an object)"),
     ('{"onnx": {}, "onnx": {}}', "not a check record (the key 'onnx' is given twice)"),
     ("{not json", "not a check record"),
 ])

@@ -75,6 +75,10 @@ def test_repo_variants_load_with_gpu_versions_from_tags(tmp_path):
             None,
         ),
         ("variantz: {}", "unknown key 'variantz'", "did you mean 'variants'"),
+        # trial 20: "variants: None is not of type 'object'" (Python's None, jsonschema's words)
+        ("variants: null", "variants is null, not a mapping (an object)", None),
+        ("variants: {a: {device: cpu, base: 'r/p:3.0.0', paddle: 3.0}}",
+         "variants.a.paddle is the number 3.0, not text (a string)", None),
         ("- a\n- b", "expected a mapping", None),
         (
             "variants: {a: {device: gpu, base: 'r/p:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5', "

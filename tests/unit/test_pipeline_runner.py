@@ -427,7 +427,7 @@ def test_a_broken_latest_pointer_is_named_not_called_no_run(settings, pointer):
     ({"schema": 2}, "summary schema 2, this paddlecd reads 1"),
     ({"stages": [{"name": "build"}]}, "not a pipeline summary: stages[0]: 'kind' is a required"),
     # trial 7: these resumed, ran variants c, p and u (or "nosuch"), and recorded success
-    ({"variants": "cpu"}, "not a pipeline summary: variants: 'cpu' is not of type 'array'"),
+    ({"variants": "cpu"}, "not a pipeline summary: variants is the text 'cpu', not a list"),
     ({"variants": ["nosuch"]}, "names variant 'nosuch', which images/variants.yaml does not"),
     ({"run_id": "../../../../tmp/x"}, "not a pipeline summary: run_id:"),
     ({"pipeline": "release"}, "is the record of run '20261201T091911Z-e872' of pipeline "
