@@ -291,9 +291,13 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
                          ("lock_file", "images/lock.yaml")):
         path = settings.path(getattr(settings, key))
         if path.exists() and not path.is_file():
-            named = origins.get(key, Origin("default", "")).text(key)
-            raise ConfigError(f"{key} {path} ({named}) is {files.kind_of(path)}, not a file",
-                              f"point {key} at the file itself (default {default})")
+            origin = origins.get(key, Origin("default", ""))
+            # trial 20: the default path itself a folder was told to point the setting at it
+            hint = (f"make {default} the file again (git checkout {default}, or remove what is "
+                    f"there), or point {key} at another file" if origin.kind == "default"
+                    else f"point {key} at the file itself (default {default})")
+            raise ConfigError(f"{key} {path} ({origin.text(key)}) is {files.kind_of(path)}, "
+                              "not a file", hint)
     for section in ("registry", "release"):  # a trial: a CA file for plain HTTP, unsaid
         tls = getattr(settings, section)
         if tls.ca_file and tls.insecure:

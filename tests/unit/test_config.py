@@ -409,6 +409,15 @@ def test_a_lock_or_variants_file_that_is_a_folder_or_pipe_is_refused_by_the_sett
         assert e.value.cause == f"{key} {tmp_path / name} ({env}) is {kind}, not a file"
         assert e.value.hint.startswith(f"point {key} at the file itself")
     assert (tmp_path / "folder").is_dir() and not any((tmp_path / "folder").iterdir())
+    # trial 20: the default path a folder was told to "point variants_file at the file itself
+    # (default images/variants.yaml)", which it was
+    default = {"lock_file": "images/lock.yaml", "variants_file": "images/variants.yaml"}[key]
+    (tmp_path / default).mkdir(parents=True)
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    assert e.value.cause == f"{key} {tmp_path / default} (the default) is a folder, not a file"
+    assert e.value.hint == (f"make {default} the file again (git checkout {default}, or remove "
+                            f"what is there), or point {key} at another file")
 
 
 @pytest.mark.parametrize(("value", "why"), [
