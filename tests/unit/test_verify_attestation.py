@@ -474,3 +474,24 @@ def test_an_empty_entry_in_the_trusted_keys_is_refused(tmp_path, value):
     _, public = keys.keygen(tmp_path / "a")
     with pytest.raises(SigningKeyError, match="release.trusted_keys has an empty entry"):
         keys.trusted(_settings(tmp_path, **{"release.trusted_keys": value.format(a=public)}))
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_a_key_saved_as_utf16_or_utf32_is_named_so_with_how_to_resave_it(tmp_path, encoding):
+    """Trial 20: a key file re-saved as UTF-16 "holds no PEM block", and the hint sent the user
+    to make a new pair (signing key) or to list another .pub (trusted key)."""
+    private, public = keys.keygen(tmp_path / "k")
+    wide = "UTF-32" if encoding == "utf-32" else "UTF-16"
+    (tmp_path / "w.key").write_bytes(private.read_text().encode(encoding))
+    (tmp_path / "w.pub").write_bytes(public.read_text().encode(encoding))
+    with pytest.raises(SigningKeyError) as e:
+        keys.load_signer(tmp_path / "w.key", "verify.signing_key")
+    assert e.value.cause.endswith(f"is not an unencrypted PEM private key: it is {wide} text, "
+                                  "and PEM is ASCII")
+    assert e.value.hint.startswith(f"save it as ASCII text, e.g. iconv -f {wide} -t ASCII")
+    s = config.load({"release.trusted_keys": str(tmp_path / "w.pub")}, root=tmp_path,
+                    environ={})
+    with pytest.raises(SigningKeyError) as e:
+        keys.trusted(s)
+    assert e.value.cause.endswith(f"it is {wide} text, and PEM is ASCII")
+    assert e.value.hint.startswith("save it as ASCII text")

@@ -278,7 +278,8 @@ def _signer(pem: bytes, source: str) -> CryptoSigner:
         why = _pem_problem(pem, "PRIVATE KEY")
         raise SigningKeyError(
             f"{source} is not an unencrypted PEM private key: {why}",
-            f"give the .key file, not the .pub one; {_KEYGEN_HINT}" if public else _KEYGEN_HINT,
+            _resave(pem) or (f"give the .key file, not the .pub one; {_KEYGEN_HINT}" if public
+                             else _KEYGEN_HINT),
         ) from e
     if not isinstance(private, ec.EllipticCurvePrivateKey) or private.curve.name != "secp256r1":
         raise SigningKeyError(f"{source} is a {_kind(private)} key, not ECDSA P-256", _KEYGEN_HINT)
@@ -344,8 +345,10 @@ def _public(path: Path) -> ec.EllipticCurvePublicKey:
         private = b"PRIVATE KEY-----" in pem
         raise SigningKeyError(
             f"trusted key {path} is not a PEM public key: {_pem_problem(pem, 'PUBLIC KEY')}",
-            "release.trusted_keys lists public keys (*.pub), never private ones" if private
-            else f"list the .pub file that invoke evidence.keygen wrote; {_KEYGEN_HINT}",
+            _resave(pem) or ("release.trusted_keys lists public keys (*.pub), never private "
+                             "ones" if private else
+                             f"list the .pub file that invoke evidence.keygen wrote; "
+                             f"{_KEYGEN_HINT}"),
         ) from e
     if not isinstance(public, ec.EllipticCurvePublicKey) or public.curve.name != "secp256r1":
         raise SigningKeyError(
@@ -359,10 +362,33 @@ def _kind(key: object) -> str:
     return f"EC {curve.name}" if curve else type(key).__name__.lstrip("_")
 
 
+def _wide_text(data: bytes) -> str | None:
+    """``UTF-16`` or ``UTF-32`` when ``data`` is text in one of them (a byte-order mark, or the
+    NUL bytes ASCII text has between its letters in them), else None."""
+    if data[:4] in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"):
+        return "UTF-32"
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "UTF-16"
+    head = data[:64]
+    if len(head) >= 8 and head.count(0) * 2 >= len(head):
+        return "UTF-32" if head.count(0) * 4 >= len(head) * 3 else "UTF-16"
+    return None
+
+
+def _resave(pem: bytes) -> str | None:
+    """The hint for a key saved as UTF-16/32 text (re-save it as ASCII), else None."""
+    wide = _wide_text(pem)
+    return (f"save it as ASCII text, e.g. iconv -f {wide} -t ASCII KEY > KEY.pem (the key in "
+            "it may be good)") if wide else None
+
+
 def _pem_problem(pem: bytes, want: str) -> str:
     """What is wrong with ``pem`` when it did not load as a ``want`` (``"PUBLIC KEY"`` or
     ``"PRIVATE KEY"``), in our words: the library's own text is about ASN.1 internals."""
     label = re.search(rb"-----BEGIN ([A-Z0-9 ]+)-----", pem)
+    wide = _wide_text(pem)
+    if label is None and wide:  # trial 20: a UTF-16 copy "holds no PEM block", hint: keygen
+        return f"it is {wide} text, and PEM is ASCII"
     if label is None:
         return "it holds no PEM block (-----BEGIN ...-----)"
     name = label.group(1).decode()
