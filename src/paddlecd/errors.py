@@ -25,6 +25,7 @@ code  meaning
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -189,3 +190,20 @@ class Interrupted(PaddlecdError):
     (Not the builtin ``InterruptedError``, which is an ``OSError`` for EINTR.)"""
 
     exit_code = 130
+
+
+def network_reason(e: BaseException) -> str:
+    """The useful part of a network error's text: ``connection refused (errno 111)`` from
+    ``[Errno 111] Connection refused`` (requests, urllib3 and the Kubernetes client nest reprs
+    several levels deep), a TLS failure, a time-out; else the first 160 characters."""
+    text = str(e)
+    errno = re.search(r"\[Errno (-?\d+)\] ([^'\"\])]+)", text)
+    if errno:
+        return f"{errno.group(2).strip().lower()} (errno {errno.group(1)})"
+    for pattern in (r"certificate verify failed: [^'\"()\]]+", r"\[SSL: [A-Z_]+\][^'\"()]*",
+                    r"(?:Read|Connect) timed out", r"[Tt]imed out",
+                    r"Remote end closed connection without response"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(0).strip()
+    return text[:160]

@@ -168,8 +168,9 @@ def test_a_missing_kubeconfig_exits_9_before_anything_is_created(tmp_path):
     )
     assert result.returncode == 9
     assert (
-        "error: no usable kubeconfig" in result.stderr and "hint: set KUBECONFIG" in result.stderr
-    )
+        f"error: no kubeconfig: {tmp_path / 'absent'} does not exist, and this is not a pod in "
+        "a cluster" in result.stderr and "hint: set KUBECONFIG" in result.stderr
+    ), result.stderr
 
 
 def test_cluster_render_writes_one_file_per_object(tmp_path):

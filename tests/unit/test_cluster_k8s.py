@@ -286,9 +286,35 @@ def test_a_missing_kubeconfig_is_a_clear_cluster_error(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with pytest.raises(ClusterError, match="no usable kubeconfig") as info:
+    with pytest.raises(ClusterError, match="no kubeconfig: .*absent does not exist") as info:
         k8s.connect(config.load(root=DATA, environ={}))
     assert "KUBECONFIG" in info.value.hint and info.value.exit_code == 9
+    # trial 20: KUBECONFIG= was the client's "Invalid kube-config file. No configuration found."
+    monkeypatch.setenv("KUBECONFIG", "")
+    with pytest.raises(ClusterError) as info:
+        k8s.connect(config.load(root=DATA, environ={}))
+    assert info.value.cause == (f"no kubeconfig: {tmp_path}/.kube/config does not exist (KUBECONFIG "
+                                "is set but empty, which kubectl reads as unset), and this is not "
+                                "a pod in a cluster")
+
+
+@pytest.mark.parametrize(("body", "cause"), [
+    (bytes(range(128, 256)) * 4, "is not UTF-8 text (byte 0)"),
+    ("apiVersion: v1\nkind: Config\n".encode("utf-16"), "is not UTF-8 text (byte 0)"),
+    (b"apiVersion: v1\nclusters: [\n", "is not valid YAML"),
+])
+def test_a_kubeconfig_that_is_not_utf8_yaml_is_named_in_deploy_its_dry_run_and_doctor(
+        tmp_path, monkeypatch, body, cause):
+    """Trial 20: a kubeconfig of random bytes, or saved as UTF-16, was a 62-line traceback
+    (the client's UnicodeDecodeError) in deploy, its --dry-run (the namespace) and doctor."""
+    path = tmp_path / "kc"
+    path.write_bytes(body)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    settings = config.load(root=DATA, environ={})
+    for read in (k8s.connect, k8s.namespace):
+        with pytest.raises(ClusterError) as info:
+            read(settings)
+        assert info.value.cause.startswith(f"kubeconfig {path} {cause}"), info.value.cause
 
 
 def test_a_file_the_kubeconfig_names_that_is_missing_is_named_with_its_entry(tmp_path,
@@ -464,3 +490,19 @@ def test_a_dry_run_namespace_without_a_current_context_fails_as_the_deploy_does(
     assert e.value.cause == f"kubeconfig {kubeconfig} has no current-context"
     chosen = config.load(root=tmp_path, environ={"PADDLECD_CLUSTER_CONTEXT": "x"})
     assert k8s.namespace(chosen) == "team-a"
+
+
+def test_an_api_server_that_refuses_the_connection_is_named_in_our_words(tmp_path, monkeypatch):
+    """Trial 20: "unreachable: [Errno 111] Connection refused", Python's text, where every
+    other unreachable server is "connection refused (errno 111)". (No API server runs here:
+    port 9 of this host refuses.)"""
+    _kubeconfig(tmp_path, monkeypatch, yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t0ken-never-shown"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    with pytest.raises(ClusterError) as info:
+        k8s.connect(config.load(root=DATA, environ={}))
+    assert info.value.cause == ("Kubernetes API server https://127.0.0.1:9 unreachable: "
+                                "connection refused (errno 111)")
+    assert "t0ken" not in info.value.cause + info.value.hint

@@ -28,7 +28,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from paddlecd import files
 from paddlecd.config import FORMATS, Settings
-from paddlecd.errors import ClusterError
+from paddlecd.errors import ClusterError, network_reason
 from paddlecd.files import read_regular
 from paddlecd.types import KubeObject
 
@@ -150,9 +150,11 @@ def _contexts() -> list[dict[str, Any]]:
     """The ``contexts`` entries of the kubeconfig file (shape-checked by :func:`_shape_problem`),
     read without the client's current-context check."""
     out: list[dict[str, Any]] = []
-    for name in _config_file().split(os.pathsep):  # $KUBECONFIG lists files, merged in order
-        path = Path(name)
-        doc = yaml.safe_load(path.read_text()) if path.is_file() else None
+    for name in filter(None, _config_file().split(os.pathsep)):  # merged in order
+        try:
+            doc = _load(Path(name))
+        except ClusterError:  # named by _shape_problem where the files are checked
+            continue
         found = doc.get("contexts") if isinstance(doc, dict) else None
         out += [c for c in found or [] if isinstance(c, dict)]
     return out
@@ -212,6 +214,35 @@ def _documents() -> Iterator[tuple[str, dict[str, Any]]]:
                 yield path, doc
 
 
+def _load(path: Path) -> Any:
+    """The YAML document of the kubeconfig file ``path`` (None when nothing is there), read as
+    kubectl reads it: UTF-8 text.
+
+    Raises:
+        ClusterError: not a regular file (never opened: a named pipe blocks), unreadable, not
+            UTF-8 (trial 20: the client's UnicodeDecodeError was a traceback in deploy, its dry
+            run and doctor), or not YAML; each names the file.
+    """
+    try:
+        raw = read_regular(path, "kubeconfig", error=ClusterError)
+    except FileNotFoundError:
+        return None
+    except ClusterError as e:
+        raise ClusterError(e.cause, "point KUBECONFIG at the kubeconfig file, or unset it") from e
+    except OSError as e:
+        raise _unreadable(e) from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ClusterError(f"kubeconfig {path} is not UTF-8 text (byte {e.start})",
+                           "save it as UTF-8 (kubectl reads it so), or point KUBECONFIG "
+                           "elsewhere") from e
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise _not_yaml(e, str(path)) from e
+
+
 def _no_kubeconfig(service_account_namespace: Path) -> str:
     """The namespace with no kubeconfig: the in-cluster service account's, else ``default``."""
     with contextlib.suppress(OSError):
@@ -219,11 +250,12 @@ def _no_kubeconfig(service_account_namespace: Path) -> str:
     return "default"
 
 
-def _not_yaml(e: yaml.YAMLError) -> ClusterError:
-    """A kubeconfig that does not parse, named with the line of the first problem."""
+def _not_yaml(e: yaml.YAMLError, path: str | None = None) -> ClusterError:
+    """A kubeconfig (``path``, else the file the error names) that does not parse, named with
+    the line of the first problem."""
     mark = getattr(e, "problem_mark", None)
     name = getattr(mark, "name", None)
-    where = name if name and not name.startswith("<") else _config_file()
+    where = path or (name if name and not name.startswith("<") else _config_file())
     line = f" (line {mark.line + 1})" if mark else ""
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
     return ClusterError(f"kubeconfig {where} is not valid YAML{line}: {problem}",
@@ -257,13 +289,11 @@ def _shape_problem() -> ClusterError | None:
     each with a mapping under ``cluster``/``context``/``user``; the ``*-data`` fields base64);
     None when every file has the right shape, or cannot be read as YAML (the client names that).
     """
-    for path in _config_file().split(os.pathsep):
+    for path in filter(None, _config_file().split(os.pathsep)):
         try:  # a named pipe would block the client's read for good (a trial: cluster.render)
-            doc = yaml.safe_load(read_regular(Path(path), "kubeconfig", error=ClusterError))
+            doc = _load(Path(path))
         except ClusterError as e:
-            return ClusterError(e.cause, "point KUBECONFIG at the kubeconfig file, or unset it")
-        except (OSError, ValueError, yaml.YAMLError):
-            continue
+            return e
         if doc is None:
             continue
         if not isinstance(doc, dict):
@@ -328,8 +358,18 @@ def connect(settings: Settings) -> Api:
             kubernetes.config.load_incluster_config()
             client = kubernetes.client.ApiClient()
         except ConfigException:
+            paths = [p for p in config_file.split(os.pathsep) if p]
+            if not any(Path(p).exists() for p in paths):  # trial 20: the client's "Invalid
+                # kube-config file. No configuration found." for KUBECONFIG= (read as unset,
+                # as kubectl reads it)
+                empty = "KUBECONFIG" in os.environ and not os.environ["KUBECONFIG"]
+                why = (f"no kubeconfig: {', '.join(paths)} does not exist"
+                       + (" (KUBECONFIG is set but empty, which kubectl reads as unset)"
+                          if empty else "") + ", and this is not a pod in a cluster")
+            else:
+                why = f"no usable kubeconfig ({e})".replace("\n", " ")
             raise ClusterError(
-                f"no usable kubeconfig ({e})".replace("\n", " "),
+                why,
                 "set KUBECONFIG or create ~/.kube/config (and PADDLECD_CLUSTER_CONTEXT to pick a "
                 "context); or run with --cluster local",
             ) from e
@@ -353,7 +393,7 @@ def _probe(client: Any) -> None:
     except ApiException:
         return  # it answered: reachable (auth and RBAC are judged per request)
     except (urllib3.exceptions.HTTPError, OSError) as e:
-        reason = str(getattr(e, "reason", None) or e).split(": ")[-1][:160]
+        reason = network_reason(getattr(e, "reason", None) or e)  # trial 20: "[Errno 111] …"
         raise ClusterError(
             f"Kubernetes API server {host} unreachable: {reason}",
             "check the kubeconfig context and the network (kubectl cluster-info); "

@@ -38,6 +38,7 @@ from paddlecd.errors import (
     RegistryAuthError,
     RegistryError,
     RegistryRateLimitError,
+    network_reason,
 )
 from paddlecd.files import hide_userinfo, regular_file
 from paddlecd.registry import answers, auth
@@ -581,19 +582,8 @@ def _hung_up(e: Exception) -> bool:
 
 
 def _short(e: Exception) -> str:
-    """The useful part of a requests/urllib3 exception text (they nest reprs several levels
-    deep)."""
-    text = str(e)
-    errno = re.search(r"\[Errno (-?\d+)\] ([^'\"\])]+)", text)
-    if errno:
-        return f"{errno.group(2).strip().lower()} (errno {errno.group(1)})"
-    for pattern in (r"certificate verify failed: [^'\"()\]]+", r"\[SSL: [A-Z_]+\][^'\"()]*",
-                    r"(?:Read|Connect) timed out", r"[Tt]imed out",
-                    r"Remote end closed connection without response"):
-        found = re.search(pattern, text)
-        if found:
-            return found.group(0).strip()
-    return text[:160]
+    """The useful part of a requests/urllib3 exception text (:func:`network_reason`)."""
+    return network_reason(e)
 
 
 def _json_of(resp: requests.Response, what: str, host: str, **kwargs: Any) -> Any:
