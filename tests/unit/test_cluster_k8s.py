@@ -293,9 +293,9 @@ def test_a_missing_kubeconfig_is_a_clear_cluster_error(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", "")
     with pytest.raises(ClusterError) as info:
         k8s.connect(config.load(root=DATA, environ={}))
-    assert info.value.cause == (f"no kubeconfig: {tmp_path}/.kube/config does not exist (KUBECONFIG "
-                                "is set but empty, which kubectl reads as unset), and this is not "
-                                "a pod in a cluster")
+    assert info.value.cause == (f"no kubeconfig: {tmp_path}/.kube/config does not exist "
+                                "(KUBECONFIG is set but empty, which kubectl reads as unset), "
+                                "and this is not a pod in a cluster")
 
 
 @pytest.mark.parametrize(("body", "cause"), [
