@@ -301,6 +301,32 @@ def test_resume_takes_a_new_version_after_a_refused_promotion(settings):
     assert json.loads((second.folder / "summary.json").read_text())["options"]["version"] == "1.0.1"
 
 
+def test_a_new_version_for_a_run_whose_promotion_succeeded_is_refused(settings):
+    """Trial 19: promote made 8.13.0, deploy was interrupted; ``--resume --version 8.14.0`` (and
+    its dry run) reused 8.13.0 and deployed it, the 8.14.0 dropped without a word."""
+    def promote(ctx: stages.StageContext) -> None:
+        ctx.outputs.update(release=f"{ctx.params['version']}-cpu", version=ctx.params["version"])
+
+    def deploy(ctx: stages.StageContext) -> None:
+        raise VerifyError("the job failed", "see its logs")
+
+    kinds = {k: (lambda ctx: None) for k in stages.KINDS}
+    kinds.update(promote=promote, deploy=deploy)
+    first = pipeline.run(settings, "release", given=("cpu",), options={"version": "8.13.0"},
+                         kinds=kinds)
+    assert first.error() is not None
+    with pytest.raises(PipelineError) as e:
+        pipeline.run(settings, "release", resume=True, options={"version": "8.14.0"},
+                     kinds=kinds)
+    assert e.value.cause == (f"--version 8.14.0: the promote stage of run "
+                             f"{first.summary.run_id} succeeded (8.13.0-cpu), and a resume "
+                             "reuses it")
+    assert e.value.hint.endswith("invoke pipeline.run release --version 8.14.0")
+    again = pipeline.run(settings, "release", resume=True, options={"version": "8.13.0"},
+                         kinds=kinds)  # the same version given again is no change
+    assert again.summary.run_id == first.summary.run_id
+
+
 @pytest.mark.parametrize("debug", [False, True])
 def test_an_unexpected_stage_error_shows_its_traceback_only_with_runtime_debug(tmp_path, debug):
     """runtime.debug (PADDLECD_DEBUG) is a setting: the runner reads Settings, not os.environ."""
@@ -401,6 +427,16 @@ def test_a_run_killed_while_running_is_closed_by_the_next_fresh_run(settings):
                           "interrupted"
     assert result.summary.status == "succeeded" and result.summary.owner == proc.owner()
     assert result.folder != folder
+
+
+def test_a_resume_plan_of_a_killed_run_says_it_was_killed_not_running(settings):
+    """Trial 19: ``--resume --dry-run`` of a run killed with -9 said "(running)"."""
+    folder = _killed_summary(settings, f"{socket.gethostname()}/999999999/1")  # no such pid
+    summary = Summary.from_json(json.loads((folder / "summary.json").read_text()),
+                                source="summary.json")
+    line = pipeline.resume_lines(summary)[0]
+    assert "(killed while running: the resume records it as interrupted): from stage verify" \
+        in line
 
 
 def test_a_run_whose_process_still_runs_is_not_taken_for_killed(settings):

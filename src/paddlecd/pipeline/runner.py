@@ -166,6 +166,17 @@ def resume_of(settings: Settings, pdef: PipelineDef, given: tuple[str, ...],
         raise PipelineError(f"{folder / 'summary.json'}: run {summary.run_id} records options "
                             f"that pipeline.run refuses: {e.cause}",
                             f"start a fresh run: invoke pipeline.run {name} …") from e
+    again = {k: v for k, v in (options or {}).items() if v and summary.options.get(k) != v}
+    promoted = [s for s in summary.stages if s.kind == "promote"]
+    if again and promoted and all(s.status == "succeeded" for s in promoted):
+        # trial 19: --version 8.14.0 on a run whose promote had made 8.13.0 was dropped unsaid
+        done = ", ".join(sorted({str((u.outputs or {}).get("release") or (u.outputs or {}).get(
+            "version") or "?") for s in promoted for u in s.variants.values()}))
+        flags = " ".join(f"--{k} {v}" for k, v in again.items())
+        raise PipelineError(
+            f"{flags}: the promote stage of run {summary.run_id} succeeded ({done}), and a "
+            "resume reuses it", f"resume without {flags.split()[0]}, or start a fresh run: "
+            f"invoke pipeline.run {name} {flags}")
     merged = {**summary.options, **{k: v for k, v in (options or {}).items() if v}}
     return (folder, dataclasses.replace(summary, options=merged),
             Selection(summary.variants, f"resumed run {summary.run_id}"))
@@ -211,7 +222,10 @@ def resume_lines(summary: Summary, settings: Settings | None = None) -> list[str
     another revision than the checkout's (its finished stages' results are reused)."""
     todo = [s.name for s in summary.stages if s.status != "succeeded"]
     first = f"from stage {todo[0]}" if todo else "no stage left"
-    lines = [f"resume run {summary.run_id} ({summary.status}): {first} "
+    status = summary.status  # trial 19: a dry run said "(running)" of a killed run
+    if status == "running" and summary.owner and proc.owner_gone(summary.owner):
+        status = "killed while running: the resume records it as interrupted"
+    lines = [f"resume run {summary.run_id} ({status}): {first} "
              f"({len(summary.stages) - len(todo)} succeeded stage(s) reused)"]
     now = git.revision(settings.root).full if settings else None
     if now and summary.revision and summary.revision != now:
