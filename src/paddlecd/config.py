@@ -777,6 +777,11 @@ FORMATS = {
 }
 
 
+# Settings that are comma-separated lists, each item trimmed ("bundle, att")
+COMMA_LISTS = frozenset({"verify.attestation_layouts", "release.trusted_keys", "release.models",
+                         "release.max_slowdown_figures"})
+
+
 # FORMATS whose values may carry a secret (a pip index URL with a token): their errors never
 # quote the value.
 SECRET_FORMATS = frozenset({"build.pip_index_url"})
@@ -851,7 +856,14 @@ def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
                     "use a positive number",
                 )
             return number
-        return str(value)
+        text = str(value)
+        if text != text.strip() and key not in COMMA_LISTS:  # trial 20: storage.url
+            # 'file:///s ' made a folder 's ' (a comma list trims each of its items)
+            shown = "" if key in SECRET_FORMATS else f" {quoted(text)}"
+            raise ConfigError(
+                f"setting '{key}' ({origin.text(key)}){shown} has white space around it",
+                "drop the spaces: no name, path, URL or reference starts or ends with one")
+        return text
     except (TypeError, ValueError) as e:
         digits = str(value).strip().lstrip("+-")
         if base in (int, float) and len(digits) > 100 and digits.isdigit():

@@ -3,6 +3,7 @@ switches and their short aliases, warnings (not errors) for unknown PADDLECD_* v
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -184,7 +185,7 @@ def test_registry_url_is_a_host_name(tmp_path, url):
     """Trial 9: white space reached urllib3 ("Failed to parse", hint "check the path"), and
     '127.0.0.1?x=1' was asked on port 80 and reported as a registry that is down. Trial 17: a
     space after the port was "the port is not 1..65535"."""
-    with pytest.raises(ConfigError, match="not host\\[:port\\]") as e:
+    with pytest.raises(ConfigError, match="not host\\[:port\\]|has white space around it") as e:
         config.load({"registry.url": url}, root=tmp_path, environ={})
     assert e.value.cause.startswith("setting 'registry.url'")
 
@@ -447,3 +448,16 @@ def test_a_huge_setting_is_quoted_by_its_head_and_length(tmp_path):
     with pytest.raises(ConfigError) as e:
         config.load(root=tmp_path, environ={"PADDLECD_CLUSTER_NAMESPACE": "a" * 1_000_000})
     assert "(1000000 characters)" in e.value.cause and len(e.value.cause) < 300, e.value.cause[:400]
+
+
+@pytest.mark.parametrize("value", ["file:///tmp/store2 ", " file:///tmp/store", "\tcpu"])
+def test_a_text_setting_with_white_space_around_it_is_refused(tmp_path, value):
+    """Trial 20: PADDLECD_STORAGE_URL='file:///tmp/t20c/store2 ' uploaded into a folder named
+    'store2 ', where --to with the same value was refused."""
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={"PADDLECD_STORAGE_URL": value})
+    assert e.value.cause == (f"setting 'storage.url' (PADDLECD_STORAGE_URL) {value!r} has white "
+                             "space around it")
+    (tmp_path / "paddlecd.yaml").write_text(f"storage: {{url: {json.dumps(value)}}}\n")
+    with pytest.raises(ConfigError, match="has white space around it"):
+        config.load(root=tmp_path, environ={})
