@@ -264,3 +264,15 @@ def test_a_download_removes_what_a_killed_download_left_beside_it(tmp_path):
     arts.download(store, "ocr-det", "1.4.0", tmp_path / "out" / "dl")
     assert not killed.exists() and live.exists()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(["dl", live.name])
+
+
+def test_a_version_folder_linked_to_another_is_listed_as_damaged_not_left_out(tmp_path):
+    """Trial 20: ``ln -s …/9.0.0 …/9.0.5`` — artifacts.show refused 9.0.5 ("copied or changed
+    by hand") but artifacts.list left it out and exited 0."""
+    store = _stored(tmp_path, "1.4.0")
+    (tmp_path / "store" / "ocr-det" / "1.4.5").symlink_to(tmp_path / "store" / "ocr-det" / "1.4.0")
+    listed = {v["version"]: v for v in arts.list_model(store, "ocr-det")}
+    assert set(listed) == {"1.4.0", "1.4.5"}
+    assert listed["1.4.5"]["damaged"] and "is the manifest of ocr-det 1.4.0" in \
+        listed["1.4.5"]["problem"]
+    assert listed["1.4.0"]["complete"]

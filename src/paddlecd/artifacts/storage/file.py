@@ -174,8 +174,11 @@ class FileStore:
         if not base.is_dir():
             return []
         entries = list(base.rglob("*"))  # a folder link is not followed: checked here instead
-        for link in (p for p in entries if p.is_symlink()):
+        for link in [p for p in entries if p.is_symlink()]:
             self._path(link.relative_to(self.root).as_posix())
+            if link.is_dir():  # inside the store: its files listed under the link's own keys, so
+                entries += link.rglob("*")  # the version they form is judged, never left out
+                # (trial 20: 9.0.5 -> 9.0.0 was missing from artifacts.list, exit 0)
         found = [(p, _size(p)) for p in entries if p.is_file()]
         return sorted(
             (
