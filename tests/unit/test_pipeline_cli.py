@@ -57,6 +57,16 @@ def test_bad_log_format(tmp_path):
     )
 
 
+def test_a_base_ref_beside_variants_named_is_refused_not_ignored(tmp_path):
+    """Trial 20: ``pipeline.run pr --variant cpu --base-ref nonexistent`` planned cpu, exit 0,
+    the ref neither read nor mentioned (without --variant the same ref was refused)."""
+    run = pipeline_cli("pipeline.run", "pr", "--dry-run", "--variant", "cpu", "--base-ref",
+                       "nonexistent-ref-xyz", state=tmp_path / "state")
+    assert run.returncode == 2, run.stderr
+    assert ("error: --base-ref finds the variants a change touches, and --variant names them: "
+            "give one") in run.stderr and not (tmp_path / "state").exists()
+
+
 def test_unknown_pipeline(tmp_path):
     run = pipeline_cli("pipeline.run", "nigthly", state=tmp_path)
     assert run.returncode == 10

@@ -87,6 +87,10 @@ def run(c, name, variant=None, base_ref=None, resume=False, log_format=None, dry
         raise ConfigError(f"--base-ref is for a pipeline that runs the variants a change touches, "
                           f"and pipeline '{name}' runs variants: {pdef.variants}",
                           "drop --base-ref (e.g. invoke pipeline.run pr --base-ref origin/main)")
+    if base_ref and variant:  # trial 20: --variant won, the ref was neither read nor mentioned
+        raise ConfigError("--base-ref finds the variants a change touches, and --variant names "
+                          "them: give one", "e.g. invoke pipeline.run pr --variant cpu, or "
+                          "invoke pipeline.run pr --base-ref origin/main")
     base_ref = affected.default_base_ref(base_ref, os.environ)
     logs = view.UnitLogs(s.state)
     on_plan, on_event, on_line = _reporters(fmt, logs)
