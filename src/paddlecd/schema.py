@@ -84,6 +84,21 @@ _KINDS = {"object": "a mapping (an object)", "array": "a list", "string": "text 
           "null": "null"}
 
 
+def _fits(schema: Any, value: Any) -> bool:
+    """Whether the branch ``schema`` of a oneOf/anyOf is the one for ``value``'s kind: its
+    ``type`` is ``value``'s, or it is an ``enum`` of values of ``value``'s type."""
+    if not isinstance(schema, Mapping):
+        return False
+    names = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind in names:
+        return isinstance(value, names[kind])
+    if isinstance(kind, str) and kind in ("number", "integer"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    options = schema.get("enum")
+    return isinstance(options, list) and any(type(o) is type(value) for o in options)
+
+
 def _described(value: Any) -> str:
     """``value`` as the YAML/JSON it was written as (``null``, ``true``, ``a list of 2 items``,
     ``the text 'x'``), never Python's repr (``None``, ``True``)."""
@@ -123,6 +138,14 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
     if not errors:
         return
     e = min(errors, key=_rank)
+    while (e.validator in ("oneOf", "anyOf") and e.context
+           and not (messages and str(e.validator) in messages)):
+        # trial 20: "variants: 'chnaged' is not valid under any of the given schemas" named no
+        # cause; the branch of the value's own kind (text: the enum; a list: the array) does
+        fitting = [sub for sub in e.context if _fits(sub.schema, e.instance)] or None
+        if fitting is None:
+            break
+        e = min(fitting, key=_rank)
     at, see = where(e), f"see src/paddlecd/schemas/{schema_name}"
     if e.validator == "additionalProperties" and isinstance(e.instance, dict):
         allowed = list(e.schema.get("properties", {}))
@@ -157,6 +180,19 @@ def check(data: Any, schema_name: str, *, source: str, error: type[PaddlecdError
             and not math.isfinite(e.instance)):  # YAML's .inf/.nan: JSON has neither
         raise error(f"{source}: {at} is {e.instance}, not a finite number",
                     f"write a number such as 1.5 ({see})")
+    if (e.validator in ("oneOf", "anyOf") and not (messages and str(e.validator) in messages)
+            and isinstance(e.validator_value, list)
+            and not any(_fits(b, e.instance) for b in e.validator_value)):
+        kinds = [("one of: " + ", ".join(map(str, b["enum"]))) if "enum" in b
+                 else _KINDS.get(str(b.get("type")), str(b.get("type")))
+                 for b in e.validator_value if isinstance(b, Mapping)]
+        raise error(f"{source}: {at} is {_described(e.instance)}, not " + " or ".join(kinds), see)
+    if e.validator == "uniqueItems" and isinstance(e.instance, list):
+        seen: list[Any] = []
+        twice = next((x for x in e.instance if x in seen or seen.append(x)), None)
+        raise error(f"{source}: {at} lists {_described(twice)} twice", f"list each once ({see})")
+    if e.validator == "minItems" and isinstance(e.instance, list) and not e.instance:
+        raise error(f"{source}: {at} is an empty list: give at least {e.validator_value}", see)
     if e.validator == "type":  # trial 19: "variants: None is not of type 'object'" for null
         wanted = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
         raise error(f"{source}: {at} is {_described(e.instance)}, not "

@@ -60,6 +60,24 @@ def test_unknown_stage_kind_with_did_you_mean():
     assert e.value.hint.startswith("did you mean 'build'?")
 
 
+@pytest.mark.parametrize(("stage_list", "top", "cause", "hint"), [
+    # trial 20: each was jsonschema's "is not valid under any of the given schemas", no cause
+    ([{"stage": "build"}], {"variants": "chnaged"}, "unknown variants 'chnaged' at variants",
+     "did you mean 'changed'?"),
+    ([{"stage": "build"}], {"variants": ["cpu", "cpu"]}, "variants lists the text 'cpu' twice",
+     "list each once"),
+    ([{"stage": "build"}], {"variants": 5},
+     "variants is the number 5, not one of: changed, all, one or a list", "see "),
+    # and "stages: [] should be non-empty", "stages: None is not of type 'array'"
+    ([], {}, "stages is an empty list: give at least 1", "see "),
+    (None, {}, "stages is null, not a list", "see "),
+])
+def test_a_wrong_value_is_named_by_its_cause_in_the_files_words(stage_list, top, cause, hint):
+    with pytest.raises(PipelineError) as e:
+        parse(stage_list, **top)
+    assert e.value.cause == f"{PATH}: {cause}" and e.value.hint.startswith(hint)
+
+
 def test_unknown_key_at_top_level_and_in_a_stage():
     with pytest.raises(PipelineError) as e:
         parse([{"stage": "build"}], varients="all")
