@@ -1070,15 +1070,16 @@ def refuse_image_id(ref: Reference) -> Reference:
     """
     from paddlecd.registry.client import image_id_error
 
-    pushed = _local_repo_digests(ref.digest) if ref.digest else None
+    pushed = local_repo_digests(ref.digest) if ref.digest else None
     if pushed is not None and not any(p.endswith(f"@{ref.digest}") for p in pushed):
         raise image_id_error(ref.name, str(ref.digest), pushed)
     return ref
 
 
-def _local_repo_digests(digest: str) -> list[str] | None:
-    """``RepoDigests`` of the local image whose ID is ``digest``; None when there is none here
-    (or no engine: the check is best-effort, the registry lookup still applies)."""
+def local_repo_digests(digest: str) -> list[str] | None:
+    """``RepoDigests`` (``host/repo@sha256:…`` strings) of the local image whose ID is
+    ``digest``; None when there is none here (or no engine: the check is best-effort, the
+    registry lookup still applies)."""
     try:
         if not image_exists(digest) or image_id(digest) != digest:
             return None

@@ -459,8 +459,9 @@ def test_evidence_show_by_digest_and_by_release(project):
     _push_envelope(project, digest, _tampered(_sign(project, _record(project, digest)), "payload"))
     shown = _invoke(project, "evidence.show", f"{project.settings.candidate_repo}@{digest}")
     assert "REJECTED: the signature of" in shown.stdout and "(PASSED)" in shown.stdout
+    # an image no registry holds is not found (trial 19: "no attestation", hint "run verify")
     none = _invoke(project, "evidence.show", f"{project.settings.candidate_repo}@sha256:{'0' * 64}")
-    assert none.returncode == 7 and "error: no attestation of" in none.stderr
+    assert none.returncode == 5 and "not found (HTTP 404)" in none.stderr, none.stderr
 
 
 def test_evidence_show_fails_when_every_attestation_is_rejected_and_reads_a_tag(project):

@@ -289,7 +289,7 @@ def pushed_local_image(registry_env, tmp_path):
 def test_image_id_is_refused_by_verify_promote_deploy_and_upload(pushed_local_image):
     from paddlecd.artifacts import manifest as am
     from paddlecd.deployment import stage as deploy
-    from paddlecd.release import plan
+    from paddlecd.release import plan, query
     from paddlecd.verify import run as smoke
 
     settings, repo, digest, image_id = pushed_local_image
@@ -302,11 +302,20 @@ def test_image_id_is_refused_by_verify_promote_deploy_and_upload(pushed_local_im
                                                digest=image_id),
         "deploy": lambda: deploy.resolve(settings, release=None, image=wrong, variant=None),
         "upload": lambda: am.parse_image(wrong),
+        # trial 19: evidence.show said "no attestation", hint "run invoke verify"
+        "evidence.show": lambda: query.evidence_of(settings, wrong),
     }
     for name, attempt in refusals.items():
         with pytest.raises(ConfigError, match="names an image ID") as info:
             attempt()
         assert pushed in info.value.hint, name  # the pushed digest (RepoDigests) is the way out
+    with pytest.raises(ConfigError) as info:  # trial 19: "a digest without its repository"
+        query.evidence_of(settings, image_id)
+    assert info.value.cause.endswith("is an image ID (the config blob's digest, docker inspect "
+                                     ".Id), not a manifest digest") and pushed in info.value.hint
+    absent = f"{settings.registry.url}/{repo}@sha256:{'a' * 64}"
+    with pytest.raises(NotFoundError):  # trial 19: "no attestation of …", hint "run verify"
+        query.evidence_of(settings, absent)
     assert smoke.target(settings, None, pushed) == pushed  # the manifest digest itself passes
     assert deploy.resolve(settings, release=None, image=pushed, variant=None).reference == pushed
     assert am.parse_image(pushed)["digest"] == digest

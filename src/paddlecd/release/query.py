@@ -189,11 +189,24 @@ def evidence_of(settings: Settings, target: str) -> tuple[Reference, list[regist
     Returns the image reference (by digest) and its runs, newest last.
 
     Raises:
-        ConfigError: bad reference or unknown release. SigningKeyError: no trusted keys.
-        NotFoundError: no such tag. RegistryError: the registry failed.
+        ConfigError: bad reference, unknown release, or a local image ID where a manifest
+            digest belongs. SigningKeyError: no trusted keys.
+        NotFoundError: no such tag, repository or manifest. RegistryError: the registry failed.
     """
     if "@" in target or target.startswith("sha256:"):  # a bare digest is named as one
-        ref = parse_reference(target)
+        from paddlecd import engine
+        from paddlecd.registry.client import client_for, image_id_error
+
+        if target.startswith("sha256:"):  # trial 19: a local image ID was "a digest without
+            pushed = engine.local_repo_digests(target)  # its repository", no more
+            if pushed is not None and not any(p.endswith(f"@{target}") for p in pushed):
+                named = image_id_error("", target, pushed)
+                raise ConfigError(f"{target[:80]} is an image ID (the config blob's digest, "
+                                  "docker inspect .Id), not a manifest digest", named.hint)
+        ref = engine.refuse_image_id(parse_reference(target))
+        # the image itself first (trial 19: a digest no registry holds was "no attestation",
+        # hint "run invoke verify", which then failed on the 404)
+        client_for(settings, ref.registry).resolve(ref.repository, str(ref.digest))
     elif "/" in target:  # an image by tag (repo:tag): resolved once, as verify does
         from paddlecd.registry.client import pin
 
