@@ -409,6 +409,12 @@ def stream_error(text: str, *, what: str) -> RegistryError:
     if answer is not None:
         return answers.to_error(answer, what=what, host=_host_of(what) or "the registry",
                                 login_hint=lambda: _login_hint(what))
+    if "invalid checksum digest format" in text:  # trial 19: an HTTP 200 page for every request
+        host = _host_of(what) or "the registry"  # (a sign-in portal): no Docker-Content-Digest
+        return RegistryError(f"{what}: {host} answered without a valid Docker-Content-Digest "
+                             f"(the engine: {text[:120]}): not a registry's answer",
+                             f"check {host} is the registry and nothing between (a proxy, a "
+                             "sign-in portal) rewrites its answers")
     return RegistryError(f"{what}: {text[:300]}",
                          "check the registry is up and has space; re-run to retry")
 

@@ -29,6 +29,18 @@ def test_push_stream_error_chunk_raises_even_after_progress():
     assert "blob upload unknown" in e.value.cause and len(seen) == 2
 
 
+def test_a_push_answered_by_a_page_is_named_as_no_registry_answer():
+    """Trial 19: a proxy's HTTP 200 sign-in page for every request made the engine's "invalid
+    checksum digest format", hint "check the registry is up and has space"."""
+    chunks = [{"status": "Pushing", "id": "abc"},
+              {"error": "invalid checksum digest format"}]
+    with pytest.raises(RegistryError) as e:
+        engine.decode_stream(iter(chunks), what="pushing 127.0.0.1:6310/p/x:1")
+    assert e.value.cause.startswith("pushing 127.0.0.1:6310/p/x:1: 127.0.0.1:6310 answered "
+                                    "without a valid Docker-Content-Digest")
+    assert e.value.hint.startswith("check 127.0.0.1:6310 is the registry and nothing between")
+
+
 def test_push_stream_auth_error_is_typed():
     raw = [b'{"status":"Preparing","id":"a"}\n{"error":"unauthorized: authentication required"}\n']
     with pytest.raises(RegistryAuthError):
