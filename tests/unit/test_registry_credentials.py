@@ -403,6 +403,19 @@ def test_a_helper_answering_json_that_is_no_object_is_named(docker_home, answer)
         find_credentials("reg.example")
 
 
+@pytest.mark.parametrize(("answer", "what"), [("echo '{\"Username\": \"u\"}'", "no 'Secret' field"),
+                                              ("echo 'not json'", "not JSON")])
+def test_a_helper_answer_missing_a_field_says_which_in_words(docker_home, answer, what):
+    """Trial 19: the reason was a bare Python class name, "(KeyError)"."""
+    helper(docker_home, "half", answer)
+    config(docker_home, {"credsStore": "half"})
+    with pytest.raises(RegistryAuthError) as e:
+        find_credentials("reg.example")
+    assert "Error)" not in e.value.cause, e.value.cause
+    assert e.value.cause.endswith(f"answered something other than the helper protocol's JSON "
+                                  f"({what})"), e.value.cause
+
+
 def test_a_failing_helper_s_own_words_are_withheld_but_the_protocol_s_are_quoted(docker_home):
     """Trial 16: a helper that exited 1 with the secret inside its error text had it printed."""
     helper(docker_home, "talks", "echo 'cannot refresh OutLeak-S3cret-77'; exit 1")

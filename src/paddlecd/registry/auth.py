@@ -446,7 +446,11 @@ def _helper_error(helper: str, host: str, path: Path, e: Exception) -> RegistryA
     elif not shutil.which(exe):
         why = _not_found(exe)
     else:
-        why = f"answered something other than the helper protocol's JSON ({type(e).__name__})"
+        inner = next((x for x in (e, e.__cause__, e.__context__)
+                      if isinstance(x, (KeyError, ValueError))), None)  # trial 19: "(KeyError)"
+        what = (f"no {str(inner.args[0])[:40]!r} field" if isinstance(inner, KeyError) and
+                inner.args else "not JSON" if isinstance(inner, ValueError) else "unreadable")
+        why = f"answered something other than the helper protocol's JSON ({what})"
     return RegistryAuthError(
         f"credential helper {exe} (for {host}, from {path}) {why}",
         f"check it with: echo {host} | {exe} get; or remove it from credHelpers/credsStore "
