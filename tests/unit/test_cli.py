@@ -851,3 +851,17 @@ def test_push_signs_the_provenance_of_the_build_it_pushed(tmp_path, monkeypatch)
                         lambda settings, build, **kw: signed.append(build) or "attached")
     pushed = publish.push(s, "cpu")
     assert pushed.tag == tag and [b["image_id"] for b in signed] == ["sha256:a"]
+
+
+def test_a_lock_that_fails_on_one_base_says_nothing_was_written(tmp_path):
+    """Trial 19: ``invoke lock`` printed the cpu base as resolved, then failed on cu118 (no
+    Docker Hub here), without a word that nothing, cpu neither, had been written."""
+    (tmp_path / "v.yaml").write_text(
+        "variants:\n  a: {device: cpu, base: '127.0.0.1:9/p/paddle:3.0.0', paddle: '3.0.0'}\n")
+    run = invoke("lock", PADDLECD_STATE_DIR=str(tmp_path / "state"),
+                 PADDLECD_VARIANTS_FILE=str(tmp_path / "v.yaml"),
+                 PADDLECD_LOCK_FILE=str(tmp_path / "lock.yaml"))
+    assert run.returncode == 3, run.stderr
+    assert "nothing was written (a lock is all or nothing): lock what resolves with --variant" \
+        in run.stderr
+    assert not (tmp_path / "lock.yaml").exists()

@@ -17,7 +17,7 @@ from paddlecd.cli.common import (
     task,
 )
 from paddlecd.cli.common import variant as pick_variant
-from paddlecd.errors import ConfigError
+from paddlecd.errors import ConfigError, PaddlecdError
 
 
 @task(
@@ -45,7 +45,13 @@ def lock(c, variant=None, dry_run=False):
             result(f"{entry.variant}: {entry.base} -> {entry.digest}")
         return say("dry run: no lock file written")
     before = pins.read(s)
-    entries = pins.lock(s, variant or None, on_progress=say)
+    try:
+        entries = pins.lock(s, variant or None, on_progress=say)
+    except PaddlecdError as e:  # trial 19: the resolved lines above read as written
+        e.hint = (f"{e.hint}; " if e.hint else "") + (
+            "nothing was written (a lock is all or nothing)"
+            + ("" if variant else ": lock what resolves with --variant, e.g. --variant cpu"))
+        raise
     shared, local = pins.paths(s)
     for name, entry in entries.items():
         where = local if pins.is_local(s, name) else shared
