@@ -504,6 +504,11 @@ def json_problem(e: ValueError) -> str:
     if isinstance(e, json.JSONDecodeError):
         if not e.doc.strip():
             return "empty"
+        start = len(e.doc) - len(e.doc.lstrip())
+        if e.pos <= start:  # an HTML page, a text: named by its first character
+            return f"not JSON (it starts with {e.doc[start]!r})"
+        if e.pos >= len(e.doc.rstrip()) or e.msg.startswith("Unterminated"):
+            return f"not JSON: it ends mid-document at line {e.lineno} (cut short?)"
         return f"not JSON: {e.msg.lower()} at line {e.lineno}, column {e.colno}"
     return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
 

@@ -165,6 +165,7 @@ def test_no_helper_runs_until_the_registry_asks_for_credentials(docker_home):
     "text, why",
     [
         ("{not json", "not JSON: expecting property name enclosed in double quotes at line 1"),
+        ("<html>", "not JSON (it starts with '<')"),
         (json.dumps({"auths": {"reg.example:5000": {"auth": "%%%not-base64"}}}),
          "an 'auths' entry is not base64 of user:password"),
         # a re-trial: these ended in AttributeError/TypeError tracebacks from docker-py

@@ -40,7 +40,7 @@ from paddlecd.errors import (
     RegistryRateLimitError,
     network_reason,
 )
-from paddlecd.files import hide_userinfo, regular_file
+from paddlecd.files import hide_userinfo, json_problem, regular_file
 from paddlecd.registry import answers, auth
 from paddlecd.registry.auth import Credentials, find_credentials, parse_challenge, token_params
 from paddlecd.registry.reference import DOCKER_HUB, DOCKER_HUB_API
@@ -593,8 +593,10 @@ def _json_of(resp: requests.Response, what: str, host: str, **kwargs: Any) -> An
         return requests.Response.json(resp, **kwargs)
     except ValueError as e:
         kind = resp.headers.get("Content-Type") or "no Content-Type"
-        raise RegistryError(
+        why = json_problem(e).removeprefix("not JSON").lstrip(": ")  # trial 21:
+        why = why[1:-1] if why.startswith("(") and why.endswith(")") else why
+        raise RegistryError(  # "Expecting value: line 1 column 1 (char 0)", json's own text
             f"{what}: HTTP {resp.status_code} from {host} is not valid JSON ({kind}, "
-            f"{len(resp.content)} bytes: {str(e).splitlines()[0]})",
+            f"{len(resp.content)} bytes; {why})",
             f"check {host} is the registry and nothing between rewrites its answers",
         ) from e
