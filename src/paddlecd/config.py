@@ -263,7 +263,8 @@ def load(flags: Mapping[str, Any] | None = None, *, root: Path | None = None,
     """
     root = root or find_root()
     project = root / PROJECT_FILE
-    from_file = _flatten(_read_yaml(project), str(project)) if project.exists() else {}
+    from_file = (_flatten(_read_yaml(project), str(project))
+                 if project.exists() or project.is_symlink() else {})
     from_env, read_from, warnings = _from_env(environ if environ is not None else os.environ)
     from_flags = {k: v for k, v in (flags or {}).items() if v is not None}
     for origin, layer in ((str(project), from_file), ("flags", from_flags)):
@@ -334,6 +335,9 @@ def switch_requested(name: str, environ: Mapping[str, str] | None = None, *,
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    if path.is_symlink() and not path.exists():  # trial 21: read as absent, defaults used
+        raise ConfigError(f"{path} is {files.kind_of(path)}, which does not exist",
+                          "mount or create the settings file it names, or remove the link")
     if path.exists() and not path.is_file():  # trial 19: hint "pass the file itself" (no flag)
         raise ConfigError(f"{path}: not a regular file ({files.kind_of(path)})",
                           f"the project's settings are read from {path}: make it a YAML file "
@@ -815,6 +819,17 @@ def parse_number(text: Any, *, whole: bool) -> int | float:
     return number
 
 
+def _written(value: Any) -> str:
+    """``value`` as YAML writes it: ``true``, ``false``, ``null``, a number; text quoted."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return quoted(value)
+
+
 def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
     args = typing.get_args(typ)
     optional = type(None) in args
@@ -831,12 +846,16 @@ def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
             return None
         raise ConfigError(f"setting '{key}' ({origin.text(key)}) may not be empty",
                           "remove it to use the default")
-    if isinstance(value, (list, dict, tuple, set)):
+    if isinstance(value, (list, dict, tuple, set)):  # trial 21: "got a dict", Python's word
         raise ConfigError(
             f"setting '{key}' ({origin.text(key)}) must be a single value, got a "
-            f"{type(value).__name__}",
+            f"{'mapping' if isinstance(value, dict) else 'list'}",
             "write one value, e.g. " + origin.example(key, "..."),
         )
+    if base is str and isinstance(value, (bool, int, float)):  # trial 21: variants_file: 5 was
+        written = _written(value)  # "variants file not found: <root>/5", the setting unnamed
+        raise ConfigError(f"setting '{key}' ({origin.text(key)}) is {written}, not text",
+                          f"write the text it names; quote it if you mean {written!r} itself")
     try:
         if base is bool:
             if isinstance(value, bool):
@@ -874,8 +893,9 @@ def _coerce(value: Any, typ: Any, key: str, origin: Origin) -> Any:
                 f"{len(digits)} digits, far past any bound of the setting",
                 "give a number within its bound (docs/configuration.md lists them)") from e
         raise ConfigError(
-            f"setting '{key}' ({origin.text(key)}): {quoted(value)} is not "
-            f"{'a whole number' if base is int else 'a ' + base.__name__}",
+            f"setting '{key}' ({origin.text(key)}): {_written(value)} is not "
+            + ("a whole number" if base is int else "a number" if base is float
+               else "true or false"),
             "use true or false (also 1/0, yes/no, on/off)" if base is bool
             # a trial: verify.timeout 1.5 was "not an integer", hint "give a number"
             else f"give a whole number, e.g. {origin.example(key, 3)}" if base is int

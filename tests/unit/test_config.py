@@ -28,7 +28,7 @@ def test_config_cascade_order(tmp_path):
 
 @pytest.mark.parametrize("yaml_text,environ,fragment", [
     ("registry: {urll: x}", {}, "did you mean 'registry.url'"),
-    ("", {"PADDLECD_REGISTRY_INSECURE": "maybe"}, "is not a bool"),
+    ("", {"PADDLECD_REGISTRY_INSECURE": "maybe"}, "is not true or false"),
     ("", {"PADDLECD_VERIFY_CPU_RANKS": "two"}, "is not a whole number"),
     ("", {"PADDLECD_VERIFY_TIMEOUT": "-5"}, "must be greater than 0"),
     ("registry: [1]", {}, "must be a mapping"),
@@ -43,7 +43,7 @@ def test_config_cascade_order(tmp_path):
     ("state_dir: [1, 2]", {}, "setting 'state_dir' ({file}: state_dir) must be a single value, "
                               "got a list"),
     ("registry: {push_retries: 1.5}", {}, "push_retries): 1.5 is not a whole number"),
-    ("verify: {cpu_ranks: true}", {}, "({file}: verify.cpu_ranks): True is not a whole number"),
+    ("verify: {cpu_ranks: true}", {}, "({file}: verify.cpu_ranks): true is not a whole number"),
     # a trial: 100000 ranks were accepted, the convergence checks skipped, the run "passed"
     ("", {"PADDLECD_VERIFY_CPU_RANKS": "100000"}, "'verify.cpu_ranks' (PADDLECD_VERIFY_CPU_RANKS) "
                                                 "must be 1..64"),
@@ -71,9 +71,9 @@ def test_config_cascade_order(tmp_path):
     ("", {"PADDLECD_STORAGE_ADDRESSING_STYLE": "sideways"},
      "'sideways': not path, virtual or auto"),
     # a re-trial: Python's int()/float() took these, and nan disabled the upgrade gate
-    ("", {"PADDLECD_RELEASE_MAX_SLOWDOWN": "nan"}, "'nan' is not a float"),
-    ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "inf"}, "'inf' is not a float"),
-    ("release: {max_slowdown: .inf}", {}, "inf is not a float"),
+    ("", {"PADDLECD_RELEASE_MAX_SLOWDOWN": "nan"}, "'nan' is not a number"),
+    ("", {"PADDLECD_VERIFY_BUSBW_FRACTION": "inf"}, "'inf' is not a number"),
+    ("release: {max_slowdown: .inf}", {}, "inf is not a number"),
     ("", {"PADDLECD_VERIFY_TIMEOUT": "1_0"}, "'1_0' is not a whole number"),
     ("", {"PADDLECD_VERIFY_TIMEOUT": "1.5"}, "'1.5' is not a whole number"),  # trial 17
     ("", {"PADDLECD_RETENTION_KEEP_DAYS": " 5 "}, "' 5 ' is not a whole number"),
@@ -106,9 +106,10 @@ def test_config_errors(tmp_path, yaml_text, environ, fragment):
 
 @pytest.mark.parametrize("environ, cause", [
     ({"PADDLECD_LOG_FORMAT": ""}, "setting 'runtime.log_format' (PADDLECD_LOG_FORMAT) is empty"),
-    ({"PADDLECD_DEBUG": "no?"}, "setting 'runtime.debug' (PADDLECD_DEBUG): 'no?' is not a bool"),
+    ({"PADDLECD_DEBUG": "no?"},
+     "setting 'runtime.debug' (PADDLECD_DEBUG): 'no?' is not true or false"),
     ({"PADDLECD_RUNTIME_DEBUG": "no?"},
-     "setting 'runtime.debug' (PADDLECD_RUNTIME_DEBUG): 'no?' is not a bool"),
+     "setting 'runtime.debug' (PADDLECD_RUNTIME_DEBUG): 'no?' is not true or false"),
 ])
 def test_a_bad_value_names_the_variable_the_user_set(tmp_path, environ, cause):
     """A trial (issue 21): an empty ``PADDLECD_LOG_FORMAT`` was reported as
@@ -448,6 +449,24 @@ def test_a_huge_setting_is_quoted_by_its_head_and_length(tmp_path):
     with pytest.raises(ConfigError) as e:
         config.load(root=tmp_path, environ={"PADDLECD_CLUSTER_NAMESPACE": "a" * 1_000_000})
     assert "(1000000 characters)" in e.value.cause and len(e.value.cause) < 300, e.value.cause[:400]
+
+
+@pytest.mark.parametrize(("text", "cause"), [
+    # trial 21: Python's "dict", "True", and a number taken as a path ("variants file not
+    # found: <root>/5", the setting unnamed)
+    ("release: {models: {a: 1}}", "setting 'release.models' ({file}: release.models) must be a "
+                                  "single value, got a mapping"),
+    ("verify: {timeout: true}", "setting 'verify.timeout' ({file}: verify.timeout): true is not "
+                                "a whole number"),
+    ("variants_file: 5", "setting 'variants_file' ({file}: variants_file) is 5, not text"),
+    ("registry: {insecure: 2}", "setting 'registry.insecure' ({file}: registry.insecure): 2 is "
+                                "not true or false"),
+])
+def test_a_value_of_the_wrong_kind_is_named_in_the_files_words(tmp_path, text, cause):
+    (tmp_path / "paddlecd.yaml").write_text(text + "\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    assert e.value.cause == cause.format(file=tmp_path / "paddlecd.yaml")
 
 
 @pytest.mark.parametrize("value", ["file:///tmp/store2 ", " file:///tmp/store", "\tcpu"])

@@ -195,3 +195,14 @@ def test_a_project_settings_file_that_is_no_file_is_named_with_its_fixed_place(t
         config.load(root=tmp_path, environ={})
     assert e.value.cause == f"{tmp_path / config.PROJECT_FILE}: not a regular file ({kind})"
     assert e.value.hint.startswith(f"the project's settings are read from {tmp_path}")
+
+
+def test_a_project_settings_file_that_is_a_dangling_link_is_named_not_taken_for_absent(tmp_path):
+    """Trial 21: paddlecd.yaml linking to an unmounted file was read as no settings file."""
+    from paddlecd import config
+
+    (tmp_path / config.PROJECT_FILE).symlink_to(tmp_path / "nonexist.yaml")
+    with pytest.raises(ConfigError) as e:
+        config.load(root=tmp_path, environ={})
+    assert e.value.cause == (f"{tmp_path / config.PROJECT_FILE} is a symbolic link (to "
+                             f"{tmp_path / 'nonexist.yaml'}), which does not exist")
