@@ -352,7 +352,7 @@ def _bad_key(tmp_path: Path, kind: str) -> Path:
     [
         ("missing", "does not exist"),
         ("unreadable", "is a folder, not a regular file"),  # trial 9: named, never opened
-        ("wrong type", "RSAPrivateKey key, not ECDSA P-256"),
+        ("wrong type", "is an RSA key, not ECDSA P-256"),
         ("public key", "not an unencrypted PEM private key"),
     ],
 )

@@ -495,3 +495,32 @@ def test_a_key_saved_as_utf16_or_utf32_is_named_so_with_how_to_resave_it(tmp_pat
         keys.trusted(s)
     assert e.value.cause.endswith(f"it is {wide} text, and PEM is ASCII")
     assert e.value.hint.startswith("save it as ASCII text")
+
+
+def test_a_key_of_another_algorithm_is_named_by_the_algorithm_not_the_class(tmp_path):
+    """Trial 21: "is a RSAPrivateKey key", cryptography's class name."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+
+    for key, words in ((rsa.generate_private_key(public_exponent=65537, key_size=2048),
+                        "is an RSA key, not ECDSA P-256"),
+                       (ed25519.Ed25519PrivateKey.generate(), "is an Ed25519 key, not ECDSA")):
+        path = tmp_path / "other.key"
+        path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+        with pytest.raises(SigningKeyError) as e:
+            keys.load_signer(path, "verify.signing_key")
+        assert e.value.cause.endswith(words) or words in e.value.cause, e.value.cause
+
+
+def test_a_trusted_key_path_that_names_nothing_is_told_to_fix_the_path(tmp_path):
+    """Trial 21: a typo'd or dangling release.trusted_keys path was told to "create a pair",
+    which can verify nothing signed before."""
+    (tmp_path / "dangle.pub").symlink_to(tmp_path / "gone.pub")
+    for name, shown in (("nokey.pub", ""),
+                        ("dangle.pub", f" (a symbolic link (to {tmp_path}/gone.pub))")):
+        s = config.load({"release.trusted_keys": str(tmp_path / name)}, root=tmp_path, environ={})
+        with pytest.raises(SigningKeyError) as e:
+            keys.trusted(s)
+        assert e.value.cause.endswith(f"{tmp_path / name}{shown} does not exist"), e.value.cause
+        assert e.value.hint.startswith("fix the path in release.trusted_keys")

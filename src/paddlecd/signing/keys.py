@@ -258,7 +258,11 @@ def _read(path: Path, what: str) -> bytes:
     try:
         return read_regular(path, what, error=SigningKeyError)  # never blocks on a named pipe
     except FileNotFoundError as e:
-        raise SigningKeyError(f"{what} {path} does not exist", _KEYGEN_HINT) from e
+        gone = f" ({kind_of(path)})" if path.is_symlink() else ""
+        hint = ("fix the path in release.trusted_keys: the .pub of the key that signed (a new "
+                "pair verifies nothing signed before)" if what.startswith("trusted")
+                else _KEYGEN_HINT)  # trial 21: "create a pair" for a typo'd trusted key path
+        raise SigningKeyError(f"{what} {path}{gone} does not exist", hint) from e
     except OSError as e:
         raise SigningKeyError(
             f"{what} {path} cannot be read: {e.strerror}", "check the path and its permissions"
@@ -282,7 +286,7 @@ def _signer(pem: bytes, source: str) -> CryptoSigner:
                              else _KEYGEN_HINT),
         ) from e
     if not isinstance(private, ec.EllipticCurvePrivateKey) or private.curve.name != "secp256r1":
-        raise SigningKeyError(f"{source} is a {_kind(private)} key, not ECDSA P-256", _KEYGEN_HINT)
+        raise SigningKeyError(f"{source} is {_kind(private)} key, not ECDSA P-256", _KEYGEN_HINT)
     return CryptoSigner(private, public_key=named(private.public_key()))
 
 
@@ -352,14 +356,23 @@ def _public(path: Path) -> ec.EllipticCurvePublicKey:
         ) from e
     if not isinstance(public, ec.EllipticCurvePublicKey) or public.curve.name != "secp256r1":
         raise SigningKeyError(
-            f"trusted key {path} is a {_kind(public)} key, not ECDSA P-256", _KEYGEN_HINT
+            f"trusted key {path} is {_kind(public)} key, not ECDSA P-256", _KEYGEN_HINT
         )
     return public
 
 
 def _kind(key: object) -> str:
+    """The key's algorithm with its article, as a person names it: ``an RSA``, ``an EC
+    secp384r1``, ``an Ed25519`` (trial 21: cryptography's class name, ``RSAPrivateKey``)."""
     curve = getattr(key, "curve", None)
-    return f"EC {curve.name}" if curve else type(key).__name__.lstrip("_")
+    if curve:
+        return f"an EC {curve.name}"
+    name = type(key).__name__.lstrip("_")
+    for algorithm, article in (("RSA", "an"), ("DSA", "a"), ("Ed25519", "an"), ("Ed448", "an"),
+                               ("X25519", "an"), ("X448", "an"), ("DH", "a")):
+        if name.startswith(algorithm):
+            return f"{article} {algorithm}"
+    return f"a {name}"
 
 
 def _wide_text(data: bytes) -> str | None:
