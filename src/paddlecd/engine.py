@@ -44,6 +44,7 @@ from paddlecd.errors import (
     PaddlecdError,
     RegistryAuthError,
     RegistryError,
+    network_reason,
 )
 from paddlecd.types import Echo, EngineInfo
 
@@ -221,6 +222,9 @@ def _translated(doing: str, *, error: type[PaddlecdError] = EngineError,
         raise error(f"{doing}: the Docker engine did not answer ({_first_line(e)})",
                     START_HINT) from e
     except (docker.errors.DockerException, requests.RequestException) as e:  # from_env, TLS, config
+        if "Error while fetching server API version" in str(e):  # trial 21: docker-py's and
+            raise EngineError(f"{doing}: no engine answered ({network_reason(e)})",  # Python's
+                              START_HINT) from e  # exception reprs, "('Connection aborted.', …"
         raise EngineError(f"{doing}: {_first_line(e)}", START_HINT) from e
 
 

@@ -197,7 +197,8 @@ def network_reason(e: BaseException) -> str:
     ``[Errno 111] Connection refused`` (requests, urllib3 and the Kubernetes client nest reprs
     several levels deep), a TLS failure, a time-out; else the first 160 characters."""
     text = str(e)
-    errno = re.search(r"\[Errno (-?\d+)\] ([^'\"\])]+)", text)
+    errno = (re.search(r"\[Errno (-?\d+)\] ([^'\"\])]+)", text)  # also a repr: docker-py's
+             or re.search(r"[A-Za-z]+Error\((-?\d+), '([^']+)'\)", text))  # (trial 21)
     if errno:
         return f"{errno.group(2).strip().lower()} (errno {errno.group(1)})"
     for pattern in (r"certificate verify failed: [^'\"()\]]+", r"\[SSL: [A-Z_]+\][^'\"()]*",
