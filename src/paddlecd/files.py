@@ -221,8 +221,11 @@ def disk_full(e: BaseException | None) -> bool:
 
 
 def free_space(path: str | Path) -> str:
-    """The hint for a full disk at ``path``: where to look, and that a re-run completes."""
-    return f"free space there (df -h {path}), then re-run"
+    """The hint for a full disk at ``path``: where to look (``df -h`` of ``path``, or of its
+    nearest folder that exists: trial 21's hint named a file the failed write had removed, and
+    the df it printed failed), and that a re-run completes."""
+    there = next((p for p in (Path(path), *Path(path).parents) if p.exists()), Path("/"))
+    return f"free space there (df -h {there}), then re-run"
 
 
 def os_error_text(e: OSError) -> tuple[str, str]:

@@ -445,14 +445,16 @@ def test_demo_reads_only_keys_the_json_results_have():
         assert f"{var}=$($INV " in script and "--json" in script.split(f"{var}=$($INV ")[1][:200]
 
 
-def test_a_full_disk_is_named_as_one_not_as_permissions():
-    """A trial: a full disk was reported with a hint about permissions."""
+def test_a_full_disk_is_named_as_one_not_as_permissions(tmp_path):
+    """A trial: a full disk was reported with a hint about permissions. Trial 21: the df it
+    printed named a file the failed write had removed (df failed): the nearest folder there."""
     import errno
 
     from paddlecd.cli import common
 
-    cause, hint = common.os_error_text(OSError(errno.ENOSPC, "No space left on device", "/s/x"))
-    assert cause == "no space left on the device: /s/x" and "df -h /s/x" in hint
+    gone = tmp_path / "out" / "x.yaml"
+    cause, hint = common.os_error_text(OSError(errno.ENOSPC, "No space left on device", str(gone)))
+    assert cause == f"no space left on the device: {gone}" and f"(df -h {tmp_path})" in hint
     cause, hint = common.os_error_text(PermissionError(errno.EACCES, "Permission denied", "/s"))
     assert cause == "Permission denied: /s" and "permissions" in hint
 

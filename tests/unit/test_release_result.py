@@ -120,5 +120,5 @@ def test_a_phase_that_fails_on_a_full_disk_names_the_path_and_the_df_hint():
             raise OSError(errno.ENOSPC, "No space left on device", "/s/ledger/pending-1.json")
     assert caught.value.cause == ("phase 'write ledger' failed: no space left on the device: "
                                   "/s/ledger/pending-1.json")
-    assert "df -h /s/ledger/pending-1.json" in caught.value.hint
+    assert "(df -h /)" in caught.value.hint  # the nearest folder that exists (trial 21)
     assert "Errno" not in str(caught.value)

@@ -61,6 +61,25 @@ def test_render_into_a_folder_another_render_filled_refuses_and_leaves_only_that
     assert [p.name for p in out.iterdir()] == ["00-job-other.yaml"]
 
 
+def test_render_on_a_full_disk_names_the_file_of_out_and_a_df_that_runs(tmp_path, monkeypatch):
+    """Trial 21: the error named paddlecd's staging file (removed), and its df hint failed."""
+    import errno
+
+    from paddlecd import deployment as deploy
+
+    def full(path, text, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(files, "write_text", full)
+    out = tmp_path / "r"
+    plan = types.SimpleNamespace(manifests=[{"kind": "Job", "metadata": {"name": "j"}}])
+    with pytest.raises(OSError) as e:
+        deploy.render_to(plan, out)
+    assert e.value.filename == str(out / "00-job-j.yaml")
+    assert files.os_error_text(e.value)[1] == f"free space there (df -h {tmp_path}), then re-run"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_render_onto_a_file_names_it_a_file_and_keeps_it(tmp_path):
     """Trial 11: ``cluster.render --out <a file>`` said "is not an empty folder"."""
     from paddlecd import deployment as deploy

@@ -473,9 +473,8 @@ def render_to(p: Plan, folder: str | Path) -> list[Path]:
         for name, m in zip(names, p.manifests):
             try:
                 files.write_text(stage / name, yaml.safe_dump(m, sort_keys=False))
-            except OSError as e:  # a write's error names no file (a trial: ENOSPC, no path)
-                if e.filename is None:
-                    e.filename = str(out / name)
+            except OSError as e:  # a write's error names no file (a trial: ENOSPC, no path), or
+                e.filename = str(out / name)  # the staging folder's (trial 21): --out's file
                 raise
         stage.chmod(0o755)
         files.publish_folder(stage, out, "--out")
