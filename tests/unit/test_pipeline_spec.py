@@ -362,3 +362,16 @@ def test_a_deploy_stage_is_checked_against_each_selected_variant(tmp_path):
         pipeline_spec.plan_lines(pdef, pipeline_spec.Selection(("cpu",), "--variant"), s)
     assert e.value.hint.startswith("drop with.gpus_per_node, or deploy a GPU release")
     assert pipeline_spec.plan_lines(pdef, pipeline_spec.Selection(("cu126",), "--variant"), s)
+
+
+def test_a_pipeline_file_that_is_a_dangling_link_is_named_as_one(tmp_path):
+    """Trial 21: ``pipelines/x.yaml -> /nonexistent`` was "unknown pipeline 'x'", hint "did you
+    mean 'x'?", the broken link never named."""
+    s = _project(tmp_path, [{"stage": "build"}])
+    link = tmp_path / "pipelines" / "dangle.yaml"
+    link.symlink_to("/nonexistent/p.yaml")
+    with pytest.raises(PipelineError) as e:
+        pipeline_spec.load(s, "dangle")
+    assert e.value.cause == (f"{link} is a symbolic link (to /nonexistent/p.yaml), which does "
+                             "not exist")
+    assert "did you mean" not in e.value.hint

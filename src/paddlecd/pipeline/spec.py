@@ -81,6 +81,10 @@ def load(settings: Settings, name: str) -> PipelineDef:
     # a name, never a path, and one a file can have (a trial: 100000 p's: "File name too long",
     # exit 2, where any other unknown name is exit 10)
     named = re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,199}", name)
+    if named and path.is_symlink() and not path.exists():  # trial 21: "unknown pipeline 'x'",
+        raise PipelineError(  # hint "did you mean 'x'?"
+            f"{path} is {files.kind_of(path)}, which does not exist",
+            f"point the link at the pipeline file, or remove {path}")
     if not named or not path.exists():
         known = names(settings)
         close = difflib.get_close_matches(name, known, n=1)
