@@ -132,6 +132,9 @@ def test_check_names_an_unknown_release_as_release_show_does(monkeypatch, tmp_pa
         model_check.resolve_image(s, "9.9.9-cpu")
     assert e.value.cause == f"unknown release 9.9.9-cpu in {s.release_repo}"
     assert "release.list" in e.value.hint
+    # trial 21: a bare digest was asked of the release repository as the tag "sha256:…"
+    with pytest.raises(ConfigError, match="is a digest without its repository"):
+        model_check.resolve_image(s, "sha256:" + "9" * 64)
 
 
 def test_a_given_version_against_the_images_label_is_said(monkeypatch, tmp_path):

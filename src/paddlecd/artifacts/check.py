@@ -268,8 +268,8 @@ def resolve_image(settings: Any, image: str | None) -> str:
             "artifacts.check needs --image",
             "give the runtime image: a release " "(1.4.0-cpu) or repo@sha256:...",
         )
-    if "@" in image:
-        am.parse_image(image)  # the digest is the identity; an image ID is refused
+    if "@" in image or image.startswith("sha256:"):  # trial 21: a bare digest was glued onto
+        am.parse_image(image)  # the release repository as a tag ("bad repository …:sha256")
         return image
     if "/" in image:
         return str(registry.pin(settings, image))
