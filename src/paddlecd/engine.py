@@ -413,6 +413,10 @@ def stream_error(text: str, *, what: str) -> RegistryError:
     if answer is not None:
         return answers.to_error(answer, what=what, host=_host_of(what) or "the registry",
                                 login_hint=lambda: _login_hint(what))
+    if "unsupported media type" in text:  # trial 21: an attestation's manifest given to pull
+        return RegistryError(f"{what}: not an image the engine can run ({text[:160]}): an "
+                             "artifact, such as an attestation or a signature",
+                             "give an image's digest (invoke release.list lists the releases)")
     if "invalid checksum digest format" in text:  # trial 19: an HTTP 200 page for every request
         host = _host_of(what) or "the registry"  # (a sign-in portal): no Docker-Content-Digest
         return RegistryError(f"{what}: {host} answered without a valid Docker-Content-Digest "

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import clean_env, invoke
+from support import ROOT, clean_env, invoke
 from support.k8s_api import ScriptedAPI
 
 IMAGE = "registry.example.com/paddlecd/release@sha256:" + "4f" * 32
@@ -202,3 +202,49 @@ def test_render_refuses_cluster_local_and_writes_nothing(cluster_env, tmp_path):
                     "local", "--out", str(tmp_path / "m"), env=env)
     assert result.returncode == 2 and "writes Kubernetes manifests only" in result.stderr
     assert not (tmp_path / "m").exists() and api.requests == []
+
+
+def test_deploy_of_an_artifact_manifest_is_refused_before_anything_runs(tmp_path):
+    """Trial 21: ``deploy --image <the release's Sigstore bundle referrer>`` planned a dry run
+    (exit 0) and the run failed on the pull's "unsupported media type
+    application/vnd.oci.empty.v1+json", hint "check the registry is up and has space". A stub
+    registry serves the artifact manifest (the real referrers: tests/integration/)."""
+    import hashlib
+    import http.server
+    import json as json_
+    import threading
+
+    from paddlecd import config
+    from paddlecd import deployment as deploy
+    from paddlecd.errors import ConfigError
+
+    body = json_.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2,
+                   "digest": "sha256:" + hashlib.sha256(b"{}").hexdigest()},
+        "layers": []}).encode()
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200 if self.path.endswith(digest) else 404)
+            self.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        host = f"127.0.0.1:{server.server_address[1]}"
+        s = config.load({"state_dir": str(tmp_path)}, root=ROOT, environ={})
+        with pytest.raises(ConfigError) as e:
+            deploy.resolve(s, release=None, image=f"{host}/p/release@{digest}", variant=None)
+        assert e.value.cause == (f"{host}/p/release@{digest} is an artifact "
+                                 "(application/vnd.dev.sigstore.bundle.v0.3+json), not an image")
+    finally:
+        server.shutdown()

@@ -41,6 +41,16 @@ def test_a_push_answered_by_a_page_is_named_as_no_registry_answer():
     assert e.value.hint.startswith("check 127.0.0.1:6310 is the registry and nothing between")
 
 
+def test_a_pull_of_an_artifact_is_named_as_no_image():
+    """Trial 21: "unsupported media type application/vnd.oci.empty.v1+json", hint "check the
+    registry is up and has space; re-run to retry" (a re-run cannot help)."""
+    chunks = [{"error": "unsupported media type application/vnd.oci.empty.v1+json"}]
+    with pytest.raises(RegistryError) as e:
+        engine.decode_stream(iter(chunks), what="pulling r/p@sha256:" + "f" * 64)
+    assert "not an image the engine can run" in e.value.cause
+    assert e.value.hint.startswith("give an image's digest")
+
+
 def test_push_stream_auth_error_is_typed():
     raw = [b'{"status":"Preparing","id":"a"}\n{"error":"unauthorized: authentication required"}\n']
     with pytest.raises(RegistryAuthError):

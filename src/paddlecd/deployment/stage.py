@@ -414,6 +414,7 @@ def resolve(
     revision = git.revision(settings.root).full
     if image:  # a local image ID where the manifest digest belongs is refused
         reference = str(refuse_image_id(parse_reference(pinned(image))))
+        _check_is_image(settings, reference)
         if variant:
             _check_variant_label(settings, reference, variant)
         return Target(
@@ -429,6 +430,27 @@ def resolve(
         release=f"{found.version}-{found.variant}",
         revision=revision,
     )
+
+
+def _check_is_image(settings: Settings, reference: str) -> None:
+    """Refuse a reference whose manifest is an artifact, not an image (trial 21: the Sigstore
+    bundle referrer of a release planned a dry run, exit 0, and the run's pull failed on
+    "unsupported media type application/vnd.oci.empty.v1+json"). A registry that cannot be read
+    here is left to the run, as :func:`_check_variant_label` leaves it.
+
+    Raises:
+        ConfigError: the manifest has an ``artifactType`` or a config that is no image config.
+    """
+    try:
+        client, ref = open_reference(settings, reference)
+        client.retries, client.timeout = 1, 10  # a look, not a transfer: one short try
+        kind = client.get_manifest(ref.repository, str(ref.digest)).artifact_type()
+    except (RegistryError, OSError, ValueError):
+        return
+    if kind:
+        raise ConfigError(f"{reference} is an artifact ({kind[:120]}), not an image",
+                          "give an image's digest: invoke release.list lists the releases, "
+                          "and deploy --release takes one")
 
 
 def _check_variant_label(settings: Settings, reference: str, variant: str) -> None:

@@ -47,6 +47,12 @@ DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+jso
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 INDEX_TYPES = frozenset({DOCKER_MANIFEST_LIST, OCI_INDEX})
+# The config media types of a runnable image (OCI image-spec config.md; Docker's image v1): a
+# manifest with another config (an attestation's application/vnd.oci.empty.v1+json) or an
+# artifactType is an artifact, which no engine runs (image-spec manifest.md "Guidelines for
+# Artifact Usage")
+IMAGE_CONFIG_TYPES = frozenset({"application/vnd.oci.image.config.v1+json",
+                                "application/vnd.docker.container.image.v1+json"})
 ACCEPT = ", ".join((DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_MANIFEST, OCI_INDEX))
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 BlobCopy = Literal["present", "mounted", "copied"]
@@ -81,6 +87,20 @@ class Manifest:
     def json(self) -> OciDocument:
         """The parsed manifest."""
         return json.loads(self.raw)
+
+    def artifact_type(self) -> str | None:
+        """None for an image (or an index of them); else what the manifest is instead: its
+        ``artifactType``, or its config's media type (e.g. a Sigstore bundle referrer)."""
+        if self.is_index:
+            return None
+        doc = self.json()
+        config = (doc.get("config") or {}).get("mediaType") if isinstance(
+            doc.get("config"), dict) else None
+        if doc.get("artifactType"):
+            return str(doc["artifactType"])
+        if config and config not in IMAGE_CONFIG_TYPES:
+            return str(config)
+        return None
 
     @property
     def is_index(self) -> bool:
